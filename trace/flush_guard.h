@@ -1,0 +1,23 @@
+// Flush guards: leave readable trace files when a process ends abnormally. Every open Recorder
+// is registered here; on SIGINT/SIGTERM, std::terminate and exit() the registered recorders are
+// closed (drained, status recorded, file finished) before the process goes on to end.
+#pragma once
+
+#include <string_view>
+
+namespace dpscope::trace {
+
+class Recorder;
+
+// Installs the handlers once per process (idempotent, thread-safe). A signal is re-raised with
+// its default action after the flush, so the exit status still says which signal ended it.
+void install_flush_guards();
+
+// Called by Recorder's constructor and destructor. Thread-safe.
+void register_recorder(Recorder* recorder);
+void unregister_recorder(Recorder* recorder);
+
+// Closes every registered recorder with `status`. Thread-safe.
+void close_all_recorders(std::string_view status);
+
+}  // namespace dpscope::trace

@@ -1,0 +1,368 @@
+// Reader: validation of a trace file on open and the typed queries of reader.h.
+#include "trace/reader.h"
+
+#include <sys/stat.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "trace/error.h"
+#include "trace/sqlite_db.h"
+
+namespace dpscope::trace {
+namespace {
+
+constexpr const char* kEventColumns =
+    "rank, lane, kind, name, begin_ns, end_ns, iteration, param, bucket, unit, op, grp, seq,"
+    " bytes, dtype, value, enqueue_ns, flags";
+
+Event event_from_row(const detail::Statement& s) {
+  Event e;
+  e.rank = static_cast<int16_t>(s.column_int(0));
+  e.lane = static_cast<LaneId>(s.column_int(1));
+  e.kind = static_cast<EventKind>(s.column_int(2));
+  e.name = static_cast<NameId>(s.column_int_or_none(3));
+  e.begin_ns = s.column_int(4);
+  e.end_ns = s.column_int(5);
+  e.iteration = static_cast<int32_t>(s.column_int_or_none(6));
+  e.param = static_cast<int32_t>(s.column_int_or_none(7));
+  e.bucket = static_cast<int32_t>(s.column_int_or_none(8));
+  e.unit = static_cast<int32_t>(s.column_int_or_none(9));
+  e.op = s.column_is_null(10) ? 0xff : static_cast<uint8_t>(s.column_int(10));
+  e.grp = static_cast<int16_t>(s.column_int_or_none(11));
+  e.seq = s.column_int_or_none(12);
+  e.bytes = s.column_int_or_none(13);
+  e.dtype = s.column_is_null(14) ? 0xff : static_cast<uint8_t>(s.column_int(14));
+  e.value = s.column_int_or_none(15);
+  e.enqueue_ns = s.column_int_or_none(16);
+  e.flags = static_cast<uint8_t>(s.column_int(17));
+  return e;
+}
+
+uint32_t big_endian32(const unsigned char* p) {
+  return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
+}
+
+bool file_exists(const std::string& path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0;
+}
+
+// Checks the 100-byte SQLite header before SQLite sees the file: tells "not a database" and
+// "cut short" apart from everything else with a message a user can act on.
+void check_header(const std::string& path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) {
+    throw TraceError(path + ": no such trace file (check the path; `dpscope train --trace PATH` "
+                            "writes one per rank, `dpscope merge` joins them)");
+  }
+  if (S_ISDIR(info.st_mode)) throw TraceError(path + ": is a directory, not a trace file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TraceError(path + ": cannot be read (check its permissions)");
+  unsigned char header[100] = {};
+  in.read(reinterpret_cast<char*>(header), sizeof(header));
+  if (in.gcount() < 100 || std::memcmp(header, "SQLite format 3", 16) != 0) {
+    throw TraceError(path + ": not a dpscope trace (not an SQLite database at all; " +
+                     std::to_string(info.st_size) + " bytes)");
+  }
+  uint32_t page_size = (uint32_t(header[16]) << 8) | header[17];
+  if (page_size == 1) page_size = 65536;
+  const uint32_t pages = big_endian32(header + 28);
+  const bool size_valid = std::memcmp(header + 24, header + 92, 4) == 0 && pages > 0;
+  // With a WAL beside it the main file may legitimately be shorter than the header says.
+  if (size_valid && !file_exists(path + "-wal")) {
+    const uint64_t expected = uint64_t(pages) * page_size;
+    if (uint64_t(info.st_size) < expected) {
+      throw TraceError(path + ": truncated trace file (" + std::to_string(info.st_size) +
+                       " of " + std::to_string(expected) +
+                       " bytes); it was cut short while copying or writing: copy it again or "
+                       "re-run the training");
+    }
+  }
+}
+
+}  // namespace
+
+Reader::Reader(const std::string& path) : path_(path) {
+  check_header(path);
+  db_ = std::make_unique<detail::Db>(path, detail::OpenMode::ReadOnly);
+  validate();
+}
+
+Reader::~Reader() = default;
+
+void Reader::validate() {
+  int64_t application_id = 0, version = 0;
+  try {
+    application_id = db_->query_int("PRAGMA application_id");
+    version = db_->query_int("PRAGMA user_version");
+  } catch (const TraceError& error) {
+    throw TraceError(path_ + ": damaged trace file, SQLite cannot read it (" + error.what() + ")");
+  }
+  if (application_id != kApplicationId) {
+    throw TraceError(path_ + ": an SQLite database but not a dpscope trace (application_id " +
+                     std::to_string(application_id) + "); open a file written by dpscope");
+  }
+  if (version > kSchemaVersion) {
+    throw TraceError(path_ + ": written by a newer dpscope (trace schema version " +
+                     std::to_string(version) + "; this build reads versions up to " +
+                     std::to_string(kSchemaVersion) + "): update dpscope to read it");
+  }
+  if (version < 1) {
+    throw TraceError(path_ + ": a dpscope trace without a schema version; it is damaged");
+  }
+  schema_version_ = static_cast<int>(version);
+  try {
+    for (const char* table : {"meta", "ranks", "lanes", "names", "events", "memory", "metrics",
+                              "params", "buckets", "bucket_params", "units", "unit_shards"}) {
+      if (db_->query_int(std::string("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                                     "AND name = '") + table + "'") != 1) {
+        throw TraceError(path_ + ": damaged trace file: table '" + table + "' is missing");
+      }
+    }
+    db_->query_int("SELECT count(*) FROM ranks");
+  } catch (const TraceError& error) {
+    if (std::string(error.what()).rfind(path_ + ": damaged", 0) == 0) throw;
+    throw TraceError(path_ + ": damaged trace file, SQLite cannot read it (" + error.what() + ")");
+  }
+}
+
+std::map<std::string, std::string> Reader::meta() {
+  std::map<std::string, std::string> result;
+  detail::Statement s(*db_, "SELECT key, value FROM meta");
+  while (s.step()) result[s.column_text(0)] = s.column_text(1);
+  return result;
+}
+
+std::string Reader::meta_value(const std::string& key, const std::string& fallback) {
+  detail::Statement s(*db_, "SELECT value FROM meta WHERE key = ?");
+  s.bind_text(1, key);
+  return s.step() ? s.column_text(0) : fallback;
+}
+
+std::vector<RankInfo> Reader::ranks() {
+  std::vector<RankInfo> result;
+  detail::Statement s(*db_,
+                      "SELECT rank, host, pid, local_rank, device, clock_offset_ns, start_ns,"
+                      " end_ns, events, dropped_events, status FROM ranks ORDER BY rank");
+  while (s.step()) {
+    RankInfo r;
+    r.rank = static_cast<int32_t>(s.column_int(0));
+    r.host = s.column_text(1);
+    r.pid = s.column_int(2);
+    r.local_rank = static_cast<int32_t>(s.column_int(3));
+    r.device = s.column_text(4);
+    r.clock_offset_ns = s.column_int(5);
+    r.start_ns = s.column_int(6);
+    r.end_ns = s.column_int(7);
+    r.events = s.column_int(8);
+    r.dropped_events = s.column_int(9);
+    r.status = s.column_text(10);
+    result.push_back(std::move(r));
+  }
+  return result;
+}
+
+std::vector<LaneInfo> Reader::lanes() {
+  std::vector<LaneInfo> result;
+  detail::Statement s(*db_, "SELECT rank, lane, name, kind FROM lanes ORDER BY rank, lane");
+  while (s.step()) {
+    result.push_back(LaneInfo{static_cast<int32_t>(s.column_int(0)),
+                              static_cast<LaneId>(s.column_int(1)), s.column_text(2),
+                              static_cast<LaneKind>(s.column_int(3))});
+  }
+  return result;
+}
+
+std::vector<std::string> Reader::names() {
+  std::vector<std::string> result;
+  detail::Statement s(*db_, "SELECT id, name FROM names ORDER BY id");
+  while (s.step()) {
+    const int64_t id = s.column_int(0);
+    if (id < 0) continue;
+    if (static_cast<size_t>(id) >= result.size()) result.resize(static_cast<size_t>(id) + 1);
+    result[static_cast<size_t>(id)] = s.column_text(1);
+  }
+  return result;
+}
+
+std::vector<ParamInfo> Reader::params() {
+  std::vector<ParamInfo> result;
+  detail::Statement s(*db_,
+                      "SELECT param, name, shape, numel, dtype, requires_grad, sparse, bucket,"
+                      " rebuilt_bucket, unit, unit_offset FROM params ORDER BY param");
+  while (s.step()) {
+    ParamInfo p;
+    p.index = static_cast<int32_t>(s.column_int(0));
+    p.name = s.column_text(1);
+    p.shape = shape_from_json(s.column_text(2));
+    p.numel = s.column_int(3);
+    p.dtype = static_cast<DType>(s.column_int(4));
+    p.requires_grad = s.column_int(5) != 0;
+    p.sparse = s.column_int(6) != 0;
+    p.bucket = static_cast<int32_t>(s.column_int_or_none(7));
+    p.rebuilt_bucket = static_cast<int32_t>(s.column_int_or_none(8));
+    p.unit = static_cast<int32_t>(s.column_int_or_none(9));
+    p.unit_offset = s.column_int_or_none(10);
+    result.push_back(std::move(p));
+  }
+  return result;
+}
+
+std::vector<BucketInfo> Reader::buckets() {
+  std::vector<BucketInfo> result;
+  detail::Statement s(*db_,
+                      "SELECT generation, bucket, bytes, numel, dtype FROM buckets"
+                      " ORDER BY generation, bucket");
+  while (s.step()) {
+    BucketInfo b;
+    b.generation = static_cast<int32_t>(s.column_int(0));
+    b.index = static_cast<int32_t>(s.column_int(1));
+    b.bytes = s.column_int(2);
+    b.numel = s.column_int(3);
+    b.dtype = static_cast<DType>(s.column_int(4));
+    result.push_back(std::move(b));
+  }
+  detail::Statement p(*db_,
+                      "SELECT generation, bucket, param, offset FROM bucket_params"
+                      " ORDER BY generation, bucket, position");
+  while (p.step()) {
+    const auto generation = static_cast<int32_t>(p.column_int(0));
+    const auto index = static_cast<int32_t>(p.column_int(1));
+    for (auto& b : result) {
+      if (b.generation == generation && b.index == index) {
+        b.params.push_back(static_cast<int32_t>(p.column_int(2)));
+        b.offsets.push_back(p.column_int(3));
+        break;
+      }
+    }
+  }
+  return result;
+}
+
+std::vector<UnitInfo> Reader::units() {
+  std::vector<UnitInfo> result;
+  detail::Statement s(*db_,
+                      "SELECT unit, name, parent, numel, padded_numel, shard_numel FROM units"
+                      " ORDER BY unit");
+  while (s.step()) {
+    UnitInfo u;
+    u.index = static_cast<int32_t>(s.column_int(0));
+    u.name = s.column_text(1);
+    u.parent = static_cast<int32_t>(s.column_int_or_none(2));
+    u.numel = s.column_int(3);
+    u.padded_numel = s.column_int(4);
+    u.shard_numel = s.column_int(5);
+    result.push_back(std::move(u));
+  }
+  return result;
+}
+
+std::vector<UnitShard> Reader::unit_shards() {
+  std::vector<UnitShard> result;
+  detail::Statement s(*db_,
+                      "SELECT unit, rank, shard_begin, shard_end, real_numel FROM unit_shards"
+                      " ORDER BY unit, rank");
+  while (s.step()) {
+    result.push_back(UnitShard{static_cast<int32_t>(s.column_int(0)),
+                               static_cast<int32_t>(s.column_int(1)), s.column_int(2),
+                               s.column_int(3), s.column_int(4)});
+  }
+  return result;
+}
+
+int64_t Reader::event_count() { return db_->query_int("SELECT count(*) FROM events"); }
+
+std::pair<int64_t, int64_t> Reader::time_range() {
+  detail::Statement s(*db_, "SELECT min(begin_ns), max(end_ns) FROM events");
+  if (!s.step() || s.column_is_null(0)) return {0, 0};
+  return {s.column_int(0), s.column_int(1)};
+}
+
+int64_t Reader::max_duration(int32_t rank, LaneId lane) {
+  auto key = std::make_pair(rank, lane);
+  auto it = max_duration_.find(key);
+  if (it != max_duration_.end()) return it->second;
+  detail::Statement s(*db_,
+                      "SELECT max(end_ns - begin_ns) FROM events WHERE rank = ? AND lane = ?");
+  s.bind_int(1, rank);
+  s.bind_int(2, lane);
+  const int64_t longest = s.step() && !s.column_is_null(0) ? s.column_int(0) : 0;
+  max_duration_[key] = longest;
+  return longest;
+}
+
+std::vector<Event> Reader::events(int32_t rank, LaneId lane, int64_t t0_ns, int64_t t1_ns) {
+  // begin_ns >= t0 - longest lets the (rank, lane, begin_ns) index bound the scan.
+  const int64_t longest = max_duration(rank, lane);
+  detail::Statement s(*db_, std::string("SELECT ") + kEventColumns +
+                                " FROM events WHERE rank = ? AND lane = ? AND begin_ns >= ?"
+                                " AND begin_ns <= ? AND end_ns >= ? ORDER BY begin_ns, id");
+  s.bind_int(1, rank);
+  s.bind_int(2, lane);
+  s.bind_int(3, t0_ns - longest);
+  s.bind_int(4, t1_ns);
+  s.bind_int(5, t0_ns);
+  std::vector<Event> result;
+  while (s.step()) result.push_back(event_from_row(s));
+  return result;
+}
+
+std::vector<Event> Reader::events_of_kind(EventKind kind, int32_t rank) {
+  std::string sql = std::string("SELECT ") + kEventColumns + " FROM events WHERE kind = ?";
+  if (rank != kNone) sql += " AND rank = ?";
+  sql += " ORDER BY rank, begin_ns, id";
+  detail::Statement s(*db_, sql);
+  s.bind_int(1, static_cast<int>(kind));
+  if (rank != kNone) s.bind_int(2, rank);
+  std::vector<Event> result;
+  while (s.step()) result.push_back(event_from_row(s));
+  return result;
+}
+
+void Reader::for_each_event(const std::function<bool(const Event&)>& visit,
+                            const std::function<void(double)>& progress) {
+  const int64_t total = progress ? event_count() : 0;
+  const int64_t step = std::max<int64_t>(total / 100, 1);
+  detail::Statement s(*db_, std::string("SELECT ") + kEventColumns +
+                                " FROM events ORDER BY rank, lane, begin_ns, id");
+  int64_t seen = 0;
+  while (s.step()) {
+    if (!visit(event_from_row(s))) return;
+    if (progress && ++seen % step == 0) progress(double(seen) / double(total));
+  }
+  if (progress) progress(1.0);
+}
+
+std::vector<MemorySample> Reader::memory(int32_t rank) {
+  std::string sql = "SELECT rank, ts_ns, category, bytes FROM memory";
+  if (rank != kNone) sql += " WHERE rank = ?";
+  sql += " ORDER BY rank, ts_ns, rowid";
+  detail::Statement s(*db_, sql);
+  if (rank != kNone) s.bind_int(1, rank);
+  std::vector<MemorySample> result;
+  while (s.step()) {
+    result.push_back(MemorySample{static_cast<int32_t>(s.column_int(0)), s.column_int(1),
+                                  static_cast<MemoryCategory>(s.column_int(2)), s.column_int(3)});
+  }
+  return result;
+}
+
+std::vector<Metric> Reader::metrics(int32_t rank) {
+  std::string sql =
+      "SELECT m.rank, m.iteration, coalesce(n.name, ''), m.value FROM metrics m"
+      " LEFT JOIN names n ON n.id = m.name";
+  if (rank != kNone) sql += " WHERE m.rank = ?";
+  sql += " ORDER BY m.rank, m.iteration, n.name";
+  detail::Statement s(*db_, sql);
+  if (rank != kNone) s.bind_int(1, rank);
+  std::vector<Metric> result;
+  while (s.step()) {
+    result.push_back(Metric{static_cast<int32_t>(s.column_int(0)),
+                            static_cast<int32_t>(s.column_int(1)), s.column_text(2),
+                            s.column_double(3)});
+  }
+  return result;
+}
+
+}  // namespace dpscope::trace

@@ -1,0 +1,76 @@
+// Reader: typed, read-only queries over a trace file (a rank file or a merged run file) for the
+// CLI and the viewer. Opening validates the file first: a missing file, random bytes, a foreign
+// SQLite database, a truncated file and a newer schema each get one clear TraceError.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trace/records.h"
+#include "trace/schema.h"
+
+namespace dpscope::trace {
+
+namespace detail {
+class Db;
+}
+
+// Thread-safety: one Reader per thread (a SQLite connection is not shared). Open several
+// Readers on the same file to read from several threads; a live file may be written meanwhile.
+class Reader {
+ public:
+  // Opens `path` read-only and validates it. Throws TraceError whose message names the file
+  // and says what is wrong with it and what to do.
+  explicit Reader(const std::string& path);
+  ~Reader();
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+
+  const std::string& path() const { return path_; }
+  int schema_version() const { return schema_version_; }
+
+  // ---- Run-wide tables.
+  std::map<std::string, std::string> meta();
+  std::string meta_value(const std::string& key, const std::string& fallback = "");
+  std::vector<RankInfo> ranks();
+  std::vector<LaneInfo> lanes();          // every rank's, ordered by (rank, lane)
+  std::vector<std::string> names();       // indexed by NameId; "" where no name has that id
+  std::vector<ParamInfo> params();        // ordered by index
+  std::vector<BucketInfo> buckets();      // ordered by (generation, index), params in slot order
+  std::vector<UnitInfo> units();          // ordered by index
+  std::vector<UnitShard> unit_shards();   // ordered by (unit, rank)
+
+  // ---- Events.
+  int64_t event_count();
+  // Earliest begin and latest end over all events; {0, 0} for a file without events.
+  std::pair<int64_t, int64_t> time_range();
+  // Events of one lane of one rank that overlap [t0_ns, t1_ns], ordered by begin.
+  std::vector<Event> events(int32_t rank, LaneId lane, int64_t t0_ns, int64_t t1_ns);
+  // Every event of `kind` (of one rank, or all when rank is kNone), ordered by (rank, begin).
+  std::vector<Event> events_of_kind(EventKind kind, int32_t rank = kNone);
+  // Streams every event ordered by (rank, lane, begin_ns). `visit` returns false to stop.
+  // `progress` (optional) is called with the fraction done, about every 1 % of the events.
+  void for_each_event(const std::function<bool(const Event&)>& visit,
+                      const std::function<void(double)>& progress = {});
+
+  // ---- Counters.
+  // Memory samples ordered by (rank, ts_ns); one rank, or all when rank is kNone.
+  std::vector<MemorySample> memory(int32_t rank = kNone);
+  // Metrics ordered by (rank, iteration, name); one rank, or all when rank is kNone.
+  std::vector<Metric> metrics(int32_t rank = kNone);
+
+ private:
+  void validate();
+  int64_t max_duration(int32_t rank, LaneId lane);
+
+  std::string path_;
+  std::unique_ptr<detail::Db> db_;
+  int schema_version_ = 0;
+  std::map<std::pair<int32_t, LaneId>, int64_t> max_duration_;
+};
+
+}  // namespace dpscope::trace

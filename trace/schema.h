@@ -1,0 +1,214 @@
+// The dpscope trace format: its version, every table and column, and the enumerations stored
+// in them. Shared by everything that writes (Writer, Recorder, merge, synth) and by the Reader.
+// docs/trace-format.md describes the same tables for users; keep the two in step.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace dpscope::trace {
+
+// ---- Version and identity ------------------------------------------------------------------
+// Bump kSchemaVersion on any change a reader of the previous version would misread; the reader
+// refuses files with a newer version and names both versions in its error.
+inline constexpr int kSchemaVersion = 1;
+// Stored as `PRAGMA application_id`: tells a dpscope trace from any other SQLite database.
+inline constexpr int32_t kApplicationId = 0x44505343;  // "DPSC"
+
+// A column value that is SQL NULL is held as kNone in memory (iteration of construction work,
+// the bucket of a phase, ...).
+inline constexpr int32_t kNone = -1;
+inline constexpr int64_t kNone64 = -1;
+
+// ---- Enumerations --------------------------------------------------------------------------
+// Every enumeration is also written into its own lookup table (event_kinds, collective_ops, ...)
+// so that SQL users can join names instead of remembering numbers. Values are part of the
+// format: append, never renumber.
+
+enum class TraceLevel : uint8_t {
+  Off = 0,      // nothing is recorded; each call site costs one branch
+  Summary = 1,  // phases, collectives and their waits, FSDP unit states, metrics
+  Full = 2,     // everything: also hook firings, bucket events, memory samples, marks
+};
+
+enum class EventKind : uint8_t {
+  Phase = 0,           // slice: forward, backward, optimizer_step, iteration, construction steps
+  Hook = 1,            // slice: a gradient hook firing; param, bucket, value = bucket fill bytes after
+  BucketReady = 2,     // instant: every gradient of `bucket` is in place
+  BucketLaunch = 3,    // instant: `bucket`'s collective was issued (seq = its sequence number)
+  BucketDone = 4,      // instant: `bucket`'s result was written back
+  Collective = 5,      // slice on the lane where it runs: op, grp, seq, bytes, dtype, enqueue_ns
+  CollectiveWait = 6,  // slice on the waiting thread: op, grp, seq
+  UnitState = 7,       // slice on an FSDP unit's lane: unit, op = UnitState
+  Mark = 8,            // instant or slice: anything else, by name
+};
+inline constexpr int kEventKindCount = 9;
+
+enum class CollectiveOp : uint8_t {
+  Broadcast = 0,
+  AllReduce = 1,
+  AllGather = 2,
+  ReduceScatter = 3,
+  Barrier = 4,
+};
+inline constexpr int kCollectiveOpCount = 5;
+
+// The FSDP unit state that a UnitState slice spans; a unit is `sharded` between slices.
+enum class UnitState : uint8_t {
+  Gathering = 0,  // all-gather of the full parameter in flight
+  Full = 1,       // full parameter materialised
+  Reducing = 2,   // gradient reduce-scatter in flight
+};
+inline constexpr int kUnitStateCount = 3;
+
+enum class DType : uint8_t {
+  Float32 = 0,
+  Float16 = 1,
+  BFloat16 = 2,
+  Float64 = 3,
+  Int64 = 4,
+  Int32 = 5,
+  Int8 = 6,
+  UInt8 = 7,
+  Bool = 8,
+};
+inline constexpr int kDTypeCount = 9;
+
+// Memory categories. The first kMemoryCategoryStacked stack into the total the engine accounts
+// for; the others are read from an allocator and drawn as lines.
+enum class MemoryCategory : uint8_t {
+  Parameters = 0,
+  Gradients = 1,
+  Buckets = 2,
+  FullParameters = 3,
+  Shards = 4,
+  GradientShards = 5,
+  FullGradients = 6,
+  OptimizerState = 7,
+  Activations = 8,
+  Other = 9,
+  AllocatorTotal = 10,  // the tracking CPU allocator's bytes in use
+  CudaAllocated = 11,   // CUDA caching allocator: allocated bytes
+  CudaReserved = 12,    // CUDA caching allocator: reserved bytes
+};
+inline constexpr int kMemoryCategoryCount = 13;
+inline constexpr int kMemoryCategoryStacked = 10;
+
+enum class LaneKind : uint8_t {
+  Host = 0,     // a host thread: main / autograd (phases, hooks, waits)
+  Comm = 1,     // a communication thread (gloo) running collectives
+  Stream = 2,   // a CUDA stream (nccl collectives, GPU compute spans)
+  Unit = 3,     // an FSDP unit's state
+};
+inline constexpr int kLaneKindCount = 4;
+
+// Event flags (events.flags, a bit set).
+enum EventFlag : uint8_t {
+  kFlagPrefetch = 1 << 0,   // an FSDP all-gather issued ahead of need
+  kFlagBackward = 1 << 1,   // work of the backward pass (FSDP all-gather before backward)
+  kFlagBucketed = 1 << 2,   // a reduce-scatter that went through the bucketer
+  kFlagGpuTime = 1 << 3,    // begin/end come from CUDA events (converted to the host clock)
+};
+
+// Names as stored in the lookup tables, in `stats --json` and in exports.
+std::string_view to_string(EventKind v);
+std::string_view to_string(CollectiveOp v);
+std::string_view to_string(UnitState v);
+std::string_view to_string(DType v);
+std::string_view to_string(MemoryCategory v);
+std::string_view to_string(LaneKind v);
+std::string_view to_string(TraceLevel v);
+// Parses "off" | "summary" | "full"; false for anything else.
+bool parse_trace_level(std::string_view text, TraceLevel* out);
+
+// ---- Tables --------------------------------------------------------------------------------
+// One DDL statement per table. Times are int64 nanoseconds on the rank's steady clock, aligned
+// to rank 0 (see ranks.clock_offset_ns). Events have no indexes while a recorder writes, so
+// ingest stays fast; kIndexes are created when a file is closed or merged.
+inline constexpr const char* kTables[] = {
+    // Run-wide key/value metadata: schema_version, tool_version, created_unix_ms, command_line,
+    // config (JSON), strategy, backend, world_size, model, model_summary, trace_level, device.
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+
+    // One row per rank in the file. status: 'running' while written, then 'complete',
+    // 'interrupted (SIGINT)', 'terminated: <why>', ...; a killed writer leaves 'running'.
+    "CREATE TABLE ranks (rank INTEGER PRIMARY KEY, host TEXT, pid INTEGER, local_rank INTEGER,"
+    " device TEXT, clock_offset_ns INTEGER NOT NULL DEFAULT 0, start_ns INTEGER, end_ns INTEGER,"
+    " events INTEGER NOT NULL DEFAULT 0, dropped_events INTEGER NOT NULL DEFAULT 0,"
+    " status TEXT NOT NULL DEFAULT 'running')",
+
+    // Timeline lanes of each rank: threads, communication threads, CUDA streams, FSDP units.
+    "CREATE TABLE lanes (rank INTEGER NOT NULL, lane INTEGER NOT NULL, name TEXT NOT NULL,"
+    " kind INTEGER NOT NULL, PRIMARY KEY (rank, lane))",
+
+    // Interned event and metric names; events.name and metrics.name refer to names.id.
+    "CREATE TABLE names (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
+
+    // Every recorded event. Instants have end_ns = begin_ns. NULL where a column does not apply.
+    "CREATE TABLE events (id INTEGER PRIMARY KEY, rank INTEGER NOT NULL, lane INTEGER NOT NULL,"
+    " kind INTEGER NOT NULL, name INTEGER, begin_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"
+    " iteration INTEGER, param INTEGER, bucket INTEGER, unit INTEGER, op INTEGER, grp INTEGER,"
+    " seq INTEGER, bytes INTEGER, dtype INTEGER, value INTEGER, enqueue_ns INTEGER,"
+    " flags INTEGER NOT NULL DEFAULT 0)",
+
+    // Memory counters: the bytes held by `category` on `rank` from ts_ns on.
+    "CREATE TABLE memory (rank INTEGER NOT NULL, ts_ns INTEGER NOT NULL,"
+    " category INTEGER NOT NULL, bytes INTEGER NOT NULL)",
+
+    // Per-iteration metrics (loss, step_ms, accuracy, ...), by name.
+    "CREATE TABLE metrics (rank INTEGER NOT NULL, iteration INTEGER NOT NULL,"
+    " name INTEGER NOT NULL, value REAL NOT NULL)",
+
+    // The model's parameters in registration order (DDP's and FSDP's index). shape is a JSON
+    // array. bucket/rebuilt_bucket: DDP bucket in the initial and the rebuilt plan. unit and
+    // unit_offset: the FSDP unit and the element offset inside its flat parameter.
+    "CREATE TABLE params (param INTEGER PRIMARY KEY, name TEXT NOT NULL, shape TEXT NOT NULL,"
+    " numel INTEGER NOT NULL, dtype INTEGER NOT NULL, requires_grad INTEGER NOT NULL DEFAULT 1,"
+    " sparse INTEGER NOT NULL DEFAULT 0, bucket INTEGER, rebuilt_bucket INTEGER, unit INTEGER,"
+    " unit_offset INTEGER)",
+
+    // DDP buckets: generation 0 is the initial plan, 1 the plan rebuilt after iteration 0.
+    "CREATE TABLE buckets (generation INTEGER NOT NULL, bucket INTEGER NOT NULL,"
+    " bytes INTEGER NOT NULL, numel INTEGER NOT NULL, dtype INTEGER NOT NULL,"
+    " PRIMARY KEY (generation, bucket))",
+    // The parameters of each bucket in slot order, with their element offset in the bucket.
+    "CREATE TABLE bucket_params (generation INTEGER NOT NULL, bucket INTEGER NOT NULL,"
+    " position INTEGER NOT NULL, param INTEGER NOT NULL, offset INTEGER NOT NULL,"
+    " PRIMARY KEY (generation, bucket, position))",
+
+    // FSDP units (flat parameters). parent is NULL for the root.
+    "CREATE TABLE units (unit INTEGER PRIMARY KEY, name TEXT NOT NULL, parent INTEGER,"
+    " numel INTEGER NOT NULL, padded_numel INTEGER NOT NULL, shard_numel INTEGER NOT NULL)",
+    // Each rank's shard of each unit: elements [shard_begin, shard_end) of the padded flat
+    // parameter; real_numel of them are parameters, the rest padding.
+    "CREATE TABLE unit_shards (unit INTEGER NOT NULL, rank INTEGER NOT NULL,"
+    " shard_begin INTEGER NOT NULL, shard_end INTEGER NOT NULL, real_numel INTEGER NOT NULL,"
+    " PRIMARY KEY (unit, rank))",
+
+    // Lookup tables for the enumerations above.
+    "CREATE TABLE event_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
+    "CREATE TABLE collective_ops (id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
+    "CREATE TABLE unit_states (id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
+    "CREATE TABLE dtypes (id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
+    "CREATE TABLE memory_categories (id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
+    "CREATE TABLE lane_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
+
+    // A readable view of events with every enumeration spelled out.
+    "CREATE VIEW events_named AS SELECT e.id, e.rank, e.lane, l.name AS lane_name,"
+    " k.name AS kind, n.name AS name, e.begin_ns, e.end_ns, e.end_ns - e.begin_ns AS dur_ns,"
+    " e.iteration, e.param, e.bucket, e.unit, o.name AS op, e.grp, e.seq, e.bytes,"
+    " d.name AS dtype, e.value, e.enqueue_ns, e.flags FROM events e"
+    " LEFT JOIN lanes l ON l.rank = e.rank AND l.lane = e.lane"
+    " LEFT JOIN event_kinds k ON k.id = e.kind LEFT JOIN names n ON n.id = e.name"
+    " LEFT JOIN collective_ops o ON o.id = e.op AND e.kind IN (5, 6)"
+    " LEFT JOIN dtypes d ON d.id = e.dtype",
+};
+
+// Created when a file is finished (Recorder::close, merge, synth).
+inline constexpr const char* kIndexes[] = {
+    "CREATE INDEX IF NOT EXISTS events_by_lane ON events (rank, lane, begin_ns)",
+    "CREATE INDEX IF NOT EXISTS events_by_kind ON events (kind, rank, iteration)",
+    "CREATE INDEX IF NOT EXISTS memory_by_rank ON memory (rank, category, ts_ns)",
+};
+
+}  // namespace dpscope::trace

@@ -1,0 +1,204 @@
+// Writer: a new trace file and the prepared inserts into each of its tables (see writer.h).
+#include "trace/writer.h"
+
+#include "trace/schema.h"
+
+namespace dpscope::trace {
+
+struct Writer::Statements {
+  explicit Statements(detail::Db& db)
+      : meta(db, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"),
+        rank(db,
+             "INSERT OR REPLACE INTO ranks (rank, host, pid, local_rank, device, clock_offset_ns,"
+             " start_ns, end_ns, events, dropped_events, status)"
+             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+        lane(db, "INSERT OR REPLACE INTO lanes (rank, lane, name, kind) VALUES (?, ?, ?, ?)"),
+        name(db, "INSERT OR IGNORE INTO names (id, name) VALUES (?, ?)"),
+        event(db,
+              "INSERT INTO events (rank, lane, kind, name, begin_ns, end_ns, iteration, param,"
+              " bucket, unit, op, grp, seq, bytes, dtype, value, enqueue_ns, flags)"
+              " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+        memory(db, "INSERT INTO memory (rank, ts_ns, category, bytes) VALUES (?, ?, ?, ?)"),
+        metric(db, "INSERT INTO metrics (rank, iteration, name, value) VALUES (?, ?, ?, ?)"),
+        param(db,
+              "INSERT OR REPLACE INTO params (param, name, shape, numel, dtype, requires_grad,"
+              " sparse, bucket, rebuilt_bucket, unit, unit_offset)"
+              " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+        bucket(db,
+               "INSERT OR REPLACE INTO buckets (generation, bucket, bytes, numel, dtype)"
+               " VALUES (?, ?, ?, ?, ?)"),
+        bucket_param(db,
+                     "INSERT OR REPLACE INTO bucket_params (generation, bucket, position, param,"
+                     " offset) VALUES (?, ?, ?, ?, ?)"),
+        unit(db,
+             "INSERT OR REPLACE INTO units (unit, name, parent, numel, padded_numel, shard_numel)"
+             " VALUES (?, ?, ?, ?, ?, ?)"),
+        unit_shard(db,
+                   "INSERT OR REPLACE INTO unit_shards (unit, rank, shard_begin, shard_end,"
+                   " real_numel) VALUES (?, ?, ?, ?, ?)") {}
+
+  detail::Statement meta, rank, lane, name, event, memory, metric, param, bucket, bucket_param,
+      unit, unit_shard;
+};
+
+Writer::Writer(const std::string& path)
+    : path_(path), db_(std::make_unique<detail::Db>(path, detail::OpenMode::CreateFresh)) {
+  // Large pages and a big cache make bulk inserts cheap; WAL with synchronous=NORMAL commits
+  // without fsync per transaction yet survives the writing process being killed.
+  db_->exec("PRAGMA page_size = 65536");
+  db_->exec("PRAGMA journal_mode = WAL");
+  db_->exec("PRAGMA synchronous = NORMAL");
+  db_->exec("PRAGMA cache_size = -65536");
+  create_schema(*db_);
+  statements_ = std::make_unique<Statements>(*db_);
+}
+
+Writer::~Writer() = default;
+
+void Writer::begin() { db_->exec("BEGIN"); }
+void Writer::commit() { db_->exec("COMMIT"); }
+
+void Writer::set_meta(std::string_view key, std::string_view value) {
+  auto& s = statements_->meta;
+  s.bind_text(1, key);
+  s.bind_text(2, value);
+  s.run();
+}
+
+void Writer::put_rank(const RankInfo& r) {
+  auto& s = statements_->rank;
+  s.bind_int(1, r.rank);
+  s.bind_text(2, r.host);
+  s.bind_int(3, r.pid);
+  s.bind_int(4, r.local_rank);
+  s.bind_text(5, r.device);
+  s.bind_int(6, r.clock_offset_ns);
+  s.bind_int(7, r.start_ns);
+  s.bind_int(8, r.end_ns);
+  s.bind_int(9, r.events);
+  s.bind_int(10, r.dropped_events);
+  s.bind_text(11, r.status);
+  s.run();
+}
+
+void Writer::add_lane(const LaneInfo& l) {
+  auto& s = statements_->lane;
+  s.bind_int(1, l.rank);
+  s.bind_int(2, l.lane);
+  s.bind_text(3, l.name);
+  s.bind_int(4, static_cast<int>(l.kind));
+  s.run();
+}
+
+void Writer::add_name(NameId id, std::string_view name) {
+  auto& s = statements_->name;
+  s.bind_int(1, id);
+  s.bind_text(2, name);
+  s.run();
+}
+
+void Writer::add_event(const Event& e) {
+  auto& s = statements_->event;
+  s.bind_int(1, e.rank);
+  s.bind_int(2, e.lane);
+  s.bind_int(3, static_cast<int>(e.kind));
+  s.bind_int_or_null(4, e.name, kNone);
+  s.bind_int(5, e.begin_ns);
+  s.bind_int(6, e.end_ns);
+  s.bind_int_or_null(7, e.iteration, kNone);
+  s.bind_int_or_null(8, e.param, kNone);
+  s.bind_int_or_null(9, e.bucket, kNone);
+  s.bind_int_or_null(10, e.unit, kNone);
+  s.bind_int_or_null(11, e.op, 0xff);
+  s.bind_int_or_null(12, e.grp, kNone);
+  s.bind_int_or_null(13, e.seq, kNone64);
+  s.bind_int_or_null(14, e.bytes, kNone64);
+  s.bind_int_or_null(15, e.dtype, 0xff);
+  s.bind_int_or_null(16, e.value, kNone64);
+  s.bind_int_or_null(17, e.enqueue_ns, kNone64);
+  s.bind_int(18, e.flags);
+  s.run();
+}
+
+void Writer::add_memory(const MemorySample& m) {
+  auto& s = statements_->memory;
+  s.bind_int(1, m.rank);
+  s.bind_int(2, m.ts_ns);
+  s.bind_int(3, static_cast<int>(m.category));
+  s.bind_int(4, m.bytes);
+  s.run();
+}
+
+void Writer::add_metric(int32_t rank, int32_t iteration, NameId name, double value) {
+  auto& s = statements_->metric;
+  s.bind_int(1, rank);
+  s.bind_int(2, iteration);
+  s.bind_int(3, name);
+  s.bind_double(4, value);
+  s.run();
+}
+
+void Writer::add_param(const ParamInfo& p) {
+  auto& s = statements_->param;
+  s.bind_int(1, p.index);
+  s.bind_text(2, p.name);
+  s.bind_text(3, shape_to_json(p.shape));
+  s.bind_int(4, p.numel);
+  s.bind_int(5, static_cast<int>(p.dtype));
+  s.bind_int(6, p.requires_grad ? 1 : 0);
+  s.bind_int(7, p.sparse ? 1 : 0);
+  s.bind_int_or_null(8, p.bucket, kNone);
+  s.bind_int_or_null(9, p.rebuilt_bucket, kNone);
+  s.bind_int_or_null(10, p.unit, kNone);
+  s.bind_int_or_null(11, p.unit_offset, kNone64);
+  s.run();
+}
+
+void Writer::add_bucket(const BucketInfo& b) {
+  auto& s = statements_->bucket;
+  s.bind_int(1, b.generation);
+  s.bind_int(2, b.index);
+  s.bind_int(3, b.bytes);
+  s.bind_int(4, b.numel);
+  s.bind_int(5, static_cast<int>(b.dtype));
+  s.run();
+  auto& p = statements_->bucket_param;
+  for (size_t i = 0; i < b.params.size(); ++i) {
+    p.bind_int(1, b.generation);
+    p.bind_int(2, b.index);
+    p.bind_int(3, static_cast<int64_t>(i));
+    p.bind_int(4, b.params[i]);
+    p.bind_int(5, i < b.offsets.size() ? b.offsets[i] : 0);
+    p.run();
+  }
+}
+
+void Writer::add_unit(const UnitInfo& u) {
+  auto& s = statements_->unit;
+  s.bind_int(1, u.index);
+  s.bind_text(2, u.name);
+  s.bind_int_or_null(3, u.parent, kNone);
+  s.bind_int(4, u.numel);
+  s.bind_int(5, u.padded_numel);
+  s.bind_int(6, u.shard_numel);
+  s.run();
+}
+
+void Writer::add_unit_shard(const UnitShard& u) {
+  auto& s = statements_->unit_shard;
+  s.bind_int(1, u.unit);
+  s.bind_int(2, u.rank);
+  s.bind_int(3, u.shard_begin);
+  s.bind_int(4, u.shard_end);
+  s.bind_int(5, u.real_numel);
+  s.run();
+}
+
+void Writer::finish() {
+  statements_.reset();
+  for (const char* ddl : kIndexes) db_->exec(ddl);
+  db_->exec("PRAGMA journal_mode = DELETE");
+  db_.reset();
+}
+
+}  // namespace dpscope::trace
