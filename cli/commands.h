@@ -1,0 +1,28 @@
+// The dpscope subcommands: each file cli/cmd_<name>.cpp adds one subcommand to the app and runs
+// it. A command reports failure by throwing (TraceError or CliFailure); main() prints the
+// message on one line and exits non-zero.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <stdexcept>
+#include <string>
+
+namespace dpscope::cli {
+
+// An error the user caused (bad arguments, a file that cannot be read): one line, exit 1.
+class CliFailure : public std::runtime_error {
+ public:
+  explicit CliFailure(const std::string& message) : std::runtime_error(message) {}
+};
+
+// The directory of the running dpscope binary (to find dpscope-view and friends beside it).
+std::string binary_dir();
+
+void add_stats_command(CLI::App& app);   // dpscope stats [--json] TRACE
+void add_export_command(CLI::App& app);  // dpscope export --chrome OUT.json TRACE
+void add_merge_command(CLI::App& app);   // dpscope merge OUT RANKFILES...
+void add_synth_command(CLI::App& app);   // dpscope synth --events N --ranks R --out PATH
+void add_view_command(CLI::App& app);    // dpscope view TRACE
+void add_demo_command(CLI::App& app);    // dpscope demo
+
+}  // namespace dpscope::cli
