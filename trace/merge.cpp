@@ -1,1 +1,122 @@
-// (being written)
+// merge: copies every rank file's rows into one run file through ATTACH, re-numbering interned
+// names so that events and metrics of all ranks share one names table (see merge.h).
+#include "trace/merge.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <map>
+
+#include "trace/error.h"
+#include "trace/reader.h"
+#include "trace/sqlite_db.h"
+#include "trace/writer.h"
+
+namespace dpscope::trace {
+namespace {
+
+struct Input {
+  std::string path;
+  std::vector<int32_t> ranks;
+};
+
+// A read-only SQLite URI for `path`: the characters URIs reserve are percent-encoded.
+std::string read_only_uri(const std::string& path) {
+  std::string uri = "file:";
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char encoded[4];
+      std::snprintf(encoded, sizeof(encoded), "%%%02X", static_cast<unsigned char>(c));
+      uri += encoded;
+    } else {
+      uri += c;
+    }
+  }
+  return uri + "?mode=ro";
+}
+
+std::string sql_quote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) {
+    quoted += c;
+    if (c == '\'') quoted += '\'';
+  }
+  return quoted + "'";
+}
+
+// Copies one attached input (schema `src`) into the main database.
+void copy_input(detail::Db& db) {
+  db.exec("INSERT OR IGNORE INTO names (name) SELECT name FROM src.names ORDER BY id");
+  db.exec("DROP TABLE IF EXISTS temp.name_map");
+  db.exec("CREATE TEMP TABLE name_map (old INTEGER PRIMARY KEY, new INTEGER NOT NULL)");
+  db.exec("INSERT INTO temp.name_map SELECT s.id, m.id FROM src.names s"
+          " JOIN main.names m ON m.name = s.name");
+  db.exec("INSERT OR IGNORE INTO meta SELECT key, value FROM src.meta");
+  db.exec("INSERT INTO ranks SELECT * FROM src.ranks");
+  db.exec("INSERT OR REPLACE INTO lanes SELECT * FROM src.lanes");
+  db.exec("INSERT INTO events (rank, lane, kind, name, begin_ns, end_ns, iteration, param,"
+          " bucket, unit, op, grp, seq, bytes, dtype, value, enqueue_ns, flags)"
+          " SELECT e.rank, e.lane, e.kind, m.new, e.begin_ns, e.end_ns, e.iteration, e.param,"
+          " e.bucket, e.unit, e.op, e.grp, e.seq, e.bytes, e.dtype, e.value, e.enqueue_ns,"
+          " e.flags FROM src.events e LEFT JOIN temp.name_map m ON m.old = e.name ORDER BY e.id");
+  db.exec("INSERT INTO memory SELECT * FROM src.memory ORDER BY rowid");
+  db.exec("INSERT INTO metrics (rank, iteration, name, value) SELECT x.rank, x.iteration, m.new,"
+          " x.value FROM src.metrics x JOIN temp.name_map m ON m.old = x.name ORDER BY x.rowid");
+  // Run-wide plans are identical on every rank; the first (lowest) rank's copy is kept.
+  db.exec("INSERT OR IGNORE INTO params SELECT * FROM src.params");
+  db.exec("INSERT OR IGNORE INTO buckets SELECT * FROM src.buckets");
+  db.exec("INSERT OR IGNORE INTO bucket_params SELECT * FROM src.bucket_params");
+  db.exec("INSERT OR IGNORE INTO units SELECT * FROM src.units");
+  db.exec("INSERT OR REPLACE INTO unit_shards SELECT * FROM src.unit_shards");
+}
+
+}  // namespace
+
+MergeResult merge_traces(const std::vector<std::string>& inputs, const std::string& out,
+                         const std::function<void(double)>& progress) {
+  if (inputs.empty()) throw TraceError("merge: no input files given (pass the rank files)");
+  std::vector<Input> files;
+  std::map<int32_t, std::string> owner;
+  for (const std::string& path : inputs) {
+    if (path == out) {
+      throw TraceError("merge: the output " + out + " is also an input; choose another name");
+    }
+    Reader reader(path);
+    Input input{path, {}};
+    for (const RankInfo& rank : reader.ranks()) {
+      auto [it, inserted] = owner.emplace(rank.rank, path);
+      if (!inserted) {
+        throw TraceError("merge: rank " + std::to_string(rank.rank) + " is in both " +
+                         it->second + " and " + path + "; pass each rank's file once");
+      }
+      input.ranks.push_back(rank.rank);
+    }
+    files.push_back(std::move(input));
+  }
+  std::sort(files.begin(), files.end(), [](const Input& a, const Input& b) {
+    int32_t ra = a.ranks.empty() ? INT32_MAX : a.ranks.front();
+    int32_t rb = b.ranks.empty() ? INT32_MAX : b.ranks.front();
+    return ra < rb;
+  });
+
+  Writer writer(out);
+  detail::Db& db = writer.db();
+  for (size_t i = 0; i < files.size(); ++i) {
+    db.exec("ATTACH DATABASE " + sql_quote(read_only_uri(files[i].path)) + " AS src");
+    db.exec("BEGIN");
+    copy_input(db);
+    db.exec("COMMIT");
+    db.exec("DETACH DATABASE src");
+    if (progress) progress(double(i + 1) / double(files.size()));
+  }
+  db.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('merged_ranks', '" +
+          std::to_string(owner.size()) + "')");
+  MergeResult result;
+  result.ranks = static_cast<int>(owner.size());
+  result.events = db.query_int("SELECT count(*) FROM events");
+  result.dropped_events = db.query_int("SELECT coalesce(sum(dropped_events), 0) FROM ranks");
+  writer.finish();
+  return result;
+}
+
+}  // namespace dpscope::trace

@@ -10,7 +10,8 @@
 namespace dpscope::trace::detail {
 
 Db::Db(const std::string& path, OpenMode mode) : path_(path) {
-  int flags = SQLITE_OPEN_NOMUTEX;
+  // URI names let merge ATTACH its inputs read-only (file:PATH?mode=ro).
+  int flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI;
   switch (mode) {
     case OpenMode::CreateFresh:
       for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
