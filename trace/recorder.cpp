@@ -53,7 +53,8 @@ std::string host_name() {
 
 class ThreadBuffer {
  public:
-  explicit ThreadBuffer(Recorder& recorder) : recorder_(recorder) {
+  explicit ThreadBuffer(Recorder& recorder)
+      : recorder_(recorder), owner_(std::this_thread::get_id()) {
     tail_ = head_ = allocate();
   }
   ~ThreadBuffer() {
@@ -103,6 +104,7 @@ class ThreadBuffer {
   }
 
   int64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  std::thread::id owner() const { return owner_; }
 
  private:
   Chunk* allocate() {
@@ -134,14 +136,14 @@ class ThreadBuffer {
     if (!within_bound() && !dropping_) {
       const auto deadline = std::chrono::steady_clock::now() + recorder_.options_.max_wait_when_full;
       while (!within_bound() && std::chrono::steady_clock::now() < deadline) {
-        recorder_.wake_.notify_one();
+        recorder_.request_drain();
         if (Chunk* spare = spare_.exchange(nullptr, std::memory_order_acq_rel)) return spare;
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
     }
     if (!within_bound()) {
       dropping_ = true;
-      recorder_.wake_.notify_one();
+      recorder_.request_drain();
       return nullptr;
     }
     dropping_ = false;
@@ -149,6 +151,7 @@ class ThreadBuffer {
   }
 
   Recorder& recorder_;
+  const std::thread::id owner_;
   // Producer-owned.
   Chunk* tail_ = nullptr;
   uint64_t produced_ = 0;
@@ -195,11 +198,25 @@ void Recorder::push(const Event& event) {
   buffer->push(event);
 }
 
+// The slow path of push(): this thread last recorded into another recorder (or never).
+// A thread that comes back finds its old buffer, so its events stay in order.
 ThreadBuffer* Recorder::attach_thread() {
   std::lock_guard<std::mutex> lock(buffers_mutex_);
-  buffers_.push_back(std::make_unique<ThreadBuffer>(*this));
-  t_slot = ThreadSlot{id_, buffers_.back().get()};
-  return t_slot.buffer;
+  ThreadBuffer* buffer = nullptr;
+  for (auto& candidate : buffers_) {
+    if (candidate->owner() == std::this_thread::get_id()) buffer = candidate.get();
+  }
+  if (!buffer) {
+    buffers_.push_back(std::make_unique<ThreadBuffer>(*this));
+    buffer = buffers_.back().get();
+  }
+  t_slot = ThreadSlot{id_, buffer};
+  return buffer;
+}
+
+void Recorder::request_drain() {
+  drain_requested_.store(true, std::memory_order_relaxed);
+  wake_.notify_one();
 }
 
 void Recorder::metric(int32_t iteration, NameId name, double value) {
@@ -337,8 +354,11 @@ void Recorder::writer_loop() {
     bool stopping;
     {
       std::unique_lock<std::mutex> lock(wake_mutex_);
-      wake_.wait_for(lock, options_.flush_interval,
-                     [&] { return stop_ || flush_requested_ > flush_done_; });
+      wake_.wait_for(lock, options_.flush_interval, [&] {
+        return stop_ || flush_requested_ > flush_done_ ||
+               drain_requested_.load(std::memory_order_relaxed);
+      });
+      drain_requested_.store(false, std::memory_order_relaxed);
       requested = flush_requested_;
       stopping = stop_;
     }

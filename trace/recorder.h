@@ -108,6 +108,8 @@ class Recorder {
   friend class ThreadBuffer;
   void push(const Event& event);
   ThreadBuffer* attach_thread();
+  // Wakes the writer thread now (a recording thread's buffers are full).
+  void request_drain();
   void enqueue(std::function<void(Writer&)> op);
   void writer_loop();
   size_t drain(Writer& writer);
@@ -140,6 +142,7 @@ class Recorder {
   uint64_t flush_requested_ = 0;
   uint64_t flush_done_ = 0;
   bool stop_ = false;
+  std::atomic<bool> drain_requested_{false};
   std::atomic<int64_t> written_{0};
   std::string failure_;
 
