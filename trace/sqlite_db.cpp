@@ -44,12 +44,26 @@ Db::Db(const std::string& path, OpenMode mode) : path_(path) {
 Db::~Db() { sqlite3_close_v2(db_); }
 
 void Db::fail(std::string_view what) const {
+  const int code = sqlite3_errcode(db_) & 0xff;
+  if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB) {
+    throw TraceError(path_ + ": damaged trace file (" + sqlite3_errmsg(db_) +
+                     "); its contents were overwritten or cut: restore a copy or re-run");
+  }
+  if (code == SQLITE_FULL) {
+    throw TraceError(path_ + ": the disk is full (" + std::string(what) +
+                     "); free space or write the trace elsewhere with --trace PATH");
+  }
   throw TraceError("trace file " + path_ + ": " + std::string(what) + ": " + sqlite3_errmsg(db_));
 }
 
 void Db::exec(const std::string& sql) {
   char* message = nullptr;
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
+    const int code = sqlite3_errcode(db_) & 0xff;
+    if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB || code == SQLITE_FULL) {
+      sqlite3_free(message);
+      fail("cannot run '" + sql.substr(0, 60) + "'");
+    }
     std::string text = message ? message : sqlite3_errmsg(db_);
     sqlite3_free(message);
     throw TraceError("trace file " + path_ + ": " + text + " (in: " + sql.substr(0, 80) + ")");
