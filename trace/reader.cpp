@@ -226,16 +226,14 @@ std::vector<BucketInfo> Reader::buckets() {
   detail::Statement p(*db_,
                       "SELECT generation, bucket, param, offset FROM bucket_params"
                       " ORDER BY generation, bucket, position");
+  std::map<std::pair<int32_t, int32_t>, BucketInfo*> by_key;
+  for (auto& b : result) by_key[{b.generation, b.index}] = &b;
   while (p.step()) {
-    const auto generation = static_cast<int32_t>(p.column_int(0));
-    const auto index = static_cast<int32_t>(p.column_int(1));
-    for (auto& b : result) {
-      if (b.generation == generation && b.index == index) {
-        b.params.push_back(static_cast<int32_t>(p.column_int(2)));
-        b.offsets.push_back(p.column_int(3));
-        break;
-      }
-    }
+    auto it = by_key.find({static_cast<int32_t>(p.column_int(0)),
+                           static_cast<int32_t>(p.column_int(1))});
+    if (it == by_key.end()) continue;
+    it->second->params.push_back(static_cast<int32_t>(p.column_int(2)));
+    it->second->offsets.push_back(p.column_int(3));
   }
   return result;
 }
