@@ -1,1 +1,35 @@
-// (being written)
+// `dpscope stats [--json] TRACE`: the run statistics of a trace file, as the readable report or
+// as the JSON object of DESIGN.md "Contracts", on stdout.
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "trace/reader.h"
+#include "trace/stats.h"
+
+namespace dpscope::cli {
+
+void add_stats_command(CLI::App& app) {
+  struct Options {
+    std::string trace;
+    bool json = false;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("stats", "Print run statistics of a trace (or --json)");
+  cmd->add_flag("--json", options->json,
+                "One JSON object (the documented contract) instead of the report");
+  cmd->add_option("TRACE", options->trace, "A trace file (a rank file or a merged run file)")
+      ->required();
+  cmd->callback([options] {
+    // Everything is computed before anything is printed: a file that fails to read leaves
+    // stdout empty and main() prints its one-line error.
+    trace::Reader reader(options->trace);
+    const trace::RunStats stats = trace::compute_stats(reader);
+    if (options->json) std::cout << trace::stats_json(stats) << "\n";
+    else std::cout << trace::stats_text(stats);
+    std::cout.flush();
+  });
+}
+
+}  // namespace dpscope::cli

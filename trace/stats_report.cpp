@@ -1,1 +1,260 @@
-// (being written)
+// The two renderings of RunStats: stats_json, the `dpscope stats --json` contract of DESIGN.md,
+// and stats_text, the readable report (see stats.h).
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "trace/stats.h"
+
+namespace dpscope::trace {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+// The contract's order of the per-iteration collective counts (not CollectiveOp's).
+constexpr CollectiveOp kContractOps[] = {CollectiveOp::AllReduce, CollectiveOp::Broadcast,
+                                         CollectiveOp::AllGather, CollectiveOp::ReduceScatter,
+                                         CollectiveOp::Barrier};
+
+ordered_json int_or_null(int64_t value, int64_t none) {
+  return value == none ? ordered_json(nullptr) : ordered_json(value);
+}
+
+ordered_json overlap_json(const OverlapStats& o) {
+  return ordered_json{{"compute_ms", o.compute_ms},
+                      {"comm_ms", o.comm_ms},
+                      {"exposed_comm_ms", o.exposed_comm_ms}};
+}
+
+ordered_json rank_json(const RankStats& r) {
+  ordered_json iterations = ordered_json::array();
+  for (const IterationStats& it : r.iterations) {
+    ordered_json collectives = ordered_json::object();
+    for (CollectiveOp op : kContractOps) {
+      collectives[std::string(to_string(op))] = it.collectives[static_cast<size_t>(op)];
+    }
+    iterations.push_back(ordered_json{
+        {"iteration", it.iteration},
+        {"hooks", it.hooks},
+        {"step_ms", it.step_ms},
+        {"loss", it.loss ? ordered_json(*it.loss) : ordered_json(nullptr)},
+        {"collectives", std::move(collectives)}});
+  }
+  ordered_json collectives = ordered_json::array();
+  for (const CollectiveStats& c : r.collectives) {
+    collectives.push_back(ordered_json{{"seq", int_or_null(c.seq, kNone64)},
+                                       {"kind", std::string(to_string(c.op))},
+                                       {"bytes", int_or_null(c.bytes, kNone64)},
+                                       {"iteration", int_or_null(c.iteration, kNone)}});
+  }
+  ordered_json memory = ordered_json{{"total", r.peak_total_bytes}};
+  for (const MemoryPeak& m : r.peak_memory) memory[std::string(to_string(m.category))] = m.bytes;
+  return ordered_json{{"rank", r.rank},
+                      {"iterations", std::move(iterations)},
+                      {"collectives", std::move(collectives)},
+                      {"peak_memory_bytes", std::move(memory)},
+                      {"overlap", overlap_json(r.overlap)}};
+}
+
+// printf into a std::string.
+std::string format(const char* pattern, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char* pattern, ...) {
+  va_list args;
+  va_start(args, pattern);
+  va_list copy;
+  va_copy(copy, args);
+  const int n = std::vsnprintf(nullptr, 0, pattern, copy);
+  va_end(copy);
+  std::string text(static_cast<size_t>(n > 0 ? n : 0), '\0');
+  std::vsnprintf(text.data(), text.size() + 1, pattern, args);
+  va_end(args);
+  return text;
+}
+
+std::string join(const std::vector<int32_t>& values) {
+  std::string text;
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? " " : "") + std::to_string(values[i]);
+  return text;
+}
+
+double mib(int64_t bytes) { return double(bytes) / double(1 << 20); }
+
+std::string or_unknown(const std::string& text) { return text.empty() ? "?" : text; }
+
+// Runs longer than this show their first and last kIterationsShown / 2 iterations.
+constexpr size_t kIterationsShown = 20;
+
+void append_warnings(const RunStats& stats, std::string& out) {
+  for (const RankStats& r : stats.ranks) {
+    if (r.dropped_events > 0) {
+      out += format("WARNING: rank %d dropped %lld events (its recorder's buffers were full); its "
+                    "counts and times below are incomplete\n",
+                    r.rank, static_cast<long long>(r.dropped_events));
+    }
+    if (r.status == "running") {
+      out += format("WARNING: rank %d did not finish: status \"running\", its trace writer stopped "
+                    "before closing the file (the process was killed); its trace ends early\n",
+                    r.rank);
+    } else if (r.status != "complete") {
+      out += format("WARNING: rank %d did not finish: status \"%s\"; its trace ends early\n",
+                    r.rank, r.status.c_str());
+    }
+  }
+}
+
+void append_plans(const RunStats& stats, std::string& out) {
+  if (!stats.buckets.empty()) {
+    out += "\nbuckets (generation 0: initial plan, 1: rebuilt):\n";
+    out += format("  %3s %6s %12s  %s\n", "gen", "bucket", "bytes", "params");
+    for (const BucketInfo& b : stats.buckets) {
+      out += format("  %3d %6d %12lld  %s\n", b.generation, b.index,
+                    static_cast<long long>(b.bytes), join(b.params).c_str());
+    }
+  }
+  if (!stats.units.empty()) {
+    out += "\nunits:\n";
+    out += format("  %4s  %-24s %12s %12s %12s  %s\n", "unit", "name", "numel", "padded", "shard",
+                  "params");
+    for (const UnitStats& u : stats.units) {
+      out += format("  %4d  %-24s %12lld %12lld %12lld  %s\n", u.unit.index, u.unit.name.c_str(),
+                    static_cast<long long>(u.unit.numel),
+                    static_cast<long long>(u.unit.padded_numel),
+                    static_cast<long long>(u.unit.shard_numel), join(u.params).c_str());
+    }
+  }
+}
+
+void append_iteration(const IterationStats& it, std::string& out) {
+  const std::string loss = it.loss ? format("%.4f", *it.loss) : "-";
+  out += format("  %5d %10.3f %10s %6lld", it.iteration, it.step_ms, loss.c_str(),
+                static_cast<long long>(it.hooks));
+  for (CollectiveOp op : kContractOps) {
+    out += format(" %9lld", static_cast<long long>(it.collectives[static_cast<size_t>(op)]));
+  }
+  out += format(" %10.3f %10.3f %10.3f\n", it.overlap.compute_ms, it.overlap.comm_ms,
+                it.overlap.exposed_comm_ms);
+}
+
+// Median, min and max step time over the iterations that have one: the summary that still
+// describes a long run whose table is cut.
+void append_step_summary(const RankStats& r, std::string& out) {
+  std::vector<double> steps;
+  for (const IterationStats& it : r.iterations) {
+    if (it.step_ms > 0) steps.push_back(it.step_ms);
+  }
+  if (steps.empty()) return;
+  std::sort(steps.begin(), steps.end());
+  const size_t n = steps.size();
+  const double median = n % 2 ? steps[n / 2] : (steps[n / 2 - 1] + steps[n / 2]) / 2;
+  out += format("  step_ms over %zu iterations: median %.3f, min %.3f, max %.3f\n", n, median,
+                steps.front(), steps.back());
+}
+
+void append_rank(const RankStats& r, std::string& out) {
+  out += format("\nrank %d%s:\n", r.rank, r.complete() ? "" : " (incomplete, see WARNING above)");
+  if (!r.iterations.empty()) {
+    out += format("  %5s %10s %10s %6s", "iter", "step_ms", "loss", "hooks");
+    for (const char* op : {"allreduce", "broadcast", "allgather", "red_scat", "barrier"}) {
+      out += format(" %9s", op);
+    }
+    out += format(" %10s %10s %10s\n", "compute_ms", "comm_ms", "exposed_ms");
+    const size_t n = r.iterations.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (n > kIterationsShown && i == kIterationsShown / 2) {
+        out += format("  ... %zu more iterations (dpscope stats --json lists every one)\n",
+                      n - kIterationsShown);
+        i = n - kIterationsShown / 2;
+      }
+      append_iteration(r.iterations[i], out);
+    }
+    append_step_summary(r, out);
+  }
+  const OverlapStats& o = r.overlap;
+  out += format("  overlap: compute %.3f ms, comm %.3f ms, exposed comm %.3f ms", o.compute_ms,
+                o.comm_ms, o.exposed_comm_ms);
+  if (o.comm_ms > 0) out += format(" (%.1f%% of comm)", 100.0 * o.exposed_comm_ms / o.comm_ms);
+  out += format("; %zu collectives\n", r.collectives.size());
+  if (r.peak_memory.empty()) {
+    out += "  peak memory: no samples\n";
+  } else {
+    out += format("  peak memory (MiB): total %.2f |", mib(r.peak_total_bytes));
+    for (size_t i = 0; i < r.peak_memory.size(); ++i) {
+      const std::string category(to_string(r.peak_memory[i].category));
+      out += format("%s %s %.2f", i ? "," : "", category.c_str(), mib(r.peak_memory[i].bytes));
+    }
+    out += "\n";
+  }
+}
+
+}  // namespace
+
+std::string stats_json(const RunStats& stats) {
+  ordered_json params = ordered_json::array();
+  for (const ParamInfo& p : stats.params) {
+    params.push_back(ordered_json{{"index", p.index},
+                                  {"name", p.name},
+                                  {"shape", p.shape},
+                                  {"numel", p.numel},
+                                  {"dtype", std::string(to_string(p.dtype))},
+                                  {"bucket", int_or_null(p.bucket, kNone)},
+                                  {"rebuilt_bucket", int_or_null(p.rebuilt_bucket, kNone)},
+                                  {"unit", int_or_null(p.unit, kNone)}});
+  }
+  ordered_json buckets = ordered_json::array();
+  for (const BucketInfo& b : stats.buckets) {
+    buckets.push_back(ordered_json{{"generation", b.generation},
+                                   {"index", b.index},
+                                   {"bytes", b.bytes},
+                                   {"params", b.params}});
+  }
+  ordered_json units = ordered_json::array();
+  for (const UnitStats& u : stats.units) {
+    units.push_back(ordered_json{{"index", u.unit.index},
+                                 {"name", u.unit.name},
+                                 {"numel", u.unit.numel},
+                                 {"padded_numel", u.unit.padded_numel},
+                                 {"shard_numel", u.unit.shard_numel},
+                                 {"params", u.params}});
+  }
+  const ordered_json root{{"schema_version", stats.schema_version},
+                          {"run",
+                           ordered_json{{"strategy", stats.strategy},
+                                        {"backend", stats.backend},
+                                        {"world_size", stats.world_size},
+                                        {"iterations", stats.iterations},
+                                        {"model", stats.model}}},
+                          {"params", std::move(params)},
+                          {"buckets", std::move(buckets)},
+                          {"units", std::move(units)},
+                          {"ranks", ordered_json::array()}};
+  // Ranks are dumped one at a time into the root's empty "ranks" array: the whole tree of a
+  // long run would take several times the memory of its text. Names come from the traced
+  // program; a stray invalid UTF-8 byte must not abort the output.
+  const auto dump = [](const ordered_json& j) {
+    return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+  };
+  std::string text = dump(root);
+  text.resize(text.size() - 2);  // "]}" of the empty ranks array and of the root
+  for (size_t i = 0; i < stats.ranks.size(); ++i) {
+    if (i) text += ',';
+    text += dump(rank_json(stats.ranks[i]));
+  }
+  text += "]}";
+  return text;
+}
+
+std::string stats_text(const RunStats& stats) {
+  std::string out = format("%s\n", stats.path.c_str());
+  out += format("run: strategy %s, backend %s, model %s, world size %d, %d iterations, %zu "
+                "params, trace schema %d\n",
+                or_unknown(stats.strategy).c_str(), or_unknown(stats.backend).c_str(),
+                or_unknown(stats.model).c_str(), stats.world_size, stats.iterations,
+                stats.params.size(), stats.schema_version);
+  append_warnings(stats, out);
+  append_plans(stats, out);
+  for (const RankStats& r : stats.ranks) append_rank(r, out);
+  return out;
+}
+
+}  // namespace dpscope::trace

@@ -1,1 +1,245 @@
+// The dpscope binary end to end: `stats`, `stats --json` and `export --chrome` on a trace the
+// test writes, and the one-line error (exit 1, nothing on stdout) for every kind of bad input.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "tests/test_util.h"
+#include "trace/writer.h"
+
+namespace dpscope::trace {
+namespace {
+
+using testing::TempDir;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string out;  // stdout alone
+  std::string err;  // stderr alone
+};
+
+std::string quoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Runs dpscope with `args`, keeping stdout and stderr apart.
+Outcome dpscope(const TempDir& dir, const std::string& args) {
+  const std::string err_file = dir.file("stderr.txt");
+  const auto result = testing::run_command("( " + quoted(testing::dpscope_bin()) + " " + args +
+                                           " 2>" + quoted(err_file) + " )");
+  return Outcome{result.exit_code, result.output, read_file(err_file)};
+}
+
+// A two-rank, one-iteration trace: forward + backward, two hooks into one bucket, its
+// all-reduce, a loss metric and a memory sample per rank.
+void write_trace(const std::string& path) {
+  Writer w(path);
+  w.begin();
+  w.set_meta("strategy", "ddp");
+  w.set_meta("backend", "gloo");
+  w.set_meta("model", "toy");
+  w.set_meta("world_size", "2");
+  w.add_name(1, "forward");
+  w.add_name(2, "backward");
+  w.add_name(3, "loss");
+  ParamInfo p;
+  p.name = "net1.weight";
+  p.shape = {10, 10};
+  p.numel = 100;
+  p.bucket = 0;
+  w.add_param(p);
+  BucketInfo b;
+  b.bytes = 400;
+  b.numel = 100;
+  b.params = {0};
+  b.offsets = {0};
+  w.add_bucket(b);
+  for (int16_t r = 0; r < 2; ++r) {
+    RankInfo info;
+    info.rank = r;
+    info.status = "complete";
+    w.put_rank(info);
+    w.add_lane(LaneInfo{r, 0, "main", LaneKind::Host});
+    w.add_lane(LaneInfo{r, 1, "gloo", LaneKind::Comm});
+    const auto add = [&](EventKind kind, NameId name, int64_t begin, int64_t end, LaneId lane) {
+      Event e;
+      e.rank = r;
+      e.lane = lane;
+      e.kind = kind;
+      e.name = name;
+      e.begin_ns = begin;
+      e.end_ns = end;
+      e.iteration = 0;
+      e.bucket = kind == EventKind::Phase ? kNone : 0;
+      e.param = kind == EventKind::Hook ? 0 : kNone;
+      if (kind == EventKind::Collective) {
+        e.op = static_cast<uint8_t>(CollectiveOp::AllReduce);
+        e.grp = 0;
+        e.seq = 0;
+        e.bytes = 400;
+      }
+      w.add_event(e);
+    };
+    add(EventKind::Phase, 1, 0, 2'000'000, 0);
+    add(EventKind::Phase, 2, 2'000'000, 5'000'000, 0);
+    add(EventKind::Hook, kNone, 2'500'000, 2'600'000, 0);
+    add(EventKind::BucketReady, kNone, 2'600'000, 2'600'000, 0);
+    add(EventKind::Collective, kNone, 3'000'000, 6'000'000, 1);
+    w.add_metric(r, 0, 3, 0.5 + r);
+    w.add_memory(MemorySample{r, 1'000'000, MemoryCategory::Parameters, 400});
+  }
+  w.commit();
+  w.finish();
+}
+
+TEST(cliStats, Text) {
+  TempDir dir;
+  const std::string trace = dir.file("run.dpscope");
+  write_trace(trace);
+  const Outcome run = dpscope(dir, "stats " + quoted(trace));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_NE(run.out.find("run: strategy ddp, backend gloo, model toy, world size 2, 1 iterations"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("rank 1:"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("WARNING"), std::string::npos) << run.out;
+}
+
+TEST(cliStats, Json) {
+  TempDir dir;
+  const std::string trace = dir.file("run.dpscope");
+  write_trace(trace);
+  const Outcome run = dpscope(dir, "stats --json " + quoted(trace));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  ASSERT_FALSE(run.out.empty());
+  EXPECT_EQ(run.out.find('\n'), run.out.size() - 1) << "one line: " << run.out;
+  const auto j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["run"]["world_size"], 2);
+  EXPECT_EQ(j["run"]["iterations"], 1);
+  ASSERT_EQ(j["ranks"].size(), 2u);
+  const auto& it = j["ranks"][1]["iterations"][0];
+  EXPECT_EQ(it["hooks"], 1);
+  EXPECT_EQ(it["loss"], 1.5);
+  EXPECT_EQ(it["collectives"]["allreduce"], 1);
+  // compute [0, 5 ms], comm [3, 6 ms]: exposed 1 ms.
+  EXPECT_EQ(j["ranks"][1]["overlap"],
+            (nlohmann::json{{"compute_ms", 5.0}, {"comm_ms", 3.0}, {"exposed_comm_ms", 1.0}}));
+  EXPECT_EQ(j["ranks"][0]["peak_memory_bytes"],
+            (nlohmann::json{{"total", 400}, {"parameters", 400}}));
+}
+
+TEST(cliExport, Chrome) {
+  TempDir dir;
+  const std::string trace = dir.file("run.dpscope");
+  const std::string out = dir.file("run.json");
+  write_trace(trace);
+  const Outcome run = dpscope(dir, "export --chrome " + quoted(out) + " " + quoted(trace));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");  // small traces print no progress
+  EXPECT_EQ(run.out.rfind("dpscope: wrote " + out + ": ", 0), 0u) << run.out;
+  EXPECT_NE(run.out.find("from 10 recorded events"), std::string::npos) << run.out;
+  ASSERT_TRUE(std::filesystem::exists(out));
+  std::ifstream in(out);
+  const auto j = nlohmann::json::parse(in);
+  int slices = 0, flows = 0;
+  for (const auto& e : j["traceEvents"]) {
+    slices += e["ph"] == "X";
+    flows += e["ph"] == "s";
+  }
+  EXPECT_EQ(slices, 8);  // forward, backward, hook, all-reduce on each rank
+  EXPECT_EQ(flows, 4);   // hook -> bucket, bucket -> all-reduce on each rank
+}
+
+TEST(cliExport, UnwritableOutput) {
+  TempDir dir;
+  const std::string trace = dir.file("run.dpscope");
+  const std::string out = dir.file("missing-dir/run.json");
+  write_trace(trace);
+  const Outcome run = dpscope(dir, "export --chrome " + quoted(out) + " " + quoted(trace));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(run.err.rfind("dpscope: " + out + ": ", 0), 0u) << run.err;
+  EXPECT_EQ(run.err.find('\n'), run.err.size() - 1) << "one line: " << run.err;
+}
+
+// ---- Bad trace files: exit 1, nothing on stdout, one line on stderr naming the file.
+
+void exec_sql(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+}
+
+void expect_one_line_error(const TempDir& dir, const std::string& path) {
+  for (const std::string& command :
+       {"stats " + quoted(path), "stats --json " + quoted(path),
+        "export --chrome " + quoted(dir.file("out.json")) + " " + quoted(path)}) {
+    SCOPED_TRACE(command);
+    const Outcome run = dpscope(dir, command);
+    EXPECT_EQ(run.exit_code, 1);
+    EXPECT_EQ(run.out, "");
+    EXPECT_EQ(run.err.rfind("dpscope: " + path + ": ", 0), 0u) << run.err;
+    EXPECT_FALSE(run.err.empty());
+    EXPECT_EQ(run.err.find('\n'), run.err.size() - 1) << "one line: " << run.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("out.json")));
+  }
+}
+
+TEST(cliBadInput, MissingFile) {
+  TempDir dir;
+  expect_one_line_error(dir, dir.file("nowhere.dpscope"));
+}
+
+TEST(cliBadInput, RandomBytes) {
+  TempDir dir;
+  const std::string path = dir.file("random.dpscope");
+  std::mt19937 random(7);
+  std::string bytes(8192, '\0');
+  for (char& c : bytes) c = static_cast<char>(random());
+  std::ofstream(path, std::ios::binary) << bytes;
+  expect_one_line_error(dir, path);
+}
+
+TEST(cliBadInput, ForeignSqliteDatabase) {
+  TempDir dir;
+  const std::string path = dir.file("foreign.db");
+  exec_sql(path, "CREATE TABLE recipes (name TEXT); INSERT INTO recipes VALUES ('soup');");
+  expect_one_line_error(dir, path);
+}
+
+TEST(cliBadInput, NewerSchemaVersion) {
+  TempDir dir;
+  const std::string path = dir.file("newer.dpscope");
+  write_trace(path);
+  exec_sql(path, "PRAGMA user_version = 999");
+  expect_one_line_error(dir, path);
+}
+
+TEST(cliBadInput, Truncated) {
+  TempDir dir;
+  const std::string path = dir.file("cut.dpscope");
+  write_trace(path);
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  expect_one_line_error(dir, path);
+}
+
+}  // namespace
+}  // namespace dpscope::trace
