@@ -1,1 +1,57 @@
-// (being written)
+// dpscope synth --events N --ranks R --out PATH [--seed S]: writes a synthetic DDP trace
+// (trace/synth.h) for viewer tests and benchmarks, with progress on stderr for long runs, and
+// prints one summary line at the end.
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <memory>
+
+#include "cli/commands.h"
+#include "trace/synth.h"
+
+namespace dpscope::cli {
+namespace {
+
+// Below this many events a run takes two seconds or less; progress lines would be noise.
+constexpr int64_t kProgressFromEvents = 1'000'000;
+
+void run_synth(const trace::SynthOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  int reported = 0;  // tenths already printed
+  std::function<void(double)> progress;
+  if (options.events >= kProgressFromEvents) {
+    progress = [&](double fraction) {
+      const int tenths = static_cast<int>(fraction * 10 + 1e-9);
+      if (tenths <= reported || tenths >= 10) return;
+      reported = tenths;
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr, "synth: %d%% done (%.1f s)\n", tenths * 10, seconds);
+    };
+  }
+  const trace::SynthResult result = trace::synthesize(options, progress);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("synth: %lld events, %d ranks, %d iterations, %.2f s -> %s\n",
+              static_cast<long long>(result.events), options.ranks, result.iterations, seconds,
+              options.out.c_str());
+}
+
+}  // namespace
+
+void add_synth_command(CLI::App& app) {
+  auto options = std::make_shared<trace::SynthOptions>();
+  CLI::App* command = app.add_subcommand(
+      "synth",
+      "Write a synthetic DDP trace of about N events over R ranks (viewer tests, benchmarks)");
+  command->add_option("--events", options->events, "Events to write (rows of the events table)")
+      ->required();
+  command->add_option("--ranks", options->ranks, "World size, 1..1024")->required();
+  command->add_option("--out", options->out, "The run file to write (replaced if it exists)")
+      ->required();
+  command->add_option("--seed", options->seed, "Random seed: the same seed gives the same trace")
+      ->capture_default_str();
+  command->callback([options] { run_synth(*options); });
+}
+
+}  // namespace dpscope::cli
