@@ -207,8 +207,8 @@ inline constexpr const char* kTables[] = {
 // Created when a file is finished (Recorder::close, merge, synth).
 inline constexpr const char* kIndexes[] = {
     "CREATE INDEX IF NOT EXISTS events_by_lane ON events (rank, lane, begin_ns)",
-    "CREATE INDEX IF NOT EXISTS events_by_kind ON events (kind, rank, iteration)",
-    "CREATE INDEX IF NOT EXISTS memory_by_rank ON memory (rank, category, ts_ns)",
+    "CREATE INDEX IF NOT EXISTS events_by_kind ON events (kind, rank, begin_ns)",
+    "CREATE INDEX IF NOT EXISTS memory_by_rank ON memory (rank, ts_ns)",
 };
 
 }  // namespace dpscope::trace
