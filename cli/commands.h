@@ -18,6 +18,7 @@ class CliFailure : public std::runtime_error {
 // The directory of the running dpscope binary (to find dpscope-view and friends beside it).
 std::string binary_dir();
 
+void add_launch_command(CLI::App& app);  // dpscope launch -n N -- PROGRAM ARGS...
 void add_stats_command(CLI::App& app);   // dpscope stats [--json] TRACE
 void add_export_command(CLI::App& app);  // dpscope export --chrome OUT.json TRACE
 void add_merge_command(CLI::App& app);   // dpscope merge OUT RANKFILES...

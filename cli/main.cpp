@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   using namespace dpscope::cli;
   CLI::App app{"dpscope: data-parallel training (DDP, FSDP), traced and viewed", "dpscope"};
   app.require_subcommand(1);
+  add_launch_command(app);
   add_stats_command(app);
   add_export_command(app);
   add_merge_command(app);

@@ -1,0 +1,311 @@
+// The launcher (see launcher.h): fork/exec of the ranks with torchrun's environment, a poll loop
+// that forwards their output line by line with a rank prefix and reaps them, the stop protocol
+// (SIGTERM, grace period, SIGKILL), and the merge of their trace files.
+#include "cli/launcher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "trace/error.h"
+#include "trace/merge.h"
+
+namespace dpscope::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int g_signal_pipe[2] = {-1, -1};
+
+void on_signal(int signal_number) {
+  unsigned char byte = static_cast<unsigned char>(signal_number);
+  ssize_t ignored = ::write(g_signal_pipe[1], &byte, 1);
+  (void)ignored;
+}
+
+// One output stream of one rank, forwarded line by line with "[rank] " in front.
+struct Stream {
+  int fd = -1;
+  int rank = 0;
+  std::ostream* sink = nullptr;
+  std::string pending;
+
+  void forward(const char* data, size_t size) {
+    pending.append(data, size);
+    size_t start = 0, newline;
+    while ((newline = pending.find('\n', start)) != std::string::npos) {
+      *sink << '[' << rank << "] ";
+      sink->write(pending.data() + start, static_cast<std::streamsize>(newline - start + 1));
+      start = newline + 1;
+    }
+    pending.erase(0, start);
+    sink->flush();
+  }
+  void finish() {
+    if (!pending.empty()) forward("\n", 1);
+    ::close(fd);
+    fd = -1;
+  }
+};
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;
+};
+
+std::string describe_end(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int signal_number = WTERMSIG(status);
+    const char* name = ::sigabbrev_np(signal_number);
+    return std::string("was killed by signal ") + std::to_string(signal_number) +
+           (name ? std::string(" (SIG") + name + ")" : "");
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw CliFailure("cannot find a free port for the rendezvous; pass --master-port");
+  }
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::string default_trace_dir() {
+  char stamp[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
+  return std::string("traces/run-") + stamp;
+}
+
+void validate(const LaunchOptions& o) {
+  if (o.command.empty()) throw CliFailure("launch: no program given (dpscope launch -n 4 -- PROGRAM ARGS...)");
+  if (o.nproc < 1) throw CliFailure("launch: -n must be at least 1");
+  if (o.nnodes < 1) throw CliFailure("launch: --nnodes must be at least 1");
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    throw CliFailure("launch: --node-rank " + std::to_string(o.node_rank) +
+                     " is outside 0.." + std::to_string(o.nnodes - 1));
+  }
+  if (o.nnodes > 1 && o.master_port == 0) {
+    throw CliFailure("launch: with --nnodes > 1 every node needs the same --master-addr and "
+                     "--master-port (the address of node 0)");
+  }
+}
+
+pid_t start_rank(const LaunchOptions& o, int local_rank, int port, const std::string& trace_dir,
+                 int out_fd, int err_fd) {
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid != 0) {
+    if (pid > 0) ::setpgid(pid, pid);
+    return pid;
+  }
+  // Each rank leads its own process group, so stopping a rank also stops what it started; the
+  // launcher passes Ctrl-C on to every group. A rank never outlives its launcher.
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(1);
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+  const int rank = o.node_rank * o.nproc + local_rank;
+  ::setenv("RANK", std::to_string(rank).c_str(), 1);
+  ::setenv("LOCAL_RANK", std::to_string(local_rank).c_str(), 1);
+  ::setenv("WORLD_SIZE", std::to_string(o.nnodes * o.nproc).c_str(), 1);
+  ::setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+  ::setenv("GROUP_RANK", std::to_string(o.node_rank).c_str(), 1);
+  ::setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
+  ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  ::setenv("DPSCOPE_TRACE_DIR", trace_dir.c_str(), 1);
+  ::dup2(out_fd, STDOUT_FILENO);
+  ::dup2(err_fd, STDERR_FILENO);
+  std::vector<char*> argv;
+  for (const auto& arg : o.command) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  std::fprintf(stderr, "dpscope launch: cannot start %s: %s\n", argv[0], std::strerror(errno));
+  ::_exit(127);
+}
+
+// Merges the rank files the ranks left in trace_dir, if any. Never fails the launch.
+void merge_rank_files(const LaunchOptions& o, const std::string& trace_dir) {
+  std::vector<std::string> files;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(trace_dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("rank", 0) == 0 && entry.path().extension() == ".sqlite") {
+      files.push_back(entry.path().string());
+    }
+  }
+  if (files.empty()) return;
+  std::sort(files.begin(), files.end());
+  const std::string out = trace_dir + (o.nnodes == 1 ? std::string("/run.sqlite")
+                                                     : "/run-node" + std::to_string(o.node_rank) +
+                                                           ".sqlite");
+  try {
+    auto result = trace::merge_traces(files, out);
+    std::cerr << "dpscope launch: merged " << result.ranks << " rank files (" << result.events
+              << " events) into " << out << "\n";
+  } catch (const trace::TraceError& failure) {
+    std::cerr << "dpscope launch: could not merge the rank files in " << trace_dir << ": "
+              << failure.what() << "\n";
+  }
+}
+
+}  // namespace
+
+int run_launch(const LaunchOptions& o) {
+  validate(o);
+  const int port = o.master_port ? o.master_port : free_port();
+  const std::string trace_dir = o.trace_dir.empty() ? default_trace_dir() : o.trace_dir;
+  std::error_code error;
+  std::filesystem::create_directories(trace_dir, error);
+  if (error) throw CliFailure("launch: cannot create the trace directory " + trace_dir + ": " + error.message());
+
+  if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw CliFailure("launch: pipe failed");
+  struct sigaction action = {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+
+  std::vector<Rank> ranks(static_cast<size_t>(o.nproc));
+  std::vector<Stream> streams;
+  for (int local = 0; local < o.nproc; ++local) {
+    int out_pipe[2], err_pipe[2];
+    if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+      throw CliFailure("launch: cannot create pipes for rank output (too many open files?)");
+    }
+    Rank& r = ranks[static_cast<size_t>(local)];
+    r.rank = o.node_rank * o.nproc + local;
+    r.pid = start_rank(o, local, port, trace_dir, out_pipe[1], err_pipe[1]);
+    r.running = r.pid > 0;
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+    streams.push_back(Stream{out_pipe[0], r.rank, &std::cout, {}});
+    streams.push_back(Stream{err_pipe[0], r.rank, &std::cerr, {}});
+  }
+
+  std::string first_failure;
+  int interrupted_by = 0;
+  bool stopping = false;
+  Clock::time_point kill_at = Clock::time_point::max();
+  Clock::time_point all_exited_at = Clock::time_point::max();
+  auto stop_all = [&](int signal_number) {
+    for (const Rank& r : ranks) {
+      if (r.pid > 0) ::kill(-r.pid, signal_number);
+    }
+    if (!stopping) kill_at = Clock::now() + std::chrono::seconds(o.stop_grace_seconds);
+    stopping = true;
+  };
+
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<Stream*> owners;
+    for (Stream& s : streams) {
+      if (s.fd >= 0) {
+        fds.push_back(pollfd{s.fd, POLLIN, 0});
+        owners.push_back(&s);
+      }
+    }
+    fds.push_back(pollfd{g_signal_pipe[0], POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 100);
+    for (size_t i = 0; i < owners.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buffer[65536];
+      const ssize_t n = ::read(owners[i]->fd, buffer, sizeof(buffer));
+      if (n > 0) {
+        owners[i]->forward(buffer, static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        owners[i]->finish();
+      }
+    }
+    unsigned char signal_byte;
+    while (::read(g_signal_pipe[0], &signal_byte, 1) == 1) {
+      if (!interrupted_by) interrupted_by = signal_byte;
+      stop_all(signal_byte);  // the ranks flush their traces on SIGINT/SIGTERM
+    }
+    int status;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      for (Rank& r : ranks) {
+        if (r.pid != pid) continue;
+        r.running = false;
+        r.status = status;
+        const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        if (failed && first_failure.empty() && !interrupted_by) {
+          first_failure = "rank " + std::to_string(r.rank) + " (pid " + std::to_string(pid) +
+                          ") " + describe_end(status);
+          std::cerr << "dpscope launch: " << first_failure << "; stopping the other ranks\n";
+          stop_all(SIGTERM);
+        }
+      }
+    }
+    const bool any_running =
+        std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.running; });
+    const bool any_open =
+        std::any_of(streams.begin(), streams.end(), [](const Stream& s) { return s.fd >= 0; });
+    if (!any_running && !any_open) break;
+    // Every rank is gone but something it started still holds its output open: stop waiting.
+    if (!any_running) {
+      if (all_exited_at == Clock::time_point::max()) all_exited_at = Clock::now();
+      if (Clock::now() - all_exited_at > std::chrono::seconds(2)) {
+        if (stopping) stop_all(SIGKILL);
+        for (Stream& s : streams) {
+          if (s.fd >= 0) s.finish();
+        }
+        break;
+      }
+    }
+    if (any_running && Clock::now() >= kill_at) {
+      std::cerr << "dpscope launch: ranks still running " << o.stop_grace_seconds
+                << " s after being asked to stop; killing them\n";
+      stop_all(SIGKILL);
+      kill_at = Clock::time_point::max();
+    }
+  }
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+  ::close(g_signal_pipe[0]);
+  ::close(g_signal_pipe[1]);
+
+  merge_rank_files(o, trace_dir);
+  if (interrupted_by) {
+    std::cerr << "dpscope launch: interrupted (signal " << interrupted_by << "); every rank stopped\n";
+    return 128 + interrupted_by;
+  }
+  if (!first_failure.empty()) {
+    std::cerr << "dpscope launch: failed: " << first_failure << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace dpscope::cli

@@ -1,0 +1,30 @@
+// The launcher behind `dpscope launch`: starts the ranks of one node as child processes with
+// torchrun's environment, prefixes their output with the rank, stops every rank when one fails,
+// and merges the ranks' trace files when they are done.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dpscope::cli {
+
+struct LaunchOptions {
+  int nproc = 1;            // ranks on this node (LOCAL_WORLD_SIZE)
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;      // 0: a free port of this host (single node only)
+  // Exported as DPSCOPE_TRACE_DIR; rank files `rank<N>.sqlite` found there at the end are merged
+  // into `run.sqlite` (single node) or `run-node<K>.sqlite`.
+  std::string trace_dir;
+  int stop_grace_seconds = 10;  // SIGTERM, then SIGKILL after this long
+  std::vector<std::string> command;  // PROGRAM ARGS...
+};
+
+// Runs the ranks to the end. Returns the launcher's exit status: 0 when every rank exited 0;
+// otherwise 1, after printing which rank failed first and how (exit status or signal).
+// Reacts to SIGINT/SIGTERM by passing them on to the ranks and waiting for them (the ranks
+// flush their traces), then stopping like a failure.
+int run_launch(const LaunchOptions& options);
+
+}  // namespace dpscope::cli
