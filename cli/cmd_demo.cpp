@@ -1,6 +1,9 @@
 // dpscope demo: the main job. Until the training engine lands it shows the trace pipeline end to
 // end: a synthetic 4-rank DDP trace is written, summarised and exported for Perfetto.
+#include <unistd.h>
+
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -18,9 +21,15 @@ struct DemoOptions {
   int ranks = 4;
 };
 
-void print_progress(const char* what, double fraction) {
-  std::cerr << what << ": " << static_cast<int>(fraction * 100) << "%   \r" << std::flush;
-  if (fraction >= 1.0) std::cerr << "\n";
+// In-place progress on a terminal; nothing when stderr is a file or a pipe (logs stay short).
+std::function<void(double)> progress_printer(const char* what) {
+  if (!::isatty(STDERR_FILENO)) return {};
+  return [what, last = -1](double fraction) mutable {
+    const int percent = static_cast<int>(fraction * 100);
+    if (percent == last) return;
+    last = percent;
+    std::cerr << what << ": " << percent << "%   " << (percent >= 100 ? "\n" : "\r") << std::flush;
+  };
 }
 
 void run_demo(const DemoOptions& options) {
@@ -39,7 +48,7 @@ void run_demo(const DemoOptions& options) {
   synth.events = options.events;
   synth.ranks = options.ranks;
   synth.out = trace_path;
-  auto made = trace::synthesize(synth, [](double f) { print_progress("synth", f); });
+  auto made = trace::synthesize(synth, progress_printer("synth"));
   std::cout << "   " << made.events << " events, " << made.iterations << " iterations, "
             << made.params << " parameters in " << made.buckets_initial << " buckets ("
             << made.buckets_rebuilt << " after the rebuild) -> " << trace_path << "\n\n";
@@ -49,8 +58,7 @@ void run_demo(const DemoOptions& options) {
   std::cout << trace::stats_text(trace::compute_stats(reader)) << "\n";
 
   std::cout << "== 3. Export for Perfetto (dpscope export --chrome)\n";
-  auto exported =
-      trace::export_chrome(reader, chrome_path, [](double f) { print_progress("export", f); });
+  auto exported = trace::export_chrome(reader, chrome_path, progress_printer("export"));
   std::cout << "   " << exported.trace_events << " trace events, " << exported.bytes
             << " bytes -> " << chrome_path << "\n\n";
 
