@@ -1,0 +1,1 @@
+// The Gloo backend (being written).

@@ -1,0 +1,320 @@
+// ProcessGroup's backend-independent half: argument checks, sequence numbers, the check mode,
+// the heartbeat that lets a timeout name the ranks not heard from, and the tracing of every
+// collective and every wait (see process_group.h).
+#include "engine/comm/process_group.h"
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "engine/comm/dtype.h"
+
+namespace dpscope::comm {
+
+std::string_view to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Average: return "average";
+    case ReduceOp::Max: return "max";
+  }
+  return "unknown";
+}
+
+bool check_collectives_from_env() {
+  const char* value = std::getenv("DPSCOPE_CHECK_COLLECTIVES");
+  return value && std::string(value) == "1";
+}
+
+namespace {
+
+std::string collective_name(trace::CollectiveOp op, int64_t seq) {
+  return std::string(trace::to_string(op)) + " #" + std::to_string(seq);
+}
+
+std::vector<uint8_t> to_bytes(const std::string& text) {
+  return std::vector<uint8_t>(text.begin(), text.end());
+}
+
+std::string from_bytes(const std::vector<uint8_t>& bytes) {
+  return std::string(bytes.begin(), bytes.end());
+}
+
+}  // namespace
+
+// ---- Work ----------------------------------------------------------------------------------
+
+Work::Work(ProcessGroup& group, trace::CollectiveOp op, int64_t seq, int64_t bytes,
+           trace::DType dtype, CollectiveTag tag)
+    : group_(group), op_(op), seq_(seq), bytes_(bytes), dtype_(dtype), tag_(tag),
+      enqueue_ns_(trace::now_ns()) {}
+
+void Work::finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error) {
+  if (trace::Recorder* recorder = group_.recorder()) {
+    trace::Event e;
+    e.kind = trace::EventKind::Collective;
+    e.lane = group_.comm_lane();
+    e.op = static_cast<uint8_t>(op_);
+    e.grp = group_.options().group_id;
+    e.seq = seq_;
+    e.bytes = bytes_;
+    e.dtype = static_cast<uint8_t>(dtype_);
+    e.enqueue_ns = enqueue_ns_;
+    e.begin_ns = begin_ns;
+    e.end_ns = end_ns;
+    e.iteration = tag_.iteration;
+    e.bucket = tag_.bucket;
+    e.unit = tag_.unit;
+    e.flags = tag_.flags;
+    recorder->record(trace::TraceLevel::Summary, e);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+    error_ = std::move(error);
+  }
+  done_cv_.notify_all();
+}
+
+bool Work::is_completed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+std::exception_ptr Work::error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+void Work::wait(trace::LaneId lane) {
+  const int64_t begin_ns = trace::now_ns();
+  std::unique_lock<std::mutex> lock(mutex_);
+  const bool finished =
+      done_cv_.wait_for(lock, group_.options().timeout, [&] { return done_; });
+  lock.unlock();
+  if (trace::Recorder* recorder = group_.recorder()) {
+    trace::Event e;
+    e.kind = trace::EventKind::CollectiveWait;
+    e.lane = lane;
+    e.op = static_cast<uint8_t>(op_);
+    e.grp = group_.options().group_id;
+    e.seq = seq_;
+    e.begin_ns = begin_ns;
+    e.end_ns = trace::now_ns();
+    e.iteration = tag_.iteration;
+    e.bucket = tag_.bucket;
+    e.unit = tag_.unit;
+    recorder->record(trace::TraceLevel::Summary, e);
+  }
+  if (!finished) {
+    const auto seconds =
+        std::chrono::duration_cast<std::chrono::duration<double>>(group_.options().timeout);
+    std::ostringstream message;
+    message << collective_name(op_, seq_) << " on group '" << group_.options().name
+            << "' timed out after " << seconds.count() << " s on rank " << group_.rank() << "; "
+            << group_.ranks_not_heard_from(seq_)
+            << ". A rank that crashed or issued different collectives blocks the others: "
+               "check their output, run with DPSCOPE_CHECK_COLLECTIVES=1 to compare the "
+               "collectives, or raise the timeout";
+    throw CommError(message.str());
+  }
+  std::lock_guard<std::mutex> relock(mutex_);
+  if (error_) std::rethrow_exception(error_);
+}
+
+// ---- ProcessGroup --------------------------------------------------------------------------
+
+ProcessGroup::ProcessGroup(std::shared_ptr<c10d::Store> store, int rank, int size,
+                           ProcessGroupOptions options, std::string_view lane_name,
+                           trace::LaneKind lane_kind)
+    : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)) {
+  if (size_ < 1 || rank_ < 0 || rank_ >= size_) {
+    throw CommError("process group '" + options_.name + "': rank " + std::to_string(rank_) +
+                    " is outside 0.." + std::to_string(size_ - 1));
+  }
+  if (options_.recorder) {
+    comm_lane_ = options_.recorder->add_lane(
+        std::string(lane_name) + " (" + options_.name + ")", lane_kind);
+  }
+  heartbeat_ = std::thread([this] { heartbeat_loop(); });
+}
+
+ProcessGroup::~ProcessGroup() { stop_heartbeat(); }
+
+void ProcessGroup::stop_heartbeat() {
+  {
+    std::lock_guard<std::mutex> lock(heartbeat_mutex_);
+    heartbeat_stop_ = true;
+  }
+  heartbeat_cv_.notify_all();
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+std::string ProcessGroup::key(std::string_view what) const {
+  return "dpscope/pg" + std::to_string(options_.group_id) + "/" + std::string(what);
+}
+
+// Publishes how many collectives this rank has issued, at most twice a second and only when it
+// changed: off the hot path, yet fresh enough for a timeout of seconds to name the laggards.
+void ProcessGroup::heartbeat_loop() {
+  int64_t published = -1;
+  std::unique_lock<std::mutex> lock(heartbeat_mutex_);
+  // Publishes once more after the stop, so a rank that leaves still says how far it got.
+  for (bool last = false; !last;) {
+    last = heartbeat_stop_;
+    const int64_t issued = issued_.load(std::memory_order_relaxed);
+    if (issued != published) {
+      lock.unlock();
+      try {
+        store_->set(key("issued/" + std::to_string(rank_)), to_bytes(std::to_string(issued)));
+        published = issued;
+      } catch (const std::exception&) {
+        // The store's host is gone; the collectives themselves will report it.
+      }
+      lock.lock();
+    }
+    if (!last) {
+      heartbeat_cv_.wait_for(lock, std::chrono::milliseconds(500),
+                             [&] { return heartbeat_stop_; });
+    }
+  }
+}
+
+std::string ProcessGroup::ranks_not_heard_from(int64_t seq) {
+  std::ostringstream out;
+  int missing = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    int64_t issued = 0;
+    try {
+      const std::string k = key("issued/" + std::to_string(r));
+      if (store_->check({k})) issued = std::stoll(from_bytes(store_->get(k)));
+    } catch (const std::exception&) {
+      out << (missing++ ? ", " : "") << "rank " << r << " (store unreachable)";
+      continue;
+    }
+    if (issued <= seq) {
+      out << (missing++ ? ", " : "") << "rank " << r;
+      if (issued == 0) {
+        out << " (issued no collective)";
+      } else {
+        out << " (last issued #" << issued - 1 << ")";
+      }
+    }
+  }
+  if (missing == 0) return "every rank issued it, so one of them is stuck inside it";
+  return "ranks not heard from: " + out.str();
+}
+
+WorkHandle ProcessGroup::broadcast(at::Tensor tensor, int root, CollectiveTag tag) {
+  if (root < 0 || root >= size_) {
+    throw CommError("broadcast on rank " + std::to_string(rank_) + ": root " +
+                    std::to_string(root) + " is outside 0.." + std::to_string(size_ - 1));
+  }
+  return issue(trace::CollectiveOp::Broadcast, ReduceOp::Sum, root, tensor, tensor, tag);
+}
+
+WorkHandle ProcessGroup::all_reduce(at::Tensor tensor, ReduceOp op, CollectiveTag tag) {
+  return issue(trace::CollectiveOp::AllReduce, op, 0, tensor, tensor, tag);
+}
+
+WorkHandle ProcessGroup::all_gather(at::Tensor output, at::Tensor input, CollectiveTag tag) {
+  if (output.defined() && input.defined() && output.numel() != input.numel() * size_) {
+    throw CommError("all_gather on rank " + std::to_string(rank_) + ": output has " +
+                    std::to_string(output.numel()) + " elements, expected " +
+                    std::to_string(size_) + " x " + std::to_string(input.numel()));
+  }
+  return issue(trace::CollectiveOp::AllGather, ReduceOp::Sum, 0, input, output, tag);
+}
+
+WorkHandle ProcessGroup::reduce_scatter(at::Tensor output, at::Tensor input, ReduceOp op,
+                                        CollectiveTag tag) {
+  if (output.defined() && input.defined() && input.numel() != output.numel() * size_) {
+    throw CommError("reduce_scatter on rank " + std::to_string(rank_) + ": input has " +
+                    std::to_string(input.numel()) + " elements, expected " +
+                    std::to_string(size_) + " x " + std::to_string(output.numel()));
+  }
+  return issue(trace::CollectiveOp::ReduceScatter, op, 0, input, output, tag);
+}
+
+WorkHandle ProcessGroup::barrier(CollectiveTag tag) {
+  return issue(trace::CollectiveOp::Barrier, ReduceOp::Sum, 0, at::Tensor(), at::Tensor(), tag);
+}
+
+WorkHandle ProcessGroup::issue(trace::CollectiveOp op, ReduceOp reduce, int root,
+                               at::Tensor input, at::Tensor output, CollectiveTag tag) {
+  const std::string what = std::string(trace::to_string(op)) + " on rank " + std::to_string(rank_);
+  int64_t bytes = 0;
+  trace::DType dtype = trace::DType::UInt8;
+  if (op != trace::CollectiveOp::Barrier) {
+    for (const at::Tensor* t : {&input, &output}) {
+      if (!t->defined()) throw CommError(what + ": a tensor is undefined");
+      if (!t->is_contiguous()) {
+        throw CommError(what + ": tensors must be contiguous (call .contiguous() first)");
+      }
+    }
+    if (input.scalar_type() != output.scalar_type() || input.device() != output.device()) {
+      throw CommError(what + ": input and output differ in dtype or device");
+    }
+    dtype = to_trace_dtype(input.scalar_type());
+    bytes = static_cast<int64_t>(input.numel()) * static_cast<int64_t>(input.element_size());
+  }
+  auto request = std::make_shared<Request>();
+  request->op = op;
+  request->reduce = reduce;
+  request->root = root;
+  request->input = std::move(input);
+  request->output = std::move(output);
+  // Sequence numbers and queue order are assigned together (Note [Collective order]).
+  std::lock_guard<std::mutex> lock(issue_mutex_);
+  request->work = std::make_shared<Work>(*this, op, next_seq_++, bytes, dtype, tag);
+  if (options_.check_collectives) check_collective(*request->work);
+  issued_.store(next_seq_, std::memory_order_relaxed);
+  WorkHandle work = request->work;
+  enqueue(std::move(request));
+  return work;
+}
+
+// Every rank posts "op bytes dtype" of collective `seq` under its own key, waits for every other
+// rank's, and compares. A rank that never posts within the timeout is named, too.
+void ProcessGroup::check_collective(const Work& work) {
+  const int64_t seq = work.seq();
+  const std::string mine = std::string(trace::to_string(work.op())) + " of " +
+                           std::to_string(work.bytes()) + " bytes " +
+                           std::string(trace::to_string(work.dtype()));
+  auto slot = [&](int r, int64_t s) {
+    return key("check/" + std::to_string(s) + "/" + std::to_string(r));
+  };
+  store_->set(slot(rank_, seq), to_bytes(mine));
+  std::vector<std::string> keys;
+  for (int r = 0; r < size_; ++r) keys.push_back(slot(r, seq));
+  try {
+    store_->wait(keys, options_.timeout);
+  } catch (const std::exception&) {
+    std::string absent;
+    for (int r = 0; r < size_; ++r) {
+      if (!store_->check({slot(r, seq)})) absent += (absent.empty() ? "" : ", ") + std::to_string(r);
+    }
+    throw CommError("collective #" + std::to_string(seq) + " (" + mine + ") on rank " +
+                    std::to_string(rank_) + ": ranks " + absent + " never issued it (" +
+                    "DPSCOPE_CHECK_COLLECTIVES); they stopped, crashed or issue fewer collectives");
+  }
+  std::map<std::string, std::vector<int>> by_signature;
+  for (int r = 0; r < size_; ++r) by_signature[from_bytes(store_->get(slot(r, seq)))].push_back(r);
+  if (by_signature.size() > 1) {
+    std::ostringstream message;
+    message << "collective #" << seq << " differs across ranks (DPSCOPE_CHECK_COLLECTIVES):";
+    for (const auto& [signature, ranks] : by_signature) {
+      message << (ranks.size() > 1 ? " ranks " : " rank ");
+      for (size_t i = 0; i < ranks.size(); ++i) message << (i ? "," : "") << ranks[i];
+      message << " issued " << signature << ";";
+    }
+    message << " every rank must issue the same collectives in the same order";
+    throw CommError(message.str());
+  }
+  // Every rank has posted `seq`, so all have finished reading `seq - 1`.
+  if (seq > 0) store_->deleteKey(slot(rank_, seq - 1));
+}
+
+}  // namespace dpscope::comm

@@ -1,0 +1,189 @@
+// ProcessGroup: the engine's only door to communication. DDP and FSDP issue collectives here;
+// the base class numbers, checks and traces every one of them (the one place collectives are
+// traced), and a backend (Gloo, NCCL) runs them in issue order.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "trace/recorder.h"
+
+namespace c10d {
+class Store;
+}
+
+namespace dpscope::comm {
+
+enum class ReduceOp { Sum, Average, Max };
+std::string_view to_string(ReduceOp op);
+
+// What the engine was doing when it issued a collective; recorded with it.
+struct CollectiveTag {
+  int32_t iteration = trace::kNone;
+  int32_t bucket = trace::kNone;
+  int32_t unit = trace::kNone;
+  uint8_t flags = 0;  // trace::EventFlag bits
+};
+
+// The error of a collective: a backend failure, a mismatch found by the check mode, or a
+// timeout. The message names the collective, its sequence number and the ranks involved.
+class CommError : public std::runtime_error {
+ public:
+  explicit CommError(const std::string& message) : std::runtime_error(message) {}
+};
+
+class ProcessGroup;
+
+// A handle to one issued collective. Thread-safety: wait(), is_completed() and error() may be
+// called from any thread; the backend calls finish() once, from its communication thread.
+class Work {
+ public:
+  Work(ProcessGroup& group, trace::CollectiveOp op, int64_t seq, int64_t bytes,
+       trace::DType dtype, CollectiveTag tag);
+
+  // Blocks until the collective is done and rethrows its error. Waits at most the group's
+  // timeout, then throws a CommError naming the collective, its sequence number and the ranks
+  // not heard from. The wait is recorded on `lane` of the group's recorder.
+  void wait(trace::LaneId lane = 0);
+  bool is_completed() const;
+  // The collective's error once it failed, else null.
+  std::exception_ptr error() const;
+
+  trace::CollectiveOp op() const { return op_; }
+  int64_t seq() const { return seq_; }
+  int64_t bytes() const { return bytes_; }
+  trace::DType dtype() const { return dtype_; }
+
+  // ---- For backends.
+  // Marks the collective done, successfully (error null) or not, with the times it began and
+  // ended on the lane where it ran; records it in the trace. Call exactly once.
+  void finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error);
+
+ private:
+  ProcessGroup& group_;
+  const trace::CollectiveOp op_;
+  const int64_t seq_;
+  const int64_t bytes_;
+  const trace::DType dtype_;
+  const CollectiveTag tag_;
+  const int64_t enqueue_ns_;
+  mutable std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+using WorkHandle = std::shared_ptr<Work>;
+
+struct ProcessGroupOptions {
+  // A collective not finished within this time fails (Work::wait, and the backend's own wait).
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  // Where collectives are traced; may be null (nothing recorded).
+  trace::Recorder* recorder = nullptr;
+  // Distinguishes groups in the trace (events.grp) and in store keys.
+  int16_t group_id = 0;
+  std::string name = "world";
+  // Before each collective, ranks compare (seq, op, bytes, dtype) through the store and fail
+  // fast on a mismatch. Default: on when the environment has DPSCOPE_CHECK_COLLECTIVES=1.
+  bool check_collectives = false;
+};
+
+// Reads DPSCOPE_CHECK_COLLECTIVES from the environment.
+bool check_collectives_from_env();
+
+// Note [Collective order]
+// Collectives of one group run in the order they were issued, like work on a stream: every
+// rank issues the same collectives in the same order (DDP's buckets in index order, FSDP's
+// units in execution order; see Note [Bucket order]), and a backend runs them one after the
+// other, so the n-th collective of every rank meets the n-th of every other. The sequence
+// number `seq` counts collectives per group from 0; the same collective has the same seq on
+// every rank, which is what the check mode compares and what the viewer links across ranks.
+//
+// Thread-safety: collectives may be issued from any thread, but the issue order across threads
+// must be the same on every rank (the engine issues from one thread at a time).
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const ProcessGroupOptions& options() const { return options_; }
+  virtual std::string backend_name() const = 0;
+
+  // ---- Collectives. Each is asynchronous: it returns once the collective is queued.
+  // Tensors must be contiguous and stay alive and untouched until the Work is done.
+  // Copies root's `tensor` into every rank's `tensor`.
+  WorkHandle broadcast(at::Tensor tensor, int root, CollectiveTag tag = {});
+  // Reduces `tensor` across ranks in place. Average divides the sum by the group size.
+  WorkHandle all_reduce(at::Tensor tensor, ReduceOp op, CollectiveTag tag = {});
+  // Gathers every rank's `input` into the flat `output` (size() * input.numel(), rank order).
+  WorkHandle all_gather(at::Tensor output, at::Tensor input, CollectiveTag tag = {});
+  // Reduces the flat `input` (size() * output.numel()) across ranks and leaves chunk rank() of
+  // the result in `output`.
+  WorkHandle reduce_scatter(at::Tensor output, at::Tensor input, ReduceOp op,
+                            CollectiveTag tag = {});
+  // Completes when every rank has reached it.
+  WorkHandle barrier(CollectiveTag tag = {});
+
+  // The lane where this group's collectives run (its communication thread or stream).
+  trace::LaneId comm_lane() const { return comm_lane_; }
+  trace::Recorder* recorder() const { return options_.recorder; }
+  c10d::Store& store() { return *store_; }
+
+ protected:
+  ProcessGroup(std::shared_ptr<c10d::Store> store, int rank, int size, ProcessGroupOptions options,
+               std::string_view lane_name, trace::LaneKind lane_kind);
+
+  // One collective for the backend to run. Inputs are validated before a backend sees them.
+  struct Request {
+    trace::CollectiveOp op;
+    ReduceOp reduce = ReduceOp::Sum;
+    int root = 0;
+    at::Tensor input;   // broadcast/all_reduce: the tensor itself; barrier: undefined
+    at::Tensor output;  // all_gather/reduce_scatter: the output; otherwise == input
+    WorkHandle work;
+  };
+  // Runs `request` after every request queued before it (Note [Collective order]) and calls
+  // request.work->finish() exactly once. Must not block the caller for the collective itself.
+  virtual void enqueue(std::shared_ptr<Request> request) = 0;
+
+  // Stops the heartbeat thread; derived destructors call it before tearing down their own state.
+  void stop_heartbeat();
+
+ private:
+  friend class Work;
+  WorkHandle issue(trace::CollectiveOp op, ReduceOp reduce, int root, at::Tensor input,
+                   at::Tensor output, CollectiveTag tag);
+  void check_collective(const Work& work);
+  // For a timeout message: the ranks whose heartbeat says they have not started `seq` yet.
+  std::string ranks_not_heard_from(int64_t seq);
+  void heartbeat_loop();
+  std::string key(std::string_view what) const;
+
+  std::shared_ptr<c10d::Store> store_;
+  const int rank_;
+  const int size_;
+  ProcessGroupOptions options_;
+  trace::LaneId comm_lane_ = 0;
+
+  std::mutex issue_mutex_;
+  int64_t next_seq_ = 0;
+  std::atomic<int64_t> issued_{0};  // collectives issued so far, published by the heartbeat
+
+  std::mutex heartbeat_mutex_;
+  std::condition_variable heartbeat_cv_;
+  bool heartbeat_stop_ = false;
+  std::thread heartbeat_;
+};
+
+}  // namespace dpscope::comm

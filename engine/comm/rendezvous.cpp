@@ -1,0 +1,156 @@
+// Rendezvous over c10d's TCPStore, torchrun's environment, and the clock offset to rank 0
+// (see rendezvous.h).
+#include "engine/comm/rendezvous.h"
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "engine/comm/process_group.h"
+#include "trace/clock.h"
+
+namespace dpscope::comm {
+namespace {
+
+constexpr const char* kHowToStart =
+    "start it with `dpscope launch -n N -- PROGRAM` or torchrun, or unset RANK to run a single "
+    "rank";
+
+std::string require(const char* name) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) {
+    throw CommError(std::string("RANK is set but ") + name + " is not; " + kHowToStart);
+  }
+  return value;
+}
+
+int require_int(const char* name, int low, int high) {
+  const std::string text = require(name);
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (*end != '\0' || value < low || value > high) {
+    throw CommError(std::string(name) + "=" + text + " is not a number in " +
+                    std::to_string(low) + ".." + std::to_string(high) + "; " + kHowToStart);
+  }
+  return static_cast<int>(value);
+}
+
+std::string host_name() {
+  char buffer[256] = {};
+  ::gethostname(buffer, sizeof(buffer) - 1);
+  return buffer;
+}
+
+std::vector<uint8_t> to_bytes(const std::string& text) {
+  return std::vector<uint8_t>(text.begin(), text.end());
+}
+
+std::string from_bytes(const std::vector<uint8_t>& bytes) {
+  return std::string(bytes.begin(), bytes.end());
+}
+
+std::string arrival_key(int rank) { return "dpscope/rendezvous/" + std::to_string(rank); }
+
+// Returns once all world_size ranks have called it with the same `name`: the last to arrive
+// opens the gate. Keeps rank 0, which hosts the store, from leaving while others still use it.
+void store_barrier(c10d::Store& store, const std::string& name, int world_size) {
+  const std::string gate = "dpscope/barrier/" + name + "/open";
+  if (store.add("dpscope/barrier/" + name + "/arrived", 1) == world_size) {
+    store.set(gate, to_bytes("1"));
+  }
+  store.wait({gate});
+}
+
+}  // namespace
+
+LaunchEnv read_launch_env() {
+  LaunchEnv env;
+  const char* rank = std::getenv("RANK");
+  if (!rank || !*rank) return env;
+  env.launched = true;
+  env.world_size = require_int("WORLD_SIZE", 1, 1 << 20);
+  env.rank = require_int("RANK", 0, env.world_size - 1);
+  env.local_world_size = require_int("LOCAL_WORLD_SIZE", 1, env.world_size);
+  env.local_rank = require_int("LOCAL_RANK", 0, env.local_world_size - 1);
+  env.master_addr = require("MASTER_ADDR");
+  env.master_port = require_int("MASTER_PORT", 1, 65535);
+  return env;
+}
+
+std::shared_ptr<c10d::Store> rendezvous(const LaunchEnv& env, std::chrono::milliseconds timeout) {
+  if (env.world_size == 1) return std::make_shared<c10d::HashStore>();
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(env.master_port);
+  options.isServer = env.rank == 0;
+  options.waitWorkers = false;
+  options.timeout = timeout;
+  std::shared_ptr<c10d::Store> store;
+  try {
+    store = std::make_shared<c10d::TCPStore>(env.master_addr, options);
+  } catch (const std::exception& error) {
+    throw CommError("rank " + std::to_string(env.rank) + ": cannot reach the rendezvous store at " +
+                    env.master_addr + ":" + std::to_string(env.master_port) + " (" +
+                    error.what() + "); is rank 0 running and MASTER_ADDR/MASTER_PORT right?");
+  }
+  store->set(arrival_key(env.rank), to_bytes(host_name()));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::string absent;
+    for (int r = 0; r < env.world_size; ++r) {
+      if (!store->check({arrival_key(r)})) absent += (absent.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (absent.empty()) return store;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw CommError("rank " + std::to_string(env.rank) + ": rendezvous at " + env.master_addr +
+                      ":" + std::to_string(env.master_port) + " timed out; ranks " + absent +
+                      " never arrived (were they started, with the same WORLD_SIZE?)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+int64_t measure_clock_offset(c10d::Store& store, const LaunchEnv& env, int rounds) {
+  if (env.world_size == 1) return 0;
+  const std::string rank0_host = from_bytes(store.get(arrival_key(0)));
+  auto same_host = [&](int r) { return from_bytes(store.get(arrival_key(r))) == rank0_host; };
+  auto ping = [](int r, int i) {
+    return "dpscope/clock/ping/" + std::to_string(r) + "/" + std::to_string(i);
+  };
+  auto pong = [](int r, int i) {
+    return "dpscope/clock/pong/" + std::to_string(r) + "/" + std::to_string(i);
+  };
+  int64_t best_offset = 0;
+  if (env.rank == 0) {
+    for (int r = 1; r < env.world_size; ++r) {
+      if (same_host(r)) continue;
+      for (int i = 0; i < rounds; ++i) {
+        store.wait({ping(r, i)});
+        store.set(pong(r, i), to_bytes(std::to_string(trace::now_ns())));
+      }
+    }
+    store_barrier(store, "clock", env.world_size);
+    return 0;
+  }
+  if (same_host(env.rank)) {
+    store_barrier(store, "clock", env.world_size);
+    return 0;
+  }
+  int64_t best_round_trip = INT64_MAX;
+  for (int i = 0; i < rounds; ++i) {
+    const int64_t sent = trace::now_ns();
+    store.set(ping(env.rank, i), to_bytes("1"));
+    const int64_t remote = std::stoll(from_bytes(store.get(pong(env.rank, i))));
+    const int64_t received = trace::now_ns();
+    if (received - sent < best_round_trip) {
+      best_round_trip = received - sent;
+      best_offset = remote - (sent + received) / 2;
+    }
+  }
+  store_barrier(store, "clock", env.world_size);
+  return best_offset;
+}
+
+}  // namespace dpscope::comm

@@ -1,0 +1,45 @@
+// Rendezvous: how the ranks of a run find each other. Reads torchrun's environment, meets on
+// LibTorch's c10d TCPStore (hosted by rank 0), and measures each rank's clock offset to rank 0
+// for the trace. Everything the backends exchange (Gloo's addresses, NCCL's id) goes through
+// the store returned here.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace c10d {
+class Store;
+}
+
+namespace dpscope::comm {
+
+// torchrun's environment contract (DESIGN.md, Processes and rendezvous).
+struct LaunchEnv {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  bool launched = false;  // false: no RANK in the environment, a single rank on its own
+};
+
+// Reads RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. Without RANK
+// the process is a single rank (world size 1). With RANK, every other variable must be there
+// and make sense; otherwise a CommError names the variable and says how to start the program.
+LaunchEnv read_launch_env();
+
+// Meets every rank: rank 0 hosts a TCPStore at MASTER_ADDR:MASTER_PORT, the others connect, and
+// each announces itself. Returns once all world_size ranks have arrived; after `timeout` a
+// CommError names the ranks that never arrived. A single rank gets an in-process store.
+std::shared_ptr<c10d::Store> rendezvous(const LaunchEnv& env, std::chrono::milliseconds timeout);
+
+// This rank's steady-clock offset to rank 0's, in nanoseconds (add it to a local time to get
+// rank 0's). Ranks on rank 0's host share its clock (CLOCK_MONOTONIC is system-wide): 0. Others
+// measure round trips through the store and keep the one with the shortest round trip. Every
+// rank must call it (rank 0 answers the others). Collective: call it at the same point on all.
+int64_t measure_clock_offset(c10d::Store& store, const LaunchEnv& env, int rounds = 8);
+
+}  // namespace dpscope::comm

@@ -1,0 +1,315 @@
+// The backend-independent half of the communication layer, with threads as ranks on one shared
+// store and a test backend: sequence numbers and tracing of every collective and wait, argument
+// checks, the check mode naming the ranks that differ, timeouts naming the ranks not heard from,
+// torchrun's environment and the rendezvous.
+#include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include <ATen/ATen.h>
+
+#include <cstdlib>
+#include <deque>
+#include <thread>
+
+#include "engine/comm/process_group.h"
+#include "engine/comm/rendezvous.h"
+#include "tests/test_util.h"
+#include "trace/reader.h"
+
+using namespace dpscope;
+using namespace dpscope::comm;
+using dpscope::testing::TempDir;
+
+namespace {
+
+// Finishes every request at once (kImmediate) or never (kNever): the base class's logic alone.
+class TestGroup : public ProcessGroup {
+ public:
+  enum class Mode { kImmediate, kNever };
+  TestGroup(std::shared_ptr<c10d::Store> store, int rank, int size, ProcessGroupOptions options,
+            Mode mode)
+      : ProcessGroup(std::move(store), rank, size, std::move(options), "test comm",
+                     trace::LaneKind::Comm),
+        mode_(mode) {}
+  ~TestGroup() override {
+    stop_heartbeat();
+    for (auto& request : held_) request->work->finish(0, 0, nullptr);
+  }
+  std::string backend_name() const override { return "test"; }
+
+ protected:
+  void enqueue(std::shared_ptr<Request> request) override {
+    if (mode_ == Mode::kNever) {
+      held_.push_back(std::move(request));
+      return;
+    }
+    const int64_t t = trace::now_ns();
+    request->work->finish(t, t + 1000, nullptr);
+  }
+
+ private:
+  Mode mode_;
+  std::deque<std::shared_ptr<Request>> held_;
+};
+
+ProcessGroupOptions options_with(std::chrono::milliseconds timeout, bool check) {
+  ProcessGroupOptions options;
+  options.timeout = timeout;
+  options.check_collectives = check;
+  return options;
+}
+
+// Runs body(rank) on `size` threads and returns each rank's error message ("" if none).
+std::vector<std::string> run_ranks(int size, const std::function<void(int)>& body) {
+  std::vector<std::string> errors(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        body(r);
+      } catch (const std::exception& error) {
+        errors[static_cast<size_t>(r)] = error.what();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return errors;
+}
+
+}  // namespace
+
+TEST(processGroup, NumbersTracesAndWaitsEveryCollective) {
+  TempDir dir;
+  const std::string path = dir.file("rank0.sqlite");
+  {
+    trace::RecorderOptions recorder_options;
+    recorder_options.path = path;
+    trace::Recorder recorder(recorder_options);
+    ProcessGroupOptions options;
+    options.recorder = &recorder;
+    options.group_id = 3;
+    TestGroup group(std::make_shared<c10d::HashStore>(), 0, 1, options,
+                    TestGroup::Mode::kImmediate);
+    auto a = group.all_reduce(at::ones({4}), ReduceOp::Sum, CollectiveTag{2, 5, trace::kNone, 0});
+    auto b = group.broadcast(at::ones({3}, at::kDouble), 0);
+    auto c = group.all_gather(at::empty({8}), at::ones({8}));
+    auto d = group.reduce_scatter(at::empty({2}), at::ones({2}, at::kFloat), ReduceOp::Max);
+    auto e = group.barrier();
+    EXPECT_EQ(a->seq(), 0);
+    EXPECT_EQ(e->seq(), 4);
+    for (auto& work : {a, b, c, d, e}) {
+      EXPECT_TRUE(work->is_completed());
+      work->wait(0);
+    }
+  }
+  trace::Reader reader(path);
+  auto collectives = reader.events_of_kind(trace::EventKind::Collective);
+  ASSERT_EQ(collectives.size(), 5u);
+  EXPECT_EQ(collectives[0].op, static_cast<uint8_t>(trace::CollectiveOp::AllReduce));
+  EXPECT_EQ(collectives[0].bytes, 16);
+  EXPECT_EQ(collectives[0].iteration, 2);
+  EXPECT_EQ(collectives[0].bucket, 5);
+  EXPECT_EQ(collectives[0].grp, 3);
+  EXPECT_EQ(collectives[0].dtype, static_cast<uint8_t>(trace::DType::Float32));
+  EXPECT_EQ(collectives[1].dtype, static_cast<uint8_t>(trace::DType::Float64));
+  EXPECT_EQ(collectives[1].bytes, 24);
+  EXPECT_EQ(collectives[3].op, static_cast<uint8_t>(trace::CollectiveOp::ReduceScatter));
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(collectives[static_cast<size_t>(i)].seq, i);
+    EXPECT_GE(collectives[static_cast<size_t>(i)].begin_ns,
+              collectives[static_cast<size_t>(i)].enqueue_ns);
+    EXPECT_EQ(collectives[static_cast<size_t>(i)].lane, 1) << "on the group's comm lane";
+  }
+  EXPECT_EQ(reader.lanes()[1].name, "test comm (world)");
+  EXPECT_EQ(reader.events_of_kind(trace::EventKind::CollectiveWait).size(), 5u);
+}
+
+TEST(processGroup, RejectsBadArgumentsNamingTheRank) {
+  TestGroup group(std::make_shared<c10d::HashStore>(), 1, 4, {}, TestGroup::Mode::kImmediate);
+  auto expect_error = [](const std::function<void()>& call, const std::string& phrase) {
+    try {
+      call();
+      FAIL() << "expected a CommError with: " << phrase;
+    } catch (const CommError& error) {
+      EXPECT_NE(std::string(error.what()).find(phrase), std::string::npos) << error.what();
+    }
+  };
+  expect_error([&] { group.all_gather(at::empty({7}), at::ones({2})); },
+               "all_gather on rank 1: output has 7 elements, expected 4 x 2");
+  expect_error([&] { group.reduce_scatter(at::empty({2}), at::ones({7}), ReduceOp::Sum); },
+               "reduce_scatter on rank 1: input has 7 elements, expected 4 x 2");
+  expect_error([&] { group.broadcast(at::ones({2}), 4); }, "root 4 is outside 0..3");
+  expect_error([&] { group.all_reduce(at::ones({4, 4}).t(), ReduceOp::Sum); }, "contiguous");
+  expect_error([&] { group.all_gather(at::empty({8}, at::kDouble), at::ones({2})); },
+               "differ in dtype");
+}
+
+TEST(processGroup, CheckModeNamesTheRanksThatDiffer) {
+  auto store = std::make_shared<c10d::HashStore>();
+  auto errors = run_ranks(3, [&](int rank) {
+    TestGroup group(store, rank, 3, options_with(std::chrono::seconds(10), true),
+                    TestGroup::Mode::kImmediate);
+    group.all_reduce(at::ones({4}), ReduceOp::Sum)->wait();
+    // Rank 1 reduces a tensor of another size: its collective #1 differs.
+    group.all_reduce(at::ones({rank == 1 ? 2 : 4}), ReduceOp::Sum)->wait();
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string& message = errors[static_cast<size_t>(rank)];
+    EXPECT_NE(message.find("collective #1 differs across ranks"), std::string::npos) << message;
+    EXPECT_NE(message.find("ranks 0,2 issued allreduce of 16 bytes float32"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("rank 1 issued allreduce of 8 bytes float32"), std::string::npos)
+        << message;
+  }
+}
+
+TEST(processGroup, CheckModeNamesARankThatNeverIssues) {
+  auto store = std::make_shared<c10d::HashStore>();
+  auto errors = run_ranks(3, [&](int rank) {
+    TestGroup group(store, rank, 3, options_with(std::chrono::milliseconds(1500), true),
+                    TestGroup::Mode::kImmediate);
+    group.barrier()->wait();
+    if (rank != 2) group.broadcast(at::ones({4}), 0)->wait();
+  });
+  EXPECT_EQ(errors[2], "");
+  for (int rank : {0, 1}) {
+    EXPECT_NE(errors[static_cast<size_t>(rank)].find("ranks 2 never issued it"),
+              std::string::npos)
+        << errors[static_cast<size_t>(rank)];
+  }
+}
+
+TEST(processGroup, TimeoutNamesTheCollectiveAndTheRanksNotHeardFrom) {
+  auto store = std::make_shared<c10d::HashStore>();
+  auto errors = run_ranks(3, [&](int rank) {
+    TestGroup group(store, rank, 3, options_with(std::chrono::milliseconds(2000), false),
+                    rank == 0 ? TestGroup::Mode::kNever : TestGroup::Mode::kImmediate);
+    group.all_reduce(at::ones({4}), ReduceOp::Sum)->wait();
+    // Rank 2 stops here; rank 0's second all-reduce never finishes.
+    if (rank == 2) return;
+    auto work = group.all_reduce(at::ones({4}), ReduceOp::Sum);
+    if (rank == 0) work->wait();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  });
+  const std::string& message = errors[0];
+  EXPECT_NE(message.find("allreduce #0 on group 'world' timed out after 2 s on rank 0"),
+            std::string::npos)
+      << message;
+  // Rank 0's first all-reduce never finishes; ranks 1 and 2 issued #0 and are heard from.
+  EXPECT_NE(message.find("one of them is stuck"), std::string::npos) << message;
+}
+
+TEST(processGroup, TimeoutNamesALaggingRank) {
+  auto store = std::make_shared<c10d::HashStore>();
+  auto errors = run_ranks(2, [&](int rank) {
+    TestGroup group(store, rank, 2, options_with(std::chrono::milliseconds(2000), false),
+                    TestGroup::Mode::kNever);
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      return;
+    }
+    group.all_reduce(at::ones({4}), ReduceOp::Sum)->wait();
+  });
+  EXPECT_NE(errors[0].find("ranks not heard from: rank 1 (issued no collective)"),
+            std::string::npos)
+      << errors[0];
+}
+
+class LaunchEnvTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : kNames) unsetenv(name);
+  }
+  void TearDown() override {
+    for (const char* name : kNames) unsetenv(name);
+  }
+  void set_all() {
+    setenv("RANK", "2", 1);
+    setenv("LOCAL_RANK", "0", 1);
+    setenv("WORLD_SIZE", "4", 1);
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "10.1.2.3", 1);
+    setenv("MASTER_PORT", "29500", 1);
+  }
+  static constexpr const char* kNames[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE",
+                                           "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
+};
+
+TEST_F(LaunchEnvTest, WithoutRankIsASingleRank) {
+  LaunchEnv env = read_launch_env();
+  EXPECT_FALSE(env.launched);
+  EXPECT_EQ(env.world_size, 1);
+  EXPECT_EQ(env.rank, 0);
+}
+
+TEST_F(LaunchEnvTest, ReadsTorchrunsVariables) {
+  set_all();
+  LaunchEnv env = read_launch_env();
+  EXPECT_TRUE(env.launched);
+  EXPECT_EQ(env.rank, 2);
+  EXPECT_EQ(env.local_rank, 0);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.local_world_size, 2);
+  EXPECT_EQ(env.master_addr, "10.1.2.3");
+  EXPECT_EQ(env.master_port, 29500);
+}
+
+TEST_F(LaunchEnvTest, NamesAMissingOrBadVariable) {
+  set_all();
+  unsetenv("MASTER_PORT");
+  try {
+    read_launch_env();
+    FAIL();
+  } catch (const CommError& error) {
+    EXPECT_NE(std::string(error.what()).find("MASTER_PORT is not"), std::string::npos);
+    EXPECT_NE(std::string(error.what()).find("dpscope launch"), std::string::npos);
+  }
+  set_all();
+  setenv("RANK", "4", 1);
+  try {
+    read_launch_env();
+    FAIL();
+  } catch (const CommError& error) {
+    EXPECT_NE(std::string(error.what()).find("RANK=4 is not a number in 0..3"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(rendezvous, AllRanksMeetAndShareOneClock) {
+  const auto port = std::stoi(
+      dpscope::testing::run_command("python3 -c 'import socket; s=socket.socket(); "
+                                    "s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])'")
+          .output);
+  std::vector<int64_t> offsets(3, -1);
+  std::vector<std::shared_ptr<c10d::Store>> stores(3);  // rank 0's hosts the others' data
+  auto errors = run_ranks(3, [&](int rank) {
+    LaunchEnv env;
+    env.rank = rank;
+    env.world_size = 3;
+    env.master_port = port;
+    env.launched = true;
+    auto store = rendezvous(env, std::chrono::seconds(20));
+    offsets[static_cast<size_t>(rank)] = measure_clock_offset(*store, env);
+    stores[static_cast<size_t>(rank)] = store;
+  });
+  for (const auto& error : errors) EXPECT_EQ(error, "");
+  EXPECT_EQ(offsets, (std::vector<int64_t>{0, 0, 0})) << "one host, one clock";
+}
+
+TEST(rendezvous, NamesTheRanksThatNeverArrived) {
+  const auto port = std::stoi(
+      dpscope::testing::run_command("python3 -c 'import socket; s=socket.socket(); "
+                                    "s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])'")
+          .output);
+  auto errors = run_ranks(2, [&](int rank) {
+    LaunchEnv env;
+    env.rank = rank;
+    env.world_size = 4;
+    env.master_port = port;
+    env.launched = true;
+    rendezvous(env, std::chrono::milliseconds(1500));
+  });
+  for (const auto& error : errors) {
+    EXPECT_NE(error.find("ranks 2, 3 never arrived"), std::string::npos) << error;
+  }
+}
