@@ -122,18 +122,30 @@ void validate(const LaunchOptions& o) {
 pid_t start_rank(const LaunchOptions& o, int local_rank, int port, const std::string& trace_dir,
                  int out_fd, int err_fd) {
   const pid_t parent = ::getpid();
+  // Until the child has dropped the launcher's handlers, a SIGTERM from stop_all() would run
+  // the launcher's handler in the child and read, to the launcher, as its own interruption:
+  // keep the signals blocked across fork until the child has reset them.
+  sigset_t stop_signals, previous;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  ::sigprocmask(SIG_BLOCK, &stop_signals, &previous);
   const pid_t pid = ::fork();
   if (pid != 0) {
     if (pid > 0) ::setpgid(pid, pid);
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
     return pid;
   }
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+  ::close(g_signal_pipe[0]);
+  ::close(g_signal_pipe[1]);
+  ::sigprocmask(SIG_SETMASK, &previous, nullptr);
   // Each rank leads its own process group, so stopping a rank also stops what it started; the
   // launcher passes Ctrl-C on to every group. A rank never outlives its launcher.
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(1);
-  ::signal(SIGINT, SIG_DFL);
-  ::signal(SIGTERM, SIG_DFL);
   const int rank = o.node_rank * o.nproc + local_rank;
   ::setenv("RANK", std::to_string(rank).c_str(), 1);
   ::setenv("LOCAL_RANK", std::to_string(local_rank).c_str(), 1);

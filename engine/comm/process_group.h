@@ -43,7 +43,9 @@ class CommError : public std::runtime_error {
 
 class ProcessGroup;
 
-// A handle to one issued collective. Thread-safety: wait(), is_completed() and error() may be
+// A handle to one issued collective. It refers to its group: wait on it before the group is
+// destroyed (destroying a group finishes every queued collective, so is_completed() and error()
+// stay valid, but wait() does not). Thread-safety: wait(), is_completed() and error() may be
 // called from any thread; the backend calls finish() once, from its communication thread.
 class Work {
  public:

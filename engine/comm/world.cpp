@@ -1,0 +1,48 @@
+// init_world: environment, rendezvous, clock offset and default group (see world.h).
+#include "engine/comm/world.h"
+
+#include "engine/comm/gloo_backend.h"
+
+namespace dpscope::comm {
+
+std::string_view to_string(Backend backend) {
+  return backend == Backend::Nccl ? "nccl" : "gloo";
+}
+
+Backend parse_backend(std::string_view text) {
+  if (text == "gloo") return Backend::Gloo;
+  if (text == "nccl") return Backend::Nccl;
+  throw CommError("unknown backend '" + std::string(text) + "': choose gloo or nccl");
+}
+
+// This build has no NCCL backend yet (it comes with the GPU path), so gloo is the only choice.
+Backend default_backend() { return Backend::Gloo; }
+
+World init_world(const WorldOptions& options) {
+  World world;
+  world.env = read_launch_env();
+  world.store = rendezvous(world.env, options.timeout);
+  world.clock_offset_ns = measure_clock_offset(*world.store, world.env);
+  if (options.recorder) {
+    options.recorder->set_clock_offset(world.clock_offset_ns);
+    options.recorder->set_meta("backend", to_string(options.backend));
+    options.recorder->set_meta("world_size", std::to_string(world.env.world_size));
+  }
+  ProcessGroupOptions group_options;
+  group_options.timeout = options.timeout;
+  group_options.recorder = options.recorder;
+  group_options.check_collectives = check_collectives_from_env();
+  switch (options.backend) {
+    case Backend::Gloo:
+      world.group = make_gloo_group(world.store, world.env.rank, world.env.world_size,
+                                    group_options);
+      break;
+    case Backend::Nccl:
+      throw CommError("rank " + std::to_string(world.env.rank) +
+                      ": this build has no NCCL backend (LibTorch without CUDA); use "
+                      "--backend gloo, or build against a CUDA LibTorch");
+  }
+  return world;
+}
+
+}  // namespace dpscope::comm

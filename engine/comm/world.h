@@ -1,0 +1,41 @@
+// The world: what every rank program sets up first, as torch.distributed.init_process_group
+// does. Reads torchrun's environment, meets the other ranks, hands the clock offset to the
+// recorder, and creates the default process group on the chosen backend.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "engine/comm/process_group.h"
+#include "engine/comm/rendezvous.h"
+
+namespace dpscope::comm {
+
+enum class Backend { Gloo, Nccl };
+std::string_view to_string(Backend backend);
+// "gloo" | "nccl"; throws CommError naming the choices otherwise.
+Backend parse_backend(std::string_view text);
+// DESIGN.md: nccl when this build has CUDA and CUDA devices are visible, else gloo.
+// Without the NCCL backend in this build: gloo.
+Backend default_backend();
+
+struct WorldOptions {
+  Backend backend = Backend::Gloo;
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  trace::Recorder* recorder = nullptr;  // gets the clock offset and the group's collectives
+};
+
+struct World {
+  LaunchEnv env;
+  std::shared_ptr<c10d::Store> store;
+  std::shared_ptr<ProcessGroup> group;  // every rank of the run
+  int64_t clock_offset_ns = 0;          // this rank's offset to rank 0 (also given to the recorder)
+};
+
+// Sets up this rank's world. Throws CommError with the fix when the environment is incomplete,
+// a rank never arrives, or the backend is not in this build (NCCL without CUDA).
+World init_world(const WorldOptions& options);
+
+}  // namespace dpscope::comm
