@@ -165,18 +165,16 @@ pid_t start_rank(const LaunchOptions& o, int local_rank, int port, const std::st
   ::_exit(127);
 }
 
-// Merges the rank files the ranks left in trace_dir, if any. Never fails the launch.
+// Merges the rank files this node's ranks left in trace_dir, if any. Never fails the launch.
+// Only this node's: on a shared filesystem the other nodes' files are theirs to merge.
 void merge_rank_files(const LaunchOptions& o, const std::string& trace_dir) {
   std::vector<std::string> files;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(trace_dir, error)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("rank", 0) == 0 && entry.path().extension() == ".sqlite") {
-      files.push_back(entry.path().string());
-    }
+  for (int local = 0; local < o.nproc; ++local) {
+    const std::string file =
+        trace_dir + "/rank" + std::to_string(o.node_rank * o.nproc + local) + ".sqlite";
+    if (std::filesystem::exists(file)) files.push_back(file);
   }
   if (files.empty()) return;
-  std::sort(files.begin(), files.end());
   const std::string out = trace_dir + (o.nnodes == 1 ? std::string("/run.sqlite")
                                                      : "/run-node" + std::to_string(o.node_rank) +
                                                            ".sqlite");

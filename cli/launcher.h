@@ -14,8 +14,8 @@ struct LaunchOptions {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;      // 0: a free port of this host (single node only)
-  // Exported as DPSCOPE_TRACE_DIR; rank files `rank<N>.sqlite` found there at the end are merged
-  // into `run.sqlite` (single node) or `run-node<K>.sqlite`.
+  // Exported as DPSCOPE_TRACE_DIR; this node's rank files `rank<N>.sqlite` found there at the
+  // end are merged into `run.sqlite` (single node) or `run-node<K>.sqlite`.
   std::string trace_dir;
   int stop_grace_seconds = 10;  // SIGTERM, then SIGKILL after this long
   std::vector<std::string> command;  // PROGRAM ARGS...
