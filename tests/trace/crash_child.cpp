@@ -1,6 +1,7 @@
 // A recording process for test_recorder_crash: records numbered Mark events into a trace and
 // ends the way its mode says, so the test can check what each kind of ending leaves behind.
-//   crash_child stream PATH  records until stopped (at most kStreamLimit events, then exits 4);
+//   crash_child stream PATH  records until stopped (at most kStreamLimit events, then waits
+//                            60 s to be stopped and exits 4);
 //                            after each flush prints "committed N"
 //   crash_child throw PATH   records 1234 events, then lets an exception escape main
 //   crash_child exit PATH    records 777 events, then calls std::exit(3) without closing
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "trace/recorder.h"
 
@@ -62,8 +64,10 @@ int main(int argc, char** argv) {
       std::printf("committed %lld\n", static_cast<long long>(next + 1000));
       std::fflush(stdout);
     }
+    // At the cap, stop recording but stay alive to be stopped: a signal's flush runs on the
+    // guards' thread, and this thread must not end the process normally before it re-raises.
+    std::this_thread::sleep_for(std::chrono::seconds(60));
     std::fprintf(stderr, "crash_child: nobody stopped the stream\n");
-    delete recorder;
     return 4;
   }
   if (mode == "throw") {
