@@ -123,10 +123,11 @@ TEST(launch, InterruptReachesTheRanksAndTheirTracesSurvive) {
             kChild.c_str(), "stream", "-", nullptr);
     ::_exit(127);
   }
-  // Wait until both ranks have committed something, then Ctrl-C the launcher.
-  for (int tries = 0; tries < 600; ++tries) {
-    auto count = run_command("grep -c committed " + out);
-    if (!count.output.empty() && std::atoi(count.output.c_str()) >= 4) break;
+  // Wait until each rank has committed something, then Ctrl-C the launcher.
+  for (int tries = 0; tries < 1200; ++tries) {
+    auto zero = run_command("grep -c '^\\[0\\] committed' " + out);
+    auto one = run_command("grep -c '^\\[1\\] committed' " + out);
+    if (std::atoi(zero.output.c_str()) >= 2 && std::atoi(one.output.c_str()) >= 2) break;
     ::usleep(50000);
   }
   ::kill(launcher, SIGINT);
