@@ -50,7 +50,8 @@ Work::Work(ProcessGroup& group, trace::CollectiveOp op, int64_t seq, int64_t byt
     : group_(group), op_(op), seq_(seq), bytes_(bytes), dtype_(dtype), tag_(tag),
       enqueue_ns_(trace::now_ns()) {}
 
-void Work::finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error) {
+void Work::finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error,
+                  uint8_t extra_flags) {
   if (trace::Recorder* recorder = group_.recorder()) {
     trace::Event e;
     e.kind = trace::EventKind::Collective;
@@ -66,7 +67,7 @@ void Work::finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error) {
     e.iteration = tag_.iteration;
     e.bucket = tag_.bucket;
     e.unit = tag_.unit;
-    e.flags = tag_.flags;
+    e.flags = static_cast<uint8_t>(tag_.flags | extra_flags);
     recorder->record(trace::TraceLevel::Summary, e);
   }
   {

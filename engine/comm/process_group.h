@@ -67,8 +67,10 @@ class Work {
 
   // ---- For backends.
   // Marks the collective done, successfully (error null) or not, with the times it began and
-  // ended on the lane where it ran; records it in the trace. Call exactly once.
-  void finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error);
+  // ended on the lane where it ran; records it in the trace with the tag's flags plus
+  // `extra_flags` (trace::kFlagGpuTime when the times come from CUDA events). Call exactly once.
+  void finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error,
+              uint8_t extra_flags = 0);
 
  private:
   ProcessGroup& group_;

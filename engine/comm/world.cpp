@@ -2,6 +2,11 @@
 #include "engine/comm/world.h"
 
 #include "engine/comm/gloo_backend.h"
+#include "engine/comm/nccl_backend.h"
+
+#ifdef DPSCOPE_HAVE_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 namespace dpscope::comm {
 
@@ -15,8 +20,13 @@ Backend parse_backend(std::string_view text) {
   throw CommError("unknown backend '" + std::string(text) + "': choose gloo or nccl");
 }
 
-// This build has no NCCL backend yet (it comes with the GPU path), so gloo is the only choice.
-Backend default_backend() { return Backend::Gloo; }
+Backend default_backend() {
+#ifdef DPSCOPE_HAVE_CUDA
+  return c10::cuda::device_count() > 0 ? Backend::Nccl : Backend::Gloo;
+#else
+  return Backend::Gloo;
+#endif
+}
 
 World init_world(const WorldOptions& options) {
   World world;
@@ -38,9 +48,15 @@ World init_world(const WorldOptions& options) {
                                     group_options);
       break;
     case Backend::Nccl:
+#ifdef DPSCOPE_HAVE_CUDA
+      world.group = make_nccl_group(world.store, world.env.rank, world.env.world_size,
+                                    group_options, world.env.local_rank);
+      break;
+#else
       throw CommError("rank " + std::to_string(world.env.rank) +
                       ": this build has no NCCL backend (LibTorch without CUDA); use "
                       "--backend gloo, or build against a CUDA LibTorch");
+#endif
   }
   return world;
 }

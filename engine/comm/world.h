@@ -18,7 +18,6 @@ std::string_view to_string(Backend backend);
 // "gloo" | "nccl"; throws CommError naming the choices otherwise.
 Backend parse_backend(std::string_view text);
 // DESIGN.md: nccl when this build has CUDA and CUDA devices are visible, else gloo.
-// Without the NCCL backend in this build: gloo.
 Backend default_backend();
 
 struct WorldOptions {
