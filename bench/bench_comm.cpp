@@ -1,0 +1,272 @@
+// bench_comm: one rank of the communication benchmark, run as
+// `build/bin/dpscope launch -n 2 -- build/bin/bench_comm`. It times float32 sum all-reduces of
+// 1 KiB to 64 MiB through our ProcessGroup (Gloo backend) against a raw Gloo all-reduce of the same
+// bytes (GlooReference), and that raw all-reduce handed to a bare helper thread, to tell the cost
+// of having a communication thread at all from that of our code. Rank 0 prints the table
+// bench/README.md quotes and `overhead_from_1MiB_max_pct <x>`.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <condition_variable>
+#include <cstdio>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "engine/comm/gloo_backend.h"
+#include "engine/comm/gloo_reference.h"
+#include "engine/comm/rendezvous.h"
+
+using namespace dpscope;
+
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kMinBytes = int64_t{1} << 10;
+constexpr int64_t kMaxBytes = 64 * kMiB;
+// The bar (our overhead <= 5%) applies from this size up.
+constexpr int64_t kBarBytes = kMiB;
+// Timed seconds per variant and size. Sizes below the bar get a glance; the sizes the bar applies
+// to get most of the run (about a minute in all), because there a median of few runs moves by
+// more than the 5% being checked (bench/README.md, Communication).
+constexpr double kSecondsBelowBar = 0.4;
+constexpr double kSecondsFromBar = 2.5;
+// A run (of one variant) lasts at least this long, so that its first iteration, which may wake
+// threads that fell asleep while the other variants ran, weighs little.
+constexpr double kMinRunSeconds = 0.025;
+// Timed runs per variant, odd for a clean median.
+constexpr int kMinRuns = 9;
+constexpr int kMaxRuns = 61;
+
+enum Variant { kRaw, kHandoff, kOurs };
+constexpr int kVariants = 3;
+
+double seconds_since(std::chrono::steady_clock::time_point begin) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+}
+
+// The q-quantile of `values` (0.5: the median), the nearest sample below it.
+double quantile(std::vector<double> values, double q) {
+  std::sort(values.begin(), values.end());
+  return values[static_cast<size_t>(q * static_cast<double>(values.size() - 1))];
+}
+
+std::string size_label(int64_t bytes) {
+  if (bytes >= kMiB) return std::to_string(bytes / kMiB) + " MiB";
+  return std::to_string(bytes >> 10) + " KiB";
+}
+
+// Runs raw all-reduces on a thread of its own: the caller hands each call over and sleeps until it
+// is done. That is the least a communication thread adds to a raw call when the caller waits at
+// once, so its time minus raw's is the price of the design, ours minus its that of our code.
+// It has connections of its own, as each variant does: a variant run right after another on the
+// same connections would find them warm, and come out faster for it.
+class HandoffThread {
+ public:
+  explicit HandoffThread(std::unique_ptr<comm::GlooReference> raw)
+      : raw_(std::move(raw)), thread_([this] { loop(); }) {}
+  ~HandoffThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  void all_reduce_sum(float* data, size_t count) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    data_ = data;
+    count_ = count;
+    pending_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !pending_; });
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || pending_; });
+      if (stop_) return;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        raw_->all_reduce_sum(data_, count_);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      error_ = error;
+      pending_ = false;
+      cv_.notify_all();
+    }
+  }
+
+  const std::unique_ptr<comm::GlooReference> raw_;
+  std::mutex mutex_;
+  std::condition_variable cv_;  // both ways: two threads, so notify_all wakes only the other
+  float* data_ = nullptr;
+  size_t count_ = 0;
+  bool pending_ = false;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+struct Row {
+  int64_t bytes = 0;
+  int runs = 0;            // per variant
+  int64_t iterations = 0;  // per run
+  // The median over runs of a run's time per iteration: what an all-reduce costs, the
+  // iterations that waited for a core included.
+  std::array<double, kVariants> median{};
+  // The 10th percentile of single iterations: an all-reduce that did not wait for a core.
+  std::array<double, kVariants> p10{};
+
+  double overhead_pct() const { return (median[kOurs] / median[kRaw] - 1) * 100; }
+};
+
+class Bench {
+ public:
+  Bench(comm::ProcessGroup& ours, comm::GlooReference& raw, HandoffThread& handoff)
+      : ours_(ours), raw_(raw), handoff_(handoff) {}
+
+  Row measure(int64_t bytes) {
+    // Zeros stay zeros under summing: no overflow to inf and no denormals, whose arithmetic
+    // could be slower than that of normal numbers, however many iterations run.
+    at::Tensor tensor = at::zeros({bytes / static_cast<int64_t>(sizeof(float))});
+    Row row;
+    row.bytes = bytes;
+
+    // Warm-up, a count fixed by the size so every rank runs the same; its time sets the plan.
+    const int64_t warm = std::clamp<int64_t>(4 * kMiB / bytes, 2, 50);
+    double warm_seconds = 0;
+    for (int v = 0; v < kVariants; ++v) {
+      const auto begin = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < warm; ++i) run_once(static_cast<Variant>(v), tensor);
+      warm_seconds = std::max(warm_seconds, seconds_since(begin));
+    }
+    // Ranks must agree on the plan to stay in lockstep, so it is made from the slowest rank's
+    // warm-up time, which every rank learns through a max all-reduce.
+    at::Tensor estimate = at::empty({1}, at::kDouble);
+    estimate.data_ptr<double>()[0] = warm_seconds / static_cast<double>(warm);
+    ours_.all_reduce(estimate, comm::ReduceOp::Max)->wait();
+    const double per_iteration = estimate.data_ptr<double>()[0];
+    const double seconds = bytes >= kBarBytes ? kSecondsFromBar : kSecondsBelowBar;
+    row.iterations = std::max<int64_t>(1, std::lround(kMinRunSeconds / per_iteration));
+    const double run_seconds = static_cast<double>(row.iterations) * per_iteration;
+    row.runs = std::clamp(static_cast<int>(seconds / run_seconds), kMinRuns, kMaxRuns);
+    if (row.runs % 2 == 0) --row.runs;
+
+    // The variants take turns run by run, so drift (other load, frequency) spreads evenly over
+    // them; every other round goes backwards so that no variant always follows the same one.
+    std::array<std::vector<double>, kVariants> per_run;
+    std::array<std::vector<double>, kVariants> single;
+    for (int r = 0; r < row.runs; ++r) {
+      for (int i = 0; i < kVariants; ++i) {
+        const auto v = static_cast<Variant>(r % 2 == 0 ? i : kVariants - 1 - i);
+        const auto run_begin = std::chrono::steady_clock::now();
+        for (int64_t k = 0; k < row.iterations; ++k) {
+          const auto begin = std::chrono::steady_clock::now();
+          run_once(v, tensor);
+          single[v].push_back(seconds_since(begin));
+        }
+        per_run[v].push_back(seconds_since(run_begin) / static_cast<double>(row.iterations));
+      }
+    }
+    for (int v = 0; v < kVariants; ++v) {
+      row.median[v] = quantile(per_run[v], 0.5);
+      row.p10[v] = quantile(single[v], 0.1);
+    }
+    return row;
+  }
+
+ private:
+  void run_once(Variant variant, at::Tensor& tensor) {
+    float* data = tensor.data_ptr<float>();
+    const auto count = static_cast<size_t>(tensor.numel());
+    switch (variant) {
+      case kRaw: return raw_.all_reduce_sum(data, count);
+      case kHandoff: return handoff_.all_reduce_sum(data, count);
+      case kOurs: ours_.all_reduce(tensor, comm::ReduceOp::Sum)->wait(); return;
+    }
+  }
+
+  comm::ProcessGroup& ours_;
+  comm::GlooReference& raw_;
+  HandoffThread& handoff_;
+};
+
+void print_header(int world) {
+  std::printf("bench_comm: float32 all-reduce (sum), %d ranks, gloo; us per iteration\n", world);
+  std::printf("%8s %10s %10s %10s %11s %10s %10s %10s %7s\n", "size", "runs x it", "raw us",
+              "ours us", "overhead %", "p10 ovh %", "handoff us", "handoff %", "GB/s");
+  std::fflush(stdout);
+}
+
+void print_row(const Row& row) {
+  const std::string plan = std::to_string(row.runs) + " x " + std::to_string(row.iterations);
+  // Algorithm bandwidth: bytes reduced per second. For 2 ranks it equals the bus bandwidth
+  // (2(n-1)/n times it) that nccl-tests reports.
+  std::printf("%8s %10s %10.1f %10.1f %11.1f %10.1f %10.1f %10.1f %7.2f\n",
+              size_label(row.bytes).c_str(), plan.c_str(), row.median[kRaw] * 1e6,
+              row.median[kOurs] * 1e6, row.overhead_pct(),
+              (row.p10[kOurs] / row.p10[kRaw] - 1) * 100, row.median[kHandoff] * 1e6,
+              (row.median[kHandoff] / row.median[kRaw] - 1) * 100,
+              static_cast<double>(row.bytes) / row.median[kOurs] / 1e9);
+  std::fflush(stdout);
+}
+
+int run_bench() {
+  const comm::LaunchEnv env = comm::read_launch_env();
+  const auto timeout = std::chrono::seconds(60);
+  std::shared_ptr<c10d::Store> store = comm::rendezvous(env, timeout);
+  comm::ProcessGroupOptions options;  // no recorder: tracing off
+  options.timeout = timeout;
+  std::shared_ptr<comm::ProcessGroup> ours =
+      comm::make_gloo_group(store, env.rank, env.world_size, options);
+  auto raw = std::make_unique<comm::GlooReference>(store, env.rank, env.world_size, timeout);
+  auto handoff = std::make_unique<HandoffThread>(
+      std::make_unique<comm::GlooReference>(store, env.rank, env.world_size, timeout));
+
+  Bench bench(*ours, *raw, *handoff);
+  if (env.rank == 0) print_header(env.world_size);
+  double worst_from_bar = -std::numeric_limits<double>::infinity();
+  for (int64_t bytes = kMinBytes; bytes <= kMaxBytes; bytes *= 2) {
+    const Row row = bench.measure(bytes);
+    if (bytes >= kBarBytes) worst_from_bar = std::max(worst_from_bar, row.overhead_pct());
+    if (env.rank == 0) print_row(row);
+  }
+  if (env.rank == 0) std::printf("overhead_from_1MiB_max_pct %.1f\n", worst_from_bar);
+
+  // Every rank is past its last raw all-reduce once this barrier completes, so closing the raw
+  // connections cannot break a peer's (GlooReference does not wait for peers itself).
+  ours->barrier()->wait();
+  handoff.reset();
+  raw.reset();
+  return 0;
+}
+
+}  // namespace
+
+int main() {
+  try {
+    return run_bench();
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "bench_comm: %s\n", error.what());
+    return 1;
+  }
+}
