@@ -26,6 +26,7 @@
 #include "engine/comm/gloo_device.h"
 #include "engine/comm/gloo_reduce_scatter.h"
 #include "engine/comm/gloo_store.h"
+#include "engine/comm/store_util.h"
 
 namespace dpscope::comm {
 namespace {
@@ -129,21 +130,10 @@ class GlooProcessGroup final : public ProcessGroup {
   std::thread comm_thread_;
 };
 
-// Keys of one group instance: ranks create their groups in the same order, so a per-process count
-// of the groups made with one group_id is the same on every rank and keeps a re-created group
-// from reading the addresses its predecessor left in the store.
-std::string group_prefix(int16_t group_id) {
-  static std::mutex mutex;
-  static std::map<int16_t, int> created;
-  std::lock_guard<std::mutex> lock(mutex);
-  return "dpscope/pg" + std::to_string(group_id) + "/gloo" +
-         std::to_string(created[group_id]++) + "/";
-}
-
 GlooProcessGroup::GlooProcessGroup(std::shared_ptr<c10d::Store> store, int rank, int size,
                                    ProcessGroupOptions options)
     : ProcessGroup(store, rank, size, std::move(options), "gloo comm", trace::LaneKind::Comm),
-      prefix_(group_prefix(this->options().group_id)) {
+      prefix_(group_instance_prefix("gloo", this->options().group_id)) {
   GlooDevice device = make_gloo_device(rank, size);
   device_ = device.device;
   context_ = std::make_shared<gloo::rendezvous::Context>(rank, size);
@@ -337,18 +327,9 @@ void GlooProcessGroup::run_barrier(Request& request) {
 // peer that never gets here cost seconds, not a hang. A broken group skips it: its peers may be
 // gone.
 void GlooProcessGroup::leave() {
-  if (!broken_.empty() || size() == 1) return;
-  auto key = [&](int r) { return prefix_ + "left/" + std::to_string(r); };
-  try {
-    store().set(key(rank()), std::vector<uint8_t>{1});
-    std::vector<std::string> keys;
-    for (int r = 0; r < size(); ++r) keys.push_back(key(r));
-    store().wait(keys, std::min<std::chrono::milliseconds>(options().timeout,
-                                                           std::chrono::seconds(10)));
-  } catch (const std::exception&) {
-    // A peer that never leaves (it crashed or still runs) or a store host that is gone: close
-    // anyway, our own collectives are all done.
-  }
+  // A peer that never leaves (it crashed or still runs) or a store host that is gone: close
+  // anyway, our own collectives are all done.
+  if (broken_.empty()) leave_together(store(), prefix_, rank(), size(), options().timeout);
 }
 
 }  // namespace

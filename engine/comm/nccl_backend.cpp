@@ -29,6 +29,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "engine/comm/store_util.h"
+
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 10, 0)
 #error "dpscope's nccl backend needs NCCL 2.10 or newer (ncclAvg, ncclBfloat16)"
 #endif
@@ -176,25 +178,6 @@ StreamWaits& stream_waits() {
   return *waits;
 }
 
-// Keys of one group instance: ranks create their groups in the same order, so a per-process count
-// of the groups made with one group_id is the same on every rank and keeps a re-created group
-// from reading the id its predecessor left in the store.
-std::string group_prefix(int16_t group_id) {
-  static std::mutex mutex;
-  static std::map<int16_t, int> created;
-  std::lock_guard<std::mutex> lock(mutex);
-  return "dpscope/pg" + std::to_string(group_id) + "/nccl" +
-         std::to_string(created[group_id]++) + "/";
-}
-
-std::vector<uint8_t> to_bytes(const std::string& text) {
-  return std::vector<uint8_t>(text.begin(), text.end());
-}
-
-std::string from_bytes(const std::vector<uint8_t>& bytes) {
-  return std::string(bytes.begin(), bytes.end());
-}
-
 // The NCCL type that reduces tensors of `type`.
 ncclDataType_t reduction_type(c10::ScalarType type) {
   switch (type) {
@@ -238,12 +221,6 @@ std::string uuid_text(const cudaUUID_t& uuid) {
     text += hex;
   }
   return text;
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "unknown host";
-  return name;
 }
 
 c10::DeviceIndex checked_device(int rank, int device_index) {
@@ -339,7 +316,7 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<c10d::Store> store, int rank,
                                    ProcessGroupOptions options, int device_index)
     : ProcessGroup(std::move(store), rank, size, std::move(options), "nccl stream",
                    trace::LaneKind::Stream),
-      prefix_(group_prefix(this->options().group_id)),
+      prefix_(group_instance_prefix("nccl", this->options().group_id)),
       device_(checked_device(rank, device_index)),
       comm_stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device_)) {
   DeviceScope scope(device_);
@@ -731,19 +708,7 @@ int64_t NcclProcessGroup::host_time(const Event& event, int64_t fallback_ns) con
 // while a peer is gone; so a rank destroys it only once every rank has reached its destruction
 // (waiting through the store, bounded as Gloo's leave is) and aborts it otherwise.
 bool NcclProcessGroup::leave() {
-  if (!broken_.empty()) return false;
-  if (size() == 1) return true;
-  auto key = [&](int r) { return prefix_ + "left/" + std::to_string(r); };
-  try {
-    store().set(key(rank()), std::vector<uint8_t>{1});
-    std::vector<std::string> keys;
-    for (int r = 0; r < size(); ++r) keys.push_back(key(r));
-    store().wait(keys, std::min<std::chrono::milliseconds>(options().timeout,
-                                                           std::chrono::seconds(10)));
-    return true;
-  } catch (const std::exception&) {
-    return false;
-  }
+  return broken_.empty() && leave_together(store(), prefix_, rank(), size(), options().timeout);
 }
 
 }  // namespace

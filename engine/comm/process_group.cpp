@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "engine/comm/dtype.h"
+#include "engine/comm/store_util.h"
 
 namespace dpscope::comm {
 
@@ -31,14 +32,6 @@ namespace {
 
 std::string collective_name(trace::CollectiveOp op, int64_t seq) {
   return std::string(trace::to_string(op)) + " #" + std::to_string(seq);
-}
-
-std::vector<uint8_t> to_bytes(const std::string& text) {
-  return std::vector<uint8_t>(text.begin(), text.end());
-}
-
-std::string from_bytes(const std::vector<uint8_t>& bytes) {
-  return std::string(bytes.begin(), bytes.end());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "engine/comm/process_group.h"
+#include "engine/comm/store_util.h"
 #include "trace/clock.h"
 
 namespace dpscope::comm {
@@ -36,20 +37,6 @@ int require_int(const char* name, int low, int high) {
                     std::to_string(low) + ".." + std::to_string(high) + "; " + kHowToStart);
   }
   return static_cast<int>(value);
-}
-
-std::string host_name() {
-  char buffer[256] = {};
-  ::gethostname(buffer, sizeof(buffer) - 1);
-  return buffer;
-}
-
-std::vector<uint8_t> to_bytes(const std::string& text) {
-  return std::vector<uint8_t>(text.begin(), text.end());
-}
-
-std::string from_bytes(const std::vector<uint8_t>& bytes) {
-  return std::string(bytes.begin(), bytes.end());
 }
 
 std::string arrival_key(int rank) { return "dpscope/rendezvous/" + std::to_string(rank); }
