@@ -1,12 +1,10 @@
 // dpscope demo: the main job. Until the training engine lands it shows the trace pipeline end to
 // end: a synthetic 4-rank DDP trace is written, summarised and exported for Perfetto.
-#include <unistd.h>
-
 #include <filesystem>
-#include <functional>
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "trace/export_chrome.h"
 #include "trace/reader.h"
 #include "trace/stats.h"
@@ -20,17 +18,6 @@ struct DemoOptions {
   int64_t events = 200000;
   int ranks = 4;
 };
-
-// In-place progress on a terminal; nothing when stderr is a file or a pipe (logs stay short).
-std::function<void(double)> progress_printer(const char* what) {
-  if (!::isatty(STDERR_FILENO)) return {};
-  return [what, last = -1](double fraction) mutable {
-    const int percent = static_cast<int>(fraction * 100);
-    if (percent == last) return;
-    last = percent;
-    std::cerr << what << ": " << percent << "%   " << (percent >= 100 ? "\n" : "\r") << std::flush;
-  };
-}
 
 void run_demo(const DemoOptions& options) {
   std::error_code error;
@@ -48,7 +35,8 @@ void run_demo(const DemoOptions& options) {
   synth.events = options.events;
   synth.ranks = options.ranks;
   synth.out = trace_path;
-  auto made = trace::synthesize(synth, progress_printer("synth"));
+  auto made =
+      trace::synthesize(synth, progress_lines("synth", options.events >= kProgressMinEvents));
   std::cout << "   " << made.events << " events, " << made.iterations << " iterations, "
             << made.params << " parameters in " << made.buckets_initial << " buckets ("
             << made.buckets_rebuilt << " after the rebuild) -> " << trace_path << "\n\n";
@@ -58,7 +46,8 @@ void run_demo(const DemoOptions& options) {
   std::cout << trace::stats_text(trace::compute_stats(reader)) << "\n";
 
   std::cout << "== 3. Export for Perfetto (dpscope export --chrome)\n";
-  auto exported = trace::export_chrome(reader, chrome_path, progress_printer("export"));
+  auto exported = trace::export_chrome(
+      reader, chrome_path, progress_lines("export", made.events >= kProgressMinEvents));
   std::cout << "   " << exported.trace_events << " trace events, " << exported.bytes
             << " bytes -> " << chrome_path << "\n\n";
 

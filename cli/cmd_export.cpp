@@ -6,16 +6,11 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "trace/export_chrome.h"
 #include "trace/reader.h"
 
 namespace dpscope::cli {
-namespace {
-
-// Traces smaller than this export in about a second: no progress lines for them.
-constexpr int64_t kProgressMinEvents = 1'000'000;
-
-}  // namespace
 
 void add_export_command(CLI::App& app) {
   struct Options {
@@ -32,17 +27,8 @@ void add_export_command(CLI::App& app) {
   cmd->callback([options] {
     trace::Reader reader(options->trace);
     const int64_t events = reader.event_count();
-    int last_tenth = 0;
-    std::function<void(double)> progress;
-    if (events >= kProgressMinEvents) {
-      progress = [&last_tenth](double fraction) {
-        const int tenth = static_cast<int>(fraction * 10);
-        if (tenth <= last_tenth) return;
-        last_tenth = tenth;
-        std::fprintf(stderr, "dpscope: export: %d%%\n", tenth * 10);
-      };
-    }
-    const auto summary = trace::export_chrome(reader, options->chrome, progress);
+    const auto summary = trace::export_chrome(
+        reader, options->chrome, progress_lines("export", events >= kProgressMinEvents));
     std::printf("dpscope: wrote %s: %lld trace events from %lld recorded events, %.1f MiB\n",
                 options->chrome.c_str(), static_cast<long long>(summary.trace_events),
                 static_cast<long long>(events), double(summary.bytes) / double(1 << 20));

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "trace/merge.h"
 
 namespace dpscope::cli {
@@ -14,12 +15,7 @@ void add_merge_command(CLI::App& app) {
   command->add_option("RANKFILES", *inputs, "The rank files (or merged files) to join")
       ->required();
   command->callback([out, inputs] {
-    auto result = trace::merge_traces(*inputs, *out, [&](double fraction) {
-      if (inputs->size() > 1) {
-        std::cerr << "merge: " << static_cast<int>(fraction * 100) << "%\r" << std::flush;
-      }
-    });
-    if (inputs->size() > 1) std::cerr << "\n";
+    auto result = trace::merge_traces(*inputs, *out, progress_lines("merge", inputs->size() > 1));
     std::cout << "merged " << result.ranks << " ranks, " << result.events << " events into "
               << *out << "\n";
     if (result.dropped_events > 0) {

@@ -7,29 +7,17 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "trace/synth.h"
 
 namespace dpscope::cli {
 namespace {
 
-// Below this many events a run takes two seconds or less; progress lines would be noise.
-constexpr int64_t kProgressFromEvents = 1'000'000;
 
 void run_synth(const trace::SynthOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  int reported = 0;  // tenths already printed
-  std::function<void(double)> progress;
-  if (options.events >= kProgressFromEvents) {
-    progress = [&](double fraction) {
-      const int tenths = static_cast<int>(fraction * 10 + 1e-9);
-      if (tenths <= reported || tenths >= 10) return;
-      reported = tenths;
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::fprintf(stderr, "synth: %d%% done (%.1f s)\n", tenths * 10, seconds);
-    };
-  }
-  const trace::SynthResult result = trace::synthesize(options, progress);
+  const trace::SynthResult result = trace::synthesize(
+      options, progress_lines("synth", options.events >= kProgressMinEvents));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("synth: %lld events, %d ranks, %d iterations, %.2f s -> %s\n",
