@@ -1,0 +1,44 @@
+// In-memory data sets the engine trains on: digits (data/digits.csv.gz) and synthetic tasks made
+// from a seeded generator that Python's torch reproduces exactly (the tests' PyTorch oracle).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+
+namespace dpscope::data {
+
+// Rows of inputs and targets. x: float32 [N, ...]; y: int64 [N] (classes) or [N, T] (tokens).
+struct Dataset {
+  at::Tensor x;
+  at::Tensor y;
+  int64_t size() const { return x.defined() ? x.size(0) : 0; }
+  // Rows `indices` (int64 list) of x and y, as new contiguous tensors.
+  Dataset rows(const std::vector<int64_t>& indices) const;
+  // Rows [begin, end).
+  Dataset slice(int64_t begin, int64_t end) const;
+};
+
+// ---- Digits -------------------------------------------------------------------------------
+// Reads the UCI digits CSV (gzip or plain): 64 pixel columns (0..16) then the label, one row per
+// image, optional header line. x = pixels / 16 as float32 [N, 64], y = label int64 [N], rows in
+// file order. Throws std::runtime_error naming the file, the line and the fix.
+Dataset load_digits(const std::string& path);
+// Where data/digits.csv.gz is: $DPSCOPE_DATA_DIR/digits.csv.gz, else data/ beside the current
+// directory or beside the executable's ../../ (build/bin -> repository), else the source tree's.
+// Throws naming every place it looked.
+std::string find_digits_file();
+
+// ---- Synthetic ----------------------------------------------------------------------------
+// Classification: g = CPU generator seeded `seed`; x = randn(n, features, g);
+// w = randn(features, classes, g); y = argmax(x @ w, 1). Python:
+//   g = torch.Generator().manual_seed(seed); x = torch.randn(n, f, generator=g)
+//   w = torch.randn(f, c, generator=g); y = (x @ w).argmax(1)
+Dataset make_synthetic_classification(int64_t n, int64_t features, int64_t classes, uint64_t seed);
+// Sequences (the tiny transformer's task, reversal): x = randint(vocab, (n, length), g) as int64,
+// y = x flipped along dim 1. Python: x = torch.randint(vocab, (n, length), generator=g);
+// y = x.flip(1).
+Dataset make_synthetic_sequences(int64_t n, int64_t length, int64_t vocab, uint64_t seed);
+
+}  // namespace dpscope::data

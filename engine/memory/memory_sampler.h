@@ -1,0 +1,46 @@
+// The memory sampler: turns the tracking allocator's per-category counts (and, on CUDA, the
+// caching allocator's statistics) into the trace's memory samples, and keeps each category's peak
+// for the run summary.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "engine/memory/tracking_allocator.h"
+#include "trace/recorder.h"
+
+namespace dpscope::memory {
+
+// Thread-safety: sample() from one thread at a time (the training loop's).
+class MemorySampler {
+ public:
+  // `recorder` may be null (peaks are still kept). `allocator` may be null: then only the CUDA
+  // statistics (when cuda_device >= 0) are sampled.
+  MemorySampler(trace::Recorder* recorder, const TrackingAllocator* allocator,
+                int cuda_device = -1);
+  // Records every category whose bytes changed since the last sample, and AllocatorTotal (and
+  // CudaAllocated / CudaReserved with a CUDA device), at time `ts_ns`. Memory samples need trace
+  // level full.
+  void sample(int64_t ts_ns = trace::now_ns());
+  // The largest value each category (and AllocatorTotal, CudaAllocated, CudaReserved) reached in
+  // any sample.
+  int64_t peak(MemoryCategory category) const { return peaks_[static_cast<int>(category)]; }
+
+ private:
+  trace::Recorder* recorder_;
+  const TrackingAllocator* allocator_;
+  int cuda_device_;
+  std::array<int64_t, trace::kMemoryCategoryCount> last_{};
+  std::array<int64_t, trace::kMemoryCategoryCount> peaks_{};
+  bool first_ = true;
+};
+
+// CUDA caching allocator statistics of `device` (bytes allocated, reserved). Only with a CUDA
+// build (DPSCOPE_HAVE_CUDA); elsewhere both are 0.
+struct CudaMemoryStats {
+  int64_t allocated = 0;
+  int64_t reserved = 0;
+};
+CudaMemoryStats cuda_memory_stats(int device);
+
+}  // namespace dpscope::memory

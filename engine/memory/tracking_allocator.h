@@ -1,0 +1,77 @@
+// The tracking CPU allocator: wraps LibTorch's CPU allocator (c10::SetCPUAllocator) and counts
+// the bytes of every live allocation under a memory category, so the trace can show parameters,
+// gradients, buckets, optimizer state, activations and other as the engine moves through a step.
+#pragma once
+
+#include <c10/core/Allocator.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+#include "trace/schema.h"
+
+namespace at {
+class Tensor;
+}
+
+namespace dpscope::memory {
+
+using trace::MemoryCategory;
+
+// Note [Memory categories]
+// A new allocation is counted under the calling thread's current category (CategoryScope; Other
+// when none is set): the engine sets Parameters while it builds parameters, Buckets while it
+// allocates buckets, Activations around forward and backward. Some memory changes role after it
+// is allocated — a gradient is made by backward (Activations) and then kept as param.grad; a
+// momentum buffer is made inside the optimizer's step — so the engine retags such storage once it
+// knows what it holds (retag()). Each allocation carries its size and category in its DataPtr's
+// context, so counting and freeing take no lock and no lookup.
+class TrackingAllocator final : public c10::Allocator {
+ public:
+  // Installs the tracking allocator as LibTorch's CPU allocator (once per process; later calls
+  // return the same one). Allocations made before keep their old deleter and are not counted.
+  // The allocator lives until the process exits.
+  static TrackingAllocator& install();
+  // The installed allocator, or null before install().
+  static TrackingAllocator* installed();
+
+  c10::DataPtr allocate(size_t bytes) const override;
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+
+  // Bytes currently allocated, in all and by category. Thread-safe (relaxed atomics).
+  int64_t bytes_in_use() const;
+  int64_t bytes(MemoryCategory category) const;
+  // The largest bytes_in_use() since the last reset_peak().
+  int64_t peak_bytes() const;
+  void reset_peak();
+
+  // Counts the storage under `tensor` as `category` from now on. Returns false (and changes
+  // nothing) when the storage was not allocated by this allocator. Thread-safe.
+  bool retag(const at::Tensor& tensor, MemoryCategory category);
+
+ private:
+  TrackingAllocator();
+  static void free(void* context);
+  void add(MemoryCategory category, int64_t bytes) const;
+
+  c10::Allocator* base_;
+  mutable std::array<std::atomic<int64_t>, trace::kMemoryCategoryCount> by_category_{};
+  mutable std::atomic<int64_t> total_{0};
+  mutable std::atomic<int64_t> peak_{0};
+};
+
+// Sets the category of allocations made by this thread while it lives; scopes nest.
+class CategoryScope {
+ public:
+  explicit CategoryScope(MemoryCategory category);
+  ~CategoryScope();
+  CategoryScope(const CategoryScope&) = delete;
+  CategoryScope& operator=(const CategoryScope&) = delete;
+  static MemoryCategory current();
+
+ private:
+  MemoryCategory previous_;
+};
+
+}  // namespace dpscope::memory
