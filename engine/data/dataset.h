@@ -6,17 +6,20 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dpscope::data {
 
-// Rows of inputs and targets. x: float32 [N, ...]; y: int64 [N] (classes) or [N, T] (tokens).
+// Rows of inputs and targets. x: float32 [N, ...] (features) or int64 [N, T] (tokens);
+// y: int64 [N] (classes) or [N, T] (tokens).
 struct Dataset {
   at::Tensor x;
   at::Tensor y;
   int64_t size() const { return x.defined() ? x.size(0) : 0; }
-  // Rows `indices` (int64 list) of x and y, as new contiguous tensors.
+  // Rows `indices` (int64 list) of x and y, as new contiguous tensors. Throws std::out_of_range
+  // naming the first index outside [0, size()).
   Dataset rows(const std::vector<int64_t>& indices) const;
-  // Rows [begin, end).
+  // Rows [begin, end), as views of x and y (no copy). Throws std::out_of_range for a bad range.
   Dataset slice(int64_t begin, int64_t end) const;
 };
 

@@ -15,7 +15,8 @@ namespace dpscope::data {
 // Thread-safety: none needed (plain value).
 class DistributedSampler {
  public:
-  // Throws std::invalid_argument when rank is not in [0, num_replicas) or dataset_size < 0.
+  // Throws std::invalid_argument when num_replicas < 1, rank is not in [0, num_replicas) or
+  // dataset_size < 0.
   DistributedSampler(int64_t dataset_size, int num_replicas, int rank, bool shuffle = true,
                      uint64_t seed = 0, bool drop_last = false);
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
@@ -44,8 +45,10 @@ class EpochBatches {
  public:
   // Throws std::invalid_argument when batch_size < 1 or the sampler yields no sample.
   EpochBatches(DistributedSampler sampler, int64_t batch_size);
-  // The next batch; moves to the next epoch (set_epoch) after the last batch of one.
+  // The next batch; moves to the next epoch (set_epoch) after the last batch of one. The first
+  // epoch is the sampler's epoch when it was given (0 unless set).
   std::vector<int64_t> next();
+  // The epoch of the batch next() returned last (the moving on happens in the next call).
   int64_t epoch() const { return sampler_.epoch(); }
   int64_t batches_per_epoch() const;
 

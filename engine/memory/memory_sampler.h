@@ -18,9 +18,9 @@ class MemorySampler {
   // statistics (when cuda_device >= 0) are sampled.
   MemorySampler(trace::Recorder* recorder, const TrackingAllocator* allocator,
                 int cuda_device = -1);
-  // Records every category whose bytes changed since the last sample, and AllocatorTotal (and
-  // CudaAllocated / CudaReserved with a CUDA device), at time `ts_ns`. Memory samples need trace
-  // level full.
+  // Records every category whose bytes changed since the last sample (all of them the first
+  // time), and AllocatorTotal (and CudaAllocated / CudaReserved with a CUDA device) every time,
+  // at time `ts_ns`. Memory samples need trace level full.
   void sample(int64_t ts_ns = trace::now_ns());
   // The largest value each category (and AllocatorTotal, CudaAllocated, CudaReserved) reached in
   // any sample.

@@ -25,8 +25,10 @@ using trace::MemoryCategory;
 // allocates buckets, Activations around forward and backward. Some memory changes role after it
 // is allocated — a gradient is made by backward (Activations) and then kept as param.grad; a
 // momentum buffer is made inside the optimizer's step — so the engine retags such storage once it
-// knows what it holds (retag()). Each allocation carries its size and category in its DataPtr's
-// context, so counting and freeing take no lock and no lookup.
+// knows what it holds (retag()). Scopes are per thread: what LibTorch's intra-op worker threads
+// allocate themselves (rare: outputs are allocated by the calling thread) counts as Other. Each
+// allocation carries its size and category in its DataPtr's context, so counting and freeing
+// take no lock and no lookup.
 class TrackingAllocator final : public c10::Allocator {
  public:
   // Installs the tracking allocator as LibTorch's CPU allocator (once per process; later calls
@@ -36,18 +38,25 @@ class TrackingAllocator final : public c10::Allocator {
   // The installed allocator, or null before install().
   static TrackingAllocator* installed();
 
+  // The base allocator's block with a 64-byte header in front (size, category, the base's
+  // context and deleter; Note [Allocation header] in tracking_allocator.cpp), so the data keeps
+  // the base's 64-byte alignment. Zero bytes: a null DataPtr, nothing counted (as LibTorch's own).
   c10::DataPtr allocate(size_t bytes) const override;
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
 
   // Bytes currently allocated, in all and by category. Thread-safe (relaxed atomics).
+  // bytes(AllocatorTotal) is bytes_in_use(); the CUDA read-outs are 0 here.
   int64_t bytes_in_use() const;
   int64_t bytes(MemoryCategory category) const;
   // The largest bytes_in_use() since the last reset_peak().
   int64_t peak_bytes() const;
   void reset_peak();
 
-  // Counts the storage under `tensor` as `category` from now on. Returns false (and changes
-  // nothing) when the storage was not allocated by this allocator. Thread-safe.
+  // Counts the storage under `tensor` (a view retags its whole storage) as `category` from now
+  // on. Returns false (and changes nothing) when the storage was not allocated by this allocator
+  // or the tensor is undefined; true for a storage of zero bytes (nothing to count). Throws
+  // std::invalid_argument for a category that is an allocator read-out (AllocatorTotal, Cuda*).
+  // Thread-safe.
   bool retag(const at::Tensor& tensor, MemoryCategory category);
 
  private:
@@ -61,7 +70,8 @@ class TrackingAllocator final : public c10::Allocator {
   mutable std::atomic<int64_t> peak_{0};
 };
 
-// Sets the category of allocations made by this thread while it lives; scopes nest.
+// Sets the category of allocations made by this thread while it lives; scopes nest. Threads
+// start in Other. Throws std::invalid_argument for an allocator read-out category.
 class CategoryScope {
  public:
   explicit CategoryScope(MemoryCategory category);

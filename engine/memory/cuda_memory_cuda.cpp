@@ -1,0 +1,25 @@
+// CUDA builds only (DPSCOPE_HAVE_CUDA): the caching allocator's bytes allocated and reserved on a
+// device, for the memory sampler's CudaAllocated and CudaReserved lines.
+#include <ATen/Context.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+
+#include "engine/memory/memory_sampler.h"
+
+namespace dpscope::memory {
+
+CudaMemoryStats cuda_memory_stats(int device) {
+  using c10::cuda::CUDACachingAllocator::StatType;
+  if (device < 0 || device >= static_cast<int>(c10::cuda::device_count())) return {};
+  // The caching allocator sizes its per-device tables when CUDA is first initialized; before
+  // that getDeviceStats rejects every device. Initializing is once per process, then free.
+  at::globalContext().lazyInitCUDA();
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+  const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
+  CudaMemoryStats out;
+  out.allocated = stats.allocated_bytes[aggregate].current;
+  out.reserved = stats.reserved_bytes[aggregate].current;
+  return out;
+}
+
+}  // namespace dpscope::memory

@@ -1,0 +1,42 @@
+// The memory sampler: reads the tracking allocator's per-category counts (and the CUDA caching
+// allocator's statistics on a GPU) into the trace's memory samples and keeps each one's peak.
+#include "engine/memory/memory_sampler.h"
+
+#include <algorithm>
+
+namespace dpscope::memory {
+
+MemorySampler::MemorySampler(trace::Recorder* recorder, const TrackingAllocator* allocator,
+                             int cuda_device)
+    : recorder_(recorder), allocator_(allocator), cuda_device_(cuda_device) {}
+
+void MemorySampler::sample(int64_t ts_ns) {
+  auto put = [&](MemoryCategory category, int64_t bytes, bool always) {
+    const int i = static_cast<int>(category);
+    peaks_[i] = std::max(peaks_[i], bytes);
+    if (always || first_ || bytes != last_[i]) {
+      if (recorder_) recorder_->memory(category, bytes, ts_ns);
+      last_[i] = bytes;
+    }
+  };
+  if (allocator_) {
+    for (int i = 0; i < trace::kMemoryCategoryStacked; ++i) {
+      const auto category = static_cast<MemoryCategory>(i);
+      put(category, allocator_->bytes(category), false);
+    }
+    put(MemoryCategory::AllocatorTotal, allocator_->bytes_in_use(), true);
+  }
+  if (cuda_device_ >= 0) {
+    const CudaMemoryStats stats = cuda_memory_stats(cuda_device_);
+    put(MemoryCategory::CudaAllocated, stats.allocated, true);
+    put(MemoryCategory::CudaReserved, stats.reserved, true);
+  }
+  first_ = false;
+}
+
+#ifndef DPSCOPE_HAVE_CUDA
+// CPU build: no caching allocator to read (the CUDA definition is in cuda_memory_cuda.cpp).
+CudaMemoryStats cuda_memory_stats(int /*device*/) { return {}; }
+#endif
+
+}  // namespace dpscope::memory

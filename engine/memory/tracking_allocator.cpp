@@ -1,0 +1,156 @@
+// The tracking CPU allocator: every allocation is the base allocator's block with a small header
+// in front that holds the size and category; the DataPtr's context points at that header, so
+// counting, retagging and freeing need neither a lock nor a lookup (Note [Memory categories]).
+#include "engine/memory/tracking_allocator.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/alignment.h>
+
+#include <limits>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+namespace dpscope::memory {
+
+namespace {
+
+// Note [Allocation header]
+// allocate(n) takes n + kHeaderBytes from the base allocator and hands out the address just past
+// the header, so the data keeps the base's alignment (c10::gAlignment, 64 bytes) as long as the
+// header is a multiple of it. The header keeps what is needed to give the block back to the
+// base (its context and deleter), the counted size, and the category, which retag() changes.
+struct alignas(16) Header {
+  void* base_context;
+  c10::DeleterFnPtr base_deleter;
+  int64_t bytes;
+  std::atomic<uint8_t> category;
+};
+constexpr size_t kHeaderBytes = 64;
+static_assert(sizeof(Header) <= kHeaderBytes, "the header must fit in front of the data");
+static_assert(kHeaderBytes % c10::gAlignment == 0, "the header must keep the base's alignment");
+
+std::atomic<TrackingAllocator*> g_installed{nullptr};
+thread_local MemoryCategory t_category = MemoryCategory::Other;
+
+bool is_counted(MemoryCategory category) {
+  return static_cast<int>(category) < trace::kMemoryCategoryStacked;
+}
+
+void require_counted(const char* where, MemoryCategory category) {
+  if (!is_counted(category)) {
+    throw std::invalid_argument(std::string(where) + ": " +
+                                std::string(trace::to_string(category)) +
+                                " is a read-out of an allocator, not a category memory can be "
+                                "counted under");
+  }
+}
+
+}  // namespace
+
+TrackingAllocator::TrackingAllocator() : base_(c10::GetCPUAllocator()) {}
+
+TrackingAllocator& TrackingAllocator::install() {
+  static TrackingAllocator* const instance = [] {
+    // Never deleted: tensors freed during static destruction still call our deleter.
+    auto* allocator = new TrackingAllocator();
+    // The highest priority, so that nothing registered later displaces the wrapper.
+    c10::SetCPUAllocator(allocator, std::numeric_limits<uint8_t>::max());
+    if (c10::GetCPUAllocator() != allocator) {
+      throw std::runtime_error("TrackingAllocator::install: LibTorch kept its CPU allocator");
+    }
+    g_installed.store(allocator, std::memory_order_release);
+    return allocator;
+  }();
+  return *instance;
+}
+
+TrackingAllocator* TrackingAllocator::installed() {
+  return g_installed.load(std::memory_order_acquire);
+}
+
+c10::DataPtr TrackingAllocator::allocate(size_t bytes) const {
+  const c10::Device cpu(c10::DeviceType::CPU);
+  // Like the default CPU allocator: nothing to allocate, a null pointer, nothing counted.
+  if (bytes == 0) return {nullptr, nullptr, nullptr, cpu};
+  if (bytes > static_cast<size_t>(std::numeric_limits<int64_t>::max()) - kHeaderBytes) {
+    throw std::bad_alloc();
+  }
+  c10::DataPtr block = base_->allocate(bytes + kHeaderBytes);
+  void* raw = block.get();
+  if (raw == nullptr) throw std::bad_alloc();
+  const c10::DeleterFnPtr base_deleter = block.get_deleter();
+  void* base_context = block.release_context();
+  const MemoryCategory category = t_category;
+  auto* header = new (raw) Header{base_context, base_deleter, static_cast<int64_t>(bytes), {}};
+  header->category.store(static_cast<uint8_t>(category), std::memory_order_relaxed);
+  add(category, static_cast<int64_t>(bytes));
+  return {static_cast<char*>(raw) + kHeaderBytes, header, &TrackingAllocator::free, cpu};
+}
+
+void TrackingAllocator::free(void* context) {
+  auto* header = static_cast<Header*>(context);
+  const auto category = static_cast<MemoryCategory>(header->category.load(std::memory_order_relaxed));
+  const int64_t bytes = header->bytes;
+  void* base_context = header->base_context;
+  const c10::DeleterFnPtr base_deleter = header->base_deleter;
+  header->~Header();
+  // Only the installed allocator hands out this deleter.
+  g_installed.load(std::memory_order_relaxed)->add(category, -bytes);
+  if (base_deleter) base_deleter(base_context);
+}
+
+void TrackingAllocator::add(MemoryCategory category, int64_t bytes) const {
+  by_category_[static_cast<int>(category)].fetch_add(bytes, std::memory_order_relaxed);
+  const int64_t total = total_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  if (bytes > 0) {
+    int64_t peak = peak_.load(std::memory_order_relaxed);
+    while (total > peak &&
+           !peak_.compare_exchange_weak(peak, total, std::memory_order_relaxed)) {
+    }
+  }
+}
+
+int64_t TrackingAllocator::bytes_in_use() const { return total_.load(std::memory_order_relaxed); }
+
+int64_t TrackingAllocator::bytes(MemoryCategory category) const {
+  if (category == MemoryCategory::AllocatorTotal) return bytes_in_use();
+  if (!is_counted(category)) return 0;
+  return by_category_[static_cast<int>(category)].load(std::memory_order_relaxed);
+}
+
+int64_t TrackingAllocator::peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
+
+void TrackingAllocator::reset_peak() {
+  peak_.store(total_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+bool TrackingAllocator::retag(const at::Tensor& tensor, MemoryCategory category) {
+  require_counted("TrackingAllocator::retag", category);
+  if (!tensor.defined() || !tensor.has_storage()) return false;
+  const c10::DataPtr& data = tensor.storage().data_ptr();
+  if (data.get_deleter() != &TrackingAllocator::free) {
+    // A storage of no bytes holds nothing to count, wherever it came from.
+    return data.get() == nullptr && tensor.storage().nbytes() == 0;
+  }
+  auto* header = static_cast<Header*>(data.get_context());
+  const auto previous = static_cast<MemoryCategory>(
+      header->category.exchange(static_cast<uint8_t>(category), std::memory_order_relaxed));
+  if (previous != category) {
+    by_category_[static_cast<int>(previous)].fetch_sub(header->bytes, std::memory_order_relaxed);
+    by_category_[static_cast<int>(category)].fetch_add(header->bytes, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+CategoryScope::CategoryScope(MemoryCategory category) : previous_(t_category) {
+  require_counted("CategoryScope", category);
+  t_category = category;
+}
+
+CategoryScope::~CategoryScope() { t_category = previous_; }
+
+MemoryCategory CategoryScope::current() { return t_category; }
+
+}  // namespace dpscope::memory
