@@ -25,5 +25,6 @@ void add_merge_command(CLI::App& app);   // dpscope merge OUT RANKFILES...
 void add_synth_command(CLI::App& app);   // dpscope synth --events N --ranks R --out PATH
 void add_view_command(CLI::App& app);    // dpscope view TRACE
 void add_demo_command(CLI::App& app);    // dpscope demo
+void add_train_command(CLI::App& app);   // dpscope train [options]: one rank of a training run
 
 }  // namespace dpscope::cli

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add_synth_command(app);
   add_view_command(app);
   add_demo_command(app);
+  add_train_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

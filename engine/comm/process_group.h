@@ -139,6 +139,8 @@ class ProcessGroup {
   // Completes when every rank has reached it.
   WorkHandle barrier(CollectiveTag tag = {});
 
+  // The sequence number the next collective will get (collectives issued so far).
+  int64_t next_seq() const { return issued_.load(std::memory_order_relaxed); }
   // The lane where this group's collectives run (its communication thread or stream).
   trace::LaneId comm_lane() const { return comm_lane_; }
   trace::Recorder* recorder() const { return options_.recorder; }

@@ -1,0 +1,119 @@
+// `dpscope train`: one rank of a training run (DESIGN.md, Contracts). Turns the flags into a
+// TrainConfig and runs engine/train's loop; under `dpscope launch` or torchrun each rank runs one.
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#ifdef DPSCOPE_HAVE_ENGINE
+#include "engine/train/trainer.h"
+#endif
+
+namespace dpscope::cli {
+
+#ifdef DPSCOPE_HAVE_ENGINE
+
+namespace {
+
+// This process's command line, for the trace's metadata.
+std::string own_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (char& ch : text) {
+    if (ch == '\0') ch = ' ';
+  }
+  while (!text.empty() && text.back() == ' ') text.pop_back();
+  return text;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  struct Options {
+    train::TrainConfig config;
+    std::string strategy = "ddp";
+    std::string trace_level = "full";
+    bool no_broadcast_buffers = false;
+  };
+  auto o = std::make_shared<Options>();
+  train::TrainConfig& c = o->config;
+  CLI::App* cmd = app.add_subcommand(
+      "train", "One rank of a training run (run it under `dpscope launch -n N --`)");
+  cmd->add_option("--model", c.model.name, "toy | mlp | cnn | transformer")
+      ->check(CLI::IsMember({"toy", "mlp", "cnn", "transformer"}))
+      ->capture_default_str();
+  cmd->add_option("--hidden", c.model.hidden, "mlp: width of the hidden layers")->capture_default_str();
+  cmd->add_option("--layers", c.model.layers, "mlp: Linear+ReLU blocks before the output layer")
+      ->capture_default_str();
+  cmd->add_option("--data", c.data, "digits | synthetic")
+      ->check(CLI::IsMember({"digits", "synthetic"}))
+      ->capture_default_str();
+  cmd->add_option("--samples", c.synthetic_samples, "synthetic: number of samples")->capture_default_str();
+  cmd->add_option("--eval-fraction", c.eval_fraction,
+                  "Hold out the last fraction of the rows and report accuracy on it at the end")
+      ->capture_default_str();
+  cmd->add_option("--steps", c.steps, "Optimizer steps")->capture_default_str();
+  cmd->add_option("--batch-size", c.batch_size, "Samples per rank per micro-step")->capture_default_str();
+  cmd->add_option("--lr", c.lr, "SGD learning rate")->capture_default_str();
+  cmd->add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--seed", c.seed, "Seed of the sampler, the synthetic data and the init")
+      ->capture_default_str();
+  cmd->add_option("--threads", c.threads, "Intra-op threads per rank (default: cores / local ranks)");
+  cmd->add_option("--strategy", o->strategy, "ddp | fsdp")
+      ->check(CLI::IsMember({"ddp", "fsdp"}))
+      ->capture_default_str();
+  cmd->add_option("--backend", c.backend, "gloo | nccl (default: nccl with CUDA devices, else gloo)")
+      ->check(CLI::IsMember({"gloo", "nccl"}));
+  cmd->add_option("--device", c.device, "cpu | cuda")->capture_default_str();
+  cmd->add_option("--bucket-cap-mb", c.bucket_cap_mb, "DDP bucket size cap (MiB)")->capture_default_str();
+  cmd->add_option("--first-bucket-mb", c.first_bucket_mb, "DDP first bucket cap (MiB)")
+      ->capture_default_str();
+  cmd->add_flag("--find-unused-parameters", c.find_unused_parameters,
+                "Walk the autograd graph each iteration for parameters without gradients");
+  cmd->add_flag("--gradient-as-bucket-view", c.gradient_as_bucket_view,
+                "Gradients are views into the buckets (no copy)");
+  cmd->add_flag("--static-graph", c.static_graph, "The set of used parameters never changes");
+  cmd->add_flag("--no-broadcast-buffers", o->no_broadcast_buffers,
+                "Do not broadcast rank 0's buffers before each forward");
+  cmd->add_option("--comm-hook", c.comm_hook, "none | allreduce | fp16 | bf16 | powersgd")
+      ->check(CLI::IsMember({"none", "allreduce", "fp16", "bf16", "powersgd"}))
+      ->capture_default_str();
+  cmd->add_option("--grad-accum", c.grad_accum,
+                  "Micro-steps per optimizer step (K-1 under no_sync, then one synced)")
+      ->capture_default_str();
+  cmd->add_option("--trace", c.trace,
+                  "Trace file (.sqlite) or directory for rank<R>.sqlite (default: "
+                  "$DPSCOPE_TRACE_DIR, else traces/train-<model>.sqlite)");
+  cmd->add_option("--trace-level", o->trace_level, "off | summary | full")
+      ->check(CLI::IsMember({"off", "summary", "full"}))
+      ->capture_default_str();
+  cmd->add_option("--save-init", c.save_init,
+                  "Rank 0 writes the parameters after DDP's construction (torch.load-able)");
+  cmd->add_option("--save-final", c.save_final, "Rank 0 writes the final parameters");
+  cmd->add_option("--progress-every", c.progress_every, "Progress line every N steps (0: none)")
+      ->capture_default_str();
+  cmd->callback([o] {
+    train::TrainConfig config = o->config;
+    config.strategy = o->strategy == "fsdp" ? train::Strategy::Fsdp : train::Strategy::Ddp;
+    config.broadcast_buffers = !o->no_broadcast_buffers;
+    trace::parse_trace_level(o->trace_level, &config.trace_level);
+    config.command_line = own_command_line();
+    train::run_training(config);
+  });
+}
+
+#else
+
+void add_train_command(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("train", "One rank of a training run (needs the engine)");
+  cmd->allow_extras();
+  cmd->callback([] {
+    throw CliFailure("dpscope was built without the engine (LibTorch and Gloo not found); run "
+                     "scripts/setup and rebuild");
+  });
+}
+
+#endif
+
+}  // namespace dpscope::cli

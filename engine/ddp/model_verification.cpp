@@ -1,0 +1,178 @@
+// Model verification across ranks and the coalesced broadcast of rank 0's state. See
+// model_verification.h.
+#include "engine/ddp/model_verification.h"
+
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/util/irange.h>
+
+#include <deque>
+#include <sstream>
+
+#include "engine/ddp/reducer.h"
+
+namespace dpscope::ddp {
+
+namespace {
+
+// [count, then per parameter: dim, sizes..., strides...]
+std::vector<int64_t> describe(const std::vector<at::Tensor>& params) {
+  std::vector<int64_t> meta{static_cast<int64_t>(params.size())};
+  for (const at::Tensor& param : params) {
+    meta.push_back(param.dim());
+    for (const int64_t size : param.sizes()) meta.push_back(size);
+    for (const int64_t stride : param.strides()) meta.push_back(stride);
+  }
+  return meta;
+}
+
+std::string format(const std::vector<int64_t>& values) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
+  out << "]";
+  return out.str();
+}
+
+// The first difference between this rank's description and rank 0's, or "" if none.
+std::string first_difference(const std::vector<int64_t>& mine, const std::vector<int64_t>& root,
+                             const std::vector<at::Tensor>& params,
+                             const std::vector<std::string>& names, int rank) {
+  if (root.empty() || root[0] != mine[0]) {
+    return "rank " + std::to_string(rank) + " has " + std::to_string(mine[0]) +
+           " parameters that require grad, rank 0 has " + (root.empty() ? "?" : std::to_string(root[0]));
+  }
+  size_t a = 1;
+  size_t b = 1;
+  for (size_t index = 0; index < params.size(); ++index) {
+    const int64_t dim = mine[a];
+    const int64_t root_dim = b < root.size() ? root[b] : -1;
+    std::vector<int64_t> sizes(mine.begin() + a + 1, mine.begin() + a + 1 + dim);
+    std::vector<int64_t> strides(mine.begin() + a + 1 + dim, mine.begin() + a + 1 + 2 * dim);
+    std::vector<int64_t> root_sizes;
+    std::vector<int64_t> root_strides;
+    if (root_dim >= 0 && b + 1 + 2 * root_dim <= root.size()) {
+      root_sizes.assign(root.begin() + b + 1, root.begin() + b + 1 + root_dim);
+      root_strides.assign(root.begin() + b + 1 + root_dim, root.begin() + b + 1 + 2 * root_dim);
+    }
+    if (sizes != root_sizes || strides != root_strides) {
+      return "parameter " + std::to_string(index) + " (" + names[index] + ") has shape " +
+             format(sizes) + " and strides " + format(strides) + " on rank " +
+             std::to_string(rank) + " but shape " + format(root_sizes) + " and strides " +
+             format(root_strides) + " on rank 0";
+    }
+    a += 1 + 2 * dim;
+    b += 1 + 2 * root_dim;
+  }
+  return "";
+}
+
+}  // namespace
+
+void verify_params_across_ranks(comm::ProcessGroup& group, const std::vector<at::Tensor>& params,
+                                const std::vector<std::string>& names) {
+  const std::vector<int64_t> mine = describe(params);
+  at::Tensor length = at::empty({1}, at::kLong);
+  length.fill_(static_cast<int64_t>(mine.size()));
+  group.broadcast(length, 0)->wait();
+  at::Tensor root = at::empty({length.item<int64_t>()}, at::kLong);
+  if (group.rank() == 0) {
+    std::copy(mine.begin(), mine.end(), root.data_ptr<int64_t>());
+  }
+  group.broadcast(root, 0)->wait();
+  const std::vector<int64_t> root_meta(root.data_ptr<int64_t>(),
+                                       root.data_ptr<int64_t>() + root.numel());
+  const std::string difference = first_difference(mine, root_meta, params, names, group.rank());
+
+  // Everyone learns who differs, so every rank fails together instead of some hanging in the
+  // next collective.
+  at::Tensor differs = at::zeros({group.size()}, at::kLong);
+  if (!difference.empty()) differs.data_ptr<int64_t>()[group.rank()] = 1;
+  group.all_reduce(differs, comm::ReduceOp::Max)->wait();
+  std::string bad_ranks;
+  for (int r = 0; r < group.size(); ++r) {
+    if (differs.data_ptr<int64_t>()[r]) bad_ranks += (bad_ranks.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (!difference.empty()) {
+    throw DdpError("DDP model verification failed: " + difference +
+                   ". Every rank must build the same model (same layers, sizes, order and "
+                   "memory layout) before constructing DistributedDataParallel");
+  }
+  if (!bad_ranks.empty()) {
+    throw DdpError("DDP model verification failed on rank " + std::to_string(group.rank()) +
+                   ": rank(s) " + bad_ranks + " built a model that differs from rank 0's (their "
+                   "own error names the parameter). Every rank must build the same model");
+  }
+}
+
+void broadcast_coalesced(comm::ProcessGroup& group, const std::vector<at::Tensor>& tensors,
+                         int root, int64_t buffer_bytes, int max_in_flight,
+                         comm::CollectiveTag tag) {
+  // Chunks of consecutive-by-dtype tensors, as PyTorch's take_tensors groups them.
+  struct Chunk {
+    std::vector<size_t> members;
+    int64_t numel = 0;
+    int64_t bytes = 0;
+  };
+  std::vector<Chunk> chunks;
+  std::vector<std::pair<c10::ScalarType, c10::Device>> open_keys;
+  std::vector<Chunk> open;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const at::Tensor& tensor = tensors[i];
+    const int64_t bytes = tensor.numel() * tensor.element_size();
+    const auto key = std::make_pair(tensor.scalar_type(), tensor.device());
+    size_t k = 0;
+    while (k < open_keys.size() && open_keys[k] != key) ++k;
+    if (k == open_keys.size()) {
+      open_keys.push_back(key);
+      open.emplace_back();
+    }
+    if (!open[k].members.empty() && open[k].bytes + bytes > buffer_bytes) {
+      chunks.push_back(std::move(open[k]));
+      open[k] = Chunk{};
+    }
+    open[k].members.push_back(i);
+    open[k].numel += tensor.numel();
+    open[k].bytes += bytes;
+  }
+  for (Chunk& chunk : open) {
+    if (!chunk.members.empty()) chunks.push_back(std::move(chunk));
+  }
+
+  struct InFlight {
+    const Chunk* chunk;
+    at::Tensor flat;
+    comm::WorkHandle work;
+  };
+  std::deque<InFlight> in_flight;
+  auto finish_oldest = [&] {
+    InFlight done = std::move(in_flight.front());
+    in_flight.pop_front();
+    done.work->wait();
+    if (group.rank() == root) return;
+    int64_t offset = 0;
+    for (const size_t member : done.chunk->members) {
+      const at::Tensor& tensor = tensors[member];
+      tensor.detach().copy_(done.flat.narrow(0, offset, tensor.numel()).view(tensor.sizes()));
+      offset += tensor.numel();
+    }
+  };
+  for (const Chunk& chunk : chunks) {
+    if (static_cast<int>(in_flight.size()) >= max_in_flight) finish_oldest();
+    const at::Tensor& first = tensors[chunk.members.front()];
+    at::Tensor flat;
+    if (group.rank() == root) {
+      std::vector<at::Tensor> parts;
+      for (const size_t member : chunk.members) parts.push_back(tensors[member].detach().reshape({-1}));
+      flat = at::cat(parts);
+    } else {
+      flat = at::empty({chunk.numel}, first.options().requires_grad(false));
+    }
+    comm::WorkHandle work = group.broadcast(flat, root, tag);
+    in_flight.push_back({&chunk, flat, std::move(work)});
+  }
+  while (!in_flight.empty()) finish_oldest();
+}
+
+}  // namespace dpscope::ddp

@@ -1,0 +1,347 @@
+// The Reducer's backward: the post-hook on each gradient accumulator, copying a ready gradient
+// into its bucket, launching buckets in order, and finalizing — waiting for every reduction and
+// writing the averaged gradients back. PyTorch's reducer.cpp, step for step.
+#include "engine/ddp/reducer.h"
+
+#include <ATen/ops/mul.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <sstream>
+
+#include "engine/ddp/reductions.h"
+#include "engine/memory/tracking_allocator.h"
+
+namespace dpscope::ddp {
+
+Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
+                 std::vector<bool> expect_sparse, const BucketAssignment& assignment,
+                 comm::ProcessGroup& group, ReducerOptions options, trace::Recorder* recorder)
+    : params_(std::move(params)),
+      names_(std::move(names)),
+      expect_sparse_(std::move(expect_sparse)),
+      group_(group),
+      options_(options),
+      recorder_(recorder) {
+  if (names_.size() != params_.size() || expect_sparse_.size() != params_.size()) {
+    throw DdpError("Reducer: " + std::to_string(params_.size()) + " parameters but " +
+                   std::to_string(names_.size()) + " names and " +
+                   std::to_string(expect_sparse_.size()) + " sparse flags");
+  }
+  div_factor_ = group_.size();
+  ready_this_iteration_.assign(params_.size(), 0);
+  local_used_map_ = at::zeros({static_cast<int64_t>(params_.size())}, at::kInt);
+  hooks_per_param_.assign(params_.size(), 0);
+  if (recorder_) finalize_name_ = recorder_->name("finalize_backward");
+  initialize_buckets(assignment.buckets, 0);
+  install_hooks();
+}
+
+Reducer::~Reducer() {
+  for (size_t i = 0; i < grad_accumulators_.size(); ++i) {
+    grad_accumulators_[i]->del_post_hook(hook_keys_[i]);
+  }
+}
+
+void Reducer::install_hooks() {
+  for (size_t index = 0; index < params_.size(); ++index) {
+    // The Reducer keeps the accumulator alive: a variable holds it only weakly, and a new one
+    // (without our hook) would be made for the next backward otherwise.
+    std::shared_ptr<torch::autograd::Node> accumulator =
+        torch::autograd::impl::grad_accumulator(params_[index]);
+    const uintptr_t key = accumulator->add_post_hook(
+        std::make_unique<torch::autograd::utils::LambdaPostHook>(
+            [this, index](const torch::autograd::variable_list& outputs,
+                          const torch::autograd::variable_list& /*inputs*/) {
+              autograd_hook(index);
+              return outputs;
+            }));
+    grad_accumulators_.push_back(std::move(accumulator));
+    hook_keys_.push_back(key);
+  }
+}
+
+at::Tensor& Reducer::grad_of(size_t index) { return params_[index].mutable_grad(); }
+
+void Reducer::register_comm_hook(std::unique_ptr<CommHook> hook) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (num_backward_ > 0) {
+    throw DdpError("register_comm_hook: a communication hook can only be registered before the "
+                   "first backward; register it right after constructing DistributedDataParallel");
+  }
+  if (comm_hook_) {
+    throw DdpError("register_comm_hook: a communication hook (" +
+                   std::string(comm_hook_->name()) + ") is already registered; register one only");
+  }
+  comm_hook_ = std::move(hook);
+}
+
+void Reducer::set_iteration(int32_t iteration) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  iteration_ = iteration;
+}
+
+void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++num_backward_;
+  expect_autograd_hooks_ = true;
+  finalize_queued_ = false;
+  ready_order_.clear();
+  reset_bucket_counting();
+  has_marked_unused_parameters_ = false;
+  std::fill(ready_this_iteration_.begin(), ready_this_iteration_.end(), 0);
+  div_factor_ = group_.size();
+  if (dynamic_graph_find_unused()) {
+    unused_parameters_.clear();
+    search_unused_parameters(outputs);
+  }
+}
+
+void Reducer::autograd_hook(size_t index) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!expect_autograd_hooks_) return;  // backward without a synced forward (no_sync)
+  const int64_t begin_ns = trace::now_ns();
+  ready_order_.push_back(static_cast<int64_t>(index));
+  if (dynamic_graph_find_unused() || static_graph_first_iteration()) {
+    if (grad_of(index).defined()) local_used_map_.data_ptr<int32_t>()[index] = 1;
+  }
+  if (static_graph_first_iteration()) {
+    // The first iteration of a static graph only counts hooks; everything is reduced at once
+    // after backward (delay_all_reduce), and the counts say when a parameter is ready later.
+    ++hooks_per_param_[index];
+    if (!finalize_queued_) {
+      finalize_queued_ = true;
+      torch::autograd::Engine::get_default_engine().queue_callback([this] { delay_all_reduce(); });
+    }
+    return;
+  }
+  if (!has_marked_unused_parameters_) {
+    has_marked_unused_parameters_ = true;
+    for (const int64_t unused : unused_parameters_) mark_variable_ready(unused);
+  }
+  if (static_graph_after_first_iteration()) {
+    if (hooks_pending_this_iteration_[index] <= 0) {
+      throw DdpError("static_graph: parameter " + std::to_string(index) + " (" + names_[index] +
+                     ") got more gradient hooks than in the first iteration; the graph is not "
+                     "static — construct DDP without static_graph");
+    }
+    if (--hooks_pending_this_iteration_[index] > 0) return;
+  }
+  if (should_rebuild_buckets()) rebuilt_param_indices_.push_back(static_cast<int64_t>(index));
+  mark_variable_ready(index);
+  const Locator& where = locators_[index];
+  if (recorder_) {
+    recorder_->hook(0, begin_ns, trace::now_ns(), iteration_, static_cast<int32_t>(index),
+                    static_cast<int32_t>(where.bucket), buckets_[where.bucket].filled_bytes);
+  }
+}
+
+void Reducer::mark_variable_ready(size_t index) {
+  if (ready_this_iteration_[index]) {
+    throw DdpError(
+        "Expected to mark a variable ready only once. Parameter " + std::to_string(index) + " (" +
+        names_[index] + ") was marked ready twice in one backward: it is used more than once in "
+        "a reentrant backward (e.g. activation checkpointing) or shared between modules. Construct "
+        "DDP with static_graph=true if the set of used parameters does not change between "
+        "iterations, or stop sharing it");
+  }
+  ready_this_iteration_[index] = 1;
+  require_finalize_ = true;
+  const Locator& where = locators_[index];
+  Bucket& bucket = buckets_[where.bucket];
+  if (expect_sparse_[index]) {
+    mark_variable_ready_sparse(index);
+  } else {
+    mark_variable_ready_dense(index);
+  }
+  bucket.filled_bytes += bucket.sparse ? 0 : bucket.lengths[where.slot] * bucket.gradients.element_size();
+  if (--bucket.pending == 0) mark_bucket_ready(where.bucket);
+  if (next_bucket_ == buckets_.size()) queue_finalize();
+}
+
+void Reducer::mark_variable_ready_dense(size_t index) {
+  const Locator& where = locators_[index];
+  Bucket& bucket = buckets_[where.bucket];
+  at::Tensor& view = bucket.views_in[where.slot];
+  at::Tensor& grad = grad_of(index);
+  if (!grad.defined()) {
+    // No gradient this iteration (an unused parameter): it contributes zeros, and its .grad is
+    // left alone unless some other rank used it (finalize_bucket_dense).
+    view.zero_();
+    return;
+  }
+  if (grad.sizes() != view.sizes()) {
+    std::ostringstream message;
+    message << "DDP: parameter " << index << " (" << names_[index] << ") got a gradient of shape "
+            << grad.sizes() << " but the parameter has shape " << view.sizes()
+            << "; the gradient must have the parameter's shape";
+    throw DdpError(message.str());
+  }
+  if (!grad.is_alias_of(view)) {
+    if (!comm_hook_) {
+      // Divide while copying: one pass over the gradient (PyTorch's mul_out by 1/div_factor).
+      at::mul_out(view, grad.detach(), at::scalar_tensor(1.0 / div_factor_, grad.options()));
+    } else {
+      view.copy_(grad);
+    }
+    if (options_.gradient_as_bucket_view) grad = view;
+  } else if (!comm_hook_) {
+    view.div_(div_factor_);
+  }
+}
+
+void Reducer::mark_variable_ready_sparse(size_t index) {
+  Bucket& bucket = buckets_[locators_[index].bucket];
+  at::Tensor& grad = grad_of(index);
+  if (!grad.defined() || !grad.is_sparse()) {
+    throw DdpError("DDP: parameter " + std::to_string(index) + " (" + names_[index] +
+                   ") expects a sparse gradient but got " +
+                   (grad.defined() ? "a dense one" : "none") +
+                   "; build its embedding with sparse gradients on every rank, or without on all");
+  }
+  bucket.sparse_gradient = grad;
+  if (!comm_hook_) bucket.sparse_gradient.div_(div_factor_);
+}
+
+void Reducer::mark_bucket_ready(size_t bucket_index) {
+  if (recorder_) {
+    recorder_->bucket_event(trace::EventKind::BucketReady, 0, trace::now_ns(), iteration_,
+                            static_cast<int32_t>(bucket_index));
+  }
+  // See Note [Bucket order]: launch only when every earlier bucket was launched.
+  if (bucket_index > next_bucket_) return;
+  for (; next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0; ++next_bucket_) {
+    all_reduce_bucket(next_bucket_);
+  }
+}
+
+void Reducer::all_reduce_bucket(size_t bucket_index) {
+  Bucket& bucket = buckets_[bucket_index];
+  const comm::CollectiveTag tag{iteration_, static_cast<int32_t>(bucket_index), trace::kNone, 0};
+  if (recorder_) {
+    recorder_->bucket_event(trace::EventKind::BucketLaunch, 0, trace::now_ns(), iteration_,
+                            static_cast<int32_t>(bucket_index), group_.next_seq());
+  }
+  if (bucket.sparse) {
+    // A hook would divide; the sparse path always runs the built-in reduction (PyTorch hands
+    // sparse buckets to hooks, which then all-reduce them the same way).
+    bucket.reduction = launch_sparse_all_reduce(group_, bucket.sparse_gradient,
+                                                comm_hook_ ? group_.size() : 1.0, tag);
+    return;
+  }
+  if (!comm_hook_) {
+    bucket.reduction = launch_sum_all_reduce(group_, bucket.gradients, tag);
+    return;
+  }
+  GradBucket& hook_bucket = bucket.hook_bucket;
+  hook_bucket.index = static_cast<int32_t>(bucket_index);
+  hook_bucket.buffer = bucket.gradients;
+  hook_bucket.gradients = bucket.views_in;
+  hook_bucket.params.assign(bucket.variables.begin(), bucket.variables.end());
+  hook_bucket.is_last = bucket_index + 1 == buckets_.size();
+  hook_bucket.iteration = iteration_;
+  hook_bucket.tag = tag;
+  bucket.reduction = comm_hook_->launch(group_, hook_bucket);
+}
+
+void Reducer::queue_finalize() {
+  if (finalize_queued_) return;
+  finalize_queued_ = true;
+  if (dynamic_graph_find_unused()) all_reduce_local_used_map();
+  torch::autograd::Engine::get_default_engine().queue_callback([this] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (static_graph_after_first_iteration() && should_rebuild_buckets()) {
+      for (const int64_t unused : unused_parameters_) rebuilt_param_indices_.push_back(unused);
+    }
+    finalize_backward();
+  });
+}
+
+void Reducer::delay_all_reduce() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  all_reduce_local_used_map();
+  unused_parameters_.clear();
+  for (size_t index = 0; index < params_.size(); ++index) {
+    if (hooks_per_param_[index] == 0) unused_parameters_.push_back(static_cast<int64_t>(index));
+    require_finalize_ = true;
+    ready_this_iteration_[index] = 1;
+    if (expect_sparse_[index]) {
+      mark_variable_ready_sparse(index);
+    } else {
+      mark_variable_ready_dense(index);
+    }
+  }
+  for (next_bucket_ = 0; next_bucket_ < buckets_.size(); ++next_bucket_) {
+    buckets_[next_bucket_].pending = 0;
+    all_reduce_bucket(next_bucket_);
+  }
+  finalize_backward();
+}
+
+void Reducer::finalize_backward() {
+  const int64_t begin_ns = trace::now_ns();
+  expect_autograd_hooks_ = false;
+  require_finalize_ = false;
+  memory::TrackingAllocator* allocator = memory::TrackingAllocator::installed();
+  for (size_t index = 0; index < buckets_.size(); ++index) {
+    Bucket& bucket = buckets_[index];
+    bucket.reduction->wait();
+    bucket.reduction.reset();
+    if (!bucket.sparse) {
+      finalize_bucket_dense(bucket);
+      if (allocator && !options_.gradient_as_bucket_view) {
+        for (const int64_t variable : bucket.variables) {
+          if (grad_of(variable).defined()) allocator->retag(grad_of(variable), memory::MemoryCategory::Gradients);
+        }
+      }
+    }
+    bucket.sparse_gradient = at::Tensor();
+    if (recorder_) {
+      recorder_->bucket_event(trace::EventKind::BucketDone, 0, trace::now_ns(), iteration_,
+                              static_cast<int32_t>(index));
+    }
+  }
+  if (dynamic_graph_find_unused() || static_graph_first_iteration()) {
+    if (local_used_work_) local_used_work_->wait();
+    local_used_work_.reset();
+    local_used_map_.zero_();
+  }
+  if (static_graph_first_iteration()) hooks_pending_this_iteration_ = hooks_per_param_;
+  if (recorder_) recorder_->phase(0, finalize_name_, begin_ns, trace::now_ns(), iteration_);
+}
+
+void Reducer::finalize_bucket_dense(Bucket& bucket) {
+  for (size_t slot = 0; slot < bucket.variables.size(); ++slot) {
+    const int64_t index = bucket.variables[slot];
+    const bool unused = (options_.static_graph || options_.find_unused_parameters) &&
+                        globally_unused(index);
+    if (unused) continue;  // a parameter no rank used keeps its .grad untouched
+    at::Tensor& grad = grad_of(index);
+    const at::Tensor& view = bucket.views_out[slot];
+    if (!options_.gradient_as_bucket_view) {
+      if (!grad.defined()) {
+        // Locally unused, used elsewhere: a new gradient laid out like the parameter.
+        grad = at::empty_like(params_[index], at::MemoryFormat::Preserve).copy_(view);
+      } else {
+        grad.copy_(view);
+      }
+    } else if (!grad.defined()) {
+      grad = bucket.views_in[slot];
+    } else if (!grad.is_alias_of(bucket.views_in[slot])) {
+      throw DdpError("DDP: the gradient of parameter " + std::to_string(index) + " (" +
+                     names_[index] + ") is not the bucket view expected with "
+                     "gradient_as_bucket_view; something replaced param.grad during backward");
+    }
+  }
+}
+
+std::vector<int64_t> Reducer::last_ready_order() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ready_order_;
+}
+
+}  // namespace dpscope::ddp

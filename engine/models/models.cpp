@@ -1,0 +1,172 @@
+// The four training models. Names and registration order are part of the contract with the
+// Python twins in tests/ddp/models.py (and with `dpscope train`'s documented parameter names).
+#include "engine/models/models.h"
+
+#include <ATen/ops/argmax.h>
+#include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/softmax.h>
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/functional/pooling.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace dpscope::models {
+
+at::Tensor Model::loss(const at::Tensor& logits, const at::Tensor& targets) const {
+  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+}
+
+int64_t Model::correct(const at::Tensor& logits, const at::Tensor& targets) const {
+  return at::eq(at::argmax(logits, -1), targets).sum().item<int64_t>();
+}
+
+namespace {
+
+// The seeds' ToyModel: net1 Linear(10, 10), ReLU, net2 Linear(10, 5).
+class ToyModel final : public Model {
+ public:
+  ToyModel()
+      : net1_(register_module("net1", torch::nn::Linear(10, 10))),
+        net2_(register_module("net2", torch::nn::Linear(10, 5))) {}
+  at::Tensor forward(const at::Tensor& x) override { return net2_(at::relu(net1_(x))); }
+
+ private:
+  torch::nn::Linear net1_;
+  torch::nn::Linear net2_;
+};
+
+// fc0..fc{L-1}: Linear + ReLU of width `hidden`; fcL: Linear to the classes.
+class Mlp final : public Model {
+ public:
+  Mlp(int64_t inputs, int64_t hidden, int64_t layers, int64_t classes) {
+    int64_t width = inputs;
+    for (int64_t i = 0; i < layers; ++i) {
+      layers_.push_back(register_module("fc" + std::to_string(i), torch::nn::Linear(width, hidden)));
+      width = hidden;
+    }
+    layers_.push_back(register_module("fc" + std::to_string(layers), torch::nn::Linear(width, classes)));
+  }
+  at::Tensor forward(const at::Tensor& x) override {
+    at::Tensor h = x;
+    for (size_t i = 0; i + 1 < layers_.size(); ++i) h = at::relu(layers_[i](h));
+    return layers_.back()(h);
+  }
+
+ private:
+  std::vector<torch::nn::Linear> layers_;
+};
+
+// Digits as 1x8x8 images: conv1 (16) + bn1 + ReLU, conv2 (32) + ReLU, 2x2 max-pool, fc to the
+// classes. bn1's running statistics are the buffers DDP broadcasts before each forward.
+class Cnn final : public Model {
+ public:
+  explicit Cnn(int64_t classes)
+      : conv1_(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 16, 3).padding(1)))),
+        bn1_(register_module("bn1", torch::nn::BatchNorm2d(16))),
+        conv2_(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).padding(1)))),
+        fc_(register_module("fc", torch::nn::Linear(32 * 4 * 4, classes))) {}
+  at::Tensor forward(const at::Tensor& x) override {
+    at::Tensor h = x.reshape({-1, 1, 8, 8});
+    h = at::relu(bn1_(conv1_(h)));
+    h = at::relu(conv2_(h));
+    h = torch::nn::functional::max_pool2d(h, torch::nn::functional::MaxPool2dFuncOptions(2));
+    return fc_(h.flatten(1));
+  }
+
+ private:
+  torch::nn::Conv2d conv1_;
+  torch::nn::BatchNorm2d bn1_;
+  torch::nn::Conv2d conv2_;
+  torch::nn::Linear fc_;
+};
+
+// One pre-norm transformer block, single-head attention, on token sequences: embed + pos,
+// ln1, q/k/v/o, ln2, mlp1/mlp2 (4x), head to the vocabulary.
+class TinyTransformer final : public Model {
+ public:
+  TinyTransformer(int64_t vocab, int64_t sequence, int64_t dim)
+      : dim_(dim),
+        embed_(register_module("embed", torch::nn::Embedding(vocab, dim))),
+        pos_(register_parameter("pos", at::randn({sequence, dim}) * 0.02)),
+        ln1_(register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})))),
+        q_(register_module("q", torch::nn::Linear(dim, dim))),
+        k_(register_module("k", torch::nn::Linear(dim, dim))),
+        v_(register_module("v", torch::nn::Linear(dim, dim))),
+        o_(register_module("o", torch::nn::Linear(dim, dim))),
+        ln2_(register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})))),
+        mlp1_(register_module("mlp1", torch::nn::Linear(dim, 4 * dim))),
+        mlp2_(register_module("mlp2", torch::nn::Linear(4 * dim, dim))),
+        head_(register_module("head", torch::nn::Linear(dim, vocab))) {}
+  at::Tensor forward(const at::Tensor& tokens) override {
+    at::Tensor h = embed_(tokens) + pos_;
+    const at::Tensor a = ln1_(h);
+    const at::Tensor scores =
+        at::matmul(q_(a), k_(a).transpose(-2, -1)) / std::sqrt(static_cast<double>(dim_));
+    h = h + o_(at::matmul(at::softmax(scores, -1), v_(a)));
+    h = h + mlp2_(at::relu(mlp1_(ln2_(h))));
+    return head_(h);
+  }
+
+ private:
+  int64_t dim_;
+  torch::nn::Embedding embed_;
+  at::Tensor pos_;
+  torch::nn::LayerNorm ln1_;
+  torch::nn::Linear q_, k_, v_, o_;
+  torch::nn::LayerNorm ln2_;
+  torch::nn::Linear mlp1_, mlp2_;
+  torch::nn::Linear head_;
+};
+
+void require_positive(const char* what, int64_t value) {
+  if (value < 1) {
+    throw std::invalid_argument(std::string(what) + " must be at least 1 (got " +
+                                std::to_string(value) + ")");
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<Model> make_model(const ModelConfig& config) {
+  if (config.name == "toy") return std::make_shared<ToyModel>();
+  if (config.name == "mlp") {
+    require_positive("--hidden", config.hidden);
+    if (config.layers < 0) throw std::invalid_argument("--layers must be 0 or more");
+    return std::make_shared<Mlp>(config.input_features, config.hidden, config.layers, config.classes);
+  }
+  if (config.name == "cnn") {
+    if (config.input_features != 64) {
+      throw std::invalid_argument("the cnn model reads 1x8x8 images (64 features); train it on "
+                                  "--data digits or synthetic data with 64 features");
+    }
+    return std::make_shared<Cnn>(config.classes);
+  }
+  if (config.name == "transformer") {
+    require_positive("vocabulary", config.vocab);
+    require_positive("sequence length", config.sequence);
+    require_positive("model width", config.model_dim);
+    return std::make_shared<TinyTransformer>(config.vocab, config.sequence, config.model_dim);
+  }
+  throw std::invalid_argument("unknown model '" + config.name +
+                              "'; choose toy, mlp, cnn or transformer");
+}
+
+std::string summarize(const std::string& name, torch::nn::Module& module) {
+  int64_t count = 0;
+  for (const at::Tensor& param : module.parameters(true)) count += param.numel();
+  std::string digits = std::to_string(count);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
+  return name + " (" + digits + " parameters, " + std::to_string(module.parameters(true).size()) +
+         " tensors)";
+}
+
+}  // namespace dpscope::models

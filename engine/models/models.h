@@ -1,0 +1,44 @@
+// The models `dpscope train` and the tutorials train: the seeds' ToyModel, an MLP, a small CNN on
+// digits as 1x8x8 images and a tiny transformer on a synthetic sequence task. Each has a Python
+// twin in tests/ddp/models.py with the same parameter names and registration order, so PyTorch's
+// own DDP can be trained from the same saved parameters.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace dpscope::models {
+
+// A classifier: forward maps a batch of inputs to logits; loss is the mean cross-entropy over
+// the batch (over every token for the transformer).
+class Model : public torch::nn::Module {
+ public:
+  virtual at::Tensor forward(const at::Tensor& x) = 0;
+  virtual at::Tensor loss(const at::Tensor& logits, const at::Tensor& targets) const;
+  // The number of correct predictions in a batch (every token for the transformer).
+  virtual int64_t correct(const at::Tensor& logits, const at::Tensor& targets) const;
+};
+
+struct ModelConfig {
+  std::string name = "mlp";     // toy | mlp | cnn | transformer
+  int64_t input_features = 64;  // mlp: width of x
+  int64_t classes = 10;         // mlp, cnn: output classes
+  int64_t hidden = 256;         // mlp: width of the hidden layers
+  int64_t layers = 2;           // mlp: Linear+ReLU blocks before the output layer
+  int64_t vocab = 16;           // transformer: tokens
+  int64_t sequence = 8;         // transformer: sequence length
+  int64_t model_dim = 32;       // transformer: width
+};
+
+// Builds the model. Throws std::invalid_argument naming the choices for an unknown name or a
+// bad size.
+std::shared_ptr<Model> make_model(const ModelConfig& config);
+
+// "mlp: 3 layers of 1024 (1,123,338 parameters)"-style one-line summary.
+std::string summarize(const std::string& name, torch::nn::Module& module);
+
+}  // namespace dpscope::models

@@ -1,0 +1,63 @@
+// What one rank of `dpscope train` does, as a plain struct: the model, the data, the strategy
+// and its options, tracing, checkpoints. cli/cmd_train.cpp fills it from the command line
+// (DESIGN.md, Contracts); tutorials fill it in code.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/models/models.h"
+#include "trace/schema.h"
+
+namespace dpscope::train {
+
+enum class Strategy { Ddp, Fsdp };
+
+struct TrainConfig {
+  models::ModelConfig model;
+  std::string data = "synthetic";  // digits | synthetic
+  int64_t synthetic_samples = 2048;
+  // Train on the first (1 - eval_fraction) of the rows; report accuracy on the rest at the end.
+  double eval_fraction = 0;
+
+  int64_t steps = 20;
+  int64_t batch_size = 32;  // per rank
+  double lr = 0.05;
+  double momentum = 0;
+  uint64_t seed = 0;
+  int threads = 0;  // 0: cores / local ranks
+  int grad_accum = 1;
+
+  Strategy strategy = Strategy::Ddp;
+  std::string backend;  // "" = default (nccl with CUDA devices, else gloo)
+  std::string device = "cpu";
+
+  // DDP.
+  double bucket_cap_mb = 25;
+  double first_bucket_mb = 1;
+  bool find_unused_parameters = false;
+  bool gradient_as_bucket_view = false;
+  bool static_graph = false;
+  bool broadcast_buffers = true;
+  std::string comm_hook = "none";
+
+  std::string trace;  // "" = DPSCOPE_TRACE_DIR/rank<R>.sqlite, else traces/train-<model>.sqlite
+  trace::TraceLevel trace_level = trace::TraceLevel::Full;
+  std::string save_init;
+  std::string save_final;
+  int progress_every = 10;  // print a progress line every N steps (0: none)
+  std::string command_line;
+};
+
+// What a run measured, for the caller (tutorials, the demo, tests).
+struct TrainResult {
+  int rank = 0;
+  int world_size = 1;
+  double step_ms_median = 0;  // steps 3..K (all steps when K < 3)
+  double final_loss = 0;
+  double eval_accuracy = -1;  // with eval_fraction > 0
+  int64_t peak_memory_bytes = 0;
+  std::string trace_path;
+};
+
+}  // namespace dpscope::train

@@ -1,0 +1,292 @@
+// One rank's training loop for `dpscope train`, the tutorials and the demo: the world, the data,
+// the model under DDP, SGD, and the trace (phases, loss and step time, memory by category).
+#include "engine/train/trainer.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/ops/cat.h>
+#include <c10/core/GradMode.h>
+#include <torch/optim/sgd.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "engine/comm/world.h"
+#include "engine/data/dataset.h"
+#include "engine/data/distributed_sampler.h"
+#include "engine/ddp/distributed_data_parallel.h"
+#include "engine/memory/memory_sampler.h"
+#include "engine/memory/tracking_allocator.h"
+
+namespace dpscope::train {
+
+namespace {
+
+std::string trace_path_for(const TrainConfig& config, const comm::LaunchEnv& env) {
+  if (!config.trace.empty()) {
+    const std::filesystem::path path(config.trace);
+    if (path.extension() == ".sqlite") {
+      if (env.world_size == 1) return path.string();
+      return (path.parent_path() / (path.stem().string() + ".rank" + std::to_string(env.rank) +
+                                    ".sqlite")).string();
+    }
+    return (path / ("rank" + std::to_string(env.rank) + ".sqlite")).string();
+  }
+  if (const char* dir = std::getenv("DPSCOPE_TRACE_DIR"); dir && *dir) {
+    return (std::filesystem::path(dir) / ("rank" + std::to_string(env.rank) + ".sqlite")).string();
+  }
+  return "traces/train-" + config.model.name + ".sqlite";
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+std::string config_json(const TrainConfig& c) {
+  char buffer[1024];
+  std::snprintf(buffer, sizeof(buffer),
+                "{\"model\":\"%s\",\"hidden\":%lld,\"layers\":%lld,\"data\":\"%s\",\"steps\":%lld,"
+                "\"batch_size\":%lld,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"grad_accum\":%d,"
+                "\"bucket_cap_mb\":%g,\"first_bucket_mb\":%g,\"find_unused_parameters\":%s,"
+                "\"gradient_as_bucket_view\":%s,\"static_graph\":%s,\"broadcast_buffers\":%s,"
+                "\"comm_hook\":\"%s\"}",
+                c.model.name.c_str(), static_cast<long long>(c.model.hidden),
+                static_cast<long long>(c.model.layers), c.data.c_str(),
+                static_cast<long long>(c.steps), static_cast<long long>(c.batch_size), c.lr,
+                c.momentum, static_cast<unsigned long long>(c.seed), c.grad_accum,
+                c.bucket_cap_mb, c.first_bucket_mb, c.find_unused_parameters ? "true" : "false",
+                c.gradient_as_bucket_view ? "true" : "false", c.static_graph ? "true" : "false",
+                c.broadcast_buffers ? "true" : "false", c.comm_hook.c_str());
+  return buffer;
+}
+
+data::Dataset load_data(const TrainConfig& config) {
+  if (config.data == "digits") {
+    if (config.model.name == "transformer") {
+      throw std::invalid_argument("the transformer trains on token sequences; use --data synthetic");
+    }
+    return data::load_digits(data::find_digits_file());
+  }
+  if (config.data != "synthetic") {
+    throw std::invalid_argument("unknown --data '" + config.data + "'; choose digits or synthetic");
+  }
+  if (config.model.name == "transformer") {
+    return data::make_synthetic_sequences(config.synthetic_samples, config.model.sequence,
+                                          config.model.vocab, config.seed);
+  }
+  if (config.model.name == "toy") {
+    return data::make_synthetic_classification(config.synthetic_samples, 10, 5, config.seed);
+  }
+  return data::make_synthetic_classification(config.synthetic_samples, 64, 10, config.seed);
+}
+
+void validate(const TrainConfig& c) {
+  auto require = [](bool ok, const std::string& message) {
+    if (!ok) throw std::invalid_argument(message);
+  };
+  require(c.steps >= 1, "--steps must be at least 1");
+  require(c.batch_size >= 1, "--batch-size must be at least 1");
+  require(c.grad_accum >= 1, "--grad-accum must be at least 1");
+  require(c.lr > 0, "--lr must be positive");
+  require(c.momentum >= 0 && c.momentum < 1, "--momentum must be in [0, 1)");
+  require(c.bucket_cap_mb > 0 && c.first_bucket_mb > 0,
+          "--bucket-cap-mb and --first-bucket-mb must be positive");
+  require(c.eval_fraction >= 0 && c.eval_fraction < 1, "--eval-fraction must be in [0, 1)");
+  require(c.device == "cpu" || c.device == "cuda", "--device must be cpu or cuda");
+  if (c.device == "cuda") {
+    throw std::invalid_argument("--device cuda: this build trains on CPU only (the GPU path comes "
+                                "with a CUDA LibTorch); use --device cpu");
+  }
+  if (c.strategy == Strategy::Fsdp) {
+    throw std::invalid_argument("--strategy fsdp is not available in this build yet; use "
+                                "--strategy ddp");
+  }
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainConfig& config) {
+  validate(config);
+  const comm::LaunchEnv env = comm::read_launch_env();
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  at::set_num_threads(config.threads > 0
+                          ? config.threads
+                          : std::max(1, static_cast<int>(cores) / std::max(1, env.local_world_size)));
+
+  TrainResult result;
+  result.rank = env.rank;
+  result.world_size = env.world_size;
+  result.trace_path = config.trace_level == trace::TraceLevel::Off ? "" : trace_path_for(config, env);
+  if (!result.trace_path.empty()) {
+    const auto parent = std::filesystem::path(result.trace_path).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent);
+  }
+  trace::RecorderOptions recorder_options;
+  recorder_options.path = result.trace_path;
+  recorder_options.rank = env.rank;
+  recorder_options.local_rank = env.local_rank;
+  recorder_options.device = config.device;
+  recorder_options.level = config.trace_level;
+  trace::Recorder recorder(recorder_options);
+  memory::TrackingAllocator* allocator =
+      config.trace_level == trace::TraceLevel::Full ? &memory::TrackingAllocator::install() : nullptr;
+  memory::MemorySampler sampler(&recorder, allocator);
+
+  comm::WorldOptions world_options;
+  world_options.backend = config.backend.empty() ? comm::default_backend()
+                                                 : comm::parse_backend(config.backend);
+  world_options.recorder = &recorder;
+  comm::World world = comm::init_world(world_options);
+
+  recorder.set_meta("command_line", config.command_line);
+  recorder.set_meta("config", config_json(config));
+  recorder.set_meta("strategy", "ddp");
+  recorder.set_meta("backend", std::string(comm::to_string(world_options.backend)));
+  recorder.set_meta("world_size", std::to_string(env.world_size));
+  recorder.set_meta("model", config.model.name);
+  recorder.set_meta("trace_level", std::string(trace::to_string(config.trace_level)));
+  recorder.set_meta("device", config.device);
+
+  data::Dataset all = load_data(config);
+  const int64_t train_rows = all.size() - static_cast<int64_t>(all.size() * config.eval_fraction);
+  const data::Dataset train_set = all.slice(0, train_rows);
+  const data::Dataset eval_set = all.slice(train_rows, all.size());
+
+  models::ModelConfig model_config = config.model;
+  if (model_config.name != "transformer") model_config.input_features = all.x.size(1);
+  if (model_config.name == "toy") model_config.classes = 5;
+  // Every rank initialises its own way; DDP's broadcast makes rank 0's the common start.
+  torch::manual_seed(config.seed + 1000 * static_cast<uint64_t>(env.rank));
+  std::shared_ptr<models::Model> model;
+  {
+    memory::CategoryScope parameters(memory::MemoryCategory::Parameters);
+    model = models::make_model(model_config);
+  }
+  const std::string summary = models::summarize(config.model.name, *model);
+  recorder.set_meta("model_summary", summary);
+
+  ddp::DdpOptions ddp_options;
+  ddp_options.bucket_cap_bytes = static_cast<int64_t>(config.bucket_cap_mb * 1024 * 1024);
+  ddp_options.first_bucket_bytes = static_cast<int64_t>(config.first_bucket_mb * 1024 * 1024);
+  ddp_options.find_unused_parameters = config.find_unused_parameters;
+  ddp_options.gradient_as_bucket_view = config.gradient_as_bucket_view;
+  ddp_options.static_graph = config.static_graph;
+  ddp_options.broadcast_buffers = config.broadcast_buffers;
+  ddp_options.recorder = &recorder;
+  ddp::DistributedDataParallel ddp(model, world.group, ddp_options);
+  if (auto hook = ddp::make_comm_hook(config.comm_hook)) ddp.register_comm_hook(std::move(hook));
+  sampler.sample();
+  if (!config.save_init.empty() && env.rank == 0) save_state(*model, config.save_init);
+
+  torch::optim::SGD optimizer(model->parameters(),
+                              torch::optim::SGDOptions(config.lr).momentum(config.momentum));
+  data::EpochBatches batches(
+      data::DistributedSampler(train_set.size(), env.world_size, env.rank, true, config.seed),
+      config.batch_size);
+
+  const trace::NameId iteration_name = recorder.name("iteration");
+  const trace::NameId forward_name = recorder.name("forward");
+  const trace::NameId backward_name = recorder.name("backward");
+  const trace::NameId step_name = recorder.name("optimizer_step");
+  const trace::NameId loss_name = recorder.name("loss");
+  const trace::NameId step_ms_name = recorder.name("step_ms");
+  if (env.rank == 0) {
+    std::printf("train: %s, ddp over %s, %d rank(s), %lld steps of %lld per rank\n",
+                summary.c_str(), std::string(comm::to_string(world_options.backend)).c_str(),
+                env.world_size, static_cast<long long>(config.steps),
+                static_cast<long long>(config.batch_size));
+    std::fflush(stdout);
+  }
+
+  std::vector<double> step_ms;
+  for (int64_t step = 0; step < config.steps; ++step) {
+    const int32_t iteration = static_cast<int32_t>(step);
+    const auto start = std::chrono::steady_clock::now();
+    const int64_t iteration_begin = trace::now_ns();
+    double loss_value = 0;
+    optimizer.zero_grad();
+    for (int micro = 0; micro < config.grad_accum; ++micro) {
+      const data::Dataset batch = train_set.rows(batches.next());
+      std::optional<ddp::DistributedDataParallel::NoSyncGuard> no_sync;
+      if (micro + 1 < config.grad_accum) no_sync.emplace(ddp);
+      at::Tensor loss;
+      {
+        trace::ScopedPhase phase(recorder, 0, forward_name, iteration);
+        const at::Tensor logits = ddp.forward([&] { return model->forward(batch.x); });
+        memory::CategoryScope activations(memory::MemoryCategory::Activations);
+        loss = model->loss(logits, batch.y) / config.grad_accum;
+      }
+      sampler.sample();
+      {
+        trace::ScopedPhase phase(recorder, 0, backward_name, iteration);
+        memory::CategoryScope activations(memory::MemoryCategory::Activations);
+        loss.backward();
+      }
+      loss_value += loss.item<double>();
+    }
+    ddp.reducer().check_reduction_finished();
+    sampler.sample();
+    {
+      trace::ScopedPhase phase(recorder, 0, step_name, iteration);
+      memory::CategoryScope state(memory::MemoryCategory::OptimizerState);
+      optimizer.step();
+    }
+    if (allocator && step == 0) {
+      for (const auto& item : optimizer.state()) {
+        const auto& sgd_state = static_cast<const torch::optim::SGDParamState&>(*item.second);
+        if (sgd_state.momentum_buffer().defined()) {
+          allocator->retag(sgd_state.momentum_buffer(), memory::MemoryCategory::OptimizerState);
+        }
+      }
+    }
+    sampler.sample();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    recorder.phase(0, iteration_name, iteration_begin, trace::now_ns(), iteration);
+    recorder.metric(iteration, loss_name, loss_value);
+    recorder.metric(iteration, step_ms_name, ms);
+    step_ms.push_back(ms);
+    result.final_loss = loss_value;
+    if (env.rank == 0 && config.progress_every > 0 &&
+        ((step + 1) % config.progress_every == 0 || step + 1 == config.steps)) {
+      std::printf("step %lld/%lld  loss %.4f  %.2f ms\n", static_cast<long long>(step + 1),
+                  static_cast<long long>(config.steps), loss_value, ms);
+      std::fflush(stdout);
+    }
+  }
+
+  if (eval_set.size() > 0) {
+    c10::NoGradGuard no_grad;
+    model->eval();
+    const at::Tensor logits = model->forward(eval_set.x);
+    result.eval_accuracy =
+        static_cast<double>(model->correct(logits, eval_set.y)) / static_cast<double>(eval_set.y.numel());
+    model->train();
+    if (env.rank == 0) {
+      std::printf("accuracy %.4f on the last %lld rows\n", result.eval_accuracy,
+                  static_cast<long long>(eval_set.size()));
+    }
+    recorder.metric(static_cast<int32_t>(config.steps - 1), recorder.name("accuracy"), result.eval_accuracy);
+  }
+  if (!config.save_final.empty() && env.rank == 0) save_state(*model, config.save_final);
+
+  result.step_ms_median =
+      median(step_ms.size() >= 3 ? std::vector<double>(step_ms.begin() + 2, step_ms.end()) : step_ms);
+  result.peak_memory_bytes = sampler.peak(memory::MemoryCategory::AllocatorTotal);
+  // Every rank finishes its collectives before the group goes away.
+  world.group->barrier()->wait();
+  recorder.close();
+  std::printf("step_ms %.3f\n", result.step_ms_median);
+  std::fflush(stdout);
+  return result;
+}
+
+}  // namespace dpscope::train

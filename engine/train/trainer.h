@@ -1,0 +1,24 @@
+// The training loop of one rank: world, data, model, the DDP (or FSDP) wrapper, SGD, tracing and
+// checkpoints, as DESIGN.md's `dpscope train` contract describes it.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <string>
+
+#include "engine/train/train_config.h"
+
+namespace dpscope::train {
+
+// Runs `config` as this rank (torchrun's environment; a single rank without it). Prints progress
+// lines and, at the end, `step_ms <median>`. Throws std::exception with a message naming the
+// flag, file or rank at fault.
+TrainResult run_training(const TrainConfig& config);
+
+// Writes `module`'s parameters and buffers, by name, as torch::pickle_save of a
+// c10::Dict<std::string, at::Tensor> — readable by Python's torch.load. Throws naming the path.
+void save_state(torch::nn::Module& module, const std::string& path);
+// Reads such a file into `module` (every name must match). Throws naming the path and name.
+void load_state(torch::nn::Module& module, const std::string& path);
+
+}  // namespace dpscope::train
