@@ -40,8 +40,9 @@ void add_train_command(CLI::App& app) {
   train::TrainConfig& c = o->config;
   CLI::App* cmd = app.add_subcommand(
       "train", "One rank of a training run (run it under `dpscope launch -n N --`)");
-  cmd->add_option("--model", c.model.name, "toy | mlp | cnn | transformer")
-      ->check(CLI::IsMember({"toy", "mlp", "cnn", "transformer"}))
+  cmd->add_option("--model", c.model.name,
+                  "toy | mlp | cnn | transformer | branch (an MLP with a head some batches skip)")
+      ->check(CLI::IsMember({"toy", "mlp", "cnn", "transformer", "branch"}))
       ->capture_default_str();
   cmd->add_option("--hidden", c.model.hidden, "mlp: width of the hidden layers")->capture_default_str();
   cmd->add_option("--layers", c.model.layers, "mlp: Linear+ReLU blocks before the output layer")

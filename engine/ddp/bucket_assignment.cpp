@@ -42,9 +42,10 @@ BucketAssignment compute_bucket_assignment_by_size(const std::vector<TensorSpec>
                                 std::to_string(tensors.size()) + " tensors");
   }
   std::vector<std::pair<std::vector<int64_t>, int64_t>> result;
-  // PyTorch keeps open buckets in an unordered_map and closes them in its iteration order at the
-  // end; first-seen order is what that gives for the single key of every real model, and the
-  // sort below makes the order irrelevant in the constructor's case.
+  // PyTorch keeps open buckets in a std::unordered_map and closes the rest in its iteration
+  // order at the end. With libstdc++ and the few (dtype, device) keys of a model, that order is
+  // the reverse of first appearance (each new key goes to the front of the node list). It only
+  // matters with several dtypes in the rebuild; the constructor's sort makes it irrelevant there.
   std::vector<Key> key_order;
   std::map<Key, OpenBucket> open;
 
@@ -74,8 +75,8 @@ BucketAssignment compute_bucket_assignment_by_size(const std::vector<TensorSpec>
       bucket.limit_position = next;
     }
   }
-  for (const Key& key : key_order) {
-    OpenBucket& bucket = open[key];
+  for (auto key = key_order.rbegin(); key != key_order.rend(); ++key) {
+    OpenBucket& bucket = open[*key];
     if (!bucket.indices.empty()) result.push_back({std::move(bucket.indices), bucket.size_limit});
   }
   if (tensor_indices.empty()) {

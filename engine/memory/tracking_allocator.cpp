@@ -1,5 +1,5 @@
 // The tracking CPU allocator: every allocation is the base allocator's block with a small header
-// in front that holds the size and category; the DataPtr's context points at that header, so
+// in front that holds the size and category, found at a fixed distance before the data, so
 // counting, retagging and freeing need neither a lock nor a lookup (Note [Memory categories]).
 #include "engine/memory/tracking_allocator.h"
 
@@ -21,6 +21,8 @@ namespace {
 // the header, so the data keeps the base's alignment (c10::gAlignment, 64 bytes) as long as the
 // header is a multiple of it. The header keeps what is needed to give the block back to the
 // base (its context and deleter), the counted size, and the category, which retag() changes.
+// The DataPtr's context is the data pointer itself (raw_allocate() requires that), and the
+// header is kHeaderBytes before it.
 struct alignas(16) Header {
   void* base_context;
   c10::DeleterFnPtr base_deleter;
@@ -86,11 +88,16 @@ c10::DataPtr TrackingAllocator::allocate(size_t bytes) const {
   auto* header = new (raw) Header{base_context, base_deleter, static_cast<int64_t>(bytes), {}};
   header->category.store(static_cast<uint8_t>(category), std::memory_order_relaxed);
   add(category, static_cast<int64_t>(bytes));
-  return {static_cast<char*>(raw) + kHeaderBytes, header, &TrackingAllocator::free, cpu};
+  // The context is the data pointer itself (the header sits kHeaderBytes before it), as
+  // c10::Allocator::raw_allocate requires: some kernels (mkldnn convolutions) allocate raw.
+  void* data = static_cast<char*>(raw) + kHeaderBytes;
+  return {data, data, &TrackingAllocator::free, cpu};
 }
 
 void TrackingAllocator::free(void* context) {
-  auto* header = static_cast<Header*>(context);
+  // raw_deallocate() of a zero-byte raw_allocate() (mkldnn does this) hands back null.
+  if (context == nullptr) return;
+  auto* header = reinterpret_cast<Header*>(static_cast<char*>(context) - kHeaderBytes);
   const auto category = static_cast<MemoryCategory>(header->category.load(std::memory_order_relaxed));
   const int64_t bytes = header->bytes;
   void* base_context = header->base_context;
@@ -134,7 +141,8 @@ bool TrackingAllocator::retag(const at::Tensor& tensor, MemoryCategory category)
     // A storage of no bytes holds nothing to count, wherever it came from.
     return data.get() == nullptr && tensor.storage().nbytes() == 0;
   }
-  auto* header = static_cast<Header*>(data.get_context());
+  auto* header =
+      reinterpret_cast<Header*>(static_cast<char*>(data.get_context()) - kHeaderBytes);
   const auto previous = static_cast<MemoryCategory>(
       header->category.exchange(static_cast<uint8_t>(category), std::memory_order_relaxed));
   if (previous != category) {

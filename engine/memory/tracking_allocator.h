@@ -27,8 +27,8 @@ using trace::MemoryCategory;
 // momentum buffer is made inside the optimizer's step — so the engine retags such storage once it
 // knows what it holds (retag()). Scopes are per thread: what LibTorch's intra-op worker threads
 // allocate themselves (rare: outputs are allocated by the calling thread) counts as Other. Each
-// allocation carries its size and category in its DataPtr's context, so counting and freeing
-// take no lock and no lookup.
+// allocation carries its size and category in a header just before its data, so counting and
+// freeing take no lock and no lookup.
 class TrackingAllocator final : public c10::Allocator {
  public:
   // Installs the tracking allocator as LibTorch's CPU allocator (once per process; later calls
@@ -42,7 +42,8 @@ class TrackingAllocator final : public c10::Allocator {
   // context and deleter; Note [Allocation header] in tracking_allocator.cpp), so the data keeps
   // the base's 64-byte alignment. Zero bytes: a null DataPtr, nothing counted (as LibTorch's own).
   c10::DataPtr allocate(size_t bytes) const override;
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  // Frees what raw_allocate() returned (the context is the data pointer).
+  c10::DeleterFnPtr raw_deleter() const override { return &TrackingAllocator::free; }
 
   // Bytes currently allocated, in all and by category. Thread-safe (relaxed atomics).
   // bytes(AllocatorTotal) is bytes_in_use(); the CUDA read-outs are 0 here.

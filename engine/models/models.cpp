@@ -127,6 +127,28 @@ class TinyTransformer final : public Model {
   torch::nn::Linear head_;
 };
 
+// A model with a branch some batches skip (find_unused_parameters): fc0 + ReLU, then head_a,
+// plus head_b only when the batch's first input value is positive — so on some steps some ranks
+// leave head_b without a gradient.
+class BranchModel final : public Model {
+ public:
+  BranchModel(int64_t inputs, int64_t hidden, int64_t classes)
+      : fc0_(register_module("fc0", torch::nn::Linear(inputs, hidden))),
+        head_a_(register_module("head_a", torch::nn::Linear(hidden, classes))),
+        head_b_(register_module("head_b", torch::nn::Linear(hidden, classes))) {}
+  at::Tensor forward(const at::Tensor& x) override {
+    const at::Tensor h = at::relu(fc0_(x));
+    at::Tensor out = head_a_(h);
+    if (x.reshape({-1})[0].item<float>() > 0) out = out + head_b_(h);
+    return out;
+  }
+
+ private:
+  torch::nn::Linear fc0_;
+  torch::nn::Linear head_a_;
+  torch::nn::Linear head_b_;
+};
+
 void require_positive(const char* what, int64_t value) {
   if (value < 1) {
     throw std::invalid_argument(std::string(what) + " must be at least 1 (got " +
@@ -143,6 +165,10 @@ std::shared_ptr<Model> make_model(const ModelConfig& config) {
     if (config.layers < 0) throw std::invalid_argument("--layers must be 0 or more");
     return std::make_shared<Mlp>(config.input_features, config.hidden, config.layers, config.classes);
   }
+  if (config.name == "branch") {
+    require_positive("--hidden", config.hidden);
+    return std::make_shared<BranchModel>(config.input_features, config.hidden, config.classes);
+  }
   if (config.name == "cnn") {
     if (config.input_features != 64) {
       throw std::invalid_argument("the cnn model reads 1x8x8 images (64 features); train it on "
@@ -157,7 +183,7 @@ std::shared_ptr<Model> make_model(const ModelConfig& config) {
     return std::make_shared<TinyTransformer>(config.vocab, config.sequence, config.model_dim);
   }
   throw std::invalid_argument("unknown model '" + config.name +
-                              "'; choose toy, mlp, cnn or transformer");
+                              "'; choose toy, mlp, cnn, transformer or branch");
 }
 
 std::string summarize(const std::string& name, torch::nn::Module& module) {

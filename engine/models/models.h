@@ -1,7 +1,8 @@
 // The models `dpscope train` and the tutorials train: the seeds' ToyModel, an MLP, a small CNN on
 // digits as 1x8x8 images and a tiny transformer on a synthetic sequence task. Each has a Python
 // twin in tests/ddp/models.py with the same parameter names and registration order, so PyTorch's
-// own DDP can be trained from the same saved parameters.
+// own DDP can be trained from the same saved parameters. `branch` (an MLP head used only on some
+// batches) shows unused parameters.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -24,7 +25,7 @@ class Model : public torch::nn::Module {
 };
 
 struct ModelConfig {
-  std::string name = "mlp";     // toy | mlp | cnn | transformer
+  std::string name = "mlp";     // toy | mlp | cnn | transformer | branch
   int64_t input_features = 64;  // mlp: width of x
   int64_t classes = 10;         // mlp, cnn: output classes
   int64_t hidden = 256;         // mlp: width of the hidden layers
