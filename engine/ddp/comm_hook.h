@@ -71,7 +71,9 @@ struct PowerSGDOptions {
   double min_compression_rate = 2;
   bool use_error_feedback = true;
   bool warm_start = true;
-  bool orthogonalization_epsilon_nonzero = false;  // PyTorch default eps = 0
+  // Added to each column's norm in orthogonalization (PyTorch's orthogonalization_epsilon);
+  // 0 divides by the bare norm, as PyTorch does by default.
+  double orthogonalization_epsilon = 0;
   uint64_t random_seed = 0;
 };
 std::unique_ptr<CommHook> make_powersgd_hook(const PowerSGDOptions& options);
