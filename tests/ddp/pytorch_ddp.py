@@ -6,6 +6,7 @@ Run every rank under `dpscope launch -n N -- /usr/bin/python3 pytorch_ddp.py ...
 import argparse
 import contextlib
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -34,7 +35,9 @@ def comm_hook(ddp, name):
     elif name == "fp16":
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
     elif name == "bf16":
-        ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+        # PyTorch allows this hook only with NCCL; the hook itself is backend-neutral, so the
+        # oracle registers it the way register_comm_hook does after its check.
+        dist._register_comm_hook(ddp.reducer, None, default_hooks.bf16_compress_hook)
     elif name == "powersgd":
         state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=1,
                                             start_powerSGD_iter=2)
@@ -108,7 +111,10 @@ def main():
     if rank == 0:
         torch.save(dict(model.state_dict()), args.out)
     dist.barrier()
-    dist.destroy_process_group()
+    # PyTorch 1.13's gloo sometimes aborts or hangs tearing down after a comm hook; everything
+    # is written, so leave without the teardown.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
