@@ -57,6 +57,21 @@ class Reader {
   void for_each_event(const std::function<bool(const Event&)>& visit,
                       const std::function<void(double)>& progress = {});
 
+  // ---- Bulk loading (the viewer). Rows come in storage order (events.id, memory.rowid), not
+  // sorted; split a range among several Readers, each on its own thread, to read in parallel.
+  // These scans map the file into memory (PRAGMA mmap_size) for speed.
+  // The smallest and largest events.id; {0, -1} for a file without events.
+  std::pair<int64_t, int64_t> event_id_range();
+  // The EventSpan of every event with first_id <= id <= last_id, in id order, handed to `batch`
+  // a few thousand at a time; `batch` returns false to stop.
+  void scan_event_spans(int64_t first_id, int64_t last_id,
+                        const std::function<bool(const EventSpan*, size_t)>& batch);
+  // The smallest and largest memory.rowid; {0, -1} for a file without memory samples.
+  std::pair<int64_t, int64_t> memory_rowid_range();
+  // Every memory sample with first <= rowid <= last, in rowid order, in batches as above.
+  void scan_memory(int64_t first_rowid, int64_t last_rowid,
+                   const std::function<bool(const MemorySample*, size_t)>& batch);
+
   // ---- Counters.
   // Memory samples ordered by (rank, ts_ns); one rank, or all when rank is kNone.
   std::vector<MemorySample> memory(int32_t rank = kNone);
@@ -65,6 +80,7 @@ class Reader {
 
  private:
   void validate();
+  void map_into_memory();
   int64_t max_duration(int32_t rank, LaneId lane);
 
   std::string path_;

@@ -1,0 +1,235 @@
+// The viewer's window-free logic: lane rows and their binary searches, folding narrow spans
+// (level of detail), span measuring and labels, loading a synthetic trace, the analyses
+// (overlap, matching collectives, mismatches, flows, range statistics) and find.
+#include <gtest/gtest.h>
+
+#include "tests/test_util.h"
+#include "trace/error.h"
+#include "trace/reader.h"
+#include "trace/synth.h"
+#include "viewer/analysis.h"
+#include "viewer/lod.h"
+#include "viewer/model.h"
+
+using namespace dpscope::view;
+using dpscope::trace::EventKind;
+using dpscope::testing::TempDir;
+
+namespace {
+
+EventSpan span(EventKind kind, int64_t begin, int64_t end, int16_t rank = 0, int16_t lane = 0) {
+  EventSpan s;
+  s.kind = kind;
+  s.begin_ns = begin;
+  s.end_ns = end;
+  s.rank = rank;
+  s.lane = lane;
+  return s;
+}
+
+// A lane of `n` back-to-back 10 ns hooks starting at 0, in one row.
+Lane hooks(int n) {
+  Lane lane;
+  for (int i = 0; i < n; ++i) lane.spans.push_back(span(EventKind::Hook, 10 * i, 10 * i + 10));
+  build_rows(lane);
+  return lane;
+}
+
+std::shared_ptr<const Model> synth_model(const TempDir& dir, int ranks, int64_t events) {
+  dpscope::trace::SynthOptions options;
+  options.events = events;
+  options.ranks = ranks;
+  options.out = dir.file("synth.sqlite");
+  options.layers = 4;
+  options.hidden = 256;
+  dpscope::trace::synthesize(options);
+  return load_model(options.out);
+}
+
+}  // namespace
+
+TEST(ViewerRows, NestedSpansGoToRowsByDepthAndInstantsToTheirOwnRow) {
+  Lane lane;
+  // Recorded as a real lane is: children before their parents, by end.
+  lane.spans = {span(EventKind::Hook, 50, 60), span(EventKind::Hook, 60, 70),
+                span(EventKind::BucketReady, 70, 70), span(EventKind::Phase, 40, 80),
+                span(EventKind::Phase, 0, 30), span(EventKind::Phase, 0, 100)};
+  build_rows(lane);
+  ASSERT_EQ(lane.rows(), 4);
+  EXPECT_TRUE(lane.has_instant_row);
+  EXPECT_EQ(lane.row_end(0) - lane.row_begin(0), 1u);  // the iteration
+  EXPECT_EQ(lane.row_end(1) - lane.row_begin(1), 2u);  // forward and backward
+  EXPECT_EQ(lane.row_end(2) - lane.row_begin(2), 2u);  // the hooks
+  EXPECT_EQ(lane.spans[lane.row_begin(3)].kind, EventKind::BucketReady);
+  for (int r = 0; r < lane.rows(); ++r) {
+    for (size_t i = lane.row_begin(r) + 1; i < lane.row_end(r); ++i) {
+      EXPECT_LE(lane.spans[i - 1].begin_ns, lane.spans[i].begin_ns);
+      EXPECT_LE(lane.end_max[i - 1], lane.end_max[i]);
+    }
+  }
+}
+
+TEST(ViewerRows, FarFromSortedInputStillSorts) {
+  Lane lane;
+  for (int i = 999; i >= 0; --i) lane.spans.push_back(span(EventKind::Hook, 10 * i, 10 * i + 5));
+  build_rows(lane);
+  ASSERT_EQ(lane.rows(), 1);
+  for (size_t i = 1; i < lane.spans.size(); ++i) EXPECT_LT(lane.spans[i - 1].begin_ns, lane.spans[i].begin_ns);
+}
+
+TEST(ViewerLod, FirstVisibleIsABinarySearchOnEndMax) {
+  const Lane lane = hooks(1000);
+  EXPECT_EQ(first_visible(lane, 0, 0), 0u);
+  EXPECT_EQ(first_visible(lane, 0, 55), 5u);     // [50, 60] still visible at 55
+  EXPECT_EQ(first_visible(lane, 0, 60), 5u);     // ends exactly at 60
+  EXPECT_EQ(first_visible(lane, 0, 61), 6u);
+  EXPECT_EQ(first_visible(lane, 0, 1'000'000), 1000u);
+}
+
+TEST(ViewerLod, ZoomedOutFoldsIntoFewBlocksThatCountEverySpan) {
+  const Lane lane = hooks(100000);  // 1 ms of 10 ns hooks
+  std::vector<DrawItem> items;
+  fold_row(lane, 0, TimeMap{0, 1'000'000, 0, 1000}, 3, items);
+  EXPECT_LE(items.size(), 1000u / 3 + 2);
+  uint64_t counted = 0;
+  for (const DrawItem& item : items) counted += item.count;
+  EXPECT_EQ(counted, 100000u);
+}
+
+TEST(ViewerLod, ZoomedInDrawsSpansOneByOne) {
+  const Lane lane = hooks(100000);
+  std::vector<DrawItem> items;
+  fold_row(lane, 0, TimeMap{5000, 5100, 0, 1000}, 3, items);  // 10 px per ns
+  ASSERT_GE(items.size(), 10u);
+  for (const DrawItem& item : items) EXPECT_EQ(item.count, 1u);
+  EXPECT_EQ(items.front().first, 499u);  // [4990, 5000] touches the left edge
+}
+
+TEST(ViewerLod, SpanAtFindsTheSpanUnderTheMouse) {
+  const Lane lane = hooks(100);
+  EXPECT_EQ(span_at(lane, 0, 55, 0), 5);
+  EXPECT_EQ(span_at(lane, 0, 5000, 0), -1);
+  EXPECT_EQ(span_at(lane, 0, 1003, 5), 99);  // within the slack after the last one
+}
+
+TEST(ViewerLod, MeasuringFormatsDurationsTicksAndBytes) {
+  EXPECT_EQ(format_duration(812), "812 ns");
+  EXPECT_EQ(format_duration(56'700), "56.7 us");
+  EXPECT_EQ(format_duration(1'234'000), "1.234 ms");
+  EXPECT_EQ(format_duration(2.5e9), "2.5 s");
+  EXPECT_EQ(format_tick(10.8412e9, 1e5), "10.8412 s");
+  EXPECT_EQ(format_tick(10.84e9, 1e9), "11 s");
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(12 << 20), "12.0 MiB");
+  const TimeMap map{0, 1000, 100, 500};
+  EXPECT_DOUBLE_EQ(map.x(500), 350);
+  EXPECT_DOUBLE_EQ(map.t(350), 500);
+  EXPECT_GE(tick_step(map, 100), 200);
+}
+
+TEST(ViewerModel, LoadsASyntheticRunCompletely) {
+  TempDir dir;
+  auto model = synth_model(dir, 3, 20000);
+  dpscope::trace::Reader reader(model->path);
+  EXPECT_EQ(model->events, reader.event_count());
+  ASSERT_EQ(model->ranks.size(), 3u);
+  EXPECT_GT(model->iterations, 10);
+  for (const RankData& r : model->ranks) {
+    EXPECT_EQ(int(r.iterations.size()), model->iterations);
+    EXPECT_GT(r.memory_peak_bytes, 0);
+    EXPECT_GE(r.lanes.size(), 2u);
+  }
+  EXPECT_LT(model->t_begin, model->t_end);
+  EXPECT_EQ(model->ranks[1].iteration_at(model->ranks[1].iterations[3].begin_ns + 1), 3);
+}
+
+TEST(ViewerModel, BadFilesThrowNamingTheFile) {
+  TempDir dir;
+  EXPECT_THROW(load_model(dir.file("missing.sqlite")), dpscope::trace::TraceError);
+  try {
+    load_model(dir.file("missing.sqlite"));
+  } catch (const dpscope::trace::TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing.sqlite"), std::string::npos);
+  }
+}
+
+TEST(ViewerAnalysis, SyntheticCollectivesMatchOnEveryRankAndFlowsLeadThere) {
+  TempDir dir;
+  auto model = synth_model(dir, 3, 20000);
+  const Analysis a = analyze(*model);
+  EXPECT_EQ(a.mismatches, 0);
+  ASSERT_FALSE(a.collectives.empty());
+  for (const CollectiveMatch& m : a.collectives) EXPECT_EQ(m.spans.size(), 3u);
+  for (const RankAnalysis& r : a.ranks) {
+    EXPECT_GT(r.total.compute_ms, 0);
+    EXPECT_GT(r.total.comm_ms, 0);
+    EXPECT_GE(r.total.exposed_ms, 0);
+    EXPECT_LE(r.total.overlap_ms, r.total.comm_ms + 1e-9);
+    EXPECT_FALSE(r.buckets.empty());
+  }
+  // A hook in iteration 2 of rank 1 flows to its bucket, the launch, the all-reduce, and the
+  // same all-reduce on the two other ranks.
+  const RankData& rank = model->ranks[1];
+  const IterationSpan* it = rank.find_iteration(2);
+  ASSERT_NE(it, nullptr);
+  SpanRef hook;
+  const Lane& main = rank.lanes[0];
+  for (size_t i = 0; i < main.spans.size() && !hook.valid(); ++i) {
+    if (main.spans[i].kind == EventKind::Hook && main.spans[i].begin_ns > it->begin_ns) hook = {1, 0, int64_t(i)};
+  }
+  ASSERT_TRUE(hook.valid());
+  const auto flows = flows_of(*model, a, hook);
+  ASSERT_EQ(flows.size(), 5u);
+  EXPECT_EQ(flows[0].kind, Flow::HookToBucket);
+  EXPECT_EQ(flows[1].kind, Flow::BucketToLaunch);
+  EXPECT_EQ(flows[2].kind, Flow::LaunchToCollective);
+  EXPECT_EQ(span_of(*model, flows[2].to).kind, EventKind::Collective);
+  EXPECT_EQ(flows[3].kind, Flow::SameCollective);
+  EXPECT_NE(flows[3].to.rank, 1);
+}
+
+TEST(ViewerAnalysis, ACollectiveMissingOnOneRankIsAMismatch) {
+  auto model = std::make_shared<Model>();
+  for (int16_t r = 0; r < 2; ++r) {
+    RankData rank;
+    rank.info.rank = r;
+    rank.lanes.resize(2);
+    for (int16_t seq = 0; seq < (r == 0 ? 3 : 2); ++seq) {
+      EventSpan s = span(EventKind::Collective, 100 * seq, 100 * seq + 50, r, 1);
+      s.op = uint8_t(dpscope::trace::CollectiveOp::AllReduce);
+      s.seq_or_iteration = seq;
+      rank.lanes[1].spans.push_back(s);
+    }
+    for (Lane& lane : rank.lanes) build_rows(lane);
+    model->ranks.push_back(std::move(rank));
+  }
+  const Analysis a = analyze(*model);
+  EXPECT_EQ(a.mismatches, 1);
+  ASSERT_NE(a.match(2), nullptr);
+  EXPECT_TRUE(a.match(2)->mismatch);
+  EXPECT_NE(a.match(2)->why.find("1 of 2"), std::string::npos);
+  EXPECT_FALSE(a.match(0)->mismatch);
+}
+
+TEST(ViewerAnalysis, RangeSummaryAndFindCountEverySpan) {
+  TempDir dir;
+  auto model = synth_model(dir, 2, 10000);
+  int64_t total = 0;
+  for (const RangeRow& row : summarize_range(*model, model->t_begin, model->t_end)) {
+    total += row.count;
+    EXPECT_NEAR(row.avg_ns() * double(row.count), row.sum_ns, 1e-6 * row.sum_ns + 1);
+  }
+  EXPECT_EQ(total, model->events);
+  const auto hooks = find_spans(*model, FindQuery(*model, "kind:hook"), 10);
+  dpscope::trace::Reader reader(model->path);
+  EXPECT_EQ(hooks.total, int64_t(reader.events_of_kind(EventKind::Hook).size()));
+  EXPECT_EQ(hooks.first.size(), 10u);
+  const auto allreduce = find_spans(*model, FindQuery(*model, "AllReduce"), 5);
+  EXPECT_GT(allreduce.total, 0);
+  for (const SpanRef& r : allreduce.first) {
+    const EventSpan& s = span_of(*model, r);
+    EXPECT_TRUE(s.kind == EventKind::Collective || s.kind == EventKind::CollectiveWait);
+  }
+  EXPECT_EQ(find_spans(*model, FindQuery(*model, "forward"), 0).total, model->iterations * 2);
+  EXPECT_EQ(find_spans(*model, FindQuery(), 10).total, 0);
+}

@@ -1,0 +1,286 @@
+// dpscope-view itself, in a real window (the suite runs under `xvfb-run -a ctest`; without a
+// display these tests skip): headless screenshots of a DDP and an FSDP trace (PNG written, not
+// blank, a lane group per rank), the JSON line, --compare, --zoom-sweep, every bad-file case,
+// and --live following a file that grows while it is open.
+#include <gtest/gtest.h>
+#include <stb_image.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sqlite3.h>
+#include <sstream>
+#include <thread>
+
+#include "tests/test_util.h"
+#include "trace/merge.h"
+#include "trace/recorder.h"
+#include "trace/synth.h"
+
+using namespace dpscope::trace;
+using dpscope::testing::CommandResult;
+using dpscope::testing::run_command;
+using dpscope::testing::TempDir;
+
+namespace {
+
+#define REQUIRE_DISPLAY()                                                              \
+  if (!std::getenv("DISPLAY")) GTEST_SKIP() << "no display: run under `xvfb-run -a ctest`"
+
+std::string viewer() { return std::string(DPSCOPE_BIN_DIR) + "/dpscope-view"; }
+
+std::string synth(const TempDir& dir, const std::string& name, int ranks, int64_t events,
+                  uint64_t seed = 1) {
+  SynthOptions options;
+  options.events = events;
+  options.ranks = ranks;
+  options.out = dir.file(name);
+  options.seed = seed;
+  synthesize(options);
+  return options.out;
+}
+
+// The JSON line of the contract: the only line on stdout.
+nlohmann::json json_line(const std::string& output) {
+  std::istringstream lines(output);
+  std::string line, found;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line[0] == '{') found = line;
+  }
+  return nlohmann::json::parse(found);
+}
+
+struct Image {
+  int width = 0, height = 0;
+  std::vector<unsigned char> rgb;
+  const unsigned char* at(int x, int y) const { return rgb.data() + (size_t(y) * size_t(width) + size_t(x)) * 3; }
+};
+
+Image load_png(const std::string& path) {
+  Image image;
+  int channels = 0;
+  unsigned char* data = stbi_load(path.c_str(), &image.width, &image.height, &channels, 3);
+  if (!data) return image;
+  image.rgb.assign(data, data + size_t(image.width) * size_t(image.height) * 3);
+  stbi_image_free(data);
+  return image;
+}
+
+// Distinct colours, quantised to 32 levels per channel.
+size_t colours(const Image& image) {
+  std::set<int> seen;
+  for (size_t i = 0; i + 2 < image.rgb.size(); i += 3) {
+    seen.insert((image.rgb[i] >> 3) << 10 | (image.rgb[i + 1] >> 3) << 5 | (image.rgb[i + 2] >> 3));
+  }
+  return seen.size();
+}
+
+// Rank group headers (IM_COL32(44, 48, 62) bands) crossing column x.
+int rank_headers(const Image& image, int x) {
+  int bands = 0;
+  bool inside = false;
+  for (int y = 0; y < image.height; ++y) {
+    const unsigned char* p = image.at(x, y);
+    const bool header = p[0] == 44 && p[1] == 48 && p[2] == 62;
+    if (header && !inside) ++bands;
+    inside = header;
+  }
+  return bands;
+}
+
+CommandResult view(const std::string& args) { return run_command(viewer() + " " + args); }
+
+void expect_screenshot(const CommandResult& result, const std::string& png, int frames) {
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto json = json_line(result.output);
+  EXPECT_EQ(json["frames"], frames);
+  EXPECT_GT(json["open_ms"].get<double>(), 0);
+  EXPECT_GT(json["frame_ms_median"].get<double>(), 0);
+  EXPECT_GE(json["frame_ms_max"].get<double>(), json["frame_ms_median"].get<double>());
+  const Image image = load_png(png);
+  ASSERT_GT(image.width, 0) << "no PNG at " << png;
+  EXPECT_GE(colours(image), 12u);
+}
+
+// A 2-rank FSDP-like run written through the Recorder and merged: unit lanes with
+// gathering / full / reducing states, all-gathers and reduce-scatters, FSDP memory categories.
+std::string fsdp_trace(const TempDir& dir) {
+  std::vector<std::string> files;
+  for (int rank = 0; rank < 2; ++rank) {
+    RecorderOptions options;
+    options.path = dir.file("fsdp" + std::to_string(rank) + ".sqlite");
+    options.rank = rank;
+    options.flush_on_signals = false;
+    Recorder r(options);
+    r.set_meta("strategy", "fsdp");
+    r.set_meta("world_size", "2");
+    const LaneId comm = r.add_lane("nccl stream", LaneKind::Stream);
+    std::vector<LaneId> unit_lanes;
+    for (int u = 0; u < 3; ++u) {
+      UnitInfo unit{u, "layer" + std::to_string(u), u == 0 ? kNone : 0, 1000, 1000, 500};
+      if (rank == 0) r.add_unit(unit);
+      r.add_unit_shard({u, rank, rank * 500, rank * 500 + 500, 500});
+      unit_lanes.push_back(r.add_lane("unit " + std::to_string(u), LaneKind::Unit));
+    }
+    const NameId forward = r.name("forward"), backward = r.name("backward"), iteration = r.name("iteration");
+    int64_t t = 1'000'000, seq = 0;
+    for (int it = 0; it < 4; ++it) {
+      const int64_t it_begin = t;
+      for (int phase = 0; phase < 2; ++phase) {
+        const int64_t begin = t;
+        for (int u = 0; u < 3; ++u) {
+          Event gather;
+          gather.kind = EventKind::UnitState;
+          gather.lane = unit_lanes[size_t(u)];
+          gather.unit = u;
+          gather.op = uint8_t(phase == 0 ? UnitState::Gathering : UnitState::Reducing);
+          gather.begin_ns = t;
+          gather.end_ns = t + 20'000;
+          gather.iteration = it;
+          r.record(TraceLevel::Summary, gather);
+          Event full = gather;
+          full.op = uint8_t(UnitState::Full);
+          full.begin_ns = t + 20'000;
+          full.end_ns = t + 50'000;
+          r.record(TraceLevel::Summary, full);
+          Event c;
+          c.kind = EventKind::Collective;
+          c.lane = comm;
+          c.op = uint8_t(phase == 0 ? CollectiveOp::AllGather : CollectiveOp::ReduceScatter);
+          c.seq = seq++;
+          c.grp = 0;
+          c.unit = u;
+          c.bytes = 2000;
+          c.begin_ns = t + 1000 * rank;
+          c.end_ns = t + 20'000;
+          c.iteration = it;
+          r.record(TraceLevel::Summary, c);
+          r.memory(MemoryCategory::Shards, 1500, t);
+          r.memory(MemoryCategory::FullParameters, 4000 * (u + 1), t + 20'000);
+          t += 50'000;
+        }
+        r.phase(0, phase == 0 ? forward : backward, begin, t, it);
+      }
+      r.phase(0, iteration, it_begin, t, it);
+      t += 10'000;
+    }
+    r.close();
+    files.push_back(options.path);
+  }
+  const std::string out = dir.file("fsdp.sqlite");
+  merge_traces(files, out);
+  return out;
+}
+
+}  // namespace
+
+TEST(ViewerHeadless, DdpScreenshotHasALaneGroupPerRankAndTheJsonLine) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string trace = synth(dir, "ddp.sqlite", 3, 20000);
+  const std::string png = dir.file("ddp.png");
+  const auto result = view(trace + " --screenshot " + png + " --frames 5");
+  expect_screenshot(result, png, 5);
+  // Exactly one line on stdout: the JSON (stderr is folded in, and is empty here).
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
+  EXPECT_EQ(rank_headers(load_png(png), 300), 3);
+}
+
+TEST(ViewerHeadless, FsdpScreenshotShowsUnits) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string trace = fsdp_trace(dir);
+  const std::string png = dir.file("fsdp.png");
+  const auto result = view(trace + " --screenshot " + png + " --frames 3");
+  expect_screenshot(result, png, 3);
+  EXPECT_EQ(rank_headers(load_png(png), 300), 2);
+}
+
+TEST(ViewerHeadless, ZoomSweepFromTheWholeRunToOneBucket) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string trace = synth(dir, "ddp.sqlite", 2, 50000);
+  const std::string png = dir.file("sweep.png");
+  expect_screenshot(view(trace + " --screenshot " + png + " --frames 30 --zoom-sweep"), png, 30);
+}
+
+TEST(ViewerHeadless, CompareDrawsBothRuns) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string a = synth(dir, "a.sqlite", 2, 10000, 1);
+  const std::string b = synth(dir, "b.sqlite", 3, 10000, 2);
+  const std::string png = dir.file("compare.png");
+  const auto result = view(a + " --compare " + b + " --screenshot " + png + " --frames 3");
+  expect_screenshot(result, png, 3);
+  EXPECT_EQ(rank_headers(load_png(png), 300), 4);  // A's 2 groups and the first 2 of B fit
+}
+
+TEST(ViewerHeadless, BadFilesGiveOneLineNamingTheFileAndExitNonZero) {
+  TempDir dir;
+  const std::string good = synth(dir, "good.sqlite", 2, 5000);
+  const std::string random = dir.file("random.sqlite");
+  {
+    std::ofstream out(random, std::ios::binary);
+    for (int i = 0; i < 4096; ++i) out.put(char((i * 7919) & 0xff));
+  }
+  const std::string foreign = dir.file("foreign.sqlite");
+  {
+    sqlite3* db = nullptr;
+    sqlite3_open(foreign.c_str(), &db);
+    sqlite3_exec(db, "CREATE TABLE t (x); INSERT INTO t VALUES (1);", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+  }
+  const std::string truncated = dir.file("truncated.sqlite");
+  {
+    std::ifstream in(good, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(truncated, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size() / 2));
+  }
+  for (const std::string& bad : {dir.file("missing.sqlite"), random, foreign, truncated}) {
+    const auto result = view(bad + " --screenshot " + dir.file("x.png") + " --frames 1");
+    EXPECT_EQ(result.exit_code, 1) << bad << ": " << result.output;
+    EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
+    EXPECT_EQ(result.output.rfind("dpscope-view: ", 0), 0u) << result.output;
+    EXPECT_NE(result.output.find(bad), std::string::npos) << result.output;
+  }
+  // A bad --compare file is refused the same way.
+  const auto result = view(good + " --compare " + foreign + " --screenshot " + dir.file("x.png") + " --frames 1");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find(foreign), std::string::npos) << result.output;
+}
+
+TEST(ViewerHeadless, LiveFollowsAFileThatGrows) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  RecorderOptions options;
+  options.path = dir.file("live.sqlite");
+  options.flush_on_signals = false;
+  Recorder recorder(options);
+  const NameId step = recorder.name("iteration");
+  int64_t t = now_ns();
+  auto write_iterations = [&](int count) {
+    for (int i = 0; i < count; ++i, t += 1'000'000) recorder.phase(0, step, t, t + 900'000, int32_t(t / 1'000'000));
+    recorder.flush();
+  };
+  write_iterations(20);
+  // 60 frames at ~30 per second: about two seconds during which the file grows.
+  auto run = std::async(std::launch::async, [&] {
+    return view(options.path + " --live --screenshot " + dir.file("live.png") + " --frames 60");
+  });
+  // Bounded: at most 40 batches of 20 events, whatever the viewer does.
+  for (int batch = 0; batch < 40 && run.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready; ++batch) {
+    write_iterations(20);
+  }
+  const CommandResult result = run.get();
+  recorder.close();
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto live = result.output.find("live: ");
+  ASSERT_NE(live, std::string::npos) << result.output;
+  int reloads = 0;
+  long long events = 0;
+  ASSERT_EQ(std::sscanf(result.output.c_str() + live, "live: %d reloads, %lld events", &reloads, &events), 2);
+  EXPECT_GE(reloads, 1) << result.output;
+  EXPECT_GT(events, 20) << result.output;
+}

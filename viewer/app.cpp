@@ -1,0 +1,231 @@
+// The viewer application: the open traces with their background analyses, keyboard navigation,
+// the live reload hand-over and the layout of the panels in one full-viewport window.
+#include "viewer/app.h"
+
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace dpscope::view {
+
+DetailSource::DetailSource(const std::string& path) : reader_(path) {}
+
+const trace::Event* DetailSource::event(const Model& model, const SpanRef& ref) {
+  const auto key = std::make_tuple(ref.rank, ref.lane, ref.index);
+  auto it = by_ref_.find(key);
+  if (it != by_ref_.end()) return &it->second;
+  const EventSpan& s = span_of(model, ref);
+  for (const trace::Event& e : reader_.events(s.rank, s.lane, s.begin_ns, s.begin_ns)) {
+    if (e.begin_ns == s.begin_ns && e.end_ns == s.end_ns && e.kind == s.kind &&
+        (e.seq != trace::kNone64 ? static_cast<int32_t>(e.seq) : e.iteration) == s.seq_or_iteration) {
+      return &(by_ref_[key] = e);
+    }
+  }
+  return nullptr;
+}
+
+const std::vector<trace::Event>& DetailSource::events(int32_t rank, trace::LaneId lane, int64_t t0,
+                                                      int64_t t1) {
+  const auto key = std::make_tuple(rank, int32_t{lane}, t0, t1);
+  auto it = ranges_.find(key);
+  if (it != ranges_.end()) return it->second;
+  if (ranges_.size() > 256) ranges_.clear();
+  return ranges_[key] = reader_.events(rank, lane, t0, t1);
+}
+
+void OpenTrace::set_model(std::shared_ptr<const Model> m) {
+  model = std::move(m);
+  details = std::make_unique<DetailSource>(model->path);
+  pending = std::async(std::launch::async, [m = model] {
+    return std::shared_ptr<const Analysis>(std::make_shared<Analysis>(analyze(*m)));
+  });
+}
+
+bool OpenTrace::poll_analysis() {
+  if (pending.valid() && pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    analysis = pending.get();
+  }
+  return analysis != nullptr;
+}
+
+App::App(AppOptions options, std::shared_ptr<const Model> main,
+         std::shared_ptr<const Model> compare)
+    : options_(std::move(options)) {
+  traces.resize(compare ? 2 : 1);
+  traces[0].set_model(std::move(main));
+  if (compare) traces[1].set_model(std::move(compare));
+  if (options_.live) live_ = std::make_unique<LiveFollower>(options_.path);
+  align();
+  fit();
+}
+
+void App::wait_for_analysis() {
+  for (OpenTrace& t : traces) {
+    if (t.pending.valid()) t.pending.wait();
+    t.poll_analysis();
+  }
+}
+
+void App::fit() {
+  double lo = double(traces[0].model->t_begin), hi = double(traces[0].model->t_end);
+  for (const OpenTrace& t : traces) {
+    lo = std::min(lo, double(t.model->t_begin + t.offset_ns));
+    hi = std::max(hi, double(t.model->t_end + t.offset_ns));
+  }
+  const double pad = std::max(1.0, (hi - lo) * 0.01);
+  set_view(lo - pad, hi + pad);
+}
+
+void App::set_view(double t0, double t1) {
+  if (t1 - t0 < 100) {
+    const double mid = (t0 + t1) / 2;
+    t0 = mid - 50;
+    t1 = mid + 50;
+  }
+  view_t0 = t0;
+  view_t1 = t1;
+  if (!pinned_playhead) playhead = static_cast<int64_t>((t0 + t1) / 2);
+}
+
+std::pair<double, double> App::bucket_range() const {
+  const Model& m = *traces[0].model;
+  // The all-reduce (or, failing that, any collective) nearest the middle of rank 0's run.
+  const double mid = (double(m.t_begin) + double(m.t_end)) / 2;
+  double best_distance = 1e300;
+  std::pair<double, double> best{double(m.t_begin), double(m.t_end)};
+  if (m.ranks.empty()) return best;
+  for (const Lane& lane : m.ranks[0].lanes) {
+    for (int row = 0; row < lane.rows(); ++row) {
+      auto it = std::lower_bound(lane.spans.begin() + std::ptrdiff_t(lane.row_begin(row)),
+                                 lane.spans.begin() + std::ptrdiff_t(lane.row_end(row)), mid,
+                                 [](const EventSpan& s, double t) { return double(s.begin_ns) < t; });
+      for (int k = 0; k < 64 && it != lane.spans.begin() + std::ptrdiff_t(lane.row_end(row));
+           ++k, ++it) {
+        if (it->kind != trace::EventKind::Collective) continue;
+        const double d = std::fabs(double(it->begin_ns) - mid) +
+                         (it->op == uint8_t(trace::CollectiveOp::AllReduce) ? 0 : 1e12);
+        if (d < best_distance) {
+          best_distance = d;
+          const double length = double(it->end_ns - it->begin_ns);
+          best = {double(it->begin_ns) - 0.1 * length, double(it->end_ns) + 0.1 * length};
+        }
+      }
+    }
+  }
+  return best;
+}
+
+void App::align() {
+  if (traces.size() < 2) return;
+  const Model& a = *traces[0].model;
+  const Model& b = *traces[1].model;
+  traces[1].offset_ns = a.t_begin - b.t_begin;
+  if (a.ranks.empty() || b.ranks.empty()) return;
+  const IterationSpan* ia = a.ranks[0].find_iteration(align_iteration);
+  const IterationSpan* ib = b.ranks[0].find_iteration(align_iteration);
+  if (ia && ib) traces[1].offset_ns = ia->begin_ns - ib->begin_ns;
+}
+
+void App::update_find() {
+  find = FindQuery(*traces[0].model, find_text);
+  find_result = find_spans(*traces[0].model, find, 2000);
+}
+
+void App::update_range() {
+  range_rows = has_range ? summarize_range(*traces[0].model, range_t0, range_t1)
+                         : std::vector<RangeRow>{};
+}
+
+void App::handle_keys() {
+  ImGuiIO& io = ImGui::GetIO();
+  if (io.WantTextInput) return;
+  const double width = view_t1 - view_t0;
+  const double step = io.DeltaTime * 2.0;  // per second: pan by 2 widths, zoom by e^2
+  const double mid = (view_t0 + view_t1) / 2;
+  if (ImGui::IsKeyDown(GLFW_KEY_W)) set_view(mid - width / 2 * std::exp(-step), mid + width / 2 * std::exp(-step));
+  if (ImGui::IsKeyDown(GLFW_KEY_S)) set_view(mid - width / 2 * std::exp(step), mid + width / 2 * std::exp(step));
+  if (ImGui::IsKeyDown(GLFW_KEY_A)) set_view(view_t0 - width * step * 0.5, view_t1 - width * step * 0.5);
+  if (ImGui::IsKeyDown(GLFW_KEY_D)) set_view(view_t0 + width * step * 0.5, view_t1 + width * step * 0.5);
+  if (ImGui::IsKeyPressed(GLFW_KEY_F)) fit();
+  if (ImGui::IsKeyPressed(GLFW_KEY_ESCAPE)) {
+    selected = {};
+    has_range = false;
+    pinned_playhead = false;
+    update_range();
+  }
+}
+
+void App::frame() {
+  for (OpenTrace& t : traces) t.poll_analysis();
+  if (live_) {
+    if (auto fresh = live_->poll()) {
+      // Follow the end of the run when the view showed it; keep the view otherwise.
+      const bool at_end = view_t1 >= double(traces[0].model->t_end);
+      const double width = view_t1 - view_t0;
+      traces[0].set_model(std::move(fresh));
+      selected = hovered = {};
+      if (at_end) set_view(double(traces[0].model->t_end) - width, double(traces[0].model->t_end) + width * 0.02);
+      update_find();
+      update_range();
+    }
+  }
+  handle_keys();
+
+  const ImGuiViewport* viewport = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(viewport->Pos);
+  ImGui::SetNextWindowSize(viewport->Size);
+  ImGui::Begin("dpscope-view", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoSavedSettings |
+                   ImGuiWindowFlags_NoBackground);
+  const Model& m = *traces[0].model;
+  ImGui::Text("%s  |  %s %s, %zu ranks, %lld events, %d iterations%s", m.path.c_str(),
+              m.meta_value("strategy", "?").c_str(), m.meta_value("backend", "").c_str(),
+              m.ranks.size(), static_cast<long long>(m.events), m.iterations,
+              live_ ? "  |  live" : "");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(180);
+  if (ImGui::InputTextWithHint("##find", "find (name or kind)", find_buffer_, sizeof(find_buffer_))) {
+    find_text = find_buffer_;
+    update_find();
+  }
+  if (!find.empty()) {
+    ImGui::SameLine();
+    ImGui::Text("%lld found", static_cast<long long>(find_result.total));
+  }
+  ImGui::SameLine();
+  if (ImGui::SmallButton("Fit (F)")) fit();
+
+  const float total_h = ImGui::GetContentRegionAvail().y;
+  ImGui::BeginChild("timeline", ImVec2(0, std::floor(total_h * 0.64f)), true,
+                    ImGuiWindowFlags_NoScrollWithMouse | ImGuiWindowFlags_NoScrollbar);
+  draw_timeline(*this);
+  ImGui::EndChild();
+
+  const float bottom_w = ImGui::GetContentRegionAvail().x;
+  ImGui::BeginChild("left", ImVec2(std::floor(bottom_w * 0.55f), 0), true);
+  if (ImGui::BeginTabBar("left tabs")) {
+    if (ImGui::BeginTabItem("Stats")) { draw_stats(*this); ImGui::EndTabItem(); }
+    if (ImGui::BeginTabItem("Find")) { draw_find(*this); ImGui::EndTabItem(); }
+    if (traces.size() > 1 && ImGui::BeginTabItem("Compare")) { draw_compare(*this); ImGui::EndTabItem(); }
+    ImGui::EndTabBar();
+  }
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("right", ImVec2(0, 0), true);
+  if (ImGui::BeginTabBar("right tabs")) {
+    // The first tab opens selected: the units of an FSDP run, the buckets of anything else.
+    const bool fsdp = m.meta_value("strategy") == "fsdp";
+    if (fsdp && ImGui::BeginTabItem("Units")) { draw_units(*this); ImGui::EndTabItem(); }
+    if (ImGui::BeginTabItem("Buckets")) { draw_buckets(*this); ImGui::EndTabItem(); }
+    if (!fsdp && ImGui::BeginTabItem("Units")) { draw_units(*this); ImGui::EndTabItem(); }
+    if (ImGui::BeginTabItem("Details")) { draw_details(*this); ImGui::EndTabItem(); }
+    ImGui::EndTabBar();
+  }
+  ImGui::EndChild();
+  ImGui::End();
+}
+
+}  // namespace dpscope::view

@@ -1,0 +1,131 @@
+// The viewer application: the open traces (the main one and, with --compare, a second), the
+// shared view state (visible time range, selection, playhead, measured range, find query) and
+// the frame that lays the panels out. Each panel lives in its own view_*.cpp and is declared
+// here; they all draw through ImGui and read the state below.
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trace/reader.h"
+#include "viewer/analysis.h"
+#include "viewer/live.h"
+#include "viewer/model.h"
+
+namespace dpscope::view {
+
+// Full rows behind the loaded EventSpans, read on demand for tooltips, details and the buckets
+// panel (one indexed query each, cached). Thread-safety: owns a trace::Reader, so UI thread only.
+class DetailSource {
+ public:
+  explicit DetailSource(const std::string& path);
+  // Every column of the event behind `ref`; nullptr if the file no longer has it.
+  const trace::Event* event(const Model& model, const SpanRef& ref);
+  // Every event of lane `lane` of `rank` overlapping [t0, t1], by begin (cached per key).
+  const std::vector<trace::Event>& events(int32_t rank, trace::LaneId lane, int64_t t0, int64_t t1);
+
+ private:
+  trace::Reader reader_;
+  std::map<std::tuple<int32_t, int32_t, int64_t>, trace::Event> by_ref_;
+  std::map<std::tuple<int32_t, int32_t, int64_t, int64_t>, std::vector<trace::Event>> ranges_;
+};
+
+// One open trace: its model, its analysis (computed on a background thread after loading; null
+// until ready) and the offset that places its times on the shared axis (compare alignment).
+struct OpenTrace {
+  std::shared_ptr<const Model> model;
+  std::shared_ptr<const Analysis> analysis;
+  std::future<std::shared_ptr<const Analysis>> pending;  // the analysis being computed
+  std::unique_ptr<DetailSource> details;
+  int64_t offset_ns = 0;  // axis time = trace time + offset_ns
+
+  // Takes a freshly loaded model and starts its analysis.
+  void set_model(std::shared_ptr<const Model> m);
+  // Picks up a finished analysis; true when one is ready.
+  bool poll_analysis();
+};
+
+// A span of one of the open traces (0: main, 1: --compare).
+struct Pick {
+  int trace = 0;
+  SpanRef span;
+  bool valid() const { return span.valid(); }
+};
+
+struct AppOptions {
+  std::string path;
+  std::string compare_path;
+  bool live = false;
+};
+
+// Thread-safety: UI thread only (the background analysis and live reload hand their results
+// over through futures polled in frame()).
+class App {
+ public:
+  // Takes already loaded models (load errors are the caller's to report).
+  App(AppOptions options, std::shared_ptr<const Model> main, std::shared_ptr<const Model> compare);
+
+  // Builds one ImGui frame covering the whole viewport (between NewFrame and Render).
+  void frame();
+  // Fits the whole run into the view.
+  void fit();
+  // Sets the visible time range (axis ns); keeps it at least 100 ns wide.
+  void set_view(double t0, double t1);
+  // Blocks until every background analysis is ready (headless runs use it before timing).
+  void wait_for_analysis();
+  // The range the zoom sweep ends on: one bucket's all-reduce in the middle of the run.
+  std::pair<double, double> bucket_range() const;
+  int live_reloads() const { return live_ ? live_->reloads() : 0; }
+
+  // ---- State the panels share.
+  std::vector<OpenTrace> traces;  // [0] main, [1] compare when given
+  double view_t0 = 0, view_t1 = 1;  // visible axis range, ns
+  Pick hovered, selected;
+  bool pinned_playhead = false;
+  int64_t playhead = 0;  // axis ns; the view's centre unless pinned by a click
+  bool has_range = false;
+  int64_t range_t0 = 0, range_t1 = 0;  // measured span (axis ns)
+  std::vector<RangeRow> range_rows;    // summarize_range of it (main trace)
+  std::string find_text;
+  FindQuery find;
+  FindResult find_result;
+  int focus_rank = 0;                  // rank index for the buckets and units panels
+  int align_iteration = 0;             // compare: iteration aligned across the two runs
+  std::map<std::pair<int, int>, bool> collapsed;  // (trace, rank index) -> group folded
+  bool measuring = false;              // a left drag on the timeline is measuring a range
+  double measure_from = 0;             // where that drag started (axis ns)
+
+  // Re-runs the find query and the range summary after their inputs changed.
+  void update_find();
+  void update_range();
+  // Recomputes traces[1].offset_ns from align_iteration.
+  void align();
+
+ private:
+  void handle_keys();
+  AppOptions options_;
+  char find_buffer_[128] = {};
+  std::unique_ptr<LiveFollower> live_;
+};
+
+// ---- Panels (one file each).
+void draw_timeline(App& app);                      // view_timeline.cpp
+// The memory graph of one rank, stacked by category, inside [x0, x0 + width] x [y0, y0 + h].
+void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, float y0,
+                       float width, float height);  // view_memory.cpp
+void draw_buckets(App& app);                       // view_buckets.cpp
+void draw_units(App& app);                         // view_units.cpp
+void draw_stats(App& app);                         // view_stats.cpp
+// The per-rank compute / comm / overlap / exposed table (the stats and compare panels).
+void draw_overlap_table(const Model& model, const Analysis& analysis, const char* id);  // view_stats.cpp
+void draw_find(App& app);                          // view_find.cpp
+void draw_compare(App& app);                       // view_compare.cpp
+void draw_details(App& app);                       // view_details.cpp
+// The tooltip listing every field of `pick`'s event.
+void draw_span_tooltip(App& app, const Pick& pick);  // view_details.cpp
+
+}  // namespace dpscope::view

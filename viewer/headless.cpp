@@ -1,0 +1,144 @@
+// The GLFW + OpenGL 3 window with Dear ImGui, the interactive frame loop, and the headless
+// --screenshot mode: timed frames (optionally sweeping the zoom), the last read back into a PNG
+// through stb_image_write, and the one JSON line of the contract.
+#include "viewer/headless.h"
+
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+#include <imgui_impl_glfw.h>
+#include <imgui_impl_opengl3.h>
+#include <stb_image_write.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "viewer/app.h"
+
+namespace dpscope::view {
+
+Window::Window(const std::string& title, int width, int height) {
+  if (!glfwInit()) {
+    throw std::runtime_error(
+        "cannot open a window: GLFW found no display (set DISPLAY, or run headless modes under "
+        "`xvfb-run -a dpscope-view ...`)");
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
+  window_ = glfwCreateWindow(width, height, title.c_str(), nullptr, nullptr);
+  if (!window_) {
+    glfwTerminate();
+    throw std::runtime_error(
+        "cannot create an OpenGL 3 window (install libgl1-mesa-dri for Mesa's software renderer, "
+        "or run under `xvfb-run -a`)");
+  }
+  glfwMakeContextCurrent(window_);
+  glfwSwapInterval(1);
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;  // no imgui.ini next to the user's traces
+  ImGui::StyleColorsDark();
+  ImGui_ImplGlfw_InitForOpenGL(window_, true);
+  ImGui_ImplOpenGL3_Init("#version 130");
+}
+
+Window::~Window() {
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window_);
+  glfwTerminate();
+}
+
+bool Window::should_close() const { return glfwWindowShouldClose(window_); }
+
+void Window::begin_frame() {
+  glfwPollEvents();
+  ImGui_ImplOpenGL3_NewFrame();
+  ImGui_ImplGlfw_NewFrame();
+  ImGui::NewFrame();
+}
+
+void Window::end_frame(const std::string& capture_png) {
+  ImGui::Render();
+  int width = 0, height = 0;
+  glfwGetFramebufferSize(window_, &width, &height);
+  glViewport(0, 0, width, height);
+  glClearColor(0.08f, 0.08f, 0.1f, 1);
+  glClear(GL_COLOR_BUFFER_BIT);
+  ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  if (!capture_png.empty()) {
+    std::vector<unsigned char> pixels(size_t(width) * size_t(height) * 4);
+    glPixelStorei(GL_PACK_ALIGNMENT, 1);
+    glReadBuffer(GL_BACK);
+    glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
+    // OpenGL's rows go bottom-up; PNG's top-down. Drop alpha: the frame is opaque.
+    std::vector<unsigned char> rgb(size_t(width) * size_t(height) * 3);
+    for (int y = 0; y < height; ++y) {
+      const unsigned char* src = pixels.data() + size_t(height - 1 - y) * size_t(width) * 4;
+      unsigned char* dst = rgb.data() + size_t(y) * size_t(width) * 3;
+      for (int x = 0; x < width; ++x) {
+        dst[3 * x] = src[4 * x];
+        dst[3 * x + 1] = src[4 * x + 1];
+        dst[3 * x + 2] = src[4 * x + 2];
+      }
+    }
+    if (!stbi_write_png(capture_png.c_str(), width, height, 3, rgb.data(), width * 3)) {
+      throw std::runtime_error("cannot write the screenshot " + capture_png +
+                               " (check that its directory exists and is writable)");
+    }
+  }
+  glfwSwapBuffers(window_);
+  glFinish();  // the frame is drawn when this returns, so frame times include the rendering
+}
+
+int run_headless(Window& window, App& app, const HeadlessOptions& options, double open_ms) {
+  glfwSwapInterval(0);  // time the drawing, not the display's refresh
+  const int frames = std::max(1, options.frames);
+  const double whole0 = app.view_t0, whole1 = app.view_t1;
+  const auto [b0, b1] = app.bucket_range();
+  std::vector<double> times;
+  for (int i = 0; i < frames; ++i) {
+    if (options.zoom_sweep && frames > 1) {
+      // Geometric in width, so every zoom level gets the same number of frames; the centre
+      // moves in step so the bucket stays in view.
+      const double f = double(i) / double(frames - 1);
+      const double w0 = whole1 - whole0, w1 = std::max(b1 - b0, 100.0);
+      const double width = w0 * std::pow(w1 / w0, f);
+      const double progress = std::log(w0 / width) / std::log(w0 / w1);
+      const double c = (whole0 + whole1) / 2 + progress * ((b0 + b1) / 2 - (whole0 + whole1) / 2);
+      app.set_view(c - width / 2, c + width / 2);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    window.begin_frame();
+    app.frame();
+    window.end_frame(i == frames - 1 ? options.png : "");
+    const auto end = std::chrono::steady_clock::now();
+    times.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+    if (options.live) std::this_thread::sleep_until(start + std::chrono::milliseconds(33));
+  }
+  // The frame that writes the PNG also reads it back; leave it out of the timing when others exist.
+  std::vector<double> timed(times.begin(), times.end() - (times.size() > 1 ? 1 : 0));
+  std::vector<double> sorted = timed;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
+                                          : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+  std::printf("{\"open_ms\": %.1f, \"frames\": %d, \"frame_ms_median\": %.2f, \"frame_ms_max\": %.2f}\n",
+              open_ms, frames, median, sorted.back());
+  std::fflush(stdout);
+  return 0;
+}
+
+void run_interactive(Window& window, App& app) {
+  while (!window.should_close()) {
+    window.begin_frame();
+    app.frame();
+    window.end_frame();
+  }
+}
+
+}  // namespace dpscope::view

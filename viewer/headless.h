@@ -1,0 +1,52 @@
+// The window, the frame loop and the headless mode of dpscope-view: one GLFW window with an
+// OpenGL 3 context and Dear ImGui on it; interactive frames until closed, or (--screenshot) a
+// fixed number of timed frames whose last one is written as a PNG.
+#pragma once
+
+#include <string>
+
+struct GLFWwindow;
+
+namespace dpscope::view {
+
+class App;
+
+// Owns the GLFW window and the ImGui context. Thread-safety: main thread only (GLFW's rule).
+class Window {
+ public:
+  // Opens a window of width x height (hidden windows do not render under every X server, so it
+  // is shown even in headless runs, which run under xvfb-run). Throws std::runtime_error saying
+  // how to get a display when none can be opened.
+  Window(const std::string& title, int width, int height);
+  ~Window();
+  Window(const Window&) = delete;
+  Window& operator=(const Window&) = delete;
+
+  bool should_close() const;
+  // Polls events and starts an ImGui frame.
+  void begin_frame();
+  // Renders the ImGui frame; `capture_png` (if not empty) receives the frame, read back before
+  // it is shown. Throws std::runtime_error naming the file if it cannot be written.
+  void end_frame(const std::string& capture_png = "");
+  GLFWwindow* handle() const { return window_; }
+
+ private:
+  GLFWwindow* window_ = nullptr;
+};
+
+struct HeadlessOptions {
+  std::string png;          // where the last frame goes
+  int frames = 1;           // frames to draw
+  bool zoom_sweep = false;  // sweep the view from the whole run to one bucket's all-reduce
+  bool live = false;        // pace frames at ~30 per second so a growing file can be followed
+};
+
+// Draws the frames, writes the PNG and prints the JSON line of DESIGN.md's contract on stdout:
+// {"open_ms": ..., "frames": N, "frame_ms_median": ..., "frame_ms_max": ...}. Returns the exit
+// status (0). Throws std::runtime_error if the PNG cannot be written.
+int run_headless(Window& window, App& app, const HeadlessOptions& options, double open_ms);
+
+// Interactive frames until the window is closed.
+void run_interactive(Window& window, App& app);
+
+}  // namespace dpscope::view

@@ -1,0 +1,132 @@
+// Level of detail for the timeline (see lod.h): binary searches over a lane row's begin and
+// end_max columns, and the folding of narrow spans into counted blocks.
+#include "viewer/lod.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace dpscope::view {
+
+size_t first_visible(const Lane& lane, int row, int64_t t) {
+  const auto begin = lane.end_max.begin() + static_cast<std::ptrdiff_t>(lane.row_begin(row));
+  const auto end = lane.end_max.begin() + static_cast<std::ptrdiff_t>(lane.row_end(row));
+  return static_cast<size_t>(std::lower_bound(begin, end, t) - lane.end_max.begin());
+}
+
+namespace {
+
+constexpr size_t kJumpAt = 32;
+
+// The first span in [from, to) of the row whose begin is >= t.
+size_t first_beginning_at(const Lane& lane, size_t from, size_t to, double t) {
+  const auto first = lane.spans.begin() + static_cast<std::ptrdiff_t>(from);
+  const auto last = lane.spans.begin() + static_cast<std::ptrdiff_t>(to);
+  return static_cast<size_t>(
+      std::lower_bound(first, last, t,
+                       [](const EventSpan& s, double t) { return double(s.begin_ns) < t; }) -
+      lane.spans.begin());
+}
+
+}  // namespace
+
+void fold_row(const Lane& lane, int row, const TimeMap& map, double min_px,
+              std::vector<DrawItem>& out) {
+  const size_t end = lane.row_end(row);
+  const auto t_lo = static_cast<int64_t>(std::floor(map.t0));
+  size_t i = first_visible(lane, row, t_lo);
+  while (i < end) {
+    const EventSpan& s = lane.spans[i];
+    if (double(s.begin_ns) > map.t1) break;
+    const double x0 = map.x(double(s.begin_ns));
+    const double x1 = map.x(double(s.end_ns));
+    if (x1 - x0 >= min_px) {
+      out.push_back({static_cast<uint32_t>(i), 1, float(x0), float(x1)});
+      ++i;
+      continue;
+    }
+    // Fold: swallow the spans that begin before the block's right edge plus min_px. Where many
+    // do (zoomed out), jump over them by binary search, each jump moving the edge at least
+    // min_px to the right; where few do, take them one by one and stop at a wide one.
+    const double block_x0 = std::max(x0, map.x0 - min_px);
+    double block_x1 = std::max(x1, block_x0 + 1);
+    size_t j = i + 1;
+    for (;;) {
+      const size_t next = first_beginning_at(lane, j, end, map.t(block_x1 + min_px));
+      if (next > j + kJumpAt) {
+        block_x1 = std::max(block_x1, map.x(double(lane.end_max[next - 1])));
+        j = next;
+        continue;
+      }
+      if (j >= end) break;
+      const EventSpan& n = lane.spans[j];
+      const double nx0 = map.x(double(n.begin_ns)), nx1 = map.x(double(n.end_ns));
+      if (nx1 - nx0 >= min_px || nx0 > block_x1 + min_px) break;
+      block_x1 = std::max(block_x1, nx1);
+      ++j;
+    }
+    out.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(j - i), float(block_x0),
+                   float(std::max(block_x1, block_x0 + 1))});
+    i = j;
+  }
+}
+
+int64_t span_at(const Lane& lane, int row, int64_t t, int64_t slack_ns) {
+  size_t i = first_visible(lane, row, t - slack_ns);
+  int64_t best = -1;
+  int64_t best_distance = INT64_MAX;
+  for (; i < lane.row_end(row); ++i) {
+    const EventSpan& s = lane.spans[i];
+    if (s.begin_ns > t + slack_ns) break;
+    if (s.begin_ns <= t && t <= s.end_ns) return static_cast<int64_t>(i);
+    const int64_t d = t < s.begin_ns ? s.begin_ns - t : t - s.end_ns;
+    if (d <= slack_ns && d < best_distance) {
+      best = static_cast<int64_t>(i);
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+std::string format_duration(double ns) {
+  char text[64];
+  const double a = std::fabs(ns);
+  if (a >= 1e9) std::snprintf(text, sizeof(text), "%.3g s", ns / 1e9);
+  else if (a >= 1e6) std::snprintf(text, sizeof(text), "%.4g ms", ns / 1e6);
+  else if (a >= 1e3) std::snprintf(text, sizeof(text), "%.4g us", ns / 1e3);
+  else std::snprintf(text, sizeof(text), "%.0f ns", ns);
+  return text;
+}
+
+std::string format_tick(double ns, double step) {
+  double unit = 1;
+  const char* name = "ns";
+  if (ns >= 1e9 || step >= 1e8) unit = 1e9, name = "s";
+  else if (ns >= 1e6 || step >= 1e5) unit = 1e6, name = "ms";
+  else if (ns >= 1e3 || step >= 1e2) unit = 1e3, name = "us";
+  const int decimals = std::clamp(int(std::ceil(-std::log10(step / unit) - 1e-9)), 0, 9);
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.*f %s", decimals, ns / unit, name);
+  return text;
+}
+
+std::string format_bytes(int64_t bytes) {
+  char text[64];
+  const double b = static_cast<double>(bytes);
+  if (std::llabs(bytes) >= (int64_t{1} << 30)) std::snprintf(text, sizeof(text), "%.2f GiB", b / (1 << 30));
+  else if (std::llabs(bytes) >= (1 << 20)) std::snprintf(text, sizeof(text), "%.1f MiB", b / (1 << 20));
+  else if (std::llabs(bytes) >= (1 << 10)) std::snprintf(text, sizeof(text), "%.1f KiB", b / (1 << 10));
+  else std::snprintf(text, sizeof(text), "%lld B", static_cast<long long>(bytes));
+  return text;
+}
+
+double tick_step(const TimeMap& map, double min_px) {
+  const double wanted = map.ns_per_px() * min_px;
+  double step = std::pow(10.0, std::floor(std::log10(std::max(wanted, 1e-3))));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (step * m >= wanted) return step * m;
+  }
+  return step * 10;
+}
+
+}  // namespace dpscope::view

@@ -1,0 +1,129 @@
+// dpscope-view TRACE [--compare TRACE2] [--live] [--screenshot PNG --frames N [--zoom-sweep]]:
+// the desktop viewer of dpscope traces (DESIGN.md, Contracts). Windowed, it loads with a progress
+// bar and shows load errors in a dialog; with --screenshot it prints errors as one line and exits 1.
+#include <CLI/CLI.hpp>
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "trace/error.h"
+#include "viewer/app.h"
+#include "viewer/headless.h"
+#include "viewer/model.h"
+
+namespace {
+
+using namespace dpscope::view;
+
+struct Loaded {
+  std::shared_ptr<const Model> main, compare;
+};
+
+Loaded load_both(const std::string& path, const std::string& compare, LoadProgress* progress) {
+  Loaded loaded;
+  loaded.main = load_model(path, progress);
+  if (!compare.empty()) loaded.compare = load_model(compare, progress);
+  return loaded;
+}
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "dpscope-view: %s\n", message.c_str());
+  return 1;
+}
+
+// Windowed: load on a thread while showing progress; a load error stays on screen in a dialog
+// until the window is closed (the exit status is then 1).
+int windowed(const AppOptions& options) {
+  Window window("dpscope-view: " + options.path, 1280, 800);
+  LoadProgress progress;
+  auto pending = std::async(std::launch::async, load_both, options.path, options.compare_path, &progress);
+  std::unique_ptr<App> app;
+  std::string error;
+  while (!window.should_close()) {
+    window.begin_frame();
+    if (!app && error.empty() &&
+        pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      try {
+        Loaded loaded = pending.get();
+        app = std::make_unique<App>(options, loaded.main, loaded.compare);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    if (app) {
+      app->frame();
+    } else if (!error.empty()) {
+      ImGui::OpenPopup("Cannot open the trace");
+      if (ImGui::BeginPopupModal("Cannot open the trace", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
+        ImGui::PushTextWrapPos(600);
+        ImGui::TextUnformatted(error.c_str());
+        ImGui::PopTextWrapPos();
+        if (ImGui::Button("Quit")) glfwSetWindowShouldClose(window.handle(), 1);
+        ImGui::EndPopup();
+      }
+    } else {
+      const ImGuiViewport* viewport = ImGui::GetMainViewport();
+      ImGui::SetNextWindowPos(ImVec2(viewport->Size.x / 2, viewport->Size.y / 2), 0, ImVec2(0.5f, 0.5f));
+      ImGui::Begin("loading", nullptr, ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoDecoration);
+      ImGui::Text("loading %s", options.path.c_str());
+      ImGui::ProgressBar(float(progress.fraction.load()), ImVec2(400, 0));
+      ImGui::End();
+    }
+    window.end_frame();
+  }
+  progress.cancel = true;
+  if (!app && error.empty()) {
+    try {
+      pending.get();
+    } catch (const std::exception&) {
+    }
+  }
+  if (!error.empty()) return fail(error);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App cli{"dpscope-view: the desktop viewer of dpscope traces"};
+  AppOptions options;
+  HeadlessOptions headless;
+  cli.add_option("TRACE", options.path, "The trace file (a merged run file or a rank file)")->required();
+  cli.add_option("--compare", options.compare_path, "A second trace drawn under the first, aligned on iterations");
+  cli.add_flag("--live", options.live, "Follow a trace that a running training is still writing");
+  auto* screenshot = cli.add_option("--screenshot", headless.png,
+                                    "Headless: draw --frames frames, write the last as this PNG, print one JSON line, exit");
+  cli.add_option("--frames", headless.frames, "Frames to draw with --screenshot")->needs(screenshot)->check(CLI::PositiveNumber);
+  cli.add_flag("--zoom-sweep", headless.zoom_sweep, "With --screenshot: sweep the zoom from the whole run to one bucket")
+      ->needs(screenshot);
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return cli.exit(e);
+  }
+  headless.live = options.live;
+  try {
+    if (headless.png.empty()) return windowed(options);
+    const auto start = std::chrono::steady_clock::now();
+    Loaded loaded = load_both(options.path, options.compare_path, nullptr);
+    const double open_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    Window window("dpscope-view: " + options.path, 1280, 800);
+    App app(options, loaded.main, loaded.compare);
+    app.wait_for_analysis();
+    const int status = run_headless(window, app, headless, open_ms);
+    if (options.live) {
+      std::fprintf(stderr, "dpscope-view: live: %d reloads, %lld events in the last one\n", app.live_reloads(),
+                   static_cast<long long>(app.traces[0].model->events));
+    }
+    return status;
+  } catch (const dpscope::trace::TraceError& e) {
+    return fail(e.what());
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+}

@@ -1,0 +1,118 @@
+// The viewer's in-memory picture of one trace file: every event's drawing columns sorted into
+// per-lane rows, memory step series, iteration spans and the run tables, built once at load so
+// that drawing a frame never touches SQLite. See Note [Lane rows] for the layout the panels rely on.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trace/records.h"
+#include "trace/schema.h"
+
+namespace dpscope::view {
+
+using trace::EventSpan;
+
+// Note [Lane rows]
+// A lane's spans are nested (iteration > backward > hook), so a lane is drawn as rows, one per
+// nesting depth, plus one row of instants (begin == end: bucket ready/launch/done, marks) at the
+// bottom. Lane::spans holds the rows one after the other; inside a row spans are sorted by
+// begin_ns and do not nest. end_max[i] is the largest end_ns of the spans of i's row up to and
+// including i: it never decreases within a row, so the first span visible at time t is a binary
+// search away (lod.h, first_visible). model.cpp builds this; lod.cpp, view_timeline.cpp,
+// view_find.cpp and analysis.cpp read it.
+struct Lane {
+  trace::LaneInfo info;
+  std::vector<EventSpan> spans;    // rows one after another, see Note [Lane rows]
+  std::vector<int64_t> end_max;    // running max of end_ns within each row
+  std::vector<uint32_t> row_start; // row r is spans[row_start[r], row_start[r + 1])
+  bool has_instant_row = false;    // the last row holds the lane's instants
+
+  int rows() const { return row_start.empty() ? 0 : static_cast<int>(row_start.size()) - 1; }
+  size_t row_begin(int row) const { return row_start[static_cast<size_t>(row)]; }
+  size_t row_end(int row) const { return row_start[static_cast<size_t>(row) + 1]; }
+};
+
+// The bytes one memory category holds over time: bytes[i] from ts[i] until ts[i + 1].
+struct MemorySeries {
+  std::vector<int64_t> ts;
+  std::vector<int64_t> bytes;
+  int64_t peak = 0;
+  // The bytes held at time t (0 before the first sample). `hint` is an index to start the
+  // search from (pass the previous answer's index when walking forward in time); updated.
+  int64_t at(int64_t t, size_t* hint) const;
+};
+
+// One iteration of one rank: its "iteration" phase (or the span from its forward to the next).
+struct IterationSpan {
+  int32_t iteration = 0;
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+};
+
+struct RankData {
+  trace::RankInfo info;
+  std::vector<Lane> lanes;  // in lane id order
+  std::array<MemorySeries, trace::kMemoryCategoryCount> memory;
+  int64_t memory_peak_bytes = 0;  // peak over time of the stacked categories
+  int64_t memory_peak_ns = 0;     // when it was reached
+  std::vector<IterationSpan> iterations;  // by begin_ns
+  int64_t events = 0;
+  // The iteration whose span holds time t, or kNone (construction, between iterations).
+  int32_t iteration_at(int64_t t) const;
+  const IterationSpan* find_iteration(int32_t iteration) const;
+};
+
+// A whole trace, immutable once loaded. Thread-safety: const after load_model returns, so any
+// thread may read it; the viewer shares it through std::shared_ptr<const Model>.
+struct Model {
+  std::string path;
+  int schema_version = 0;
+  std::map<std::string, std::string> meta;
+  std::vector<std::string> names;  // by NameId
+  std::vector<trace::ParamInfo> params;
+  std::vector<trace::BucketInfo> buckets;  // by (generation, index)
+  std::vector<trace::UnitInfo> units;
+  std::vector<trace::UnitShard> unit_shards;
+  std::vector<RankData> ranks;  // by rank
+  int64_t t_begin = 0;          // earliest begin of any event (0 without events)
+  int64_t t_end = 0;            // latest end
+  int64_t events = 0;
+  int32_t iterations = 0;       // 1 + the largest iteration seen
+  double load_ms = 0;           // wall time load_model took
+
+  // names[id], or "" for kNone / unknown ids.
+  const std::string& name(trace::NameId id) const;
+  std::string meta_value(const std::string& key, const std::string& fallback = "") const;
+  const RankData* rank(int32_t rank) const;
+};
+
+// Load progress, written by load_model's threads and read by the UI thread (atomics only).
+struct LoadProgress {
+  std::atomic<double> fraction{0};
+  std::atomic<bool> cancel{false};  // set to abandon the load (load_model then throws)
+};
+
+// Reads the whole trace at `path` into a Model: validates it (trace::Reader), reads the events'
+// drawing columns and the memory samples in parallel id ranges on `threads` connections (0: one
+// per core, at most 8), sorts each lane into rows, finds iterations and memory peaks. Throws
+// trace::TraceError naming the file for a missing, foreign, damaged, truncated or newer file.
+// A 10 M-event file takes about a second on two cores (bench/README.md, "Viewer").
+std::shared_ptr<const Model> load_model(const std::string& path, LoadProgress* progress = nullptr,
+                                        int threads = 0);
+
+// The text a span is known by in the timeline, find and range statistics: the phase or mark
+// name, "hook", "bucket_ready", the collective's op ("allreduce"), "wait allreduce", a unit
+// state ("gathering"). Pure.
+std::string span_label(const Model& model, const EventSpan& span);
+
+// Sorts spans of one lane into rows (Note [Lane rows]) and fills end_max and row_start. Exposed
+// for tests; load_model calls it for every lane. Input order does not matter.
+void build_rows(Lane& lane);
+
+}  // namespace dpscope::view

@@ -1,0 +1,72 @@
+// The viewer's colours (see palette.h).
+#include "viewer/palette.h"
+
+#include <string>
+
+namespace dpscope::view {
+
+using trace::EventKind;
+
+ImU32 span_color(const Model& model, const EventSpan& s) {
+  switch (s.kind) {
+    case EventKind::Phase: {
+      const std::string& n = model.name(s.name);
+      if (n == "forward") return IM_COL32(66, 133, 244, 255);
+      if (n == "backward") return IM_COL32(244, 160, 0, 255);
+      if (n == "optimizer_step") return IM_COL32(15, 157, 88, 255);
+      if (n == "iteration") return IM_COL32(70, 74, 92, 255);
+      return IM_COL32(150, 100, 200, 255);  // construction steps and the rest
+    }
+    case EventKind::Hook: {
+      // Buckets alternate between two yellows so neighbouring buckets' hooks stand apart.
+      return s.bucket_or_unit % 2 ? IM_COL32(230, 200, 60, 255) : IM_COL32(200, 170, 30, 255);
+    }
+    case EventKind::BucketReady: return IM_COL32(255, 235, 120, 255);
+    case EventKind::BucketLaunch: return IM_COL32(255, 120, 80, 255);
+    case EventKind::BucketDone: return IM_COL32(120, 230, 120, 255);
+    case EventKind::Collective:
+      switch (static_cast<trace::CollectiveOp>(s.op)) {
+        case trace::CollectiveOp::Broadcast: return IM_COL32(0, 170, 170, 255);
+        case trace::CollectiveOp::AllReduce: return IM_COL32(219, 68, 55, 255);
+        case trace::CollectiveOp::AllGather: return IM_COL32(0, 150, 220, 255);
+        case trace::CollectiveOp::ReduceScatter: return IM_COL32(200, 60, 170, 255);
+        case trace::CollectiveOp::Barrier: return IM_COL32(140, 140, 140, 255);
+      }
+      return IM_COL32(219, 68, 55, 255);
+    case EventKind::CollectiveWait: return IM_COL32(120, 40, 40, 255);
+    case EventKind::UnitState: return unit_state_color(s.op);
+    case EventKind::Mark: return IM_COL32(180, 180, 220, 255);
+  }
+  return IM_COL32(128, 128, 128, 255);
+}
+
+ImU32 memory_color(int category) {
+  static const ImU32 colors[trace::kMemoryCategoryCount] = {
+      IM_COL32(66, 133, 244, 255),   // parameters
+      IM_COL32(244, 160, 0, 255),    // gradients
+      IM_COL32(219, 68, 55, 255),    // buckets
+      IM_COL32(0, 150, 220, 255),    // full_parameters
+      IM_COL32(15, 157, 88, 255),    // shards
+      IM_COL32(120, 200, 120, 255),  // gradient_shards
+      IM_COL32(200, 60, 170, 255),   // full_gradients
+      IM_COL32(150, 100, 200, 255),  // optimizer_state
+      IM_COL32(0, 170, 170, 255),    // activations
+      IM_COL32(140, 140, 140, 255),  // other
+      IM_COL32(255, 255, 255, 255),  // allocator_total (line)
+      IM_COL32(255, 230, 0, 255),    // cuda_allocated (line)
+      IM_COL32(255, 120, 80, 255),   // cuda_reserved (line)
+  };
+  return category >= 0 && category < trace::kMemoryCategoryCount ? colors[category]
+                                                                  : IM_COL32(128, 128, 128, 255);
+}
+
+ImU32 unit_state_color(int state) {
+  switch (state) {
+    case 0: return IM_COL32(0, 150, 220, 255);   // gathering
+    case 1: return IM_COL32(15, 157, 88, 255);   // full
+    case 2: return IM_COL32(200, 60, 170, 255);  // reducing
+    default: return IM_COL32(60, 64, 76, 255);   // sharded
+  }
+}
+
+}  // namespace dpscope::view

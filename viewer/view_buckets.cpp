@@ -1,0 +1,121 @@
+// The buckets panel (DDP): every bucket of the initial and the rebuilt plan side by side, each a
+// bar of its parameters in slot order; the plan in force at the playhead's iteration fills as the
+// playhead moves through backward (a parameter fills when its hook has fired), with the bucket's
+// ready / launched / all-reduce running / done state.
+#include <imgui.h>
+
+#include <algorithm>
+#include <set>
+
+#include "viewer/app.h"
+#include "viewer/lod.h"
+#include "viewer/palette.h"
+
+namespace dpscope::view {
+namespace {
+
+using trace::EventKind;
+
+struct Progress {
+  std::set<int32_t> filled;  // params whose hook fired by the playhead
+  std::map<int32_t, int> state;  // bucket -> 1 ready, 2 launched, 3 done
+};
+
+void draw_plan(const Model& model, int generation, const Progress* progress, float width) {
+  int64_t largest = 1;
+  for (const auto& b : model.buckets) {
+    if (b.generation == generation) largest = std::max(largest, b.bytes);
+  }
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  for (const auto& b : model.buckets) {
+    if (b.generation != generation) continue;
+    const int state = progress && progress->state.count(b.index) ? progress->state.at(b.index) : 0;
+    static const char* kStates[] = {"", "ready", "launched", "done"};
+    ImGui::Text("b%d %s %s", b.index, format_bytes(b.bytes).c_str(), kStates[state]);
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const float bar = std::max(20.0f, width * float(double(b.bytes) / double(largest)));
+    const float h = 12;
+    double offset = 0;
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const int32_t param = b.params[k];
+      const double numel = size_t(param) < model.params.size() ? double(model.params[size_t(param)].numel) : 0;
+      const float x0 = p.x + bar * float(offset / double(std::max<int64_t>(1, b.numel)));
+      offset += numel;
+      const float x1 = p.x + bar * float(offset / double(std::max<int64_t>(1, b.numel)));
+      const bool filled = progress && progress->filled.count(param);
+      draw->AddRectFilled(ImVec2(x0, p.y), ImVec2(std::max(x1, x0 + 1), p.y + h),
+                          filled ? IM_COL32(230, 200, 60, 255) : IM_COL32(60, 62, 70, 255));
+      draw->AddRect(ImVec2(x0, p.y), ImVec2(std::max(x1, x0 + 1), p.y + h), IM_COL32(20, 20, 20, 255));
+      if (ImGui::IsMouseHoveringRect(ImVec2(x0, p.y), ImVec2(x1, p.y + h)) && size_t(param) < model.params.size()) {
+        const auto& info = model.params[size_t(param)];
+        ImGui::SetTooltip("%s  %s  %lld elements%s", info.name.c_str(), trace::shape_to_json(info.shape).c_str(),
+                          static_cast<long long>(info.numel), filled ? "  (gradient in)" : "");
+      }
+    }
+    const ImU32 state_color = state == 3 ? IM_COL32(120, 230, 120, 255)
+                              : state == 2 ? IM_COL32(255, 120, 80, 255)
+                              : state == 1 ? IM_COL32(255, 235, 120, 255)
+                                           : IM_COL32(90, 90, 90, 255);
+    draw->AddRect(ImVec2(p.x - 1, p.y - 1), ImVec2(p.x + bar + 1, p.y + h + 1), state_color, 0, 0, state ? 2.0f : 1.0f);
+    ImGui::Dummy(ImVec2(bar, h + 2));
+  }
+}
+
+}  // namespace
+
+void draw_buckets(App& app) {
+  OpenTrace& t = app.traces[0];
+  const Model& model = *t.model;
+  bool any = false;
+  for (const auto& b : model.buckets) any = any || b.generation == 0;
+  if (!any) {
+    ImGui::TextWrapped("No DDP buckets in this trace (an FSDP run keeps its flat parameters in the Units tab).");
+    return;
+  }
+  if (model.ranks.empty()) return;
+  app.focus_rank = std::clamp(app.focus_rank, 0, int(model.ranks.size()) - 1);
+  ImGui::SetNextItemWidth(90);
+  ImGui::SliderInt("rank", &app.focus_rank, 0, int(model.ranks.size()) - 1);
+  const RankData& rank = model.ranks[size_t(app.focus_rank)];
+  const int64_t playhead = app.playhead - t.offset_ns;
+  const int32_t iteration = rank.iteration_at(playhead);
+  ImGui::SameLine();
+  bool rebuilt_exists = false;
+  for (const auto& b : model.buckets) rebuilt_exists = rebuilt_exists || b.generation == 1;
+  const int in_force = iteration == 0 || !rebuilt_exists ? 0 : 1;
+  if (iteration == trace::kNone) {
+    ImGui::TextDisabled("playhead outside an iteration (click the timeline to move it)");
+  } else {
+    ImGui::Text("iteration %d at %s, plan %s in force", iteration,
+                format_duration(double(playhead - model.t_begin)).c_str(), in_force ? "rebuilt" : "initial");
+  }
+  // What the playhead's iteration did so far on the main lanes: hooks, bucket instants.
+  Progress progress;
+  if (const IterationSpan* span = iteration == trace::kNone ? nullptr : rank.find_iteration(iteration)) {
+    for (const Lane& lane : rank.lanes) {
+      if (lane.info.kind != trace::LaneKind::Host) continue;
+      for (const trace::Event& e : t.details->events(rank.info.rank, lane.info.lane, span->begin_ns, span->end_ns)) {
+        if (e.end_ns > playhead || e.begin_ns < span->begin_ns) continue;
+        if (e.kind == EventKind::Hook) progress.filled.insert(e.param);
+        int level = e.kind == EventKind::BucketReady ? 1 : e.kind == EventKind::BucketLaunch ? 2
+                  : e.kind == EventKind::BucketDone ? 3 : 0;
+        if (level) progress.state[e.bucket] = std::max(progress.state[e.bucket], level);
+      }
+    }
+  }
+  const float column = ImGui::GetContentRegionAvail().x / (rebuilt_exists ? 2.0f : 1.0f) - 12;
+  if (ImGui::BeginTable("plans", rebuilt_exists ? 2 : 1, ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY)) {
+    ImGui::TableSetupColumn("initial plan (generation 0)");
+    if (rebuilt_exists) ImGui::TableSetupColumn("rebuilt plan (generation 1)");
+    ImGui::TableHeadersRow();
+    ImGui::TableNextColumn();
+    draw_plan(model, 0, in_force == 0 && iteration != trace::kNone ? &progress : nullptr, column);
+    if (rebuilt_exists) {
+      ImGui::TableNextColumn();
+      draw_plan(model, 1, in_force == 1 && iteration != trace::kNone ? &progress : nullptr, column);
+    }
+    ImGui::EndTable();
+  }
+}
+
+}  // namespace dpscope::view

@@ -1,0 +1,113 @@
+// Details of one event: the hover tooltip and the Details tab list every column of the event
+// behind a span (read on demand through DetailSource), with names spelled out, and for the
+// selection its flows: the bucket it filled, the collective it launched, that collective's skew
+// across ranks and any mismatch.
+#include <imgui.h>
+
+#include "viewer/app.h"
+#include "viewer/lod.h"
+
+namespace dpscope::view {
+namespace {
+
+using trace::kNone;
+using trace::kNone64;
+
+void field(const char* name, const std::string& value) { ImGui::Text("%-11s %s", name, value.c_str()); }
+void field(const char* name, int64_t value) {
+  if (value != kNone64) ImGui::Text("%-11s %lld", name, static_cast<long long>(value));
+}
+
+void event_fields(App& app, const Pick& pick) {
+  OpenTrace& t = app.traces[size_t(pick.trace)];
+  const Model& model = *t.model;
+  const EventSpan& s = span_of(model, pick.span);
+  const RankData& rank = model.ranks[size_t(pick.span.rank)];
+  const Lane& lane = rank.lanes[size_t(pick.span.lane)];
+  ImGui::Text("%s", span_label(model, s).c_str());
+  ImGui::Separator();
+  field("kind", std::string(trace::to_string(s.kind)));
+  field("rank", rank.info.rank);
+  field("lane", lane.info.name + " (" + std::to_string(lane.info.lane) + ")");
+  field("begin", format_duration(double(s.begin_ns - model.t_begin)) + " (" + std::to_string(s.begin_ns) + " ns)");
+  field("duration", format_duration(double(s.end_ns - s.begin_ns)));
+  const trace::Event* e = t.details ? t.details->event(model, pick.span) : nullptr;
+  if (!e) return;
+  if (e->name != kNone) field("name", model.name(e->name));
+  field("iteration", e->iteration == kNone ? std::string("construction") : std::to_string(e->iteration));
+  if (e->param != kNone) {
+    const std::string pname = size_t(e->param) < model.params.size() ? model.params[size_t(e->param)].name : "?";
+    field("param", std::to_string(e->param) + " " + pname);
+  }
+  field("bucket", e->bucket);
+  if (e->unit != kNone) {
+    const std::string uname = size_t(e->unit) < model.units.size() ? model.units[size_t(e->unit)].name : "?";
+    field("unit", std::to_string(e->unit) + " " + uname);
+  }
+  if (e->op != 0xff) {
+    field("op", e->kind == trace::EventKind::UnitState
+                    ? std::string(trace::to_string(static_cast<trace::UnitState>(e->op)))
+                    : std::string(trace::to_string(static_cast<trace::CollectiveOp>(e->op))));
+  }
+  field("group", e->grp);
+  field("seq", e->seq);
+  if (e->bytes != kNone64) field("bytes", format_bytes(e->bytes) + " (" + std::to_string(e->bytes) + ")");
+  if (e->dtype != 0xff) field("dtype", std::string(trace::to_string(static_cast<trace::DType>(e->dtype))));
+  if (e->value != kNone64) {
+    field(e->kind == trace::EventKind::Hook ? "fill" : "value",
+          e->kind == trace::EventKind::Hook ? format_bytes(e->value) : std::to_string(e->value));
+  }
+  if (e->enqueue_ns != kNone64) field("queued", format_duration(double(e->begin_ns - e->enqueue_ns)));
+  if (e->flags) {
+    std::string flags;
+    if (e->flags & trace::kFlagPrefetch) flags += "prefetch ";
+    if (e->flags & trace::kFlagBackward) flags += "backward ";
+    if (e->flags & trace::kFlagBucketed) flags += "bucketed ";
+    if (e->flags & trace::kFlagGpuTime) flags += "gpu-time ";
+    field("flags", flags);
+  }
+  if (t.analysis && s.kind == trace::EventKind::Collective) {
+    if (const CollectiveMatch* m = t.analysis->match(s.seq_or_iteration)) {
+      field("skew", format_duration(double(m->skew_ns)) + " across " + std::to_string(m->spans.size()) + " ranks");
+      if (m->mismatch) ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "MISMATCH: %s", m->why.c_str());
+    }
+  }
+}
+
+}  // namespace
+
+void draw_span_tooltip(App& app, const Pick& pick) {
+  ImGui::BeginTooltip();
+  event_fields(app, pick);
+  ImGui::EndTooltip();
+}
+
+void draw_details(App& app) {
+  if (!app.selected.valid()) {
+    ImGui::TextWrapped("Click a span on the timeline to see every field of its event and its flows "
+                       "(hook -> bucket ready -> launch -> all-reduce -> the same collective on the other ranks).");
+    return;
+  }
+  event_fields(app, app.selected);
+  OpenTrace& t = app.traces[size_t(app.selected.trace)];
+  if (!t.analysis) {
+    ImGui::TextDisabled("analysing...");
+    return;
+  }
+  const auto flows = flows_of(*t.model, *t.analysis, app.selected.span);
+  if (flows.empty()) return;
+  ImGui::Separator();
+  ImGui::Text("flows");
+  for (const Flow& flow : flows) {
+    const EventSpan& to = span_of(*t.model, flow.to);
+    const char* what = flow.kind == Flow::HookToBucket ? "bucket ready"
+                       : flow.kind == Flow::BucketToLaunch ? "launched"
+                       : flow.kind == Flow::LaunchToCollective ? "runs as"
+                                                               : "same collective on";
+    ImGui::BulletText("%s rank %d %s at %s", what, t.model->ranks[size_t(flow.to.rank)].info.rank,
+                      span_label(*t.model, to).c_str(),
+                      format_duration(double(to.begin_ns - t.model->t_begin)).c_str());
+  }
+}
+
+}  // namespace dpscope::view

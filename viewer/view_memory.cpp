@@ -1,0 +1,115 @@
+// The memory graph drawn under each rank's lanes, on the timeline's time axis: the stacked
+// categories (parameters, gradients, buckets, ..., activations, other) as filled areas, the
+// allocator's totals as lines, the peak marked; a hover tooltip gives the bytes per category.
+#include <imgui.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "viewer/app.h"
+#include "viewer/lod.h"
+#include "viewer/palette.h"
+
+namespace dpscope::view {
+namespace {
+
+constexpr float kColumnPx = 2;  // one sample of the step functions every this many pixels
+
+}  // namespace
+
+void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, float y0, float width,
+                       float height) {
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  draw->AddRectFilled(ImVec2(x0, y0), ImVec2(x0 + width, y0 + height), IM_COL32(24, 26, 32, 255));
+  // The scale: the larger of the stacked peak and the allocator lines' peaks.
+  int64_t scale = rank.memory_peak_bytes;
+  for (int c = trace::kMemoryCategoryStacked; c < trace::kMemoryCategoryCount; ++c) {
+    scale = std::max(scale, rank.memory[size_t(c)].peak);
+  }
+  if (scale <= 0) {
+    draw->AddText(ImVec2(x0 + 4, y0 + 2), IM_COL32(120, 120, 120, 255), "no memory samples");
+    return;
+  }
+  const double offset = double(app.traces[size_t(trace)].offset_ns);
+  const TimeMap map{app.view_t0 - offset, app.view_t1 - offset, x0, width};
+  const int columns = std::max(1, int(width / kColumnPx));
+  std::array<size_t, trace::kMemoryCategoryCount> hint{};
+  std::array<bool, trace::kMemoryCategoryCount> used{};
+  for (int c = 0; c < trace::kMemoryCategoryCount; ++c) used[size_t(c)] = !rank.memory[size_t(c)].ts.empty();
+  const float base = y0 + height;
+  const float scale_px = (height - 2) / float(scale);
+  // Step functions stay flat over many columns when zoomed in: each category's band (or line)
+  // is drawn as one rectangle per run of equal columns, not one per column.
+  struct Run {
+    float x = 0, bottom = 0, top = 0;
+  };
+  std::array<Run, trace::kMemoryCategoryCount> run{};
+  auto flush = [&](int c, float x_end) {
+    const Run& r = run[size_t(c)];
+    if (x_end <= r.x) return;
+    if (c < trace::kMemoryCategoryStacked) {
+      if (r.top < r.bottom) draw->AddRectFilled(ImVec2(r.x, r.top), ImVec2(x_end, r.bottom), memory_color(c));
+    } else {
+      draw->AddLine(ImVec2(r.x, r.top), ImVec2(x_end, r.top), memory_color(c));
+    }
+  };
+  for (int col = 0; col <= columns; ++col) {
+    const float x = x0 + float(col) * kColumnPx;
+    const auto t = static_cast<int64_t>(map.t(x));
+    float stack = base;
+    for (int c = 0; c < trace::kMemoryCategoryCount; ++c) {
+      if (!used[size_t(c)]) continue;
+      const int64_t bytes = rank.memory[size_t(c)].at(t, &hint[size_t(c)]);
+      Run next;
+      next.x = x;
+      if (c < trace::kMemoryCategoryStacked) {
+        next.bottom = stack;
+        next.top = stack - float(bytes) * scale_px;
+        stack = next.top;
+      } else {
+        next.bottom = next.top = base - float(bytes) * scale_px;
+      }
+      Run& current = run[size_t(c)];
+      if (col == 0) {
+        current = next;
+      } else if (std::fabs(next.top - current.top) >= 0.5f || std::fabs(next.bottom - current.bottom) >= 0.5f) {
+        flush(c, x);
+        if (c >= trace::kMemoryCategoryStacked) draw->AddLine(ImVec2(x, current.top), ImVec2(x, next.top), memory_color(c));
+        current = next;
+      }
+    }
+  }
+  for (int c = 0; c < trace::kMemoryCategoryCount; ++c) {
+    if (used[size_t(c)]) flush(c, x0 + width);
+  }
+  // The peak of the stacked total.
+  const float peak_x = float(map.x(double(rank.memory_peak_ns)));
+  if (peak_x >= x0 && peak_x <= x0 + width) {
+    draw->AddLine(ImVec2(peak_x, y0), ImVec2(peak_x, base), kPeakColor, 1.5f);
+  }
+  const std::string label = "peak " + format_bytes(rank.memory_peak_bytes);
+  draw->AddText(ImVec2(x0 + width - ImGui::CalcTextSize(label.c_str()).x - 4, y0 + 1), kPeakColor, label.c_str());
+
+  if (ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(ImVec2(x0, y0), ImVec2(x0 + width, base))) {
+    const auto t = static_cast<int64_t>(map.t(ImGui::GetIO().MousePos.x));
+    ImGui::BeginTooltip();
+    ImGui::Text("rank %d memory at %s", rank.info.rank,
+                format_duration(double(t - app.traces[size_t(trace)].model->t_begin)).c_str());
+    int64_t total = 0;
+    for (int c = 0; c < trace::kMemoryCategoryCount; ++c) {
+      if (!used[size_t(c)]) continue;
+      size_t h = 0;
+      const int64_t bytes = rank.memory[size_t(c)].at(t, &h);
+      if (c < trace::kMemoryCategoryStacked) total += bytes;
+      ImGui::TextColored(ImColor(memory_color(c)), "%-16s %s",
+                         std::string(trace::to_string(static_cast<trace::MemoryCategory>(c))).c_str(),
+                         format_bytes(bytes).c_str());
+    }
+    ImGui::Text("stacked total    %s (peak %s)", format_bytes(total).c_str(),
+                format_bytes(rank.memory_peak_bytes).c_str());
+    ImGui::EndTooltip();
+  }
+}
+
+}  // namespace dpscope::view

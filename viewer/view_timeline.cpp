@@ -1,0 +1,343 @@
+// The timeline panel: a time ruler, then per trace and rank a group of lanes (rows of nested
+// spans, folded by lod.h where they are narrower than a few pixels) and a memory graph;
+// iteration markers, the playhead, the measured range, flows and highlights on top. Handles
+// zoom (wheel, W/S), pan (right or middle drag, A/D), measuring (left drag) and picking (click).
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "viewer/app.h"
+#include "viewer/lod.h"
+#include "viewer/palette.h"
+
+namespace dpscope::view {
+namespace {
+
+constexpr float kLabelWidth = 132;
+constexpr float kRulerHeight = 22;
+constexpr float kHeaderHeight = 18;
+constexpr float kRowHeight = 15;
+constexpr float kInstantRowHeight = 9;
+constexpr float kMemoryHeight = 44;
+constexpr double kFoldPx = 3;  // spans narrower than this fold into counted blocks
+
+float row_height(const Lane& lane, int row) {
+  return lane.has_instant_row && row == lane.rows() - 1 ? kInstantRowHeight : kRowHeight;
+}
+
+int row_of(const Lane& lane, int64_t index) {
+  auto it = std::upper_bound(lane.row_start.begin(), lane.row_start.end(),
+                             static_cast<uint32_t>(index));
+  return static_cast<int>(it - lane.row_start.begin()) - 1;
+}
+
+// Where each drawn row ended up, for flows and picking.
+struct RowPlace {
+  int trace, rank, lane, row;
+  float y0, y1;
+};
+
+struct Frame {
+  App& app;
+  ImDrawList* draw;
+  TimeMap map;      // axis time <-> screen x
+  float right = 0;  // right edge of the lanes
+  float clip_y0 = 0, clip_y1 = 0;
+  std::vector<RowPlace> rows;
+  std::vector<DrawItem> items;  // scratch
+};
+
+// Axis time -> the trace's own time and back.
+double to_trace(const App& app, int trace, double axis) { return axis - double(app.traces[size_t(trace)].offset_ns); }
+
+void draw_row(Frame& f, int trace, int rank_index, int lane_index, int row, float y0) {
+  const OpenTrace& t = f.app.traces[size_t(trace)];
+  const Model& model = *t.model;
+  const Lane& lane = model.ranks[size_t(rank_index)].lanes[size_t(lane_index)];
+  const float h = row_height(lane, row);
+  TimeMap local = f.map;
+  local.t0 = to_trace(f.app, trace, f.map.t0);
+  local.t1 = to_trace(f.app, trace, f.map.t1);
+  f.items.clear();
+  fold_row(lane, row, local, kFoldPx, f.items);
+  const bool instants = lane.has_instant_row && row == lane.rows() - 1;
+  const Pick& sel = f.app.selected;
+  const bool is_main = trace == 0;
+  for (const DrawItem& item : f.items) {
+    const float x0 = std::max(item.x0, float(f.map.x0));
+    const float x1 = std::min(std::max(item.x1, item.x0 + 1.0f), f.right);
+    if (x1 < f.map.x0) continue;
+    if (item.count > 1) {
+      f.draw->AddRectFilled(ImVec2(x0, y0 + 1), ImVec2(x1, y0 + h - 1), kFoldColor);
+      if (x1 - x0 > 36) {
+        char text[32];
+        std::snprintf(text, sizeof(text), "x%u", item.count);
+        f.draw->AddText(ImVec2(x0 + 2, y0), IM_COL32(20, 20, 20, 255), text);
+      }
+      continue;
+    }
+    const EventSpan& s = lane.spans[item.first];
+    const ImU32 color = span_color(model, s);
+    if (instants) {
+      const float x = item.x0;
+      f.draw->AddTriangleFilled(ImVec2(x, y0 + 1), ImVec2(x - 3, y0 + h - 1), ImVec2(x + 3, y0 + h - 1), color);
+    } else {
+      f.draw->AddRectFilled(ImVec2(x0, y0 + 1), ImVec2(x1, y0 + h - 1), color);
+      if (x1 - x0 > 40) {
+        const std::string label = span_label(model, s);
+        f.draw->PushClipRect(ImVec2(x0, y0), ImVec2(x1, y0 + h), true);
+        f.draw->AddText(ImVec2(x0 + 3, y0), IM_COL32(10, 10, 10, 255), label.c_str());
+        f.draw->PopClipRect();
+      }
+    }
+    const SpanRef ref{rank_index, lane_index, int64_t(item.first)};
+    ImU32 outline = 0;
+    if (sel.trace == trace && sel.span == ref) outline = kSelectedColor;
+    else if (is_main && f.app.find.matches(s)) outline = kFoundColor;
+    else if (s.kind == trace::EventKind::Collective && t.analysis) {
+      const CollectiveMatch* m = t.analysis->match(s.seq_or_iteration);
+      if (m && m->mismatch) outline = kMismatchColor;
+    }
+    if (outline) {
+      f.draw->AddRect(ImVec2(x0 - 1, y0), ImVec2(std::max(x1, x0 + 2) + 1, y0 + h), outline, 0, 0, 2);
+    }
+  }
+}
+
+// The y centre of a drawn span's row, or NAN when that row is not on screen.
+float row_y(const Frame& f, int trace, const SpanRef& ref) {
+  const Lane& lane = f.app.traces[size_t(trace)].model->ranks[size_t(ref.rank)].lanes[size_t(ref.lane)];
+  const int row = row_of(lane, ref.index);
+  for (const RowPlace& p : f.rows) {
+    if (p.trace == trace && p.rank == ref.rank && p.lane == ref.lane && p.row == row) {
+      return (p.y0 + p.y1) / 2;
+    }
+  }
+  return NAN;
+}
+
+void draw_flows(Frame& f) {
+  const Pick& sel = f.app.selected;
+  if (!sel.valid()) return;
+  const OpenTrace& t = f.app.traces[size_t(sel.trace)];
+  if (!t.analysis) return;
+  const double offset = double(t.offset_ns);
+  for (const Flow& flow : flows_of(*t.model, *t.analysis, sel.span)) {
+    const EventSpan& a = span_of(*t.model, flow.from);
+    const EventSpan& b = span_of(*t.model, flow.to);
+    const float ya = row_y(f, sel.trace, flow.from), yb = row_y(f, sel.trace, flow.to);
+    if (std::isnan(ya) || std::isnan(yb)) continue;
+    const bool twin = flow.kind == Flow::SameCollective;
+    const float xa = float(f.map.x(double(twin ? a.begin_ns : a.end_ns) + offset));
+    const float xb = float(f.map.x(double(b.begin_ns) + offset));
+    const ImU32 color = twin ? kSkewColor : kFlowColor;
+    f.draw->AddBezierCubic(ImVec2(xa, ya), ImVec2(xa + 30, ya), ImVec2(xb - 30, yb), ImVec2(xb, yb), color, 1.5f);
+    f.draw->AddTriangleFilled(ImVec2(xb, yb), ImVec2(xb - 6, yb - 4), ImVec2(xb - 6, yb + 4), color);
+    if (twin) {
+      const std::string skew = format_duration(double(b.begin_ns - a.begin_ns));
+      f.draw->AddText(ImVec2((xa + xb) / 2 + 4, (ya + yb) / 2 - 7), color, skew.c_str());
+    }
+  }
+}
+
+void draw_iteration_markers(Frame& f, float y0, float y1, bool labels) {
+  const Model& m = *f.app.traces[0].model;
+  if (m.ranks.empty()) return;
+  const auto& its = m.ranks[0].iterations;
+  auto it = std::lower_bound(its.begin(), its.end(), f.map.t0,
+                             [](const IterationSpan& s, double t) { return double(s.begin_ns) < t; });
+  float last_label = -1e9f;
+  while (it != its.end() && double(it->begin_ns) <= f.map.t1) {
+    const float x = float(f.map.x(double(it->begin_ns)));
+    f.draw->AddLine(ImVec2(x, y0), ImVec2(x, y1), kIterationColor);
+    if (labels && x - last_label > 48) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "it %d", it->iteration);
+      f.draw->AddText(ImVec2(x + 2, y0 + 1), IM_COL32(200, 200, 200, 255), text);
+      last_label = x;
+    }
+    // Next marker at least 4 px further on.
+    const double next_t = f.map.t(x + 4);
+    it = std::lower_bound(it + 1, its.end(), next_t,
+                          [](const IterationSpan& s, double t) { return double(s.begin_ns) < t; });
+  }
+}
+
+void draw_ruler(Frame& f, float y0) {
+  const Model& m = *f.app.traces[0].model;
+  f.draw->AddRectFilled(ImVec2(f.map.x0 - kLabelWidth, y0), ImVec2(f.right, y0 + kRulerHeight), IM_COL32(30, 32, 40, 255));
+  const double step = tick_step(f.map, 110);
+  const double origin = double(m.t_begin);
+  for (double t = origin + std::ceil((f.map.t0 - origin) / step) * step; t <= f.map.t1; t += step) {
+    const float x = float(f.map.x(t));
+    f.draw->AddLine(ImVec2(x, y0 + kRulerHeight - 6), ImVec2(x, y0 + kRulerHeight), IM_COL32(180, 180, 180, 255));
+    const std::string label = format_tick(t - origin, step);
+    f.draw->AddText(ImVec2(x + 2, y0 + 1), IM_COL32(180, 180, 180, 255), label.c_str());
+  }
+  const std::string width = "view " + format_duration(f.map.t1 - f.map.t0);
+  f.draw->AddText(ImVec2(f.map.x0 - kLabelWidth + 4, y0 + 3), IM_COL32(230, 230, 230, 255), width.c_str());
+  // Each rank's memory peak, marked on the time axis.
+  for (size_t ti = 0; ti < f.app.traces.size(); ++ti) {
+    const OpenTrace& t = f.app.traces[ti];
+    for (const RankData& r : t.model->ranks) {
+      if (r.memory_peak_bytes == 0) continue;
+      const float x = float(f.map.x(double(r.memory_peak_ns + t.offset_ns)));
+      if (x < f.map.x0 || x > f.right) continue;
+      const float yb = y0 + kRulerHeight;
+      f.draw->AddTriangleFilled(ImVec2(x, yb - 7), ImVec2(x - 5, yb), ImVec2(x + 5, yb), kPeakColor);
+      if (ImGui::IsMouseHoveringRect(ImVec2(x - 5, yb - 8), ImVec2(x + 5, yb))) {
+        ImGui::SetTooltip("rank %d memory peak: %s", r.info.rank, format_bytes(r.memory_peak_bytes).c_str());
+      }
+    }
+  }
+}
+
+void handle_mouse(Frame& f, bool hovered_area) {
+  App& app = f.app;
+  ImGuiIO& io = ImGui::GetIO();
+  const float mx = io.MousePos.x;
+  const bool in_lanes = hovered_area && mx >= f.map.x0 && mx <= f.right;
+  if (in_lanes && io.MouseWheel != 0 && !io.KeyShift) {
+    const double t = f.map.t(mx);
+    const double factor = std::pow(0.8, double(io.MouseWheel));
+    app.set_view(t - (t - app.view_t0) * factor, t + (app.view_t1 - t) * factor);
+  }
+  if (hovered_area && io.MouseWheel != 0 && io.KeyShift) {
+    ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseWheel * 3 * kRowHeight);
+  }
+  if (hovered_area && (ImGui::IsMouseDragging(ImGuiMouseButton_Right) || ImGui::IsMouseDragging(ImGuiMouseButton_Middle))) {
+    const double dt = double(io.MouseDelta.x) * f.map.ns_per_px();
+    app.set_view(app.view_t0 - dt, app.view_t1 - dt);
+    ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseDelta.y);
+  }
+  if (in_lanes && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
+    app.measure_from = f.map.t(mx);
+    app.measuring = false;
+  }
+  if (ImGui::IsMouseDragging(ImGuiMouseButton_Left, 4) && (in_lanes || app.measuring)) {
+    app.measuring = true;
+    const double now = f.map.t(std::clamp(double(mx), f.map.x0, double(f.right)));
+    app.has_range = true;
+    app.range_t0 = int64_t(std::min(app.measure_from, now));
+    app.range_t1 = int64_t(std::max(app.measure_from, now));
+  }
+  if (ImGui::IsMouseReleased(ImGuiMouseButton_Left)) {
+    if (app.measuring) {
+      app.update_range();
+    } else if (in_lanes) {
+      app.selected = app.hovered;
+      app.pinned_playhead = true;
+      app.playhead = int64_t(f.map.t(mx));
+      if (app.selected.valid()) app.focus_rank = app.selected.span.rank;
+    }
+    app.measuring = false;
+  }
+}
+
+}  // namespace
+
+void draw_timeline(App& app) {
+  Frame f{app, ImGui::GetWindowDrawList(), {}, 0, 0, 0, {}, {}};
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  // The lanes below scroll vertically: keep their scrollbar's width clear on the right.
+  const float lanes_w = avail.x - ImGui::GetStyle().ScrollbarSize;
+  f.map = TimeMap{app.view_t0, app.view_t1, origin.x + kLabelWidth, std::max(10.0f, lanes_w - kLabelWidth)};
+  f.right = origin.x + lanes_w;
+  draw_ruler(f, origin.y);
+  draw_iteration_markers(f, origin.y, origin.y + kRulerHeight, true);
+  ImGui::Dummy(ImVec2(avail.x, kRulerHeight));
+
+  ImGui::BeginChild("lanes", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollWithMouse);
+  f.draw = ImGui::GetWindowDrawList();
+  const ImVec2 top = ImGui::GetCursorScreenPos();
+  const ImVec2 win = ImGui::GetWindowPos();
+  f.clip_y0 = win.y;
+  f.clip_y1 = win.y + ImGui::GetWindowHeight();
+  const bool hovered_area = ImGui::IsWindowHovered();
+  const float mouse_y = ImGui::GetIO().MousePos.y;
+  const double mouse_t = f.map.t(ImGui::GetIO().MousePos.x);
+  app.hovered = {};
+  float y = top.y;
+  for (size_t ti = 0; ti < app.traces.size(); ++ti) {
+    const OpenTrace& t = app.traces[ti];
+    const Model& model = *t.model;
+    if (app.traces.size() > 1) {
+      const std::string title = (ti == 0 ? "A: " : "B: ") + model.path;
+      f.draw->AddRectFilled(ImVec2(origin.x, y), ImVec2(f.right, y + kHeaderHeight), IM_COL32(60, 50, 90, 255));
+      f.draw->AddText(ImVec2(origin.x + 4, y + 2), IM_COL32(255, 255, 255, 255), title.c_str());
+      y += kHeaderHeight;
+    }
+    for (size_t ri = 0; ri < model.ranks.size(); ++ri) {
+      const RankData& rank = model.ranks[ri];
+      bool& collapsed = app.collapsed[{int(ti), int(ri)}];
+      char header[160];
+      std::snprintf(header, sizeof(header), "%s rank %d  %s %s  %s", collapsed ? "+" : "-",
+                    rank.info.rank, rank.info.host.c_str(), rank.info.device.c_str(),
+                    rank.info.status.c_str());
+      const bool on_screen = y + kHeaderHeight >= f.clip_y0 && y <= f.clip_y1;
+      if (on_screen) {
+        f.draw->AddRectFilled(ImVec2(origin.x, y), ImVec2(f.right, y + kHeaderHeight), IM_COL32(44, 48, 62, 255));
+        f.draw->AddText(ImVec2(origin.x + 4, y + 2), IM_COL32(235, 235, 235, 255), header);
+        if (hovered_area && ImGui::IsMouseClicked(ImGuiMouseButton_Left) &&
+            ImGui::IsMouseHoveringRect(ImVec2(origin.x, y), ImVec2(origin.x + kLabelWidth, y + kHeaderHeight))) {
+          collapsed = !collapsed;
+        }
+      }
+      y += kHeaderHeight;
+      if (collapsed) continue;
+      for (size_t li = 0; li < rank.lanes.size(); ++li) {
+        const Lane& lane = rank.lanes[li];
+        if (lane.spans.empty()) continue;
+        const float lane_y0 = y;
+        for (int row = 0; row < lane.rows(); ++row) {
+          const float h = row_height(lane, row);
+          if (y + h >= f.clip_y0 && y <= f.clip_y1) {
+            draw_row(f, int(ti), int(ri), int(li), row, y);
+            f.rows.push_back({int(ti), int(ri), int(li), row, y, y + h});
+            if (hovered_area && mouse_y >= y && mouse_y < y + h && mouse_t >= f.map.t0) {
+              const double local = to_trace(app, int(ti), mouse_t);
+              const int64_t hit = span_at(lane, row, int64_t(local), int64_t(4 * f.map.ns_per_px()));
+              if (hit >= 0) app.hovered = {int(ti), {int(ri), int(li), hit}};
+            }
+          }
+          y += h;
+        }
+        if (lane_y0 <= f.clip_y1 && y >= f.clip_y0) {
+          f.draw->AddText(ImVec2(origin.x + 12, lane_y0), IM_COL32(190, 190, 200, 255), lane.info.name.c_str());
+          f.draw->AddLine(ImVec2(origin.x, y), ImVec2(f.right, y), IM_COL32(60, 60, 70, 255));
+        }
+      }
+      if (y + kMemoryHeight >= f.clip_y0 && y <= f.clip_y1) {
+        draw_memory_graph(app, int(ti), rank, f.map.x0, y, f.map.width, kMemoryHeight);
+        f.draw->AddText(ImVec2(origin.x + 12, y), IM_COL32(190, 190, 200, 255), "memory");
+      }
+      y += kMemoryHeight + 4;
+    }
+  }
+  const float content_bottom = y;
+  draw_iteration_markers(f, top.y, std::min(content_bottom, f.clip_y1), false);
+  // Playhead and measured range across every lane.
+  const float px = float(f.map.x(double(app.playhead)));
+  if (px >= f.map.x0 && px <= f.right) {
+    f.draw->AddLine(ImVec2(px, f.clip_y0), ImVec2(px, f.clip_y1), kPlayheadColor);
+  }
+  if (app.has_range) {
+    const float x0 = std::max(float(f.map.x0), float(f.map.x(double(app.range_t0))));
+    const float x1 = std::min(f.right, float(f.map.x(double(app.range_t1))));
+    if (x1 > x0) {
+      f.draw->AddRectFilled(ImVec2(x0, f.clip_y0), ImVec2(x1, f.clip_y1), kRangeColor);
+      const std::string label = format_duration(double(app.range_t1 - app.range_t0));
+      f.draw->AddText(ImVec2(x0 + 4, f.clip_y0 + 2), IM_COL32(140, 200, 255, 255), label.c_str());
+    }
+  }
+  draw_flows(f);
+  handle_mouse(f, hovered_area);
+  if (app.hovered.valid() && hovered_area) draw_span_tooltip(app, app.hovered);
+  ImGui::SetCursorScreenPos(top);
+  ImGui::Dummy(ImVec2(1, content_bottom - top.y));
+  ImGui::EndChild();
+}
+
+}  // namespace dpscope::view

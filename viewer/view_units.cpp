@@ -1,0 +1,91 @@
+// The units panel (FSDP): for one rank, each unit's state over the visible time range (sharded,
+// gathering, full, reducing), drawn from the unit lanes with the timeline's folding, the state at
+// the playhead, and the units table (flat parameter sizes and this rank's shard).
+#include <imgui.h>
+
+#include <algorithm>
+
+#include "viewer/app.h"
+#include "viewer/lod.h"
+#include "viewer/palette.h"
+
+namespace dpscope::view {
+
+void draw_units(App& app) {
+  OpenTrace& t = app.traces[0];
+  const Model& model = *t.model;
+  if (model.ranks.empty()) return;
+  app.focus_rank = std::clamp(app.focus_rank, 0, int(model.ranks.size()) - 1);
+  const RankData& rank = model.ranks[size_t(app.focus_rank)];
+  std::vector<const Lane*> lanes;
+  for (const Lane& lane : rank.lanes) {
+    if (lane.info.kind == trace::LaneKind::Unit && !lane.spans.empty()) lanes.push_back(&lane);
+  }
+  if (lanes.empty() && model.units.empty()) {
+    ImGui::TextWrapped("No FSDP units in this trace (a DDP run shows its buckets in the Buckets tab).");
+    return;
+  }
+  ImGui::SetNextItemWidth(90);
+  ImGui::SliderInt("rank", &app.focus_rank, 0, int(model.ranks.size()) - 1);
+  ImGui::SameLine();
+  for (int s = -1; s < trace::kUnitStateCount; ++s) {
+    ImGui::SameLine();
+    ImGui::TextColored(ImColor(unit_state_color(s)), "%s",
+                       s < 0 ? "sharded" : std::string(trace::to_string(static_cast<trace::UnitState>(s))).c_str());
+  }
+  const int64_t playhead = app.playhead - t.offset_ns;
+  const float label_w = 150;
+  const float width = std::max(40.0f, ImGui::GetContentRegionAvail().x - label_w - 90);
+  const TimeMap map{app.view_t0 - double(t.offset_ns), app.view_t1 - double(t.offset_ns), 0, width};
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  std::vector<DrawItem> items;
+  for (const Lane* lane : lanes) {
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    TimeMap m = map;
+    m.x0 = p.x + label_w;
+    draw->AddRectFilled(ImVec2(m.x0, p.y), ImVec2(m.x0 + width, p.y + 14), unit_state_color(-1));
+    const char* now = "sharded";
+    for (int row = 0; row < lane->rows(); ++row) {
+      items.clear();
+      fold_row(*lane, row, m, 2, items);
+      for (const DrawItem& item : items) {
+        const EventSpan& s = lane->spans[item.first];
+        const float x0 = std::max(item.x0, float(m.x0));
+        const float x1 = std::min(std::max(item.x1, item.x0 + 1), float(m.x0) + width);
+        if (x1 > x0) {
+          draw->AddRectFilled(ImVec2(x0, p.y), ImVec2(x1, p.y + 14), item.count > 1 ? kFoldColor : unit_state_color(s.op));
+        }
+      }
+      const int64_t hit = span_at(*lane, row, playhead, 0);
+      if (hit >= 0 && lane->spans[size_t(hit)].op < trace::kUnitStateCount) {
+        now = trace::to_string(static_cast<trace::UnitState>(lane->spans[size_t(hit)].op)).data();
+      }
+    }
+    const float px = float(m.x(double(playhead)));
+    if (px >= m.x0 && px <= m.x0 + width) draw->AddLine(ImVec2(px, p.y), ImVec2(px, p.y + 14), kPlayheadColor, 2);
+    ImGui::TextUnformatted(lane->info.name.c_str());
+    ImGui::SameLine(label_w + width + 16);
+    ImGui::TextUnformatted(now);
+  }
+  if (!model.units.empty() && ImGui::BeginTable("units", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
+    for (const char* h : {"unit", "name", "numel", "padded", "this rank's shard"}) ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    for (const auto& u : model.units) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn(); ImGui::Text("%d", u.index);
+      ImGui::TableNextColumn(); ImGui::TextUnformatted(u.name.c_str());
+      ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(u.numel));
+      ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(u.padded_numel));
+      ImGui::TableNextColumn();
+      for (const auto& s : model.unit_shards) {
+        if (s.unit == u.index && s.rank == rank.info.rank) {
+          ImGui::Text("[%lld, %lld) %lld real", static_cast<long long>(s.shard_begin),
+                      static_cast<long long>(s.shard_end), static_cast<long long>(s.real_numel));
+        }
+      }
+    }
+    ImGui::EndTable();
+  }
+}
+
+}  // namespace dpscope::view
