@@ -73,6 +73,15 @@ struct RankScratch {
   std::vector<std::vector<Interval>> compute, comm;  // by iteration
   std::vector<Interval> all_compute, all_comm;
   std::vector<std::pair<int64_t, CollectiveStats>> collective_list;  // (begin, collective)
+  // DDP logging marks by iteration (See DdpTimings): the last forward (begin, end), the last
+  // backward's begin, finalize_backward (begin, end), the first BucketLaunch.
+  struct DdpMarks {
+    std::optional<std::pair<int64_t, int64_t>> forward;
+    std::optional<int64_t> backward_begin;
+    std::optional<std::pair<int64_t, int64_t>> finalize;
+    std::optional<int64_t> first_launch;
+  };
+  std::vector<DdpMarks> ddp;
 
   template <typename T>
   static T& at(std::vector<T>& v, int32_t iteration) {
@@ -91,16 +100,16 @@ struct RankScratch {
 };
 
 // What a Phase slice's name makes it, decided once per name id rather than once per event.
-enum class PhaseRole : uint8_t { Other, Compute, Iteration };
+enum class PhaseRole : uint8_t { Other, Forward, Backward, OptimizerStep, Iteration, Finalize };
 
 std::vector<PhaseRole> phase_roles(const std::vector<std::string>& names) {
   std::vector<PhaseRole> roles(names.size(), PhaseRole::Other);
   for (size_t id = 0; id < names.size(); ++id) {
-    if (names[id] == "forward" || names[id] == "backward" || names[id] == "optimizer_step") {
-      roles[id] = PhaseRole::Compute;
-    } else if (names[id] == "iteration") {
-      roles[id] = PhaseRole::Iteration;
-    }
+    if (names[id] == "forward") roles[id] = PhaseRole::Forward;
+    else if (names[id] == "backward") roles[id] = PhaseRole::Backward;
+    else if (names[id] == "optimizer_step") roles[id] = PhaseRole::OptimizerStep;
+    else if (names[id] == "iteration") roles[id] = PhaseRole::Iteration;
+    else if (names[id] == "finalize_backward") roles[id] = PhaseRole::Finalize;
   }
   return roles;
 }
@@ -112,11 +121,21 @@ void add_event(const Event& e, const std::vector<PhaseRole>& roles, RankScratch&
       const PhaseRole role = e.name >= 0 && static_cast<size_t>(e.name) < roles.size()
                                  ? roles[static_cast<size_t>(e.name)]
                                  : PhaseRole::Other;
-      if (role == PhaseRole::Compute) {
+      if (role == PhaseRole::Forward || role == PhaseRole::Backward ||
+          role == PhaseRole::OptimizerStep) {
         s.all_compute.emplace_back(e.begin_ns, e.end_ns);
         if (in_iteration) {
           RankScratch::at(s.compute, e.iteration).emplace_back(e.begin_ns, e.end_ns);
+          auto& marks = RankScratch::at(s.ddp, e.iteration);
+          if (role == PhaseRole::Forward && (!marks.forward || e.begin_ns > marks.forward->first)) {
+            marks.forward.emplace(e.begin_ns, e.end_ns);
+          } else if (role == PhaseRole::Backward &&
+                     (!marks.backward_begin || e.begin_ns > *marks.backward_begin)) {
+            marks.backward_begin = e.begin_ns;
+          }
         }
+      } else if (role == PhaseRole::Finalize && in_iteration) {
+        RankScratch::at(s.ddp, e.iteration).finalize.emplace(e.begin_ns, e.end_ns);
       } else if (role == PhaseRole::Iteration && in_iteration) {
         auto& phase = RankScratch::at(s.iteration_phase, e.iteration);
         if (!phase || e.begin_ns < phase->first) phase.emplace(e.begin_ns, e.end_ns - e.begin_ns);
@@ -125,6 +144,12 @@ void add_event(const Event& e, const std::vector<PhaseRole>& roles, RankScratch&
     }
     case EventKind::Hook:
       if (in_iteration) ++RankScratch::at(s.hooks, e.iteration);
+      break;
+    case EventKind::BucketLaunch:
+      if (in_iteration) {
+        auto& launch = RankScratch::at(s.ddp, e.iteration).first_launch;
+        if (!launch || e.begin_ns < *launch) launch = e.begin_ns;
+      }
       break;
     case EventKind::Collective:
       s.all_comm.emplace_back(e.begin_ns, e.end_ns);
@@ -201,6 +226,25 @@ void finish_iterations(RankScratch& s, int32_t iterations, RankStats& out) {
   }
 }
 
+// The DdpTimings average over the iterations whose marks are all there.
+std::optional<DdpTimings> ddp_timings(const RankScratch& s) {
+  DdpTimings t;
+  for (const auto& m : s.ddp) {
+    if (!m.forward || !m.backward_begin || !m.finalize || !m.first_launch) continue;
+    ++t.iterations;
+    t.forward_compute_ms += to_ms(m.forward->second - m.forward->first);
+    t.backward_compute_ms += to_ms(m.finalize->first - *m.backward_begin);
+    t.backward_comm_ms += to_ms(m.finalize->second - *m.first_launch);
+    t.backward_compute_comm_overlap_ms += to_ms(std::max<int64_t>(0, m.finalize->first - *m.first_launch));
+  }
+  if (t.iterations == 0) return std::nullopt;
+  t.forward_compute_ms /= t.iterations;
+  t.backward_compute_ms /= t.iterations;
+  t.backward_comm_ms /= t.iterations;
+  t.backward_compute_comm_overlap_ms /= t.iterations;
+  return t;
+}
+
 // meta world_size as a number; nullopt when absent or not a number.
 std::optional<int32_t> parse_count(const std::string& text) {
   if (text.empty()) return std::nullopt;
@@ -271,6 +315,7 @@ RunStats compute_stats(Reader& reader) {
     read_memory(reader, out.rank, out);
     finish_collectives(scratch[r], out);
     out.overlap = overlap_of(std::move(scratch[r].all_compute), std::move(scratch[r].all_comm));
+    out.ddp = ddp_timings(scratch[r]);
     stats.ranks.push_back(std::move(out));
   }
   stats.iterations = max_iteration + 1;

@@ -52,6 +52,21 @@ struct MemoryPeak {
   int64_t bytes = 0;  // the largest sample of the category
 };
 
+// PyTorch DDP's runtime logging data (DDPLoggingData: avg_forward_compute_time, ...), averaged
+// over the iterations that have all its marks: forward = the iteration's last "forward" phase
+// (the synced one); backward compute = from that iteration's last "backward" phase begin to its
+// "finalize_backward" phase begin (every gradient ready); backward comm = from the first
+// BucketLaunch to the end of "finalize_backward" (every bucket reduced and written back);
+// overlap = backward compute end - backward comm start (communication hidden by backward).
+// Milliseconds. Empty for traces without these events (FSDP, synthetic).
+struct DdpTimings {
+  int32_t iterations = 0;  // iterations averaged
+  double forward_compute_ms = 0;
+  double backward_compute_ms = 0;
+  double backward_comm_ms = 0;
+  double backward_compute_comm_overlap_ms = 0;
+};
+
 struct RankStats {
   int32_t rank = 0;
   std::string status;          // ranks.status: "complete", "running" (writer died), ...
@@ -65,6 +80,7 @@ struct RankStats {
   int64_t peak_total_bytes = 0;
   std::vector<MemoryPeak> peak_memory;  // categories with samples, in MemoryCategory order
   OverlapStats overlap;  // over every slice of the rank, construction included
+  std::optional<DdpTimings> ddp;
 
   // False when the numbers are incomplete: events were dropped or the rank did not finish.
   bool complete() const { return dropped_events == 0 && status == "complete"; }

@@ -175,6 +175,13 @@ void append_rank(const RankStats& r, std::string& out) {
                 o.comm_ms, o.exposed_comm_ms);
   if (o.comm_ms > 0) out += format(" (%.1f%% of comm)", 100.0 * o.exposed_comm_ms / o.comm_ms);
   out += format("; %zu collectives\n", r.collectives.size());
+  if (r.ddp) {
+    const DdpTimings& d = *r.ddp;
+    out += format("  ddp logging (avg over %d iterations): forward compute %.3f ms, backward "
+                  "compute %.3f ms, backward comm %.3f ms, compute/comm overlap %.3f ms\n",
+                  d.iterations, d.forward_compute_ms, d.backward_compute_ms, d.backward_comm_ms,
+                  d.backward_compute_comm_overlap_ms);
+  }
   if (r.peak_memory.empty()) {
     out += "  peak memory: no samples\n";
   } else {

@@ -581,3 +581,53 @@ TEST(statsText, LongRunsElided) {
 
 }  // namespace
 }  // namespace dpscope::trace
+
+namespace dpscope::trace {
+namespace {
+
+// PyTorch DDP's logging data from phases, the first BucketLaunch and finalize_backward.
+// it 0: forward [0,1000] backward [1000,5000] launch 2000 finalize [4500,6000]
+//       -> forward 1, backward compute 3.5, backward comm 4, overlap 2.5 (ms).
+// it 1 (two micro-steps; the last forward and backward count): forwards [10000,11000] and
+//       [12000,12500], backwards from 11000 and 12500, launch 13000, finalize [14000,14500]
+//       -> 0.5, 1.5, 1.5, 1.0.   it 2: no finalize -> not averaged.
+TEST(stats, DdpLoggingData) {
+  TempDir dir;
+  const std::string path = dir.file("ddp.sqlite");
+  {
+    Writer w(path);
+    w.begin();
+    w.put_rank(rank_row(0, "complete", 0));
+    w.add_lane(LaneInfo{0, 0, "main", LaneKind::Host});
+    w.add_name(kForward, "forward");
+    w.add_name(kBackward, "backward");
+    w.add_name(kSetup, "finalize_backward");
+    for (const Event& e : {phase(0, kForward, 0, 1000, 0), phase(0, kBackward, 1000, 5000, 0),
+                           bucket_event(0, EventKind::BucketLaunch, 0, 2000, 0),
+                           phase(0, kSetup, 4500, 6000, 0),
+                           phase(0, kForward, 10000, 11000, 1), phase(0, kBackward, 11000, 12000, 1),
+                           phase(0, kForward, 12000, 12500, 1), phase(0, kBackward, 12500, 14000, 1),
+                           bucket_event(0, EventKind::BucketLaunch, 1, 13000, 1),
+                           bucket_event(0, EventKind::BucketLaunch, 0, 13500, 1),
+                           phase(0, kSetup, 14000, 14500, 1),
+                           phase(0, kForward, 20000, 21000, 2)}) {
+      w.add_event(e);
+    }
+    w.commit();
+  }
+  Reader reader(path);
+  const RunStats s = compute_stats(reader);
+  ASSERT_TRUE(s.ranks[0].ddp.has_value());
+  const DdpTimings& d = *s.ranks[0].ddp;
+  EXPECT_EQ(d.iterations, 2);
+  EXPECT_DOUBLE_EQ(d.forward_compute_ms, 0.75);
+  EXPECT_DOUBLE_EQ(d.backward_compute_ms, 2.5);
+  EXPECT_DOUBLE_EQ(d.backward_comm_ms, 2.75);
+  EXPECT_DOUBLE_EQ(d.backward_compute_comm_overlap_ms, 1.75);
+  EXPECT_NE(stats_text(s).find("ddp logging (avg over 2 iterations): forward compute 0.750 ms"),
+            std::string::npos)
+      << stats_text(s);
+}
+
+}  // namespace
+}  // namespace dpscope::trace
