@@ -35,26 +35,42 @@ std::string format(const std::vector<int64_t>& values) {
   return out.str();
 }
 
-// The first difference between this rank's description and rank 0's, or "" if none.
+// One parameter's sizes and strides in a description, starting at `at`; false when the
+// description ends before it.
+bool read_entry(const std::vector<int64_t>& meta, size_t& at, std::vector<int64_t>& sizes,
+                std::vector<int64_t>& strides) {
+  if (at >= meta.size()) return false;
+  const int64_t dim = meta[at];
+  if (dim < 0 || at + 1 + 2 * static_cast<size_t>(dim) > meta.size()) return false;
+  sizes.assign(meta.begin() + at + 1, meta.begin() + at + 1 + dim);
+  strides.assign(meta.begin() + at + 1 + dim, meta.begin() + at + 1 + 2 * dim);
+  at += 1 + 2 * dim;
+  return true;
+}
+
+// The first difference between this rank's description and rank 0's, or "" if none: the first
+// parameter whose shape or strides differ, or else the first parameter only one of them has.
 std::string first_difference(const std::vector<int64_t>& mine, const std::vector<int64_t>& root,
                              const std::vector<at::Tensor>& params,
                              const std::vector<std::string>& names, int rank) {
-  if (root.empty() || root[0] != mine[0]) {
-    return "rank " + std::to_string(rank) + " has " + std::to_string(mine[0]) +
-           " parameters that require grad, rank 0 has " + (root.empty() ? "?" : std::to_string(root[0]));
-  }
+  const int64_t root_count = root.empty() ? -1 : root[0];
+  const std::string counts = "rank " + std::to_string(rank) + " has " + std::to_string(mine[0]) +
+                             " parameters that require grad, rank 0 has " +
+                             (root_count < 0 ? "?" : std::to_string(root_count));
   size_t a = 1;
   size_t b = 1;
   for (size_t index = 0; index < params.size(); ++index) {
-    const int64_t dim = mine[a];
-    const int64_t root_dim = b < root.size() ? root[b] : -1;
-    std::vector<int64_t> sizes(mine.begin() + a + 1, mine.begin() + a + 1 + dim);
-    std::vector<int64_t> strides(mine.begin() + a + 1 + dim, mine.begin() + a + 1 + 2 * dim);
+    std::vector<int64_t> sizes;
+    std::vector<int64_t> strides;
+    read_entry(mine, a, sizes, strides);
     std::vector<int64_t> root_sizes;
     std::vector<int64_t> root_strides;
-    if (root_dim >= 0 && b + 1 + 2 * root_dim <= root.size()) {
-      root_sizes.assign(root.begin() + b + 1, root.begin() + b + 1 + root_dim);
-      root_strides.assign(root.begin() + b + 1 + root_dim, root.begin() + b + 1 + 2 * root_dim);
+    const bool root_has = static_cast<int64_t>(index) < root_count &&
+                          read_entry(root, b, root_sizes, root_strides);
+    if (!root_has) {
+      return "parameter " + std::to_string(index) + " (" + names[index] + ") with shape " +
+             format(sizes) + " and strides " + format(strides) + " on rank " +
+             std::to_string(rank) + " has no counterpart on rank 0 (" + counts + ")";
     }
     if (sizes != root_sizes || strides != root_strides) {
       return "parameter " + std::to_string(index) + " (" + names[index] + ") has shape " +
@@ -62,8 +78,17 @@ std::string first_difference(const std::vector<int64_t>& mine, const std::vector
              std::to_string(rank) + " but shape " + format(root_sizes) + " and strides " +
              format(root_strides) + " on rank 0";
     }
-    a += 1 + 2 * dim;
-    b += 1 + 2 * root_dim;
+  }
+  if (root_count != mine[0]) {
+    // Rank 0 has more: name its first parameter this rank lacks.
+    std::vector<int64_t> root_sizes;
+    std::vector<int64_t> root_strides;
+    if (read_entry(root, b, root_sizes, root_strides)) {
+      return "rank 0 has parameter " + std::to_string(params.size()) + " with shape " +
+             format(root_sizes) + " and strides " + format(root_strides) +
+             ", which rank " + std::to_string(rank) + " lacks (" + counts + ")";
+    }
+    return counts;
   }
   return "";
 }
