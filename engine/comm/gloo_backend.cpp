@@ -1,6 +1,7 @@
-// The Gloo backend (see gloo_backend.h): one communication thread per group runs the queued
-// collectives in order with Gloo's options-style collectives and, for reduce-scatter, Gloo's
-// halving-doubling algorithm (GlooReduceScatter, Note [Gloo reduce-scatter]).
+// The Gloo backend (see gloo_backend.h): communication threads per group run the queued
+// collectives in order (Note [Gloo overlap]) with Gloo's options-style collectives and, for
+// reduce-scatter, Gloo's halving-doubling algorithm (GlooReduceScatter, Note [Gloo
+// reduce-scatter]).
 #include "engine/comm/gloo_backend.h"
 
 #include <ATen/core/Tensor.h>
@@ -94,6 +95,21 @@ at::Tensor host_copy(const at::Tensor& tensor, c10::ScalarType type) {
   return tensor.to(at::Device(at::kCPU), type);
 }
 
+// Note [Gloo overlap]
+// A group has options().gloo_threads communication threads (2 by default, as PyTorch's
+// ProcessGroupGloo). Requests start in issue order; a request starts while earlier ones still
+// run only if it and every running one are all-reduces of disjoint memory (DDP's buckets: the
+// next bucket's all-reduce starts while the previous one is still in flight, which is what
+// PyTorch's DDP gets from its two Gloo threads). Everything else waits until all earlier requests
+// are done, so reduce-scatter (whose GlooReduceScatter takes slots from the context's counter),
+// barrier, broadcast and all-gather keep strict stream order. Gloo matches concurrent
+// collectives across ranks by tag (the seq), and every rank starts them in the same order, so
+// the lowest unfinished collective is always running on every rank that issued it: no deadlock.
+// A Work finishes only after every earlier Work (done results wait in the queue), so a caller
+// that waits for the last collective may rely on all earlier ones, as with one thread. A
+// collective is traced on the lane of the concurrency slot it ran in: slot 0 is the group's
+// comm_lane(); "gloo comm 2 (<name>)" is added the first time two collectives overlap.
+
 class GlooProcessGroup final : public ProcessGroup {
  public:
   GlooProcessGroup(std::shared_ptr<c10d::Store> store, int rank, int size,
@@ -106,29 +122,57 @@ class GlooProcessGroup final : public ProcessGroup {
   void enqueue(std::shared_ptr<Request> request) override;
 
  private:
+  struct Entry {
+    std::shared_ptr<Request> request;
+    enum class State { Queued, Running, Done } state = State::Queued;
+    int slot = -1;
+    int64_t begin_ns = 0;
+    int64_t end_ns = 0;
+    std::exception_ptr error;
+  };
+
+  static bool may_overlap(const Request& a, const Request& b);
   void comm_loop();
-  void run(Request& request);
+  // Under queue_mutex_: the first queued entry if it may start now, else null.
+  std::shared_ptr<Entry> startable() const;
+  trace::LaneId lane_of_slot(int slot);
+  // Runs one request; returns its error (null on success) and sets `breaks` when the failure
+  // leaves the group unusable. `broken` is broken_ when the request started.
+  std::exception_ptr execute(Request& request, const std::string& broken, bool& breaks);
+  void run(Request& request, const std::string& broken);
   void run_broadcast(Request& request);
   void run_all_reduce(Request& request);
   void run_all_gather(Request& request);
   void run_reduce_scatter(Request& request);
   void run_barrier(Request& request);
   void leave();
-  std::exception_ptr fail(const Request& request, const std::string& what);
+  std::exception_ptr fail(const Request& request, const std::string& what, bool& breaks);
   std::string describe(const Request& request) const;
 
   const std::string prefix_;  // store keys of this group instance
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
 
-  std::mutex queue_mutex_;
+  std::mutex queue_mutex_;  // guards everything below but the threads
   std::condition_variable queue_cv_;
-  std::deque<std::shared_ptr<Request>> queue_;
+  std::deque<std::shared_ptr<Entry>> queue_;  // issue order, until finished
+  std::vector<char> slot_busy_;
+  std::vector<trace::LaneId> slot_lanes_;  // -1: not added yet
   bool stopping_ = false;
+  std::string broken_;  // the first Gloo failure, refusing later collectives
 
-  std::string broken_;  // comm thread only: the first Gloo failure, refusing later collectives
-  std::thread comm_thread_;
+  std::vector<std::thread> comm_threads_;
 };
+
+bool GlooProcessGroup::may_overlap(const Request& a, const Request& b) {
+  if (a.op != trace::CollectiveOp::AllReduce || b.op != trace::CollectiveOp::AllReduce) {
+    return false;
+  }
+  // Tensors are contiguous (ProcessGroup::issue checks), so each is one byte range.
+  const auto* a_begin = static_cast<const char*>(a.input.data_ptr());
+  const auto* b_begin = static_cast<const char*>(b.input.data_ptr());
+  return a_begin + a.input.nbytes() <= b_begin || b_begin + b.input.nbytes() <= a_begin;
+}
 
 GlooProcessGroup::GlooProcessGroup(std::shared_ptr<c10d::Store> store, int rank, int size,
                                    ProcessGroupOptions options)
@@ -149,7 +193,11 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<c10d::Store> store, int rank,
                     ". Check that every rank was started with the same WORLD_SIZE and that the "
                     "ranks can reach each other there (GLOO_SOCKET_IFNAME picks the interface)");
   }
-  comm_thread_ = std::thread([this] { comm_loop(); });
+  const int threads = std::max(1, this->options().gloo_threads);
+  slot_busy_.assign(threads, 0);
+  slot_lanes_.assign(threads, -1);
+  slot_lanes_[0] = comm_lane();
+  for (int i = 0; i < threads; ++i) comm_threads_.emplace_back([this] { comm_loop(); });
 }
 
 GlooProcessGroup::~GlooProcessGroup() {
@@ -158,58 +206,113 @@ GlooProcessGroup::~GlooProcessGroup() {
     stopping_ = true;
   }
   queue_cv_.notify_all();
-  comm_thread_.join();
+  for (std::thread& thread : comm_threads_) thread.join();
   leave();
   stop_heartbeat();
 }
 
 void GlooProcessGroup::enqueue(std::shared_ptr<Request> request) {
+  auto entry = std::make_shared<Entry>();
+  entry->request = std::move(request);
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
-    queue_.push_back(std::move(request));
+    queue_.push_back(std::move(entry));
   }
   queue_cv_.notify_one();
 }
 
-// Runs requests in queue order until stopped, and on stopping runs what is still queued, so
-// every Work is finished.
-void GlooProcessGroup::comm_loop() {
-  for (;;) {
-    std::shared_ptr<Request> request;
-    {
-      std::unique_lock<std::mutex> lock(queue_mutex_);
-      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      request = std::move(queue_.front());
-      queue_.pop_front();
+std::shared_ptr<GlooProcessGroup::Entry> GlooProcessGroup::startable() const {
+  if (std::find(slot_busy_.begin(), slot_busy_.end(), 0) == slot_busy_.end()) return nullptr;
+  for (const std::shared_ptr<Entry>& entry : queue_) {
+    if (entry->state != Entry::State::Queued) continue;
+    // The first queued one: it may start if it may overlap every earlier one still running.
+    for (const std::shared_ptr<Entry>& earlier : queue_) {
+      if (earlier == entry) return entry;
+      if (earlier->state == Entry::State::Running &&
+          !may_overlap(*earlier->request, *entry->request)) {
+        return nullptr;
+      }
     }
-    const int64_t begin_ns = trace::now_ns();
-    std::exception_ptr error;
-    try {
-      run(*request);
-    } catch (const Unsupported& refusal) {
-      error = std::make_exception_ptr(CommError(describe(*request) + ": " + refusal.what()));
-    } catch (const CommError&) {
-      error = std::current_exception();
-    } catch (const gloo::IoException& failure) {
-      error = fail(*request, std::string("Gloo: ") + failure.what() +
-                                 ". A peer rank probably exited, crashed or stopped issuing "
-                                 "collectives (see its output); ranks must issue the same "
-                                 "collectives in the same order (DPSCOPE_CHECK_COLLECTIVES=1 "
-                                 "checks it)");
-    } catch (const c10::Error& failure) {
-      error = fail(*request, failure.what_without_backtrace());
-    } catch (const std::exception& failure) {
-      error = fail(*request, failure.what());
-    }
-    request->work->finish(begin_ns, trace::now_ns(), error);
   }
+  return nullptr;
+}
+
+trace::LaneId GlooProcessGroup::lane_of_slot(int slot) {
+  if (slot_lanes_[slot] < 0) {
+    slot_lanes_[slot] = recorder() ? recorder()->add_lane("gloo comm " + std::to_string(slot + 1) +
+                                                              " (" + options().name + ")",
+                                                          trace::LaneKind::Comm)
+                                   : comm_lane();
+  }
+  return slot_lanes_[slot];
+}
+
+// Runs requests until stopped (Note [Gloo overlap]), and on stopping runs what is still queued,
+// so every Work is finished.
+void GlooProcessGroup::comm_loop() {
+  std::unique_lock<std::mutex> lock(queue_mutex_);
+  for (;;) {
+    std::shared_ptr<Entry> entry;
+    queue_cv_.wait(lock, [&] {
+      entry = startable();
+      return entry || (stopping_ && queue_.empty());
+    });
+    if (!entry) return;
+    entry->state = Entry::State::Running;
+    entry->slot = static_cast<int>(std::find(slot_busy_.begin(), slot_busy_.end(), 0) -
+                                   slot_busy_.begin());
+    slot_busy_[entry->slot] = 1;
+    const std::string broken = broken_;
+    lock.unlock();
+
+    bool breaks = false;
+    entry->begin_ns = trace::now_ns();
+    entry->error = execute(*entry->request, broken, breaks);
+    entry->end_ns = trace::now_ns();
+
+    lock.lock();
+    if (breaks && broken_.empty()) broken_ = describe(*entry->request) + " failed";
+    entry->state = Entry::State::Done;
+    slot_busy_[entry->slot] = 0;
+    // Finish in issue order: only the done entries at the front.
+    while (!queue_.empty() && queue_.front()->state == Entry::State::Done) {
+      const std::shared_ptr<Entry> done = std::move(queue_.front());
+      queue_.pop_front();
+      done->request->work->finish(done->begin_ns, done->end_ns, done->error, 0,
+                                  lane_of_slot(done->slot));
+    }
+    queue_cv_.notify_all();
+  }
+}
+
+std::exception_ptr GlooProcessGroup::execute(Request& request, const std::string& broken,
+                                             bool& breaks) {
+  try {
+    run(request, broken);
+  } catch (const Unsupported& refusal) {
+    return std::make_exception_ptr(CommError(describe(request) + ": " + refusal.what()));
+  } catch (const CommError&) {
+    return std::current_exception();
+  } catch (const gloo::IoException& failure) {
+    return fail(request, std::string("Gloo: ") + failure.what() +
+                             ". A peer rank probably exited, crashed or stopped issuing "
+                             "collectives (see its output); ranks must issue the same "
+                             "collectives in the same order (DPSCOPE_CHECK_COLLECTIVES=1 "
+                             "checks it)",
+                breaks);
+  } catch (const c10::Error& failure) {
+    return fail(request, failure.what_without_backtrace(), breaks);
+  } catch (const std::exception& failure) {
+    return fail(request, failure.what(), breaks);
+  }
+  return nullptr;
 }
 
 // Any failure but a refusal may leave the ranks at different points of the collective, so the
 // group is broken from now on.
-std::exception_ptr GlooProcessGroup::fail(const Request& request, const std::string& what) {
-  broken_ = describe(request) + " failed";
+std::exception_ptr GlooProcessGroup::fail(const Request& request, const std::string& what,
+                                          bool& breaks) {
+  breaks = true;
   return std::make_exception_ptr(CommError(describe(request) + " failed: " + what));
 }
 
@@ -218,9 +321,9 @@ std::string GlooProcessGroup::describe(const Request& request) const {
          " on gloo group '" + options().name + "', rank " + std::to_string(rank());
 }
 
-void GlooProcessGroup::run(Request& request) {
-  if (!broken_.empty()) {
-    throw CommError(describe(request) + ": not run, because " + broken_ +
+void GlooProcessGroup::run(Request& request, const std::string& broken) {
+  if (!broken.empty()) {
+    throw CommError(describe(request) + ": not run, because " + broken +
                     " before it and the group is unusable after a failure; see that error");
   }
   switch (request.op) {

@@ -44,11 +44,11 @@ Work::Work(ProcessGroup& group, trace::CollectiveOp op, int64_t seq, int64_t byt
       enqueue_ns_(trace::now_ns()) {}
 
 void Work::finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error,
-                  uint8_t extra_flags) {
+                  uint8_t extra_flags, trace::LaneId lane) {
   if (trace::Recorder* recorder = group_.recorder()) {
     trace::Event e;
     e.kind = trace::EventKind::Collective;
-    e.lane = group_.comm_lane();
+    e.lane = lane >= 0 ? lane : group_.comm_lane();
     e.op = static_cast<uint8_t>(op_);
     e.grp = group_.options().group_id;
     e.seq = seq_;

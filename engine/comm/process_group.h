@@ -67,10 +67,11 @@ class Work {
 
   // ---- For backends.
   // Marks the collective done, successfully (error null) or not, with the times it began and
-  // ended on the lane where it ran; records it in the trace with the tag's flags plus
-  // `extra_flags` (trace::kFlagGpuTime when the times come from CUDA events). Call exactly once.
+  // ended on the lane where it ran (`lane`; -1: the group's comm_lane()); records it in the trace
+  // with the tag's flags plus `extra_flags` (trace::kFlagGpuTime when the times come from CUDA
+  // events). Call exactly once.
   void finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error,
-              uint8_t extra_flags = 0);
+              uint8_t extra_flags = 0, trace::LaneId lane = -1);
 
  private:
   ProcessGroup& group_;
@@ -98,6 +99,11 @@ struct ProcessGroupOptions {
   // Before each collective, ranks compare (seq, op, bytes, dtype) through the store and fail
   // fast on a mismatch. Default: on when the environment has DPSCOPE_CHECK_COLLECTIVES=1.
   bool check_collectives = false;
+  // Gloo: how many collectives of the group may run at once (communication threads), like
+  // PyTorch's ProcessGroupGloo (2 threads by default). Only all-reduces of disjoint tensors
+  // ever overlap, and Works still finish in issue order (Note [Collective order]). 1: strictly
+  // one at a time.
+  int gloo_threads = 2;
 };
 
 // Reads DPSCOPE_CHECK_COLLECTIVES from the environment.
@@ -107,7 +113,10 @@ bool check_collectives_from_env();
 // Collectives of one group run in the order they were issued, like work on a stream: every
 // rank issues the same collectives in the same order (DDP's buckets in index order, FSDP's
 // units in execution order; see Note [Bucket order]), and a backend runs them one after the
-// other, so the n-th collective of every rank meets the n-th of every other. The sequence
+// other, so the n-th collective of every rank meets the n-th of every other (the Gloo backend
+// lets an all-reduce start while earlier all-reduces of other tensors still run, as PyTorch's
+// ProcessGroupGloo does; Gloo matches them across ranks by seq, and every Work still finishes
+// only after all earlier ones, so waiting for one means all before it are done). The sequence
 // number `seq` counts collectives per group from 0; the same collective has the same seq on
 // every rank, which is what the check mode compares and what the viewer links across ranks.
 //
@@ -159,8 +168,10 @@ class ProcessGroup {
     at::Tensor output;  // all_gather/reduce_scatter: the output; otherwise == input
     WorkHandle work;
   };
-  // Runs `request` after every request queued before it (Note [Collective order]) and calls
-  // request.work->finish() exactly once. Must not block the caller for the collective itself.
+  // Runs `request` after every request queued before it (or, where a backend allows it, while
+  // earlier all-reduces of other tensors still run; Note [Collective order]) and calls
+  // request.work->finish() exactly once, after those of all earlier requests. Must not block the
+  // caller for the collective itself.
   virtual void enqueue(std::shared_ptr<Request> request) = 0;
 
   // Stops the heartbeat thread; derived destructors call it before tearing down their own state.
