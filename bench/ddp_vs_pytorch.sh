@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# DDP step time: `dpscope train --strategy ddp` against PyTorch's own DistributedDataParallel,
+# and full tracing against tracing off (DESIGN.md, Quality bars: ratio <= 1.0, tracing <= 2 %).
+#
+#   bench/ddp_vs_pytorch.sh [BUILD_DIR] [ROUNDS] [STEPS]      (defaults: build 5 80)
+#
+# Each round runs, in an order that alternates from round to round, three 2-rank runs under
+# `BUILD_DIR/bin/dpscope launch -n 2`:
+#   ours   dpscope train --strategy ddp ... --trace-level off
+#   torch  /usr/bin/python3 bench/pytorch_ddp_step.py (PyTorch 1.13 DDP, gloo)
+#   full   dpscope train ... --trace-level full (trace into a temporary directory)
+# on the same mlp (hidden 1024, 3 layers, batch 64 per rank, synthetic data, gloo, 1 thread per
+# rank, OMP_NUM_THREADS=1). Every run prints rank 0's `step_ms` (median of steps 3..K); the
+# summary is the median over rounds of those medians, the min-max over rounds, and the ratios.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+build="${1:-$root/build}"
+rounds="${2:-5}"
+steps="${3:-80}"
+bin="$build/bin"
+python=/usr/bin/python3
+[[ -x "$bin/dpscope" ]] || { echo "no $bin/dpscope; build it first (ninja -C $build dpscope)" >&2; exit 1; }
+"$python" -c 'import torch' 2>/dev/null || { echo "$python has no torch (apt install python3-torch)" >&2; exit 1; }
+
+export OMP_NUM_THREADS=1
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+model=(--model mlp --hidden 1024 --layers 3 --batch-size 64 --steps "$steps")
+run_ours() {  # $1 = trace level
+  "$bin/dpscope" launch -n 2 -- "$bin/dpscope" train --strategy ddp --backend gloo --threads 1 \
+    "${model[@]}" --progress-every 1 --trace-level "$1" --trace "$tmp/trace-$1" \
+    > "$tmp/out" 2>&1 || { cat "$tmp/out" >&2; exit 1; }
+  rm -rf "$tmp/trace-$1"
+}
+run_torch() {
+  "$bin/dpscope" launch -n 2 -- "$python" "$here/pytorch_ddp_step.py" --threads 1 \
+    "${model[@]}" --progress-every 1 > "$tmp/out" 2>&1 || { cat "$tmp/out" >&2; exit 1; }
+}
+# Runs variant $1 and prints rank 0's step_ms; appends its per-step times (steps 3..K, from the
+# progress lines, printed after each step's clock stopped) to $tmp/steps-$1.
+run() {
+  case "$1" in
+    ours) run_ours off ;;
+    full) run_ours full ;;
+    torch) run_torch ;;
+  esac
+  sed -n 's/^\[0\] step \([0-9]*\)\/.* \([0-9.]*\) ms$/\1 \2/p' "$tmp/out" |
+    awk '$1 >= 3 {print $2}' >> "$tmp/steps-$1"
+  sed -n 's/^\[0\] step_ms //p' "$tmp/out"
+}
+
+echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
+     "load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
+echo "blas: $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)"
+printf '%-6s %10s %10s %10s\n' round ours_ms torch_ms full_ms
+declare -a ours torch full
+for ((r = 0; r < rounds; ++r)); do
+  if ((r % 2 == 0)); then order=(ours torch full); else order=(full torch ours); fi
+  declare -A got=()
+  for v in "${order[@]}"; do got[$v]="$(run "$v")"; done
+  ours+=("${got[ours]}"); torch+=("${got[torch]}"); full+=("${got[full]}")
+  printf '%-6s %10s %10s %10s\n' "$((r + 1))" "${got[ours]}" "${got[torch]}" "${got[full]}"
+done
+echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at end"
+
+"$python" - "${ours[*]}" "${torch[*]}" "${full[*]}" "$tmp" <<'EOF'
+import statistics, sys
+ours, torch, full = ([float(v) for v in arg.split()] for arg in sys.argv[1:4])
+med = statistics.median
+steps = {v: sorted(float(x) for x in open(f"{sys.argv[4]}/steps-{v}")) for v in ("ours", "torch", "full")}
+def pct(values, q):
+    return values[min(len(values) - 1, int(q * len(values)))]
+print("all steps 3..K of all rounds (rank 0):   p10      p25   median      p75      p90 ms")
+for v, name in (("ours", "ours (off)"), ("torch", "pytorch ddp"), ("full", "ours (full)")):
+    s = steps[v]
+    print(f"  {name:12s} {len(s):5d} steps " + " ".join(f"{pct(s, q):8.3f}" for q in (.1, .25, .5, .75, .9)))
+print(f"  pooled ratio ours/pytorch: p25 {pct(steps['ours'], .25) / pct(steps['torch'], .25):.3f}"
+      f"  median {pct(steps['ours'], .5) / pct(steps['torch'], .5):.3f};"
+      f"  full vs off: p25 {100 * (pct(steps['full'], .25) / pct(steps['ours'], .25) - 1):+.1f} %"
+      f"  median {100 * (pct(steps['full'], .5) / pct(steps['ours'], .5) - 1):+.1f} %")
+print("per-run step_ms (median of steps 3..K), over rounds:")
+for name, values in (("ours (off)", ours), ("pytorch ddp", torch), ("ours (full)", full)):
+    print(f"{name:12s} median {med(values):8.3f} ms   min {min(values):8.3f}   max {max(values):8.3f}")
+ratios = [o / t for o, t in zip(ours, torch)]
+trace = [f / o - 1 for f, o in zip(full, ours)]
+print(f"ratio ours/pytorch {med(ours) / med(torch):.3f}   per round "
+      + " ".join(f"{r:.3f}" for r in ratios))
+print(f"tracing full vs off {100 * (med(full) / med(ours) - 1):+.1f} %   per round "
+      + " ".join(f"{100 * t:+.1f}" for t in trace))
+EOF
