@@ -3,6 +3,7 @@ data formula, same saved initial parameters) with PyTorch's own DistributedDataP
 torch.distributed.algorithms.join.Join on gloo, rank r taking 4 + r batches (2 r with "zero"),
 and rank 0 writes the final parameters. Run every rank under
 `dpscope launch -n N -- /usr/bin/python3 join_oracle.py VARIANT INIT OUT`."""
+import os
 import sys
 
 import torch
@@ -60,7 +61,11 @@ def main():
             optimizer.step()
     if rank == 0:
         torch.save(dict(model.state_dict()), out)
-    dist.destroy_process_group()
+    dist.barrier()
+    # PyTorch 1.13's gloo teardown sometimes hangs (seen under load, as in pytorch_ddp.py);
+    # everything is written, so leave without it.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
