@@ -81,6 +81,32 @@ void check_header(const std::string& path) {
   }
 }
 
+// [min, max] of `column` in `table`, or {0, -1} when the table is empty: the id ranges that the
+// bulk scans split between threads.
+std::pair<int64_t, int64_t> column_range(detail::Db& db, const char* sql) {
+  detail::Statement s(db, sql);
+  if (!s.step() || s.column_is_null(0)) return {0, -1};
+  return {s.column_int(0), s.column_int(1)};
+}
+
+// Steps `s` to the end, turning each row into a Row with `row_of` and handing them to `batch`
+// 4096 at a time; stops early when `batch` returns false.
+template <typename Row, typename RowOf>
+void scan_in_batches(detail::Statement& s, RowOf row_of,
+                     const std::function<bool(const Row*, size_t)>& batch) {
+  constexpr size_t kBatch = 4096;
+  std::vector<Row> rows;
+  rows.reserve(kBatch);
+  while (s.step()) {
+    rows.push_back(row_of(s));
+    if (rows.size() == kBatch) {
+      if (!batch(rows.data(), rows.size())) return;
+      rows.clear();
+    }
+  }
+  if (!rows.empty()) batch(rows.data(), rows.size());
+}
+
 }  // namespace
 
 Reader::Reader(const std::string& path) : path_(path) {
@@ -338,9 +364,7 @@ void Reader::map_into_memory() {
 }
 
 std::pair<int64_t, int64_t> Reader::event_id_range() {
-  detail::Statement s(*db_, "SELECT min(id), max(id) FROM events");
-  if (!s.step() || s.column_is_null(0)) return {0, -1};
-  return {s.column_int(0), s.column_int(1)};
+  return column_range(*db_, "SELECT min(id), max(id) FROM events");
 }
 
 void Reader::scan_event_spans(int64_t first_id, int64_t last_id,
@@ -351,33 +375,26 @@ void Reader::scan_event_spans(int64_t first_id, int64_t last_id,
                       " coalesce(seq, iteration) FROM events WHERE id BETWEEN ? AND ?");
   s.bind_int(1, first_id);
   s.bind_int(2, last_id);
-  constexpr size_t kBatch = 4096;
-  std::vector<EventSpan> rows;
-  rows.reserve(kBatch);
-  while (s.step()) {
-    EventSpan e;
-    e.rank = static_cast<int16_t>(s.column_int(0));
-    e.lane = static_cast<LaneId>(s.column_int(1));
-    e.kind = static_cast<EventKind>(s.column_int(2));
-    e.name = static_cast<NameId>(s.column_int_or_none(3));
-    e.begin_ns = s.column_int(4);
-    e.end_ns = s.column_int(5);
-    e.op = s.column_is_null(6) ? 0xff : static_cast<uint8_t>(s.column_int(6));
-    e.bucket_or_unit = static_cast<int16_t>(s.column_int_or_none(7));
-    e.seq_or_iteration = static_cast<int32_t>(s.column_int_or_none(8));
-    rows.push_back(e);
-    if (rows.size() == kBatch) {
-      if (!batch(rows.data(), rows.size())) return;
-      rows.clear();
-    }
-  }
-  if (!rows.empty()) batch(rows.data(), rows.size());
+  scan_in_batches<EventSpan>(
+      s,
+      [](detail::Statement& row) {
+        EventSpan e;
+        e.rank = static_cast<int16_t>(row.column_int(0));
+        e.lane = static_cast<LaneId>(row.column_int(1));
+        e.kind = static_cast<EventKind>(row.column_int(2));
+        e.name = static_cast<NameId>(row.column_int_or_none(3));
+        e.begin_ns = row.column_int(4);
+        e.end_ns = row.column_int(5);
+        e.op = row.column_is_null(6) ? 0xff : static_cast<uint8_t>(row.column_int(6));
+        e.bucket_or_unit = static_cast<int16_t>(row.column_int_or_none(7));
+        e.seq_or_iteration = static_cast<int32_t>(row.column_int_or_none(8));
+        return e;
+      },
+      batch);
 }
 
 std::pair<int64_t, int64_t> Reader::memory_rowid_range() {
-  detail::Statement s(*db_, "SELECT min(rowid), max(rowid) FROM memory");
-  if (!s.step() || s.column_is_null(0)) return {0, -1};
-  return {s.column_int(0), s.column_int(1)};
+  return column_range(*db_, "SELECT min(rowid), max(rowid) FROM memory");
 }
 
 void Reader::scan_memory(int64_t first_rowid, int64_t last_rowid,
@@ -387,18 +404,13 @@ void Reader::scan_memory(int64_t first_rowid, int64_t last_rowid,
                       "SELECT rank, ts_ns, category, bytes FROM memory WHERE rowid BETWEEN ? AND ?");
   s.bind_int(1, first_rowid);
   s.bind_int(2, last_rowid);
-  constexpr size_t kBatch = 4096;
-  std::vector<MemorySample> rows;
-  rows.reserve(kBatch);
-  while (s.step()) {
-    rows.push_back(MemorySample{static_cast<int32_t>(s.column_int(0)), s.column_int(1),
-                                static_cast<MemoryCategory>(s.column_int(2)), s.column_int(3)});
-    if (rows.size() == kBatch) {
-      if (!batch(rows.data(), rows.size())) return;
-      rows.clear();
-    }
-  }
-  if (!rows.empty()) batch(rows.data(), rows.size());
+  scan_in_batches<MemorySample>(
+      s,
+      [](detail::Statement& row) {
+        return MemorySample{static_cast<int32_t>(row.column_int(0)), row.column_int(1),
+                            static_cast<MemoryCategory>(row.column_int(2)), row.column_int(3)};
+      },
+      batch);
 }
 
 std::vector<MemorySample> Reader::memory(int32_t rank) {

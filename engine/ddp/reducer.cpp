@@ -237,15 +237,22 @@ void Reducer::all_reduce_bucket(size_t bucket_index) {
     bucket.reduction = launch_sum_all_reduce(group_, bucket.gradients, tag);
     return;
   }
-  GradBucket& hook_bucket = bucket.hook_bucket;
+  bucket.hook_bucket = hook_bucket(bucket_index, bucket.gradients, bucket.views_in);
+  bucket.reduction = comm_hook_->launch(group_, bucket.hook_bucket);
+}
+
+GradBucket Reducer::hook_bucket(size_t bucket_index, at::Tensor buffer,
+                                std::vector<at::Tensor> gradients) const {
+  const Bucket& bucket = buckets_[bucket_index];
+  GradBucket hook_bucket;
   hook_bucket.index = static_cast<int32_t>(bucket_index);
-  hook_bucket.buffer = bucket.gradients;
-  hook_bucket.gradients = bucket.views_in;
+  hook_bucket.buffer = std::move(buffer);
+  hook_bucket.gradients = std::move(gradients);
   hook_bucket.params.assign(bucket.variables.begin(), bucket.variables.end());
   hook_bucket.is_last = bucket_index + 1 == buckets_.size();
   hook_bucket.iteration = iteration_;
-  hook_bucket.tag = tag;
-  bucket.reduction = comm_hook_->launch(group_, hook_bucket);
+  hook_bucket.tag = {iteration_, static_cast<int32_t>(bucket_index), trace::kNone, 0};
+  return hook_bucket;
 }
 
 void Reducer::queue_finalize() {
@@ -321,7 +328,7 @@ void Reducer::finalize_bucket_dense(Bucket& bucket) {
                         globally_unused(index);
     if (unused) continue;  // a parameter no rank used keeps its .grad untouched
     at::Tensor& grad = grad_of(index);
-    const at::Tensor& view = bucket.views_out[slot];
+    const at::Tensor& view = bucket.views_in[slot];  // reduced in place
     if (!options_.gradient_as_bucket_view) {
       if (!grad.defined()) {
         // Locally unused, used elsewhere: a new gradient laid out like the parameter.

@@ -113,8 +113,9 @@ class Reducer {
  private:
   struct Bucket {
     at::Tensor gradients;               // flat buffer (dense buckets)
-    std::vector<at::Tensor> views_in;   // what gradients are copied into / alias
-    std::vector<at::Tensor> views_out;  // where the reduced result is read from
+    // Per parameter, shaped like it: gradients are copied into (or alias) these, and the
+    // reduction leaves the average in place, so finalizing reads them back.
+    std::vector<at::Tensor> views_in;
     std::vector<int64_t> variables;     // parameter indices, slot order
     std::vector<int64_t> offsets;
     std::vector<int64_t> lengths;
@@ -143,6 +144,9 @@ class Reducer {
   void finalize_bucket_dense(Bucket& bucket);
   void delay_all_reduce();
   void queue_finalize();
+  // What a comm hook gets for bucket `bucket_index`: `buffer` and its per-parameter `gradients`.
+  GradBucket hook_bucket(size_t bucket_index, at::Tensor buffer,
+                         std::vector<at::Tensor> gradients) const;
 
   // Buckets (reducer_buckets.cpp).
   void initialize_buckets(const std::vector<std::vector<int64_t>>& plan, int32_t generation);

@@ -95,7 +95,6 @@ void Reducer::initialize_bucket_views(Bucket& bucket) {
       }
     }
   }
-  bucket.views_out = bucket.views_in;
 }
 
 void Reducer::reset_bucket_counting() {
@@ -238,19 +237,13 @@ void Reducer::match_all_reduce_for_joined_rank() {
       reductions.push_back(launch_sum_all_reduce(group_, zeros, tag));
       continue;
     }
-    GradBucket& hook_bucket = hook_buckets[b];
-    hook_bucket.index = static_cast<int32_t>(b);
-    hook_bucket.buffer = zeros;
+    std::vector<at::Tensor> views;
     for (size_t slot = 0; slot < bucket.variables.size(); ++slot) {
-      hook_bucket.gradients.push_back(
-          zeros.narrow(0, bucket.offsets[slot], bucket.lengths[slot])
-              .view(params_[bucket.variables[slot]].sizes()));
+      views.push_back(zeros.narrow(0, bucket.offsets[slot], bucket.lengths[slot])
+                          .view(params_[bucket.variables[slot]].sizes()));
     }
-    hook_bucket.params.assign(bucket.variables.begin(), bucket.variables.end());
-    hook_bucket.is_last = b + 1 == buckets_.size();
-    hook_bucket.iteration = iteration_;
-    hook_bucket.tag = tag;
-    reductions.push_back(comm_hook_->launch(group_, hook_bucket));
+    hook_buckets[b] = hook_bucket(b, zeros, std::move(views));
+    reductions.push_back(comm_hook_->launch(group_, hook_buckets[b]));
   }
   for (auto& reduction : reductions) reduction->wait();
   if (options_.find_unused_parameters && !options_.static_graph) {
