@@ -7,6 +7,8 @@
 
 #include "cli/commands.h"
 #ifdef DPSCOPE_HAVE_ENGINE
+#include <c10/util/Exception.h>
+
 #include "engine/train/trainer.h"
 #endif
 
@@ -80,6 +82,28 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--comm-hook", c.comm_hook, "none | allreduce | fp16 | bf16 | powersgd")
       ->check(CLI::IsMember({"none", "allreduce", "fp16", "bf16", "powersgd"}))
       ->capture_default_str();
+  cmd->add_option("--sharding", c.sharding, "FSDP: full (ZeRO-3) | grad_op (ZeRO-2) | no_shard")
+      ->check(CLI::IsMember({"full", "grad_op", "no_shard"}))
+      ->capture_default_str();
+  cmd->add_option("--wrap-min-params", c.wrap_min_params,
+                  "FSDP: wrap each submodule with at least N parameters as its own unit (0: root only)")
+      ->capture_default_str();
+  cmd->add_option("--mixed-precision", c.mixed_precision, "FSDP: none | fp16 | bf16 compute")
+      ->check(CLI::IsMember({"none", "fp16", "bf16"}))
+      ->capture_default_str();
+  cmd->add_flag("--reduce-fp32", c.reduce_fp32, "FSDP mixed precision: reduce-scatter in float32");
+  cmd->add_flag("--cpu-offload", c.cpu_offload, "FSDP: keep shards and their gradients on the CPU");
+  cmd->add_option("--backward-prefetch", c.backward_prefetch, "FSDP: pre | post | none")
+      ->check(CLI::IsMember({"pre", "post", "none"}))
+      ->capture_default_str();
+  cmd->add_flag("--forward-prefetch", c.forward_prefetch,
+                "FSDP: gather the next unit when a unit's forward begins");
+  cmd->add_option("--limit-all-gathers", c.limit_all_gathers,
+                  "FSDP: at most N all-gathers in flight (0: no limit)")
+      ->capture_default_str();
+  cmd->add_option("--reduce-bucket-mb", c.reduce_bucket_mb,
+                  "FSDP: reduce-scatter bucket over all ranks, MiB (0: no bucketing)")
+      ->capture_default_str();
   cmd->add_option("--grad-accum", c.grad_accum,
                   "Micro-steps per optimizer step (K-1 under no_sync, then one synced)")
       ->capture_default_str();
@@ -100,7 +124,12 @@ void add_train_command(CLI::App& app) {
     config.broadcast_buffers = !o->no_broadcast_buffers;
     trace::parse_trace_level(o->trace_level, &config.trace_level);
     config.command_line = own_command_line();
-    train::run_training(config);
+    try {
+      train::run_training(config);
+    } catch (const c10::Error& error) {
+      // LibTorch's own errors: the message without the C++ stack behind it.
+      throw std::runtime_error(error.what_without_backtrace());
+    }
   });
 }
 

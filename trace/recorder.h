@@ -150,22 +150,24 @@ class Recorder {
   bool closed_ = false;
 };
 
-// Records a phase slice from construction to destruction. Costs one branch when off.
+// Records a phase slice from construction to destruction. Costs one branch when off; a null
+// recorder records nothing.
 class ScopedPhase {
  public:
   ScopedPhase(Recorder& recorder, LaneId lane, NameId name, int32_t iteration)
-      : recorder_(recorder), lane_(lane), name_(name), iteration_(iteration),
-        begin_ns_(recorder.enabled(TraceLevel::Summary) ? now_ns() : 0) {}
+      : ScopedPhase(&recorder, lane, name, iteration) {}
+  ScopedPhase(Recorder* recorder, LaneId lane, NameId name, int32_t iteration)
+      : recorder_(recorder && recorder->enabled(TraceLevel::Summary) ? recorder : nullptr),
+        lane_(lane), name_(name), iteration_(iteration),
+        begin_ns_(recorder_ ? now_ns() : 0) {}
   ~ScopedPhase() {
-    if (recorder_.enabled(TraceLevel::Summary)) {
-      recorder_.phase(lane_, name_, begin_ns_, now_ns(), iteration_);
-    }
+    if (recorder_) recorder_->phase(lane_, name_, begin_ns_, now_ns(), iteration_);
   }
   ScopedPhase(const ScopedPhase&) = delete;
   ScopedPhase& operator=(const ScopedPhase&) = delete;
 
  private:
-  Recorder& recorder_;
+  Recorder* recorder_;
   LaneId lane_;
   NameId name_;
   int32_t iteration_;

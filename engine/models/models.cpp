@@ -19,6 +19,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "engine/models/forward_hooks.h"
+
 namespace dpscope::models {
 
 at::Tensor Model::loss(const at::Tensor& logits, const at::Tensor& targets) const {
@@ -37,7 +39,8 @@ class ToyModel final : public Model {
   ToyModel()
       : net1_(register_module("net1", torch::nn::Linear(10, 10))),
         net2_(register_module("net2", torch::nn::Linear(10, 5))) {}
-  at::Tensor forward(const at::Tensor& x) override { return net2_(at::relu(net1_(x))); }
+  bool calls_children_through_hooks() const override { return true; }
+  at::Tensor forward(const at::Tensor& x) override { return call_module(net2_, at::relu(call_module(net1_, x))); }
 
  private:
   torch::nn::Linear net1_;
@@ -55,10 +58,11 @@ class Mlp final : public Model {
     }
     layers_.push_back(register_module("fc" + std::to_string(layers), torch::nn::Linear(width, classes)));
   }
+  bool calls_children_through_hooks() const override { return true; }
   at::Tensor forward(const at::Tensor& x) override {
     at::Tensor h = x;
-    for (size_t i = 0; i + 1 < layers_.size(); ++i) h = at::relu(layers_[i](h));
-    return layers_.back()(h);
+    for (size_t i = 0; i + 1 < layers_.size(); ++i) h = at::relu(call_module(layers_[i], h));
+    return call_module(layers_.back(), h);
   }
 
  private:
@@ -74,12 +78,13 @@ class Cnn final : public Model {
         bn1_(register_module("bn1", torch::nn::BatchNorm2d(16))),
         conv2_(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).padding(1)))),
         fc_(register_module("fc", torch::nn::Linear(32 * 4 * 4, classes))) {}
+  bool calls_children_through_hooks() const override { return true; }
   at::Tensor forward(const at::Tensor& x) override {
     at::Tensor h = x.reshape({-1, 1, 8, 8});
-    h = at::relu(bn1_(conv1_(h)));
-    h = at::relu(conv2_(h));
+    h = at::relu(call_module(bn1_, call_module(conv1_, h)));
+    h = at::relu(call_module(conv2_, h));
     h = torch::nn::functional::max_pool2d(h, torch::nn::functional::MaxPool2dFuncOptions(2));
-    return fc_(h.flatten(1));
+    return call_module(fc_, h.flatten(1));
   }
 
  private:
@@ -106,14 +111,15 @@ class TinyTransformer final : public Model {
         mlp1_(register_module("mlp1", torch::nn::Linear(dim, 4 * dim))),
         mlp2_(register_module("mlp2", torch::nn::Linear(4 * dim, dim))),
         head_(register_module("head", torch::nn::Linear(dim, vocab))) {}
+  bool calls_children_through_hooks() const override { return true; }
   at::Tensor forward(const at::Tensor& tokens) override {
-    at::Tensor h = embed_(tokens) + pos_;
-    const at::Tensor a = ln1_(h);
-    const at::Tensor scores =
-        at::matmul(q_(a), k_(a).transpose(-2, -1)) / std::sqrt(static_cast<double>(dim_));
-    h = h + o_(at::matmul(at::softmax(scores, -1), v_(a)));
-    h = h + mlp2_(at::relu(mlp1_(ln2_(h))));
-    return head_(h);
+    at::Tensor h = call_module(embed_, tokens) + pos_;
+    const at::Tensor a = call_module(ln1_, h);
+    const at::Tensor scores = at::matmul(call_module(q_, a), call_module(k_, a).transpose(-2, -1)) /
+                              std::sqrt(static_cast<double>(dim_));
+    h = h + call_module(o_, at::matmul(at::softmax(scores, -1), call_module(v_, a)));
+    h = h + call_module(mlp2_, at::relu(call_module(mlp1_, call_module(ln2_, h))));
+    return call_module(head_, h);
   }
 
  private:
@@ -136,10 +142,11 @@ class BranchModel final : public Model {
       : fc0_(register_module("fc0", torch::nn::Linear(inputs, hidden))),
         head_a_(register_module("head_a", torch::nn::Linear(hidden, classes))),
         head_b_(register_module("head_b", torch::nn::Linear(hidden, classes))) {}
+  bool calls_children_through_hooks() const override { return true; }
   at::Tensor forward(const at::Tensor& x) override {
-    const at::Tensor h = at::relu(fc0_(x));
-    at::Tensor out = head_a_(h);
-    if (x.reshape({-1})[0].item<float>() > 0) out = out + head_b_(h);
+    const at::Tensor h = at::relu(call_module(fc0_, x));
+    at::Tensor out = call_module(head_a_, h);
+    if (x.reshape({-1})[0].item<float>() > 0) out = out + call_module(head_b_, h);
     return out;
   }
 

@@ -22,6 +22,10 @@ class Model : public torch::nn::Module {
   virtual at::Tensor loss(const at::Tensor& logits, const at::Tensor& targets) const;
   // The number of correct predictions in a batch (every token for the transformer).
   virtual int64_t correct(const at::Tensor& logits, const at::Tensor& targets) const;
+  // True when forward calls every child module through models::call_module (forward_hooks.h),
+  // so that FSDP may wrap a child as a unit of its own. The engine's models all do; a model that
+  // calls its children directly keeps the default and FSDP wraps it whole.
+  virtual bool calls_children_through_hooks() const { return false; }
 };
 
 struct ModelConfig {

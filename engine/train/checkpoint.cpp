@@ -11,12 +11,17 @@
 namespace dpscope::train {
 
 void save_state(torch::nn::Module& module, const std::string& path) {
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const auto& item : module.named_parameters(true)) tensors.emplace_back(item.key(), item.value());
+  for (const auto& item : module.named_buffers(true)) tensors.emplace_back(item.key(), item.value());
+  save_tensors(tensors, path);
+}
+
+void save_tensors(const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                  const std::string& path) {
   c10::Dict<std::string, at::Tensor> state;
-  for (const auto& item : module.named_parameters(true)) {
-    state.insert(item.key(), item.value().detach().cpu().contiguous().clone());
-  }
-  for (const auto& item : module.named_buffers(true)) {
-    state.insert(item.key(), item.value().detach().cpu().contiguous().clone());
+  for (const auto& [name, tensor] : tensors) {
+    state.insert(name, tensor.detach().cpu().contiguous().clone());
   }
   const std::vector<char> bytes = torch::pickle_save(c10::IValue(state));
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

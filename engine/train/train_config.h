@@ -41,6 +41,17 @@ struct TrainConfig {
   bool broadcast_buffers = true;
   std::string comm_hook = "none";
 
+  // FSDP.
+  std::string sharding = "full";  // full | grad_op | no_shard
+  int64_t wrap_min_params = 0;    // wrap each submodule with at least this many; 0: root only
+  std::string mixed_precision = "none";  // none | fp16 | bf16
+  bool reduce_fp32 = false;
+  bool cpu_offload = false;
+  std::string backward_prefetch = "pre";  // pre | post | none
+  bool forward_prefetch = false;
+  int limit_all_gathers = 0;  // 0: no limit
+  double reduce_bucket_mb = 1;  // the reduce-scatter bucket over all ranks; 0: no bucketing
+
   std::string trace;  // "" = DPSCOPE_TRACE_DIR/rank<R>.sqlite, else traces/train-<model>.sqlite
   trace::TraceLevel trace_level = trace::TraceLevel::Full;
   std::string save_init;

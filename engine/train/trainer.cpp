@@ -13,13 +13,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
 #include <thread>
 
 #include "engine/comm/world.h"
 #include "engine/data/dataset.h"
 #include "engine/data/distributed_sampler.h"
-#include "engine/ddp/distributed_data_parallel.h"
+#include "engine/train/parallel_model.h"
 #include "engine/memory/memory_sampler.h"
 #include "engine/memory/tracking_allocator.h"
 
@@ -68,20 +67,28 @@ double median(std::vector<double> values) {
 }
 
 std::string config_json(const TrainConfig& c) {
-  char buffer[1024];
+  char buffer[2048];
   std::snprintf(buffer, sizeof(buffer),
                 "{\"model\":\"%s\",\"hidden\":%lld,\"layers\":%lld,\"data\":\"%s\",\"steps\":%lld,"
                 "\"batch_size\":%lld,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"grad_accum\":%d,"
                 "\"bucket_cap_mb\":%g,\"first_bucket_mb\":%g,\"find_unused_parameters\":%s,"
                 "\"gradient_as_bucket_view\":%s,\"static_graph\":%s,\"broadcast_buffers\":%s,"
-                "\"comm_hook\":\"%s\"}",
+                "\"comm_hook\":\"%s\",\"strategy\":\"%s\",\"sharding\":\"%s\","
+                "\"wrap_min_params\":%lld,\"mixed_precision\":\"%s\",\"reduce_fp32\":%s,"
+                "\"cpu_offload\":%s,\"backward_prefetch\":\"%s\",\"forward_prefetch\":%s,"
+                "\"limit_all_gathers\":%d,\"reduce_bucket_mb\":%g}",
                 c.model.name.c_str(), static_cast<long long>(c.model.hidden),
                 static_cast<long long>(c.model.layers), c.data.c_str(),
                 static_cast<long long>(c.steps), static_cast<long long>(c.batch_size), c.lr,
                 c.momentum, static_cast<unsigned long long>(c.seed), c.grad_accum,
                 c.bucket_cap_mb, c.first_bucket_mb, c.find_unused_parameters ? "true" : "false",
                 c.gradient_as_bucket_view ? "true" : "false", c.static_graph ? "true" : "false",
-                c.broadcast_buffers ? "true" : "false", c.comm_hook.c_str());
+                c.broadcast_buffers ? "true" : "false", c.comm_hook.c_str(),
+                c.strategy == Strategy::Fsdp ? "fsdp" : "ddp", c.sharding.c_str(),
+                static_cast<long long>(c.wrap_min_params), c.mixed_precision.c_str(),
+                c.reduce_fp32 ? "true" : "false", c.cpu_offload ? "true" : "false",
+                c.backward_prefetch.c_str(), c.forward_prefetch ? "true" : "false",
+                c.limit_all_gathers, c.reduce_bucket_mb);
   return buffer;
 }
 
@@ -123,8 +130,15 @@ void validate(const TrainConfig& c) {
                                 "with a CUDA LibTorch); use --device cpu");
   }
   if (c.strategy == Strategy::Fsdp) {
-    throw std::invalid_argument("--strategy fsdp is not available in this build yet; use "
-                                "--strategy ddp");
+    const char* ddp_only = c.comm_hook != "none"        ? "--comm-hook"
+                           : c.find_unused_parameters   ? "--find-unused-parameters"
+                           : c.gradient_as_bucket_view  ? "--gradient-as-bucket-view"
+                           : c.static_graph             ? "--static-graph"
+                                                        : nullptr;
+    if (ddp_only) {
+      throw std::invalid_argument(std::string(ddp_only) + " is a DDP option; drop it or use "
+                                  "--strategy ddp");
+    }
   }
 }
 
@@ -165,7 +179,7 @@ TrainResult run_training(const TrainConfig& config) {
 
   recorder.set_meta("command_line", config.command_line);
   recorder.set_meta("config", config_json(config));
-  recorder.set_meta("strategy", "ddp");
+  recorder.set_meta("strategy", config.strategy == Strategy::Fsdp ? "fsdp" : "ddp");
   recorder.set_meta("backend", std::string(comm::to_string(world_options.backend)));
   recorder.set_meta("world_size", std::to_string(env.world_size));
   recorder.set_meta("model", config.model.name);
@@ -190,20 +204,15 @@ TrainResult run_training(const TrainConfig& config) {
   const std::string summary = models::summarize(config.model.name, *model);
   recorder.set_meta("model_summary", summary);
 
-  ddp::DdpOptions ddp_options;
-  ddp_options.bucket_cap_bytes = static_cast<int64_t>(config.bucket_cap_mb * 1024 * 1024);
-  ddp_options.first_bucket_bytes = static_cast<int64_t>(config.first_bucket_mb * 1024 * 1024);
-  ddp_options.find_unused_parameters = config.find_unused_parameters;
-  ddp_options.gradient_as_bucket_view = config.gradient_as_bucket_view;
-  ddp_options.static_graph = config.static_graph;
-  ddp_options.broadcast_buffers = config.broadcast_buffers;
-  ddp_options.recorder = &recorder;
-  ddp::DistributedDataParallel ddp(model, world.group, ddp_options);
-  if (auto hook = ddp::make_comm_hook(config.comm_hook)) ddp.register_comm_hook(std::move(hook));
+  const std::unique_ptr<ParallelModel> parallel =
+      make_parallel_model(config, model, world.group, &recorder, &sampler);
   sampler.sample();
-  if (!config.save_init.empty() && env.rank == 0) save_state(*model, config.save_init);
+  if (!config.save_init.empty()) {
+    const auto state = parallel->full_state();  // collective: every rank takes part
+    if (env.rank == 0) save_tensors(state, config.save_init);
+  }
 
-  torch::optim::SGD optimizer(model->parameters(),
+  torch::optim::SGD optimizer(parallel->optimizer_parameters(),
                               torch::optim::SGDOptions(config.lr).momentum(config.momentum));
   data::EpochBatches batches(
       data::DistributedSampler(train_set.size(), env.world_size, env.rank, true, config.seed),
@@ -216,8 +225,9 @@ TrainResult run_training(const TrainConfig& config) {
   const trace::NameId loss_name = recorder.name("loss");
   const trace::NameId step_ms_name = recorder.name("step_ms");
   if (env.rank == 0) {
-    std::printf("train: %s, ddp over %s, %d rank(s), %lld steps of %lld per rank\n",
-                summary.c_str(), std::string(comm::to_string(world_options.backend)).c_str(),
+    std::printf("train: %s, %s over %s, %d rank(s), %lld steps of %lld per rank\n",
+                summary.c_str(), parallel->describe().c_str(),
+                std::string(comm::to_string(world_options.backend)).c_str(),
                 env.world_size, static_cast<long long>(config.steps),
                 static_cast<long long>(config.batch_size));
     std::fflush(stdout);
@@ -232,12 +242,12 @@ TrainResult run_training(const TrainConfig& config) {
     zero_grad(optimizer);
     for (int micro = 0; micro < config.grad_accum; ++micro) {
       const data::Dataset batch = train_set.rows(batches.next());
-      std::optional<ddp::DistributedDataParallel::NoSyncGuard> no_sync;
-      if (micro + 1 < config.grad_accum) no_sync.emplace(ddp);
+      std::unique_ptr<ParallelModel::SyncSuspension> no_sync;
+      if (micro + 1 < config.grad_accum) no_sync = parallel->no_sync();
       at::Tensor loss;
       {
         trace::ScopedPhase phase(recorder, 0, forward_name, iteration);
-        const at::Tensor logits = ddp.forward([&] { return model->forward(batch.x); });
+        const at::Tensor logits = parallel->forward(batch.x);
         memory::CategoryScope activations(memory::MemoryCategory::Activations);
         loss = model->loss(logits, batch.y) / config.grad_accum;
       }
@@ -249,7 +259,7 @@ TrainResult run_training(const TrainConfig& config) {
       }
       loss_value += loss.item<double>();
     }
-    ddp.reducer().check_reduction_finished();
+    parallel->finish_backward();
     sampler.sample();
     {
       trace::ScopedPhase phase(recorder, 0, step_name, iteration);
@@ -283,7 +293,7 @@ TrainResult run_training(const TrainConfig& config) {
   if (eval_set.size() > 0) {
     c10::NoGradGuard no_grad;
     model->eval();
-    const at::Tensor logits = model->forward(eval_set.x);
+    const at::Tensor logits = parallel->forward(eval_set.x);
     result.eval_accuracy =
         static_cast<double>(model->correct(logits, eval_set.y)) / static_cast<double>(eval_set.y.numel());
     model->train();
@@ -293,11 +303,15 @@ TrainResult run_training(const TrainConfig& config) {
     }
     recorder.metric(static_cast<int32_t>(config.steps - 1), recorder.name("accuracy"), result.eval_accuracy);
   }
-  if (!config.save_final.empty() && env.rank == 0) save_state(*model, config.save_final);
+  if (!config.save_final.empty()) {
+    const auto state = parallel->full_state();  // collective: every rank takes part
+    if (env.rank == 0) save_tensors(state, config.save_final);
+  }
 
   result.step_ms_median =
       median(step_ms.size() >= 3 ? std::vector<double>(step_ms.begin() + 2, step_ms.end()) : step_ms);
-  result.peak_memory_bytes = sampler.peak(memory::MemoryCategory::AllocatorTotal);
+  result.peak_memory_bytes =
+      allocator ? allocator->peak_bytes() : sampler.peak(memory::MemoryCategory::AllocatorTotal);
   // Every rank finishes its collectives before the group goes away.
   world.group->barrier()->wait();
   recorder.close();

@@ -5,6 +5,8 @@
 #include <torch/nn/module.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/train/train_config.h"
 
@@ -15,6 +17,10 @@ namespace dpscope::train {
 // flag, file or rank at fault.
 TrainResult run_training(const TrainConfig& config);
 
+// Writes `tensors` by name as torch::pickle_save of a c10::Dict<std::string, at::Tensor> (CPU
+// copies), readable by Python's torch.load. Throws naming the path.
+void save_tensors(const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                  const std::string& path);
 // Writes `module`'s parameters and buffers, by name, as torch::pickle_save of a
 // c10::Dict<std::string, at::Tensor> — readable by Python's torch.load. Throws naming the path.
 void save_state(torch::nn::Module& module, const std::string& path);

@@ -1,0 +1,212 @@
+// FSDP's state across the shards: the full state dict gathered on one rank, sharded checkpoints
+// (one file per rank, loadable at another world size by resharding), and clip_grad_norm over
+// every rank's shard.
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/GradMode.h>
+#include <torch/serialize.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <regex>
+
+#include "engine/fsdp/fully_sharded_data_parallel.h"
+
+namespace dpscope::fsdp {
+
+namespace {
+
+std::string shard_file(const std::string& dir, int rank, int world) {
+  return (std::filesystem::path(dir) /
+          ("shard-rank" + std::to_string(rank) + "-of-" + std::to_string(world) + ".pt"))
+      .string();
+}
+
+c10::impl::GenericDict read_dict(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw FsdpError("cannot read sharded checkpoint file " + path + "; check the path");
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  c10::IValue value;
+  try {
+    value = torch::pickle_load(bytes);
+  } catch (const std::exception& error) {
+    throw FsdpError("sharded checkpoint file " + path + " is not a pickled dict (" + error.what() +
+                    "); write it with save_sharded_state");
+  }
+  if (!value.isGenericDict()) throw FsdpError("sharded checkpoint file " + path + " holds no dict");
+  return value.toGenericDict();
+}
+
+c10::IValue entry(const c10::impl::GenericDict& dict, const std::string& key, const std::string& path) {
+  const auto it = dict.find(key);
+  if (it == dict.end()) {
+    throw FsdpError("sharded checkpoint file " + path + " has no '" + key +
+                    "'; it was not written by save_sharded_state");
+  }
+  return it->value();
+}
+
+// The world size the files in `dir` were written at (every file must say the same).
+int saved_world_size(const std::string& dir) {
+  const std::regex pattern(R"(shard-rank(\d+)-of-(\d+)\.pt)");
+  int world = 0;
+  std::error_code error;
+  for (const auto& file : std::filesystem::directory_iterator(dir, error)) {
+    std::smatch match;
+    const std::string name = file.path().filename().string();
+    if (!std::regex_match(name, match, pattern)) continue;
+    const int files_world = std::stoi(match[2].str());
+    if (world != 0 && world != files_world) {
+      throw FsdpError("sharded checkpoint directory " + dir + " mixes files of world sizes " +
+                      std::to_string(world) + " and " + std::to_string(files_world) +
+                      "; keep one run's files per directory");
+    }
+    world = files_world;
+  }
+  if (error || world == 0) {
+    throw FsdpError("no sharded checkpoint (shard-rank<R>-of-<W>.pt) in " + dir +
+                    "; write one with save_sharded_state");
+  }
+  return world;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, at::Tensor>> FullyShardedDataParallel::full_state_dict(int root) {
+  c10::NoGradGuard no_grad;
+  std::unordered_map<std::string, at::Tensor> full_params;
+  for (const auto& unit : units_) {
+    const FlatParameter& flat = *unit->flat;
+    if (flat.empty()) continue;
+    at::Tensor full = flat.shard().detach();
+    if (flat.config().sharded) {
+      // Gathered in float32 from the shards themselves, not from the compute copy.
+      full = at::empty({flat.padded_numel()}, full.options());
+      group_->all_gather(full, flat.shard().detach(), tag(*unit, 0))->wait();
+    }
+    if (group_->rank() != root) continue;
+    for (size_t k = 0; k < flat.params().size(); ++k) {
+      full_params[flat.param_names()[k]] =
+          full.narrow(0, flat.offsets()[k], flat.params()[k].numel())
+              .view(flat.params()[k].sizes())
+              .cpu()
+              .clone();
+    }
+  }
+  std::vector<std::pair<std::string, at::Tensor>> state;
+  if (group_->rank() != root) return state;
+  for (const auto& item : module_->named_parameters()) {
+    const auto it = full_params.find(item.key());
+    if (it != full_params.end()) state.emplace_back(item.key(), it->second);
+  }
+  for (const auto& item : module_->named_buffers()) {
+    at::Tensor buffer = item.value().detach().cpu();
+    if (buffer.is_floating_point()) buffer = buffer.to(c10::ScalarType::Float);
+    state.emplace_back(item.key(), buffer.contiguous().clone());
+  }
+  return state;
+}
+
+void FullyShardedDataParallel::save_sharded_state(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  const std::string path = shard_file(dir, group_->rank(), group_->size());
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("world_size", static_cast<int64_t>(group_->size()));
+  dict.insert("rank", static_cast<int64_t>(group_->rank()));
+  dict.insert("sharded", flat_param(0).config().sharded);
+  c10::List<std::string> names;
+  c10::List<int64_t> numels;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    names.push_back(units_[i]->name);
+    numels.push_back(units_[i]->flat->numel());
+    dict.insert("shard." + std::to_string(i), units_[i]->flat->shard().detach().cpu().clone());
+  }
+  dict.insert("unit_names", names);
+  dict.insert("unit_numels", numels);
+  const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) {
+    throw FsdpError("cannot write sharded checkpoint file " + path +
+                    " (rank " + std::to_string(group_->rank()) + "); check that " + dir +
+                    " is writable and has space");
+  }
+}
+
+void FullyShardedDataParallel::load_sharded_state(const std::string& dir) {
+  c10::NoGradGuard no_grad;
+  const int saved_world = saved_world_size(dir);
+  std::vector<c10::impl::GenericDict> files;
+  std::vector<std::string> paths;
+  for (int rank = 0; rank < saved_world; ++rank) {
+    paths.push_back(shard_file(dir, rank, saved_world));
+    files.push_back(read_dict(paths.back()));
+  }
+  const bool saved_sharded = entry(files[0], "sharded", paths[0]).toBool();
+  const auto names = entry(files[0], "unit_names", paths[0]).toList();
+  const auto numels = entry(files[0], "unit_numels", paths[0]).toList();
+  if (names.size() != units_.size()) {
+    throw FsdpError("sharded checkpoint " + dir + " has " + std::to_string(names.size()) +
+                    " units, this model " + std::to_string(units_.size()) +
+                    "; load it with the same model and wrap policy");
+  }
+  for (size_t i = 0; i < units_.size(); ++i) {
+    FlatParameter& flat = *units_[i]->flat;
+    const std::string name = names.get(i).toStringRef();
+    if (name != units_[i]->name || numels.get(i).toInt() != flat.numel()) {
+      throw FsdpError("sharded checkpoint " + dir + ": unit " + std::to_string(i) + " is '" + name +
+                      "' of " + std::to_string(numels.get(i).toInt()) + " elements, here '" +
+                      units_[i]->name + "' of " + std::to_string(flat.numel()) +
+                      "; load it with the same model and wrap policy");
+    }
+    const std::string key = "shard." + std::to_string(i);
+    // The whole flat parameter from the saved shards, then this rank's part of it.
+    at::Tensor whole;
+    if (saved_sharded) {
+      std::vector<at::Tensor> shards;
+      for (int rank = 0; rank < saved_world; ++rank) {
+        shards.push_back(entry(files[static_cast<size_t>(rank)], key, paths[static_cast<size_t>(rank)]).toTensor());
+      }
+      whole = at::cat(shards);
+    } else {
+      whole = entry(files[0], key, paths[0]).toTensor();
+    }
+    if (whole.numel() < flat.numel()) {
+      throw FsdpError("sharded checkpoint " + dir + ": unit '" + name + "' holds " +
+                      std::to_string(whole.numel()) + " elements, fewer than its " +
+                      std::to_string(flat.numel()) + "; the files are damaged");
+    }
+    at::Tensor padded = at::zeros({flat.padded_numel()}, whole.options());
+    padded.narrow(0, 0, flat.numel()).copy_(whole.narrow(0, 0, flat.numel()));
+    flat.shard().detach().copy_(padded.narrow(0, flat.shard_begin(), flat.shard_numel()));
+  }
+}
+
+double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
+  c10::NoGradGuard no_grad;
+  double local = 0;
+  for (const at::Tensor& shard : parameters()) {
+    if (shard.grad().defined()) local += shard.grad().to(c10::ScalarType::Double).pow(2).sum().item<double>();
+  }
+  double total_squares = local;
+  if (sharding_ != ShardingStrategy::NoShard) {
+    at::Tensor sum = at::scalar_tensor(local, at::TensorOptions().dtype(c10::ScalarType::Double)).reshape({1});
+    group_->all_reduce(sum, comm::ReduceOp::Sum, {iteration_, trace::kNone, trace::kNone, 0})->wait();
+    total_squares = sum.item<double>();
+  }
+  const double total = std::sqrt(total_squares);
+  const double coefficient = max_norm / (total + 1e-6);
+  if (coefficient < 1) {
+    for (const at::Tensor& shard : parameters()) {
+      if (shard.grad().defined()) shard.grad().mul_(coefficient);
+    }
+  }
+  return total;
+}
+
+}  // namespace dpscope::fsdp

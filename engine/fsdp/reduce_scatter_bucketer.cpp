@@ -1,0 +1,99 @@
+// ReduceScatterBucketer (reduce_scatter_bucketer.h): fairscale's ReduceScatterBucketer on the
+// asynchronous ProcessGroup — buckets are issued without waiting, and results are handed to the
+// callbacks when the final callback waits for them.
+#include "engine/fsdp/reduce_scatter_bucketer.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/core/GradMode.h>
+
+#include "engine/memory/tracking_allocator.h"
+
+namespace dpscope::fsdp {
+
+ReduceScatterBucketer::ReduceScatterBucketer(comm::ProcessGroup& group, int64_t cap_bytes)
+    : group_(group), cap_bytes_(cap_bytes) {}
+
+ReduceScatterBucketer::~ReduceScatterBucketer() {
+  // Nothing issued may outlive its tensors: wait quietly (errors were or will be reported by the
+  // training loop's own wait).
+  for (Issued& issued : issued_) {
+    try {
+      issued.work->wait();
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+int64_t ReduceScatterBucketer::shard_capacity(c10::ScalarType dtype) const {
+  if (cap_bytes_ <= 0) return 0;
+  return cap_bytes_ / static_cast<int64_t>(c10::elementSize(dtype)) / group_.size();
+}
+
+void ReduceScatterBucketer::reduce_scatter(const at::Tensor& input, comm::CollectiveTag tag,
+                                           Callback callback) {
+  c10::NoGradGuard no_grad;
+  const int64_t world = group_.size();
+  const int64_t n = input.numel() / world;
+  if (n > shard_capacity(input.scalar_type())) {
+    memory::CategoryScope gradient_shards(memory::MemoryCategory::GradientShards);
+    at::Tensor output = at::empty({n}, input.options());
+    Issued issued{group_.reduce_scatter(output, input, comm::ReduceOp::Sum, tag), input, output, {}};
+    issued.callbacks.emplace_back(0, n, std::move(callback));
+    issued_.push_back(std::move(issued));
+    return;
+  }
+  Bucket& bucket = buckets_[{static_cast<int>(input.scalar_type()), input.device().index()}];
+  const int64_t capacity = shard_capacity(input.scalar_type());
+  if (bucket.data.defined() && bucket.offset + n > capacity) {
+    flush_bucket(bucket, tag);
+  }
+  if (!bucket.data.defined()) {
+    memory::CategoryScope buckets(memory::MemoryCategory::Buckets);
+    bucket.data = at::empty({world, capacity}, input.options());
+  }
+  bucket.data.narrow(1, bucket.offset, n).copy_(input.view({world, n}));
+  bucket.callbacks.emplace_back(bucket.offset, std::move(callback));
+  bucket.offset += n;
+}
+
+void ReduceScatterBucketer::flush(comm::CollectiveTag tag) {
+  for (auto& [key, bucket] : buckets_) flush_bucket(bucket, tag);
+}
+
+void ReduceScatterBucketer::flush_bucket(Bucket& bucket, comm::CollectiveTag tag) {
+  if (bucket.offset == 0) return;
+  // The filled columns of every rank's row, one rank after the other, as the collective wants.
+  at::Tensor input = bucket.offset == bucket.data.size(1)
+                         ? bucket.data.view({-1})
+                         : bucket.data.narrow(1, 0, bucket.offset).contiguous().view({-1});
+  at::Tensor output;
+  {
+    memory::CategoryScope gradient_shards(memory::MemoryCategory::GradientShards);
+    output = at::empty({bucket.offset}, input.options());
+  }
+  tag.flags |= trace::kFlagBucketed;
+  Issued issued{group_.reduce_scatter(output, input, comm::ReduceOp::Sum, tag), input, output, {}};
+  for (size_t i = 0; i < bucket.callbacks.size(); ++i) {
+    const int64_t begin = bucket.callbacks[i].first;
+    const int64_t end = i + 1 < bucket.callbacks.size() ? bucket.callbacks[i + 1].first : bucket.offset;
+    issued.callbacks.emplace_back(begin, end - begin, std::move(bucket.callbacks[i].second));
+  }
+  issued_.push_back(std::move(issued));
+  bucket.data = at::Tensor();  // the issued collective still reads it; the next fill gets new memory
+  bucket.offset = 0;
+  bucket.callbacks.clear();
+}
+
+void ReduceScatterBucketer::wait_all() {
+  std::vector<Issued> issued = std::move(issued_);
+  issued_.clear();
+  for (Issued& item : issued) {
+    item.work->wait();
+    item.input = at::Tensor();
+    for (auto& [offset, numel, callback] : item.callbacks) {
+      callback(item.output.narrow(0, offset, numel));
+    }
+  }
+}
+
+}  // namespace dpscope::fsdp

@@ -1,0 +1,148 @@
+// The two ParallelModel adapters (parallel_model.h): DDP and FSDP configured from a TrainConfig,
+// the way `dpscope train` documents its flags.
+#include "engine/train/parallel_model.h"
+
+#include <stdexcept>
+
+#include "engine/ddp/distributed_data_parallel.h"
+#include "engine/fsdp/fully_sharded_data_parallel.h"
+
+namespace dpscope::train {
+
+namespace {
+
+class DdpModel final : public ParallelModel {
+ public:
+  DdpModel(const TrainConfig& config, std::shared_ptr<models::Model> model,
+           std::shared_ptr<comm::ProcessGroup> group, trace::Recorder* recorder)
+      : model_(model), ddp_(model, std::move(group), options(config, recorder)) {
+    if (auto hook = ddp::make_comm_hook(config.comm_hook)) ddp_.register_comm_hook(std::move(hook));
+  }
+
+  at::Tensor forward(const at::Tensor& x) override {
+    return ddp_.forward([&] { return model_->forward(x); });
+  }
+
+  std::unique_ptr<SyncSuspension> no_sync() override {
+    struct Guard final : SyncSuspension {
+      explicit Guard(ddp::DistributedDataParallel& ddp) : guard(ddp) {}
+      ddp::DistributedDataParallel::NoSyncGuard guard;
+    };
+    return std::make_unique<Guard>(ddp_);
+  }
+
+  void finish_backward() override { ddp_.reducer().check_reduction_finished(); }
+
+  std::vector<at::Tensor> optimizer_parameters() override { return model_->parameters(); }
+
+  std::vector<std::pair<std::string, at::Tensor>> full_state() override {
+    std::vector<std::pair<std::string, at::Tensor>> state;
+    if (ddp_.group().rank() != 0) return state;
+    for (const auto& item : model_->named_parameters()) state.emplace_back(item.key(), item.value());
+    for (const auto& item : model_->named_buffers()) state.emplace_back(item.key(), item.value());
+    return state;
+  }
+
+  std::string describe() const override { return "ddp"; }
+
+ private:
+  static ddp::DdpOptions options(const TrainConfig& config, trace::Recorder* recorder) {
+    ddp::DdpOptions options;
+    options.bucket_cap_bytes = static_cast<int64_t>(config.bucket_cap_mb * 1024 * 1024);
+    options.first_bucket_bytes = static_cast<int64_t>(config.first_bucket_mb * 1024 * 1024);
+    options.find_unused_parameters = config.find_unused_parameters;
+    options.gradient_as_bucket_view = config.gradient_as_bucket_view;
+    options.static_graph = config.static_graph;
+    options.broadcast_buffers = config.broadcast_buffers;
+    options.recorder = recorder;
+    return options;
+  }
+
+  std::shared_ptr<models::Model> model_;
+  ddp::DistributedDataParallel ddp_;
+};
+
+class FsdpModel final : public ParallelModel {
+ public:
+  FsdpModel(const TrainConfig& config, std::shared_ptr<models::Model> model,
+            std::shared_ptr<comm::ProcessGroup> group, trace::Recorder* recorder,
+            memory::MemorySampler* sampler)
+      : model_(model), fsdp_(model, std::move(group), options(config, recorder, sampler)) {
+    if (fsdp_.group().rank() == 0) {
+      for (const std::string& note : fsdp_.wrap_notes()) std::printf("fsdp: %s\n", note.c_str());
+    }
+  }
+
+  at::Tensor forward(const at::Tensor& x) override {
+    return fsdp_.forward(x, [&](const at::Tensor& input) { return model_->forward(input); });
+  }
+
+  std::unique_ptr<SyncSuspension> no_sync() override {
+    struct Guard final : SyncSuspension {
+      explicit Guard(fsdp::FullyShardedDataParallel& fsdp) : guard(fsdp) {}
+      fsdp::FullyShardedDataParallel::NoSyncGuard guard;
+    };
+    return std::make_unique<Guard>(fsdp_);
+  }
+
+  std::vector<at::Tensor> optimizer_parameters() override { return fsdp_.parameters(); }
+
+  std::vector<std::pair<std::string, at::Tensor>> full_state() override {
+    return fsdp_.full_state_dict(0);
+  }
+
+  std::string describe() const override {
+    return "fsdp (" + std::string(fsdp::to_string(fsdp_.sharding())) + ", " +
+           std::to_string(fsdp_.unit_count()) + " unit" + (fsdp_.unit_count() == 1 ? "" : "s") + ")";
+  }
+
+ private:
+  static fsdp::FsdpOptions options(const TrainConfig& config, trace::Recorder* recorder,
+                                   memory::MemorySampler* sampler) {
+    try {
+      fsdp::FsdpOptions options;
+      options.sharding = fsdp::parse_sharding(config.sharding);
+      if (config.wrap_min_params < 0) {
+        throw std::invalid_argument("--wrap-min-params must be 0 (wrap nothing) or more");
+      }
+      if (config.wrap_min_params > 0) {
+        options.wrap_policy = fsdp::size_based_wrap_policy(config.wrap_min_params);
+      }
+      options.mixed_precision = fsdp::parse_mixed_precision(config.mixed_precision, config.reduce_fp32);
+      options.cpu_offload = config.cpu_offload;
+      options.backward_prefetch = fsdp::parse_backward_prefetch(config.backward_prefetch);
+      options.forward_prefetch = config.forward_prefetch;
+      if (config.limit_all_gathers < 0) {
+        throw std::invalid_argument("--limit-all-gathers must be 0 (no limit) or more");
+      }
+      options.limit_all_gathers = config.limit_all_gathers;
+      if (config.reduce_bucket_mb < 0) {
+        throw std::invalid_argument("--reduce-bucket-mb must be 0 (no bucketing) or more");
+      }
+      options.reduce_bucket_bytes = static_cast<int64_t>(config.reduce_bucket_mb * 1024 * 1024);
+      options.recorder = recorder;
+      options.memory_sampler = sampler;
+      return options;
+    } catch (const fsdp::FsdpError& error) {
+      throw std::invalid_argument(error.what());
+    }
+  }
+
+  std::shared_ptr<models::Model> model_;
+  fsdp::FullyShardedDataParallel fsdp_;
+};
+
+}  // namespace
+
+std::unique_ptr<ParallelModel> make_parallel_model(const TrainConfig& config,
+                                                   std::shared_ptr<models::Model> model,
+                                                   std::shared_ptr<comm::ProcessGroup> group,
+                                                   trace::Recorder* recorder,
+                                                   memory::MemorySampler* sampler) {
+  if (config.strategy == Strategy::Fsdp) {
+    return std::make_unique<FsdpModel>(config, std::move(model), std::move(group), recorder, sampler);
+  }
+  return std::make_unique<DdpModel>(config, std::move(model), std::move(group), recorder);
+}
+
+}  // namespace dpscope::train

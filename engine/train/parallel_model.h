@@ -1,0 +1,53 @@
+// ParallelModel: the training loop's one view of a data-parallel wrapper — DDP or FSDP — so that
+// the loop, the tutorials and the demo run either strategy with the same code.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/comm/process_group.h"
+#include "engine/memory/memory_sampler.h"
+#include "engine/models/models.h"
+#include "engine/train/train_config.h"
+#include "trace/recorder.h"
+
+namespace dpscope::train {
+
+// Thread-safety: one training loop thread (as the wrappers themselves).
+class ParallelModel {
+ public:
+  // Ends gradient accumulation when destroyed (see no_sync()).
+  class SyncSuspension {
+   public:
+    virtual ~SyncSuspension() = default;
+  };
+
+  virtual ~ParallelModel() = default;
+  // The model's forward on `x`, through the wrapper.
+  virtual at::Tensor forward(const at::Tensor& x) = 0;
+  // While the returned object lives, backward accumulates locally without communication.
+  virtual std::unique_ptr<SyncSuspension> no_sync() = 0;
+  // After a synced backward, before the optimizer step (DDP: checks that every bucket was
+  // reduced).
+  virtual void finish_backward() {}
+  // What the optimizer steps on: the model's parameters (DDP) or the shards (FSDP).
+  virtual std::vector<at::Tensor> optimizer_parameters() = 0;
+  // The full parameters and buffers by name on rank 0 (empty elsewhere). Collective.
+  virtual std::vector<std::pair<std::string, at::Tensor>> full_state() = 0;
+  // "ddp over gloo"-style words for the start-up line.
+  virtual std::string describe() const = 0;
+};
+
+// Builds the wrapper `config.strategy` names around `model`, with the config's options. Collective
+// (construction broadcasts rank 0's state). Throws std::invalid_argument naming a bad flag.
+std::unique_ptr<ParallelModel> make_parallel_model(const TrainConfig& config,
+                                                   std::shared_ptr<models::Model> model,
+                                                   std::shared_ptr<comm::ProcessGroup> group,
+                                                   trace::Recorder* recorder,
+                                                   memory::MemorySampler* sampler);
+
+}  // namespace dpscope::train
