@@ -110,15 +110,13 @@ void FullyShardedDataParallel::accumulate_shard_grad(Unit& unit, const at::Tenso
   if (postdivide_ != 1) grad.div_(postdivide_);
   const at::Tensor& shard = unit.flat->shard();
   grad = grad.to(shard.device(), shard.scalar_type());
-  // A bucket's result is one slice of a larger tensor: keep only this unit's part alive.
-  if (grad.storage().nbytes() != static_cast<size_t>(grad.numel()) * grad.element_size()) {
-    grad = grad.clone();
-  }
   at::Tensor& shard_grad = shard.mutable_grad();
   if (shard_grad.defined()) {
     shard_grad.add_(grad);
   } else {
-    shard_grad = grad.view_as(shard);
+    // A bucket's result is a slice of a larger tensor: keep only this unit's part alive (and the
+    // optimizer's zero_grad cannot detach a view in place).
+    shard_grad = grad.is_view() ? grad.clone() : grad;
   }
   record_state(unit, trace::UnitState::Reducing, unit.reduce_begin_ns, trace::now_ns());
 }

@@ -91,7 +91,7 @@ void ReduceScatterBucketer::wait_all() {
     item.work->wait();
     item.input = at::Tensor();
     for (auto& [offset, numel, callback] : item.callbacks) {
-      callback(item.output.narrow(0, offset, numel));
+      callback(numel == item.output.numel() ? item.output : item.output.narrow(0, offset, numel));
     }
   }
 }
