@@ -101,6 +101,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--limit-all-gathers", c.limit_all_gathers,
                   "FSDP: at most N all-gathers in flight (0: no limit)")
       ->capture_default_str();
+  cmd->add_option("--limit-reduce-scatters", c.limit_reduce_scatters,
+                  "FSDP: at most N reduce-scatters (full gradients) in flight (0: no limit)")
+      ->capture_default_str();
   cmd->add_option("--reduce-bucket-mb", c.reduce_bucket_mb,
                   "FSDP: reduce-scatter bucket over all ranks, MiB (0: no bucketing)")
       ->capture_default_str();

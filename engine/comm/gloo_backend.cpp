@@ -393,13 +393,18 @@ void GlooProcessGroup::run_reduce_scatter(Request& request) {
   const int64_t segment = std::max<int64_t>(1, kSegmentBytes / (ranks * element));
   const at::Tensor rows =
       (request.input.is_cpu() ? request.input : request.input.to(at::kCPU)).view({ranks, n});
-  const at::Tensor scratch = at::empty({ranks * std::min(segment, n)},
-                                       rows.options().dtype(type));
+  // In one segment, an input the caller gave up (ScatterInput::Workspace) is reduced in place;
+  // otherwise every segment is copied into scratch, as Gloo's algorithm overwrites its buffer.
+  const bool in_place = request.input_use == ScatterInput::Workspace && n <= segment &&
+                        request.input.is_cpu() && request.input.scalar_type() == type;
+  const at::Tensor scratch = in_place ? rows.view({-1})
+                                      : at::empty({ranks * std::min(segment, n)},
+                                                  rows.options().dtype(type));
   at::Tensor output = host_copy(request.output, type);
   for (int64_t begin = 0; begin < n; begin += segment) {
     const int64_t s = std::min(segment, n - begin);
     at::Tensor block = scratch.narrow(0, 0, ranks * s);
-    block.view({ranks, s}).copy_(rows.narrow(1, begin, s));
+    if (!in_place) block.view({ranks, s}).copy_(rows.narrow(1, begin, s));
     dispatch_reduction(type, [&](auto tag) {
       using T = typename decltype(tag)::type;
       GlooReduceScatter<T> algorithm(context_, static_cast<T*>(block.data_ptr()),

@@ -223,13 +223,13 @@ WorkHandle ProcessGroup::all_gather(at::Tensor output, at::Tensor input, Collect
 }
 
 WorkHandle ProcessGroup::reduce_scatter(at::Tensor output, at::Tensor input, ReduceOp op,
-                                        CollectiveTag tag) {
+                                        CollectiveTag tag, ScatterInput input_use) {
   if (output.defined() && input.defined() && input.numel() != output.numel() * size_) {
     throw CommError("reduce_scatter on rank " + std::to_string(rank_) + ": input has " +
                     std::to_string(input.numel()) + " elements, expected " +
                     std::to_string(size_) + " x " + std::to_string(output.numel()));
   }
-  return issue(trace::CollectiveOp::ReduceScatter, op, 0, input, output, tag);
+  return issue(trace::CollectiveOp::ReduceScatter, op, 0, input, output, tag, input_use);
 }
 
 WorkHandle ProcessGroup::barrier(CollectiveTag tag) {
@@ -237,7 +237,8 @@ WorkHandle ProcessGroup::barrier(CollectiveTag tag) {
 }
 
 WorkHandle ProcessGroup::issue(trace::CollectiveOp op, ReduceOp reduce, int root,
-                               at::Tensor input, at::Tensor output, CollectiveTag tag) {
+                               at::Tensor input, at::Tensor output, CollectiveTag tag,
+                               ScatterInput input_use) {
   const std::string what = std::string(trace::to_string(op)) + " on rank " + std::to_string(rank_);
   int64_t bytes = 0;
   trace::DType dtype = trace::DType::UInt8;
@@ -260,6 +261,7 @@ WorkHandle ProcessGroup::issue(trace::CollectiveOp op, ReduceOp reduce, int root
   request->root = root;
   request->input = std::move(input);
   request->output = std::move(output);
+  request->input_use = input_use;
   // Sequence numbers and queue order are assigned together (Note [Collective order]).
   std::lock_guard<std::mutex> lock(issue_mutex_);
   request->work = std::make_shared<Work>(*this, op, next_seq_++, bytes, dtype, tag);

@@ -26,6 +26,12 @@ namespace dpscope::comm {
 enum class ReduceOp { Sum, Average, Max };
 std::string_view to_string(ReduceOp op);
 
+// What a reduce_scatter may do with its input.
+enum class ScatterInput {
+  Keep,       // left as it was
+  Workspace,  // may be overwritten: a backend that reduces in place then needs no copy of it
+};
+
 // What the engine was doing when it issued a collective; recorded with it.
 struct CollectiveTag {
   int32_t iteration = trace::kNone;
@@ -142,9 +148,10 @@ class ProcessGroup {
   // Gathers every rank's `input` into the flat `output` (size() * input.numel(), rank order).
   WorkHandle all_gather(at::Tensor output, at::Tensor input, CollectiveTag tag = {});
   // Reduces the flat `input` (size() * output.numel()) across ranks and leaves chunk rank() of
-  // the result in `output`.
+  // the result in `output`. With ScatterInput::Workspace the input's contents are undefined
+  // afterwards (FSDP hands over gradients it frees anyway, saving the backend's copy).
   WorkHandle reduce_scatter(at::Tensor output, at::Tensor input, ReduceOp op,
-                            CollectiveTag tag = {});
+                            CollectiveTag tag = {}, ScatterInput input_use = ScatterInput::Keep);
   // Completes when every rank has reached it.
   WorkHandle barrier(CollectiveTag tag = {});
 
@@ -166,6 +173,7 @@ class ProcessGroup {
     int root = 0;
     at::Tensor input;   // broadcast/all_reduce: the tensor itself; barrier: undefined
     at::Tensor output;  // all_gather/reduce_scatter: the output; otherwise == input
+    ScatterInput input_use = ScatterInput::Keep;  // reduce_scatter
     WorkHandle work;
   };
   // Runs `request` after every request queued before it (or, where a backend allows it, while
@@ -180,7 +188,8 @@ class ProcessGroup {
  private:
   friend class Work;
   WorkHandle issue(trace::CollectiveOp op, ReduceOp reduce, int root, at::Tensor input,
-                   at::Tensor output, CollectiveTag tag);
+                   at::Tensor output, CollectiveTag tag,
+                   ScatterInput input_use = ScatterInput::Keep);
   void check_collective(const Work& work);
   // For a timeout message: the ranks whose heartbeat says they have not started `seq` yet.
   std::string ranks_not_heard_from(int64_t seq);

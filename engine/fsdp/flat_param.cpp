@@ -44,6 +44,7 @@ class UnflattenBackward final : public torch::autograd::Node {
       if (offsets_[i] > covered) flat.narrow(0, covered, offsets_[i] - covered).zero_();
       if (grads[i].defined()) {
         slot.view(grads[i].sizes()).copy_(grads[i]);
+        grads[i] = at::Tensor();  // often the last reference: the copy's source goes at once
       } else {
         slot.zero_();
       }

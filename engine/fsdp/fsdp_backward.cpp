@@ -69,6 +69,7 @@ void FullyShardedDataParallel::pre_backward(Unit& unit) {
 void FullyShardedDataParallel::post_backward(Unit& unit) {
   c10::NoGradGuard no_grad;
   unit.post_backward_done = true;
+  finish_completed_reductions();
   FlatParameter& flat = *unit.flat;
   at::Tensor& full_grad = flat.full().mutable_grad();
   // Forward and backward of this unit are over: the full parameter may go (its gradient stays).
@@ -119,6 +120,16 @@ void FullyShardedDataParallel::accumulate_shard_grad(Unit& unit, const at::Tenso
     shard_grad = grad.is_view() ? grad.clone() : grad;
   }
   record_state(unit, trace::UnitState::Reducing, unit.reduce_begin_ns, trace::now_ns());
+}
+
+void FullyShardedDataParallel::finish_completed_reductions() {
+  bucketer_->poll();
+  while (!pending_reductions_.empty() && pending_reductions_.front()->work->is_completed()) {
+    const std::unique_ptr<PendingReduction> done = std::move(pending_reductions_.front());
+    pending_reductions_.erase(pending_reductions_.begin());
+    done->work->wait();
+    accumulate_shard_grad(*done->unit, done->grad);
+  }
 }
 
 void FullyShardedDataParallel::final_callback() {

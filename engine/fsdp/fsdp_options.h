@@ -82,6 +82,10 @@ struct FsdpOptions {
   // At most this many all-gathers in flight; issuing another first waits for the oldest.
   // 0: no limit.
   int limit_all_gathers = 0;
+  // At most this many reduce-scatters in flight; issuing another first waits for the oldest.
+  // Each holds a unit's full gradient until it is done, so 1 keeps one full gradient waiting
+  // behind the communication thread while the next unit's backward runs. 0: no limit.
+  int limit_reduce_scatters = 1;
   // Reduce-scatter bucket (fairscale's ReduceScatterBucketer), in bytes over all ranks: a
   // gradient whose per-rank chunk is smaller than cap / world size waits in the bucket, which is
   // reduce-scattered when full and at the end of backward; larger ones go straight through.

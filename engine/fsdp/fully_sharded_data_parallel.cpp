@@ -36,9 +36,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<torch::nn::Mo
   if (!module_ || !group_) {
     throw FsdpError("FullyShardedDataParallel needs a module and a process group (got null)");
   }
-  if (options_.limit_all_gathers < 0) {
-    throw FsdpError("limit_all_gathers must be 0 (no limit) or more (got " +
-                    std::to_string(options_.limit_all_gathers) + ")");
+  if (options_.limit_all_gathers < 0 || options_.limit_reduce_scatters < 0) {
+    throw FsdpError("limit_all_gathers and limit_reduce_scatters must be 0 (no limit) or more");
   }
   const int world = group_->size();
   sharding_ = world == 1 ? ShardingStrategy::NoShard : options_.sharding;
@@ -99,7 +98,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<torch::nn::Mo
       if (buffer.is_floating_point()) buffer.set_data(buffer.to(options_.mixed_precision.buffer_dtype));
     }
   }
-  bucketer_ = std::make_unique<ReduceScatterBucketer>(*group_, options_.reduce_bucket_bytes);
+  bucketer_ = std::make_unique<ReduceScatterBucketer>(*group_, options_.reduce_bucket_bytes,
+                                                      options_.limit_reduce_scatters);
   install_post_backward_hooks();
   record_layout();
   sample_memory();

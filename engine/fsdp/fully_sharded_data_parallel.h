@@ -174,6 +174,9 @@ class FullyShardedDataParallel {
   void pre_backward(Unit& unit);
   void post_backward(Unit& unit);
   void final_callback();
+  // Hands the shards the results of reductions that are already done (no waiting), freeing their
+  // full gradients early.
+  void finish_completed_reductions();
   // Adds a reduced gradient chunk (post-divided, cast to float32, moved to the shard's device) to
   // the shard's .grad.
   void accumulate_shard_grad(Unit& unit, const at::Tensor& reduced);

@@ -10,8 +10,17 @@
 
 namespace dpscope::fsdp {
 
-ReduceScatterBucketer::ReduceScatterBucketer(comm::ProcessGroup& group, int64_t cap_bytes)
-    : group_(group), cap_bytes_(cap_bytes) {}
+ReduceScatterBucketer::ReduceScatterBucketer(comm::ProcessGroup& group, int64_t cap_bytes,
+                                             int max_in_flight)
+    : group_(group), cap_bytes_(cap_bytes), max_in_flight_(max_in_flight) {}
+
+void ReduceScatterBucketer::wait_for_room() {
+  while (max_in_flight_ > 0 && static_cast<int>(issued_.size()) >= max_in_flight_) {
+    Issued oldest = std::move(issued_.front());
+    issued_.pop_front();
+    complete(oldest);
+  }
+}
 
 ReduceScatterBucketer::~ReduceScatterBucketer() {
   // Nothing issued may outlive its tensors: wait quietly (errors were or will be reported by the
@@ -32,12 +41,16 @@ int64_t ReduceScatterBucketer::shard_capacity(c10::ScalarType dtype) const {
 void ReduceScatterBucketer::reduce_scatter(const at::Tensor& input, comm::CollectiveTag tag,
                                            Callback callback) {
   c10::NoGradGuard no_grad;
+  poll();
   const int64_t world = group_.size();
   const int64_t n = input.numel() / world;
   if (n > shard_capacity(input.scalar_type())) {
+    wait_for_room();
     memory::CategoryScope gradient_shards(memory::MemoryCategory::GradientShards);
     at::Tensor output = at::empty({n}, input.options());
-    Issued issued{group_.reduce_scatter(output, input, comm::ReduceOp::Sum, tag), input, output, {}};
+    Issued issued{group_.reduce_scatter(output, input, comm::ReduceOp::Sum, tag,
+                                        comm::ScatterInput::Workspace),
+                  input, output, {}};
     issued.callbacks.emplace_back(0, n, std::move(callback));
     issued_.push_back(std::move(issued));
     return;
@@ -62,6 +75,7 @@ void ReduceScatterBucketer::flush(comm::CollectiveTag tag) {
 
 void ReduceScatterBucketer::flush_bucket(Bucket& bucket, comm::CollectiveTag tag) {
   if (bucket.offset == 0) return;
+  wait_for_room();
   // The filled columns of every rank's row, one rank after the other, as the collective wants.
   at::Tensor input = bucket.offset == bucket.data.size(1)
                          ? bucket.data.view({-1})
@@ -72,7 +86,9 @@ void ReduceScatterBucketer::flush_bucket(Bucket& bucket, comm::CollectiveTag tag
     output = at::empty({bucket.offset}, input.options());
   }
   tag.flags |= trace::kFlagBucketed;
-  Issued issued{group_.reduce_scatter(output, input, comm::ReduceOp::Sum, tag), input, output, {}};
+  Issued issued{group_.reduce_scatter(output, input, comm::ReduceOp::Sum, tag,
+                                      comm::ScatterInput::Workspace),
+                input, output, {}};
   for (size_t i = 0; i < bucket.callbacks.size(); ++i) {
     const int64_t begin = bucket.callbacks[i].first;
     const int64_t end = i + 1 < bucket.callbacks.size() ? bucket.callbacks[i + 1].first : bucket.offset;
@@ -84,15 +100,27 @@ void ReduceScatterBucketer::flush_bucket(Bucket& bucket, comm::CollectiveTag tag
   bucket.callbacks.clear();
 }
 
+void ReduceScatterBucketer::complete(Issued& issued) {
+  issued.work->wait();
+  issued.input = at::Tensor();
+  for (auto& [offset, numel, callback] : issued.callbacks) {
+    callback(numel == issued.output.numel() ? issued.output : issued.output.narrow(0, offset, numel));
+  }
+}
+
+void ReduceScatterBucketer::poll() {
+  while (!issued_.empty() && issued_.front().work->is_completed()) {
+    Issued done = std::move(issued_.front());
+    issued_.pop_front();
+    complete(done);
+  }
+}
+
 void ReduceScatterBucketer::wait_all() {
-  std::vector<Issued> issued = std::move(issued_);
-  issued_.clear();
-  for (Issued& item : issued) {
-    item.work->wait();
-    item.input = at::Tensor();
-    for (auto& [offset, numel, callback] : item.callbacks) {
-      callback(numel == item.output.numel() ? item.output : item.output.narrow(0, offset, numel));
-    }
+  while (!issued_.empty()) {
+    Issued next = std::move(issued_.front());
+    issued_.pop_front();
+    complete(next);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <deque>
 #include <map>
 #include <memory>
 #include <utility>
@@ -23,18 +24,24 @@ class ReduceScatterBucketer {
   using Callback = std::function<void(const at::Tensor& reduced)>;
 
   // `cap_bytes`: the bucket's size over all ranks (0: every reduce-scatter goes straight
-  // through). Collectives go to `group`.
-  ReduceScatterBucketer(comm::ProcessGroup& group, int64_t cap_bytes);
+  // through). `max_in_flight`: issuing one more reduce-scatter first waits for the oldest while
+  // this many are running (0: no limit) — each holds a full gradient until it is done, so this
+  // bounds memory when communication is slower than backward. Collectives go to `group`.
+  ReduceScatterBucketer(comm::ProcessGroup& group, int64_t cap_bytes, int max_in_flight);
   ~ReduceScatterBucketer();
 
   // Reduce-scatters (sum) the flat `input` of size() * n elements: rank r gets the sum of every
   // rank's chunk r. Bucketed when n is at most the bucket's per-rank capacity (the input is
   // copied: the caller may free it at once); otherwise issued directly (the input is kept alive
-  // until the collective is done). `tag` is recorded with the collective (a bucketed one records
+  // until the collective is done, which may reduce in it: its contents are undefined after). `tag` is recorded with the collective (a bucketed one records
   // the tag of the gradient that flushed it, with trace::kFlagBucketed).
   void reduce_scatter(const at::Tensor& input, comm::CollectiveTag tag, Callback callback);
   // Issues the reduce-scatter of every non-empty bucket.
   void flush(comm::CollectiveTag tag);
+  // Runs the callbacks of the reduce-scatters that are already done (the oldest first, stopping at
+  // the first still running) and lets their tensors go, without waiting. Called as backward goes
+  // on, so that a unit's full gradient is freed as soon as its reduction is over, not at the end.
+  void poll();
   // Waits for every issued reduce-scatter, in issue order, running each one's callbacks once it
   // is done. Rethrows the first collective error.
   void wait_all();
@@ -55,11 +62,16 @@ class ReduceScatterBucketer {
     std::vector<std::tuple<int64_t, int64_t, Callback>> callbacks;  // (offset, numel, callback)
   };
   void flush_bucket(Bucket& bucket, comm::CollectiveTag tag);
+  // Makes room for one more issued reduce-scatter (max_in_flight).
+  void wait_for_room();
+  // Waits for `issued` (rethrowing its error) and runs its callbacks.
+  static void complete(Issued& issued);
 
   comm::ProcessGroup& group_;
   const int64_t cap_bytes_;
+  const int max_in_flight_;
   std::map<std::pair<int, int>, Bucket> buckets_;  // by (dtype, device index)
-  std::vector<Issued> issued_;
+  std::deque<Issued> issued_;  // oldest first
 };
 
 }  // namespace dpscope::fsdp

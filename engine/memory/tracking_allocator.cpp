@@ -113,10 +113,31 @@ void TrackingAllocator::add(MemoryCategory category, int64_t bytes) const {
   const int64_t total = total_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   if (bytes > 0) {
     int64_t peak = peak_.load(std::memory_order_relaxed);
-    while (total > peak &&
-           !peak_.compare_exchange_weak(peak, total, std::memory_order_relaxed)) {
+    while (total > peak) {
+      if (peak_.compare_exchange_weak(peak, total, std::memory_order_relaxed)) {
+        record_peak_breakdown(total);
+        break;
+      }
     }
   }
+}
+
+// New peaks are rare once a run has warmed up; the lock is taken only for them, and a thread
+// that finds it taken leaves the snapshot to the one holding it.
+void TrackingAllocator::record_peak_breakdown(int64_t total) const {
+  std::unique_lock<std::mutex> lock(peak_mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || total < peak_breakdown_total_) return;
+  for (size_t i = 0; i < by_category_.size(); ++i) {
+    peak_breakdown_[i] = by_category_[i].load(std::memory_order_relaxed);
+  }
+  peak_breakdown_total_ = total;
+}
+
+std::array<int64_t, trace::kMemoryCategoryCount> TrackingAllocator::peak_breakdown() const {
+  std::lock_guard<std::mutex> lock(peak_mutex_);
+  std::array<int64_t, trace::kMemoryCategoryCount> breakdown = peak_breakdown_;
+  breakdown[static_cast<int>(MemoryCategory::AllocatorTotal)] = peak_breakdown_total_;
+  return breakdown;
 }
 
 int64_t TrackingAllocator::bytes_in_use() const { return total_.load(std::memory_order_relaxed); }
@@ -130,7 +151,13 @@ int64_t TrackingAllocator::bytes(MemoryCategory category) const {
 int64_t TrackingAllocator::peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
 
 void TrackingAllocator::reset_peak() {
-  peak_.store(total_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  const int64_t total = total_.load(std::memory_order_relaxed);
+  peak_.store(total, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(peak_mutex_);
+    peak_breakdown_total_ = 0;
+  }
+  record_peak_breakdown(total);
 }
 
 bool TrackingAllocator::retag(const at::Tensor& tensor, MemoryCategory category) {

@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 
 #include "trace/schema.h"
 
@@ -52,6 +53,10 @@ class TrackingAllocator final : public c10::Allocator {
   // The largest bytes_in_use() since the last reset_peak().
   int64_t peak_bytes() const;
   void reset_peak();
+  // Each category's bytes at (about) the moment of the peak, AllocatorTotal the peak itself: a
+  // snapshot taken when the peak was reached (categories read one after the other, so a
+  // concurrent allocation may be off by itself). Thread-safe.
+  std::array<int64_t, trace::kMemoryCategoryCount> peak_breakdown() const;
 
   // Counts the storage under `tensor` (a view retags its whole storage) as `category` from now
   // on. Returns false (and changes nothing) when the storage was not allocated by this allocator
@@ -64,11 +69,15 @@ class TrackingAllocator final : public c10::Allocator {
   TrackingAllocator();
   static void free(void* context);
   void add(MemoryCategory category, int64_t bytes) const;
+  void record_peak_breakdown(int64_t total) const;
 
   c10::Allocator* base_;
   mutable std::array<std::atomic<int64_t>, trace::kMemoryCategoryCount> by_category_{};
   mutable std::atomic<int64_t> total_{0};
   mutable std::atomic<int64_t> peak_{0};
+  mutable std::mutex peak_mutex_;  // guards the two below
+  mutable std::array<int64_t, trace::kMemoryCategoryCount> peak_breakdown_{};
+  mutable int64_t peak_breakdown_total_ = 0;
 };
 
 // Sets the category of allocations made by this thread while it lives; scopes nest. Threads

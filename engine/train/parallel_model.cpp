@@ -116,6 +116,10 @@ class FsdpModel final : public ParallelModel {
         throw std::invalid_argument("--limit-all-gathers must be 0 (no limit) or more");
       }
       options.limit_all_gathers = config.limit_all_gathers;
+      if (config.limit_reduce_scatters < 0) {
+        throw std::invalid_argument("--limit-reduce-scatters must be 0 (no limit) or more");
+      }
+      options.limit_reduce_scatters = config.limit_reduce_scatters;
       if (config.reduce_bucket_mb < 0) {
         throw std::invalid_argument("--reduce-bucket-mb must be 0 (no bucketing) or more");
       }

@@ -50,6 +50,7 @@ struct TrainConfig {
   std::string backward_prefetch = "pre";  // pre | post | none
   bool forward_prefetch = false;
   int limit_all_gathers = 0;  // 0: no limit
+  int limit_reduce_scatters = 1;  // 0: no limit
   double reduce_bucket_mb = 1;  // the reduce-scatter bucket over all ranks; 0: no bucketing
 
   std::string trace;  // "" = DPSCOPE_TRACE_DIR/rank<R>.sqlite, else traces/train-<model>.sqlite
@@ -67,7 +68,7 @@ struct TrainResult {
   double step_ms_median = 0;  // steps 3..K (all steps when K < 3)
   double final_loss = 0;
   double eval_accuracy = -1;  // with eval_fraction > 0
-  int64_t peak_memory_bytes = 0;
+  int64_t peak_memory_bytes = 0;  // the tracking allocator's peak (trace level full), else 0
   std::string trace_path;
 };
 

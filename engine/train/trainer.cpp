@@ -76,7 +76,7 @@ std::string config_json(const TrainConfig& c) {
                 "\"comm_hook\":\"%s\",\"strategy\":\"%s\",\"sharding\":\"%s\","
                 "\"wrap_min_params\":%lld,\"mixed_precision\":\"%s\",\"reduce_fp32\":%s,"
                 "\"cpu_offload\":%s,\"backward_prefetch\":\"%s\",\"forward_prefetch\":%s,"
-                "\"limit_all_gathers\":%d,\"reduce_bucket_mb\":%g}",
+                "\"limit_all_gathers\":%d,\"limit_reduce_scatters\":%d,\"reduce_bucket_mb\":%g}",
                 c.model.name.c_str(), static_cast<long long>(c.model.hidden),
                 static_cast<long long>(c.model.layers), c.data.c_str(),
                 static_cast<long long>(c.steps), static_cast<long long>(c.batch_size), c.lr,
@@ -88,7 +88,7 @@ std::string config_json(const TrainConfig& c) {
                 static_cast<long long>(c.wrap_min_params), c.mixed_precision.c_str(),
                 c.reduce_fp32 ? "true" : "false", c.cpu_offload ? "true" : "false",
                 c.backward_prefetch.c_str(), c.forward_prefetch ? "true" : "false",
-                c.limit_all_gathers, c.reduce_bucket_mb);
+                c.limit_all_gathers, c.limit_reduce_scatters, c.reduce_bucket_mb);
   return buffer;
 }
 
@@ -315,6 +315,22 @@ TrainResult run_training(const TrainConfig& config) {
   // Every rank finishes its collectives before the group goes away.
   world.group->barrier()->wait();
   recorder.close();
+  if (result.peak_memory_bytes > 0) {
+    std::string breakdown;
+    if (allocator) {
+      const auto at_peak = allocator->peak_breakdown();
+      for (int c = 0; c < trace::kMemoryCategoryStacked; ++c) {
+        if (at_peak[static_cast<size_t>(c)] <= 0) continue;
+        char part[96];
+        std::snprintf(part, sizeof(part), "%s%s %.2f", breakdown.empty() ? "" : ", ",
+                      std::string(trace::to_string(static_cast<trace::MemoryCategory>(c))).c_str(),
+                      static_cast<double>(at_peak[static_cast<size_t>(c)]) / (1 << 20));
+        breakdown += part;
+      }
+    }
+    std::printf("peak_memory_mb %.3f (%s)\n",
+                static_cast<double>(result.peak_memory_bytes) / (1 << 20), breakdown.c_str());
+  }
   std::printf("step_ms %.3f\n", result.step_ms_median);
   std::fflush(stdout);
   return result;
