@@ -1,0 +1,287 @@
+// test_tutorials: every tutorial runs to completion on 2 ranks under `dpscope launch` with few
+// steps, and what it claims holds in the traces it wrote: one all-reduce per bucket (02), the
+// rebuilt plan and gradient views (03), the used-parameter map (04), no all-reduce in no_sync
+// micro-steps (05), half the bytes with fp16 (06).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "tests/test_util.h"
+#include "trace/reader.h"
+#include "trace/stats.h"
+
+using dpscope::testing::dpscope_bin;
+using dpscope::testing::run_command;
+using dpscope::testing::TempDir;
+namespace trace = dpscope::trace;
+
+namespace {
+
+struct TutorialRun {
+  int exit_code = -1;
+  std::string output;
+  std::string trace_dir;
+};
+
+// `tutorial ARGS` on 2 ranks, tracing under `dir`; never longer than 120 s.
+TutorialRun launch(const TempDir& dir, const std::string& tutorial, const std::string& args) {
+  TutorialRun run;
+  run.trace_dir = dir.file("traces");
+  const auto result = run_command("timeout 120 " + dpscope_bin() + " launch -n 2 --trace-dir " +
+                                  run.trace_dir + " -- " + DPSCOPE_BIN_DIR + "/" + tutorial + " " + args);
+  run.exit_code = result.exit_code;
+  run.output = result.output;
+  return run;
+}
+
+trace::RunStats stats_of(const std::string& path) {
+  trace::Reader reader(path);
+  return trace::compute_stats(reader);
+}
+
+std::vector<trace::BucketInfo> plan(const trace::RunStats& stats, int generation) {
+  std::vector<trace::BucketInfo> buckets;
+  for (const auto& b : stats.buckets) {
+    if (b.generation == generation) buckets.push_back(b);
+  }
+  return buckets;
+}
+
+int64_t all_reduces(const trace::RankStats& rank, int32_t iteration) {
+  return rank.iterations.at(iteration).collectives[static_cast<int>(trace::CollectiveOp::AllReduce)];
+}
+
+int64_t all_reduce_bytes(const trace::RankStats& rank, int32_t iteration) {
+  int64_t bytes = 0;
+  for (const auto& c : rank.collectives) {
+    if (c.iteration == iteration && c.op == trace::CollectiveOp::AllReduce) bytes += c.bytes;
+  }
+  return bytes;
+}
+
+std::string param_name(const trace::RunStats& stats, int32_t index) { return stats.params.at(index).name; }
+
+bool holds(const trace::RunStats& stats, const trace::BucketInfo& bucket, const std::string& prefix) {
+  for (const int32_t p : bucket.params) {
+    if (param_name(stats, p).rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+int64_t peak_of(const trace::RankStats& rank, trace::MemoryCategory category) {
+  for (const auto& peak : rank.peak_memory) {
+    if (peak.category == category) return peak.bytes;
+  }
+  return 0;
+}
+
+// The number printed last on the first output line that contains `label`.
+double last_number_on(const std::string& output, const std::string& label) {
+  const std::regex number(R"([-+]?[0-9]*\.?[0-9]+(e[-+]?[0-9]+)?)");
+  std::istringstream lines(output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.find(label) == std::string::npos) continue;
+    std::string last;
+    for (std::sregex_iterator it(line.begin(), line.end(), number), end; it != end; ++it) last = it->str();
+    return std::stod(last);
+  }
+  ADD_FAILURE() << "no line with '" << label << "' in\n" << output;
+  return -1;
+}
+
+TEST(Tutorials, ToyDdp01ConstructionAndOneIteration) {
+  TempDir dir;
+  const TutorialRun run = launch(dir, "tutorial-01-toy-ddp", "--steps 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  // Different random weights before DDP, rank 0's everywhere after its broadcast.
+  EXPECT_NE(run.output.find("sum |weights|                      rank 0"), std::string::npos) << run.output;
+  const std::regex after_broadcast("2\\. After DDP's constructor[^\\n]*\\n[^\\n]*equal on every rank");
+  EXPECT_TRUE(std::regex_search(run.output, after_broadcast)) << run.output;
+
+  const trace::RunStats stats = stats_of(run.trace_dir + "/run.sqlite");
+  ASSERT_EQ(stats.ranks.size(), 2u);
+  ASSERT_EQ(stats.params.size(), 4u);  // net1.weight, net1.bias, net2.weight, net2.bias
+  const auto buckets = plan(stats, 0);
+  ASSERT_EQ(buckets.size(), 1u);
+  EXPECT_EQ(buckets[0].bytes, 165 * 4);
+  for (const auto& rank : stats.ranks) {
+    int64_t construction_broadcasts = 0;
+    for (const auto& c : rank.collectives) {
+      construction_broadcasts += c.iteration == trace::kNone && c.op == trace::CollectiveOp::Broadcast;
+    }
+    EXPECT_GE(construction_broadcasts, 2) << "model verification and state broadcast, rank " << rank.rank;
+    ASSERT_EQ(rank.iterations.size(), 2u);
+    EXPECT_EQ(rank.iterations[0].hooks, 4) << "one hook per parameter, rank " << rank.rank;
+    EXPECT_EQ(all_reduces(rank, 0), 1) << "one bucket, one all-reduce, rank " << rank.rank;
+    EXPECT_EQ(all_reduce_bytes(rank, 0), 660);
+  }
+}
+
+TEST(Tutorials, Bucketing02OneAllReducePerBucketForEachCap) {
+  TempDir dir;
+  const TutorialRun run = launch(dir, "tutorial-02-bucketing", "--steps 3 --caps 25,4,1");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::map<std::string, size_t> buckets_of_cap;
+  for (const std::string cap : {"cap-25mb", "cap-4mb", "cap-1mb"}) {
+    const trace::RunStats stats = stats_of(run.trace_dir + "/" + cap + "/run.sqlite");
+    buckets_of_cap[cap] = plan(stats, 0).size();
+    ASSERT_EQ(stats.iterations, 3) << cap;
+    for (const auto& rank : stats.ranks) {
+      for (int32_t it = 0; it < stats.iterations; ++it) {
+        // The plan in force: the initial one in iteration 0, the rebuilt one afterwards.
+        const size_t in_force = plan(stats, it == 0 ? 0 : 1).size();
+        EXPECT_EQ(all_reduces(rank, it), static_cast<int64_t>(in_force))
+            << cap << ", rank " << rank.rank << ", iteration " << it;
+      }
+    }
+  }
+  EXPECT_EQ(buckets_of_cap["cap-25mb"], 2u);
+  EXPECT_EQ(buckets_of_cap["cap-4mb"], 3u);
+  EXPECT_EQ(buckets_of_cap["cap-1mb"], 8u);
+  EXPECT_NE(run.output.find("Why reverse order"), std::string::npos) << run.output;
+}
+
+TEST(Tutorials, BucketRebuild03RebuiltPlanAndGradientViews) {
+  TempDir dir;
+  const TutorialRun run = launch(dir, "tutorial-03-bucket-rebuild", "--steps 3");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string copy_path = run.trace_dir + "/gradient-copy/run.sqlite";
+  const trace::RunStats copy = stats_of(copy_path);
+  const auto initial = plan(copy, 0);
+  const auto rebuilt = plan(copy, 1);
+  ASSERT_FALSE(initial.empty());
+  ASSERT_EQ(rebuilt.size(), initial.size());
+  // layer7 runs first in forward, so its gradients come last: the initial plan (reversed
+  // registration order) puts it in bucket 0, the rebuilt plan (arrival order) in the last.
+  EXPECT_TRUE(holds(copy, initial.front(), "layer7."));
+  EXPECT_TRUE(holds(copy, rebuilt.front(), "layer0."));
+  EXPECT_TRUE(holds(copy, rebuilt.back(), "layer7."));
+
+  // Iteration 0: bucket 0 is sent only after the last gradient; rebuilt, before it.
+  trace::Reader reader(copy_path);
+  std::map<int32_t, int64_t> last_hook, bucket0_launch;
+  for (const auto& hook : reader.events_of_kind(trace::EventKind::Hook, 0)) {
+    last_hook[hook.iteration] = std::max(last_hook[hook.iteration], hook.begin_ns);
+  }
+  for (const auto& launch : reader.events_of_kind(trace::EventKind::BucketLaunch, 0)) {
+    if (launch.bucket == 0) bucket0_launch[launch.iteration] = launch.begin_ns;
+  }
+  EXPECT_GE(bucket0_launch.at(0), last_hook.at(0));
+  EXPECT_LT(bucket0_launch.at(1), last_hook.at(1));
+  EXPECT_LT(bucket0_launch.at(2), last_hook.at(2));
+
+  // gradient_as_bucket_view: no separate gradient memory, a smaller peak.
+  const trace::RunStats view = stats_of(run.trace_dir + "/gradient-view/run.sqlite");
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_GT(peak_of(copy.ranks.at(r), trace::MemoryCategory::Gradients), 6 << 20) << "rank " << r;
+    EXPECT_EQ(peak_of(view.ranks.at(r), trace::MemoryCategory::Gradients), 0) << "rank " << r;
+    EXPECT_LT(view.ranks.at(r).peak_total_bytes, copy.ranks.at(r).peak_total_bytes) << "rank " << r;
+  }
+  EXPECT_NE(run.output.find("each a view of its bucket at the bucket's offset"), std::string::npos)
+      << run.output;
+}
+
+TEST(Tutorials, UnusedParameters04UsedParameterMapEveryIteration) {
+  TempDir dir;
+  const TutorialRun run = launch(dir, "tutorial-04-unused-parameters", "--steps 4");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("DdpError: Expected to have finished reduction in the prior iteration"),
+            std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("did not receive grad for rank 0: head_b.weight, head_b.bias"),
+            std::string::npos) << run.output;
+
+  const trace::RunStats stats = stats_of(run.trace_dir + "/run.sqlite");
+  const size_t buckets = plan(stats, 0).size();
+  ASSERT_EQ(stats.params.size(), 6u);
+  EXPECT_TRUE(plan(stats, 1).empty()) << "find_unused_parameters never rebuilds the buckets";
+  ASSERT_EQ(stats.iterations, 4);
+  int64_t skipped = 0;
+  for (const auto& rank : stats.ranks) {
+    for (int32_t it = 0; it < stats.iterations; ++it) {
+      // One all-reduce per bucket, then the used-parameter map: one int32 per parameter.
+      EXPECT_EQ(all_reduces(rank, it), static_cast<int64_t>(buckets) + 1) << "rank " << rank.rank << ", iteration " << it;
+      int64_t map_all_reduces = 0;
+      for (const auto& c : rank.collectives) {
+        map_all_reduces += c.iteration == it && c.op == trace::CollectiveOp::AllReduce && c.bytes == 6 * 4;
+      }
+      EXPECT_EQ(map_all_reduces, 1) << "rank " << rank.rank << ", iteration " << it;
+      const int64_t hooks = rank.iterations.at(it).hooks;
+      EXPECT_TRUE(hooks == 4 || hooks == 6) << hooks;
+      skipped += hooks == 4;
+    }
+  }
+  EXPECT_GT(skipped, 0) << "with seed 0 some rank skips head_b in the first steps";
+}
+
+TEST(Tutorials, NoSync05NoAllReduceInNoSyncMicroSteps) {
+  TempDir dir;
+  const TutorialRun run = launch(dir, "tutorial-05-no-sync", "--steps 2 --accumulate 4");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string no_sync_path = run.trace_dir + "/no-sync/run.sqlite";
+  const trace::RunStats no_sync = stats_of(no_sync_path);
+  trace::Reader reader(no_sync_path);
+  const std::vector<std::string> names = reader.names();
+  for (int rank = 0; rank < 2; ++rank) {
+    std::map<int32_t, std::vector<int64_t>> backward_begins;
+    for (const auto& e : reader.events_of_kind(trace::EventKind::Phase, rank)) {
+      if (names.at(e.name) == "backward") backward_begins[e.iteration].push_back(e.begin_ns);
+    }
+    ASSERT_EQ(backward_begins.size(), 2u);
+    for (const auto& c : reader.events_of_kind(trace::EventKind::Collective, rank)) {
+      // Construction's all-reduce (model verification) belongs to no iteration.
+      if (c.op != static_cast<uint8_t>(trace::CollectiveOp::AllReduce) || c.iteration == trace::kNone) continue;
+      auto begins = backward_begins.at(c.iteration);
+      ASSERT_EQ(begins.size(), 4u) << "4 micro-steps per optimizer step";
+      std::sort(begins.begin(), begins.end());
+      EXPECT_GE(c.begin_ns, begins.back())
+          << "rank " << rank << ": all-reduce #" << c.seq << " began during a no_sync micro-step";
+    }
+    for (int32_t it = 0; it < 2; ++it) {
+      EXPECT_EQ(all_reduces(no_sync.ranks.at(rank), it), 1) << "one bucket, synced once per step";
+    }
+  }
+  // Synchronising every micro-step sends four times as much, for the same result.
+  const trace::RunStats every = stats_of(run.trace_dir + "/sync-every-micro-step/run.sqlite");
+  int64_t every_bytes = 0, no_sync_bytes = 0;
+  for (int32_t it = 0; it < every.iterations; ++it) every_bytes += all_reduce_bytes(every.ranks.at(0), it);
+  for (int32_t it = 0; it < no_sync.iterations; ++it) no_sync_bytes += all_reduce_bytes(no_sync.ranks.at(0), it);
+  EXPECT_EQ(every_bytes, 4 * no_sync_bytes);
+  EXPECT_LT(last_number_on(run.output, "   no-sync "), 1e-5) << run.output;
+  EXPECT_LT(last_number_on(run.output, "   sync-every-micro-step "), 1e-5) << run.output;
+}
+
+TEST(Tutorials, CommHooks06Fp16HalvesTheBytes) {
+  TempDir dir;
+  const TutorialRun run = launch(dir, "tutorial-06-comm-hooks", "--steps 3 --powersgd-start 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const trace::RunStats plain = stats_of(run.trace_dir + "/allreduce/run.sqlite");
+  const trace::RunStats fp16 = stats_of(run.trace_dir + "/fp16/run.sqlite");
+  const trace::RunStats powersgd = stats_of(run.trace_dir + "/powersgd/run.sqlite");
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int32_t it = 0; it < 3; ++it) {
+      const int64_t full = all_reduce_bytes(plain.ranks.at(rank), it);
+      EXPECT_GT(full, 2 << 20);
+      EXPECT_EQ(2 * all_reduce_bytes(fp16.ranks.at(rank), it), full) << "rank " << rank << ", iteration " << it;
+      const int64_t compressed = all_reduce_bytes(powersgd.ranks.at(rank), it);
+      if (it < 2) {
+        EXPECT_EQ(compressed, full) << "PowerSGD all-reduces plainly before its start iteration";
+      } else {
+        EXPECT_LT(compressed * 20, full) << "PowerSGD's rank-1 factors are far smaller than the matrices";
+      }
+    }
+  }
+  trace::Reader reader(run.trace_dir + "/fp16/run.sqlite");
+  for (const auto& c : reader.events_of_kind(trace::EventKind::Collective)) {
+    if (c.op == static_cast<uint8_t>(trace::CollectiveOp::AllReduce) && c.iteration != trace::kNone) {
+      EXPECT_EQ(c.dtype, static_cast<uint8_t>(trace::DType::Float16));
+    }
+  }
+}
+
+}  // namespace

@@ -1,0 +1,213 @@
+// Tutorial 03: the bucket rebuild and gradient_as_bucket_view. A model whose forward uses its
+// layers in the reverse of their registration order defeats DDP's initial bucket plan; after
+// iteration 0 DDP rebuilds the buckets from the order gradients really arrived. Then the same
+// training with gradient_as_bucket_view, where .grad is a view of the bucket: one copy less.
+#include <ATen/ops/relu.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "engine/ddp/distributed_data_parallel.h"
+#include "engine/models/models.h"
+#include "tutorials/common/report.h"
+#include "tutorials/common/tutorial.h"
+
+using namespace dpscope;
+
+namespace {
+
+constexpr const char* kProgram = "tutorial-03-bucket-rebuild";
+constexpr int64_t kFeatures = 64;
+constexpr int64_t kClasses = 10;
+
+// layer0 .. layer{n-1} registered in that order, but forward runs layer{n-1} first and layer0
+// last — as a decoder walking an encoder's layer list backwards does, or any module whose
+// members are declared in another order than they are used. DDP only sees registration order.
+class ReversedStack final : public models::Model {
+ public:
+  ReversedStack(int64_t layers, int64_t width) {
+    for (int64_t i = 0; i < layers; ++i) {
+      const int64_t in = i == layers - 1 ? kFeatures : width;
+      const int64_t out = i == 0 ? kClasses : width;
+      layers_.push_back(register_module("layer" + std::to_string(i), torch::nn::Linear(in, out)));
+    }
+  }
+  at::Tensor forward(const at::Tensor& x) override {
+    at::Tensor h = x;
+    for (size_t i = layers_.size(); i-- > 1;) h = at::relu(layers_[i](h));
+    return layers_[0](h);
+  }
+
+ private:
+  std::vector<torch::nn::Linear> layers_;
+};
+
+struct Settings {
+  int64_t layers = 8;
+  int64_t width = 512;
+  double cap_mb = 1;
+};
+
+// When, in one iteration's backward, gradients were ready and buckets were sent (rank 0).
+struct BackwardTiming {
+  double last_gradient_ms = 0;  // after backward began
+  double first_launch_ms = 0;
+  double waited_ms = 0;  // finalize_backward: waiting for the all-reduces after the last gradient
+};
+
+std::vector<BackwardTiming> backward_timings(trace::Reader& reader, int32_t iterations) {
+  std::vector<BackwardTiming> timings(iterations);
+  std::vector<int64_t> begin(iterations, 0);
+  const std::vector<std::string> names = reader.names();
+  for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Phase, 0)) {
+    if (e.iteration < 0 || e.iteration >= iterations) continue;
+    if (names.at(e.name) == "backward") begin[e.iteration] = e.begin_ns;
+    if (names.at(e.name) == "finalize_backward") timings[e.iteration].waited_ms = (e.end_ns - e.begin_ns) / 1e6;
+  }
+  for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Hook, 0)) {
+    if (e.iteration < 0 || e.iteration >= iterations) continue;
+    BackwardTiming& t = timings[e.iteration];
+    // A hook begins when autograd hands it the gradient; it may end later, after launching buckets.
+    t.last_gradient_ms = std::max(t.last_gradient_ms, (e.begin_ns - begin[e.iteration]) / 1e6);
+  }
+  for (const trace::Event& e : reader.events_of_kind(trace::EventKind::BucketLaunch, 0)) {
+    if (e.iteration < 0 || e.iteration >= iterations || e.bucket != 0) continue;
+    timings[e.iteration].first_launch_ms = (e.begin_ns - begin[e.iteration]) / 1e6;
+  }
+  return timings;
+}
+
+// Trains the model; returns the run file (rank 0). With gradient_as_bucket_view it also checks,
+// on every rank, that each .grad lies inside its bucket at the bucket's offset.
+std::string train(tutorials::Session& session, const Settings& settings, bool gradient_as_bucket_view) {
+  const tutorials::CommonOptions& options = session.options();
+  session.seed_per_rank(options.seed);
+  std::shared_ptr<models::Model> model = std::make_shared<ReversedStack>(settings.layers, settings.width);
+  model->to(session.device());
+
+  tutorials::TracedRun run(session, gradient_as_bucket_view ? "gradient-view" : "gradient-copy");
+  run.describe("ddp", "reversed-stack", *model,
+               gradient_as_bucket_view ? "{\"gradient_as_bucket_view\":true}" : "{}");
+  {
+    ddp::DdpOptions ddp_options;
+    ddp_options.bucket_cap_bytes = static_cast<int64_t>(settings.cap_mb * 1024 * 1024);
+    ddp_options.gradient_as_bucket_view = gradient_as_bucket_view;
+    ddp_options.recorder = &run.recorder();
+    ddp::DistributedDataParallel ddp(model, run.group(), ddp_options);
+
+    tutorials::ShardedBatches batches(
+        data::make_synthetic_classification(2048, kFeatures, kClasses, options.seed), session, 32,
+        options.seed);
+    torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05));
+    for (int32_t iteration = 0; iteration < options.steps; ++iteration) {
+      const data::Dataset batch = batches.next();
+      tutorials::Step step(run, iteration);
+      tutorials::zero_grad(optimizer);
+      // The rebuild happens here, at the start of iteration 1's forward: rank 0 broadcasts the
+      // order its gradients arrived in during iteration 0, and every rank re-buckets by it.
+      const at::Tensor loss = step.forward(
+          [&] { return model->loss(ddp.forward([&] { return model->forward(batch.x); }), batch.y); });
+      step.backward(loss);
+      step.optimizer_step(optimizer);
+    }
+
+    // With views, the gradients of one bucket share one storage (the bucket's flat buffer),
+    // each starting at its bucket offset: the all-reduce's result is the gradient, nothing is
+    // copied back. Without, every .grad has a storage of its own.
+    std::set<const void*> storages;
+    bool all_at_offset = true;
+    const auto& params = ddp.parameters();
+    for (const ddp::Reducer::BucketView& bucket : ddp.reducer().buckets()) {
+      const at::Tensor first = params[bucket.params[0]].grad();
+      for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
+        const at::Tensor grad = params[bucket.params[slot]].grad();
+        storages.insert(grad.storage().data());
+        const int64_t expected = first.storage_offset() + bucket.offsets[slot] - bucket.offsets[0];
+        all_at_offset = all_at_offset && grad.is_alias_of(first) && grad.storage_offset() == expected;
+      }
+    }
+    session.say("%-25s %zu gradients in %zu storages (%zu buckets)%s\n",
+                gradient_as_bucket_view ? "gradient_as_bucket_view:" : "default (copy):",
+                params.size(), storages.size(), ddp.reducer().buckets().size(),
+                all_at_offset ? ", each a view of its bucket at the bucket's offset" : "");
+  }
+  return run.finish();
+}
+
+int64_t peak_of(const trace::RankStats& rank, trace::MemoryCategory category) {
+  for (const trace::MemoryPeak& peak : rank.peak_memory) {
+    if (peak.category == category) return peak.bytes;
+  }
+  return 0;
+}
+
+void run(tutorials::Session& session, const Settings& settings) {
+  session.say("== %s: %lld layers registered layer0..layer%lld, run layer%lld first, %d rank(s) ==\n\n",
+              kProgram, static_cast<long long>(settings.layers),
+              static_cast<long long>(settings.layers - 1), static_cast<long long>(settings.layers - 1),
+              session.world_size());
+  const std::string copy_run = train(session, settings, false);
+  const std::string view_run = train(session, settings, true);
+  if (!session.leader()) return;
+
+  trace::Reader reader(copy_run);
+  const trace::RunStats stats = trace::compute_stats(reader);
+  std::printf("\n1. The initial plan, from registration order, reversed:\n");
+  tutorials::print_bucket_plan(stats, tutorials::bucket_plan(stats, 0));
+  std::printf("   Bucket 0 holds layer%lld, whose gradients come last (it ran first in forward), and\n"
+              "   buckets are sent strictly in order: in iteration 0 nothing goes out before the end.\n",
+              static_cast<long long>(settings.layers - 1));
+  std::printf("\n2. The plan rebuilt after iteration 0, in the order gradients arrived on rank 0:\n");
+  tutorials::print_bucket_plan(stats, tutorials::bucket_plan(stats, 1));
+  std::printf("   (The 1 MiB first-bucket limit now applies to the gradients that come first.)\n");
+
+  std::printf("\n3. Backward on rank 0 (ms after backward began):\n");
+  std::printf("   %-10s %-9s %-14s %-15s %-s\n", "iteration", "plan", "last gradient", "bucket 0 sent",
+              "waited for all-reduces");
+  const std::vector<BackwardTiming> timings = backward_timings(reader, stats.iterations);
+  for (size_t i = 0; i < timings.size(); ++i) {
+    std::printf("   %-10zu %-9s %13.2f %15.2f %13.2f\n", i, i == 0 ? "initial" : "rebuilt",
+                timings[i].last_gradient_ms, timings[i].first_launch_ms, timings[i].waited_ms);
+  }
+  std::printf("   With the initial plan bucket 0 waits for the last gradient; rebuilt, it goes out "
+              "early.\n");
+
+  const trace::RunStats view_stats = tutorials::read_stats(view_run);
+  const trace::RankStats& copy0 = tutorials::rank_stats(stats, 0);
+  const trace::RankStats& view0 = tutorials::rank_stats(view_stats, 0);
+  std::printf("\n4. Memory peaks on rank 0 (from the trace's memory samples):\n");
+  std::printf("   %-26s %12s %12s %12s\n", "", "gradients", "buckets", "total");
+  std::printf("   %-26s %12s %12s %12s\n", "default (copy into bucket)",
+              tutorials::bytes_text(peak_of(copy0, trace::MemoryCategory::Gradients)).c_str(),
+              tutorials::bytes_text(peak_of(copy0, trace::MemoryCategory::Buckets)).c_str(),
+              tutorials::bytes_text(copy0.peak_total_bytes).c_str());
+  std::printf("   %-26s %12s %12s %12s\n", "gradient_as_bucket_view",
+              tutorials::bytes_text(peak_of(view0, trace::MemoryCategory::Gradients)).c_str(),
+              tutorials::bytes_text(peak_of(view0, trace::MemoryCategory::Buckets)).c_str(),
+              tutorials::bytes_text(view0.peak_total_bytes).c_str());
+  std::printf("   With views the gradients live in the buckets: one model's worth of memory and one "
+              "copy\n   per gradient per step less.\n");
+  std::printf("\ntraces:\n  %s\n  %s\ncompare: dpscope-view %s --compare %s\n", copy_run.c_str(),
+              view_run.c_str(), copy_run.c_str(), view_run.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tutorials::CommonOptions options;
+  options.steps = 4;
+  Settings settings;
+  CLI::App app{"Tutorial 03: the bucket rebuild after iteration 0, and gradient_as_bucket_view"};
+  tutorials::add_common_options(app, options);
+  app.add_option("--layers", settings.layers, "Layers of the stack")->check(CLI::Range(2, 64))->capture_default_str();
+  app.add_option("--width", settings.width, "Width of the layers")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--bucket-cap-mb", settings.cap_mb, "DDP's bucket cap in MiB")->check(CLI::PositiveNumber)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  return tutorials::guarded_main(kProgram, [&] {
+    tutorials::Session session(kProgram, options, argc, argv);
+    run(session, settings);
+  });
+}

@@ -1,0 +1,327 @@
+// The tutorials' shared boilerplate (see tutorial.h): options, the session, traced runs and steps,
+// sharded batches. It follows engine/train/trainer.cpp, so a tutorial's trace reads like one
+// written by `dpscope train`.
+#include "tutorials/common/tutorial.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+#include "engine/models/models.h"
+#include "trace/merge.h"
+
+#ifdef DPSCOPE_HAVE_CUDA
+#include "engine/comm/nccl_backend.h"
+#endif
+#include "engine/comm/gloo_backend.h"
+
+namespace dpscope::tutorials {
+
+namespace {
+
+std::string rank_prefix() {
+  const char* rank = std::getenv("RANK");
+  return std::string("rank ") + (rank && *rank ? rank : "0");
+}
+
+// Collectives of a tutorial should fail long before a test's or a learner's patience does.
+constexpr std::chrono::seconds kCollectiveTimeout{120};
+
+}  // namespace
+
+void add_common_options(CLI::App& app, CommonOptions& options) {
+  app.add_option("--steps", options.steps, "Optimizer steps of each traced run")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--threads", options.threads,
+                 "LibTorch threads per rank (0: this host's cores divided by its ranks)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--backend", options.backend, "gloo or nccl (default: nccl with CUDA devices, else gloo)")
+      ->check(CLI::IsMember({"gloo", "nccl"}));
+  app.add_option("--seed", options.seed, "Seed of the model's initialisation and of the data")
+      ->capture_default_str();
+}
+
+int guarded_main(std::string_view program, const std::function<void()>& body) {
+  try {
+    body();
+    return 0;
+  } catch (const std::exception& error) {
+    std::fflush(stdout);
+    // The engine's messages often name the rank already.
+    const std::string what = error.what();
+    const std::string rank = rank_prefix();
+    std::fprintf(stderr, "%.*s: %s%s\n", static_cast<int>(program.size()), program.data(),
+                 what.rfind(rank + ":", 0) == 0 ? "" : (rank + ": ").c_str(), what.c_str());
+    return 1;
+  }
+}
+
+// ---- Session ---------------------------------------------------------------------------------
+
+Session::Session(std::string program, const CommonOptions& options, int argc, char** argv)
+    : program_(std::move(program)), options_(options),
+      backend_(options.backend.empty() ? comm::default_backend() : comm::parse_backend(options.backend)) {
+  for (int i = 0; i < argc; ++i) command_line_ += (i ? " " : "") + std::string(argv[i]);
+  const comm::LaunchEnv env = comm::read_launch_env();
+  // The ranks of one host share its cores; more threads than cores only makes them fight.
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  at::set_num_threads(options.threads > 0 ? options.threads
+                                          : std::max(1, cores / std::max(1, env.local_world_size)));
+  // Before any tensor exists, so that every allocation is counted by category.
+  memory::TrackingAllocator::install();
+
+  const char* dir = std::getenv("DPSCOPE_TRACE_DIR");
+  trace_dir_ = dir && *dir ? dir : "traces/" + program_;
+
+  comm::WorldOptions world_options;
+  world_options.backend = backend_;
+  world_options.timeout = kCollectiveTimeout;
+  world_options.recorder = nullptr;  // the helper's own collectives stay out of the traces
+  world_ = comm::init_world(world_options);
+}
+
+Session::~Session() = default;
+
+at::Device Session::device() const {
+  return backend_ == comm::Backend::Nccl ? at::Device(at::kCUDA, static_cast<int8_t>(env().local_rank))
+                                         : at::Device(at::kCPU);
+}
+
+void Session::seed_per_rank(uint64_t seed) const {
+  torch::manual_seed(seed + 1000 * static_cast<uint64_t>(rank()));
+}
+
+void Session::say(const char* format, ...) const {
+  if (!leader()) return;
+  va_list args;
+  va_start(args, format);
+  std::vprintf(format, args);
+  va_end(args);
+  std::fflush(stdout);
+}
+
+void Session::say_each(const char* format, ...) const {
+  char line[2048];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(line, sizeof(line), format, args);
+  va_end(args);
+  // One write per line, so that ranks sharing a terminal do not cut into each other's lines.
+  std::printf("rank %d: %s", rank(), line);
+  std::fflush(stdout);
+}
+
+void Session::barrier() { world_.group->barrier()->wait(); }
+
+std::vector<double> Session::gather(double value) {
+  const at::TensorOptions options = at::TensorOptions().dtype(at::kDouble).device(device());
+  at::Tensor all = at::empty({world_size()}, options);
+  world_.group->all_gather(all, at::full({1}, value, options))->wait();
+  all = all.cpu();
+  return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + world_size());
+}
+
+// ---- TracedRun -------------------------------------------------------------------------------
+
+namespace {
+
+std::unique_ptr<trace::Recorder> make_recorder(const Session& session, const std::string& path) {
+  std::error_code error;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), error);
+  if (error) {
+    throw std::runtime_error("cannot create the trace directory of " + path + " (" +
+                             error.message() + "); pass a writable --trace-dir to dpscope launch");
+  }
+  trace::RecorderOptions options;
+  options.path = path;
+  options.rank = session.rank();
+  options.local_rank = session.env().local_rank;
+  options.device = session.device().str();
+  options.level = trace::TraceLevel::Full;
+  return std::make_unique<trace::Recorder>(options);
+}
+
+}  // namespace
+
+TracedRun::TracedRun(Session& session, std::string part)
+    : session_(session), part_(std::move(part)),
+      rank_file_((std::filesystem::path(session.trace_dir()) / part_ /
+                  ("rank" + std::to_string(session.rank()) + ".sqlite")).string()),
+      run_file_((std::filesystem::path(session.trace_dir()) / part_ / "run.sqlite").string()),
+      recorder_(make_recorder(session, rank_file_)),
+      memory_sampler_(recorder_.get(), memory::TrackingAllocator::installed(),
+                      session.backend() == comm::Backend::Nccl ? session.env().local_rank : -1) {
+  recorder_->set_clock_offset(session.world().clock_offset_ns);
+  recorder_->set_meta("command_line", session.command_line());
+  recorder_->set_meta("backend", std::string(comm::to_string(session.backend())));
+  recorder_->set_meta("world_size", std::to_string(session.world_size()));
+  recorder_->set_meta("trace_level", "full");
+  recorder_->set_meta("device", session.device().is_cuda() ? "cuda" : "cpu");
+  recorder_->set_meta("tutorial", session.program() + (part_.empty() ? "" : " / " + part_));
+
+  comm::ProcessGroupOptions options;
+  options.timeout = kCollectiveTimeout;
+  options.recorder = recorder_.get();
+  options.group_id = session.next_group_id();
+  options.name = part_.empty() ? "run" : part_;
+  options.check_collectives = comm::check_collectives_from_env();
+  const comm::World& world = session.world();
+  if (session.backend() == comm::Backend::Nccl) {
+#ifdef DPSCOPE_HAVE_CUDA
+    group_ = comm::make_nccl_group(world.store, session.rank(), session.world_size(), options,
+                                   session.env().local_rank);
+#else
+    throw comm::CommError("this build has no NCCL backend (LibTorch without CUDA); use --backend gloo");
+#endif
+  } else {
+    group_ = comm::make_gloo_group(world.store, session.rank(), session.world_size(), options);
+  }
+  memory_sampler_.sample();
+}
+
+TracedRun::~TracedRun() {
+  if (finished_) return;
+  group_.reset();
+  recorder_->close("failed: the tutorial ended with an error");
+}
+
+void TracedRun::describe(std::string_view strategy, std::string_view model_name,
+                         torch::nn::Module& model, std::string_view config_json) {
+  recorder_->set_meta("strategy", strategy);
+  recorder_->set_meta("model", model_name);
+  recorder_->set_meta("model_summary", models::summarize(std::string(model_name), model));
+  recorder_->set_meta("config", config_json);
+}
+
+std::string TracedRun::finish() {
+  if (finished_) return session_.leader() ? run_file_ : "";
+  if (group_.use_count() > 1) {
+    throw std::logic_error("TracedRun::finish(" + rank_file_ + "): a DDP or FSDP wrapper still holds "
+                           "this run's process group; end the wrapper's scope before finish()");
+  }
+  // Every rank is done with the group before any disconnects, and every file is closed before
+  // rank 0 merges them.
+  session_.barrier();
+  group_.reset();
+  recorder_->close();
+  finished_ = true;
+  session_.barrier();
+  if (!session_.leader()) return "";
+  if (session_.env().local_world_size != session_.world_size()) {
+    session_.say("%s: ranks on other hosts keep their own trace files; join them with "
+                 "`dpscope merge %s <rank files>`\n", session_.program().c_str(), run_file_.c_str());
+    return rank_file_;
+  }
+  std::vector<std::string> files;
+  for (int r = 0; r < session_.world_size(); ++r) {
+    files.push_back((std::filesystem::path(run_file_).parent_path() /
+                     ("rank" + std::to_string(r) + ".sqlite")).string());
+  }
+  trace::merge_traces(files, run_file_);
+  return run_file_;
+}
+
+// ---- Step ------------------------------------------------------------------------------------
+
+Step::Step(TracedRun& run, int32_t iteration)
+    : run_(run), iteration_(iteration), begin_ns_(trace::now_ns()),
+      forward_name_(run.recorder().name("forward")),
+      backward_name_(run.recorder().name("backward")),
+      optimizer_name_(run.recorder().name("optimizer_step")) {}
+
+Step::~Step() {
+  trace::Recorder& recorder = run_.recorder();
+  const int64_t end_ns = trace::now_ns();
+  recorder.phase(0, recorder.name("iteration"), begin_ns_, end_ns, iteration_);
+  recorder.metric(iteration_, recorder.name("loss"), loss_);
+  recorder.metric(iteration_, recorder.name("step_ms"), static_cast<double>(end_ns - begin_ns_) / 1e6);
+}
+
+void Step::backward(const at::Tensor& loss) {
+  {
+    trace::ScopedPhase phase(run_.recorder(), 0, backward_name_, iteration_);
+    // Gradients are made by backward; DDP retags the ones it keeps as gradients or buckets.
+    memory::CategoryScope activations(memory::MemoryCategory::Activations);
+    loss.backward();
+  }
+  loss_ += loss.item<double>();
+  run_.sample_memory();
+}
+
+void Step::optimizer_step(torch::optim::Optimizer& optimizer) {
+  {
+    trace::ScopedPhase phase(run_.recorder(), 0, optimizer_name_, iteration_);
+    memory::CategoryScope state(memory::MemoryCategory::OptimizerState);
+    optimizer.step();
+  }
+  // The optimizer's state tensors are made inside step(); count them as optimizer state even if
+  // a LibTorch worker thread allocated them.
+  if (memory::TrackingAllocator* allocator = memory::TrackingAllocator::installed()) {
+    for (const auto& item : optimizer.state()) {
+      const auto* state = item.second.get();
+      if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(state)) {
+        if (sgd->momentum_buffer().defined()) {
+          allocator->retag(sgd->momentum_buffer(), memory::MemoryCategory::OptimizerState);
+        }
+      } else if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(state)) {
+        allocator->retag(adam->exp_avg(), memory::MemoryCategory::OptimizerState);
+        allocator->retag(adam->exp_avg_sq(), memory::MemoryCategory::OptimizerState);
+      } else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(state)) {
+        allocator->retag(adamw->exp_avg(), memory::MemoryCategory::OptimizerState);
+        allocator->retag(adamw->exp_avg_sq(), memory::MemoryCategory::OptimizerState);
+      }
+    }
+  }
+  run_.sample_memory();
+}
+
+void zero_grad(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& param : group.params()) {
+      at::Tensor& grad = param.mutable_grad();
+      if (!grad.defined()) continue;
+      if (grad.grad_fn()) {
+        grad.detach_();
+      } else {
+        grad.requires_grad_(false);
+      }
+      grad.zero_();
+    }
+  }
+}
+
+// ---- ShardedBatches --------------------------------------------------------------------------
+
+ShardedBatches::ShardedBatches(data::Dataset dataset, const Session& session, int64_t batch_size,
+                               uint64_t seed)
+    : dataset_(std::move(dataset)),
+      batches_(data::DistributedSampler(dataset_.size(), session.world_size(), session.rank(),
+                                        /*shuffle=*/true, seed),
+               batch_size),
+      device_(session.device()) {}
+
+data::Dataset ShardedBatches::next() {
+  data::Dataset batch = dataset_.rows(batches_.next());
+  if (!device_.is_cpu()) {
+    batch.x = batch.x.to(device_);
+    batch.y = batch.y.to(device_);
+  }
+  return batch;
+}
+
+}  // namespace dpscope::tutorials

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Takes a tutorial's screenshot, the PNG next to its README: runs the tutorial on 2 ranks under
+# `dpscope launch` into a temporary trace directory, then has dpscope-view draw the trace headless
+# (--screenshot; under xvfb-run when there is no display) and write the PNG.
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+usage: tutorials/screenshot.sh [--bin DIR] [--out PNG] [--keep-traces DIR] NN [-- TUTORIAL ARGS...]
+  NN                 the tutorial's number (01 .. 06)
+  --bin DIR          where dpscope, dpscope-view and the tutorials are (default: build/bin)
+  --out PNG          where the PNG goes (default: tutorials/NN_topic/screenshot.png)
+  --keep-traces DIR  write the traces there and keep them (default: /tmp/dpscope-tutorial-NN,
+                     removed afterwards; its path shows in the screenshot's title)
+  TUTORIAL ARGS      passed on to the tutorial (e.g. --steps 2)
+EOF
+  exit 2
+}
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+bin="$root/build/bin"
+out=""
+keep=""
+number=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --bin) bin="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --keep-traces) keep="$2"; shift 2 ;;
+    --) shift; break ;;
+    -h|--help) usage ;;
+    *) [[ -z "$number" ]] || usage; number="$1"; shift ;;
+  esac
+done
+[[ -n "$number" ]] || usage
+
+# Which run each tutorial shows, and with what to compare it (the viewer aligns them on iterations).
+case "$number" in
+  01) folder=01_toy_ddp;            view=(run.sqlite) ;;
+  02) folder=02_bucketing;          view=(cap-1mb/run.sqlite --compare cap-25mb/run.sqlite) ;;
+  03) folder=03_bucket_rebuild;     view=(gradient-copy/run.sqlite) ;;
+  04) folder=04_unused_parameters;  view=(run.sqlite) ;;
+  05) folder=05_no_sync;            view=(no-sync/run.sqlite --compare sync-every-micro-step/run.sqlite) ;;
+  06) folder=06_comm_hooks;         view=(allreduce/run.sqlite --compare powersgd/run.sqlite) ;;
+  *) echo "screenshot.sh: no tutorial $number; choose 01 .. 06" >&2; exit 2 ;;
+esac
+program="$bin/tutorial-${folder//_/-}"
+for tool in "$bin/dpscope" "$bin/dpscope-view" "$program"; do
+  [[ -x "$tool" ]] || { echo "screenshot.sh: $tool is missing; build it first (cmake --build build) or pass --bin" >&2; exit 1; }
+done
+[[ -n "$out" ]] || out="$root/tutorials/$folder/screenshot.png"
+
+if [[ -n "$keep" ]]; then
+  traces="$keep"
+  mkdir -p "$traces"
+else
+  traces="${TMPDIR:-/tmp}/dpscope-tutorial-$number"
+  rm -rf "$traces"
+  mkdir -p "$traces"
+  trap 'rm -rf "$traces"' EXIT
+fi
+
+"$bin/dpscope" launch -n 2 --trace-dir "$traces" -- "$program" "$@" > "$traces/tutorial.log" 2>&1 ||
+  { cat "$traces/tutorial.log" >&2; echo "screenshot.sh: tutorial $number failed (output above)" >&2; exit 1; }
+
+args=()
+for arg in "${view[@]}"; do
+  if [[ "$arg" == *.sqlite ]]; then args+=("$traces/$arg"); else args+=("$arg"); fi
+done
+viewer=("$bin/dpscope-view" "${args[@]}" --screenshot "$out" --frames 30)
+if [[ -z "${DISPLAY:-}" ]]; then
+  command -v xvfb-run > /dev/null ||
+    { echo "screenshot.sh: no display and no xvfb-run; install xvfb (apt-get install xvfb) or run under a display" >&2; exit 1; }
+  viewer=(xvfb-run -a -s "-screen 0 1600x1000x24" "${viewer[@]}")
+fi
+"${viewer[@]}" > /dev/null
+echo "screenshot.sh: wrote $out"
