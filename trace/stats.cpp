@@ -51,10 +51,28 @@ int64_t intersection_length(const std::vector<Interval>& a, const std::vector<In
   return total;
 }
 
+// The parts of `a` outside `b` (both outputs of union_of).
+std::vector<Interval> subtract(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::vector<Interval> out;
+  size_t j = 0;
+  for (auto [begin, end] : a) {
+    while (j < b.size() && b[j].second <= begin) ++j;
+    for (size_t k = j; k < b.size() && b[k].first < end; ++k) {
+      if (b[k].first > begin) out.emplace_back(begin, b[k].first);
+      begin = std::max(begin, b[k].second);
+    }
+    if (end > begin) out.emplace_back(begin, end);
+  }
+  return out;
+}
+
 double to_ms(int64_t ns) { return double(ns) / 1e6; }
 
-OverlapStats overlap_of(std::vector<Interval> compute_slices, std::vector<Interval> comm_slices) {
-  const auto compute = union_of(std::move(compute_slices));
+// Time spent waiting for a collective inside a phase is not compute: that is communication
+// nothing hid (DDP's final wait for its buckets, FSDP's wait for an all-gather).
+OverlapStats overlap_of(std::vector<Interval> compute_slices, std::vector<Interval> wait_slices,
+                        std::vector<Interval> comm_slices) {
+  const auto compute = subtract(union_of(std::move(compute_slices)), union_of(std::move(wait_slices)));
   const auto comm = union_of(std::move(comm_slices));
   const int64_t comm_ns = length_of(comm);
   return OverlapStats{to_ms(length_of(compute)), to_ms(comm_ns),
@@ -70,8 +88,8 @@ struct RankScratch {
   std::vector<std::optional<std::pair<int64_t, int64_t>>> iteration_phase;
   std::vector<std::optional<double>> step_ms;
   std::vector<std::optional<double>> loss;
-  std::vector<std::vector<Interval>> compute, comm;  // by iteration
-  std::vector<Interval> all_compute, all_comm;
+  std::vector<std::vector<Interval>> compute, waits, comm;  // by iteration
+  std::vector<Interval> all_compute, all_waits, all_comm;
   std::vector<std::pair<int64_t, CollectiveStats>> collective_list;  // (begin, collective)
   // DDP logging marks by iteration (See DdpTimings): the last forward (begin, end), the last
   // backward's begin, finalize_backward (begin, end), the first BucketLaunch.
@@ -151,6 +169,10 @@ void add_event(const Event& e, const std::vector<PhaseRole>& roles, RankScratch&
         if (!launch || e.begin_ns < *launch) launch = e.begin_ns;
       }
       break;
+    case EventKind::CollectiveWait:
+      s.all_waits.emplace_back(e.begin_ns, e.end_ns);
+      if (in_iteration) RankScratch::at(s.waits, e.iteration).emplace_back(e.begin_ns, e.end_ns);
+      break;
     case EventKind::Collective:
       s.all_comm.emplace_back(e.begin_ns, e.end_ns);
       if (in_iteration) {
@@ -222,7 +244,8 @@ void finish_iterations(RankScratch& s, int32_t iterations, RankStats& out) {
     const auto phase = RankScratch::get(s.iteration_phase, i);
     it.step_ms = step_ms ? *step_ms : phase ? to_ms(phase->second) : 0.0;
     it.loss = RankScratch::get(s.loss, i);
-    it.overlap = overlap_of(RankScratch::take(s.compute, i), RankScratch::take(s.comm, i));
+    it.overlap = overlap_of(RankScratch::take(s.compute, i), RankScratch::take(s.waits, i),
+                            RankScratch::take(s.comm, i));
   }
 }
 
@@ -314,7 +337,8 @@ RunStats compute_stats(Reader& reader) {
     read_metrics(reader, out.rank, scratch[r], max_iteration);
     read_memory(reader, out.rank, out);
     finish_collectives(scratch[r], out);
-    out.overlap = overlap_of(std::move(scratch[r].all_compute), std::move(scratch[r].all_comm));
+    out.overlap = overlap_of(std::move(scratch[r].all_compute), std::move(scratch[r].all_waits),
+                             std::move(scratch[r].all_comm));
     out.ddp = ddp_timings(scratch[r]);
     stats.ranks.push_back(std::move(out));
   }

@@ -16,7 +16,8 @@
 namespace dpscope::trace {
 
 // Compute vs communication time. compute = the union of the Phase slices named "forward",
-// "backward" and "optimizer_step"; comm = the union of the Collective slices (on any lane);
+// "backward" and "optimizer_step", less the CollectiveWait slices (time spent waiting inside a
+// phase computes nothing); comm = the union of the Collective slices (on any lane);
 // exposed_comm = comm minus compute, i.e. communication nothing hides. Lengths of unions, so
 // overlapping slices count once. Milliseconds.
 struct OverlapStats {

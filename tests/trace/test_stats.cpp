@@ -304,6 +304,34 @@ TEST(stats, Iterations) {
   EXPECT_EQ(r1[1].collectives, (Counts{1, 0, 0, 0, 0}));
 }
 
+// A wait inside a phase is not compute: backward [0,10] ms with the caller waiting [8,10] for an
+// all-reduce that ran [6,9] leaves compute [0,8] and the all-reduce's last millisecond exposed.
+TEST(stats, WaitInsidePhaseIsExposedCommunication) {
+  TempDir dir;
+  const std::string path = dir.file("wait.dpscope");
+  {
+    Writer w(path);
+    w.begin();
+    w.put_rank(rank_row(0, "complete", 0));
+    w.add_lane(LaneInfo{0, 0, "main", LaneKind::Host});
+    w.add_lane(LaneInfo{0, 1, "gloo", LaneKind::Comm});
+    add_names(w);
+    w.add_event(phase(0, kBackward, 0, 10000, 0));
+    w.add_event(collective(0, CollectiveOp::AllReduce, 0, 0, 400, 6000, 9000, 0));
+    w.add_event(slice(0, 0, EventKind::CollectiveWait, us(8000), us(10000), 0));
+    w.commit();
+    w.finish();
+  }
+  Reader reader(path);
+  const RunStats s = compute_stats(reader);
+  ASSERT_EQ(s.ranks.size(), 1u);
+  EXPECT_EQ(s.ranks[0].overlap.compute_ms, 8.0);
+  EXPECT_EQ(s.ranks[0].overlap.comm_ms, 3.0);
+  EXPECT_EQ(s.ranks[0].overlap.exposed_comm_ms, 1.0);
+  ASSERT_EQ(s.ranks[0].iterations.size(), 1u);
+  EXPECT_EQ(s.ranks[0].iterations[0].overlap.exposed_comm_ms, 1.0);
+}
+
 TEST(stats, Overlap) {
   TempDir dir;
   const RunStats s = known_stats(dir);
