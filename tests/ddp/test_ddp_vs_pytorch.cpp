@@ -5,12 +5,14 @@
 // with one process training on the global batch.
 #include <gtest/gtest.h>
 
-#include <regex>
 #include <string>
 
 #include "tests/test_util.h"
+#include "tests/torch_oracle.h"
 
 using dpscope::testing::dpscope_bin;
+using dpscope::testing::have_python_torch;
+using dpscope::testing::max_abs_diff;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
 
@@ -18,24 +20,6 @@ namespace {
 
 const std::string kScripts = std::string(DPSCOPE_SOURCE_DIR) + "/tests/ddp/";
 const std::string kDigits = std::string(DPSCOPE_SOURCE_DIR) + "/data/digits.csv.gz";
-
-bool have_python_torch() {
-  static const bool have =
-      run_command("/usr/bin/python3 -c 'import torch.distributed'").exit_code == 0;
-  return have;
-}
-
-// The largest absolute difference of two state files, from compare_state.py.
-double max_abs_diff(const std::string& a, const std::string& b) {
-  const auto result = run_command("/usr/bin/python3 " + kScripts + "compare_state.py " + a + " " + b);
-  std::smatch match;
-  if (result.exit_code != 0 ||
-      !std::regex_search(result.output, match, std::regex(R"(max_abs_diff (\S+))"))) {
-    ADD_FAILURE() << "compare_state.py failed: " << result.output;
-    return 1e9;
-  }
-  return std::stod(match[1]);
-}
 
 // Trains `args` with dpscope on `world` ranks and with PyTorch DDP, and compares. With
 // `single_too`, also against one process on the global batch. `oracle_args` replace `args` for

@@ -5,14 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <regex>
 #include <set>
 #include <string>
 
 #include "tests/test_util.h"
+#include "tests/torch_oracle.h"
 #include "trace/reader.h"
 
 using dpscope::testing::dpscope_bin;
+using dpscope::testing::have_python_torch;
+using dpscope::testing::max_abs_diff;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
 namespace trace = dpscope::trace;
@@ -20,27 +22,11 @@ namespace trace = dpscope::trace;
 namespace {
 
 const std::string kWorker = std::string(DPSCOPE_BIN_DIR) + "/fsdp_worker";
-const std::string kScripts = std::string(DPSCOPE_SOURCE_DIR) + "/tests/ddp/";
 
 dpscope::testing::CommandResult launch(int world, const std::string& args, const TempDir& dir,
                                        const std::string& traces = "traces") {
   return run_command("timeout 120 " + dpscope_bin() + " launch -n " + std::to_string(world) +
                      " --trace-dir " + dir.file(traces) + " -- " + kWorker + " " + args);
-}
-
-bool have_python_torch() {
-  return run_command("/usr/bin/python3 -c 'import torch'").exit_code == 0;
-}
-
-double max_abs_diff(const std::string& a, const std::string& b) {
-  const auto result = run_command("/usr/bin/python3 " + kScripts + "compare_state.py " + a + " " + b);
-  std::smatch match;
-  if (result.exit_code != 0 ||
-      !std::regex_search(result.output, match, std::regex(R"(max_abs_diff (\S+))"))) {
-    ADD_FAILURE() << "compare_state.py failed: " << result.output;
-    return 1e9;
-  }
-  return std::stod(match[1]);
 }
 
 // Every rank printed "rank R: error: ..." containing `text`, and the launch failed.
