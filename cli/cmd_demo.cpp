@@ -1,76 +1,300 @@
-// dpscope demo: the main job. Until the training engine lands it shows the trace pipeline end to
-// end: a synthetic 4-rank DDP trace is written, summarised and exported for Perfetto.
+// dpscope demo: the main job. Trains the MLP on the digits on 4 ranks with DDP, then with FSDP
+// (FULL_SHARD, each layer a unit), prints a summary of each run from its trace, and opens both in
+// the viewer's compare mode — or, without a display, writes the viewer's screenshots beside them.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
-#include "cli/progress.h"
-#include "trace/export_chrome.h"
 #include "trace/reader.h"
 #include "trace/stats.h"
-#include "trace/synth.h"
+#ifdef DPSCOPE_HAVE_ENGINE
+#include <torch/cuda.h>
+#endif
 
 namespace dpscope::cli {
 namespace {
 
 struct DemoOptions {
   std::string out_dir = "traces/demo";
-  int64_t events = 200000;
   int ranks = 4;
+  int64_t steps = 60;
+  bool no_view = false;
 };
 
+// One of the two trainings the demo runs.
+struct DemoRun {
+  std::string title;       // "DDP"
+  std::string folder;      // "ddp": <out>/ddp/run.sqlite
+  std::string train_args;  // the strategy's flags of `dpscope train`
+};
+
+// What the summary shows of one run.
+struct RunSummary {
+  std::string trace;
+  std::string accuracy;  // rank 0's "accuracy ..." line, without the prefix
+  // Each rank's "peak_memory_mb X (breakdown at the peak)" line, without the prefix, by rank:
+  // the tracking allocator's own peak, which the trace's memory samples can only approach.
+  std::map<int, std::string> peak_memory;
+};
+
+std::string shell_quoted(const std::string& text) {
+  std::string out = "'";
+  for (const char ch : text) {
+    if (ch == '\'') out += "'\\''";
+    else out += ch;
+  }
+  return out + "'";
+}
+
+// Runs `command` through /bin/sh, writes all of its output to `log`, and shows rank 0's lines and
+// the launcher's own (the other ranks say the same). Returns the exit status.
+int run_logged(const std::string& command, const std::string& log, RunSummary& summary) {
+  std::ofstream log_file(log);
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) throw CliFailure("cannot start `" + command + "`: out of processes or memory");
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof(buffer), pipe)) {
+    const std::string line(buffer);
+    log_file << line;
+    if (line.rfind("[0] ", 0) == 0 || line.rfind("dpscope launch", 0) == 0) {
+      std::cout << "   " << line << std::flush;
+    }
+    const size_t end = line.find_last_not_of("\r\n") + 1;
+    if (line.rfind("[0] accuracy ", 0) == 0) summary.accuracy = line.substr(4, end - 4);
+    int rank = 0;
+    char text[32];
+    if (std::sscanf(line.c_str(), "[%d] peak_memory_mb %31s", &rank, text) == 2) {
+      summary.peak_memory[rank] = line.substr(line.find("peak_memory_mb") + 15, end - line.find("peak_memory_mb") - 15);
+    }
+  }
+  const int status = ::pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+struct Figures {
+  double step_ms = 0;   // rank 0's median over steps 3..K, as `dpscope train` reports it
+  double peak_mib = 0;  // the largest rank's peak, from the allocator
+};
+
+// Prints the summary of one run from its trace (the numbers `dpscope stats --json` holds).
+Figures print_summary(const DemoRun& run, const RunSummary& summary) {
+  trace::Reader reader(summary.trace);
+  const trace::RunStats stats = trace::compute_stats(reader);
+  Figures figures;
+  if (stats.ranks.empty()) throw CliFailure(summary.trace + " has no ranks: the training failed");
+
+  const trace::RankStats& first = stats.ranks.front();
+  std::vector<double> step_ms;
+  for (size_t i = first.iterations.size() >= 3 ? 2 : 0; i < first.iterations.size(); ++i) {
+    step_ms.push_back(first.iterations[i].step_ms);
+  }
+  figures.step_ms = median(step_ms);
+
+  // The loss each rank recorded at the last step is its own batch's; their mean is the step's.
+  double loss = 0;
+  int losses = 0;
+  double comm_ms = 0, exposed_ms = 0;
+  for (const auto& rank : stats.ranks) {
+    if (!rank.iterations.empty() && rank.iterations.back().loss) {
+      loss += *rank.iterations.back().loss;
+      ++losses;
+    }
+    for (const auto& iteration : rank.iterations) {
+      comm_ms += iteration.overlap.comm_ms;
+      exposed_ms += iteration.overlap.exposed_comm_ms;
+    }
+  }
+  const double ranks = static_cast<double>(stats.ranks.size());
+
+  std::printf("%s — %s, %d ranks over %s, %d steps\n", run.title.c_str(), stats.model.c_str(),
+              stats.world_size, stats.backend.c_str(), stats.iterations);
+  if (losses > 0) std::printf("  final loss      %.4f (mean of the ranks' last batches)\n", loss / losses);
+  if (!summary.accuracy.empty()) std::printf("  %s\n", summary.accuracy.c_str());
+  std::printf("  step time       %.2f ms (median, rank 0, steps 3..%d)\n", figures.step_ms,
+              stats.iterations);
+  std::printf("  communication   %.1f ms per rank over the steps, %.1f ms exposed (%.0f%% not hidden "
+              "behind compute)\n",
+              comm_ms / ranks, exposed_ms / ranks, comm_ms > 0 ? 100 * exposed_ms / comm_ms : 0.0);
+  std::string peaks;
+  for (const auto& [rank, text] : summary.peak_memory) {
+    const double peak = std::atof(text.c_str());
+    char part[32];
+    std::snprintf(part, sizeof(part), "%.2f", peak);
+    peaks += (peaks.empty() ? "" : " / ") + std::string(part);
+    figures.peak_mib = std::max(figures.peak_mib, peak);
+  }
+  if (!peaks.empty()) {
+    std::printf("  peak memory     %s MiB (ranks 0..%d)\n", peaks.c_str(),
+                static_cast<int>(summary.peak_memory.size()) - 1);
+    const std::string& first_rank = summary.peak_memory.begin()->second;
+    const size_t open = first_rank.find('(');
+    if (open != std::string::npos) {
+      std::printf("  at the peak     %s (MiB, rank 0)\n",
+                  first_rank.substr(open + 1, first_rank.find_last_of(')') - open - 1).c_str());
+    }
+  }
+  std::printf("  trace           %s\n\n", summary.trace.c_str());
+  std::fflush(stdout);
+  return figures;
+}
+
+bool has_display() {
+  for (const char* name : {"DISPLAY", "WAYLAND_DISPLAY"}) {
+    const char* value = std::getenv(name);
+    if (value && *value) return true;
+  }
+  return false;
+}
+
+bool has_xvfb_run() { return std::system("command -v xvfb-run > /dev/null 2>&1") == 0; }
+
+// Draws `traces` (one, or two with --compare) into `png` with the viewer's --screenshot: on the
+// display when there is one, else under xvfb-run as tutorials/screenshot.sh does. False (with
+// the command to see why printed) when it cannot.
+bool screenshot(const std::string& viewer, const std::string& traces, const std::string& png) {
+  const std::string draw = std::string(has_display() ? "" : "xvfb-run -a -s '-screen 0 1600x1000x24' ") +
+                           shell_quoted(viewer) + " " + traces + " --screenshot " + shell_quoted(png) + " --frames 30";
+  if (std::system((draw + " > /dev/null 2>&1").c_str()) != 0) {
+    std::printf("   the viewer could not draw %s; run `%s` to see why\n", png.c_str(), draw.c_str());
+    return false;
+  }
+  return true;
+}
+
+// `dpscope train`'s device flags: NCCL on the GPUs where this LibTorch sees CUDA devices, else
+// Gloo on the CPU (named, so that a CUDA device without a CUDA build is not tried).
+std::string device_args() {
+#ifdef DPSCOPE_HAVE_ENGINE
+  if (torch::cuda::device_count() > 0) return "--backend nccl --device cuda";
+#endif
+  return "--backend gloo --device cpu";
+}
+
 void run_demo(const DemoOptions& options) {
+  const std::string bin = binary_dir();
+  const std::string dpscope = bin + "/dpscope";
+  const std::string viewer = bin + "/dpscope-view";
   std::error_code error;
   std::filesystem::create_directories(options.out_dir, error);
   if (error) {
     throw CliFailure("cannot create " + options.out_dir + ": " + error.message() +
                      " (pass --out DIR)");
   }
-  const std::string trace_path = options.out_dir + "/synthetic-ddp.sqlite";
-  const std::string chrome_path = options.out_dir + "/synthetic-ddp.json";
+  const std::string out = std::filesystem::absolute(options.out_dir).lexically_normal().string();
 
-  std::cout << "== 1. Recording a synthetic DDP run: " << options.ranks << " ranks, about "
-            << options.events << " events\n";
-  trace::SynthOptions synth;
-  synth.events = options.events;
-  synth.ranks = options.ranks;
-  synth.out = trace_path;
-  auto made =
-      trace::synthesize(synth, progress_lines("synth", options.events >= kProgressMinEvents));
-  std::cout << "   " << made.events << " events, " << made.iterations << " iterations, "
-            << made.params << " parameters in " << made.buckets_initial << " buckets ("
-            << made.buckets_rebuilt << " after the rebuild) -> " << trace_path << "\n\n";
+  // The MLP's layers hold 16,640, 65,792 and 2,570 parameters: a unit each from 2,000 up.
+  const std::vector<DemoRun> runs = {
+      {"DDP", "ddp", "--strategy ddp"},
+      {"FSDP FULL_SHARD", "fsdp", "--strategy fsdp --sharding full --wrap-min-params 2000"},
+  };
+  std::vector<RunSummary> summaries;
+  std::vector<Figures> figures;
+  int number = 1;
+  for (const DemoRun& run : runs) {
+    const std::string dir = out + "/" + run.folder;
+    // Rank files of an earlier demo would be merged with this one's.
+    std::filesystem::remove_all(dir, error);
+    std::filesystem::create_directories(dir, error);
+    const std::string command =
+        shell_quoted(dpscope) + " launch -n " + std::to_string(options.ranks) + " --trace-dir " +
+        shell_quoted(dir) + " -- " + shell_quoted(dpscope) +
+        " train --model mlp --data digits --eval-fraction 0.2 --lr 0.1 --momentum 0.9 --steps " +
+        std::to_string(options.steps) + " --progress-every " +
+        std::to_string(std::max<int64_t>(1, options.steps / 3)) + " " + device_args() + " " +
+        run.train_args;
+    std::cout << "== " << number++ << ". " << run.title << ": the MLP on the digits, "
+              << options.ranks << " ranks\n   " << command << "\n" << std::flush;
+    RunSummary summary;
+    summary.trace = dir + "/run.sqlite";
+    const std::string log = dir + "/train.log";
+    if (run_logged(command, log, summary) != 0) {
+      throw CliFailure("the " + run.title + " training failed; its output is in " + log +
+                       " (run scripts/setup to rebuild, then try again)");
+    }
+    std::cout << "\n";
+    summaries.push_back(summary);
+  }
 
-  std::cout << "== 2. Its statistics (dpscope stats " << trace_path << ")\n";
-  trace::Reader reader(trace_path);
-  std::cout << trace::stats_text(trace::compute_stats(reader)) << "\n";
+  std::cout << "== " << number++ << ". Summary (from the traces, as `dpscope stats --json` has them, and the trainings' output)\n\n";
+  for (size_t i = 0; i < runs.size(); ++i) figures.push_back(print_summary(runs[i], summaries[i]));
+  if (figures[0].step_ms > 0 && figures[0].peak_mib > 0) {
+    std::printf("FSDP against DDP: step time x%.2f, peak memory x%.2f. With 85 k parameters, what sharding\n"
+                "saves is small beside the activations, the reduce-scatter bucket and the runtime, and\n"
+                "every layer's all-gathers cost time; bench/README.md has a model where sharding pays.\n\n",
+                figures[1].step_ms / figures[0].step_ms, figures[1].peak_mib / figures[0].peak_mib);
+  }
 
-  std::cout << "== 3. Export for Perfetto (dpscope export --chrome)\n";
-  auto exported = trace::export_chrome(
-      reader, chrome_path, progress_lines("export", made.events >= kProgressMinEvents));
-  std::cout << "   " << exported.trace_events << " trace events, " << exported.bytes
-            << " bytes -> " << chrome_path << "\n\n";
-
-  std::cout << "Look at it:\n"
-            << "  open " << chrome_path << " in https://ui.perfetto.dev (hooks -> buckets -> "
-            << "all-reduces are linked by flow arrows)\n"
-            << "  sqlite3 " << trace_path << " 'SELECT * FROM events_named LIMIT 20'\n"
-            << "  dpscope stats --json " << trace_path << "\n";
+  const std::string a = shell_quoted(summaries[0].trace), b = shell_quoted(summaries[1].trace);
+  std::cout << "== " << number << ". The viewer\n";
+  if (!std::filesystem::exists(viewer)) {
+    std::cout << "   dpscope-view was not built (the viewer needs libglfw3-dev and libimgui-dev: run "
+                 "scripts/setup). The traces are ready for it:\n   dpscope-view "
+              << summaries[0].trace << " --compare " << summaries[1].trace << "\n";
+    return;
+  }
+  if (has_display() && !options.no_view) {
+    std::cout << "   " << viewer << " " << summaries[0].trace << " --compare " << summaries[1].trace
+              << "\n" << std::flush;
+    if (std::system((shell_quoted(viewer) + " " + a + " --compare " + b).c_str()) != 0) {
+      throw CliFailure("the viewer failed; run it yourself to see why: dpscope-view " +
+                       summaries[0].trace + " --compare " + summaries[1].trace);
+    }
+    return;
+  }
+  if (!has_display() && !has_xvfb_run()) {
+    std::cout << "   No display and no xvfb-run, so no screenshots (apt-get install xvfb for "
+                 "them). Open the traces where there is a display:\n   dpscope-view "
+              << summaries[0].trace << " --compare " << summaries[1].trace << "\n";
+    return;
+  }
+  std::cout << (options.no_view ? "   --no-view" : "   No display")
+            << ": screenshots of the viewer instead:\n";
+  const std::vector<std::pair<std::string, std::string>> shots = {
+      {a + " --compare " + b, out + "/compare.png"},
+      {a, out + "/ddp/screenshot.png"},
+      {b, out + "/fsdp/screenshot.png"},
+  };
+  for (const auto& [traces, png] : shots) {
+    if (screenshot(viewer, traces, png)) std::cout << "   " << png << "\n";
+  }
+  std::cout << "   Open the comparison where there is a display:\n   dpscope-view "
+            << summaries[0].trace << " --compare " << summaries[1].trace << "\n";
 }
 
 }  // namespace
 
 void add_demo_command(CLI::App& app) {
-  auto* command = app.add_subcommand("demo", "The main job: record, summarise and export a run");
+  auto* command = app.add_subcommand(
+      "demo", "The main job: train the digits with DDP and FSDP on 4 ranks, summarise, compare");
   auto options = std::make_shared<DemoOptions>();
   command->add_option("--out", options->out_dir, "Directory for the traces")
       ->capture_default_str();
-  command->add_option("--events", options->events, "Events in the synthetic trace")
-      ->check(CLI::Range(int64_t{1}, int64_t{100000000}))
+  command->add_option("--ranks", options->ranks, "Ranks of each training")
+      ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  command->add_option("--ranks", options->ranks, "Ranks in the synthetic trace")
-      ->check(CLI::Range(1, 1024))
+  command->add_option("--steps", options->steps, "Optimizer steps of each training")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->capture_default_str();
+  command->add_flag("--no-view", options->no_view,
+                    "Write screenshots instead of opening the viewer, even with a display");
   command->callback([options] { run_demo(*options); });
 }
 

@@ -7,7 +7,7 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 usage: tutorials/screenshot.sh [--bin DIR] [--out PNG] [--keep-traces DIR] NN [-- TUTORIAL ARGS...]
-  NN                 the tutorial's number (01 .. 06)
+  NN                 the tutorial's number (01 .. 06, 10)
   --bin DIR          where dpscope, dpscope-view and the tutorials are (default: build/bin)
   --out PNG          where the PNG goes (default: tutorials/NN_topic/screenshot.png)
   --keep-traces DIR  write the traces there and keep them (default: /tmp/dpscope-tutorial-NN,
@@ -42,7 +42,8 @@ case "$number" in
   04) folder=04_unused_parameters;  view=(run.sqlite) ;;
   05) folder=05_no_sync;            view=(no-sync/run.sqlite --compare sync-every-micro-step/run.sqlite) ;;
   06) folder=06_comm_hooks;         view=(allreduce/run.sqlite --compare powersgd/run.sqlite) ;;
-  *) echo "screenshot.sh: no tutorial $number; choose 01 .. 06" >&2; exit 2 ;;
+  10) folder=10_real_training;      view=(ddp/run.sqlite --compare fsdp/run.sqlite) ;;
+  *) echo "screenshot.sh: no tutorial $number; choose 01 .. 06 or 10" >&2; exit 2 ;;
 esac
 program="$bin/tutorial-${folder//_/-}"
 for tool in "$bin/dpscope" "$bin/dpscope-view" "$program"; do

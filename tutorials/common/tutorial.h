@@ -131,6 +131,9 @@ class TracedRun {
                 std::string_view config_json = "{}");
   // Records the bytes each memory category holds now (Step does it between phases).
   void sample_memory() { memory_sampler_.sample(); }
+  // The run's memory sampler, for a wrapper that samples memory itself (FSDP's
+  // FsdpOptions::memory_sampler, train::make_parallel_model's `sampler`).
+  memory::MemorySampler& memory_sampler() { return memory_sampler_; }
 
   // Ends the run on every rank: waits for all, disconnects the group, closes the trace files,
   // and rank 0 merges them into run_file() (when every rank runs on this host; otherwise rank 0
