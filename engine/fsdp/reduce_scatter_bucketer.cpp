@@ -56,15 +56,8 @@ void ReduceScatterBucketer::reduce_scatter(const at::Tensor& input, comm::Collec
     return;
   }
   Bucket& bucket = buckets_[{static_cast<int>(input.scalar_type()), input.device().index()}];
-  const int64_t capacity = shard_capacity(input.scalar_type());
-  if (bucket.data.defined() && bucket.offset + n > capacity) {
-    flush_bucket(bucket, tag);
-  }
-  if (!bucket.data.defined()) {
-    memory::CategoryScope buckets(memory::MemoryCategory::Buckets);
-    bucket.data = at::empty({world, capacity}, input.options());
-  }
-  bucket.data.narrow(1, bucket.offset, n).copy_(input.view({world, n}));
+  if (bucket.offset + n > shard_capacity(input.scalar_type())) flush_bucket(bucket, tag);
+  bucket.inputs.push_back(input);
   bucket.callbacks.emplace_back(bucket.offset, std::move(callback));
   bucket.offset += n;
 }
@@ -76,10 +69,21 @@ void ReduceScatterBucketer::flush(comm::CollectiveTag tag) {
 void ReduceScatterBucketer::flush_bucket(Bucket& bucket, comm::CollectiveTag tag) {
   if (bucket.offset == 0) return;
   wait_for_room();
-  // The filled columns of every rank's row, one rank after the other, as the collective wants.
-  at::Tensor input = bucket.offset == bucket.data.size(1)
-                         ? bucket.data.view({-1})
-                         : bucket.data.narrow(1, 0, bucket.offset).contiguous().view({-1});
+  const int64_t world = group_.size();
+  // Every rank's chunks of every held gradient side by side: row r holds what rank r gets.
+  at::Tensor data;
+  {
+    memory::CategoryScope buckets(memory::MemoryCategory::Buckets);
+    data = at::empty({world, bucket.offset}, bucket.inputs.front().options());
+  }
+  int64_t column = 0;
+  for (at::Tensor& held : bucket.inputs) {
+    const int64_t n = held.numel() / world;
+    data.narrow(1, column, n).copy_(held.view({world, n}));
+    column += n;
+    held = at::Tensor();
+  }
+  const at::Tensor input = data.view({-1});
   at::Tensor output;
   {
     memory::CategoryScope gradient_shards(memory::MemoryCategory::GradientShards);
@@ -95,7 +99,7 @@ void ReduceScatterBucketer::flush_bucket(Bucket& bucket, comm::CollectiveTag tag
     issued.callbacks.emplace_back(begin, end - begin, std::move(bucket.callbacks[i].second));
   }
   issued_.push_back(std::move(issued));
-  bucket.data = at::Tensor();  // the issued collective still reads it; the next fill gets new memory
+  bucket.inputs.clear();
   bucket.offset = 0;
   bucket.callbacks.clear();
 }

@@ -31,9 +31,10 @@ class ReduceScatterBucketer {
   ~ReduceScatterBucketer();
 
   // Reduce-scatters (sum) the flat `input` of size() * n elements: rank r gets the sum of every
-  // rank's chunk r. Bucketed when n is at most the bucket's per-rank capacity (the input is
-  // copied: the caller may free it at once); otherwise issued directly (the input is kept alive
-  // until the collective is done, which may reduce in it: its contents are undefined after). `tag` is recorded with the collective (a bucketed one records
+  // rank's chunk r. Bucketed when n is at most the bucket's per-rank capacity (the input is held
+  // until the bucket is flushed); otherwise issued directly (the input is kept alive until the
+  // collective is done, which may reduce in it). Either way the caller gives the input up: its
+  // contents are undefined afterwards. `tag` is recorded with the collective (a bucketed one records
   // the tag of the gradient that flushed it, with trace::kFlagBucketed).
   void reduce_scatter(const at::Tensor& input, comm::CollectiveTag tag, Callback callback);
   // Issues the reduce-scatter of every non-empty bucket.
@@ -50,9 +51,12 @@ class ReduceScatterBucketer {
   int64_t shard_capacity(c10::ScalarType dtype) const;
 
  private:
+  // The gradients waiting for a flush, held as they are ([world * n] each); the flush packs them
+  // into one [world, filled] input. fairscale copies each into a preallocated [world, capacity]
+  // buffer instead, which costs the whole capacity even when little of it is used.
   struct Bucket {
-    at::Tensor data;  // [world, capacity]; allocated on first use after each flush
-    int64_t offset = 0;
+    std::vector<at::Tensor> inputs;
+    int64_t offset = 0;  // elements per rank held so far
     std::vector<std::pair<int64_t, Callback>> callbacks;  // (offset, callback)
   };
   struct Issued {
