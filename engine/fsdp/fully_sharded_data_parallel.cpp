@@ -327,7 +327,12 @@ void FullyShardedDataParallel::prefetch_after(const Unit& unit, const std::vecto
                                               uint8_t flags) {
   const auto it = std::find(order.begin(), order.end(), unit.index);
   if (it == order.end() || it + 1 == order.end()) return;
-  issue_gather(*units_[static_cast<size_t>(*(it + 1))], flags | trace::kFlagPrefetch);
+  Unit& next = *units_[static_cast<size_t>(*(it + 1))];
+  // A unit whose pass already came (autograd may run the units in another order than the one
+  // recorded) would be gathered only to be freed again.
+  const bool done = (flags & trace::kFlagBackward) ? next.pre_backward_done || next.post_backward_done
+                                                   : next.forwarded;
+  if (!done) issue_gather(next, flags | trace::kFlagPrefetch);
 }
 
 // ---- Trace --------------------------------------------------------------------------------
