@@ -7,7 +7,7 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 usage: tutorials/screenshot.sh [--bin DIR] [--out PNG] [--keep-traces DIR] NN [-- TUTORIAL ARGS...]
-  NN                 the tutorial's number (01 .. 06, 10)
+  NN                 the tutorial's number (01 .. 11)
   --bin DIR          where dpscope, dpscope-view and the tutorials are (default: build/bin)
   --out PNG          where the PNG goes (default: tutorials/NN_topic/screenshot.png)
   --keep-traces DIR  write the traces there and keep them (default: /tmp/dpscope-tutorial-NN,
@@ -42,8 +42,12 @@ case "$number" in
   04) folder=04_unused_parameters;  view=(run.sqlite) ;;
   05) folder=05_no_sync;            view=(no-sync/run.sqlite --compare sync-every-micro-step/run.sqlite) ;;
   06) folder=06_comm_hooks;         view=(allreduce/run.sqlite --compare powersgd/run.sqlite) ;;
+  07) folder=07_fsdp_basics;        view=(per-unit/run.sqlite --compare bucketed/run.sqlite) ;;
+  08) folder=08_fsdp_nesting_prefetch; view=(root-only/run.sqlite --compare nested/run.sqlite) ;;
+  09) folder=09_zero_stages;        view=(ddp/run.sqlite --compare full-shard/run.sqlite) ;;
   10) folder=10_real_training;      view=(ddp/run.sqlite --compare fsdp/run.sqlite) ;;
-  *) echo "screenshot.sh: no tutorial $number; choose 01 .. 06 or 10" >&2; exit 2 ;;
+  11) folder=11_gpus;               view=(ddp/run.sqlite --compare fsdp/run.sqlite) ;;
+  *) echo "screenshot.sh: no tutorial $number; choose 01 .. 11" >&2; exit 2 ;;
 esac
 program="$bin/tutorial-${folder//_/-}"
 for tool in "$bin/dpscope" "$bin/dpscope-view" "$program"; do
@@ -63,6 +67,10 @@ fi
 
 "$bin/dpscope" launch -n 2 --trace-dir "$traces" -- "$program" "$@" > "$traces/tutorial.log" 2>&1 ||
   { cat "$traces/tutorial.log" >&2; echo "screenshot.sh: tutorial $number failed (output above)" >&2; exit 1; }
+
+# Tutorial 11 writes no trace without a GPU (it says so and exits 0).
+[[ -f "$traces/${view[0]}" ]] ||
+  { cat "$traces/tutorial.log" >&2; echo "screenshot.sh: tutorial $number wrote no $traces/${view[0]} (output above); tutorial 11 needs CUDA devices" >&2; exit 1; }
 
 args=()
 for arg in "${view[@]}"; do

@@ -1,13 +1,17 @@
 // test_tutorials: every tutorial runs to completion on 2 ranks under `dpscope launch` with few
 // steps, and what it claims holds in the traces it wrote: one all-reduce per bucket (02), the
 // rebuilt plan and gradient views (03), the used-parameter map (04), no all-reduce in no_sync
-// micro-steps (05), half the bytes with fp16 (06), 95 % on the held-out digits with DDP and FSDP (10).
+// micro-steps (05), half the bytes with fp16 (06), FSDP's gathers and reduce-scatters per unit
+// (07), nesting and SHARD_GRAD_OP (08), ZeRO-3 < ZeRO-2 < DDP in peak memory (09), 95 % on the
+// held-out digits with DDP and FSDP (10), and a clear exit without a GPU (11).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -93,6 +97,17 @@ double last_number_on(const std::string& output, const std::string& label) {
   }
   ADD_FAILURE() << "no line with '" << label << "' in\n" << output;
   return -1;
+}
+
+// Rank `rank`'s collectives of kind `op` in `iteration` of the file at `path`, and how many of
+// them carry `flag` (trace::kFlag*; 0: all).
+int64_t collectives_with(trace::Reader& reader, int rank, int32_t iteration, trace::CollectiveOp op,
+                         uint8_t flag = 0) {
+  int64_t count = 0;
+  for (const auto& c : reader.events_of_kind(trace::EventKind::Collective, rank)) {
+    count += c.iteration == iteration && c.op == static_cast<uint8_t>(op) && (flag == 0 || (c.flags & flag));
+  }
+  return count;
 }
 
 TEST(Tutorials, ToyDdp01ConstructionAndOneIteration) {
@@ -284,6 +299,117 @@ TEST(Tutorials, CommHooks06Fp16HalvesTheBytes) {
   }
 }
 
+// Tutorial 07 claims, for its MLP of 4 units (fc0, fc1, fc2 and the root holding fc3) under
+// FULL_SHARD: 4 forward all-gathers and 3 backward ones (the root is never freed), one
+// reduce-scatter per unit without a bucket, fewer (bucketed) with one; shards that tile each
+// padded flat parameter.
+TEST(Tutorials, FsdpBasics07GathersAndReduceScattersPerUnit) {
+  TempDir dir;
+  const TutorialRun run = launch(dir, "tutorial-07-fsdp-basics", "--steps 3");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  trace::Reader per_unit(run.trace_dir + "/per-unit/run.sqlite");
+  const auto units = per_unit.units();
+  ASSERT_EQ(units.size(), 4u);
+  for (const auto& unit : units) {
+    int64_t covered = 0;
+    for (const auto& shard : per_unit.unit_shards()) {
+      if (shard.unit != unit.index) continue;
+      EXPECT_EQ(shard.shard_begin, covered) << "unit " << unit.index;
+      EXPECT_EQ(shard.shard_end - shard.shard_begin, unit.shard_numel) << "unit " << unit.index;
+      covered = shard.shard_end;
+    }
+    EXPECT_EQ(covered, unit.padded_numel) << "unit " << unit.index;
+  }
+  trace::Reader bucketed(run.trace_dir + "/bucketed/run.sqlite");
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int32_t it = 0; it < 3; ++it) {
+      const auto gathers = collectives_with(per_unit, rank, it, trace::CollectiveOp::AllGather);
+      const auto backward = collectives_with(per_unit, rank, it, trace::CollectiveOp::AllGather, trace::kFlagBackward);
+      EXPECT_EQ(gathers, 7) << "rank " << rank << ", iteration " << it;
+      EXPECT_EQ(backward, 3) << "rank " << rank << ", iteration " << it;
+      EXPECT_EQ(collectives_with(per_unit, rank, it, trace::CollectiveOp::ReduceScatter), 4);
+      EXPECT_EQ(collectives_with(per_unit, rank, it, trace::CollectiveOp::ReduceScatter, trace::kFlagBucketed), 0);
+      EXPECT_EQ(collectives_with(per_unit, rank, it, trace::CollectiveOp::AllReduce), 0);
+      const auto reductions = collectives_with(bucketed, rank, it, trace::CollectiveOp::ReduceScatter);
+      EXPECT_GE(reductions, 1);
+      EXPECT_LT(reductions, 4) << "the bucket joins the small gradients, rank " << rank << ", iteration " << it;
+      EXPECT_EQ(collectives_with(bucketed, rank, it, trace::CollectiveOp::ReduceScatter, trace::kFlagBucketed),
+                reductions);
+      EXPECT_EQ(collectives_with(bucketed, rank, it, trace::CollectiveOp::AllGather), 7);
+    }
+    // Once backward's order is known (iteration 1 on), BACKWARD_PRE prefetches every backward gather.
+    EXPECT_EQ(collectives_with(per_unit, rank, 2, trace::CollectiveOp::AllGather, trace::kFlagPrefetch), 3);
+  }
+  EXPECT_NE(run.output.find("Why these counts (4 units"), std::string::npos) << run.output;
+}
+
+// The numbers printed on the first output line that contains `label`, in order.
+std::vector<double> numbers_on(const std::string& output, const std::string& label) {
+  const std::regex number(R"([-+]?[0-9]*\.?[0-9]+(e[-+]?[0-9]+)?)");
+  std::istringstream lines(output);
+  std::string line;
+  std::vector<double> numbers;
+  while (std::getline(lines, line)) {
+    if (line.find(label) == std::string::npos) continue;
+    for (std::sregex_iterator it(line.begin(), line.end(), number), end; it != end; ++it) {
+      numbers.push_back(std::stod(it->str()));
+    }
+    break;
+  }
+  return numbers;
+}
+
+// Tutorial 08 claims, from the traces: nested FULL_SHARD holds fewer full-parameter bytes at its
+// peak than one root unit (the whole model), and SHARD_GRAD_OP gathers each unit once per
+// iteration where FULL_SHARD gathers the nested units again for backward.
+TEST(Tutorials, NestingPrefetch08NestedHoldsLessAndGradOpGathersLess) {
+  TempDir dir;
+  const TutorialRun run = launch(dir, "tutorial-08-fsdp-nesting-prefetch", "--steps 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const trace::RunStats root_only = stats_of(run.trace_dir + "/root-only/run.sqlite");
+  const trace::RunStats nested = stats_of(run.trace_dir + "/nested/run.sqlite");
+  trace::Reader nested_reader(run.trace_dir + "/nested/run.sqlite");
+  trace::Reader grad_op(run.trace_dir + "/grad-op/run.sqlite");
+  ASSERT_EQ(root_only.units.size(), 1u);
+  ASSERT_GT(nested.units.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_LT(peak_of(nested.ranks.at(r), trace::MemoryCategory::FullParameters),
+              peak_of(root_only.ranks.at(r), trace::MemoryCategory::FullParameters)) << "rank " << r;
+    for (int32_t it = 0; it < 2; ++it) {
+      const auto full_shard_gathers = collectives_with(nested_reader, r, it, trace::CollectiveOp::AllGather);
+      const auto grad_op_gathers = collectives_with(grad_op, r, it, trace::CollectiveOp::AllGather);
+      EXPECT_EQ(grad_op_gathers, static_cast<int64_t>(nested.units.size())) << "rank " << r << ", iteration " << it;
+      EXPECT_LT(grad_op_gathers, full_shard_gathers) << "rank " << r << ", iteration " << it;
+    }
+  }
+  for (const std::string part : {"prefetch-post", "prefetch-none"}) {
+    EXPECT_TRUE(std::filesystem::exists(run.trace_dir + "/" + part + "/run.sqlite")) << part;
+  }
+}
+
+// Tutorial 09 claims that ZeRO-3 holds less at its peak than ZeRO-2, and ZeRO-2 less than DDP
+// (the allocator's peaks it prints), and that SHARD_GRAD_OP keeps more full parameters at once
+// than FULL_SHARD (the traces' peak of full_parameters).
+TEST(Tutorials, ZeroStages09FullShardBelowShardGradOpBelowDdp) {
+  TempDir dir;
+  const TutorialRun run = launch(dir, "tutorial-09-zero-stages", "--steps 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::vector<double> peaks = numbers_on(run.output, "peak (total)");
+  ASSERT_EQ(peaks.size(), 4u) << run.output;  // "[0]" and DDP, SHARD_GRAD_OP, FULL_SHARD
+  EXPECT_LT(peaks[3], peaks[2]) << run.output;
+  EXPECT_LT(peaks[2], peaks[1]) << run.output;
+  const trace::RunStats grad_op = stats_of(run.trace_dir + "/grad-op/run.sqlite");
+  const trace::RunStats full = stats_of(run.trace_dir + "/full-shard/run.sqlite");
+  const trace::RunStats ddp = stats_of(run.trace_dir + "/ddp/run.sqlite");
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_LT(peak_of(full.ranks.at(r), trace::MemoryCategory::FullParameters),
+              peak_of(grad_op.ranks.at(r), trace::MemoryCategory::FullParameters)) << "rank " << r;
+    EXPECT_EQ(peak_of(full.ranks.at(r), trace::MemoryCategory::Buckets), 0) << "no reduce-scatter bucket";
+    EXPECT_EQ(peak_of(ddp.ranks.at(r), trace::MemoryCategory::Shards), 0);
+  }
+  EXPECT_NE(run.output.find("ZeRO-1"), std::string::npos) << run.output;
+}
+
 // Tutorial 10 claims a real training: the CNN reaches 95 % on the held-out last 20 % of the digits
 // with DDP and with FSDP, and records the accuracy and the loss of every step in each trace.
 TEST(Tutorials, RealTrainingReaches95PercentWithDdpAndFsdp) {
@@ -307,6 +433,21 @@ TEST(Tutorials, RealTrainingReaches95PercentWithDdpAndFsdp) {
   }
   EXPECT_NE(run.output.find("DDP   loss"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("FSDP  loss"), std::string::npos) << run.output;
+}
+
+}  // namespace
+
+namespace {
+
+// Tutorial 11 claims that without a GPU it says so — that the build is CPU-only — and exits 0.
+// (This build is CPU-only; a CUDA build would train on its devices instead.)
+TEST(Tutorials, Gpus11SaysSoAndExitsZeroWithoutCuda) {
+  TempDir dir;
+  const TutorialRun run = launch(dir, "tutorial-11-gpus", "--steps 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("no GPU to run on (this build is CPU-only"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("over NCCL instead of Gloo"), std::string::npos) << run.output;
+  EXPECT_FALSE(std::filesystem::exists(run.trace_dir + "/ddp/run.sqlite")) << "no training without a GPU";
 }
 
 }  // namespace
