@@ -42,23 +42,6 @@ std::string trace_path_for(const TrainConfig& config, const comm::LaunchEnv& env
   return "traces/train-" + config.model.name + ".sqlite";
 }
 
-// torch.optim.Optimizer.zero_grad(set_to_none=False): a gradient that is a view (of a DDP bucket,
-// with gradient_as_bucket_view) cannot be detached in place, so only leaves are.
-void zero_grad(torch::optim::Optimizer& optimizer) {
-  for (auto& group : optimizer.param_groups()) {
-    for (auto& param : group.params()) {
-      at::Tensor& grad = param.mutable_grad();
-      if (!grad.defined()) continue;
-      if (grad.grad_fn()) {
-        grad.detach_();
-      } else {
-        grad.requires_grad_(false);
-      }
-      grad.zero_();
-    }
-  }
-}
-
 double median(std::vector<double> values) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
@@ -143,6 +126,21 @@ void validate(const TrainConfig& c) {
 }
 
 }  // namespace
+
+void zero_grad(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& param : group.params()) {
+      at::Tensor& grad = param.mutable_grad();
+      if (!grad.defined()) continue;
+      if (grad.grad_fn()) {
+        grad.detach_();
+      } else {
+        grad.requires_grad_(false);
+      }
+      grad.zero_();
+    }
+  }
+}
 
 TrainResult run_training(const TrainConfig& config) {
   validate(config);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
 
 #include <string>
 #include <utility>
@@ -16,6 +17,11 @@ namespace dpscope::train {
 // lines and, at the end, `step_ms <median>`. Throws std::exception with a message naming the
 // flag, file or rank at fault.
 TrainResult run_training(const TrainConfig& config);
+
+// torch.optim.Optimizer.zero_grad(set_to_none=False): zeroes every gradient in place. A gradient
+// that is a view (of a DDP bucket, with gradient_as_bucket_view) cannot be detached in place as
+// LibTorch's own zero_grad does, so only leaves are.
+void zero_grad(torch::optim::Optimizer& optimizer);
 
 // Writes `tensors` by name as torch::pickle_save of a c10::Dict<std::string, at::Tensor> (CPU
 // copies), readable by Python's torch.load. Throws naming the path.

@@ -290,21 +290,6 @@ void Step::optimizer_step(torch::optim::Optimizer& optimizer) {
   run_.sample_memory();
 }
 
-void zero_grad(torch::optim::Optimizer& optimizer) {
-  for (auto& group : optimizer.param_groups()) {
-    for (auto& param : group.params()) {
-      at::Tensor& grad = param.mutable_grad();
-      if (!grad.defined()) continue;
-      if (grad.grad_fn()) {
-        grad.detach_();
-      } else {
-        grad.requires_grad_(false);
-      }
-      grad.zero_();
-    }
-  }
-}
-
 // ---- ShardedBatches --------------------------------------------------------------------------
 
 ShardedBatches::ShardedBatches(data::Dataset dataset, const Session& session, int64_t batch_size,

@@ -20,6 +20,7 @@
 #include "engine/data/distributed_sampler.h"
 #include "engine/memory/memory_sampler.h"
 #include "engine/memory/tracking_allocator.h"
+#include "engine/train/trainer.h"
 #include "trace/recorder.h"
 
 namespace dpscope::tutorials {
@@ -201,8 +202,8 @@ class Step {
 };
 
 // torch.optim.Optimizer.zero_grad(set_to_none=False), also for gradients that are views of a DDP
-// bucket (gradient_as_bucket_view), which LibTorch's zero_grad cannot detach in place.
-void zero_grad(torch::optim::Optimizer& optimizer);
+// bucket (gradient_as_bucket_view): the training loop's own (engine/train/trainer.h).
+using train::zero_grad;
 
 // ---- Data --------------------------------------------------------------------------------------
 
