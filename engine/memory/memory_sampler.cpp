@@ -2,7 +2,10 @@
 // allocator's statistics on a GPU) into the trace's memory samples and keeps each one's peak.
 #include "engine/memory/memory_sampler.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 
 namespace dpscope::memory {
 
@@ -32,6 +35,16 @@ void MemorySampler::sample(int64_t ts_ns) {
     put(MemoryCategory::CudaReserved, stats.reserved, true);
   }
   first_ = false;
+}
+
+int64_t resident_bytes() {
+  std::FILE* statm = std::fopen("/proc/self/statm", "r");
+  if (!statm) return -1;
+  long long total_pages = 0, resident_pages = 0;
+  const int read = std::fscanf(statm, "%lld %lld", &total_pages, &resident_pages);
+  std::fclose(statm);
+  if (read != 2) return -1;
+  return static_cast<int64_t>(resident_pages) * ::sysconf(_SC_PAGESIZE);
 }
 
 #ifndef DPSCOPE_HAVE_CUDA

@@ -43,4 +43,9 @@ struct CudaMemoryStats {
 };
 CudaMemoryStats cuda_memory_stats(int device);
 
+// The process's resident set size in bytes (Linux /proc/self/statm), or -1 where it cannot be
+// read. Everything the process holds, not only what the tracking allocator counts: what a leak
+// check watches across a long run. Thread-safe.
+int64_t resident_bytes();
+
 }  // namespace dpscope::memory

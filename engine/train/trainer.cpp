@@ -222,6 +222,7 @@ TrainResult run_training(const TrainConfig& config) {
   const trace::NameId step_name = recorder.name("optimizer_step");
   const trace::NameId loss_name = recorder.name("loss");
   const trace::NameId step_ms_name = recorder.name("step_ms");
+  const trace::NameId resident_name = recorder.name("resident_mb");
   if (env.rank == 0) {
     std::printf("train: %s, %s over %s, %d rank(s), %lld steps of %lld per rank\n",
                 summary.c_str(), parallel->describe().c_str(),
@@ -278,6 +279,9 @@ TrainResult run_training(const TrainConfig& config) {
     recorder.phase(0, iteration_name, iteration_begin, trace::now_ns(), iteration);
     recorder.metric(iteration, loss_name, loss_value);
     recorder.metric(iteration, step_ms_name, ms);
+    if (const int64_t resident = memory::resident_bytes(); resident >= 0) {
+      recorder.metric(iteration, resident_name, static_cast<double>(resident) / (1 << 20));
+    }
     step_ms.push_back(ms);
     result.final_loss = loss_value;
     if (env.rank == 0 && config.progress_every > 0 &&
