@@ -3,7 +3,8 @@
 # <= 16 ms at any zoom). Makes an 8-rank synthetic trace with `dpscope synth` (once; kept in
 # $DPSCOPE_BENCH_DIR, default /tmp/dpscope-bench), then runs dpscope-view headless under xvfb-run
 # with Mesa's software renderer: a zoom sweep from the whole run to one bucket, several times,
-# printing each run's JSON line. Usage: bench/viewer.sh [BUILD_DIR] [EVENTS] [RUNS]
+# printing each run's JSON line after a "# load" line with the machine's load average (results
+# on a busy machine are not the bar's). Usage: bench/viewer.sh [BUILD_DIR] [EVENTS] [RUNS]
 set -euo pipefail
 build=${1:-build}
 events=${2:-10000000}
@@ -21,5 +22,6 @@ if [ ! -f "$trace" ]; then
   "$bin/dpscope" synth --events "$events" --ranks 8 --out "$trace"
 fi
 for run in $(seq "$runs"); do
+  echo "# load $(cut -d' ' -f1-3 /proc/loadavg)"
   xvfb-run -a "$bin/dpscope-view" "$trace" --screenshot "$dir/viewer-$run.png" --frames 120 --zoom-sweep
 done

@@ -6,6 +6,8 @@
 #include <cctype>
 #include <map>
 
+#include "viewer/lod.h"
+
 namespace dpscope::view {
 
 using trace::EventKind;
@@ -67,6 +69,48 @@ Overlap overlap_of(std::vector<Interval>& compute, std::vector<Interval> comm) {
   return o;
 }
 
+// "4.0 MiB of float32": what a collective moved, for the mismatch reason.
+std::string payload_text(const trace::CollectivePayload& p) {
+  const std::string dtype = p.dtype == 0xff ? std::string("no dtype")
+                                            : std::string(trace::to_string(trace::DType(p.dtype)));
+  return (p.bytes == trace::kNone64 ? std::string("? bytes") : format_bytes(p.bytes)) + " of " + dtype;
+}
+
+// Marks the matches whose ranks disagree on bytes or dtype. Both lists go by seq: `payloads` is
+// sorted here by (seq, rank), so one walk pairs them up.
+void check_payloads(const Model& model, std::vector<trace::CollectivePayload> payloads,
+                    std::vector<CollectiveMatch>& matches) {
+  std::stable_sort(payloads.begin(), payloads.end(),
+                   [](const trace::CollectivePayload& a, const trace::CollectivePayload& b) {
+                     return a.seq != b.seq ? a.seq < b.seq : a.rank < b.rank;
+                   });
+  size_t at = 0;
+  for (CollectiveMatch& m : matches) {
+    while (at < payloads.size() && payloads[at].seq < m.seq) ++at;
+    size_t end = at;
+    while (end < payloads.size() && payloads[end].seq == m.seq) ++end;
+    if (m.mismatch || end == at) continue;
+    // The first payload of each rank with this seq (a rank's later ones belong to other groups).
+    auto payload_of = [&](int32_t rank) -> const trace::CollectivePayload* {
+      for (size_t i = at; i < end; ++i) {
+        if (payloads[i].rank == rank) return &payloads[i];
+      }
+      return nullptr;
+    };
+    const int32_t first_rank = model.ranks[size_t(m.spans.front().rank)].info.rank;
+    const trace::CollectivePayload* first = payload_of(first_rank);
+    for (const SpanRef& ref : m.spans) {
+      const int32_t rank = model.ranks[size_t(ref.rank)].info.rank;
+      const trace::CollectivePayload* p = payload_of(rank);
+      if (!first || !p || (p->bytes == first->bytes && p->dtype == first->dtype)) continue;
+      m.mismatch = true;
+      m.why = "rank " + std::to_string(rank) + " moved " + payload_text(*p) + ", rank " +
+              std::to_string(first_rank) + " " + payload_text(*first);
+      break;
+    }
+  }
+}
+
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -74,7 +118,7 @@ std::string lower(std::string s) {
 
 }  // namespace
 
-Analysis analyze(const Model& model) {
+Analysis analyze(const Model& model, const std::vector<trace::CollectivePayload>& payloads) {
   Analysis a;
   std::vector<bool> compute_name(model.names.size(), false);
   for (size_t id = 0; id < model.names.size(); ++id) {
@@ -162,10 +206,11 @@ Analysis analyze(const Model& model) {
       m.why = "ran on " + std::to_string(refs.size()) + " of " +
               std::to_string(model.ranks.size()) + " ranks";
     }
-    if (m.mismatch) ++a.mismatches;
     a.by_seq[seq] = a.collectives.size();
     a.collectives.push_back(std::move(m));
   }
+  if (!payloads.empty()) check_payloads(model, payloads, a.collectives);
+  for (const CollectiveMatch& m : a.collectives) a.mismatches += m.mismatch ? 1 : 0;
   return a;
 }
 

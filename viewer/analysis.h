@@ -52,7 +52,8 @@ struct CollectiveMatch {
   uint8_t op = 0xff;
   std::vector<SpanRef> spans;  // one per rank that ran it, by rank
   int64_t skew_ns = 0;         // latest begin - earliest begin
-  // Ranks disagree on the op, or not every rank ran it.
+  // Ranks disagree on the op, on the bytes or the dtype (when analyze had the payloads), or not
+  // every rank ran it.
   bool mismatch = false;
   std::string why;             // what disagrees, for the stats panel
 };
@@ -65,9 +66,11 @@ struct Analysis {
   const CollectiveMatch* match(int32_t seq) const;
 };
 
-// One pass over the phases and collectives of every rank. A 10 M-event model takes a few
-// hundred milliseconds; the viewer runs it on a background thread after loading.
-Analysis analyze(const Model& model);
+// One pass over the phases and collectives of every rank. `payloads` (read_collective_payloads,
+// any order) says what each collective moved; with them, a collective whose bytes or dtype
+// differ between ranks is a mismatch too. A 10 M-event model takes a few hundred milliseconds;
+// the viewer runs it on a background thread after loading. Pure.
+Analysis analyze(const Model& model, const std::vector<trace::CollectivePayload>& payloads = {});
 
 // An arrow of the flow view: from one span to another (both may be on different ranks).
 struct Flow {

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trace/error.h"
+
 namespace dpscope::view {
 
 DetailSource::DetailSource(const std::string& path) : reader_(path) {}
@@ -39,7 +41,13 @@ void OpenTrace::set_model(std::shared_ptr<const Model> m) {
   model = std::move(m);
   details = std::make_unique<DetailSource>(model->path);
   pending = std::async(std::launch::async, [m = model] {
-    return std::shared_ptr<const Analysis>(std::make_shared<Analysis>(analyze(*m)));
+    std::vector<trace::CollectivePayload> payloads;
+    try {
+      payloads = read_collective_payloads(*m);
+    } catch (const trace::TraceError&) {
+      // The file went away or is mid-write (--live): match ops and ranks without the payloads.
+    }
+    return std::shared_ptr<const Analysis>(std::make_shared<Analysis>(analyze(*m, payloads)));
   });
 }
 
@@ -56,7 +64,7 @@ App::App(AppOptions options, std::shared_ptr<const Model> main,
   traces.resize(compare ? 2 : 1);
   traces[0].set_model(std::move(main));
   if (compare) traces[1].set_model(std::move(compare));
-  if (options_.live) live_ = std::make_unique<LiveFollower>(options_.path);
+  if (options_.live) live_ = std::make_unique<LiveFollower>(traces[0].model);
   align();
   fit();
 }

@@ -34,8 +34,9 @@ class DetailSource {
   std::map<std::tuple<int32_t, int32_t, int64_t, int64_t>, std::vector<trace::Event>> ranges_;
 };
 
-// One open trace: its model, its analysis (computed on a background thread after loading; null
-// until ready) and the offset that places its times on the shared axis (compare alignment).
+// One open trace: its model, its analysis (computed on a background thread after loading, with
+// the collectives' payloads read there too; null until ready) and the offset that places its
+// times on the shared axis (compare alignment).
 struct OpenTrace {
   std::shared_ptr<const Model> model;
   std::shared_ptr<const Analysis> analysis;
@@ -80,6 +81,7 @@ class App {
   // The range the zoom sweep ends on: one bucket's all-reduce in the middle of the run.
   std::pair<double, double> bucket_range() const;
   int live_reloads() const { return live_ ? live_->reloads() : 0; }
+  int64_t live_rows_read() const { return live_ ? live_->rows_read() : 0; }
 
   // ---- State the panels share.
   std::vector<OpenTrace> traces;  // [0] main, [1] compare when given

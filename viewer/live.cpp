@@ -1,4 +1,5 @@
-// --live: watch a growing trace file and reload it in the background (see live.h).
+// --live: watch a growing trace file and bring its Model up to date in the background, reading
+// only the rows added since the last read (see live.h and update_model in model.h).
 #include "viewer/live.h"
 
 #include <sys/stat.h>
@@ -7,8 +8,8 @@
 
 namespace dpscope::view {
 
-LiveFollower::LiveFollower(std::string path, std::chrono::milliseconds interval)
-    : path_(std::move(path)), interval_(interval) {
+LiveFollower::LiveFollower(std::shared_ptr<const Model> loaded, std::chrono::milliseconds interval)
+    : current_(std::move(loaded)), interval_(interval) {
   loaded_signature_ = signature();
 }
 
@@ -20,7 +21,7 @@ std::string LiveFollower::signature() const {
   std::string s;
   for (const char* suffix : {"", "-wal"}) {
     struct stat info;
-    if (::stat((path_ + suffix).c_str(), &info) == 0) {
+    if (::stat((current_->path + suffix).c_str(), &info) == 0) {
       s += std::to_string(info.st_size) + ":" + std::to_string(info.st_mtim.tv_sec) + "." +
            std::to_string(info.st_mtim.tv_nsec) + ";";
     } else {
@@ -40,7 +41,9 @@ std::shared_ptr<const Model> LiveFollower::poll() {
       return nullptr;  // caught the writer mid-way; the next change retries
     }
     loaded_signature_ = pending_signature_;
+    current_ = model;
     ++reloads_;
+    rows_read_ += model->rows_read;
     return model;
   }
   const auto now = std::chrono::steady_clock::now();
@@ -49,8 +52,10 @@ std::shared_ptr<const Model> LiveFollower::poll() {
   const std::string current = signature();
   if (current == loaded_signature_) return nullptr;
   pending_signature_ = current;
-  // One reading thread: a live trace is small, and the UI keeps the other core.
-  pending_ = std::async(std::launch::async, [path = path_] { return load_model(path, nullptr, 1); });
+  // One reading thread: the rows added in a quarter second are few, and the UI keeps the other
+  // core.
+  pending_ = std::async(std::launch::async,
+                        [previous = current_] { return update_model(*previous, nullptr, 1); });
   return nullptr;
 }
 

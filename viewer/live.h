@@ -1,5 +1,6 @@
 // Following a trace that a running training is still writing (--live): notices that the file
-// (or its -wal) changed and reloads it on a background thread, handing the new Model over.
+// (or its -wal) changed and brings the Model up to date on a background thread, reading only the
+// rows added since the last read (update_model), and hands the new Model over.
 #pragma once
 
 #include <chrono>
@@ -11,32 +12,36 @@
 
 namespace dpscope::view {
 
-// Thread-safety: poll() from one thread (the UI thread); the reload itself runs on a thread of
-// its own with its own trace::Reader connections and shares nothing until handed over.
+// Thread-safety: poll() from one thread (the UI thread); the update itself runs on a thread of
+// its own with its own trace::Reader connection and shares nothing but the (immutable) previous
+// Model until handed over.
 class LiveFollower {
  public:
-  // `interval`: how often poll() looks at the file.
-  explicit LiveFollower(std::string path,
+  // Follows `loaded`'s file from `loaded` on. `interval`: how often poll() looks at the file.
+  explicit LiveFollower(std::shared_ptr<const Model> loaded,
                         std::chrono::milliseconds interval = std::chrono::milliseconds(250));
-  // Waits for a reload in progress.
+  // Waits for an update in progress.
   ~LiveFollower();
 
-  // Cheap; call every frame. Starts a reload when the file changed and none is running;
-  // returns the model of a finished reload once, else null. A reload that fails (the writer was
-  // mid-transaction) is dropped silently and retried on the next change.
+  // Cheap; call every frame. Starts an update when the file changed and none is running;
+  // returns the model of a finished update once, else null. An update that fails (the writer
+  // was mid-transaction) is dropped silently and retried on the next change.
   std::shared_ptr<const Model> poll();
   int reloads() const { return reloads_; }
+  // Events and memory samples the updates read, all together (the first load not counted).
+  int64_t rows_read() const { return rows_read_; }
 
  private:
   std::string signature() const;  // sizes and modification times of the file and its -wal
 
-  std::string path_;
+  std::shared_ptr<const Model> current_;  // the newest model handed over (or the first)
   std::chrono::milliseconds interval_;
   std::chrono::steady_clock::time_point last_check_{};
   std::string loaded_signature_;
   std::string pending_signature_;
   std::future<std::shared_ptr<const Model>> pending_;
   int reloads_ = 0;
+  int64_t rows_read_ = 0;
 };
 
 }  // namespace dpscope::view

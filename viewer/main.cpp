@@ -117,8 +117,9 @@ int main(int argc, char** argv) {
     app.wait_for_analysis();
     const int status = run_headless(window, app, headless, open_ms);
     if (options.live) {
-      std::fprintf(stderr, "dpscope-view: live: %d reloads, %lld events in the last one\n", app.live_reloads(),
-                   static_cast<long long>(app.traces[0].model->events));
+      std::fprintf(stderr, "dpscope-view: live: %d reloads, %lld events in the last one, %lld rows read by the reloads\n",
+                   app.live_reloads(), static_cast<long long>(app.traces[0].model->events),
+                   static_cast<long long>(app.live_rows_read()));
     }
     return status;
   } catch (const dpscope::trace::TraceError& e) {

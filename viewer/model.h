@@ -84,7 +84,13 @@ struct Model {
   int64_t t_end = 0;            // latest end
   int64_t events = 0;
   int32_t iterations = 0;       // 1 + the largest iteration seen
-  double load_ms = 0;           // wall time load_model took
+  double load_ms = 0;           // wall time load_model (or update_model) took
+  // How far the file was read, for update_model: the largest events.id and memory.rowid loaded
+  // (one less than the first when there were none), and the file's identity.
+  int64_t events_read_to = 0;
+  int64_t memory_read_to = 0;
+  uint64_t file_device = 0, file_inode = 0;
+  int64_t rows_read = 0;        // events and memory samples the last load or update read
 
   // names[id], or "" for kNone / unknown ids.
   const std::string& name(trace::NameId id) const;
@@ -98,21 +104,44 @@ struct LoadProgress {
   std::atomic<bool> cancel{false};  // set to abandon the load (load_model then throws)
 };
 
-// Reads the whole trace at `path` into a Model: validates it (trace::Reader), reads the events'
-// drawing columns and the memory samples in parallel id ranges on `threads` connections (0: one
-// per core, at most 8), sorts each lane into rows, finds iterations and memory peaks. Throws
-// trace::TraceError naming the file for a missing, foreign, damaged, truncated or newer file.
-// A 10 M-event file takes about a second on two cores (bench/README.md, "Viewer").
+// Reads the whole trace at `path` into a Model (load.cpp): validates it (trace::Reader), reads
+// the events' drawing columns and the memory samples in parallel id ranges on `threads`
+// connections (0: one per core, at most 8), then per rank (one rank per thread) sorts each lane
+// into rows, assembles the memory series and finds iterations and memory peaks. Rows with a
+// negative rank or lane are skipped. Throws trace::TraceError naming the file for a missing,
+// foreign, damaged, truncated or newer file, and when `progress->cancel` is set. A 10 M-event,
+// 8-rank file takes about 1.5 s on two idle cores (bench/README.md, "Viewer"). Thread-safety: any
+// thread; it shares nothing with other calls.
 std::shared_ptr<const Model> load_model(const std::string& path, LoadProgress* progress = nullptr,
                                         int threads = 0);
+
+// `previous` brought up to date with its file, which a running training is still writing
+// (--live): the run tables are read again, but of the events and memory samples only those
+// added since (events.id above previous->events_read_to, memory.rowid above memory_read_to);
+// lanes and memory series that got rows are rebuilt, the others copied. A file that was
+// replaced (another inode, or ids that went back) is loaded afresh with load_model. Errors and
+// thread-safety as load_model; `previous` is only read.
+std::shared_ptr<const Model> update_model(const Model& previous, LoadProgress* progress = nullptr,
+                                          int threads = 1);
+
+// What every collective of `model`'s file up to model.events_read_to moved (trace::Reader::
+// scan_collectives), for analyze's bytes and dtype check. Reads the file again on the calling
+// thread: the viewer calls it on the analysis thread, off the load's critical path. Throws
+// trace::TraceError as load_model.
+std::vector<trace::CollectivePayload> read_collective_payloads(const Model& model);
 
 // The text a span is known by in the timeline, find and range statistics: the phase or mark
 // name, "hook", "bucket_ready", the collective's op ("allreduce"), "wait allreduce", a unit
 // state ("gathering"). Pure.
 std::string span_label(const Model& model, const EventSpan& span);
 
-// Sorts spans of one lane into rows (Note [Lane rows]) and fills end_max and row_start. Exposed
-// for tests; load_model calls it for every lane. Input order does not matter.
+// Sorts spans of one lane into rows (Note [Lane rows]) and fills end_max and row_start. Input
+// order does not matter, but spans nearly sorted by begin (as a recorder writes them) sort in
+// about linear time. Pure; thread-safe on distinct lanes.
 void build_rows(Lane& lane);
+// The same for the spans in `spans` (which replace lane.spans, and are left sorted by begin);
+// `spans` and `depth` are scratch the caller may reuse across lanes, so that loading a big file
+// allocates each lane's storage once (load.cpp).
+void build_rows(Lane& lane, std::vector<EventSpan>& spans, std::vector<uint16_t>& depth);
 
 }  // namespace dpscope::view

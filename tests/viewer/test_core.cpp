@@ -211,6 +211,45 @@ TEST(ViewerAnalysis, ACollectiveMissingOnOneRankIsAMismatch) {
   EXPECT_FALSE(a.match(0)->mismatch);
 }
 
+TEST(ViewerAnalysis, ACollectiveWhoseBytesOrDtypeDifferAcrossRanksIsAMismatch) {
+  using dpscope::trace::CollectivePayload;
+  using dpscope::trace::DType;
+  auto model = std::make_shared<Model>();
+  std::vector<CollectivePayload> payloads;
+  for (int16_t r = 0; r < 2; ++r) {
+    RankData rank;
+    rank.info.rank = r;
+    rank.lanes.resize(2);
+    for (int16_t seq = 0; seq < 3; ++seq) {
+      EventSpan s = span(EventKind::Collective, 100 * seq, 100 * seq + 50, r, 1);
+      s.op = uint8_t(dpscope::trace::CollectiveOp::AllReduce);
+      s.seq_or_iteration = seq;
+      rank.lanes[1].spans.push_back(s);
+      CollectivePayload p;
+      p.rank = r;
+      p.seq = seq;
+      p.op = s.op;
+      // seq 1: rank 1 sends half the bytes; seq 2: rank 1 sends float16.
+      p.bytes = (seq == 1 && r == 1) ? 2048 : 4096;
+      p.dtype = uint8_t((seq == 2 && r == 1) ? DType::Float16 : DType::Float32);
+      payloads.push_back(p);
+    }
+    for (Lane& lane : rank.lanes) build_rows(lane);
+    model->ranks.push_back(std::move(rank));
+  }
+  // Without the payloads only seq and op are compared: everything matches.
+  EXPECT_EQ(analyze(*model).mismatches, 0);
+
+  const Analysis a = analyze(*model, payloads);
+  EXPECT_EQ(a.mismatches, 2);
+  EXPECT_FALSE(a.match(0)->mismatch);
+  ASSERT_TRUE(a.match(1)->mismatch);
+  EXPECT_NE(a.match(1)->why.find("rank 1 moved 2.0 KiB of float32"), std::string::npos) << a.match(1)->why;
+  ASSERT_TRUE(a.match(2)->mismatch);
+  EXPECT_NE(a.match(2)->why.find("float16"), std::string::npos) << a.match(2)->why;
+  EXPECT_NE(a.match(2)->why.find("rank 0 4.0 KiB of float32"), std::string::npos) << a.match(2)->why;
+}
+
 TEST(ViewerAnalysis, RangeSummaryAndFindCountEverySpan) {
   TempDir dir;
   auto model = synth_model(dir, 2, 10000);

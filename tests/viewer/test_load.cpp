@@ -1,0 +1,238 @@
+// Loading into the viewer's Model beyond test_core.cpp: update_model (--live) reads only the rows
+// a growing file gained and ends where a fresh load does, a replaced file loads afresh, the
+// reader's bulk scans stop and pass errors through, and the collectives' payloads are read.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "tests/test_util.h"
+#include "trace/error.h"
+#include "trace/reader.h"
+#include "trace/recorder.h"
+#include "trace/synth.h"
+#include "viewer/analysis.h"
+#include "viewer/model.h"
+
+using namespace dpscope::view;
+using namespace dpscope::trace;
+using dpscope::testing::TempDir;
+
+namespace {
+
+// A one-rank trace written iteration by iteration: per iteration an "iteration" phase holding a
+// forward phase on the main lane, an all-reduce on a comm lane and two memory samples.
+class GrowingTrace {
+ public:
+  explicit GrowingTrace(const std::string& path) {
+    RecorderOptions options;
+    options.path = path;
+    options.flush_on_signals = false;
+    recorder_ = std::make_unique<Recorder>(options);
+    iteration_ = recorder_->name("iteration");
+    forward_ = recorder_->name("forward");
+    comm_ = recorder_->add_lane("comm", LaneKind::Comm);
+  }
+  // Writes iterations [next, next + count) and flushes them into the file.
+  void write(int count) {
+    for (int i = next_; i < next_ + count; ++i) {
+      const int64_t t = 1'000'000'000 + int64_t(i) * 1'000'000;
+      recorder_->phase(0, iteration_, t, t + 900'000, i);
+      recorder_->phase(0, forward_, t + 10'000, t + 400'000, i);
+      Event c;
+      c.kind = EventKind::Collective;
+      c.lane = comm_;
+      c.begin_ns = t + 500'000;
+      c.end_ns = t + 800'000;
+      c.op = uint8_t(CollectiveOp::AllReduce);
+      c.seq = i;
+      c.bytes = 4096;
+      c.dtype = uint8_t(DType::Float32);
+      c.iteration = i;
+      recorder_->record(TraceLevel::Summary, c);
+      recorder_->memory(MemoryCategory::Parameters, 1000 + i, t);
+      recorder_->memory(MemoryCategory::Gradients, 2000 + i, t + 450'000);
+    }
+    next_ += count;
+    recorder_->flush();
+  }
+  static constexpr int kEventsPerIteration = 3;
+  static constexpr int kSamplesPerIteration = 2;
+
+ private:
+  std::unique_ptr<Recorder> recorder_;
+  NameId iteration_ = 0, forward_ = 0;
+  LaneId comm_ = 0;
+  int next_ = 0;
+};
+
+// Everything the panels draw from must be the same in `a` and `b`.
+void expect_same_drawing(const Model& a, const Model& b) {
+  EXPECT_EQ(a.events, b.events);
+  EXPECT_EQ(a.t_begin, b.t_begin);
+  EXPECT_EQ(a.t_end, b.t_end);
+  EXPECT_EQ(a.iterations, b.iterations);
+  ASSERT_EQ(a.ranks.size(), b.ranks.size());
+  for (size_t r = 0; r < a.ranks.size(); ++r) {
+    const RankData& x = a.ranks[r];
+    const RankData& y = b.ranks[r];
+    EXPECT_EQ(x.events, y.events);
+    ASSERT_EQ(x.lanes.size(), y.lanes.size());
+    for (size_t l = 0; l < x.lanes.size(); ++l) {
+      EXPECT_EQ(x.lanes[l].info.name, y.lanes[l].info.name);
+      EXPECT_EQ(x.lanes[l].row_start, y.lanes[l].row_start) << "lane " << l;
+      EXPECT_EQ(x.lanes[l].end_max, y.lanes[l].end_max) << "lane " << l;
+      ASSERT_EQ(x.lanes[l].spans.size(), y.lanes[l].spans.size());
+      for (size_t i = 0; i < x.lanes[l].spans.size(); ++i) {
+        const EventSpan& s = x.lanes[l].spans[i];
+        const EventSpan& t = y.lanes[l].spans[i];
+        EXPECT_TRUE(s.begin_ns == t.begin_ns && s.end_ns == t.end_ns && s.kind == t.kind &&
+                    s.name == t.name && s.seq_or_iteration == t.seq_or_iteration && s.op == t.op)
+            << "lane " << l << " span " << i;
+      }
+    }
+    for (size_t c = 0; c < x.memory.size(); ++c) {
+      EXPECT_EQ(x.memory[c].ts, y.memory[c].ts) << "category " << c;
+      EXPECT_EQ(x.memory[c].bytes, y.memory[c].bytes) << "category " << c;
+      EXPECT_EQ(x.memory[c].peak, y.memory[c].peak) << "category " << c;
+    }
+    EXPECT_EQ(x.memory_peak_bytes, y.memory_peak_bytes);
+    EXPECT_EQ(x.memory_peak_ns, y.memory_peak_ns);
+    ASSERT_EQ(x.iterations.size(), y.iterations.size());
+    for (size_t i = 0; i < x.iterations.size(); ++i) {
+      EXPECT_EQ(x.iterations[i].iteration, y.iterations[i].iteration);
+      EXPECT_EQ(x.iterations[i].begin_ns, y.iterations[i].begin_ns);
+      EXPECT_EQ(x.iterations[i].end_ns, y.iterations[i].end_ns);
+    }
+  }
+}
+
+}  // namespace
+
+TEST(ViewerLoad, UpdateReadsOnlyTheNewRowsOfAGrowingFile) {
+  TempDir dir;
+  const std::string path = dir.file("live.sqlite");
+  GrowingTrace trace(path);
+  trace.write(10);
+  auto first = load_model(path);
+  EXPECT_EQ(first->events, 10 * GrowingTrace::kEventsPerIteration);
+  EXPECT_EQ(first->rows_read,
+            10 * (GrowingTrace::kEventsPerIteration + GrowingTrace::kSamplesPerIteration));
+
+  trace.write(15);
+  auto updated = update_model(*first);
+  EXPECT_EQ(updated->rows_read,
+            15 * (GrowingTrace::kEventsPerIteration + GrowingTrace::kSamplesPerIteration));
+  EXPECT_EQ(updated->events, 25 * GrowingTrace::kEventsPerIteration);
+  EXPECT_EQ(updated->iterations, 25);
+  expect_same_drawing(*updated, *load_model(path));
+  // The previous model is untouched: the viewer may still be drawing it.
+  EXPECT_EQ(first->events, 10 * GrowingTrace::kEventsPerIteration);
+
+  // Nothing new: nothing read, the same picture.
+  auto again = update_model(*updated);
+  EXPECT_EQ(again->rows_read, 0);
+  expect_same_drawing(*again, *updated);
+
+  trace.write(1);
+  auto one_more = update_model(*again);
+  EXPECT_EQ(one_more->rows_read, GrowingTrace::kEventsPerIteration + GrowingTrace::kSamplesPerIteration);
+  expect_same_drawing(*one_more, *load_model(path));
+}
+
+TEST(ViewerLoad, UpdateOfAFileWrittenAnewLoadsItAfresh) {
+  TempDir dir;
+  const std::string path = dir.file("run.sqlite");
+  std::shared_ptr<const Model> first;
+  {
+    GrowingTrace trace(path);
+    trace.write(10);
+    first = load_model(path);
+  }
+  GrowingTrace rewritten(path);  // replaces the file, as a new training run would
+  rewritten.write(4);
+  auto updated = update_model(*first);
+  EXPECT_EQ(updated->events, 4 * GrowingTrace::kEventsPerIteration);
+  EXPECT_EQ(updated->rows_read,
+            4 * (GrowingTrace::kEventsPerIteration + GrowingTrace::kSamplesPerIteration));
+  expect_same_drawing(*updated, *load_model(path));
+}
+
+TEST(ViewerLoad, OneThreadAndManyThreadsLoadTheSameModel) {
+  TempDir dir;
+  SynthOptions options;
+  options.events = 30000;
+  options.ranks = 3;
+  options.out = dir.file("synth.sqlite");
+  options.layers = 4;
+  options.hidden = 256;
+  synthesize(options);
+  expect_same_drawing(*load_model(options.out, nullptr, 1), *load_model(options.out, nullptr, 5));
+}
+
+TEST(ViewerLoad, ReaderBulkScansStopEarlyAndPassExceptionsThrough) {
+  TempDir dir;
+  SynthOptions options;
+  options.events = 20000;
+  options.ranks = 2;
+  options.out = dir.file("synth.sqlite");
+  synthesize(options);
+  Reader reader(options.out);
+  const auto ids = reader.event_id_range();
+  ASSERT_GT(ids.second - ids.first, 10000);
+
+  size_t seen = 0, batches = 0;
+  reader.scan_event_spans(ids.first, ids.second, [&](const EventSpan*, size_t n) {
+    seen += n;
+    return ++batches < 2;
+  });
+  EXPECT_EQ(batches, 2u);
+  EXPECT_LT(seen, size_t(ids.second - ids.first + 1));
+
+  EXPECT_THROW(reader.scan_event_spans(ids.first, ids.second,
+                                       [](const EventSpan*, size_t) -> bool {
+                                         throw std::runtime_error("from the callback");
+                                       }),
+               std::runtime_error);
+  // A scan started inside another one on the same Reader is refused with a TraceError.
+  EXPECT_THROW(reader.scan_event_spans(ids.first, ids.second,
+                                       [&](const EventSpan*, size_t) {
+                                         reader.scan_memory(0, 10, [](const MemorySample*, size_t) { return true; });
+                                         return true;
+                                       }),
+               TraceError);
+
+  // After all that the Reader still scans everything, in id order.
+  int64_t rows = 0;
+  reader.scan_event_spans(ids.first, ids.second, [&](const EventSpan*, size_t n) {
+    rows += int64_t(n);
+    return true;
+  });
+  EXPECT_EQ(rows, reader.event_count());
+  const auto memory = reader.memory_rowid_range();
+  int64_t samples = 0;
+  reader.scan_memory(memory.first, memory.second, [&](const MemorySample*, size_t n) {
+    samples += int64_t(n);
+    return true;
+  });
+  EXPECT_EQ(samples, int64_t(reader.memory().size()));
+}
+
+TEST(ViewerLoad, CollectivePayloadsComeFromEveryCollectiveAndAgreeInASyntheticRun) {
+  TempDir dir;
+  SynthOptions options;
+  options.events = 20000;
+  options.ranks = 3;
+  options.out = dir.file("synth.sqlite");
+  synthesize(options);
+  auto model = load_model(options.out);
+  const auto payloads = read_collective_payloads(*model);
+  Reader reader(options.out);
+  const auto collectives = reader.events_of_kind(EventKind::Collective);
+  ASSERT_EQ(payloads.size(), collectives.size());
+  for (const CollectivePayload& p : payloads) {
+    EXPECT_GT(p.bytes, 0);
+    EXPECT_NE(p.dtype, 0xff);
+    EXPECT_NE(p.seq, kNone);
+  }
+  EXPECT_EQ(analyze(*model, payloads).mismatches, 0);
+}

@@ -1,0 +1,489 @@
+// Reading a trace file into the viewer's Model (model.h): load_model reads every event's drawing
+// columns and every memory sample in parallel id ranges through trace::Reader, then builds one
+// rank per thread; update_model reads only the rows a live file gained since the last read.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "trace/error.h"
+#include "trace/reader.h"
+#include "viewer/model.h"
+
+namespace dpscope::view {
+namespace {
+
+using trace::EventKind;
+using trace::kNone;
+constexpr size_t kCategories = trace::kMemoryCategoryCount;
+
+// Note [Loading in two passes]
+// Reading (pass 1) splits the id ranges into chunks that the threads take in turn; a chunk keeps
+// its rows per rank, in id order, with a count per lane (or memory category). Building (pass 2)
+// takes one rank per thread: from the counts it sizes everything once, copies the rank's rows
+// from every chunk in chunk order into the thread's scratch, one vector per lane (so a lane gets
+// its spans in id order, which is nearly sorted by begin: build_rows is then a near-linear
+// pass), frees the chunk rows as it goes, and sorts each lane into its rows. Fresh memory is
+// touched twice per span (chunk, lane) and no vector grows by doubling past its reservation:
+// on a 10 M-event file page faults and copies, not sorting, were most of pass 2, and the
+// scratch is reused from rank to rank so that its pages are faulted once per thread.
+
+// One memory sample of a chunk (its rank is the RankRows it sits in).
+struct Sample {
+  int64_t ts = 0;
+  int64_t bytes = 0;
+  uint8_t category = 0;
+};
+
+// One chunk's rows of one rank, in id (rowid) order, with counts that size pass 2's storage.
+struct RankRows {
+  std::vector<EventSpan> spans;
+  std::vector<uint32_t> lane_counts;  // spans per lane id
+  std::vector<Sample> samples;
+  std::array<uint32_t, kCategories> category_counts{};
+};
+
+// Scratch that one building thread reuses from lane to lane and rank to rank.
+struct Scratch {
+  std::vector<std::vector<EventSpan>> lanes;  // a rank's spans per lane before sorting
+  std::vector<uint16_t> depth;
+};
+
+// A range of events.id (or of memory.rowid) for one reading thread, and what it read.
+struct Chunk {
+  bool memory = false;
+  int64_t first = 0, last = 0;
+  std::vector<RankRows> ranks;  // by rank number
+};
+
+std::vector<Chunk> make_chunks(int64_t first, int64_t last, bool memory, int pieces) {
+  std::vector<Chunk> chunks;
+  const int64_t count = last - first + 1;
+  if (count <= 0) return chunks;
+  const int64_t step = std::max<int64_t>(1, (count + pieces - 1) / pieces);
+  for (int64_t from = first; from <= last; from += step) {
+    Chunk c;
+    c.memory = memory;
+    c.first = from;
+    c.last = std::min(last, from + step - 1);
+    chunks.push_back(std::move(c));
+  }
+  return chunks;
+}
+
+// Runs `work(i, t)` for i in [0, count) on `threads` threads, t being the thread's number in
+// [0, threads); the calling thread is thread 0. Rethrows the first exception.
+template <class Work>
+void parallel_for(size_t count, int threads, Work work) {
+  std::atomic<size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto worker = [&](int t) {
+    for (size_t i; (i = next.fetch_add(1)) < count;) {
+      try {
+        work(i, t);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+        next = count;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  const int spare = static_cast<int>(std::min<size_t>(count, size_t(std::max(threads, 1)))) - 1;
+  for (int t = 1; t <= spare; ++t) pool.emplace_back(worker, t);
+  worker(0);
+  for (auto& thread : pool) thread.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+RankRows& rows_of(Chunk& chunk, int32_t rank) {
+  if (static_cast<size_t>(rank) >= chunk.ranks.size()) chunk.ranks.resize(size_t(rank) + 1);
+  return chunk.ranks[static_cast<size_t>(rank)];
+}
+
+// Pass 1 for one chunk, on the thread's own Reader. `ranks_hint`: how many ranks share the rows.
+void read_chunk(trace::Reader& reader, Chunk& chunk, size_t ranks_hint,
+                const std::function<bool(size_t)>& advance) {
+  // Interleaved ranks (a recorder's file) give each rank about 1/ranks of the chunk; reserve
+  // twice that so that one doubling at most follows (a rank-major file).
+  const size_t reserve = size_t(chunk.last - chunk.first + 1) * 2 / std::max<size_t>(ranks_hint, 1) + 64;
+  if (chunk.memory) {
+    chunk.ranks.reserve(ranks_hint);
+    reader.scan_memory(chunk.first, chunk.last, [&](const trace::MemorySample* rows, size_t n) {
+      for (size_t k = 0; k < n; ++k) {
+        const trace::MemorySample& s = rows[k];
+        const auto c = static_cast<size_t>(s.category);
+        if (s.rank < 0 || c >= kCategories) continue;
+        RankRows& r = rows_of(chunk, s.rank);
+        if (r.samples.capacity() == 0) r.samples.reserve(reserve);
+        r.samples.push_back(Sample{s.ts_ns, s.bytes, static_cast<uint8_t>(c)});
+        ++r.category_counts[c];
+      }
+      return advance(n);
+    });
+    return;
+  }
+  chunk.ranks.reserve(ranks_hint);
+  RankRows* last = nullptr;
+  int32_t last_rank = kNone;
+  reader.scan_event_spans(chunk.first, chunk.last, [&](const EventSpan* rows, size_t n) {
+    for (size_t k = 0; k < n; ++k) {
+      const EventSpan& s = rows[k];
+      if (s.rank < 0 || s.lane < 0) continue;
+      if (s.rank != last_rank) {
+        last = &rows_of(chunk, s.rank);
+        last_rank = s.rank;
+        if (last->spans.capacity() == 0) last->spans.reserve(reserve);
+      }
+      last->spans.push_back(s);
+      if (static_cast<size_t>(s.lane) >= last->lane_counts.size()) {
+        last->lane_counts.resize(size_t(s.lane) + 1);
+      }
+      ++last->lane_counts[static_cast<size_t>(s.lane)];
+    }
+    return advance(n);
+  });
+}
+
+// Sorts one memory series by time where samples came out of order (stable: later wins).
+void sort_series(MemorySeries& series) {
+  if (std::is_sorted(series.ts.begin(), series.ts.end())) return;
+  std::vector<size_t> order(series.ts.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return series.ts[a] < series.ts[b]; });
+  MemorySeries sorted;
+  sorted.ts.reserve(order.size());
+  sorted.bytes.reserve(order.size());
+  for (size_t i : order) {
+    sorted.ts.push_back(series.ts[i]);
+    sorted.bytes.push_back(series.bytes[i]);
+  }
+  series.ts = std::move(sorted.ts);
+  series.bytes = std::move(sorted.bytes);
+}
+
+// The stacked total's peak: a merge of the stacked categories by time that applies every sample
+// of one timestamp before looking at the total, as trace/stats.h does.
+void find_memory_peak(RankData& rank) {
+  rank.memory_peak_bytes = rank.memory_peak_ns = 0;
+  std::vector<size_t> used;
+  for (size_t c = 0; c < size_t(trace::kMemoryCategoryStacked); ++c) {
+    if (!rank.memory[c].ts.empty()) used.push_back(c);
+  }
+  std::array<size_t, kCategories> at{};
+  std::array<int64_t, kCategories> held{};
+  int64_t total = 0;
+  for (;;) {
+    int64_t t = INT64_MAX;
+    for (size_t c : used) {
+      if (at[c] < rank.memory[c].ts.size()) t = std::min(t, rank.memory[c].ts[at[c]]);
+    }
+    if (t == INT64_MAX) break;
+    for (size_t c : used) {
+      const MemorySeries& series = rank.memory[c];
+      for (; at[c] < series.ts.size() && series.ts[at[c]] == t; ++at[c]) {
+        total += series.bytes[at[c]] - held[c];
+        held[c] = series.bytes[at[c]];
+      }
+    }
+    if (total > rank.memory_peak_bytes) {
+      rank.memory_peak_bytes = total;
+      rank.memory_peak_ns = t;
+    }
+  }
+}
+
+// Iterations from the "iteration" phases (their seq_or_iteration is the iteration number), or
+// failing those from one forward to the next.
+void build_iterations(RankData& rank, trace::NameId iteration, trace::NameId forward) {
+  rank.iterations.clear();
+  for (const Lane& lane : rank.lanes) {
+    for (const EventSpan& s : lane.spans) {
+      if (s.kind == EventKind::Phase && s.name == iteration && iteration != kNone &&
+          s.seq_or_iteration != kNone) {
+        rank.iterations.push_back({s.seq_or_iteration, s.begin_ns, s.end_ns});
+      }
+    }
+  }
+  std::sort(rank.iterations.begin(), rank.iterations.end(),
+            [](const IterationSpan& a, const IterationSpan& b) { return a.begin_ns < b.begin_ns; });
+  if (!rank.iterations.empty() || forward == kNone) return;
+  // No "iteration" phases: an iteration runs from one forward to the next.
+  std::vector<int64_t> starts;
+  for (const Lane& lane : rank.lanes) {
+    for (const EventSpan& s : lane.spans) {
+      if (s.kind == EventKind::Phase && s.name == forward) starts.push_back(s.begin_ns);
+    }
+  }
+  std::sort(starts.begin(), starts.end());
+  int64_t last_end = 0;
+  for (const Lane& lane : rank.lanes) {
+    if (!lane.end_max.empty()) last_end = std::max(last_end, lane.end_max.back());
+  }
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const int64_t end = i + 1 < starts.size() ? starts[i + 1] : last_end;
+    rank.iterations.push_back({static_cast<int32_t>(i), starts[i], end});
+  }
+}
+
+// Pass 2 for one rank: adds its rows from every chunk to what `rank` already holds (nothing
+// for load_model; the previous model's lanes and series for update_model) and rebuilds what
+// changed. Frees the chunks' rows of this rank.
+void build_rank(RankData& rank, std::vector<Chunk>& chunks, Scratch& scratch,
+                trace::NameId iteration, trace::NameId forward) {
+  const auto number = static_cast<size_t>(rank.info.rank);
+  std::vector<size_t> added;
+  std::array<size_t, kCategories> added_samples{};
+  for (const Chunk& c : chunks) {
+    if (number >= c.ranks.size()) continue;
+    const RankRows& rows = c.ranks[number];
+    if (rows.lane_counts.size() > added.size()) added.resize(rows.lane_counts.size());
+    for (size_t l = 0; l < rows.lane_counts.size(); ++l) added[l] += rows.lane_counts[l];
+    for (size_t m = 0; m < kCategories; ++m) added_samples[m] += rows.category_counts[m];
+  }
+  if (rank.lanes.size() < added.size()) rank.lanes.resize(added.size());
+  if (scratch.lanes.size() < added.size()) scratch.lanes.resize(added.size());
+  for (size_t l = 0; l < added.size(); ++l) {
+    scratch.lanes[l].clear();
+    if (!added[l]) continue;
+    // A lane that had spans (update_model) is sorted again with the new ones.
+    const std::vector<EventSpan>& old = rank.lanes[l].spans;
+    scratch.lanes[l].reserve(old.size() + added[l]);
+    scratch.lanes[l].insert(scratch.lanes[l].end(), old.begin(), old.end());
+  }
+  for (size_t m = 0; m < kCategories; ++m) {
+    rank.memory[m].ts.reserve(rank.memory[m].ts.size() + added_samples[m]);
+    rank.memory[m].bytes.reserve(rank.memory[m].bytes.size() + added_samples[m]);
+  }
+  for (Chunk& c : chunks) {
+    if (number >= c.ranks.size()) continue;
+    RankRows& rows = c.ranks[number];
+    for (const EventSpan& s : rows.spans) scratch.lanes[static_cast<size_t>(s.lane)].push_back(s);
+    for (const Sample& s : rows.samples) {
+      rank.memory[s.category].ts.push_back(s.ts);
+      rank.memory[s.category].bytes.push_back(s.bytes);
+    }
+    rows = RankRows();  // free as we go: the peak stays near one copy of the rows
+  }
+  rank.events = 0;
+  for (size_t l = 0; l < rank.lanes.size(); ++l) {
+    Lane& lane = rank.lanes[l];
+    lane.info.rank = rank.info.rank;
+    lane.info.lane = static_cast<trace::LaneId>(l);
+    if (lane.info.name.empty()) lane.info.name = "lane " + std::to_string(l);
+    if (l < added.size() && added[l]) build_rows(lane, scratch.lanes[l], scratch.depth);
+    rank.events += static_cast<int64_t>(lane.spans.size());
+  }
+  for (size_t m = 0; m < kCategories; ++m) {
+    if (!added_samples[m]) continue;
+    MemorySeries& series = rank.memory[m];
+    sort_series(series);
+    series.peak = 0;
+    for (int64_t b : series.bytes) series.peak = std::max(series.peak, b);
+  }
+  find_memory_peak(rank);
+  build_iterations(rank, iteration, forward);
+}
+
+// The run-wide tables, ranks and lanes of `reader`'s file into `model` (keeping the lanes'
+// spans and the ranks' data `model` already has).
+void read_tables(trace::Reader& reader, Model& model) {
+  model.schema_version = reader.schema_version();
+  model.meta = reader.meta();
+  model.names = reader.names();
+  model.params = reader.params();
+  model.buckets = reader.buckets();
+  model.units = reader.units();
+  model.unit_shards = reader.unit_shards();
+  for (const auto& info : reader.ranks()) {
+    RankData* existing = nullptr;
+    for (auto& r : model.ranks) existing = r.info.rank == info.rank ? &r : existing;
+    if (!existing) {
+      model.ranks.emplace_back();
+      existing = &model.ranks.back();
+    }
+    existing->info = info;
+  }
+  for (const auto& lane : reader.lanes()) {
+    if (lane.rank < 0 || lane.lane < 0) continue;
+    RankData* r = nullptr;
+    for (auto& candidate : model.ranks) r = candidate.info.rank == lane.rank ? &candidate : r;
+    if (!r) {
+      model.ranks.emplace_back();
+      r = &model.ranks.back();
+      r->info.rank = lane.rank;
+    }
+    if (r->lanes.size() <= static_cast<size_t>(lane.lane)) r->lanes.resize(size_t(lane.lane) + 1);
+    r->lanes[static_cast<size_t>(lane.lane)].info = lane;
+  }
+}
+
+// Reads events.id in [events.first, events.last] and memory.rowid in [memory.first,
+// memory.last] into `model` (which holds the tables and any earlier rows), on `threads`
+// connections; `reader` (already open) is thread 0's.
+void read_rows(trace::Reader& reader, Model& model, std::pair<int64_t, int64_t> events,
+               std::pair<int64_t, int64_t> memory, LoadProgress* progress, int threads) {
+  std::vector<Chunk> chunks = make_chunks(events.first, events.second, false, threads * 8);
+  for (Chunk& c : make_chunks(memory.first, memory.second, true, threads * 4)) {
+    chunks.push_back(std::move(c));
+  }
+  const int64_t total_rows = std::max<int64_t>(1, (events.second - events.first + 1) +
+                                                      (memory.second - memory.first + 1));
+  std::atomic<int64_t> rows_read{0};
+  std::vector<std::unique_ptr<trace::Reader>> readers(static_cast<size_t>(threads));
+  auto thread_reader = [&](int t) -> trace::Reader& {
+    if (t == 0) return reader;
+    auto& slot = readers[static_cast<size_t>(t)];
+    if (!slot) slot = std::make_unique<trace::Reader>(model.path);
+    return *slot;
+  };
+  const std::function<bool(size_t)> advance = [&](size_t rows) {
+    const int64_t done = rows_read += static_cast<int64_t>(rows);
+    if (progress) progress->fraction = 0.8 * double(done) / double(total_rows);
+    return !(progress && progress->cancel);
+  };
+  const size_t ranks_hint = std::max<size_t>(model.ranks.size(), 1);
+  parallel_for(chunks.size(), threads, [&](size_t i, int t) {
+    read_chunk(thread_reader(t), chunks[i], ranks_hint, advance);
+  });
+  if (progress && progress->cancel) throw trace::TraceError(model.path + ": loading cancelled");
+
+  // Ranks that events or samples name but the ranks table lacks still get drawn.
+  for (const Chunk& c : chunks) {
+    for (size_t number = 0; number < c.ranks.size(); ++number) {
+      const RankRows& rows = c.ranks[number];
+      if (rows.spans.empty() && rows.samples.empty()) continue;
+      if (model.rank(static_cast<int32_t>(number))) continue;
+      model.ranks.emplace_back();
+      model.ranks.back().info.rank = static_cast<int32_t>(number);
+    }
+  }
+  std::sort(model.ranks.begin(), model.ranks.end(),
+            [](const RankData& a, const RankData& b) { return a.info.rank < b.info.rank; });
+  trace::NameId forward = kNone, iteration = kNone;
+  for (size_t id = 0; id < model.names.size(); ++id) {
+    if (model.names[id] == "forward") forward = static_cast<trace::NameId>(id);
+    if (model.names[id] == "iteration") iteration = static_cast<trace::NameId>(id);
+  }
+  std::atomic<size_t> ranks_done{0};
+  std::vector<Scratch> scratch(static_cast<size_t>(threads));
+  parallel_for(model.ranks.size(), threads, [&](size_t ri, int t) {
+    build_rank(model.ranks[ri], chunks, scratch[static_cast<size_t>(t)], iteration, forward);
+    if (progress) {
+      progress->fraction = 0.8 + 0.2 * double(++ranks_done) / double(model.ranks.size());
+    }
+  });
+  if (events.second >= events.first) model.events_read_to = events.second;
+  if (memory.second >= memory.first) model.memory_read_to = memory.second;
+  model.rows_read = rows_read;
+}
+
+// Run-wide totals from the ranks: events, time range, iteration count.
+void summarize(Model& model) {
+  bool any = false;
+  model.events = 0;
+  model.iterations = 0;
+  for (const RankData& r : model.ranks) {
+    model.events += r.events;
+    for (const Lane& lane : r.lanes) {
+      for (int row = 0; row < lane.rows(); ++row) {
+        if (lane.row_begin(row) == lane.row_end(row)) continue;
+        const int64_t first = lane.spans[lane.row_begin(row)].begin_ns;
+        const int64_t last = lane.end_max[lane.row_end(row) - 1];
+        model.t_begin = any ? std::min(model.t_begin, first) : first;
+        model.t_end = any ? std::max(model.t_end, last) : last;
+        any = true;
+      }
+    }
+    for (const auto& it : r.iterations) model.iterations = std::max(model.iterations, it.iteration + 1);
+  }
+  if (!any) model.t_begin = model.t_end = 0;
+}
+
+// The file's (device, inode), so that update_model notices a file replaced under its name.
+std::pair<uint64_t, uint64_t> file_identity(const std::string& path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) return {0, 0};
+  return {uint64_t(info.st_dev), uint64_t(info.st_ino)};
+}
+
+int default_threads(int threads) {
+  if (threads > 0) return threads;
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+}
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+std::shared_ptr<const Model> load_model(const std::string& path, LoadProgress* progress,
+                                        int threads) {
+  const auto started = std::chrono::steady_clock::now();
+  threads = default_threads(threads);
+  auto model = std::make_shared<Model>();
+  model->path = path;
+  std::tie(model->file_device, model->file_inode) = file_identity(path);
+  trace::Reader reader(path);
+  read_tables(reader, *model);
+  const auto events = reader.event_id_range();
+  const auto memory = reader.memory_rowid_range();
+  model->events_read_to = events.first - 1;
+  model->memory_read_to = memory.first - 1;
+  read_rows(reader, *model, events, memory, progress, threads);
+  summarize(*model);
+  model->load_ms = ms_since(started);
+  if (progress) progress->fraction = 1.0;
+  return model;
+}
+
+std::shared_ptr<const Model> update_model(const Model& previous, LoadProgress* progress,
+                                          int threads) {
+  const auto started = std::chrono::steady_clock::now();
+  threads = default_threads(threads);
+  if (file_identity(previous.path) != std::make_pair(previous.file_device, previous.file_inode)) {
+    return load_model(previous.path, progress, threads);
+  }
+  trace::Reader reader(previous.path);
+  const auto events = reader.event_id_range();
+  const auto memory = reader.memory_rowid_range();
+  // Rows are only ever appended; fewer than before means the file was written anew.
+  if (events.second < previous.events_read_to || memory.second < previous.memory_read_to) {
+    return load_model(previous.path, progress, threads);
+  }
+  auto model = std::make_shared<Model>(previous);
+  read_tables(reader, *model);
+  read_rows(reader, *model, {std::max(events.first, previous.events_read_to + 1), events.second},
+            {std::max(memory.first, previous.memory_read_to + 1), memory.second}, progress,
+            threads);
+  summarize(*model);
+  model->load_ms = ms_since(started);
+  if (progress) progress->fraction = 1.0;
+  return model;
+}
+
+std::vector<trace::CollectivePayload> read_collective_payloads(const Model& model) {
+  std::vector<trace::CollectivePayload> payloads;
+  trace::Reader reader(model.path);
+  const int64_t first = reader.event_id_range().first;
+  reader.scan_collectives(first, model.events_read_to,
+                          [&](const trace::CollectivePayload* rows, size_t n) {
+                            payloads.insert(payloads.end(), rows, rows + n);
+                            return true;
+                          });
+  return payloads;
+}
+
+}  // namespace dpscope::view
