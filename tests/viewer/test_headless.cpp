@@ -198,6 +198,29 @@ TEST(ViewerHeadless, FsdpScreenshotShowsUnits) {
   EXPECT_EQ(rank_headers(load_png(png), 300), 2);
 }
 
+// Real trainings, not synthetic traces: `dpscope train` on 2 ranks with DDP and with FSDP (every
+// layer a unit), each drawn with a lane group per rank. Skipped in builds without the engine.
+TEST(ViewerHeadless, RealDdpAndFsdpTrainingTraces) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string bin = dpscope::testing::dpscope_bin();
+  for (const std::string strategy : {"ddp", "fsdp --wrap-min-params 100"}) {
+    SCOPED_TRACE(strategy);
+    const std::string traces = dir.file(strategy.substr(0, 4));
+    const auto train = run_command("timeout 120 " + bin + " launch -n 2 --trace-dir " + traces +
+                                   " -- " + bin + " train --model mlp --hidden 64 --steps 4 "
+                                   "--threads 1 --progress-every 0 --strategy " + strategy);
+    if (train.output.find("built without the engine") != std::string::npos) {
+      GTEST_SKIP() << "dpscope was built without the engine";
+    }
+    ASSERT_EQ(train.exit_code, 0) << train.output;
+    const std::string png = traces + "/screenshot.png";
+    const auto result = view(traces + "/run.sqlite --screenshot " + png + " --frames 3");
+    expect_screenshot(result, png, 3);
+    EXPECT_EQ(rank_headers(load_png(png), 300), 2);
+  }
+}
+
 TEST(ViewerHeadless, ZoomSweepFromTheWholeRunToOneBucket) {
   REQUIRE_DISPLAY();
   TempDir dir;
