@@ -160,6 +160,9 @@ class ScopedPhase {
       : recorder_(recorder && recorder->enabled(TraceLevel::Summary) ? recorder : nullptr),
         lane_(lane), name_(name), iteration_(iteration),
         begin_ns_(recorder_ ? now_ns() : 0) {}
+  // Interns `name` first (a setup call: for phases that happen once, like construction steps).
+  ScopedPhase(Recorder* recorder, LaneId lane, std::string_view name, int32_t iteration)
+      : ScopedPhase(recorder, lane, recorder ? recorder->name(name) : kNone, iteration) {}
   ~ScopedPhase() {
     if (recorder_) recorder_->phase(lane_, name_, begin_ns_, now_ns(), iteration_);
   }

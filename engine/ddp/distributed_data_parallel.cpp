@@ -14,27 +14,6 @@
 
 namespace dpscope::ddp {
 
-namespace {
-
-// A construction step as a phase slice (iteration null).
-class ConstructionPhase {
- public:
-  ConstructionPhase(trace::Recorder* recorder, const char* name)
-      : recorder_(recorder), begin_ns_(trace::now_ns()) {
-    if (recorder_) name_ = recorder_->name(name);
-  }
-  ~ConstructionPhase() {
-    if (recorder_) recorder_->phase(0, name_, begin_ns_, trace::now_ns(), trace::kNone);
-  }
-
- private:
-  trace::Recorder* recorder_;
-  trace::NameId name_ = trace::kNone;
-  int64_t begin_ns_;
-};
-
-}  // namespace
-
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
                                                  std::shared_ptr<comm::ProcessGroup> group,
                                                  DdpOptions options)
@@ -47,11 +26,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   const comm::CollectiveTag construction{trace::kNone, trace::kNone, trace::kNone, 0};
   collect_parameters();
   {
-    ConstructionPhase phase(recorder, "ddp.verify_model");
+    trace::ScopedPhase phase(recorder, 0, "ddp.verify_model", trace::kNone);
     verify_params_across_ranks(*group_, params_, names_);
   }
   {
-    ConstructionPhase phase(recorder, "ddp.broadcast_state");
+    trace::ScopedPhase phase(recorder, 0, "ddp.broadcast_state", trace::kNone);
     c10::NoGradGuard no_grad;
     std::vector<at::Tensor> state = params_;
     // Every parameter (also those that do not require grad) and buffer, as PyTorch's
@@ -69,7 +48,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
       allocator->retag(param, memory::MemoryCategory::Parameters);
     }
   }
-  ConstructionPhase phase(recorder, "ddp.assign_buckets");
+  trace::ScopedPhase phase(recorder, 0, "ddp.assign_buckets", trace::kNone);
   std::vector<TensorSpec> specs;
   for (const at::Tensor& param : params_) {
     specs.push_back({param.scalar_type(), param.device(), param.numel() * param.element_size()});

@@ -77,8 +77,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<torch::nn::Mo
 
   const comm::CollectiveTag construction{trace::kNone, trace::kNone, trace::kNone, 0};
   if (options_.sync_module_states) {
-    trace::ScopedPhase phase(recorder, 0, recorder ? recorder->name("fsdp.sync_module_states") : 0,
-                             trace::kNone);
+    trace::ScopedPhase phase(recorder, 0, "fsdp.sync_module_states", trace::kNone);
     ddp::verify_params_across_ranks(*group_, params, names);
     c10::NoGradGuard no_grad;
     std::vector<at::Tensor> state = params;
@@ -86,8 +85,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<torch::nn::Mo
     ddp::broadcast_coalesced(*group_, state, 0, ddp::kBroadcastBufferBytes, 2, construction);
   }
   {
-    trace::ScopedPhase phase(recorder, 0, recorder ? recorder->name("fsdp.flatten") : 0,
-                             trace::kNone);
+    trace::ScopedPhase phase(recorder, 0, "fsdp.flatten", trace::kNone);
     const WrapPlan plan = plan_units(*module_, options_.wrap_policy);
     wrap_notes_ = plan.notes;
     build_units(plan);
