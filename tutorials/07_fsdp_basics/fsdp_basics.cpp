@@ -33,17 +33,11 @@ struct Settings {
 std::string train(tutorials::Session& session, const Settings& settings, const std::string& part,
                   double bucket_mb) {
   const tutorials::CommonOptions& options = session.options();
-  session.seed_per_rank(options.seed);
   models::ModelConfig config;
   config.name = "mlp";
   config.hidden = settings.hidden;
   config.layers = settings.layers;
-  std::shared_ptr<models::Model> model;
-  {
-    memory::CategoryScope parameters(memory::MemoryCategory::Parameters);
-    model = models::make_model(config);
-  }
-  model->to(session.device());
+  const std::shared_ptr<models::Model> model = session.build_model(config);
 
   tutorials::TracedRun run(session, part);
   char json[200];

@@ -45,17 +45,11 @@ struct Outcome {
 
 std::string train(tutorials::Session& session, const Settings& settings, const Setting& setting) {
   const tutorials::CommonOptions& options = session.options();
-  session.seed_per_rank(options.seed);
   models::ModelConfig model_config;
   model_config.name = "mlp";
   model_config.hidden = settings.hidden;
   model_config.layers = settings.layers;
-  std::shared_ptr<models::Model> model;
-  {
-    memory::CategoryScope parameters(memory::MemoryCategory::Parameters);
-    model = models::make_model(model_config);
-  }
-  model->to(session.device());
+  const std::shared_ptr<models::Model> model = session.build_model(model_config);
 
   train::TrainConfig config;
   config.strategy = train::Strategy::Fsdp;

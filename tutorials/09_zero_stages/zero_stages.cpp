@@ -51,17 +51,11 @@ struct Result {
 
 Result train_stage(tutorials::Session& session, const Settings& settings, const Stage& stage) {
   const tutorials::CommonOptions& options = session.options();
-  session.seed_per_rank(options.seed);
   models::ModelConfig model_config;
   model_config.name = "mlp";
   model_config.hidden = settings.hidden;
   model_config.layers = settings.layers;
-  std::shared_ptr<models::Model> model;
-  {
-    memory::CategoryScope parameters(memory::MemoryCategory::Parameters);
-    model = models::make_model(model_config);
-  }
-  model->to(session.device());
+  const std::shared_ptr<models::Model> model = session.build_model(model_config);
 
   train::TrainConfig config;
   config.strategy = stage.strategy;

@@ -48,15 +48,9 @@ Outcome train_once(tutorials::Session& session, const Settings& settings, train:
 
   // The same start for both strategies: each rank draws its own weights from the same seeds, and
   // both wrappers begin from rank 0's (DDP broadcasts them; FSDP shards rank 0's too).
-  session.seed_per_rank(options.seed);
   models::ModelConfig model_config;
   model_config.name = "cnn";
-  std::shared_ptr<models::Model> model;
-  {
-    memory::CategoryScope parameters(memory::MemoryCategory::Parameters);
-    model = models::make_model(model_config);
-  }
-  model->to(session.device());
+  const std::shared_ptr<models::Model> model = session.build_model(model_config);
 
   // The flags of `dpscope train` as a struct: what make_parallel_model reads.
   train::TrainConfig config;

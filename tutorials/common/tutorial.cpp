@@ -106,6 +106,17 @@ void Session::seed_per_rank(uint64_t seed) const {
   torch::manual_seed(seed + 1000 * static_cast<uint64_t>(rank()));
 }
 
+std::shared_ptr<models::Model> Session::build_model(const models::ModelConfig& config) const {
+  seed_per_rank(options_.seed);
+  std::shared_ptr<models::Model> model;
+  {
+    memory::CategoryScope parameters(memory::MemoryCategory::Parameters);
+    model = models::make_model(config);
+  }
+  model->to(device());
+  return model;
+}
+
 void Session::say(const char* format, ...) const {
   if (!leader()) return;
   va_list args;

@@ -20,6 +20,7 @@
 #include "engine/data/distributed_sampler.h"
 #include "engine/memory/memory_sampler.h"
 #include "engine/memory/tracking_allocator.h"
+#include "engine/models/models.h"
 #include "engine/train/trainer.h"
 #include "trace/recorder.h"
 
@@ -76,6 +77,9 @@ class Session {
   // LibTorch's generator, seeded differently on every rank (seed + 1000 * rank): each rank builds
   // its own random model, as separate processes do, and DDP's broadcast makes them one.
   void seed_per_rank(uint64_t seed) const;
+  // One of the engine's models (models::make_model), drawn after seed_per_rank(options().seed),
+  // counted as Parameters by the tracking allocator and moved to device().
+  std::shared_ptr<models::Model> build_model(const models::ModelConfig& config) const;
 
   // printf to stdout on rank 0 only, flushed (the launcher prefixes every line with "[rank]").
   void say(const char* format, ...) const __attribute__((format(printf, 2, 3)));
