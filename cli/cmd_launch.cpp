@@ -5,7 +5,7 @@
 
 namespace dpscope::cli {
 
-void add_launch_command(CLI::App& app) {
+void add_launch_command(CLI::App& app, CommandMode mode) {
   auto* command = app.add_subcommand(
       "launch", "Start NPROC ranks of PROGRAM on this host with torchrun's environment");
   auto options = std::make_shared<LaunchOptions>();
@@ -26,7 +26,11 @@ void add_launch_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("PROGRAM", options->command, "-- PROGRAM ARGS...: what each rank runs")
       ->required();
-  command->callback([options] {
+  command->callback([options, mode] {
+    if (mode == CommandMode::Validate) {
+      validate_launch_options(*options);
+      return;
+    }
     const int status = run_launch(*options);
     if (status != 0) std::exit(status);
   });

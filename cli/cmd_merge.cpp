@@ -7,14 +7,18 @@
 
 namespace dpscope::cli {
 
-void add_merge_command(CLI::App& app) {
+void add_merge_command(CLI::App& app, CommandMode mode) {
   auto* command = app.add_subcommand("merge", "Join the rank files of one run into one run file");
   auto out = std::make_shared<std::string>();
   auto inputs = std::make_shared<std::vector<std::string>>();
   command->add_option("OUT", *out, "The run file to write (replaced if it exists)")->required();
   command->add_option("RANKFILES", *inputs, "The rank files (or merged files) to join")
       ->required();
-  command->callback([out, inputs] {
+  command->callback([out, inputs, mode] {
+    if (mode == CommandMode::Validate) {
+      trace::check_merge_arguments(*inputs, *out);
+      return;
+    }
     auto result = trace::merge_traces(*inputs, *out, progress_lines("merge", inputs->size() > 1));
     std::cout << "merged " << result.ranks << " ranks, " << result.events << " events into "
               << *out << "\n";

@@ -10,7 +10,7 @@
 
 namespace dpscope::cli {
 
-void add_stats_command(CLI::App& app) {
+void add_stats_command(CLI::App& app, CommandMode mode) {
   struct Options {
     std::string trace;
     bool json = false;
@@ -21,7 +21,8 @@ void add_stats_command(CLI::App& app) {
                 "One JSON object (the documented contract) instead of the report");
   cmd->add_option("TRACE", options->trace, "A trace file (a rank file or a merged run file)")
       ->required();
-  cmd->callback([options] {
+  cmd->callback([options, mode] {
+    if (mode == CommandMode::Validate) return;  // nothing to check before reading the file
     // Everything is computed before anything is printed: a file that fails to read leaves
     // stdout empty and main() prints its one-line error.
     trace::Reader reader(options->trace);

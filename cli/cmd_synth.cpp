@@ -27,7 +27,7 @@ void run_synth(const trace::SynthOptions& options) {
 
 }  // namespace
 
-void add_synth_command(CLI::App& app) {
+void add_synth_command(CLI::App& app, CommandMode mode) {
   auto options = std::make_shared<trace::SynthOptions>();
   CLI::App* command = app.add_subcommand(
       "synth",
@@ -39,7 +39,13 @@ void add_synth_command(CLI::App& app) {
       ->required();
   command->add_option("--seed", options->seed, "Random seed: the same seed gives the same trace")
       ->capture_default_str();
-  command->callback([options] { run_synth(*options); });
+  command->callback([options, mode] {
+    if (mode == CommandMode::Validate) {
+      trace::check_synth_options(*options);
+      return;
+    }
+    run_synth(*options);
+  });
 }
 
 }  // namespace dpscope::cli

@@ -1,11 +1,17 @@
 // `dpscope train`: one rank of a training run (DESIGN.md, Contracts). Turns the flags into a
 // TrainConfig and runs engine/train's loop; under `dpscope launch` or torchrun each rank runs one.
+// The options need no LibTorch (train_config.h): DPSCOPE_TRAIN_OPTIONS_ONLY builds them without
+// the engine, for parsing only (the CLI fuzzer); running then says the engine is missing.
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <string>
 
 #include "cli/commands.h"
+#if defined(DPSCOPE_HAVE_ENGINE) || defined(DPSCOPE_TRAIN_OPTIONS_ONLY)
+#define DPSCOPE_TRAIN_OPTIONS 1
+#include "engine/train/train_config.h"
+#endif
 #ifdef DPSCOPE_HAVE_ENGINE
 #include <c10/util/Exception.h>
 
@@ -13,9 +19,17 @@
 #endif
 
 namespace dpscope::cli {
+namespace {
+
+constexpr const char* kNoEngine =
+    "dpscope was built without the engine (LibTorch and Gloo not found); run scripts/setup and "
+    "rebuild";
+
+}  // namespace
+
+#ifdef DPSCOPE_TRAIN_OPTIONS
 
 #ifdef DPSCOPE_HAVE_ENGINE
-
 namespace {
 
 // This process's command line, for the trace's metadata.
@@ -30,8 +44,9 @@ std::string own_command_line() {
 }
 
 }  // namespace
+#endif
 
-void add_train_command(CLI::App& app) {
+void add_train_command(CLI::App& app, CommandMode mode) {
   struct Options {
     train::TrainConfig config;
     std::string strategy = "ddp";
@@ -121,11 +136,18 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--save-final", c.save_final, "Rank 0 writes the final parameters");
   cmd->add_option("--progress-every", c.progress_every, "Progress line every N steps (0: none)")
       ->capture_default_str();
-  cmd->callback([o] {
+  cmd->callback([o, mode] {
     train::TrainConfig config = o->config;
     config.strategy = o->strategy == "fsdp" ? train::Strategy::Fsdp : train::Strategy::Ddp;
     config.broadcast_buffers = !o->no_broadcast_buffers;
     trace::parse_trace_level(o->trace_level, &config.trace_level);
+    if (mode == CommandMode::Validate) {
+      train::validate_train_config(config);  // run_training's own first step
+      return;
+    }
+#ifndef DPSCOPE_HAVE_ENGINE
+    throw CliFailure(kNoEngine);
+#else
     config.command_line = own_command_line();
     try {
       train::run_training(config);
@@ -133,17 +155,18 @@ void add_train_command(CLI::App& app) {
       // LibTorch's own errors: the message without the C++ stack behind it.
       throw std::runtime_error(error.what_without_backtrace());
     }
+#endif
   });
 }
 
 #else
 
-void add_train_command(CLI::App& app) {
+void add_train_command(CLI::App& app, CommandMode mode) {
   CLI::App* cmd = app.add_subcommand("train", "One rank of a training run (needs the engine)");
   cmd->allow_extras();
-  cmd->callback([] {
-    throw CliFailure("dpscope was built without the engine (LibTorch and Gloo not found); run "
-                     "scripts/setup and rebuild");
+  cmd->callback([mode] {
+    if (mode == CommandMode::Validate) return;  // without the engine there are no options
+    throw CliFailure(kNoEngine);
   });
 }
 

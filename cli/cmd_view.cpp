@@ -11,13 +11,14 @@
 
 namespace dpscope::cli {
 
-void add_view_command(CLI::App& app) {
+void add_view_command(CLI::App& app, CommandMode mode) {
   auto* command = app.add_subcommand("view", "Open a trace in dpscope-view, the desktop viewer");
   auto args = std::make_shared<std::vector<std::string>>();
   command->add_option("TRACE", *args, "The trace file, then any dpscope-view options")
       ->required();
   command->allow_extras();
-  command->callback([command, args] {
+  command->callback([command, args, mode] {
+    if (mode == CommandMode::Validate) return;  // the viewer checks its own options
     // Fail here, with the reader's message, rather than in a window.
     trace::Reader check((*args)[0]);
     const std::string viewer = binary_dir() + "/dpscope-view";

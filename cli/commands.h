@@ -18,13 +18,21 @@ class CliFailure : public std::runtime_error {
 // The directory of the running dpscope binary (to find dpscope-view and friends beside it).
 std::string binary_dir();
 
-void add_launch_command(CLI::App& app);  // dpscope launch -n N -- PROGRAM ARGS...
-void add_stats_command(CLI::App& app);   // dpscope stats [--json] TRACE
-void add_export_command(CLI::App& app);  // dpscope export --chrome OUT.json TRACE
-void add_merge_command(CLI::App& app);   // dpscope merge OUT RANKFILES...
-void add_synth_command(CLI::App& app);   // dpscope synth --events N --ranks R --out PATH
-void add_view_command(CLI::App& app);    // dpscope view TRACE
-void add_demo_command(CLI::App& app);    // dpscope demo
-void add_train_command(CLI::App& app);   // dpscope train [options]: one rank of a training run
+// What a subcommand's callback does once CLI11 has parsed its arguments.
+enum class CommandMode {
+  Run,       // run the command: the dpscope binary
+  Validate,  // make every check of the arguments that Run makes before it starts (ranges, the
+             // launcher's options, the training configuration), then return: no process
+             // started, no file read or written, no training (the CLI fuzzer, tests/cli)
+};
+
+void add_launch_command(CLI::App& app, CommandMode mode);  // launch -n N -- PROGRAM ARGS...
+void add_stats_command(CLI::App& app, CommandMode mode);   // stats [--json] TRACE
+void add_export_command(CLI::App& app, CommandMode mode);  // export --chrome OUT.json TRACE
+void add_merge_command(CLI::App& app, CommandMode mode);   // merge OUT RANKFILES...
+void add_synth_command(CLI::App& app, CommandMode mode);   // synth --events N --ranks R --out PATH
+void add_view_command(CLI::App& app, CommandMode mode);    // view TRACE
+void add_demo_command(CLI::App& app, CommandMode mode);    // demo
+void add_train_command(CLI::App& app, CommandMode mode);   // train [options]: one rank of a run
 
 }  // namespace dpscope::cli

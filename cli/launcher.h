@@ -21,6 +21,10 @@ struct LaunchOptions {
   std::vector<std::string> command;  // PROGRAM ARGS...
 };
 
+// The checks run_launch makes first: a program, -n, --nnodes, --node-rank, --master-port and
+// --stop-grace in range. Throws CliFailure naming the option.
+void validate_launch_options(const LaunchOptions& options);
+
 // Runs the ranks to the end. Returns the launcher's exit status: 0 when every rank exited 0;
 // otherwise 1, after printing which rank failed first and how (exit status or signal).
 // Reacts to SIGINT/SIGTERM by passing them on to the ranks and waiting for them (the ranks

@@ -18,9 +18,13 @@
 #include <vector>
 
 #include "trace/error.h"
+#include "trace/saturate.h"
 
 namespace dpscope::trace {
 namespace {
+
+using detail::saturating_add;
+using detail::saturating_sub;
 
 // Length of the valid UTF-8 sequence starting at text[i], 0 if the bytes there are not one.
 size_t utf8_length(std::string_view text, size_t i) {
@@ -76,12 +80,16 @@ class JsonFile {
   }
   // Nanoseconds as microseconds with three exact decimals: "12.345".
   void micros(int64_t ns) {
+    // The magnitude as unsigned: -INT64_MIN does not fit in an int64_t.
+    uint64_t magnitude = static_cast<uint64_t>(ns);
     if (ns < 0) {
       buffer_ += '-';
-      ns = -ns;
+      magnitude = ~magnitude + 1;
     }
-    integer(ns / 1000);
-    const int frac = static_cast<int>(ns % 1000);
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof(digits), magnitude / 1000).ptr;
+    buffer_.append(digits, end);
+    const int frac = static_cast<int>(magnitude % 1000);
     const char decimals[5] = {'.', char('0' + frac / 100), char('0' + frac / 10 % 10),
                               char('0' + frac % 10), '\0'};
     buffer_.append(decimals, 4);
@@ -249,7 +257,7 @@ void write_args(JsonFile& out, const Event& e, int64_t t0) {
   int_field("grp", e.grp, kNone);
   if (e.enqueue_ns != kNone64) {
     key("enqueue_ns");
-    out.integer(e.enqueue_ns - t0);
+    out.integer(saturating_sub(e.enqueue_ns, t0));
   }
   int_field("flags", e.flags, 0);
   out.raw("}");
@@ -264,10 +272,10 @@ void write_event(JsonFile& out, const Event& e, const std::vector<std::string>& 
   out.raw(",\"tid\":");
   out.integer(e.lane);
   out.raw(",\"ts\":");
-  out.micros(e.begin_ns - t0);
+  out.micros(saturating_sub(e.begin_ns, t0));
   if (!instant) {
     out.raw(",\"dur\":");
-    out.micros(e.end_ns - e.begin_ns);
+    out.micros(saturating_sub(e.end_ns, e.begin_ns));
   }
   out.raw(",\"name\":");
   write_name(out, e, names);
@@ -339,10 +347,11 @@ void write_memory(JsonFile& out, int32_t rank, const MemorySample* begin, const 
     (c < kMemoryCategoryStacked ? stacked_changed : allocator_changed) = true;
     if (s + 1 != end && s[1].ts_ns == s->ts_ns) continue;
     if (stacked_changed) {
-      write_counter(out, "memory", rank, s->ts_ns - t0, current, seen, 0, kMemoryCategoryStacked);
+      write_counter(out, "memory", rank, saturating_sub(s->ts_ns, t0), current, seen, 0,
+                    kMemoryCategoryStacked);
     }
     if (allocator_changed) {
-      write_counter(out, "memory (allocator)", rank, s->ts_ns - t0, current, seen,
+      write_counter(out, "memory (allocator)", rank, saturating_sub(s->ts_ns, t0), current, seen,
                     kMemoryCategoryStacked, kMemoryCategoryCount);
     }
     stacked_changed = allocator_changed = false;
@@ -357,7 +366,8 @@ struct Anchor {
 };
 
 Anchor anchor_of(const Event& e) {
-  return Anchor{e.lane, e.begin_ns + std::max<int64_t>(e.end_ns - e.begin_ns, 0) / 2};
+  return Anchor{e.lane, saturating_add(e.begin_ns,
+                                       std::max<int64_t>(saturating_sub(e.end_ns, e.begin_ns), 0) / 2)};
 }
 
 // The flow ends of one rank, collected while its events stream by and written when the next
@@ -412,7 +422,7 @@ class RankFlows {
       out.raw(",\"tid\":");
       out.integer(at->lane);
       out.raw(",\"ts\":");
-      out.micros(at->ts - t0);
+      out.micros(saturating_sub(at->ts, t0));
       out.raw(",\"name\":\"");
       out.raw(name);
       out.raw("\",\"cat\":\"flow\"}");

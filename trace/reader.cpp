@@ -4,11 +4,14 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <fstream>
 
 #include "trace/error.h"
+#include "trace/saturate.h"
 #include "trace/sqlite_db.h"
 
 namespace dpscope::trace {
@@ -324,11 +327,16 @@ std::vector<LaneInfo> Reader::lanes() {
 }
 
 std::vector<std::string> Reader::names() {
+  // Every writer numbers names 1, 2, 3, ..., so the result is a dense table. An id far beyond
+  // the number of names (a damaged file may say 10^15) cannot be held densely: it is left out
+  // like a negative one, and events that refer to it read as unnamed.
+  const int64_t limit = std::min<int64_t>(db_->query_int("SELECT count(*) FROM names") + 65536,
+                                          INT32_MAX);
   std::vector<std::string> result;
   detail::Statement s(*db_, "SELECT id, name FROM names ORDER BY id");
   while (s.step()) {
     const int64_t id = s.column_int(0);
-    if (id < 0) continue;
+    if (id < 0 || id > limit) continue;
     if (static_cast<size_t>(id) >= result.size()) result.resize(static_cast<size_t>(id) + 1);
     result[static_cast<size_t>(id)] = s.column_text(1);
   }
@@ -447,7 +455,7 @@ std::vector<Event> Reader::events(int32_t rank, LaneId lane, int64_t t0_ns, int6
                                 " AND begin_ns <= ? AND end_ns >= ? ORDER BY begin_ns, id");
   s.bind_int(1, rank);
   s.bind_int(2, lane);
-  s.bind_int(3, t0_ns - longest);
+  s.bind_int(3, detail::saturating_sub(t0_ns, longest));
   s.bind_int(4, t1_ns);
   s.bind_int(5, t0_ns);
   std::vector<Event> result;

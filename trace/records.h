@@ -141,7 +141,8 @@ struct UnitShard {
   int64_t real_numel = 0;
 };
 
-// Formats a shape as the JSON array stored in params.shape ("[10,5]"); parses it back.
+// Formats a shape as the JSON array stored in params.shape ("[10,5]"); parses it back, leaving
+// out what is not an int64_t (never throws).
 std::string shape_to_json(const std::vector<int64_t>& shape);
 std::vector<int64_t> shape_from_json(const std::string& text);
 

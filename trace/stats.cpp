@@ -11,8 +11,14 @@
 #include <tuple>
 #include <utility>
 
+#include "trace/error.h"
+#include "trace/saturate.h"
+
 namespace dpscope::trace {
 namespace {
+
+using detail::saturating_add;
+using detail::saturating_sub;
 
 using Interval = std::pair<int64_t, int64_t>;  // [begin_ns, end_ns)
 
@@ -33,7 +39,7 @@ std::vector<Interval> union_of(std::vector<Interval> slices) {
 
 int64_t length_of(const std::vector<Interval>& merged) {
   int64_t total = 0;
-  for (const auto& [begin, end] : merged) total += end - begin;
+  for (const auto& [begin, end] : merged) total = saturating_add(total, saturating_sub(end, begin));
   return total;
 }
 
@@ -44,7 +50,7 @@ int64_t intersection_length(const std::vector<Interval>& a, const std::vector<In
   while (i < a.size() && j < b.size()) {
     const int64_t begin = std::max(a[i].first, b[j].first);
     const int64_t end = std::min(a[i].second, b[j].second);
-    if (end > begin) total += end - begin;
+    if (end > begin) total = saturating_add(total, saturating_sub(end, begin));
     if (a[i].second < b[j].second) ++i;
     else ++j;
   }
@@ -156,7 +162,9 @@ void add_event(const Event& e, const std::vector<PhaseRole>& roles, RankScratch&
         RankScratch::at(s.ddp, e.iteration).finalize.emplace(e.begin_ns, e.end_ns);
       } else if (role == PhaseRole::Iteration && in_iteration) {
         auto& phase = RankScratch::at(s.iteration_phase, e.iteration);
-        if (!phase || e.begin_ns < phase->first) phase.emplace(e.begin_ns, e.end_ns - e.begin_ns);
+        if (!phase || e.begin_ns < phase->first) {
+          phase.emplace(e.begin_ns, saturating_sub(e.end_ns, e.begin_ns));
+        }
       }
       break;
     }
@@ -213,7 +221,9 @@ void read_memory(Reader& reader, int32_t rank, RankStats& out) {
     // Samples of one timestamp describe one moment; a sum between them never existed.
     if (i + 1 < samples.size() && samples[i + 1].ts_ns == samples[i].ts_ns) continue;
     int64_t stacked = 0;
-    for (int c = 0; c < kMemoryCategoryStacked; ++c) stacked += current[static_cast<size_t>(c)];
+    for (int c = 0; c < kMemoryCategoryStacked; ++c) {
+      stacked = saturating_add(stacked, current[static_cast<size_t>(c)]);
+    }
     stacked_peak = std::max(stacked_peak, stacked);
   }
   const auto allocator = static_cast<size_t>(MemoryCategory::AllocatorTotal);
@@ -223,9 +233,50 @@ void read_memory(Reader& reader, int32_t rank, RankStats& out) {
   }
 }
 
-void read_metrics(Reader& reader, int32_t rank, RankScratch& s, int32_t& max_iteration) {
+// Note [Iteration bound]
+// The per-iteration tables grow to the largest iteration number seen, for every rank of the
+// ranks table, so one event of a damaged file at iteration 2,000,000,000 would ask for terabytes.
+// A dpscope trace numbers iterations 0, 1, 2, ... and records several events (at least the
+// phases) or metrics in each, on each rank that got that far. So (iterations x ranks) beyond
+// 16 times the file's events and metrics (room for 63 of 64 ranks dying at the start), plus a
+// margin of 65,536 (any short run), is damage, not a long run: a TraceError. The rows are
+// counted (a scan) only past the margin.
+class IterationBound {
+ public:
+  IterationBound(Reader& reader, size_t ranks)
+      : reader_(reader), ranks_(std::max<int64_t>(1, static_cast<int64_t>(ranks))) {}
+
+  void check(int32_t iteration, int32_t rank) {
+    if (iteration < checked_) return;
+    const int64_t cells = (int64_t{iteration} + 1) * ranks_;
+    if (cells > kMargin) {
+      if (rows_ < 0) {
+        rows_ = reader_.event_count() + static_cast<int64_t>(reader_.metrics().size());
+      }
+      if (cells > 16 * rows_ + kMargin) {
+        throw TraceError(reader_.path() + ": damaged trace file: rank " + std::to_string(rank) +
+                         " records iteration " + std::to_string(iteration) + ", but the file " +
+                         "holds only " + std::to_string(rows_) + " events and metrics over " +
+                         std::to_string(ranks_) + " ranks (iterations count from 0, each " +
+                         "recorded); restore a copy or re-run");
+      }
+    }
+    checked_ = iteration + 1;
+  }
+
+ private:
+  static constexpr int64_t kMargin = int64_t{1} << 16;
+  Reader& reader_;
+  int64_t ranks_;
+  int64_t rows_ = -1;
+  int64_t checked_ = 0;  // iterations below this passed
+};
+
+void read_metrics(Reader& reader, int32_t rank, RankScratch& s, int32_t& max_iteration,
+                  IterationBound& bound) {
   for (const Metric& m : reader.metrics(rank)) {
     if (m.iteration < 0) continue;
+    bound.check(m.iteration, rank);
     max_iteration = std::max(max_iteration, m.iteration);
     if (m.name == "step_ms") RankScratch::at(s.step_ms, m.iteration) = m.value;
     else if (m.name == "loss") RankScratch::at(s.loss, m.iteration) = m.value;
@@ -255,10 +306,11 @@ std::optional<DdpTimings> ddp_timings(const RankScratch& s) {
   for (const auto& m : s.ddp) {
     if (!m.forward || !m.backward_begin || !m.finalize || !m.first_launch) continue;
     ++t.iterations;
-    t.forward_compute_ms += to_ms(m.forward->second - m.forward->first);
-    t.backward_compute_ms += to_ms(m.finalize->first - *m.backward_begin);
-    t.backward_comm_ms += to_ms(m.finalize->second - *m.first_launch);
-    t.backward_compute_comm_overlap_ms += to_ms(std::max<int64_t>(0, m.finalize->first - *m.first_launch));
+    t.forward_compute_ms += to_ms(saturating_sub(m.forward->second, m.forward->first));
+    t.backward_compute_ms += to_ms(saturating_sub(m.finalize->first, *m.backward_begin));
+    t.backward_comm_ms += to_ms(saturating_sub(m.finalize->second, *m.first_launch));
+    t.backward_compute_comm_overlap_ms +=
+        to_ms(std::max<int64_t>(0, saturating_sub(m.finalize->first, *m.first_launch)));
   }
   if (t.iterations == 0) return std::nullopt;
   t.forward_compute_ms /= t.iterations;
@@ -318,7 +370,9 @@ RunStats compute_stats(Reader& reader) {
   int32_t current_rank = kNone;
   RankScratch* current = nullptr;  // events of ranks missing from the ranks table only count
                                    // towards the iterations
+  IterationBound bound(reader, ranks.size());
   reader.for_each_event([&](const Event& e) {
+    if (e.iteration >= 0) bound.check(e.iteration, e.rank);
     max_iteration = std::max(max_iteration, e.iteration);
     if (e.rank != current_rank) {
       current_rank = e.rank;
@@ -334,7 +388,7 @@ RunStats compute_stats(Reader& reader) {
     out.rank = ranks[r].rank;
     out.status = ranks[r].status;
     out.dropped_events = ranks[r].dropped_events;
-    read_metrics(reader, out.rank, scratch[r], max_iteration);
+    read_metrics(reader, out.rank, scratch[r], max_iteration, bound);
     read_memory(reader, out.rank, out);
     finish_collectives(scratch[r], out);
     out.overlap = overlap_of(std::move(scratch[r].all_compute), std::move(scratch[r].all_waits),
@@ -342,7 +396,7 @@ RunStats compute_stats(Reader& reader) {
     out.ddp = ddp_timings(scratch[r]);
     stats.ranks.push_back(std::move(out));
   }
-  stats.iterations = max_iteration + 1;
+  stats.iterations = max_iteration == INT32_MAX ? INT32_MAX : max_iteration + 1;
   for (size_t r = 0; r < ranks.size(); ++r) {
     finish_iterations(scratch[r], stats.iterations, stats.ranks[r]);
   }

@@ -657,6 +657,8 @@ std::string config_json(const SynthOptions& options) {
 
 }  // namespace
 
+void check_synth_options(const SynthOptions& options) { validate(options); }
+
 SynthResult synthesize(const SynthOptions& options, const std::function<void(double)>& progress) {
   validate(options);
   const Model model = make_model(options);

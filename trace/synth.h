@@ -48,4 +48,8 @@ struct SynthResult {
 SynthResult synthesize(const SynthOptions& options,
                        const std::function<void(double)>& progress = {});
 
+// The checks synthesize makes before it writes anything (the ranges above, and an --out whose
+// directory exists and that is not a directory itself): throws the same TraceError.
+void check_synth_options(const SynthOptions& options);
+
 }  // namespace dpscope::trace

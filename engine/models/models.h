@@ -12,6 +12,8 @@
 #include <memory>
 #include <string>
 
+#include "engine/models/model_config.h"
+
 namespace dpscope::models {
 
 // A classifier: forward maps a batch of inputs to logits; loss is the mean cross-entropy over
@@ -26,17 +28,6 @@ class Model : public torch::nn::Module {
   // so that FSDP may wrap a child as a unit of its own. The engine's models all do; a model that
   // calls its children directly keeps the default and FSDP wraps it whole.
   virtual bool calls_children_through_hooks() const { return false; }
-};
-
-struct ModelConfig {
-  std::string name = "mlp";     // toy | mlp | cnn | transformer | branch
-  int64_t input_features = 64;  // mlp: width of x
-  int64_t classes = 10;         // mlp, cnn: output classes
-  int64_t hidden = 256;         // mlp: width of the hidden layers
-  int64_t layers = 2;           // mlp: Linear+ReLU blocks before the output layer
-  int64_t vocab = 16;           // transformer: tokens
-  int64_t sequence = 8;         // transformer: sequence length
-  int64_t model_dim = 32;       // transformer: width
 };
 
 // Builds the model. Throws std::invalid_argument naming the choices for an unknown name or a

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/models/models.h"
+#include "engine/models/model_config.h"
 #include "trace/schema.h"
 
 namespace dpscope::train {
@@ -60,6 +60,11 @@ struct TrainConfig {
   int progress_every = 10;  // print a progress line every N steps (0: none)
   std::string command_line;
 };
+
+// The checks run_training makes before it starts (steps, batch size, rates, device, DDP-only
+// options with FSDP); `dpscope train` in parse-only mode (the CLI fuzzer) makes them too. Throws
+// std::invalid_argument naming the flag. Needs no LibTorch (train_config.cpp).
+void validate_train_config(const TrainConfig& config);
 
 // What a run measured, for the caller (tutorials, the demo, tests).
 struct TrainResult {

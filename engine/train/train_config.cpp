@@ -1,0 +1,62 @@
+// validate_train_config (train_config.h): the checks of a TrainConfig that need no LibTorch, so
+// that `dpscope train` can make them in parse-only mode too (cli/cmd_train.cpp, the CLI fuzzer).
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "engine/train/train_config.h"
+
+namespace dpscope::train {
+
+namespace {
+
+// Bucket sizes in MiB are turned into bytes in an int64_t: 1 TiB is far beyond any bucket and
+// keeps the conversion defined (inf, NaN or 1e300 MiB would not be).
+constexpr double kMaxBucketMb = 1 << 20;
+
+bool bucket_size_ok(double mb, bool zero_ok) {
+  return std::isfinite(mb) && (zero_ok ? mb >= 0 : mb > 0) && mb <= kMaxBucketMb;
+}
+
+}  // namespace
+
+void validate_train_config(const TrainConfig& c) {
+  auto require = [](bool ok, const std::string& message) {
+    if (!ok) throw std::invalid_argument(message);
+  };
+  require(c.steps >= 1, "--steps must be at least 1");
+  require(c.batch_size >= 1, "--batch-size must be at least 1");
+  require(c.grad_accum >= 1, "--grad-accum must be at least 1");
+  require(c.lr > 0, "--lr must be positive");
+  require(c.momentum >= 0 && c.momentum < 1, "--momentum must be in [0, 1)");
+  require(c.bucket_cap_mb > 0 && c.first_bucket_mb > 0,
+          "--bucket-cap-mb and --first-bucket-mb must be positive");
+  require(bucket_size_ok(c.bucket_cap_mb, false) && bucket_size_ok(c.first_bucket_mb, false),
+          "--bucket-cap-mb and --first-bucket-mb must be at most 1048576 (1 TiB)");
+  require(c.eval_fraction >= 0 && c.eval_fraction < 1, "--eval-fraction must be in [0, 1)");
+  require(c.device == "cpu" || c.device == "cuda", "--device must be cpu or cuda");
+  if (c.device == "cuda") {
+    throw std::invalid_argument("--device cuda: this build trains on CPU only (the GPU path comes "
+                                "with a CUDA LibTorch); use --device cpu");
+  }
+  if (c.strategy == Strategy::Fsdp) {
+    const char* ddp_only = c.comm_hook != "none"        ? "--comm-hook"
+                           : c.find_unused_parameters   ? "--find-unused-parameters"
+                           : c.gradient_as_bucket_view  ? "--gradient-as-bucket-view"
+                           : c.static_graph             ? "--static-graph"
+                                                        : nullptr;
+    if (ddp_only) {
+      throw std::invalid_argument(std::string(ddp_only) + " is a DDP option; drop it or use "
+                                  "--strategy ddp");
+    }
+    // The FSDP wrapper checks these too (parallel_model.cpp), once the world is up.
+    require(c.wrap_min_params >= 0, "--wrap-min-params must be 0 (wrap nothing) or more");
+    require(c.limit_all_gathers >= 0, "--limit-all-gathers must be 0 (no limit) or more");
+    require(c.limit_reduce_scatters >= 0, "--limit-reduce-scatters must be 0 (no limit) or more");
+    require(c.reduce_bucket_mb >= 0, "--reduce-bucket-mb must be 0 (no bucketing) or more");
+    require(bucket_size_ok(c.reduce_bucket_mb, true),
+            "--reduce-bucket-mb must be at most 1048576 (1 TiB)");
+  }
+}
+
+}  // namespace dpscope::train

@@ -1,0 +1,138 @@
+// The command line in parse-only mode (make_app(CommandMode::Validate), what tests/fuzz/fuzz_cli
+// runs): every subcommand's arguments are checked as `dpscope` checks them, and nothing runs: no
+// file is written, no process started. Also the launcher's and the training's option checks
+// that the fuzzing added (regressions, tests/fuzz/README.md "Findings").
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cli/app.h"
+#include "cli/launcher.h"
+#include "engine/train/train_config.h"
+#include "tests/test_util.h"
+#include "trace/error.h"
+
+namespace dpscope::cli {
+namespace {
+
+using testing::TempDir;
+
+// Parses `args` (after "dpscope") in Validate mode; rethrows what the parse throws.
+void parse(const std::vector<std::string>& args) {
+  std::vector<std::string> all{"dpscope"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& arg : all) argv.push_back(arg.data());
+  const auto app = make_app(CommandMode::Validate);
+  app->parse(static_cast<int>(argv.size()), argv.data());
+}
+
+// The message of what parsing `args` throws, or "" when it succeeds.
+template <typename Error>
+std::string error_of(const std::vector<std::string>& args) {
+  try {
+    parse(args);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(CliParse, ValidCommandsRunNothing) {
+  TempDir dir;
+  const std::string marker = dir.file("marker");
+  const std::string trace = dir.file("run.sqlite");
+  parse({"launch", "-n", "2", "--trace-dir", dir.file("traces"), "--", "touch", marker});
+  parse({"synth", "--events", "100", "--ranks", "2", "--out", trace});
+  parse({"merge", trace, dir.file("rank0.sqlite"), dir.file("rank1.sqlite")});
+  parse({"export", "--chrome", dir.file("out.json"), dir.file("rank0.sqlite")});
+  parse({"stats", "--json", dir.file("missing.sqlite")});
+  parse({"view", dir.file("missing.sqlite"), "--frames", "3"});
+  parse({"demo", "--out", dir.file("demo"), "--ranks", "2", "--steps", "3", "--no-view"});
+  parse({"train", "--model", "mlp", "--steps", "5", "--trace", dir.file("train.sqlite"),
+         "--save-final", dir.file("final.pt")});
+  parse({"train", "--strategy", "fsdp", "--sharding", "grad_op", "--wrap-min-params", "100",
+         "--reduce-bucket-mb", "0"});
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "parse-only mode wrote files";
+}
+
+TEST(CliParse, SyntaxErrorsAreParseErrors) {
+  EXPECT_NE(error_of<CLI::ParseError>({}), "");
+  EXPECT_NE(error_of<CLI::ParseError>({"launch", "-n", "0", "--", "true"}), "");
+  EXPECT_NE(error_of<CLI::ParseError>({"synth", "--events", "x", "--ranks", "1", "--out", "o"}), "");
+  EXPECT_NE(error_of<CLI::ParseError>({"demo", "--ranks", "65"}), "");
+  EXPECT_NE(error_of<CLI::ParseError>({"train", "--trace-level", "verbose"}), "");
+  EXPECT_NE(error_of<CLI::ParseError>({"train", "--no-such-flag"}), "");
+}
+
+TEST(CliParse, CommandChecksRunInValidateMode) {
+  EXPECT_NE(error_of<CliFailure>({"launch", "--nnodes", "2", "--node-rank", "2", "--master-port",
+                                  "29500", "--", "true"})
+                .find("--node-rank 2 is outside 0..1"),
+            std::string::npos);
+  EXPECT_NE(error_of<trace::TraceError>({"synth", "--events", "0", "--ranks", "1", "--out", "o"})
+                .find("--events must be between 1"),
+            std::string::npos);
+  EXPECT_NE(error_of<trace::TraceError>({"merge", "a.sqlite", "a.sqlite"}).find("is also an input"),
+            std::string::npos);
+  EXPECT_NE(error_of<std::invalid_argument>({"train", "--lr", "0"}).find("--lr must be positive"),
+            std::string::npos);
+  EXPECT_NE(error_of<std::invalid_argument>({"train", "--strategy", "fsdp", "--static-graph"})
+                .find("--static-graph is a DDP option"),
+            std::string::npos);
+}
+
+// Regression: --nnodes times -n overflowed int in WORLD_SIZE and RANK (undefined behaviour);
+// --master-port and --stop-grace took any int.
+TEST(CliParse, LaunchRejectsOutOfRangeNumbers) {
+  EXPECT_NE(error_of<CliFailure>({"launch", "--nnodes", "2147483647", "--node-rank", "0",
+                                  "--master-port", "29500", "-n", "2", "--", "true"})
+                .find("more ranks than a run can have"),
+            std::string::npos);
+  EXPECT_NE(error_of<CliFailure>({"launch", "--master-port", "70000", "--", "true"})
+                .find("--master-port must be a TCP port"),
+            std::string::npos);
+  EXPECT_NE(error_of<CliFailure>({"launch", "--master-port", "-1", "--", "true"})
+                .find("--master-port must be a TCP port"),
+            std::string::npos);
+  EXPECT_NE(error_of<CliFailure>({"launch", "--stop-grace", "-5", "--", "true"})
+                .find("--stop-grace must be 0 or more"),
+            std::string::npos);
+  LaunchOptions ok;
+  ok.command = {"true"};
+  ok.nnodes = 1024;
+  ok.nproc = 1024;
+  ok.node_rank = 1023;
+  ok.master_port = 65535;
+  EXPECT_NO_THROW(validate_launch_options(ok));
+}
+
+// Regression: bucket sizes of inf, NaN or 1e300 MiB passed the checks and were converted to
+// int64_t bytes (undefined behaviour) when the DDP and FSDP wrappers were built.
+TEST(CliParse, TrainRejectsBucketSizesThatDoNotFit) {
+  for (const char* flag : {"--bucket-cap-mb", "--first-bucket-mb"}) {
+    for (const char* value : {"inf", "1e300", "2e6"}) {
+      EXPECT_NE(error_of<std::invalid_argument>({"train", flag, value}).find("at most 1048576"),
+                std::string::npos)
+          << flag << " " << value;
+    }
+    EXPECT_NE(error_of<std::invalid_argument>({"train", flag, "nan"}).find("must be positive"),
+              std::string::npos);
+  }
+  for (const char* value : {"inf", "nan", "1e300"}) {
+    EXPECT_NE(error_of<std::invalid_argument>(
+                  {"train", "--strategy", "fsdp", "--reduce-bucket-mb", value})
+                  .find("--reduce-bucket-mb must be"),
+              std::string::npos)
+        << value;
+  }
+  train::TrainConfig config;
+  config.bucket_cap_mb = 1 << 20;
+  EXPECT_NO_THROW(train::validate_train_config(config));
+}
+
+}  // namespace
+}  // namespace dpscope::cli

@@ -1,0 +1,151 @@
+// What the trace fuzzers do with each input file: every public read of trace/ (Reader's queries
+// and bulk scans, stats and both renderings, the Chrome export, merge and re-reading the merge).
+// The contract under test: each either works or throws TraceError naming a file it was given.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "trace/error.h"
+#include "trace/export_chrome.h"
+#include "trace/merge.h"
+#include "trace/reader.h"
+#include "trace/stats.h"
+
+namespace dpscope::fuzz {
+
+inline void remove_trace_files(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((path + suffix).c_str());
+}
+
+// A private directory for the fuzzer's files, made once per process (under TMPDIR, /tmp
+// without it) and named after the target; removed when the process exits normally (after a
+// crash it stays, with the input that crashed in it).
+inline std::string& scratch_path() {
+  static std::string dir;
+  return dir;
+}
+
+inline std::string scratch_dir(const char* target) {
+  std::string& dir = scratch_path();
+  if (dir.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/dpscope-" + target + "-XXXXXX";
+    if (!::mkdtemp(pattern.data())) {
+      std::fprintf(stderr, "cannot create a directory %s (TMPDIR)\n", pattern.c_str());
+      std::abort();
+    }
+    dir = pattern;
+    std::atexit([] {
+      const std::string& d = scratch_path();
+      for (const char* name : {"/input.sqlite", "/merged.sqlite", "/merged.sqlite.partial"}) {
+        remove_trace_files(d + name);
+      }
+      std::remove((d + "/out.json").c_str());
+      for (const char* name : {"/base-ddp_run.sqlite", "/base-fsdp_rank1.sqlite", "/base-synth.sqlite"}) {
+        remove_trace_files(d + name);
+      }
+      ::rmdir(d.c_str());
+    });
+  }
+  return dir;
+}
+
+// A TraceError must name one of the files involved; anything else is a finding.
+inline void check_message(const trace::TraceError& error, const std::string& a,
+                          const std::string& b) {
+  const std::string message = error.what();
+  if (message.find(a) == std::string::npos && message.find(b) == std::string::npos) {
+    std::fprintf(stderr, "TraceError does not name the file: %s\n", message.c_str());
+    std::abort();
+  }
+  if (message.find('\n') != std::string::npos) {
+    std::fprintf(stderr, "TraceError is not one line: %s\n", message.c_str());
+    std::abort();
+  }
+}
+
+// Reads everything of `reader` through every query the CLI and the viewer use.
+inline void read_all(trace::Reader& reader) {
+  using namespace dpscope::trace;
+  reader.meta();
+  reader.meta_value("world_size");
+  reader.ranks();
+  const auto lanes = reader.lanes();
+  reader.names();
+  reader.params();
+  reader.buckets();
+  reader.units();
+  reader.unit_shards();
+  reader.event_count();
+  const auto [t0, t1] = reader.time_range();
+  size_t lanes_read = 0;
+  for (const LaneInfo& lane : lanes) {
+    if (++lanes_read > 8) break;
+    reader.events(lane.rank, lane.lane, t0, t1);
+    reader.events(lane.rank, lane.lane, t0 / 2 + t1 / 2, t1);
+  }
+  reader.events_of_kind(EventKind::Collective);
+  reader.events_of_kind(EventKind::Phase, 0);
+  reader.for_each_event([](const Event&) { return true; }, [](double) {});
+  const auto [first, last] = reader.event_id_range();
+  reader.scan_event_spans(first, last, [](const EventSpan*, size_t) { return true; });
+  reader.scan_collectives(first, last, [](const CollectivePayload*, size_t) { return true; });
+  const auto [m_first, m_last] = reader.memory_rowid_range();
+  reader.scan_memory(m_first, m_last, [](const MemorySample*, size_t) { return true; });
+  reader.memory();
+  reader.memory(0);
+  reader.metrics();
+  reader.metrics(1);
+}
+
+// Opens `path` and runs every read, stats, export and (with merge) a merge on it. Output files
+// go to `dir`.
+inline void exercise_trace(const std::string& path, const std::string& dir, bool merge) {
+  using namespace dpscope::trace;
+  const std::string json = dir + "/out.json";
+  const std::string merged = dir + "/merged.sqlite";
+  try {
+    Reader reader(path);
+    read_all(reader);
+    const RunStats stats = compute_stats(reader);
+    stats_json(stats);
+    stats_text(stats);
+    export_chrome(reader, json);
+  } catch (const TraceError& error) {
+    check_message(error, path, json);
+  }
+  std::remove(json.c_str());
+  if (!merge) return;
+  bool merged_ok = false;
+  try {
+    merge_traces({path}, merged);
+    merged_ok = true;
+  } catch (const TraceError& error) {
+    // A bad input must be named (the merge's own output only alongside it).
+    check_message(error, path, path);
+  }
+  if (merged_ok) {
+    try {
+      // A merge copies rows as they are, damage included: reading it may fail like the input.
+      Reader again(merged);
+      read_all(again);
+      const RunStats stats = compute_stats(again);
+      stats_json(stats);
+    } catch (const TraceError& error) {
+      check_message(error, merged, merged);
+      // A merge that succeeded must not have written a physically damaged file.
+      if (std::string(error.what()).find("malformed") != std::string::npos) {
+        std::fprintf(stderr, "merge wrote a damaged file: %s\n", error.what());
+        std::abort();
+      }
+    }
+  }
+  remove_trace_files(merged);
+  remove_trace_files(merged + ".partial");
+}
+
+}  // namespace dpscope::fuzz
