@@ -16,10 +16,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,20 +85,38 @@ std::string describe_end(int status) {
   return "ended with wait status " + std::to_string(status);
 }
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    if (fd >= 0) ::close(fd);
-    throw CliFailure("cannot find a free port for the rendezvous; pass --master-port");
+// Note [Reserved port]
+// A port found free and then closed can be taken by anyone before rank 0's store binds it:
+// under load an outgoing connection's ephemeral port took it, and rank 0 failed with "Address
+// already in use". The launcher keeps its probe socket bound (SO_REUSEADDR, never listening)
+// until the ranks have ended: the kernel gives no bound port to outgoing connections, and
+// rank 0's store, which also sets SO_REUSEADDR, may still bind and listen on it.
+class ReservedPort {
+ public:
+  ReservedPort() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int on = 1;
+    sockaddr_in address = {};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_ANY);
+    socklen_t length = sizeof(address);
+    if (fd_ < 0 || ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0 ||
+        ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      if (fd_ >= 0) ::close(fd_);
+      throw CliFailure("cannot find a free port for the rendezvous; pass --master-port");
+    }
+    port_ = ntohs(address.sin_port);
   }
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
+  ~ReservedPort() { ::close(fd_); }
+  ReservedPort(const ReservedPort&) = delete;
+  ReservedPort& operator=(const ReservedPort&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
 
 std::string default_trace_dir() {
   char stamp[32];
@@ -113,6 +133,14 @@ void validate(const LaunchOptions& o) {
     throw CliFailure("launch: --node-rank " + std::to_string(o.node_rank) +
                      " is outside 0.." + std::to_string(o.nnodes - 1));
   }
+  if (int64_t{o.nnodes} * o.nproc > INT32_MAX) {
+    throw CliFailure("launch: --nnodes " + std::to_string(o.nnodes) + " times -n " +
+                     std::to_string(o.nproc) + " ranks is more ranks than a run can have");
+  }
+  if (o.master_port < 0 || o.master_port > 65535) {
+    throw CliFailure("launch: --master-port must be a TCP port, 1..65535 (0: a free port)");
+  }
+  if (o.stop_grace_seconds < 0) throw CliFailure("launch: --stop-grace must be 0 or more seconds");
   if (o.nnodes > 1 && o.master_port == 0) {
     throw CliFailure("launch: with --nnodes > 1 every node needs the same --master-addr and "
                      "--master-port (the address of node 0)");
@@ -138,6 +166,7 @@ pid_t start_rank(const LaunchOptions& o, int local_rank, int port, const std::st
   }
   ::signal(SIGINT, SIG_DFL);
   ::signal(SIGTERM, SIG_DFL);
+  ::signal(SIGXFSZ, SIG_DFL);  // the rank's program chooses for itself
   ::close(g_signal_pipe[0]);
   ::close(g_signal_pipe[1]);
   ::sigprocmask(SIG_SETMASK, &previous, nullptr);
@@ -166,13 +195,26 @@ pid_t start_rank(const LaunchOptions& o, int local_rank, int port, const std::st
 }
 
 // Merges the rank files this node's ranks left in trace_dir, if any. Never fails the launch.
-// Only this node's: on a shared filesystem the other nodes' files are theirs to merge.
-void merge_rank_files(const LaunchOptions& o, const std::string& trace_dir) {
+// Only this node's: on a shared filesystem the other nodes' files are theirs to merge. A rank
+// that ended without closing its trace (killed) gets how it ended written into its file first.
+void merge_rank_files(const LaunchOptions& o, const std::string& trace_dir,
+                      const std::vector<Rank>& ranks) {
   std::vector<std::string> files;
-  for (int local = 0; local < o.nproc; ++local) {
-    const std::string file =
-        trace_dir + "/rank" + std::to_string(o.node_rank * o.nproc + local) + ".sqlite";
-    if (std::filesystem::exists(file)) files.push_back(file);
+  for (const Rank& r : ranks) {
+    const std::string file = trace_dir + "/rank" + std::to_string(r.rank) + ".sqlite";
+    // What a rank stopped while creating its file left (Note [Trace file creation]).
+    std::error_code ignored;
+    for (const char* suffix : {".partial", ".partial-wal", ".partial-shm", ".partial-journal"}) {
+      std::filesystem::remove(file + suffix, ignored);
+    }
+    if (!std::filesystem::exists(file)) continue;
+    files.push_back(file);
+    if (r.running || (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)) continue;
+    try {
+      trace::mark_unfinished_rank(file, "process " + describe_end(r.status));
+    } catch (const trace::TraceError& failure) {
+      std::cerr << "dpscope launch: " << failure.what() << "\n";
+    }
   }
   if (files.empty()) return;
   const std::string out = trace_dir + (o.nnodes == 1 ? std::string("/run.sqlite")
@@ -190,9 +232,13 @@ void merge_rank_files(const LaunchOptions& o, const std::string& trace_dir) {
 
 }  // namespace
 
+void validate_launch_options(const LaunchOptions& options) { validate(options); }
+
 int run_launch(const LaunchOptions& o) {
   validate(o);
-  const int port = o.master_port ? o.master_port : free_port();
+  std::optional<ReservedPort> reserved;  // See Note [Reserved port]
+  if (!o.master_port) reserved.emplace();
+  const int port = o.master_port ? o.master_port : reserved->port();
   const std::string trace_dir = o.trace_dir.empty() ? default_trace_dir() : o.trace_dir;
   std::error_code error;
   std::filesystem::create_directories(trace_dir, error);
@@ -205,6 +251,9 @@ int run_launch(const LaunchOptions& o) {
   action.sa_flags = SA_RESTART;
   ::sigaction(SIGINT, &action, nullptr);
   ::sigaction(SIGTERM, &action, nullptr);
+  // Past a file-size limit (ulimit -f) the merge then fails with a message instead of the
+  // launcher being killed mid-merge.
+  ::signal(SIGXFSZ, SIG_IGN);
 
   std::vector<Rank> ranks(static_cast<size_t>(o.nproc));
   std::vector<Stream> streams;
@@ -306,7 +355,7 @@ int run_launch(const LaunchOptions& o) {
   ::close(g_signal_pipe[0]);
   ::close(g_signal_pipe[1]);
 
-  merge_rank_files(o, trace_dir);
+  merge_rank_files(o, trace_dir, ranks);
   if (interrupted_by) {
     std::cerr << "dpscope launch: interrupted (signal " << interrupted_by << "); every rank stopped\n";
     return 128 + interrupted_by;

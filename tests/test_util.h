@@ -50,4 +50,14 @@ inline CommandResult run_command(const std::string& command) {
 
 inline std::string dpscope_bin() { return std::string(DPSCOPE_BIN_DIR) + "/dpscope"; }
 
+// A TCP port free on 127.0.0.1 right now (for MASTER_PORT of ranks started by hand).
+inline int free_port() {
+  return std::stoi(run_command("/usr/bin/python3 -c 'import socket; s=socket.socket(); "
+                               "s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])'")
+                       .output);
+}
+
+// The whole content of a text file ("" if it cannot be read).
+inline std::string read_text(const std::string& path) { return run_command("cat " + path).output; }
+
 }  // namespace dpscope::testing

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -37,7 +38,17 @@ std::vector<Recorder*>& registry() {
 int g_signal_pipe[2] = {-1, -1};
 std::terminate_handler g_previous_terminate = nullptr;
 
+std::atomic<int> g_signal_received{0};
+static_assert(std::atomic<int>::is_always_lock_free, "set from a signal handler");
+
+std::string signal_status(int signal_number) {
+  return signal_number == SIGINT    ? "interrupted (SIGINT)"
+         : signal_number == SIGTERM ? "terminated (SIGTERM)"
+                                    : "ended by signal " + std::to_string(signal_number);
+}
+
 void on_signal(int signal_number) {
+  g_signal_received.store(signal_number);
   unsigned char byte = static_cast<unsigned char>(signal_number);
   ssize_t ignored = ::write(g_signal_pipe[1], &byte, 1);
   (void)ignored;
@@ -52,9 +63,7 @@ void watch_signals() {
     return;
   }
   const int signal_number = byte;
-  close_all_recorders(signal_number == SIGINT    ? "interrupted (SIGINT)"
-                      : signal_number == SIGTERM ? "terminated (SIGTERM)"
-                                                 : "ended by signal " + std::to_string(signal_number));
+  close_all_recorders(signal_status(signal_number));
   ::signal(signal_number, SIG_DFL);
   ::raise(signal_number);
 }
@@ -99,9 +108,20 @@ void install_flush_guards() {
         if (previous.sa_handler == SIG_DFL) ::sigaction(signal_number, &action, nullptr);
       }
     }
+    // Past a file-size limit (ulimit -f) the default SIGXFSZ kills the process mid-write.
+    // Ignored, the write fails with EFBIG instead: the recorder stops tracing with a warning
+    // and the training goes on (docs/reliability.md). A program's own choice is kept.
+    struct sigaction file_size = {};
+    ::sigaction(SIGXFSZ, nullptr, &file_size);
+    if (file_size.sa_handler == SIG_DFL) ::signal(SIGXFSZ, SIG_IGN);
     g_previous_terminate = std::set_terminate(on_terminate);
     std::atexit(on_exit);
   });
+}
+
+std::string stop_signal_status() {
+  const int signal_number = g_signal_received.load();
+  return signal_number ? signal_status(signal_number) : "";
 }
 
 void register_recorder(Recorder* recorder) {

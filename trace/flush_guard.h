@@ -3,6 +3,7 @@
 // closed (drained, status recorded, file finished) before the process goes on to end.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace dpscope::trace {
@@ -11,7 +12,14 @@ class Recorder;
 
 // Installs the handlers once per process (idempotent, thread-safe). A signal is re-raised with
 // its default action after the flush, so the exit status still says which signal ended it.
+// Also ignores SIGXFSZ (unless the program set it), so a file-size limit stops the tracing,
+// not the process.
 void install_flush_guards();
+
+// "interrupted (SIGINT)" or "terminated (SIGTERM)" once such a signal has arrived, else "".
+// A program that fails because of the signal (a system call interrupted by it) closes its
+// recorder with this rather than with its own error: the signal is why it ended. Thread-safe.
+std::string stop_signal_status();
 
 // Called by Recorder's constructor and destructor. Thread-safe.
 void register_recorder(Recorder* recorder);

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <system_error>
 
 #include "trace/error.h"
 #include "trace/flush_guard.h"
@@ -178,12 +180,23 @@ Recorder::Recorder(RecorderOptions options)
     throw TraceError("rank " + std::to_string(options_.rank) +
                      ": no trace path given (set --trace PATH or --trace-level off)");
   }
-  writer_ = std::make_unique<Writer>(options_.path);
-  writer_->set_meta("trace_level", to_string(options_.level));
-  writer_->put_rank(rank_row("running"));
-  writer_->add_lane(LaneInfo{options_.rank, 0, "main", LaneKind::Host});
-  writer_thread_ = std::thread([this] { writer_loop(); });
+  // Before the file exists: creating it may already pass a file-size limit (see flush_guard.h).
   if (options_.flush_on_signals) install_flush_guards();
+  try {
+    writer_ = std::make_unique<Writer>(options_.path);
+    writer_->set_meta("trace_level", to_string(options_.level));
+    writer_->put_rank(rank_row("running"));
+    writer_->add_lane(LaneInfo{options_.rank, 0, "main", LaneKind::Host});
+  } catch (const TraceError&) {
+    // A file that never got its schema (a full disk) would read as a damaged trace: remove it.
+    writer_.reset();
+    std::error_code ignored;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      std::filesystem::remove(options_.path + suffix, ignored);
+    }
+    throw;
+  }
+  writer_thread_ = std::thread([this] { writer_loop(); });
   register_recorder(this);
 }
 

@@ -94,7 +94,8 @@ void append_warnings(const RunStats& stats, std::string& out) {
     }
     if (r.status == "running") {
       out += format("WARNING: rank %d did not finish: status \"running\", its trace writer stopped "
-                    "before closing the file (the process was killed); its trace ends early\n",
+                    "before closing the file (the process was killed, or the disk filled up); its trace "
+                    "ends early\n",
                     r.rank);
     } else if (r.status != "complete") {
       out += format("WARNING: rank %d did not finish: status \"%s\"; its trace ends early\n",

@@ -1,6 +1,12 @@
 // Writer: a new trace file and the prepared inserts into each of its tables (see writer.h).
 #include "trace/writer.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include "trace/schema.h"
 
 namespace dpscope::trace {
@@ -41,15 +47,42 @@ struct Writer::Statements {
       unit, unit_shard;
 };
 
-Writer::Writer(const std::string& path)
-    : path_(path), db_(std::make_unique<detail::Db>(path, detail::OpenMode::CreateFresh)) {
-  // Large pages and a big cache make bulk inserts cheap; WAL with synchronous=NORMAL commits
-  // without fsync per transaction yet survives the writing process being killed.
-  db_->exec("PRAGMA page_size = 65536");
-  db_->exec("PRAGMA journal_mode = WAL");
+// Note [Trace file creation]
+// A trace file appears at its path only with its whole schema and already in WAL mode: both
+// are written into `<path>.partial`, whose last connection's close folds its WAL back in, and
+// the file is renamed into place. Switching the journal mode later would go through a rollback
+// journal, and a process killed in that moment (Ctrl-C as a rank starts) left a hot journal
+// that read-only readers cannot roll back. Killed while creating, a rank leaves at most the
+// .partial files, which the launcher removes and nothing reads.
+Writer::Writer(const std::string& path) : path_(path) {
+  const std::string partial = path + ".partial";
+  try {
+    detail::Db fresh(partial, detail::OpenMode::CreateFresh);
+    // Large pages make bulk inserts cheap; the page size must be set before the first table.
+    fresh.exec("PRAGMA page_size = 65536");
+    fresh.exec("PRAGMA journal_mode = WAL");
+    create_schema(fresh);
+  } catch (const TraceError&) {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      ::unlink((partial + suffix).c_str());
+    }
+    throw;
+  }
+  // A previous file's WAL must not outlive it: SQLite would replay it into the new file.
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) ::unlink((path + suffix).c_str());
+  if (::rename(partial.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    ::unlink(partial.c_str());
+    throw TraceError("cannot create trace file " + path + ": " + reason +
+                     " (check the directory's permissions)");
+  }
+  db_ = std::make_unique<detail::Db>(path, detail::OpenMode::ReadWrite);
+  // WAL with synchronous=NORMAL commits without fsync per transaction yet survives the writing
+  // process being killed. The cache stays small (512 KiB): the writer only appends, so a page
+  // once committed is not read again, and a larger cache only made the process's resident
+  // size grow with the file (docs/reliability.md, Load).
   db_->exec("PRAGMA synchronous = NORMAL");
-  db_->exec("PRAGMA cache_size = -65536");
-  create_schema(*db_);
+  db_->exec("PRAGMA cache_size = -512");
   statements_ = std::make_unique<Statements>(*db_);
 }
 

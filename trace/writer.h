@@ -15,8 +15,9 @@ namespace dpscope::trace {
 class Writer {
  public:
   // Creates `path` afresh (a file already there is replaced) with every table, the lookup
-  // tables, application_id, user_version and meta.schema_version. WAL journal, so a process
-  // killed mid-run leaves every committed transaction readable.
+  // tables, application_id, user_version and meta.schema_version; the file appears only with
+  // all of them (Note [Trace file creation] in writer.cpp). WAL journal, so a process killed
+  // mid-run leaves every committed transaction readable.
   explicit Writer(const std::string& path);
   ~Writer();
   Writer(const Writer&) = delete;

@@ -3,6 +3,7 @@
 // collective and every wait (see process_group.h).
 #include "engine/comm/process_group.h"
 
+#include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <cstdlib>
@@ -11,6 +12,7 @@
 
 #include "engine/comm/dtype.h"
 #include "engine/comm/store_util.h"
+#include "engine/fault/fault_injection.h"
 
 namespace dpscope::comm {
 
@@ -269,12 +271,28 @@ WorkHandle ProcessGroup::issue(trace::CollectiveOp op, ReduceOp reduce, int root
   issued_.store(next_seq_, std::memory_order_relaxed);
   WorkHandle work = request->work;
   enqueue(std::move(request));
+  fault::reached(trace::to_string(op));  // See Note [Fault points]
   return work;
 }
 
 // Every rank posts "op bytes dtype" of collective `seq` under its own key, waits for every other
-// rank's, and compares. A rank that never posts within the timeout is named, too.
+// rank's, and compares. A rank that never posts within the timeout is named, too. The store
+// lives in rank 0's process: when it is gone, the error says so instead of "Broken pipe".
 void ProcessGroup::check_collective(const Work& work) {
+  try {
+    compare_through_store(work);
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& error) {
+    const c10::Error* torch_error = dynamic_cast<const c10::Error*>(&error);
+    throw CommError(collective_name(work.op(), work.seq()) + " on rank " + std::to_string(rank_) +
+                    ": the store that DPSCOPE_CHECK_COLLECTIVES compares through is unreachable (" +
+                    (torch_error ? torch_error->what_without_backtrace() : error.what()) +
+                    "); it is served by rank 0's process, which probably ended (see its output)");
+  }
+}
+
+void ProcessGroup::compare_through_store(const Work& work) {
   const int64_t seq = work.seq();
   const std::string mine = std::string(trace::to_string(work.op())) + " of " +
                            std::to_string(work.bytes()) + " bytes " +

@@ -191,6 +191,7 @@ class ProcessGroup {
                    at::Tensor output, CollectiveTag tag,
                    ScatterInput input_use = ScatterInput::Keep);
   void check_collective(const Work& work);
+  void compare_through_store(const Work& work);
   // For a timeout message: the ranks whose heartbeat says they have not started `seq` yet.
   std::string ranks_not_heard_from(int64_t seq);
   void heartbeat_loop();

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "engine/ddp/join.h"
+#include "engine/fault/fault_injection.h"
 #include "engine/ddp/model_verification.h"
 #include "engine/memory/tracking_allocator.h"
 
@@ -29,6 +30,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     trace::ScopedPhase phase(recorder, 0, "ddp.verify_model", trace::kNone);
     verify_params_across_ranks(*group_, params_, names_);
   }
+  fault::reached("construction");  // See Note [Fault points]
   {
     trace::ScopedPhase phase(recorder, 0, "ddp.broadcast_state", trace::kNone);
     c10::NoGradGuard no_grad;

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "engine/ddp/reductions.h"
+#include "engine/fault/fault_injection.h"
 #include "engine/memory/tracking_allocator.h"
 
 namespace dpscope::ddp {
@@ -104,6 +105,7 @@ void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
 void Reducer::autograd_hook(size_t index) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!expect_autograd_hooks_) return;  // backward without a synced forward (no_sync)
+  fault::reached("backward");  // See Note [Fault points]
   const int64_t begin_ns = trace::now_ns();
   ready_order_.push_back(static_cast<int64_t>(index));
   if (dynamic_graph_find_unused() || static_graph_first_iteration()) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "engine/fsdp/fully_sharded_data_parallel.h"
+#include "engine/fault/fault_injection.h"
 #include "engine/memory/tracking_allocator.h"
 
 namespace dpscope::fsdp {
@@ -68,6 +69,7 @@ void FullyShardedDataParallel::pre_backward(Unit& unit) {
 
 void FullyShardedDataParallel::post_backward(Unit& unit) {
   c10::NoGradGuard no_grad;
+  fault::reached("backward");  // See Note [Fault points]
   unit.post_backward_done = true;
   finish_completed_reductions();
   FlatParameter& flat = *unit.flat;

@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "engine/ddp/model_verification.h"
+#include "engine/fault/fault_injection.h"
 #include "engine/memory/memory_sampler.h"
 #include "engine/models/forward_hooks.h"
 
@@ -79,6 +80,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<torch::nn::Mo
   if (options_.sync_module_states) {
     trace::ScopedPhase phase(recorder, 0, "fsdp.sync_module_states", trace::kNone);
     ddp::verify_params_across_ranks(*group_, params, names);
+    fault::reached("construction");  // See Note [Fault points]
     c10::NoGradGuard no_grad;
     std::vector<at::Tensor> state = params;
     state.insert(state.end(), buffers_.begin(), buffers_.end());

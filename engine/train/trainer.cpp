@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/cat.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
@@ -13,14 +14,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "engine/comm/world.h"
 #include "engine/data/dataset.h"
 #include "engine/data/distributed_sampler.h"
+#include "engine/fault/fault_injection.h"
 #include "engine/train/parallel_model.h"
 #include "engine/memory/memory_sampler.h"
 #include "engine/memory/tracking_allocator.h"
+#include "trace/flush_guard.h"
 
 namespace dpscope::train {
 
@@ -95,36 +99,6 @@ data::Dataset load_data(const TrainConfig& config) {
   return data::make_synthetic_classification(config.synthetic_samples, 64, 10, config.seed);
 }
 
-void validate(const TrainConfig& c) {
-  auto require = [](bool ok, const std::string& message) {
-    if (!ok) throw std::invalid_argument(message);
-  };
-  require(c.steps >= 1, "--steps must be at least 1");
-  require(c.batch_size >= 1, "--batch-size must be at least 1");
-  require(c.grad_accum >= 1, "--grad-accum must be at least 1");
-  require(c.lr > 0, "--lr must be positive");
-  require(c.momentum >= 0 && c.momentum < 1, "--momentum must be in [0, 1)");
-  require(c.bucket_cap_mb > 0 && c.first_bucket_mb > 0,
-          "--bucket-cap-mb and --first-bucket-mb must be positive");
-  require(c.eval_fraction >= 0 && c.eval_fraction < 1, "--eval-fraction must be in [0, 1)");
-  require(c.device == "cpu" || c.device == "cuda", "--device must be cpu or cuda");
-  if (c.device == "cuda") {
-    throw std::invalid_argument("--device cuda: this build trains on CPU only (the GPU path comes "
-                                "with a CUDA LibTorch); use --device cpu");
-  }
-  if (c.strategy == Strategy::Fsdp) {
-    const char* ddp_only = c.comm_hook != "none"        ? "--comm-hook"
-                           : c.find_unused_parameters   ? "--find-unused-parameters"
-                           : c.gradient_as_bucket_view  ? "--gradient-as-bucket-view"
-                           : c.static_graph             ? "--static-graph"
-                                                        : nullptr;
-    if (ddp_only) {
-      throw std::invalid_argument(std::string(ddp_only) + " is a DDP option; drop it or use "
-                                  "--strategy ddp");
-    }
-  }
-}
-
 }  // namespace
 
 void zero_grad(torch::optim::Optimizer& optimizer) {
@@ -142,29 +116,12 @@ void zero_grad(torch::optim::Optimizer& optimizer) {
   }
 }
 
-TrainResult run_training(const TrainConfig& config) {
-  validate(config);
-  const comm::LaunchEnv env = comm::read_launch_env();
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  at::set_num_threads(config.threads > 0
-                          ? config.threads
-                          : std::max(1, static_cast<int>(cores) / std::max(1, env.local_world_size)));
+namespace {
 
-  TrainResult result;
-  result.rank = env.rank;
-  result.world_size = env.world_size;
-  result.trace_path = config.trace_level == trace::TraceLevel::Off ? "" : trace_path_for(config, env);
-  if (!result.trace_path.empty()) {
-    const auto parent = std::filesystem::path(result.trace_path).parent_path();
-    if (!parent.empty()) std::filesystem::create_directories(parent);
-  }
-  trace::RecorderOptions recorder_options;
-  recorder_options.path = result.trace_path;
-  recorder_options.rank = env.rank;
-  recorder_options.local_rank = env.local_rank;
-  recorder_options.device = config.device;
-  recorder_options.level = config.trace_level;
-  trace::Recorder recorder(recorder_options);
+// Everything after the trace is open: a failure here is recorded as the rank's status.
+void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
+                const std::optional<fault::FaultSpec>& fault, trace::Recorder& recorder,
+                TrainResult& result) {
   memory::TrackingAllocator* allocator =
       config.trace_level == trace::TraceLevel::Full ? &memory::TrackingAllocator::install() : nullptr;
   memory::MemorySampler sampler(&recorder, allocator);
@@ -183,6 +140,7 @@ TrainResult run_training(const TrainConfig& config) {
   recorder.set_meta("model", config.model.name);
   recorder.set_meta("trace_level", std::string(trace::to_string(config.trace_level)));
   recorder.set_meta("device", config.device);
+  if (fault) recorder.set_meta("fault_injected", std::getenv("DPSCOPE_FAULT"));
 
   data::Dataset all = load_data(config);
   const int64_t train_rows = all.size() - static_cast<int64_t>(all.size() * config.eval_fraction);
@@ -263,6 +221,7 @@ TrainResult run_training(const TrainConfig& config) {
     {
       trace::ScopedPhase phase(recorder, 0, step_name, iteration);
       memory::CategoryScope state(memory::MemoryCategory::OptimizerState);
+      fault::reached("optimizer_step");  // See Note [Fault points]
       optimizer.step();
     }
     if (allocator && step == 0) {
@@ -335,6 +294,49 @@ TrainResult run_training(const TrainConfig& config) {
   }
   std::printf("step_ms %.3f\n", result.step_ms_median);
   std::fflush(stdout);
+}
+
+// The rank's status in its trace: the error, unless Ctrl-C or SIGTERM is why it failed.
+void close_after_failure(trace::Recorder& recorder, const std::string& error) {
+  const std::string stopped_by = trace::stop_signal_status();
+  recorder.close(stopped_by.empty() ? "failed: " + error : stopped_by);
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainConfig& config) {
+  validate_train_config(config);
+  const comm::LaunchEnv env = comm::read_launch_env();
+  const std::optional<fault::FaultSpec> fault = fault::arm_from_environment(env.rank);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  at::set_num_threads(config.threads > 0
+                          ? config.threads
+                          : std::max(1, static_cast<int>(cores) / std::max(1, env.local_world_size)));
+
+  TrainResult result;
+  result.rank = env.rank;
+  result.world_size = env.world_size;
+  result.trace_path = config.trace_level == trace::TraceLevel::Off ? "" : trace_path_for(config, env);
+  if (!result.trace_path.empty()) {
+    const auto parent = std::filesystem::path(result.trace_path).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent);
+  }
+  trace::RecorderOptions recorder_options;
+  recorder_options.path = result.trace_path;
+  recorder_options.rank = env.rank;
+  recorder_options.local_rank = env.local_rank;
+  recorder_options.device = config.device;
+  recorder_options.level = config.trace_level;
+  trace::Recorder recorder(recorder_options);
+  try {
+    train_rank(config, env, fault, recorder, result);
+  } catch (const c10::Error& error) {
+    close_after_failure(recorder, error.what_without_backtrace());
+    throw;
+  } catch (const std::exception& error) {
+    close_after_failure(recorder, error.what());
+    throw;
+  }
   return result;
 }
 

@@ -8,6 +8,8 @@
 #include "tests/test_util.h"
 
 using dpscope::testing::dpscope_bin;
+using dpscope::testing::free_port;
+using dpscope::testing::read_text;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
 
@@ -47,14 +49,6 @@ TEST(commFaults, AStalledRankIsNamedWhenTheOthersTimeOut) {
 
 namespace {
 
-int free_port() {
-  return std::stoi(run_command("/usr/bin/python3 -c 'import socket; s=socket.socket(); "
-                               "s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])'")
-                       .output);
-}
-
-std::string read_text(const std::string& path) { return run_command("cat " + path).output; }
-
 }  // namespace
 
 // Started by hand with torchrun's variables (no launcher to stop the survivors): when rank 1
@@ -81,12 +75,14 @@ TEST(commFaults, ARankKilledMidCollectiveFailsTheOthersClearly) {
 
 // The same rank program runs under PyTorch's own launcher: torchrun --no_python. Debian's
 // torchrun 1.13 cannot parse its default --redirects 0 under Python 3.11 (IntFlag iteration
-// skips NONE), so the test asks for stdout to be teed (1), which it can parse.
+// skips NONE), so the test asks for stdout to be teed (1), which it can parse. Not --standalone:
+// in 1.13 that always listens on port 29400, which concurrent tests would fight over.
 TEST(commFaults, RunsUnderTorchrun) {
   TempDir dir;
   auto result = run_command("cd " + dir.path().string() +
-                            " && /usr/bin/torchrun --standalone --nproc_per_node 2 --redirects 1"
-                            " --tee 1 --no_python " +
+                            " && /usr/bin/torchrun --nnodes 1 --rdzv_backend c10d --rdzv_endpoint "
+                            "127.0.0.1:" + std::to_string(free_port()) +
+                            " --nproc_per_node 2 --redirects 1 --tee 1 --no_python " +
                             std::string(DPSCOPE_BIN_DIR) + "/gloo_worker");
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("rank 1: 0 failures"), std::string::npos) << result.output;
