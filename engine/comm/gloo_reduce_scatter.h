@@ -43,9 +43,15 @@ namespace dpscope::comm {
 //   just written to its buf[0] instead of that rank's partial sum (or freed memory, when the
 //   algorithm was destroyed first); on 2 ranks with 8 MiB per rank and no other collective, a run
 //   gave rank 0 32780 wrong elements at the end of its chunk.
+// - A second race, harmless but real (ThreadSanitizer reports it): every notification buffer,
+//   sent and received, is the one int dummy_, and send() sends its whole 4 bytes, so Gloo's event
+//   loop thread recv()s a peer's notification into dummy_ while this thread writev()s dummy_ to
+//   another peer.
 // GlooReduceScatter keeps Gloo's construction (blocks, slots, buffers, distribution maps) and
 // runs the same schedule, waiting for its sends from buf before the distribution phase writes
-// into it, and for every send before returning. reduce_scatter uses it with equal, non-empty
+// into it, and for every send before returning. Its notifications carry no bytes (send(0, 0):
+// a zero-length message on the slot completes the peer's waitRecv all the same), so dummy_ is
+// never read or written. reduce_scatter uses it with equal, non-empty
 // counts (an empty collective skips communication), so no padding is needed.
 //
 // Thread-safety: an instance is constructed and run by one thread. The ranks of the context must
@@ -84,7 +90,7 @@ class GlooReduceScatter : public gloo::ReduceScatterHalvingDoubling<T> {
       }
       scratch += half;
       half >>= 1;
-      this->sendNotificationBufs_[i]->send();
+      this->sendNotificationBufs_[i]->send(0, 0);  // zero bytes: see the Note
     }
 
     // 2. Add the next smaller block's partial sums (a rank with a smaller block has steps > 0).
@@ -133,7 +139,7 @@ class GlooReduceScatter : public gloo::ReduceScatterHalvingDoubling<T> {
         this->distRecvDataBufs_[index++]->waitRecv();
         std::memcpy(static_cast<void*>(&buffer[out]), &this->recvBufDist_[from.offset],
                     from.itemCount * sizeof(T));
-        this->sendNotificationBufs_[notify++]->send();
+        this->sendNotificationBufs_[notify++]->send(0, 0);  // zero bytes: see the Note
       } else if (from.offset != out) {
         std::memmove(static_cast<void*>(&buffer[out]), &buffer[from.offset],
                      from.itemCount * sizeof(T));

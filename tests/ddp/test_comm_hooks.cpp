@@ -190,9 +190,12 @@ void run_powersgd(int world) {
   const std::string oracle_dir = dir.file("oracle");
   std::filesystem::create_directories(oracle_dir);
   // Debian's torchrun 1.13 under Python 3.11 needs --redirects 1 --tee 1 (docs/communication.md).
+  // Not --standalone: in 1.13 that always listens on port 29400, which concurrent tests fight over.
   const auto oracle = run_command(
       "cd " + dir.path().string() + " && OMP_NUM_THREADS=1 timeout -k 5 120 " + kTorchrun +
-      " --standalone --nproc_per_node " + std::to_string(world) + " --redirects 1 --tee 1 " +
+      " --nnodes 1 --rdzv_backend c10d --rdzv_endpoint 127.0.0.1:" +
+      std::to_string(dpscope::testing::free_port()) + " --nproc_per_node " +
+      std::to_string(world) + " --redirects 1 --tee 1 " +
       oracle_script() + " " + oracle_dir);
   ASSERT_EQ(oracle.exit_code, 0) << "PyTorch's oracle failed:\n" << oracle.output;
   const auto result = launch(world, dir, "powersgd " + oracle_dir);
