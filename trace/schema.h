@@ -108,6 +108,7 @@ enum EventFlag : uint8_t {
   kFlagBackward = 1 << 1,   // work of the backward pass (FSDP all-gather before backward)
   kFlagBucketed = 1 << 2,   // a reduce-scatter that went through the bucketer
   kFlagGpuTime = 1 << 3,    // begin/end come from CUDA events (converted to the host clock)
+  kFlagRanOnWaiter = 1 << 4,  // run by the thread that waited for it (Note [Run on wait])
 };
 
 // Names as stored in the lookup tables, in `stats --json` and in exports.

@@ -64,6 +64,7 @@ void event_fields(App& app, const Pick& pick) {
     if (e->flags & trace::kFlagBackward) flags += "backward ";
     if (e->flags & trace::kFlagBucketed) flags += "bucketed ";
     if (e->flags & trace::kFlagGpuTime) flags += "gpu-time ";
+    if (e->flags & trace::kFlagRanOnWaiter) flags += "ran-on-waiter ";
     field("flags", flags);
   }
   if (t.analysis && s.kind == trace::EventKind::Collective) {

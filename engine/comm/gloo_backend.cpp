@@ -108,7 +108,9 @@ at::Tensor host_copy(const at::Tensor& tensor, c10::ScalarType type) {
 // A Work finishes only after every earlier Work (done results wait in the queue), so a caller
 // that waits for the last collective may rely on all earlier ones, as with one thread. A
 // collective is traced on the lane of the concurrency slot it ran in: slot 0 is the group's
-// comm_lane(); "gloo comm 2 (<name>)" is added the first time two collectives overlap.
+// comm_lane(); "gloo comm 2 (<name>)" is added the first time two collectives overlap. A
+// thread waiting for a collective no communication thread has started takes a slot by the
+// same rule and runs it itself (Note [Run on wait]).
 
 class GlooProcessGroup final : public ProcessGroup {
  public:
@@ -120,12 +122,14 @@ class GlooProcessGroup final : public ProcessGroup {
 
  protected:
   void enqueue(std::shared_ptr<Request> request) override;
+  void run_on_waiting_thread(const Work& work) override;
 
  private:
   struct Entry {
     std::shared_ptr<Request> request;
     enum class State { Queued, Running, Done } state = State::Queued;
     int slot = -1;
+    bool on_waiter = false;  // run by a waiting thread (Note [Run on wait])
     int64_t begin_ns = 0;
     int64_t end_ns = 0;
     std::exception_ptr error;
@@ -133,6 +137,11 @@ class GlooProcessGroup final : public ProcessGroup {
 
   static bool may_overlap(const Request& a, const Request& b);
   void comm_loop();
+  // Runs `entry`, which startable() returned under `lock`, in a free slot with the lock
+  // released, then finishes the done entries at the front in issue order. Called by the
+  // communication threads and by waiters (Note [Run on wait]); returns with `lock` held.
+  void run_entry(std::unique_lock<std::mutex>& lock, const std::shared_ptr<Entry>& entry,
+                 bool on_waiter);
   // Under queue_mutex_: the first queued entry if it may start now, else null.
   std::shared_ptr<Entry> startable() const;
   trace::LaneId lane_of_slot(int slot);
@@ -258,31 +267,54 @@ void GlooProcessGroup::comm_loop() {
       return entry || (stopping_ && queue_.empty());
     });
     if (!entry) return;
-    entry->state = Entry::State::Running;
-    entry->slot = static_cast<int>(std::find(slot_busy_.begin(), slot_busy_.end(), 0) -
-                                   slot_busy_.begin());
-    slot_busy_[entry->slot] = 1;
-    const std::string broken = broken_;
-    lock.unlock();
-
-    bool breaks = false;
-    entry->begin_ns = trace::now_ns();
-    entry->error = execute(*entry->request, broken, breaks);
-    entry->end_ns = trace::now_ns();
-
-    lock.lock();
-    if (breaks && broken_.empty()) broken_ = describe(*entry->request) + " failed";
-    entry->state = Entry::State::Done;
-    slot_busy_[entry->slot] = 0;
-    // Finish in issue order: only the done entries at the front.
-    while (!queue_.empty() && queue_.front()->state == Entry::State::Done) {
-      const std::shared_ptr<Entry> done = std::move(queue_.front());
-      queue_.pop_front();
-      done->request->work->finish(done->begin_ns, done->end_ns, done->error, 0,
-                                  lane_of_slot(done->slot));
-    }
-    queue_cv_.notify_all();
+    run_entry(lock, entry, false);
   }
+}
+
+// See Note [Run on wait]. startable() only ever returns the first queued entry, which while
+// `work` is queued is `work` or one before it: the waiter runs those in order, and stops as
+// soon as something earlier that it may not overlap is running on a communication thread.
+void GlooProcessGroup::run_on_waiting_thread(const Work& work) {
+  std::unique_lock<std::mutex> lock(queue_mutex_);
+  for (;;) {
+    const auto target = std::find_if(queue_.begin(), queue_.end(), [&](const auto& entry) {
+      return entry->request->work.get() == &work;
+    });
+    if (target == queue_.end() || (*target)->state != Entry::State::Queued) return;
+    const std::shared_ptr<Entry> entry = startable();
+    if (!entry) return;
+    run_entry(lock, entry, true);
+  }
+}
+
+void GlooProcessGroup::run_entry(std::unique_lock<std::mutex>& lock,
+                                 const std::shared_ptr<Entry>& entry, bool on_waiter) {
+  entry->state = Entry::State::Running;
+  entry->on_waiter = on_waiter;
+  entry->slot = static_cast<int>(std::find(slot_busy_.begin(), slot_busy_.end(), 0) -
+                                 slot_busy_.begin());
+  slot_busy_[entry->slot] = 1;
+  const std::string broken = broken_;
+  lock.unlock();
+
+  bool breaks = false;
+  entry->begin_ns = trace::now_ns();
+  entry->error = execute(*entry->request, broken, breaks);
+  entry->end_ns = trace::now_ns();
+
+  lock.lock();
+  if (breaks && broken_.empty()) broken_ = describe(*entry->request) + " failed";
+  entry->state = Entry::State::Done;
+  slot_busy_[entry->slot] = 0;
+  // Finish in issue order: only the done entries at the front.
+  while (!queue_.empty() && queue_.front()->state == Entry::State::Done) {
+    const std::shared_ptr<Entry> done = std::move(queue_.front());
+    queue_.pop_front();
+    done->request->work->finish(done->begin_ns, done->end_ns, done->error,
+                                done->on_waiter ? trace::kFlagRanOnWaiter : 0,
+                                lane_of_slot(done->slot));
+  }
+  queue_cv_.notify_all();
 }
 
 std::exception_ptr GlooProcessGroup::execute(Request& request, const std::string& broken,

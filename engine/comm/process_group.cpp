@@ -85,9 +85,13 @@ std::exception_ptr Work::error() const {
 
 void Work::wait(trace::LaneId lane) {
   const int64_t begin_ns = trace::now_ns();
+  const auto deadline = std::chrono::steady_clock::now() + group_.options().timeout;
+  if (!is_completed()) group_.run_on_waiting_thread(*this);  // See Note [Run on wait]
   std::unique_lock<std::mutex> lock(mutex_);
-  const bool finished =
-      done_cv_.wait_for(lock, group_.options().timeout, [&] { return done_; });
+  bool finished = done_cv_.wait_until(lock, deadline, [&] { return done_; });
+  // A collective that failed only after the whole timeout (Gloo's own timeout, which starts
+  // when the collective does) is reported as the timeout, naming the ranks not heard from.
+  if (finished && error_ && trace::now_ns() - enqueue_ns_ >= timeout_ns()) finished = false;
   lock.unlock();
   if (trace::Recorder* recorder = group_.recorder()) {
     trace::Event e;
@@ -119,6 +123,10 @@ void Work::wait(trace::LaneId lane) {
   if (error_) std::rethrow_exception(error_);
 }
 
+int64_t Work::timeout_ns() const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(group_.options().timeout).count();
+}
+
 // ---- ProcessGroup --------------------------------------------------------------------------
 
 ProcessGroup::ProcessGroup(std::shared_ptr<c10d::Store> store, int rank, int size,
@@ -137,6 +145,8 @@ ProcessGroup::ProcessGroup(std::shared_ptr<c10d::Store> store, int rank, int siz
 }
 
 ProcessGroup::~ProcessGroup() { stop_heartbeat(); }
+
+void ProcessGroup::run_on_waiting_thread(const Work&) {}
 
 void ProcessGroup::stop_heartbeat() {
   {

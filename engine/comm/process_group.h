@@ -52,7 +52,7 @@ class ProcessGroup;
 // A handle to one issued collective. It refers to its group: wait on it before the group is
 // destroyed (destroying a group finishes every queued collective, so is_completed() and error()
 // stay valid, but wait() does not). Thread-safety: wait(), is_completed() and error() may be
-// called from any thread; the backend calls finish() once, from its communication thread.
+// called from any thread; the backend calls finish() once, from the thread that ran the collective.
 class Work {
  public:
   Work(ProcessGroup& group, trace::CollectiveOp op, int64_t seq, int64_t bytes,
@@ -60,7 +60,8 @@ class Work {
 
   // Blocks until the collective is done and rethrows its error. Waits at most the group's
   // timeout, then throws a CommError naming the collective, its sequence number and the ranks
-  // not heard from. The wait is recorded on `lane` of the group's recorder.
+  // not heard from. The wait is recorded on `lane` of the group's recorder. A backend may run
+  // the collective on the waiting thread if it has not started yet (Note [Run on wait]).
   void wait(trace::LaneId lane = 0);
   bool is_completed() const;
   // The collective's error once it failed, else null.
@@ -80,6 +81,8 @@ class Work {
               uint8_t extra_flags = 0, trace::LaneId lane = -1);
 
  private:
+  int64_t timeout_ns() const;
+
   ProcessGroup& group_;
   const trace::CollectiveOp op_;
   const int64_t seq_;
@@ -114,6 +117,21 @@ struct ProcessGroupOptions {
 
 // Reads DPSCOPE_CHECK_COLLECTIVES from the environment.
 bool check_collectives_from_env();
+
+// Note [Run on wait]
+// A collective is asynchronous so that the caller can go on (backward, the next unit's
+// compute) while it runs on a communication thread. But a caller that waits for it at once
+// (construction's broadcasts, FSDP's all-gathers before a unit's forward, a benchmark's
+// all_reduce()->wait()) would pay two thread wake-ups for nothing: the communication thread's
+// to start it and the caller's when it is done. On a machine whose cores are all busy (two
+// ranks on two cores, each with Gloo's event loop thread) each wake-up may wait out another
+// thread's time slice, milliseconds. So Work::wait first asks the backend to run the collective
+// on the waiting thread if no communication thread has started it yet, as a thread pool's
+// waiter helps with its own task. The backend takes it from its queue under the same lock and
+// by the same rule as its threads do (Note [Gloo overlap]), so collectives still start in issue
+// order and the concurrency limit holds; the collective is traced on the lane of the slot it
+// took, as if a communication thread had run it, with trace::kFlagRanOnWaiter. A collective the backend's threads already
+// run, or that must wait for an earlier one, is waited for as before.
 
 // Note [Collective order]
 // Collectives of one group run in the order they were issued, like work on a stream: every
@@ -181,6 +199,12 @@ class ProcessGroup {
   // request.work->finish() exactly once, after those of all earlier requests. Must not block the
   // caller for the collective itself.
   virtual void enqueue(std::shared_ptr<Request> request) = 0;
+
+  // Called by Work::wait before it blocks on a collective not done yet. A backend whose
+  // communication threads have not started `work` may run it here, and the queued collectives
+  // before it, on the waiting thread (Note [Run on wait]); it returns when that is done or
+  // when it cannot help now. The default does nothing: the backend's own threads run it.
+  virtual void run_on_waiting_thread(const Work& work);
 
   // Stops the heartbeat thread; derived destructors call it before tearing down their own state.
   void stop_heartbeat();

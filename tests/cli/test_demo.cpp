@@ -59,7 +59,7 @@ TEST(Demo, TrainsBothStrategiesAndWritesScreenshotsWithoutDisplay) {
   if (run_command("command -v xvfb-run").exit_code != 0) {
     GTEST_SKIP() << "no xvfb-run: the demo cannot draw screenshots without a display";
   }
-  for (const std::string png : {out + "/compare.png", out + "/ddp/screenshot.png",
+  for (const std::string& png : {out + "/compare.png", out + "/ddp/screenshot.png",
                                 out + "/fsdp/screenshot.png"}) {
     EXPECT_TRUE(is_png(png)) << png << "\n" << result.output;
     EXPECT_NE(result.output.find(png), std::string::npos) << result.output;

@@ -436,7 +436,9 @@ TEST(Tutorials, RealTrainingReaches95PercentWithDdpAndFsdp) {
     const trace::RunStats stats = stats_of(run.trace_dir + "/" + part + "/run.sqlite");
     EXPECT_EQ(stats.strategy, part);
     // FSDP: conv1, conv2 and fc are units of their own; the root keeps bn1.
-    if (part == "fsdp") EXPECT_EQ(stats.units.size(), 4u);
+    if (part == "fsdp") {
+      EXPECT_EQ(stats.units.size(), 4u);
+    }
   }
   EXPECT_NE(run.output.find("DDP   loss"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("FSDP  loss"), std::string::npos) << run.output;
