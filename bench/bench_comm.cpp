@@ -1,8 +1,9 @@
 // bench_comm: one rank of the communication benchmark, run as
 // `build/bin/dpscope launch -n 2 -- build/bin/bench_comm`. It times float32 sum all-reduces of
 // 1 KiB to 64 MiB through our ProcessGroup (Gloo backend) against a raw Gloo all-reduce of the same
-// bytes (GlooReference), and that raw all-reduce handed to a bare helper thread, to tell the cost
-// of having a communication thread at all from that of our code. A second raw all-reduce on
+// bytes (GlooReference), and that raw all-reduce handed to a bare helper thread: a communication
+// thread as PyTorch's ProcessGroupGloo has, which ours saves when the caller waits at once (Note
+// [Run on wait]). A second raw all-reduce on
 // connections of its own is timed like the others: raw against raw shows how far two identical
 // code paths differ on the machine (an A/A test), the resolution of the overhead column. Rank 0
 // prints the table bench/README.md quotes, `overhead_from_1MiB_max_pct <x>` and
@@ -71,8 +72,8 @@ std::string size_label(int64_t bytes) {
 }
 
 // Runs raw all-reduces on a thread of its own: the caller hands each call over and sleeps until it
-// is done. That is the least a communication thread adds to a raw call when the caller waits at
-// once, so its time minus raw's is the price of the design, ours minus its that of our code.
+// is done, two thread wake-ups per all-reduce. That is what a communication thread alone adds to
+// a raw call when the caller waits at once, and what ours cost before Note [Run on wait].
 // It has connections of its own, as each variant does: a variant run right after another on the
 // same connections would find them warm, and come out faster for it.
 class HandoffThread {

@@ -125,11 +125,15 @@ class GlooProcessGroup final : public ProcessGroup {
   void run_on_waiting_thread(const Work& work) override;
 
  private:
+  // Which thread ran a collective (Note [Run on wait]); a waiter's is traced with
+  // trace::kFlagRanOnWaiter.
+  enum class Runner { CommThread, Waiter };
+
   struct Entry {
     std::shared_ptr<Request> request;
     enum class State { Queued, Running, Done } state = State::Queued;
     int slot = -1;
-    bool on_waiter = false;  // run by a waiting thread (Note [Run on wait])
+    Runner runner = Runner::CommThread;
     int64_t begin_ns = 0;
     int64_t end_ns = 0;
     std::exception_ptr error;
@@ -141,7 +145,7 @@ class GlooProcessGroup final : public ProcessGroup {
   // released, then finishes the done entries at the front in issue order. Called by the
   // communication threads and by waiters (Note [Run on wait]); returns with `lock` held.
   void run_entry(std::unique_lock<std::mutex>& lock, const std::shared_ptr<Entry>& entry,
-                 bool on_waiter);
+                 Runner runner);
   // Under queue_mutex_: the first queued entry if it may start now, else null.
   std::shared_ptr<Entry> startable() const;
   trace::LaneId lane_of_slot(int slot);
@@ -267,7 +271,7 @@ void GlooProcessGroup::comm_loop() {
       return entry || (stopping_ && queue_.empty());
     });
     if (!entry) return;
-    run_entry(lock, entry, false);
+    run_entry(lock, entry, Runner::CommThread);
   }
 }
 
@@ -283,14 +287,14 @@ void GlooProcessGroup::run_on_waiting_thread(const Work& work) {
     if (target == queue_.end() || (*target)->state != Entry::State::Queued) return;
     const std::shared_ptr<Entry> entry = startable();
     if (!entry) return;
-    run_entry(lock, entry, true);
+    run_entry(lock, entry, Runner::Waiter);
   }
 }
 
 void GlooProcessGroup::run_entry(std::unique_lock<std::mutex>& lock,
-                                 const std::shared_ptr<Entry>& entry, bool on_waiter) {
+                                 const std::shared_ptr<Entry>& entry, Runner runner) {
   entry->state = Entry::State::Running;
-  entry->on_waiter = on_waiter;
+  entry->runner = runner;
   entry->slot = static_cast<int>(std::find(slot_busy_.begin(), slot_busy_.end(), 0) -
                                  slot_busy_.begin());
   slot_busy_[entry->slot] = 1;
@@ -311,7 +315,7 @@ void GlooProcessGroup::run_entry(std::unique_lock<std::mutex>& lock,
     const std::shared_ptr<Entry> done = std::move(queue_.front());
     queue_.pop_front();
     done->request->work->finish(done->begin_ns, done->end_ns, done->error,
-                                done->on_waiter ? trace::kFlagRanOnWaiter : 0,
+                                done->runner == Runner::Waiter ? trace::kFlagRanOnWaiter : 0,
                                 lane_of_slot(done->slot));
   }
   queue_cv_.notify_all();
