@@ -11,6 +11,10 @@ namespace {
 using trace::EventKind;
 using trace::kNone;
 
+// Past this many rows of slices, a lane's further overlapping spans share its last row, so that
+// a malformed lane cannot make row assignment quadratic. Real lanes nest a few levels deep.
+constexpr size_t kMaxSliceRows = 64;
+
 bool span_before(const EventSpan& a, const EventSpan& b) {
   if (a.begin_ns != b.begin_ns) return a.begin_ns < b.begin_ns;
   return a.end_ns > b.end_ns;  // the enclosing span first
@@ -125,11 +129,12 @@ void build_rows(Lane& lane) {
 
 void build_rows(Lane& lane, std::vector<EventSpan>& spans, std::vector<uint16_t>& depth) {
   sort_spans(spans);
-  // Depth of each span: how many spans enclose it; instants go to their own row.
+  // Each slice takes the lowest free row below every row whose open span encloses it
+  // (Note [Lane rows]); instants go to their own row. row_end[r] is the end of the last span
+  // placed in row r: spans come by begin, so that span is the only one of row r still open.
   depth.resize(spans.size());
-  std::vector<int64_t> open_ends;
-  uint16_t deepest = 0;
-  bool instants = false, slices = false;
+  std::vector<int64_t> row_end;
+  bool instants = false;
   for (size_t i = 0; i < spans.size(); ++i) {
     const EventSpan& s = spans[i];
     if (s.begin_ns == s.end_ns) {
@@ -137,13 +142,23 @@ void build_rows(Lane& lane, std::vector<EventSpan>& spans, std::vector<uint16_t>
       instants = true;
       continue;
     }
-    while (!open_ends.empty() && open_ends.back() <= s.begin_ns) open_ends.pop_back();
-    depth[i] = static_cast<uint16_t>(std::min<size_t>(open_ends.size(), 0xfffe));
-    deepest = std::max<uint16_t>(deepest, depth[i]);
-    slices = true;
-    open_ends.push_back(s.end_ns);
+    size_t lowest = 0;
+    for (size_t r = 0; r < row_end.size(); ++r) {
+      if (row_end[r] >= s.end_ns) lowest = r + 1;  // an enclosing span: stay below it
+    }
+    size_t row = lowest;
+    while (row < row_end.size() && row_end[row] > s.begin_ns) ++row;
+    if (row == row_end.size()) {
+      if (row_end.size() < kMaxSliceRows) {
+        row_end.push_back(s.end_ns);
+      } else {
+        row = kMaxSliceRows - 1;
+      }
+    }
+    row_end[row] = std::max(row_end[row], s.end_ns);
+    depth[i] = static_cast<uint16_t>(row);
   }
-  const size_t slice_rows = slices ? size_t{deepest} + 1 : 0;
+  const size_t slice_rows = row_end.size();
   const size_t rows = slice_rows + (instants ? 1 : 0);
   // Counting sort by row keeps each row in begin order. One row (a communication lane, a unit
   // lane) is already in order.

@@ -19,13 +19,17 @@ namespace dpscope::view {
 using trace::EventSpan;
 
 // Note [Lane rows]
-// A lane's spans are nested (iteration > backward > hook), so a lane is drawn as rows, one per
-// nesting depth, plus one row of instants (begin == end: bucket ready/launch/done, marks) at the
-// bottom. Lane::spans holds the rows one after the other; inside a row spans are sorted by
-// begin_ns and do not nest. end_max[i] is the largest end_ns of the spans of i's row up to and
-// including i: it never decreases within a row, so the first span visible at time t is a binary
-// search away (lod.h, first_visible). model.cpp builds this; lod.cpp, view_timeline.cpp,
-// view_find.cpp and analysis.cpp read it.
+// A lane's spans are nested (iteration > backward > hook), so a lane is drawn as rows, plus one
+// row of instants (begin == end: bucket ready/launch/done, marks) at the bottom. Each span takes
+// the lowest row that is free at its begin and lies below every span enclosing it: on a thread's
+// lane that is its nesting depth. A communication lane's spans may overlap without nesting (two
+// Gloo collectives in flight, Note [Gloo overlap]); they take a second row only while they
+// overlap, so a long run of overlaps never staircases down the lane. Lane::spans holds the rows
+// one after the other; inside a row spans are sorted by begin_ns and do not overlap (but for a
+// malformed lane's last row, model.cpp's kMaxSliceRows). end_max[i] is the largest end_ns of the
+// spans of i's row up to and including i: it never decreases within a row, so the first span
+// visible at time t is a binary search away (lod.h, first_visible). model.cpp builds this;
+// lod.cpp, view_timeline.cpp, view_find.cpp and analysis.cpp read it.
 struct Lane {
   trace::LaneInfo info;
   std::vector<EventSpan> spans;    // rows one after another, see Note [Lane rows]

@@ -69,6 +69,43 @@ TEST(ViewerRows, NestedSpansGoToRowsByDepthAndInstantsToTheirOwnRow) {
   }
 }
 
+// A communication lane with two collectives in flight (Note [Gloo overlap]): each overlaps the
+// one before but not the one before that. They alternate between two rows instead of each taking
+// a row one deeper than the last.
+TEST(ViewerRows, OverlappingSpansThatDoNotNestShareTwoRows) {
+  Lane lane;
+  for (int i = 0; i < 100; ++i) lane.spans.push_back(span(EventKind::Collective, 10 * i, 10 * i + 15));
+  build_rows(lane);
+  ASSERT_EQ(lane.rows(), 2);
+  EXPECT_EQ(lane.row_end(0) - lane.row_begin(0), 50u);
+  for (int r = 0; r < 2; ++r) {
+    for (size_t i = lane.row_begin(r) + 1; i < lane.row_end(r); ++i) {
+      EXPECT_LE(lane.spans[i - 1].end_ns, lane.spans[i].begin_ns);
+    }
+  }
+}
+
+// A span never goes above one that encloses it, even when an upper row is free by then.
+TEST(ViewerRows, AChildStaysBelowItsParentWhenAnUpperRowIsFree) {
+  Lane lane;
+  lane.spans = {span(EventKind::Phase, 0, 10), span(EventKind::Phase, 5, 100),
+                span(EventKind::Hook, 20, 30)};
+  build_rows(lane);
+  ASSERT_EQ(lane.rows(), 3);
+  EXPECT_EQ(lane.spans[lane.row_begin(2)].begin_ns, 20);
+}
+
+TEST(ViewerRows, AMalformedLaneOfAllOverlappingSpansIsCappedInRows) {
+  Lane lane;
+  for (int i = 0; i < 10000; ++i) lane.spans.push_back(span(EventKind::Hook, i, 1'000'000 + i));
+  build_rows(lane);
+  EXPECT_EQ(lane.rows(), 64);
+  EXPECT_EQ(lane.spans.size(), 10000u);
+  for (size_t i = lane.row_begin(63) + 1; i < lane.row_end(63); ++i) {
+    EXPECT_LE(lane.end_max[i - 1], lane.end_max[i]);
+  }
+}
+
 TEST(ViewerRows, FarFromSortedInputStillSorts) {
   Lane lane;
   for (int i = 999; i >= 0; --i) lane.spans.push_back(span(EventKind::Hook, 10 * i, 10 * i + 5));
