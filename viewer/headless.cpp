@@ -98,6 +98,9 @@ void Window::end_frame(const std::string& capture_png) {
 
 int run_headless(Window& window, App& app, const HeadlessOptions& options, double open_ms) {
   glfwSwapInterval(0);  // time the drawing, not the display's refresh
+  // The frames show the trace, not wherever the display's pointer happens to be: Xvfb's starts
+  // at the screen's centre, over the timeline, where it would hover a span and draw its tooltip.
+  ImGui::GetIO().ConfigFlags |= ImGuiConfigFlags_NoMouse;
   const int frames = std::max(1, options.frames);
   const double whole0 = app.view_t0, whole1 = app.view_t1;
   const auto [b0, b1] = app.bucket_range();

@@ -1,7 +1,7 @@
 // dpscope-view itself, in a real window (the suite runs under `xvfb-run -a ctest`; without a
 // display these tests skip): headless screenshots of a DDP and an FSDP trace (PNG written, not
 // blank, a lane group per rank), the JSON line, --compare, --zoom-sweep, every bad-file case,
-// and --live following a file that grows while it is open.
+// --live following a file that grows while it is open, and screenshots that ignore the pointer.
 #include <gtest/gtest.h>
 #include <stb_image.h>
 
@@ -238,6 +238,31 @@ TEST(ViewerHeadless, CompareDrawsBothRuns) {
   const auto result = view(a + " --compare " + b + " --screenshot " + png + " --frames 3");
   expect_screenshot(result, png, 3);
   EXPECT_EQ(rank_headers(load_png(png), 300), 4);  // A's 2 groups and the first 2 of B fit
+}
+
+// Xvfb's pointer starts at its screen's centre. On a 1600x1000 screen that is (800, 500) in the
+// window, over rank 3's main lane in this trace: a headless frame that took the pointer as a mouse
+// would draw that span's tooltip into the screenshot. On a 2400x1600 screen the pointer is below
+// the window. Each run gets its own display so that the sizes are what this test says.
+TEST(ViewerHeadless, TheScreenshotDoesNotDependOnWhereThePointerIs) {
+  REQUIRE_DISPLAY();
+  if (run_command("command -v xvfb-run").exit_code != 0) GTEST_SKIP() << "xvfb-run is not installed";
+  TempDir dir;
+  const std::string trace = synth(dir, "ddp.sqlite", 4, 20000);
+  std::vector<Image> shots;
+  for (const std::string screen : {"1600x1000x24", "2400x1600x24"}) {
+    SCOPED_TRACE(screen);
+    const std::string png = dir.file(screen + ".png");
+    const auto result = run_command("xvfb-run -a -s '-screen 0 " + screen + "' " + viewer() + " " +
+                                    trace + " --screenshot " + png + " --frames 3");
+    expect_screenshot(result, png, 3);
+    shots.push_back(load_png(png));
+  }
+  ASSERT_EQ(shots[0].width, shots[1].width);
+  ASSERT_EQ(shots[0].height, shots[1].height);
+  size_t differing = 0;
+  for (size_t i = 0; i < shots[0].rgb.size(); ++i) differing += shots[0].rgb[i] != shots[1].rgb[i];
+  EXPECT_EQ(differing, 0u);
 }
 
 TEST(ViewerHeadless, BadFilesGiveOneLineNamingTheFileAndExitNonZero) {
