@@ -16,6 +16,7 @@
 
 #include "tests/test_util.h"
 #include "trace/merge.h"
+#include "trace/reader.h"
 #include "trace/recorder.h"
 #include "trace/synth.h"
 
@@ -91,6 +92,19 @@ int rank_headers(const Image& image, int x) {
 }
 
 CommandResult view(const std::string& args) { return run_command(viewer() + " " + args); }
+
+// "rank 0: main, gloo comm (world); rank 1: ...": what a failed layout check drew.
+std::string lane_list(const std::string& trace) {
+  Reader reader(trace);
+  std::ostringstream out;
+  int rank = -1;
+  for (const LaneInfo& lane : reader.lanes()) {
+    out << (lane.rank != rank ? (rank < 0 ? "" : "; ") + ("rank " + std::to_string(lane.rank) + ": ") : ", ")
+        << lane.name;
+    rank = lane.rank;
+  }
+  return out.str();
+}
 
 void expect_screenshot(const CommandResult& result, const std::string& png, int frames) {
   ASSERT_EQ(result.exit_code, 0) << result.output;
@@ -217,7 +231,7 @@ TEST(ViewerHeadless, RealDdpAndFsdpTrainingTraces) {
     const std::string png = traces + "/screenshot.png";
     const auto result = view(traces + "/run.sqlite --screenshot " + png + " --frames 3");
     expect_screenshot(result, png, 3);
-    EXPECT_EQ(rank_headers(load_png(png), 300), 2);
+    EXPECT_EQ(rank_headers(load_png(png), 300), 2) << "lanes: " << lane_list(traces + "/run.sqlite");
   }
 }
 
