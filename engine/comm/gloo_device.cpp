@@ -4,12 +4,14 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netdb.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <gloo/transport/tcp/device.h>
 
 #include <cstdlib>
+#include <mutex>
 #include <set>
 
 #include "engine/comm/process_group.h"
@@ -56,9 +58,22 @@ std::string local_address_towards(const std::string& host, const std::string& po
   return address;
 }
 
+// See make_gloo_device in gloo_device.h. A program that installed a handler or chose SIG_IGN
+// itself keeps its choice.
+void ignore_sigpipe_unless_set() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      ::signal(SIGPIPE, SIG_IGN);
+    }
+  });
+}
+
 }  // namespace
 
 GlooDevice make_gloo_device(int rank, int size) {
+  ignore_sigpipe_unless_set();
   gloo::transport::tcp::attr attr;
   std::string description;
   const std::string who = "rank " + std::to_string(rank) + ": ";

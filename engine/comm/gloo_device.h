@@ -22,7 +22,12 @@ struct GlooDevice {
 //                            other hosts can reach this one (a CommError when there is none);
 //   neither                  127.0.0.1 (a single host).
 // A group of one rank never connects and always listens on 127.0.0.1.
-// Thread-safe (reads the environment only).
+//
+// Also makes the process ignore SIGPIPE, unless the program set its own disposition: Gloo's TCP
+// pairs send with writev, which raises SIGPIPE when the peer's end is already closed, and the
+// default action kills the process without a word. A peer rank that died must fail this one's
+// collective with a CommError that names it instead (Python, and so PyTorch, ignores SIGPIPE).
+// Thread-safe (reads the environment; sets the disposition once).
 GlooDevice make_gloo_device(int rank, int size);
 
 }  // namespace dpscope::comm
