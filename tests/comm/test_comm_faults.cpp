@@ -47,10 +47,6 @@ TEST(commFaults, AStalledRankIsNamedWhenTheOthersTimeOut) {
       << result.output;
 }
 
-namespace {
-
-}  // namespace
-
 // Started by hand with torchrun's variables (no launcher to stop the survivors): when rank 1
 // dies in the middle of its all-reduces, ranks 0 and 2 get an error naming a collective at once
 // instead of waiting out the 30 s timeout.
@@ -58,8 +54,9 @@ TEST(commFaults, ARankKilledMidCollectiveFailsTheOthersClearly) {
   TempDir dir;
   const std::string script =
       "export MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) +
-      " WORLD_SIZE=3 LOCAL_WORLD_SIZE=3; for r in 0 1 2; do RANK=$r LOCAL_RANK=$r " + kWorker +
-      " killed > " + dir.file("out") + "$r.txt 2>&1 & done; wait";
+      " WORLD_SIZE=3 LOCAL_WORLD_SIZE=3; for r in 0 1 2; do (RANK=$r LOCAL_RANK=$r " + kWorker +
+      " killed > " + dir.file("out") + "$r.txt 2>&1; echo $? > " + dir.file("status") +
+      "$r.txt) & done; wait";
   const auto started = std::chrono::steady_clock::now();
   run_command("sh -c '" + script + "'");
   const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(
@@ -68,6 +65,8 @@ TEST(commFaults, ARankKilledMidCollectiveFailsTheOthersClearly) {
   EXPECT_LT(seconds, 30) << "the survivors waited for the timeout instead of failing";
   for (int rank : {0, 2}) {
     const std::string out = read_text(dir.file("out" + std::to_string(rank) + ".txt"));
+    // 3: the worker caught the CommError; 128 + N: signal N ended it (141: SIGPIPE).
+    EXPECT_EQ(read_text(dir.file("status" + std::to_string(rank) + ".txt")), "3\n") << out;
     EXPECT_NE(out.find("CommError: allreduce #"), std::string::npos) << out;
     EXPECT_NE(out.find("rank " + std::to_string(rank)), std::string::npos) << out;
   }
