@@ -142,11 +142,10 @@ void build_rows(Lane& lane, std::vector<EventSpan>& spans, std::vector<uint16_t>
       instants = true;
       continue;
     }
-    size_t lowest = 0;
-    for (size_t r = 0; r < row_end.size(); ++r) {
-      if (row_end[r] >= s.end_ns) lowest = r + 1;  // an enclosing span: stay below it
-    }
-    size_t row = lowest;
+    // Below the deepest enclosing span, searched from the bottom: on a thread's lane the rows
+    // under the parent have all closed, so this stops a row or two down.
+    size_t row = row_end.size();
+    while (row > 0 && row_end[row - 1] < s.end_ns) --row;
     while (row < row_end.size() && row_end[row] > s.begin_ns) ++row;
     if (row == row_end.size()) {
       if (row_end.size() < kMaxSliceRows) {
