@@ -55,7 +55,7 @@ struct RankRows {
 // Scratch that one building thread reuses from lane to lane and rank to rank.
 struct Scratch {
   std::vector<std::vector<EventSpan>> lanes;  // a rank's spans per lane before sorting
-  std::vector<uint16_t> depth;
+  std::vector<uint16_t> span_rows;
 };
 
 // A range of events.id (or of memory.rowid) for one reading thread, and what it read.
@@ -282,7 +282,7 @@ void build_rank(RankData& rank, std::vector<Chunk>& chunks, Scratch& scratch,
     lane.info.rank = rank.info.rank;
     lane.info.lane = static_cast<trace::LaneId>(l);
     if (lane.info.name.empty()) lane.info.name = "lane " + std::to_string(l);
-    if (l < added.size() && added[l]) build_rows(lane, scratch.lanes[l], scratch.depth);
+    if (l < added.size() && added[l]) build_rows(lane, scratch.lanes[l], scratch.span_rows);
     rank.events += static_cast<int64_t>(lane.spans.size());
   }
   for (size_t m = 0; m < kCategories; ++m) {

@@ -123,22 +123,22 @@ std::string span_label(const Model& model, const EventSpan& span) {
 void build_rows(Lane& lane) {
   std::vector<EventSpan> spans;
   spans.swap(lane.spans);
-  std::vector<uint16_t> depth;
-  build_rows(lane, spans, depth);
+  std::vector<uint16_t> span_rows;
+  build_rows(lane, spans, span_rows);
 }
 
-void build_rows(Lane& lane, std::vector<EventSpan>& spans, std::vector<uint16_t>& depth) {
+void build_rows(Lane& lane, std::vector<EventSpan>& spans, std::vector<uint16_t>& span_rows) {
   sort_spans(spans);
   // Each slice takes the lowest free row below every row whose open span encloses it
   // (Note [Lane rows]); instants go to their own row. row_end[r] is the end of the last span
   // placed in row r: spans come by begin, so that span is the only one of row r still open.
-  depth.resize(spans.size());
+  span_rows.resize(spans.size());
   std::vector<int64_t> row_end;
   bool instants = false;
   for (size_t i = 0; i < spans.size(); ++i) {
     const EventSpan& s = spans[i];
     if (s.begin_ns == s.end_ns) {
-      depth[i] = 0xffff;
+      span_rows[i] = 0xffff;
       instants = true;
       continue;
     }
@@ -155,7 +155,7 @@ void build_rows(Lane& lane, std::vector<EventSpan>& spans, std::vector<uint16_t>
       }
     }
     row_end[row] = std::max(row_end[row], s.end_ns);
-    depth[i] = static_cast<uint16_t>(row);
+    span_rows[i] = static_cast<uint16_t>(row);
   }
   const size_t slice_rows = row_end.size();
   const size_t rows = slice_rows + (instants ? 1 : 0);
@@ -163,14 +163,14 @@ void build_rows(Lane& lane, std::vector<EventSpan>& spans, std::vector<uint16_t>
   // lane) is already in order.
   std::vector<uint32_t> start(rows + 1, 0);
   auto row_of = [&](uint16_t d) { return d == 0xffff ? slice_rows : size_t{d}; };
-  for (size_t i = 0; i < spans.size(); ++i) ++start[row_of(depth[i]) + 1];
+  for (size_t i = 0; i < spans.size(); ++i) ++start[row_of(span_rows[i]) + 1];
   for (size_t r = 0; r < rows; ++r) start[r + 1] += start[r];
   if (rows <= 1) {
     lane.spans.assign(spans.begin(), spans.end());
   } else {
     lane.spans.resize(spans.size());
     std::vector<uint32_t> fill(start.begin(), start.end() - 1);
-    for (size_t i = 0; i < spans.size(); ++i) lane.spans[fill[row_of(depth[i])]++] = spans[i];
+    for (size_t i = 0; i < spans.size(); ++i) lane.spans[fill[row_of(span_rows[i])]++] = spans[i];
   }
   lane.row_start = std::move(start);
   lane.has_instant_row = instants;

@@ -144,8 +144,8 @@ std::string span_label(const Model& model, const EventSpan& span);
 // about linear time. Pure; thread-safe on distinct lanes.
 void build_rows(Lane& lane);
 // The same for the spans in `spans` (which replace lane.spans, and are left sorted by begin);
-// `spans` and `depth` are scratch the caller may reuse across lanes, so that loading a big file
-// allocates each lane's storage once (load.cpp).
-void build_rows(Lane& lane, std::vector<EventSpan>& spans, std::vector<uint16_t>& depth);
+// `spans` and `span_rows` are scratch the caller may reuse across lanes, so that loading a big
+// file allocates each lane's storage once (load.cpp).
+void build_rows(Lane& lane, std::vector<EventSpan>& spans, std::vector<uint16_t>& span_rows);
 
 }  // namespace dpscope::view

@@ -99,9 +99,13 @@ std::string lane_list(const std::string& trace) {
   std::ostringstream out;
   int rank = -1;
   for (const LaneInfo& lane : reader.lanes()) {
-    out << (lane.rank != rank ? (rank < 0 ? "" : "; ") + ("rank " + std::to_string(lane.rank) + ": ") : ", ")
-        << lane.name;
-    rank = lane.rank;
+    if (lane.rank == rank) {
+      out << ", ";
+    } else {
+      out << (rank < 0 ? "" : "; ") << "rank " << lane.rank << ": ";
+      rank = lane.rank;
+    }
+    out << lane.name;
   }
   return out.str();
 }
