@@ -69,6 +69,7 @@ void Work::finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error,
     std::lock_guard<std::mutex> lock(mutex_);
     done_ = true;
     error_ = std::move(error);
+    duration_ns_ = end_ns - begin_ns;
   }
   done_cv_.notify_all();
 }
@@ -81,6 +82,11 @@ bool Work::is_completed() const {
 std::exception_ptr Work::error() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return error_;
+}
+
+int64_t Work::duration_ns() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return duration_ns_;
 }
 
 void Work::wait(trace::LaneId lane) {

@@ -66,6 +66,10 @@ class Work {
   bool is_completed() const;
   // The collective's error once it failed, else null.
   std::exception_ptr error() const;
+  // How long the collective itself ran, from the begin to the end recorded by the backend
+  // (GPU time for NCCL), without the wait for it to start or the wake-up after: what
+  // PyTorch's Work::getDuration reports. 0 until completed.
+  int64_t duration_ns() const;
 
   trace::CollectiveOp op() const { return op_; }
   int64_t seq() const { return seq_; }
@@ -94,6 +98,7 @@ class Work {
   std::condition_variable done_cv_;
   bool done_ = false;
   std::exception_ptr error_;
+  int64_t duration_ns_ = 0;
 };
 using WorkHandle = std::shared_ptr<Work>;
 

@@ -121,6 +121,7 @@ void expect(const comm::WorkHandle& work, CollectiveOp op, c10::ScalarType type,
 struct Issued {
   comm::WorkHandle work;
   std::function<void()> verify;  // checks the result once the work is done
+  int64_t issued_ns = 0;         // trace clock just before the issue; 0: not taken
 };
 
 // Issues one collective with this rank's inputs; `verify` checks its result later.
@@ -128,6 +129,7 @@ Issued issue(comm::ProcessGroup& group, CollectiveOp op, ReduceOp reduce, c10::S
              int64_t n, int root) {
   const std::string what = name_of(op, reduce);
   Issued issued;
+  issued.issued_ns = trace::now_ns();
   switch (op) {
     case CollectiveOp::Broadcast: {
       at::Tensor t = make(type, n, rank);
@@ -185,6 +187,15 @@ void wait_and_verify(Issued& issued, const std::string& what) {
   }
   if (!issued.work->is_completed()) {
     std::printf("rank %d: FAIL %s: not completed after wait\n", rank, what.c_str());
+    ++failures;
+  }
+  // The duration is the backend's own span of the collective, inside issue-to-wait.
+  const int64_t duration = issued.work->duration_ns();
+  const int64_t since_issue = trace::now_ns() - issued.issued_ns;
+  if (duration < 0 || (issued.issued_ns != 0 && duration > since_issue)) {
+    std::printf("rank %d: FAIL %s: duration %lld ns, %lld ns since the issue\n", rank,
+                what.c_str(), static_cast<long long>(duration),
+                static_cast<long long>(since_issue));
     ++failures;
   }
   issued.verify();

@@ -124,6 +124,20 @@ TEST(processGroup, NumbersTracesAndWaitsEveryCollective) {
   EXPECT_EQ(reader.events_of_kind(trace::EventKind::CollectiveWait).size(), 5u);
 }
 
+TEST(processGroup, DurationIsTheSpanTheBackendRecorded) {
+  TestGroup immediate(std::make_shared<c10d::HashStore>(), 0, 1, ProcessGroupOptions{},
+                      TestGroup::Mode::kImmediate);
+  auto done = immediate.all_reduce(at::ones({4}), ReduceOp::Sum);
+  done->wait();
+  EXPECT_EQ(done->duration_ns(), 1000) << "the test backend finishes with a 1000 ns span";
+
+  TestGroup never(std::make_shared<c10d::HashStore>(), 0, 1, ProcessGroupOptions{},
+                  TestGroup::Mode::kNever);
+  auto pending = never.broadcast(at::ones({3}), 0);
+  EXPECT_FALSE(pending->is_completed());
+  EXPECT_EQ(pending->duration_ns(), 0) << "0 until the collective is done";
+}
+
 TEST(processGroup, RejectsBadArgumentsNamingTheRank) {
   TestGroup group(std::make_shared<c10d::HashStore>(), 1, 4, {}, TestGroup::Mode::kImmediate);
   auto expect_error = [](const std::function<void()>& call, const std::string& phrase) {
