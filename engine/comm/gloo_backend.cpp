@@ -119,6 +119,7 @@ class GlooProcessGroup final : public ProcessGroup {
   ~GlooProcessGroup() override;
 
   std::string backend_name() const override { return "gloo"; }
+  const std::shared_ptr<gloo::rendezvous::Context>& context() const { return context_; }
 
  protected:
   void enqueue(std::shared_ptr<Request> request) override;
@@ -481,6 +482,16 @@ void GlooProcessGroup::leave() {
 std::shared_ptr<ProcessGroup> make_gloo_group(std::shared_ptr<c10d::Store> store, int rank,
                                               int size, ProcessGroupOptions options) {
   return std::make_shared<GlooProcessGroup>(std::move(store), rank, size, std::move(options));
+}
+
+std::shared_ptr<gloo::rendezvous::Context> gloo_context_of(ProcessGroup& group) {
+  auto* gloo_group = dynamic_cast<GlooProcessGroup*>(&group);
+  if (!gloo_group) {
+    throw CommError("rank " + std::to_string(group.rank()) + ": group '" + group.options().name +
+                    "' runs on " + group.backend_name() +
+                    ", not gloo; make it with make_gloo_group to use its Gloo connections");
+  }
+  return gloo_group->context();
 }
 
 }  // namespace dpscope::comm

@@ -12,6 +12,9 @@
 namespace c10d {
 class Store;
 }
+namespace gloo::rendezvous {
+class Context;
+}
 
 namespace dpscope::comm {
 
@@ -36,5 +39,10 @@ namespace dpscope::comm {
 // destroy their groups in the same order.
 std::shared_ptr<ProcessGroup> make_gloo_group(std::shared_ptr<c10d::Store> store, int rank,
                                               int size, ProcessGroupOptions options);
+
+// For benchmarks only (bench/bench_comm, with GlooReference): the connected Gloo context of a
+// group that make_gloo_group made, so that a raw Gloo call can run on the group's own connections.
+// Throws CommError if `group` is not a Gloo group.
+std::shared_ptr<gloo::rendezvous::Context> gloo_context_of(ProcessGroup& group);
 
 }  // namespace dpscope::comm

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <string>
+#include <utility>
 
 #include "engine/comm/gloo_device.h"
 #include "engine/comm/gloo_store.h"
@@ -42,6 +43,10 @@ GlooReference::GlooReference(std::shared_ptr<c10d::Store> store, int rank, int s
                     device.description + ": " + error.what());
   }
 }
+
+GlooReference::GlooReference(std::shared_ptr<gloo::rendezvous::Context> context,
+                             std::chrono::milliseconds timeout)
+    : context_(std::move(context)), timeout_(timeout), tag_(uint32_t{1} << 31) {}
 
 GlooReference::~GlooReference() = default;
 

@@ -27,8 +27,15 @@ class GlooReference {
   // GlooReferences. Throws CommError when the ranks cannot connect within `timeout`.
   GlooReference(std::shared_ptr<c10d::Store> store, int rank, int size,
                 std::chrono::milliseconds timeout);
-  // Closes the connections. Gloo does not wait for peers here, so destroy it only once every rank
-  // has returned from its last all_reduce_sum (e.g. after a barrier on a process group).
+  // On connections that already exist, a Gloo group's (gloo_context_of in gloo_backend.h): the
+  // raw call then runs on the very sockets and event-loop thread the group uses. Its tags are
+  // counted from 2^31, apart from the group's sequence numbers. Call all_reduce_sum only while
+  // the group runs nothing, and keep the group alive as long as this.
+  GlooReference(std::shared_ptr<gloo::rendezvous::Context> context,
+                std::chrono::milliseconds timeout);
+  // Closes its own connections (the group's stay open). Gloo does not wait for peers here, so
+  // destroy it only once every rank has returned from its last all_reduce_sum (e.g. after a
+  // barrier on a process group).
   ~GlooReference();
   GlooReference(const GlooReference&) = delete;
   GlooReference& operator=(const GlooReference&) = delete;

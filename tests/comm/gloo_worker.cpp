@@ -1,7 +1,9 @@
 // gloo_worker: one rank of test_gloo, run under `dpscope launch`. Checks every collective of the
 // Gloo backend over op x dtype x size cases against the result computed locally from every
 // rank's (deterministic) inputs, issues collectives back to back to check that they run in
-// order, and traces them into $DPSCOPE_TRACE_DIR/rank<RANK>.sqlite when that is set. Rank 0 prints
+// order, runs raw Gloo all-reduces on the group's own connections between its collectives (the
+// baseline of bench_comm), and traces the group's collectives into
+// $DPSCOPE_TRACE_DIR/rank<RANK>.sqlite when that is set. Rank 0 prints
 // "expect SEQ OP DTYPE BYTES" for every collective, which the test compares with the trace.
 // Prints one line per failed case and exits 1 if any failed.
 #include <ATen/core/Tensor.h>
@@ -19,6 +21,7 @@
 
 #include "engine/comm/dtype.h"
 #include "engine/comm/gloo_backend.h"
+#include "engine/comm/gloo_reference.h"
 #include "engine/comm/rendezvous.h"
 #include "trace/recorder.h"
 
@@ -286,6 +289,20 @@ void run_back_to_back(comm::ProcessGroup& group) {
   }
 }
 
+// bench_comm's raw baseline on the group's own connections: its all-reduces, tagged apart from
+// the group's sequence numbers, interleave with the group's collectives and both stay right.
+void run_raw_on_group_connections(comm::ProcessGroup& group) {
+  comm::GlooReference raw(comm::gloo_context_of(group), std::chrono::seconds(60));
+  for (int i = 0; i < 3; ++i) {
+    at::Tensor t = make(at::kFloat, 1001, rank);
+    raw.all_reduce_sum(t.data_ptr<float>(), static_cast<size_t>(t.numel()));
+    check("raw all-reduce on the group's connections", at::kFloat, t,
+          reduced(ReduceOp::Sum, at::kFloat, 1001, 0));
+    Issued issued = issue(group, CollectiveOp::AllReduce, ReduceOp::Sum, at::kFloat, 7, 0);
+    wait_and_verify(issued, "allreduce/sum between raw all-reduces");
+  }
+}
+
 // A dtype or op the backend refuses fails that collective with a message naming it, and leaves
 // the group usable.
 void run_refusals(comm::ProcessGroup& group) {
@@ -389,6 +406,7 @@ int main() {
       run_cases(*group);
       run_in_place_all_gather(*group);
       run_back_to_back(*group);
+      run_raw_on_group_connections(*group);
       run_refusals(*group);
       run_destroyed_with_work_queued(store);
     }

@@ -11,6 +11,7 @@
 #include <deque>
 #include <thread>
 
+#include "engine/comm/gloo_backend.h"
 #include "engine/comm/process_group.h"
 #include "engine/comm/rendezvous.h"
 #include "tests/test_util.h"
@@ -136,6 +137,19 @@ TEST(processGroup, DurationIsTheSpanTheBackendRecorded) {
   auto pending = never.broadcast(at::ones({3}), 0);
   EXPECT_FALSE(pending->is_completed());
   EXPECT_EQ(pending->duration_ns(), 0) << "0 until the collective is done";
+}
+
+TEST(processGroup, GlooConnectionsOfAnotherBackendAreRefusedNamingIt) {
+  TestGroup group(std::make_shared<c10d::HashStore>(), 0, 1, ProcessGroupOptions{},
+                  TestGroup::Mode::kImmediate);
+  try {
+    gloo_context_of(group);
+    FAIL() << "a test group has no Gloo connections";
+  } catch (const CommError& error) {
+    EXPECT_NE(std::string(error.what()).find("runs on test, not gloo"), std::string::npos)
+        << error.what();
+    EXPECT_NE(std::string(error.what()).find("make_gloo_group"), std::string::npos);
+  }
 }
 
 TEST(processGroup, RejectsBadArgumentsNamingTheRank) {
