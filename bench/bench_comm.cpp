@@ -3,11 +3,13 @@
 // 1 KiB to 64 MiB through our ProcessGroup (Gloo backend) against a raw Gloo all-reduce of the same
 // bytes (GlooReference), and that raw all-reduce handed to a bare helper thread: a communication
 // thread as PyTorch's ProcessGroupGloo has, which ours saves when the caller waits at once (Note
-// [Run on wait]). A second raw all-reduce on
-// connections of its own is timed like the others: raw against raw shows how far two identical
-// code paths differ on the machine (an A/A test), the resolution of the overhead column. Rank 0
-// prints the table bench/README.md quotes, `overhead_from_1MiB_max_pct <x>` and
-// `raw_vs_raw_from_1MiB_max_abs_pct <y>`.
+// [Run on wait]). A second raw all-reduce is timed like the others: raw against raw shows how far
+// two identical code paths differ on the machine (an A/A test), the resolution of the overhead
+// column. Every variant runs on the group's own connections (gloo_context_of), so only the code
+// around the Gloo call differs. For ours it also splits each iteration into the Gloo call
+// (Work::duration_ns) and the rest, our layer. Rank 0 prints the table bench/README.md quotes,
+// `overhead_from_1MiB_max_pct <x>`, `raw_vs_raw_from_1MiB_max_abs_pct <y>` and
+// `layer_from_1MiB_max_pct <z>`.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
@@ -23,6 +25,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -74,8 +77,6 @@ std::string size_label(int64_t bytes) {
 // Runs raw all-reduces on a thread of its own: the caller hands each call over and sleeps until it
 // is done, two thread wake-ups per all-reduce. That is what a communication thread alone adds to
 // a raw call when the caller waits at once, and what ours cost before Note [Run on wait].
-// It has connections of its own, as each variant does: a variant run right after another on the
-// same connections would find them warm, and come out faster for it.
 class HandoffThread {
  public:
   explicit HandoffThread(std::unique_ptr<comm::GlooReference> raw)
@@ -140,7 +141,15 @@ struct Row {
   // The 10th percentile of single iterations: an all-reduce that did not wait for a core.
   std::array<double, kVariants> p10{};
 
+  // Ours, iteration by iteration: the Gloo call it makes (Work::duration_ns) and everything
+  // around that call (issue, queue, wake-ups, the wait), as means over all of ours' iterations.
+  double ours_gloo_mean = 0;
+  double ours_layer_mean = 0;
+
   double overhead_pct() const { return (median[kOurs] / median[kRaw] - 1) * 100; }
+  // What our layer adds to the raw Gloo call it makes, measured on the same iterations: the
+  // machine's spread in Gloo's own time does not enter it (bench/README.md, Communication).
+  double layer_pct() const { return ours_layer_mean / ours_gloo_mean * 100; }
   // The same ratio for two identical raw all-reduces: what the machine alone makes of a ratio.
   double raw_vs_raw_pct() const { return (median[kRawAgain] / median[kRaw] - 1) * 100; }
 };
@@ -179,17 +188,29 @@ class Bench {
     if (row.runs % 2 == 0) --row.runs;
 
     // The variants take turns run by run, so drift (other load, frequency) spreads evenly over
-    // them; every other round goes backwards so that no variant always follows the same one.
+    // them, in an order shuffled afresh each round: a fixed order (even one reversed every other
+    // round) gives some variant a steady place, and the place alone moved a variant's median by
+    // over 100 % at 1 MiB on the machine of bench/README.md. Every rank draws the same orders
+    // from the same seed.
     std::array<std::vector<double>, kVariants> per_run;
     std::array<std::vector<double>, kVariants> single;
+    double ours_gloo_seconds = 0;
+    double ours_total_seconds = 0;
+    std::mt19937 shuffler(static_cast<uint32_t>(bytes));
+    std::array<Variant, kVariants> order{};
+    for (int i = 0; i < kVariants; ++i) order[i] = static_cast<Variant>(i);
     for (int r = 0; r < row.runs; ++r) {
-      for (int i = 0; i < kVariants; ++i) {
-        const auto v = static_cast<Variant>(r % 2 == 0 ? i : kVariants - 1 - i);
+      std::shuffle(order.begin(), order.end(), shuffler);
+      for (const Variant v : order) {
         const auto run_begin = std::chrono::steady_clock::now();
         for (int64_t k = 0; k < row.iterations; ++k) {
           const auto begin = std::chrono::steady_clock::now();
-          run_once(v, tensor);
+          const double gloo_seconds = run_once(v, tensor);
           single[v].push_back(seconds_since(begin));
+          if (v == kOurs) {
+            ours_gloo_seconds += gloo_seconds;
+            ours_total_seconds += single[v].back();
+          }
         }
         per_run[v].push_back(seconds_since(run_begin) / static_cast<double>(row.iterations));
       }
@@ -198,19 +219,28 @@ class Bench {
       row.median[v] = quantile(per_run[v], 0.5);
       row.p10[v] = quantile(single[v], 0.1);
     }
+    const auto ours_iterations = static_cast<double>(single[kOurs].size());
+    row.ours_gloo_mean = ours_gloo_seconds / ours_iterations;
+    row.ours_layer_mean = (ours_total_seconds - ours_gloo_seconds) / ours_iterations;
     return row;
   }
 
  private:
-  void run_once(Variant variant, at::Tensor& tensor) {
+  // One all-reduce of `variant`; for ours, returns the seconds its Gloo call took (else 0).
+  double run_once(Variant variant, at::Tensor& tensor) {
     float* data = tensor.data_ptr<float>();
     const auto count = static_cast<size_t>(tensor.numel());
     switch (variant) {
-      case kRaw: return raw_.all_reduce_sum(data, count);
-      case kRawAgain: return raw_again_.all_reduce_sum(data, count);
-      case kHandoff: return handoff_.all_reduce_sum(data, count);
-      case kOurs: ours_.all_reduce(tensor, comm::ReduceOp::Sum)->wait(); return;
+      case kRaw: raw_.all_reduce_sum(data, count); break;
+      case kRawAgain: raw_again_.all_reduce_sum(data, count); break;
+      case kHandoff: handoff_.all_reduce_sum(data, count); break;
+      case kOurs: {
+        const comm::WorkHandle work = ours_.all_reduce(tensor, comm::ReduceOp::Sum);
+        work->wait();
+        return static_cast<double>(work->duration_ns()) * 1e-9;
+      }
     }
+    return 0;
   }
 
   comm::ProcessGroup& ours_;
@@ -221,9 +251,9 @@ class Bench {
 
 void print_header(int world) {
   std::printf("bench_comm: float32 all-reduce (sum), %d ranks, gloo; us per iteration\n", world);
-  std::printf("%8s %10s %10s %10s %11s %10s %10s %10s %10s %7s\n", "size", "runs x it",
-              "raw us", "ours us", "overhead %", "p10 ovh %", "raw/raw %", "handoff us",
-              "handoff %", "GB/s");
+  std::printf("%8s %10s %10s %10s %11s %10s %10s %8s %10s %10s %7s\n", "size", "runs x it",
+              "raw us", "ours us", "overhead %", "p10 ovh %", "raw/raw %", "layer %",
+              "handoff us", "handoff %", "GB/s");
   std::fflush(stdout);
 }
 
@@ -231,12 +261,11 @@ void print_row(const Row& row) {
   const std::string plan = std::to_string(row.runs) + " x " + std::to_string(row.iterations);
   // Algorithm bandwidth: bytes reduced per second. For 2 ranks it equals the bus bandwidth
   // (2(n-1)/n times it) that nccl-tests reports.
-  std::printf("%8s %10s %10.1f %10.1f %11.1f %10.1f %10.1f %10.1f %10.1f %7.2f\n",
+  std::printf("%8s %10s %10.1f %10.1f %11.1f %10.1f %10.1f %8.1f %10.1f %10.1f %7.2f\n",
               size_label(row.bytes).c_str(), plan.c_str(), row.median[kRaw] * 1e6,
               row.median[kOurs] * 1e6, row.overhead_pct(),
-              (row.p10[kOurs] / row.p10[kRaw] - 1) * 100, row.raw_vs_raw_pct(),
-              row.median[kHandoff] * 1e6,
-              (row.median[kHandoff] / row.median[kRaw] - 1) * 100,
+              (row.p10[kOurs] / row.p10[kRaw] - 1) * 100, row.raw_vs_raw_pct(), row.layer_pct(),
+              row.median[kHandoff] * 1e6, (row.median[kHandoff] / row.median[kRaw] - 1) * 100,
               static_cast<double>(row.bytes) / row.median[kOurs] / 1e9);
   std::fflush(stdout);
 }
@@ -249,31 +278,34 @@ int run_bench() {
   options.timeout = timeout;
   std::shared_ptr<comm::ProcessGroup> ours =
       comm::make_gloo_group(store, env.rank, env.world_size, options);
-  auto raw = std::make_unique<comm::GlooReference>(store, env.rank, env.world_size, timeout);
-  auto raw_again =
-      std::make_unique<comm::GlooReference>(store, env.rank, env.world_size, timeout);
-  auto handoff = std::make_unique<HandoffThread>(
-      std::make_unique<comm::GlooReference>(store, env.rank, env.world_size, timeout));
+  const auto connections = comm::gloo_context_of(*ours);
+  auto raw = std::make_unique<comm::GlooReference>(connections, timeout);
+  auto raw_again = std::make_unique<comm::GlooReference>(connections, timeout);
+  auto handoff =
+      std::make_unique<HandoffThread>(std::make_unique<comm::GlooReference>(connections, timeout));
 
   Bench bench(*ours, *raw, *raw_again, *handoff);
   if (env.rank == 0) print_header(env.world_size);
   double worst_from_bar = -std::numeric_limits<double>::infinity();
   double noise_from_bar = 0;
+  double layer_from_bar = -std::numeric_limits<double>::infinity();
   for (int64_t bytes = kMinBytes; bytes <= kMaxBytes; bytes *= 2) {
     const Row row = bench.measure(bytes);
     if (bytes >= kBarBytes) {
       worst_from_bar = std::max(worst_from_bar, row.overhead_pct());
       noise_from_bar = std::max(noise_from_bar, std::abs(row.raw_vs_raw_pct()));
+      layer_from_bar = std::max(layer_from_bar, row.layer_pct());
     }
     if (env.rank == 0) print_row(row);
   }
   if (env.rank == 0) {
     std::printf("overhead_from_1MiB_max_pct %.1f\n", worst_from_bar);
     std::printf("raw_vs_raw_from_1MiB_max_abs_pct %.1f\n", noise_from_bar);
+    std::printf("layer_from_1MiB_max_pct %.1f\n", layer_from_bar);
   }
 
-  // Every rank is past its last raw all-reduce once this barrier completes, so closing the raw
-  // connections cannot break a peer's (GlooReference does not wait for peers itself).
+  // Every rank is past its last raw all-reduce once this barrier completes, so no rank tears
+  // down the group's connections under a peer's raw all-reduce.
   ours->barrier()->wait();
   handoff.reset();
   raw_again.reset();
