@@ -18,7 +18,8 @@ class Context;
 namespace dpscope::comm {
 
 // Connected the way make_gloo_group connects a group (the same GlooStore adapter, the same
-// make_gloo_device interface selection, its own store keys), and reduces the way the backend's
+// make_gloo_device interface selection, its own store keys), or on a group's own connections,
+// and reduces the way the backend's
 // all_reduce of a CPU float32 tensor with ReduceOp::Sum does (gloo::allreduce, same options), but
 // synchronously on the calling thread. Not thread-safe: one thread calls all_reduce_sum.
 class GlooReference {
