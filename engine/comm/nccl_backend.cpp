@@ -727,7 +727,8 @@ void wait_on_stream(const WorkHandle& work, trace::LaneId lane) {
     const auto found = stream_waits().end_events.find(work.get());
     if (found != stream_waits().end_events.end()) end = found->second;
   }
-  if (!end) {
+  // On an emulated link the hold is on the host, where the end event cannot see it.
+  if (!end || work->on_emulated_link()) {  // See Note [Link emulation]
     work->wait(lane);
     return;
   }

@@ -56,12 +56,13 @@ std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<c10d::Store> store
 // reading averaged gradients, a unit's forward reading its gathered parameters) sees the result.
 // Use it on the thread, and with the current stream, that will consume the result.
 //
-// For a collective that has already finished, or that never reached the GPU (refused, or its
-// group was broken), it is Work::wait(lane): the host waits and the collective's error is
-// rethrown. A collective that fails after this call is not reported here (the stream's wait ends
-// when the communicator is aborted, and the result is garbage): a Work::wait() later in the step,
-// e.g. on the last bucket's collective, reports it. Not recorded in the trace (no host time is
-// spent). Any thread; `work` may come from any group, of any backend: for a Gloo collective it is
+// For a collective that has already finished, that never reached the GPU (refused, or its
+// group was broken), or whose group is on an emulated link (Note [Link emulation]), it is
+// Work::wait(lane): the host waits and the collective's error is rethrown. A collective that
+// fails after this call is not reported here (the stream's wait ends when the communicator is
+// aborted, and the result is garbage): a Work::wait() later in the step, e.g. on the last
+// bucket's collective, reports it. Not recorded in the trace (no host time is spent). Any
+// thread; `work` may come from any group, of any backend: for a Gloo collective it is
 // Work::wait(lane).
 void wait_on_stream(const WorkHandle& work, trace::LaneId lane = 0);
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "engine/comm/dtype.h"
+#include "engine/comm/link_emulation.h"
 #include "engine/comm/store_util.h"
 #include "engine/fault/fault_injection.h"
 
@@ -47,6 +48,17 @@ Work::Work(ProcessGroup& group, trace::CollectiveOp op, int64_t seq, int64_t byt
 
 void Work::finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error,
                   uint8_t extra_flags, trace::LaneId lane) {
+  const int64_t real_duration_ns = end_ns - begin_ns;
+  int64_t release_ns = 0;
+  // See Note [Link emulation]: a successful collective completes when the link would have
+  // carried it, and is traced so.
+  if (EmulatedLink* link = group_.options().link.get(); link && !error) {
+    const EmulatedLink::Occupancy on_link =
+        link->admit(op_, bytes_, group_.size(), begin_ns, end_ns);
+    begin_ns = on_link.begin_ns;
+    end_ns = on_link.end_ns;
+    release_ns = end_ns;
+  }
   if (trace::Recorder* recorder = group_.recorder()) {
     trace::Event e;
     e.kind = trace::EventKind::Collective;
@@ -70,14 +82,22 @@ void Work::finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error,
     done_ = true;
     error_ = std::move(error);
     duration_ns_ = end_ns - begin_ns;
+    real_duration_ns_ = real_duration_ns;
+    release_ns_ = release_ns;
   }
   done_cv_.notify_all();
 }
 
 bool Work::is_completed() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return done_;
+  return completed_locked();
 }
+
+bool Work::completed_locked() const {
+  return done_ && (release_ns_ == 0 || trace::now_ns() >= release_ns_);  // Note [Link emulation]
+}
+
+bool Work::on_emulated_link() const { return group_.options().link != nullptr; }
 
 std::exception_ptr Work::error() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -86,7 +106,12 @@ std::exception_ptr Work::error() const {
 
 int64_t Work::duration_ns() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return duration_ns_;
+  return completed_locked() ? duration_ns_ : 0;
+}
+
+int64_t Work::real_duration_ns() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_locked() ? real_duration_ns_ : 0;
 }
 
 void Work::wait(trace::LaneId lane) {
@@ -98,7 +123,14 @@ void Work::wait(trace::LaneId lane) {
   // A collective that failed only after the whole timeout (Gloo's own timeout, which starts
   // when the collective does) is reported as the timeout, naming the ranks not heard from.
   if (finished && error_ && trace::now_ns() - enqueue_ns_ >= timeout_ns()) finished = false;
+  const int64_t release_ns = finished ? release_ns_ : 0;
   lock.unlock();
+  // See Note [Link emulation]: asleep until the emulated end, the CPU free for compute.
+  if (release_ns > trace::now_ns()) {
+    std::this_thread::sleep_until(std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::nanoseconds(release_ns))));
+  }
   if (trace::Recorder* recorder = group_.recorder()) {
     trace::Event e;
     e.kind = trace::EventKind::CollectiveWait;

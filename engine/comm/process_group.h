@@ -23,6 +23,8 @@ class Store;
 
 namespace dpscope::comm {
 
+class EmulatedLink;  // link_emulation.h
+
 enum class ReduceOp { Sum, Average, Max };
 std::string_view to_string(ReduceOp op);
 
@@ -61,15 +63,24 @@ class Work {
   // Blocks until the collective is done and rethrows its error. Waits at most the group's
   // timeout, then throws a CommError naming the collective, its sequence number and the ranks
   // not heard from. The wait is recorded on `lane` of the group's recorder. A backend may run
-  // the collective on the waiting thread if it has not started yet (Note [Run on wait]).
+  // the collective on the waiting thread if it has not started yet (Note [Run on wait]). On an
+  // emulated link it then sleeps until the collective's emulated end (Note [Link emulation]);
+  // that hold does not count against the timeout.
   void wait(trace::LaneId lane = 0);
+  // Whether the collective is done (on an emulated link: and its emulated end has passed).
   bool is_completed() const;
   // The collective's error once it failed, else null.
   std::exception_ptr error() const;
   // How long the collective itself ran, from the begin to the end recorded by the backend
   // (GPU time for NCCL), without the wait for it to start or the wake-up after: what
-  // PyTorch's Work::getDuration reports. 0 until completed.
+  // PyTorch's Work::getDuration reports. On an emulated link, the emulated time instead: from
+  // when it started on the link to its emulated end, the span its trace event has. 0 until
+  // completed.
   int64_t duration_ns() const;
+  // The backend's own begin to end, with or without an emulated link. 0 until completed.
+  int64_t real_duration_ns() const;
+  // Whether the group runs its collectives on an emulated link (ProcessGroupOptions::link).
+  bool on_emulated_link() const;
 
   trace::CollectiveOp op() const { return op_; }
   int64_t seq() const { return seq_; }
@@ -80,12 +91,16 @@ class Work {
   // Marks the collective done, successfully (error null) or not, with the times it began and
   // ended on the lane where it ran (`lane`; -1: the group's comm_lane()); records it in the trace
   // with the tag's flags plus `extra_flags` (trace::kFlagGpuTime when the times come from CUDA
-  // events). Call exactly once.
+  // events). On an emulated link a successful collective is admitted to the link here, and
+  // recorded and completed at its emulated times (Note [Link emulation]). Call exactly once, in
+  // issue order among the group's Works.
   void finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error,
               uint8_t extra_flags = 0, trace::LaneId lane = -1);
 
  private:
   int64_t timeout_ns() const;
+  // is_completed() with mutex_ held.
+  bool completed_locked() const;
 
   ProcessGroup& group_;
   const trace::CollectiveOp op_;
@@ -99,6 +114,8 @@ class Work {
   bool done_ = false;
   std::exception_ptr error_;
   int64_t duration_ns_ = 0;
+  int64_t real_duration_ns_ = 0;
+  int64_t release_ns_ = 0;  // complete from then on (trace clock); 0 without a hold
 };
 using WorkHandle = std::shared_ptr<Work>;
 
@@ -113,6 +130,9 @@ struct ProcessGroupOptions {
   // Before each collective, ranks compare (seq, op, bytes, dtype) through the store and fail
   // fast on a mismatch. Default: on when the environment has DPSCOPE_CHECK_COLLECTIVES=1.
   bool check_collectives = false;
+  // The emulated link the group's collectives complete on; null: the real one (Note [Link
+  // emulation]). Groups given the same link queue on it together, as groups share a NIC.
+  std::shared_ptr<EmulatedLink> link;
   // Gloo: how many collectives of the group may run at once (communication threads), like
   // PyTorch's ProcessGroupGloo (2 threads by default). Only all-reduces of disjoint tensors
   // ever overlap, and Works still finish in issue order (Note [Collective order]). 1: strictly

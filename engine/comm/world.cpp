@@ -1,7 +1,11 @@
-// init_world: environment, rendezvous, clock offset and default group (see world.h).
+// init_world: environment, rendezvous, clock offset, the emulated link if any, and the default
+// group (see world.h).
 #include "engine/comm/world.h"
 
+#include <stdexcept>
+
 #include "engine/comm/gloo_backend.h"
+#include "engine/comm/link_model.h"
 #include "engine/comm/nccl_backend.h"
 
 #ifdef DPSCOPE_HAVE_CUDA
@@ -28,20 +32,44 @@ Backend default_backend() {
 #endif
 }
 
+namespace {
+
+// The caller's link, else the environment's (Note [Link emulation]), checked.
+std::optional<LinkSpec> link_of(const WorldOptions& options, int rank) {
+  try {
+    if (options.link) {
+      return check_link(options.link->gbps, options.link->latency_us, "WorldOptions::link.gbps",
+                        "WorldOptions::link.latency_us");
+    }
+    return link_from_env();
+  } catch (const std::invalid_argument& error) {
+    throw CommError("rank " + std::to_string(rank) + ": " + error.what());
+  }
+}
+
+}  // namespace
+
 World init_world(const WorldOptions& options) {
   World world;
   world.env = read_launch_env();
+  const std::optional<LinkSpec> link = link_of(options, world.env.rank);
   world.store = rendezvous(world.env, options.timeout);
   world.clock_offset_ns = measure_clock_offset(*world.store, world.env);
   if (options.recorder) {
     options.recorder->set_clock_offset(world.clock_offset_ns);
     options.recorder->set_meta("backend", to_string(options.backend));
     options.recorder->set_meta("world_size", std::to_string(world.env.world_size));
+    if (link) {
+      options.recorder->set_meta("link_gbps", link_value_text(link->gbps));
+      options.recorder->set_meta("link_latency_us", link_value_text(link->latency_us));
+    }
   }
+  if (link) world.link = std::make_shared<EmulatedLink>(*link);
   ProcessGroupOptions group_options;
   group_options.timeout = options.timeout;
   group_options.recorder = options.recorder;
   group_options.check_collectives = check_collectives_from_env();
+  group_options.link = world.link;
   switch (options.backend) {
     case Backend::Gloo:
       world.group = make_gloo_group(world.store, world.env.rank, world.env.world_size,

@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "engine/comm/link_emulation.h"
 #include "engine/comm/process_group.h"
 #include "engine/comm/rendezvous.h"
 
@@ -24,6 +26,10 @@ struct WorldOptions {
   Backend backend = Backend::Gloo;
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   trace::Recorder* recorder = nullptr;  // gets the clock offset and the group's collectives
+  // The link to emulate (Note [Link emulation]); nullopt: the one DPSCOPE_LINK_GBPS and
+  // DPSCOPE_LINK_LATENCY_US describe (set by `dpscope launch --link-gbps G --link-latency-us L`),
+  // and none when they are unset. Check a user's values with check_link (link_model.h) first.
+  std::optional<LinkSpec> link;
 };
 
 struct World {
@@ -31,10 +37,15 @@ struct World {
   std::shared_ptr<c10d::Store> store;
   std::shared_ptr<ProcessGroup> group;  // every rank of the run
   int64_t clock_offset_ns = 0;          // this rank's offset to rank 0 (also given to the recorder)
+  // The emulated link the group's collectives complete on; null: the real one. Give it to
+  // further groups (ProcessGroupOptions::link) so that they queue on the same link.
+  std::shared_ptr<EmulatedLink> link;
 };
 
-// Sets up this rank's world. Throws CommError with the fix when the environment is incomplete,
-// a rank never arrives, or the backend is not in this build (NCCL without CUDA).
+// Sets up this rank's world. Throws CommError with the fix when the environment is incomplete
+// or holds a bad link (naming the variable and the accepted range), a rank never arrives, or the
+// backend is not in this build (NCCL without CUDA). With a recorder, writes the meta keys
+// backend, world_size and, on an emulated link, link_gbps and link_latency_us.
 World init_world(const WorldOptions& options);
 
 }  // namespace dpscope::comm

@@ -1,0 +1,25 @@
+// EmulatedLink (link_emulation.h): the queue of collectives on one emulated link, timed by the
+// ring model of link_model.h. See Note [Link emulation].
+#include "engine/comm/link_emulation.h"
+
+#include <algorithm>
+
+namespace dpscope::comm {
+
+EmulatedLink::Occupancy EmulatedLink::admit(trace::CollectiveOp op, int64_t bytes, int ranks,
+                                            int64_t real_begin_ns, int64_t real_end_ns) {
+  const int64_t model_ns = link_model_ns(op, bytes, ranks, spec_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  Occupancy occupancy;
+  occupancy.begin_ns = std::max(real_begin_ns, free_at_ns_);
+  occupancy.end_ns = std::max(real_end_ns, occupancy.begin_ns + model_ns);
+  free_at_ns_ = occupancy.end_ns;
+  return occupancy;
+}
+
+int64_t EmulatedLink::free_at_ns() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return free_at_ns_;
+}
+
+}  // namespace dpscope::comm
