@@ -52,6 +52,10 @@ void add_train_command(CLI::App& app, CommandMode mode) {
     std::string strategy = "ddp";
     std::string trace_level = "full";
     bool no_broadcast_buffers = false;
+    double link_gbps = 0;
+    double link_latency_us = 0;
+    CLI::Option* link_gbps_option = nullptr;
+    CLI::Option* link_latency_option = nullptr;
   };
   auto o = std::make_shared<Options>();
   train::TrainConfig& c = o->config;
@@ -84,6 +88,14 @@ void add_train_command(CLI::App& app, CommandMode mode) {
   cmd->add_option("--backend", c.backend, "gloo | nccl (default: nccl with CUDA devices, else gloo)")
       ->check(CLI::IsMember({"gloo", "nccl"}));
   cmd->add_option("--device", c.device, "cpu | cuda")->capture_default_str();
+  o->link_gbps_option = cmd->add_option(
+      "--link-gbps", o->link_gbps,
+      "Emulate a link of G gigabits per second: collectives complete when it would have carried "
+      "them (with --link-latency-us; default: $DPSCOPE_LINK_GBPS, else off)");
+  o->link_latency_option = cmd->add_option(
+      "--link-latency-us", o->link_latency_us,
+      "The emulated link's latency per message, microseconds (with --link-gbps; default: "
+      "$DPSCOPE_LINK_LATENCY_US)");
   cmd->add_option("--bucket-cap-mb", c.bucket_cap_mb, "DDP bucket size cap (MiB)")->capture_default_str();
   cmd->add_option("--first-bucket-mb", c.first_bucket_mb, "DDP first bucket cap (MiB)")
       ->capture_default_str();
@@ -140,6 +152,8 @@ void add_train_command(CLI::App& app, CommandMode mode) {
     train::TrainConfig config = o->config;
     config.strategy = o->strategy == "fsdp" ? train::Strategy::Fsdp : train::Strategy::Ddp;
     config.broadcast_buffers = !o->no_broadcast_buffers;
+    if (o->link_gbps_option->count()) config.link_gbps = o->link_gbps;
+    if (o->link_latency_option->count()) config.link_latency_us = o->link_latency_us;
     trace::parse_trace_level(o->trace_level, &config.trace_level);
     if (mode == CommandMode::Validate) {
       train::validate_train_config(config);  // run_training's own first step

@@ -22,10 +22,12 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "engine/comm/link_model.h"
 #include "trace/error.h"
 #include "trace/merge.h"
 
@@ -141,6 +143,11 @@ void validate(const LaunchOptions& o) {
     throw CliFailure("launch: --master-port must be a TCP port, 1..65535 (0: a free port)");
   }
   if (o.stop_grace_seconds < 0) throw CliFailure("launch: --stop-grace must be 0 or more seconds");
+  try {
+    comm::check_link(o.link_gbps, o.link_latency_us, "--link-gbps", "--link-latency-us");
+  } catch (const std::invalid_argument& error) {
+    throw CliFailure(std::string("launch: ") + error.what());
+  }
   if (o.nnodes > 1 && o.master_port == 0) {
     throw CliFailure("launch: with --nnodes > 1 every node needs the same --master-addr and "
                      "--master-port (the address of node 0)");
@@ -184,6 +191,10 @@ pid_t start_rank(const LaunchOptions& o, int local_rank, int port, const std::st
   ::setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
   ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
   ::setenv("DPSCOPE_TRACE_DIR", trace_dir.c_str(), 1);
+  if (o.link_gbps && o.link_latency_us) {
+    ::setenv(comm::kLinkGbpsEnv, comm::link_value_text(*o.link_gbps).c_str(), 1);
+    ::setenv(comm::kLinkLatencyEnv, comm::link_value_text(*o.link_latency_us).c_str(), 1);
+  }
   ::dup2(out_fd, STDOUT_FILENO);
   ::dup2(err_fd, STDERR_FILENO);
   std::vector<char*> argv;

@@ -3,6 +3,7 @@
 // and merges the ranks' trace files when they are done.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,11 +19,15 @@ struct LaunchOptions {
   // end are merged into `run.sqlite` (single node) or `run-node<K>.sqlite`.
   std::string trace_dir;
   int stop_grace_seconds = 10;  // SIGTERM, then SIGKILL after this long
+  // The link to emulate, exported to every rank as DPSCOPE_LINK_GBPS and DPSCOPE_LINK_LATENCY_US
+  // (engine/comm/link_model.h): both or neither; neither leaves the environment as it is.
+  std::optional<double> link_gbps;
+  std::optional<double> link_latency_us;
   std::vector<std::string> command;  // PROGRAM ARGS...
 };
 
-// The checks run_launch makes first: a program, -n, --nnodes, --node-rank, --master-port and
-// --stop-grace in range. Throws CliFailure naming the option.
+// The checks run_launch makes first: a program, -n, --nnodes, --node-rank, --master-port,
+// --stop-grace and the link in range. Throws CliFailure naming the option.
 void validate_launch_options(const LaunchOptions& options);
 
 // Runs the ranks to the end. Returns the launcher's exit status: 0 when every rank exited 0;

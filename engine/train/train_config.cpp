@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/comm/link_model.h"
 #include "engine/train/train_config.h"
 
 namespace dpscope::train {
@@ -34,6 +35,7 @@ void validate_train_config(const TrainConfig& c) {
   require(bucket_size_ok(c.bucket_cap_mb, false) && bucket_size_ok(c.first_bucket_mb, false),
           "--bucket-cap-mb and --first-bucket-mb must be at most 1048576 (1 TiB)");
   require(c.eval_fraction >= 0 && c.eval_fraction < 1, "--eval-fraction must be in [0, 1)");
+  comm::check_link(c.link_gbps, c.link_latency_us, "--link-gbps", "--link-latency-us");
   require(c.device == "cpu" || c.device == "cuda", "--device must be cpu or cuda");
   if (c.device == "cuda") {
     throw std::invalid_argument("--device cuda: this build trains on CPU only (the GPU path comes "

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "engine/models/model_config.h"
@@ -31,6 +32,10 @@ struct TrainConfig {
   Strategy strategy = Strategy::Ddp;
   std::string backend;  // "" = default (nccl with CUDA devices, else gloo)
   std::string device = "cpu";
+  // The link to emulate (--link-gbps, --link-latency-us; Note [Link emulation]): both or
+  // neither. Neither: the one DPSCOPE_LINK_GBPS and DPSCOPE_LINK_LATENCY_US give, if any.
+  std::optional<double> link_gbps;
+  std::optional<double> link_latency_us;
 
   // DDP.
   double bucket_cap_mb = 25;
@@ -61,8 +66,8 @@ struct TrainConfig {
   std::string command_line;
 };
 
-// The checks run_training makes before it starts (steps, batch size, rates, device, DDP-only
-// options with FSDP); `dpscope train` in parse-only mode (the CLI fuzzer) makes them too. Throws
+// The checks run_training makes before it starts (steps, batch size, rates, device, the link,
+// DDP-only options with FSDP); `dpscope train` in parse-only mode (the CLI fuzzer) makes them too. Throws
 // std::invalid_argument naming the flag. Needs no LibTorch (train_config.cpp).
 void validate_train_config(const TrainConfig& config);
 

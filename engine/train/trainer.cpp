@@ -17,6 +17,7 @@
 #include <optional>
 #include <thread>
 
+#include "engine/comm/link_model.h"
 #include "engine/comm/world.h"
 #include "engine/data/dataset.h"
 #include "engine/data/distributed_sampler.h"
@@ -130,6 +131,8 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
   world_options.backend = config.backend.empty() ? comm::default_backend()
                                                  : comm::parse_backend(config.backend);
   world_options.recorder = &recorder;
+  world_options.link =
+      comm::check_link(config.link_gbps, config.link_latency_us, "--link-gbps", "--link-latency-us");
   comm::World world = comm::init_world(world_options);
 
   recorder.set_meta("command_line", config.command_line);
@@ -182,9 +185,14 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
   const trace::NameId step_ms_name = recorder.name("step_ms");
   const trace::NameId resident_name = recorder.name("resident_mb");
   if (env.rank == 0) {
-    std::printf("train: %s, %s over %s, %d rank(s), %lld steps of %lld per rank\n",
+    const std::string link =
+        world.link ? " on an emulated " + comm::link_value_text(world.link->spec().gbps) +
+                         " Gb/s, " + comm::link_value_text(world.link->spec().latency_us) +
+                         " us link"
+                   : "";
+    std::printf("train: %s, %s over %s%s, %d rank(s), %lld steps of %lld per rank\n",
                 summary.c_str(), parallel->describe().c_str(),
-                std::string(comm::to_string(world_options.backend)).c_str(),
+                std::string(comm::to_string(world_options.backend)).c_str(), link.c_str(),
                 env.world_size, static_cast<long long>(config.steps),
                 static_cast<long long>(config.batch_size));
     std::fflush(stdout);

@@ -241,5 +241,20 @@ TEST(cliBadInput, Truncated) {
   expect_one_line_error(dir, path);
 }
 
+// A bad emulated link (engine/comm/link_model.h) is refused before anything runs: one line naming
+// the flag and the accepted range, exit 1, no trace written.
+TEST(cliBadInput, TrainLinkOutOfRange) {
+  TempDir dir;
+  const Outcome run = dpscope(dir, "train --link-gbps 0 --link-latency-us 50 --trace " +
+                                       quoted(dir.file("train.sqlite")));
+  if (run.err.find("without the engine") != std::string::npos) GTEST_SKIP() << run.err;
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(run.err,
+            "dpscope: --link-gbps 0 is out of range: the link's bandwidth is in gigabits per "
+            "second, from 0.001 to 100000 (4 is a 4 Gb/s link)\n");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("train.sqlite")));
+}
+
 }  // namespace
 }  // namespace dpscope::trace

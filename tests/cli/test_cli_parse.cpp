@@ -134,5 +134,44 @@ TEST(CliParse, TrainRejectsBucketSizesThatDoNotFit) {
   EXPECT_NO_THROW(train::validate_train_config(config));
 }
 
+// --link-gbps and --link-latency-us (engine/comm/link_model.h): both or neither, each in its
+// range, checked in parse-only mode by `dpscope train` and by `dpscope launch` alike.
+TEST(CliParse, LinkFlagsAreCheckedBeforeAnythingRuns) {
+  parse({"train", "--link-gbps", "4", "--link-latency-us", "50"});
+  parse({"launch", "--link-gbps", "0.5", "--link-latency-us", "1e3", "--", "true"});
+  const std::pair<const char*, const char*> bad_gbps[] = {
+      {"0", "0"}, {"-4", "-4"}, {"nan", "nan"}, {"inf", "inf"}, {"1e6", "1000000"}};
+  for (const auto& [value, shown] : bad_gbps) {
+    const std::string train = error_of<std::invalid_argument>(
+        {"train", "--link-gbps", value, "--link-latency-us", "50"});
+    EXPECT_NE(train.find("--link-gbps " + std::string(shown) + " is out of range"),
+              std::string::npos)
+        << value << ": " << train;
+    EXPECT_NE(train.find("from 0.001 to 100000"), std::string::npos) << train;
+    const std::string launch = error_of<CliFailure>(
+        {"launch", "--link-gbps", value, "--link-latency-us", "50", "--", "true"});
+    EXPECT_NE(launch.find("launch: --link-gbps " + std::string(shown) + " is out of range"),
+              std::string::npos)
+        << value << ": " << launch;
+  }
+  for (const char* value : {"0", "-1", "nan", "2e7"}) {
+    EXPECT_NE(error_of<std::invalid_argument>({"train", "--link-gbps", "4", "--link-latency-us",
+                                               value})
+                  .find("above 0 and at most 10000000"),
+              std::string::npos)
+        << value;
+  }
+  EXPECT_NE(error_of<std::invalid_argument>({"train", "--link-gbps", "4"})
+                .find("--link-gbps needs --link-latency-us too"),
+            std::string::npos);
+  EXPECT_NE(error_of<CliFailure>({"launch", "--link-latency-us", "50", "--", "true"})
+                .find("--link-latency-us needs --link-gbps too"),
+            std::string::npos);
+  train::TrainConfig config;
+  config.link_gbps = 1e5;
+  config.link_latency_us = 1e7;
+  EXPECT_NO_THROW(train::validate_train_config(config));
+}
+
 }  // namespace
 }  // namespace dpscope::cli

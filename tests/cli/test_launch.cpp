@@ -1,6 +1,6 @@
-// dpscope launch: torchrun's environment for every rank, output prefixed by rank, a failing or
-// killed rank stopping the others with a message naming it, Ctrl-C passed on to the ranks (which
-// flush their traces), and the ranks' trace files merged at the end.
+// dpscope launch: torchrun's environment (and the emulated link's) for every rank, output
+// prefixed by rank, a failing or killed rank stopping the others with a message naming it,
+// Ctrl-C passed on to the ranks (which flush their traces), and the ranks' trace files merged.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -67,6 +67,23 @@ TEST(launch, SeveralNodesNeedAMasterPort) {
   auto result = launch(dir, "-n 2 --nnodes 2 --node-rank 0 -- true");
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_NE(result.output.find("--master-port"), std::string::npos) << result.output;
+}
+
+// --link-gbps and --link-latency-us reach every rank as DPSCOPE_LINK_GBPS and
+// DPSCOPE_LINK_LATENCY_US (Note [Link emulation]); bad values start no rank.
+TEST(launch, PassesTheLinkToEveryRank) {
+  TempDir dir;
+  auto result = launch(dir, "-n 2 --link-gbps 4 --link-latency-us 50 -- sh -c "
+                            "'echo link $DPSCOPE_LINK_GBPS $DPSCOPE_LINK_LATENCY_US'");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("[0] link 4 50"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("[1] link 4 50"), std::string::npos) << result.output;
+  result = launch(dir, "-n 2 --link-gbps 0 --link-latency-us 50 -- sh -c 'echo started'");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.output.find("started"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("dpscope: launch: --link-gbps 0 is out of range"),
+            std::string::npos)
+      << result.output;
 }
 
 TEST(launch, AFailingRankStopsTheOthers) {
