@@ -158,8 +158,10 @@ inline int64_t link_model_ns(trace::CollectiveOp op, int64_t bytes, int ranks,
       ns = std::ceil(std::log2(n)) * latency_ns;
       break;
   }
-  // In range by check_link's bounds up to petabytes; capped so that nothing overflows beyond.
-  return static_cast<int64_t>(std::llround(std::min(ns, 1e17)));
+  // In range by check_link's bounds up to petabytes; capped (NaN too, from an unchecked link) so
+  // that the conversion is always defined.
+  if (!(ns < 1e17)) ns = 1e17;
+  return static_cast<int64_t>(std::llround(ns));
 }
 
 }  // namespace dpscope::comm

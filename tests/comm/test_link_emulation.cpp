@@ -199,9 +199,10 @@ TEST(linkEmulation, TheTraceShowsTheLinksTimes) {
 
 namespace {
 
-// 1 Gb/s and 100 us: a 1 MiB all-reduce on 2 ranks takes 8.6 ms, a 16 MiB one 134 ms; Gloo
-// over loopback takes a fraction of that, so the model's time dominates.
-constexpr const char* kGbps = "1";
+// Links slow enough that the model's time dominates the real collective's on a busy 2-core
+// machine. 2 ranks on 0.5 Gb/s, 100 us: a 1 MiB all-reduce takes 17 ms, a 16 MiB one 269 ms
+// (Gloo over loopback: a fifth of that). 4 ranks on 0.25 Gb/s: a 16 MiB reduce-scatter takes
+// 403 ms; Gloo's (halving-doubling, 8 MiB segments) has taken 100 to 205 ms there.
 constexpr const char* kLatencyUs = "100";
 // Scheduling slack on a loaded 2-core machine: a wait's wake-up, a late peer.
 constexpr int64_t kSlackNs = 15 * kMs;
@@ -220,11 +221,11 @@ void expect_within_model(int64_t measured, int64_t model, const std::string& wha
   EXPECT_LE(measured, static_cast<int64_t>(1.10 * model) + kSlackNs) << what;
 }
 
-void run_gloo(int world) {
+void run_gloo(int world, const std::string& gbps) {
   TempDir dir;
   const std::string traces = dir.file("traces");
   const auto result = run_command(dpscope_bin() + " launch -n " + std::to_string(world) +
-                                  " --link-gbps " + kGbps + " --link-latency-us " + kLatencyUs +
+                                  " --link-gbps " + gbps + " --link-latency-us " + kLatencyUs +
                                   " --trace-dir " + traces + " -- " +
                                   std::string(DPSCOPE_BIN_DIR) + "/link_worker");
   ASSERT_EQ(result.exit_code, 0) << result.output;
@@ -238,7 +239,7 @@ void run_gloo(int world) {
       << out;
 
   trace::Reader reader(traces + "/run.sqlite");
-  EXPECT_EQ(reader.meta_value("link_gbps"), kGbps);
+  EXPECT_EQ(reader.meta_value("link_gbps"), gbps);
   EXPECT_EQ(reader.meta_value("link_latency_us"), kLatencyUs);
   std::map<std::pair<int, int64_t>, trace::Event> collectives;  // (rank, seq) of the world group
   for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Collective)) {
@@ -302,8 +303,8 @@ void run_gloo(int world) {
 
 }  // namespace
 
-TEST(linkEmulationGloo, TwoRanks) { run_gloo(2); }
-TEST(linkEmulationGloo, FourRanks) { run_gloo(4); }
+TEST(linkEmulationGloo, TwoRanks) { run_gloo(2, "0.5"); }
+TEST(linkEmulationGloo, FourRanks) { run_gloo(4, "0.25"); }
 
 // dpscope train's flags win over the launcher's environment; the trace says which link it ran on.
 TEST(linkEmulationTrain, TrainFlagsWinAndReachTheTrace) {
