@@ -1,7 +1,8 @@
 // The emulated link: its two numbers (bandwidth, latency), their checks, and the ring model of how
 // long each collective takes on such a link (docs/communication.md, "Emulating a cluster's link").
 // Header-only and without LibTorch, so that the CLI checks --link-gbps and --link-latency-us
-// before any rank starts, in every build; the engine times collectives with it (link.h).
+// before any rank starts, in every build; the engine times collectives with it
+// (link_emulation.h).
 #pragma once
 
 #include <algorithm>
@@ -47,8 +48,9 @@ inline std::string link_value_text(double value) {
   for (int digits = 0; digits <= 17; ++digits) {
     std::snprintf(text, sizeof(text), plain ? "%.*f" : "%.*g", plain ? digits : digits + 1,
                   value);
-    if (!std::isfinite(value) || std::strtod(text, nullptr) == value) break;
+    if (!std::isfinite(value) || std::strtod(text, nullptr) == value) return text;
   }
+  std::snprintf(text, sizeof(text), "%.17g", value);  // exact, if not the shortest
   return text;
 }
 

@@ -178,7 +178,9 @@ TEST(linkModel, ValueTextIsShortAndExact) {
   EXPECT_EQ(link_value_text(1e6), "1000000");
   EXPECT_EQ(link_value_text(1e-9), "1e-09");
   EXPECT_EQ(link_value_text(-4), "-4");
-  EXPECT_EQ(std::strtod(link_value_text(0.1 + 0.2).c_str(), nullptr), 0.1 + 0.2);
+  for (double value : {0.1 + 0.2, 1.234567891234567e-6, 3.3e-7, 123456789.123}) {
+    EXPECT_EQ(std::strtod(link_value_text(value).c_str(), nullptr), value) << value;
+  }
 }
 
 // start_on_link = max(real begin, link free); end = max(real end, start_on_link + model).
