@@ -307,10 +307,10 @@ void write_metadata(JsonFile& out, const char* name, int32_t pid, const LaneId* 
   out.raw("}}");
 }
 
-// One counter event with the categories [first, last) seen so far.
+// One counter event with the stacked categories (or the allocator read-outs) seen so far.
 void write_counter(JsonFile& out, const char* name, int32_t rank, int64_t ts,
                    const std::array<int64_t, kMemoryCategoryCount>& current,
-                   const std::array<bool, kMemoryCategoryCount>& seen, size_t first, size_t last) {
+                   const std::array<bool, kMemoryCategoryCount>& seen, bool stacked) {
   out.next_event();
   out.raw("{\"ph\":\"C\",\"pid\":");
   out.integer(rank);
@@ -320,8 +320,8 @@ void write_counter(JsonFile& out, const char* name, int32_t rank, int64_t ts,
   out.raw(name);
   out.raw("\",\"args\":{");
   bool first_arg = true;
-  for (size_t c = first; c < last; ++c) {
-    if (!seen[c]) continue;
+  for (size_t c = 0; c < kMemoryCategoryCount; ++c) {
+    if (!seen[c] || is_stacked(static_cast<MemoryCategory>(c)) != stacked) continue;
     out.raw(first_arg ? "\"" : ",\"");
     out.raw(to_string(static_cast<MemoryCategory>(c)));
     out.raw("\":");
@@ -344,15 +344,14 @@ void write_memory(JsonFile& out, int32_t rank, const MemorySample* begin, const 
     if (c >= kMemoryCategoryCount) continue;
     current[c] = s->bytes;
     seen[c] = true;
-    (c < kMemoryCategoryStacked ? stacked_changed : allocator_changed) = true;
+    (is_stacked(s->category) ? stacked_changed : allocator_changed) = true;
     if (s + 1 != end && s[1].ts_ns == s->ts_ns) continue;
     if (stacked_changed) {
-      write_counter(out, "memory", rank, saturating_sub(s->ts_ns, t0), current, seen, 0,
-                    kMemoryCategoryStacked);
+      write_counter(out, "memory", rank, saturating_sub(s->ts_ns, t0), current, seen, true);
     }
     if (allocator_changed) {
       write_counter(out, "memory (allocator)", rank, saturating_sub(s->ts_ns, t0), current, seen,
-                    kMemoryCategoryStacked, kMemoryCategoryCount);
+                    false);
     }
     stacked_changed = allocator_changed = false;
   }

@@ -127,17 +127,6 @@ MemorySample sample_of_values(sqlite3_value** v) {
 }
 constexpr const char* kSampleArguments = "rank, ts_ns, category, bytes";
 
-CollectivePayload payload_of_values(sqlite3_value** v) {
-  CollectivePayload p;
-  p.rank = static_cast<int16_t>(sqlite3_value_int64(v[0]));
-  p.seq = static_cast<int32_t>(value_or(v[1], kNone));
-  p.op = static_cast<uint8_t>(value_or(v[2], 0xff));
-  p.bytes = value_or(v[3], kNone64);
-  p.dtype = static_cast<uint8_t>(value_or(v[4], 0xff));
-  return p;
-}
-constexpr const char* kPayloadArguments = "rank, seq, op, bytes, dtype";
-
 }  // namespace
 
 // Note [Bulk scans]
@@ -509,15 +498,6 @@ void Reader::scan_event_spans(int64_t first_id, int64_t last_id,
   prepare_bulk_scans();
   bulk_scan<EventSpan>(*db_, *bulk_, kSpanArguments, "events", "", first_id, last_id,
                        span_of_values, batch);
-}
-
-void Reader::scan_collectives(int64_t first_id, int64_t last_id,
-                              const std::function<bool(const CollectivePayload*, size_t)>& batch) {
-  prepare_bulk_scans();
-  const std::string filter =
-      "kind = " + std::to_string(static_cast<int>(EventKind::Collective));
-  bulk_scan<CollectivePayload>(*db_, *bulk_, kPayloadArguments, "events", filter, first_id,
-                               last_id, payload_of_values, batch);
 }
 
 std::pair<int64_t, int64_t> Reader::memory_rowid_range() {

@@ -70,11 +70,6 @@ class Reader {
   // a few thousand at a time; `batch` returns false to stop.
   void scan_event_spans(int64_t first_id, int64_t last_id,
                         const std::function<bool(const EventSpan*, size_t)>& batch);
-  // The payload of every collective (kind Collective) with first_id <= id <= last_id, in id
-  // order, in batches as above. Looks at every row's kind: about 0.07 s per million events on
-  // one core.
-  void scan_collectives(int64_t first_id, int64_t last_id,
-                        const std::function<bool(const CollectivePayload*, size_t)>& batch);
   // The smallest and largest memory.rowid; {0, -1} for a file without memory samples.
   std::pair<int64_t, int64_t> memory_rowid_range();
   // Every memory sample with first <= rowid <= last, in rowid order, in batches as above.

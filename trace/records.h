@@ -55,16 +55,6 @@ struct EventSpan {
 };
 static_assert(sizeof(EventSpan) == 32, "EventSpan is held by the million in the viewer");
 
-// What a collective moved, for checking that every rank ran the same one (the viewer's analysis;
-// Reader::scan_collectives). Read apart from EventSpan, which has no room for it.
-struct CollectivePayload {
-  int64_t bytes = kNone64;
-  int32_t seq = kNone;    // the low 32 bits of events.seq, as in EventSpan::seq_or_iteration
-  int16_t rank = 0;
-  uint8_t op = 0xff;      // CollectiveOp; 0xff when NULL
-  uint8_t dtype = 0xff;   // DType; 0xff when NULL
-};
-
 struct MemorySample {
   int32_t rank = 0;
   int64_t ts_ns = 0;

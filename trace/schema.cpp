@@ -20,7 +20,7 @@ constexpr std::string_view kDTypeNames[kDTypeCount] = {
 constexpr std::string_view kMemoryCategoryNames[kMemoryCategoryCount] = {
     "parameters", "gradients", "buckets", "full_parameters", "shards", "gradient_shards",
     "full_gradients", "optimizer_state", "activations", "other", "allocator_total",
-    "cuda_allocated", "cuda_reserved"};
+    "cuda_allocated", "cuda_reserved", "data"};
 constexpr std::string_view kLaneKindNames[kLaneKindCount] = {"host", "comm", "stream", "unit"};
 constexpr std::string_view kTraceLevelNames[3] = {"off", "summary", "full"};
 

@@ -11,7 +11,8 @@ namespace dpscope::trace {
 // ---- Version and identity ------------------------------------------------------------------
 // Bump kSchemaVersion on any change a reader of the previous version would misread; the reader
 // refuses files with a newer version and names both versions in its error.
-inline constexpr int kSchemaVersion = 1;
+// 2: memory category 13 `data`.
+inline constexpr int kSchemaVersion = 2;
 // Stored as `PRAGMA application_id`: tells a dpscope trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x44505343;  // "DPSC"
 
@@ -74,8 +75,9 @@ enum class DType : uint8_t {
 };
 inline constexpr int kDTypeCount = 9;
 
-// Memory categories. The first kMemoryCategoryStacked stack into the total the engine accounts
-// for; the others are read from an allocator and drawn as lines.
+// Memory categories. The stacked ones (is_stacked) hold every byte the engine's tracking
+// allocator counts, each byte in exactly one; the allocator read-outs (allocator_total, cuda_*)
+// are totals read from an allocator and drawn as lines.
 enum class MemoryCategory : uint8_t {
   Parameters = 0,
   Gradients = 1,
@@ -90,9 +92,21 @@ enum class MemoryCategory : uint8_t {
   AllocatorTotal = 10,  // the tracking CPU allocator's bytes in use
   CudaAllocated = 11,   // CUDA caching allocator: allocated bytes
   CudaReserved = 12,    // CUDA caching allocator: reserved bytes
+  Data = 13,            // the training data: the data set and the batches drawn from it
 };
-inline constexpr int kMemoryCategoryCount = 13;
-inline constexpr int kMemoryCategoryStacked = 10;
+inline constexpr int kMemoryCategoryCount = 14;
+constexpr bool is_stacked(MemoryCategory c) {
+  return c != MemoryCategory::AllocatorTotal && c != MemoryCategory::CudaAllocated &&
+         c != MemoryCategory::CudaReserved;
+}
+// The stacked categories in the order they stack (bottom first), as the viewer draws them.
+inline constexpr MemoryCategory kStackedCategories[] = {
+    MemoryCategory::Parameters,     MemoryCategory::Gradients,      MemoryCategory::Buckets,
+    MemoryCategory::FullParameters, MemoryCategory::Shards,         MemoryCategory::GradientShards,
+    MemoryCategory::FullGradients,  MemoryCategory::OptimizerState, MemoryCategory::Activations,
+    MemoryCategory::Data,           MemoryCategory::Other};
+inline constexpr int kMemoryCategoryStacked = 11;  // the size of kStackedCategories
+static_assert(sizeof(kStackedCategories) / sizeof(kStackedCategories[0]) == kMemoryCategoryStacked);
 
 enum class LaneKind : uint8_t {
   Host = 0,     // a host thread: main / autograd (phases, hooks, waits)

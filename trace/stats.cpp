@@ -6,83 +6,41 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <tuple>
 #include <utility>
 
 #include "trace/error.h"
+#include "trace/intervals.h"
 #include "trace/saturate.h"
 
 namespace dpscope::trace {
 namespace {
 
-using detail::saturating_add;
 using detail::saturating_sub;
-
-using Interval = std::pair<int64_t, int64_t>;  // [begin_ns, end_ns)
-
-// Sorted, disjoint, non-empty intervals covering the same time as `slices`.
-std::vector<Interval> union_of(std::vector<Interval> slices) {
-  std::sort(slices.begin(), slices.end());
-  std::vector<Interval> merged;
-  for (const auto& [begin, end] : slices) {
-    if (end <= begin) continue;
-    if (!merged.empty() && begin <= merged.back().second) {
-      merged.back().second = std::max(merged.back().second, end);
-    } else {
-      merged.emplace_back(begin, end);
-    }
-  }
-  return merged;
-}
-
-int64_t length_of(const std::vector<Interval>& merged) {
-  int64_t total = 0;
-  for (const auto& [begin, end] : merged) total = saturating_add(total, saturating_sub(end, begin));
-  return total;
-}
-
-// Length of the intersection of two outputs of union_of.
-int64_t intersection_length(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  int64_t total = 0;
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    const int64_t begin = std::max(a[i].first, b[j].first);
-    const int64_t end = std::min(a[i].second, b[j].second);
-    if (end > begin) total = saturating_add(total, saturating_sub(end, begin));
-    if (a[i].second < b[j].second) ++i;
-    else ++j;
-  }
-  return total;
-}
-
-// The parts of `a` outside `b` (both outputs of union_of).
-std::vector<Interval> subtract(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  std::vector<Interval> out;
-  size_t j = 0;
-  for (auto [begin, end] : a) {
-    while (j < b.size() && b[j].second <= begin) ++j;
-    for (size_t k = j; k < b.size() && b[k].first < end; ++k) {
-      if (b[k].first > begin) out.emplace_back(begin, b[k].first);
-      begin = std::max(begin, b[k].second);
-    }
-    if (end > begin) out.emplace_back(begin, end);
-  }
-  return out;
-}
 
 double to_ms(int64_t ns) { return double(ns) / 1e6; }
 
-// Time spent waiting for a collective inside a phase is not compute: that is communication
-// nothing hid (DDP's final wait for its buckets, FSDP's wait for an all-gather).
-OverlapStats overlap_of(std::vector<Interval> compute_slices, std::vector<Interval> wait_slices,
-                        std::vector<Interval> comm_slices) {
-  const auto compute = subtract(union_of(std::move(compute_slices)), union_of(std::move(wait_slices)));
-  const auto comm = union_of(std::move(comm_slices));
-  const int64_t comm_ns = length_of(comm);
-  return OverlapStats{to_ms(length_of(compute)), to_ms(comm_ns),
-                      to_ms(comm_ns - intersection_length(comm, compute))};
+// See Note [Compute and exposed communication].
+struct OverlapSets {
+  IntervalSet compute;  // compute phases less waits
+  IntervalSet comm;
+};
+
+OverlapSets overlap_sets(std::vector<Interval> compute_slices, std::vector<Interval> wait_slices,
+                         std::vector<Interval> comm_slices) {
+  return {IntervalSet::union_of(std::move(compute_slices))
+              .minus(IntervalSet::union_of(std::move(wait_slices))),
+          IntervalSet::union_of(std::move(comm_slices))};
+}
+
+OverlapStats overlap_of(const OverlapSets& sets) {
+  const int64_t comm_ns = sets.comm.length();
+  const int64_t hidden_ns = sets.comm.intersection_length(sets.compute);
+  return OverlapStats{to_ms(sets.compute.length()), to_ms(comm_ns), to_ms(hidden_ns),
+                      to_ms(saturating_sub(comm_ns, hidden_ns))};
 }
 
 // Everything compute_stats gathers about one rank before the run's iteration count is known.
@@ -96,7 +54,17 @@ struct RankScratch {
   std::vector<std::optional<double>> loss;
   std::vector<std::vector<Interval>> compute, waits, comm;  // by iteration
   std::vector<Interval> all_compute, all_waits, all_comm;
-  std::vector<std::pair<int64_t, CollectiveStats>> collective_list;  // (begin, collective)
+  std::vector<CollectiveStats> collective_list;
+  // DDP bucket all-reduces: (iteration, bucket, span), for BucketExposure.
+  struct BucketComm {
+    int32_t iteration;
+    int32_t bucket;
+    Interval span;
+  };
+  std::vector<BucketComm> bucket_comm;
+  std::map<int32_t, BucketExposure> buckets;
+  int64_t first_iteration_ns = INT64_MAX;  // the earliest begin of an event of an iteration
+  int64_t compute_phases = 0;
   // DDP logging marks by iteration (See DdpTimings): the last forward (begin, end), the last
   // backward's begin, finalize_backward (begin, end), the first BucketLaunch.
   struct DdpMarks {
@@ -140,6 +108,7 @@ std::vector<PhaseRole> phase_roles(const std::vector<std::string>& names) {
 
 void add_event(const Event& e, const std::vector<PhaseRole>& roles, RankScratch& s) {
   const bool in_iteration = e.iteration >= 0;
+  if (in_iteration) s.first_iteration_ns = std::min(s.first_iteration_ns, e.begin_ns);
   switch (e.kind) {
     case EventKind::Phase: {
       const PhaseRole role = e.name >= 0 && static_cast<size_t>(e.name) < roles.size()
@@ -147,9 +116,10 @@ void add_event(const Event& e, const std::vector<PhaseRole>& roles, RankScratch&
                                  : PhaseRole::Other;
       if (role == PhaseRole::Forward || role == PhaseRole::Backward ||
           role == PhaseRole::OptimizerStep) {
-        s.all_compute.emplace_back(e.begin_ns, e.end_ns);
+        ++s.compute_phases;
+        s.all_compute.push_back({e.begin_ns, e.end_ns});
         if (in_iteration) {
-          RankScratch::at(s.compute, e.iteration).emplace_back(e.begin_ns, e.end_ns);
+          RankScratch::at(s.compute, e.iteration).push_back({e.begin_ns, e.end_ns});
           auto& marks = RankScratch::at(s.ddp, e.iteration);
           if (role == PhaseRole::Forward && (!marks.forward || e.begin_ns > marks.forward->first)) {
             marks.forward.emplace(e.begin_ns, e.end_ns);
@@ -178,18 +148,21 @@ void add_event(const Event& e, const std::vector<PhaseRole>& roles, RankScratch&
       }
       break;
     case EventKind::CollectiveWait:
-      s.all_waits.emplace_back(e.begin_ns, e.end_ns);
-      if (in_iteration) RankScratch::at(s.waits, e.iteration).emplace_back(e.begin_ns, e.end_ns);
+      s.all_waits.push_back({e.begin_ns, e.end_ns});
+      if (in_iteration) RankScratch::at(s.waits, e.iteration).push_back({e.begin_ns, e.end_ns});
       break;
     case EventKind::Collective:
-      s.all_comm.emplace_back(e.begin_ns, e.end_ns);
+      s.all_comm.push_back({e.begin_ns, e.end_ns});
       if (in_iteration) {
-        RankScratch::at(s.comm, e.iteration).emplace_back(e.begin_ns, e.end_ns);
+        RankScratch::at(s.comm, e.iteration).push_back({e.begin_ns, e.end_ns});
         if (e.op < kCollectiveOpCount) ++RankScratch::at(s.collectives, e.iteration)[e.op];
+        if (e.bucket != kNone && e.op == static_cast<uint8_t>(CollectiveOp::AllReduce)) {
+          s.bucket_comm.push_back({e.iteration, e.bucket, {e.begin_ns, e.end_ns}});
+        }
       }
-      s.collective_list.emplace_back(
-          e.begin_ns, CollectiveStats{e.grp, e.seq, static_cast<CollectiveOp>(e.op), e.bytes,
-                                      e.iteration});
+      s.collective_list.push_back(CollectiveStats{e.grp, e.seq, static_cast<CollectiveOp>(e.op),
+                                                  e.bytes, e.dtype, e.iteration, e.begin_ns,
+                                                  e.end_ns});
       break;
     default:
       break;
@@ -198,38 +171,32 @@ void add_event(const Event& e, const std::vector<PhaseRole>& roles, RankScratch&
 
 void finish_collectives(RankScratch& s, RankStats& out) {
   auto& list = s.collective_list;
-  std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.second.grp, a.second.seq, a.first) <
-           std::tie(b.second.grp, b.second.seq, b.first);
+  std::stable_sort(list.begin(), list.end(), [](const CollectiveStats& a, const CollectiveStats& b) {
+    return std::tie(a.grp, a.seq, a.begin_ns) < std::tie(b.grp, b.seq, b.begin_ns);
   });
-  out.collectives.reserve(list.size());
-  for (const auto& [begin, collective] : list) out.collectives.push_back(collective);
+  out.collectives = std::move(list);
   list = {};
 }
 
-void read_memory(Reader& reader, int32_t rank, RankStats& out) {
+// Memory at the peak, over the run and over the steps (Note [Memory at the peak]), and each
+// category's largest sample.
+void read_memory(Reader& reader, int32_t rank, int64_t first_iteration_ns, RankStats& out) {
   const auto samples = reader.memory(rank);
-  std::array<int64_t, kMemoryCategoryCount> current{}, peak{};
+  MemoryPeakFinder run, steps(first_iteration_ns);
+  std::array<int64_t, kMemoryCategoryCount> largest{};
   std::array<bool, kMemoryCategoryCount> seen{};
-  int64_t stacked_peak = 0;
-  for (size_t i = 0; i < samples.size(); ++i) {
-    const auto category = static_cast<size_t>(samples[i].category);
+  for (const MemorySample& sample : samples) {
+    const auto category = static_cast<size_t>(sample.category);
     if (category >= kMemoryCategoryCount) continue;
-    current[category] = samples[i].bytes;
-    peak[category] = seen[category] ? std::max(peak[category], samples[i].bytes) : samples[i].bytes;
+    run.add(sample.ts_ns, sample.category, sample.bytes);
+    steps.add(sample.ts_ns, sample.category, sample.bytes);
+    largest[category] = seen[category] ? std::max(largest[category], sample.bytes) : sample.bytes;
     seen[category] = true;
-    // Samples of one timestamp describe one moment; a sum between them never existed.
-    if (i + 1 < samples.size() && samples[i + 1].ts_ns == samples[i].ts_ns) continue;
-    int64_t stacked = 0;
-    for (int c = 0; c < kMemoryCategoryStacked; ++c) {
-      stacked = saturating_add(stacked, current[static_cast<size_t>(c)]);
-    }
-    stacked_peak = std::max(stacked_peak, stacked);
   }
-  const auto allocator = static_cast<size_t>(MemoryCategory::AllocatorTotal);
-  out.peak_total_bytes = seen[allocator] ? peak[allocator] : stacked_peak;
+  out.memory_peak = run.finish();
+  if (first_iteration_ns != INT64_MAX) out.step_memory_peak = steps.finish();
   for (size_t c = 0; c < kMemoryCategoryCount; ++c) {
-    if (seen[c]) out.peak_memory.push_back(MemoryPeak{static_cast<MemoryCategory>(c), peak[c]});
+    if (seen[c]) out.category_max.push_back({static_cast<MemoryCategory>(c), largest[c]});
   }
 }
 
@@ -285,6 +252,9 @@ void read_metrics(Reader& reader, int32_t rank, RankScratch& s, int32_t& max_ite
 
 // Fills the per-iteration rows once the run's iteration count is known.
 void finish_iterations(RankScratch& s, int32_t iterations, RankStats& out) {
+  std::stable_sort(s.bucket_comm.begin(), s.bucket_comm.end(),
+                   [](const auto& a, const auto& b) { return a.iteration < b.iteration; });
+  size_t next_bucket = 0;
   out.iterations.resize(static_cast<size_t>(iterations));
   for (int32_t i = 0; i < iterations; ++i) {
     IterationStats& it = out.iterations[static_cast<size_t>(i)];
@@ -295,9 +265,22 @@ void finish_iterations(RankScratch& s, int32_t iterations, RankStats& out) {
     const auto phase = RankScratch::get(s.iteration_phase, i);
     it.step_ms = step_ms ? *step_ms : phase ? to_ms(phase->second) : 0.0;
     it.loss = RankScratch::get(s.loss, i);
-    it.overlap = overlap_of(RankScratch::take(s.compute, i), RankScratch::take(s.waits, i),
-                            RankScratch::take(s.comm, i));
+    const OverlapSets sets = overlap_sets(RankScratch::take(s.compute, i),
+                                          RankScratch::take(s.waits, i),
+                                          RankScratch::take(s.comm, i));
+    it.overlap = overlap_of(sets);
+    // The bucket all-reduces of this iteration, against its compute.
+    for (; next_bucket < s.bucket_comm.size() && s.bucket_comm[next_bucket].iteration == i; ++next_bucket) {
+      const auto& b = s.bucket_comm[next_bucket];
+      BucketExposure& e = s.buckets[b.bucket];
+      e.bucket = b.bucket;
+      ++e.collectives;
+      const int64_t length = saturating_sub(b.span.end_ns, b.span.begin_ns);
+      e.comm_ms += to_ms(length);
+      e.exposed_comm_ms += to_ms(saturating_sub(length, sets.compute.covered(b.span.begin_ns, b.span.end_ns)));
+    }
   }
+  for (auto& [bucket, exposure] : s.buckets) out.buckets.push_back(exposure);
 }
 
 // The DdpTimings average over the iterations whose marks are all there.
@@ -328,6 +311,19 @@ std::optional<int32_t> parse_count(const std::string& text) {
   const long value = std::strtol(text.c_str(), &end, 10);
   if (errno != 0 || *end != '\0' || value < 0 || value > INT32_MAX) return std::nullopt;
   return static_cast<int32_t>(value);
+}
+
+// The first iteration of the steady steps (Note [Steady steps]).
+int32_t steady_from(size_t iterations) { return iterations >= 3 ? 2 : 0; }
+
+// A meta number such as link_gbps; 0 when absent, not a number, or not positive.
+double parse_positive(const std::string& text) {
+  if (text.empty()) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  if (errno != 0 || *end != '\0' || !(value > 0) || value > 1e12) return 0;
+  return value;
 }
 
 }  // namespace
@@ -389,18 +385,89 @@ RunStats compute_stats(Reader& reader) {
     out.status = ranks[r].status;
     out.dropped_events = ranks[r].dropped_events;
     read_metrics(reader, out.rank, scratch[r], max_iteration, bound);
-    read_memory(reader, out.rank, out);
+    read_memory(reader, out.rank, scratch[r].first_iteration_ns, out);
     finish_collectives(scratch[r], out);
-    out.overlap = overlap_of(std::move(scratch[r].all_compute), std::move(scratch[r].all_waits),
-                             std::move(scratch[r].all_comm));
+    out.overlap = overlap_of(overlap_sets(std::move(scratch[r].all_compute),
+                                          std::move(scratch[r].all_waits),
+                                          std::move(scratch[r].all_comm)));
     out.ddp = ddp_timings(scratch[r]);
+    out.compute_phases = scratch[r].compute_phases;
     stats.ranks.push_back(std::move(out));
   }
   stats.iterations = max_iteration == INT32_MAX ? INT32_MAX : max_iteration + 1;
   for (size_t r = 0; r < ranks.size(); ++r) {
     finish_iterations(scratch[r], stats.iterations, stats.ranks[r]);
   }
+
+  std::vector<int32_t> rank_numbers;
+  std::vector<std::vector<CollectiveStats>> by_rank;
+  for (const RankStats& r : stats.ranks) {
+    rank_numbers.push_back(r.rank);
+    by_rank.push_back(r.collectives);
+  }
+  stats.matches = match_collectives(rank_numbers, by_rank, static_cast<int32_t>(stats.ranks.size()));
+  for (const CollectiveMatch& m : stats.matches) {
+    stats.mismatches += m.mismatch ? 1 : 0;
+    stats.max_skew_ns = std::max(stats.max_skew_ns, m.skew_ns);
+  }
+  stats.link_gbps = parse_positive(meta_or_empty("link_gbps"));
+  stats.link_latency_us = parse_positive(meta_or_empty("link_latency_us"));
   return stats;
+}
+
+StepSummary summarize_steps(const std::vector<double>& step_ms) {
+  StepSummary summary;
+  summary.from_iteration = steady_from(step_ms.size());
+  std::vector<double> steps;
+  for (size_t i = static_cast<size_t>(summary.from_iteration); i < step_ms.size(); ++i) {
+    if (step_ms[i] > 0) steps.push_back(step_ms[i]);
+  }
+  if (steps.empty()) return summary;
+  std::sort(steps.begin(), steps.end());
+  const size_t n = steps.size();
+  summary.count = n;
+  summary.median_ms = n % 2 ? steps[n / 2] : (steps[n / 2 - 1] + steps[n / 2]) / 2;
+  summary.min_ms = steps.front();
+  summary.max_ms = steps.back();
+  return summary;
+}
+
+StepSummary step_summary(const RankStats& rank) {
+  std::vector<double> step_ms;
+  step_ms.reserve(rank.iterations.size());
+  for (const IterationStats& it : rank.iterations) step_ms.push_back(it.step_ms);
+  return summarize_steps(step_ms);
+}
+
+OverlapStats overlap_per_step(const RankStats& rank) {
+  const auto from = static_cast<size_t>(steady_from(rank.iterations.size()));
+  OverlapStats mean;
+  if (rank.iterations.size() <= from) return mean;
+  for (size_t i = from; i < rank.iterations.size(); ++i) {
+    const OverlapStats& o = rank.iterations[i].overlap;
+    mean.compute_ms += o.compute_ms;
+    mean.comm_ms += o.comm_ms;
+    mean.overlap_ms += o.overlap_ms;
+    mean.exposed_comm_ms += o.exposed_comm_ms;
+  }
+  const double n = static_cast<double>(rank.iterations.size() - from);
+  mean.compute_ms /= n;
+  mean.comm_ms /= n;
+  mean.overlap_ms /= n;
+  mean.exposed_comm_ms /= n;
+  return mean;
+}
+
+std::string link_text(const RunStats& stats) {
+  return link_text(stats.link_gbps, stats.link_latency_us);
+}
+
+std::string link_text(double link_gbps, double link_latency_us) {
+  if (!(link_gbps > 0)) return "";
+  char text[96];
+  std::snprintf(text, sizeof(text), "emulated link %g Gb/s, %g \u00b5s", link_gbps,
+                link_latency_us);
+  return text;
 }
 
 }  // namespace dpscope::trace

@@ -1,6 +1,9 @@
-// Run statistics of a trace (`dpscope stats`, the viewer's stats panel): per-rank, per-iteration
-// step times, hook and collective counts, compute/communication overlap and memory peaks,
-// computed from a Reader, and their two renderings: the readable report and the JSON contract.
+// The analysis of a trace: the one place where every figure dpscope shows is defined and computed
+// (`dpscope stats`, the viewer's Stats / Compare / Buckets panels, the demo's summary and the
+// tutorials' printouts all read a RunStats): per-rank, per-iteration step times, hook and
+// collective counts, compute / communication / overlap / exposed time, exposure per bucket, memory
+// at the peak, collectives matched across ranks; and its two renderings, the readable report and
+// the JSON contract (docs/trace-format.md, "dpscope stats --json").
 #pragma once
 
 #include <array>
@@ -9,20 +12,27 @@
 #include <string>
 #include <vector>
 
+#include "trace/collective_match.h"
+#include "trace/memory_peak.h"
 #include "trace/reader.h"
 #include "trace/records.h"
 #include "trace/schema.h"
 
 namespace dpscope::trace {
 
-// Compute vs communication time. compute = the union of the Phase slices named "forward",
-// "backward" and "optimizer_step", less the CollectiveWait slices (time spent waiting inside a
-// phase computes nothing); comm = the union of the Collective slices (on any lane);
-// exposed_comm = comm minus compute, i.e. communication nothing hides. Lengths of unions, so
-// overlapping slices count once. Milliseconds.
+// Note [Compute and exposed communication]
+// compute = the union of the Phase slices named "forward", "backward" and "optimizer_step", less
+// the CollectiveWait slices: a thread waiting for a collective inside a phase computes nothing
+// (DDP's wait for its last buckets in finalize_backward, FSDP's wait for an all-gather). comm =
+// the union of the Collective slices, on any lane. overlap = comm during compute: communication
+// hidden behind it. exposed_comm = comm - overlap: communication during which the rank computes
+// nothing, which the step pays for. Lengths of unions (trace/intervals.h), so overlapping slices
+// count once. Per iteration, the slices whose `iteration` column is that iteration; for the run,
+// every slice, construction included. Milliseconds.
 struct OverlapStats {
   double compute_ms = 0;
   double comm_ms = 0;
+  double overlap_ms = 0;
   double exposed_comm_ms = 0;
 };
 
@@ -35,22 +45,18 @@ struct IterationStats {
   std::optional<double> loss;  // the metric "loss"; empty when not recorded
   // Collective events of this iteration, indexed by CollectiveOp.
   std::array<int64_t, kCollectiveOpCount> collectives{};
-  // As the run's overlap, over the slices whose `iteration` is this one.
+  // See Note [Compute and exposed communication]; the slices of this iteration.
   OverlapStats overlap;
 };
 
-// One Collective event.
-struct CollectiveStats {
-  int32_t grp = kNone;
-  int64_t seq = kNone64;
-  CollectiveOp op = CollectiveOp::AllReduce;
-  int64_t bytes = kNone64;
-  int32_t iteration = kNone;  // kNone: construction work
-};
-
-struct MemoryPeak {
-  MemoryCategory category = MemoryCategory::Other;
-  int64_t bytes = 0;  // the largest sample of the category
+// The all-reduces of one DDP bucket on one rank over the run (the Collective events carrying the
+// bucket): how long they ran and how much of that no compute of their iteration hid (See Note
+// [Compute and exposed communication]). Milliseconds.
+struct BucketExposure {
+  int32_t bucket = 0;
+  int64_t collectives = 0;
+  double comm_ms = 0;
+  double exposed_comm_ms = 0;
 };
 
 // PyTorch DDP's runtime logging data (DDPLoggingData: avg_forward_compute_time, ...), averaged
@@ -75,12 +81,20 @@ struct RankStats {
   std::vector<IterationStats> iterations;  // one per run iteration, 0..RunStats::iterations-1
   // Ordered by (grp, seq, begin).
   std::vector<CollectiveStats> collectives;
-  // The peak of allocator_total if the rank sampled it; otherwise the peak over time of the
-  // sum of the stacked categories (the first kMemoryCategoryStacked), each holding its value
-  // until its next sample, with all samples of one timestamp applied together. 0 without samples.
-  int64_t peak_total_bytes = 0;
-  std::vector<MemoryPeak> peak_memory;  // categories with samples, in MemoryCategory order
+  // Memory at the peak over the whole run, construction included (Note [Memory at the peak]).
+  MemoryAtPeak memory_peak;
+  // The same over the training steps only: the peak from the first iteration's begin on
+  // (construction can peak higher: the model is built, then broadcast or sharded). Not found
+  // when the rank recorded no iteration.
+  MemoryAtPeak step_memory_peak;
+  // The largest sample of each category on its own, in MemoryCategory order (allocator and CUDA
+  // read-outs included). Taken at different moments: they may add up to more than the peak.
+  std::vector<CategoryBytes> category_max;
   OverlapStats overlap;  // over every slice of the rank, construction included
+  // Phase slices named forward, backward or optimizer_step: without any, compute (and with it
+  // overlap and exposure) is unknown, not zero, and the report says so.
+  int64_t compute_phases = 0;
+  std::vector<BucketExposure> buckets;  // DDP: by bucket index, buckets that had an all-reduce
   std::optional<DdpTimings> ddp;
 
   // False when the numbers are incomplete: events were dropped or the rank did not finish.
@@ -107,7 +121,37 @@ struct RunStats {
   std::vector<BucketInfo> buckets;  // by (generation, index)
   std::vector<UnitStats> units;     // by index
   std::vector<RankStats> ranks;     // every rank of the ranks table, by rank
+  // Every collective with a sequence number, matched across the ranks of the file, by (grp, seq).
+  std::vector<CollectiveMatch> matches;
+  int64_t mismatches = 0;   // matches with mismatch set
+  int64_t max_skew_ns = 0;  // the largest skew of any match
+  // Meta "link_gbps" and "link_latency_us": the emulated interconnect the run used; 0 when the
+  // link was real. See docs/communication.md.
+  double link_gbps = 0;
+  double link_latency_us = 0;
 };
+
+// Note [Steady steps]
+// A step-time summary skips the first two iterations when there are at least three: iteration 0
+// builds DDP's buckets from the order gradients arrived and warms the allocator, iteration 1 is
+// the first on the rebuilt plan. `dpscope train`'s closing "step_ms" line, `dpscope stats`, the
+// demo, the compare panel and the tutorials all summarise this way.
+struct StepSummary {
+  int32_t from_iteration = 0;  // the first iteration summarised
+  size_t count = 0;            // iterations with a step time among them
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+};
+// `step_ms` by iteration; entries <= 0 (not recorded) are skipped. Pure.
+StepSummary summarize_steps(const std::vector<double>& step_ms);
+StepSummary step_summary(const RankStats& rank);
+// The mean per step of each overlap figure over the same steady steps: what one training step
+// computes, communicates and leaves exposed (the demo's and the tutorials' "per step"). Pure.
+OverlapStats overlap_per_step(const RankStats& rank);
+// "emulated link 4 Gb/s, 50 µs", or "" when the link was real.
+std::string link_text(const RunStats& stats);
+// The same from the meta values (the viewer's header reads them without a RunStats): "" when
+// link_gbps <= 0.
+std::string link_text(double link_gbps, double link_latency_us);
 
 // Reads the statistics from `reader`: one streaming pass over the events (nothing but a few
 // intervals per iteration is kept), then each rank's metrics and memory samples. A 10 M-event

@@ -24,7 +24,16 @@ ordered_json int_or_null(int64_t value, int64_t none) {
 ordered_json overlap_json(const OverlapStats& o) {
   return ordered_json{{"compute_ms", o.compute_ms},
                       {"comm_ms", o.comm_ms},
+                      {"overlap_ms", o.overlap_ms},
                       {"exposed_comm_ms", o.exposed_comm_ms}};
+}
+
+// {"total": bytes, "ts_ns": t, "<category>": bytes at that moment, ...}; null when not found.
+ordered_json peak_json(const MemoryAtPeak& peak) {
+  if (!peak.found()) return nullptr;
+  ordered_json memory{{"total", peak.total_bytes}, {"ts_ns", peak.ts_ns}};
+  for (const CategoryBytes& c : peak.categories) memory[std::string(to_string(c.category))] = c.bytes;
+  return memory;
 }
 
 ordered_json rank_json(const RankStats& r) {
@@ -39,7 +48,8 @@ ordered_json rank_json(const RankStats& r) {
         {"hooks", it.hooks},
         {"step_ms", it.step_ms},
         {"loss", it.loss ? ordered_json(*it.loss) : ordered_json(nullptr)},
-        {"collectives", std::move(collectives)}});
+        {"collectives", std::move(collectives)},
+        {"overlap", overlap_json(it.overlap)}});
   }
   ordered_json collectives = ordered_json::array();
   for (const CollectiveStats& c : r.collectives) {
@@ -48,13 +58,44 @@ ordered_json rank_json(const RankStats& r) {
                                        {"bytes", int_or_null(c.bytes, kNone64)},
                                        {"iteration", int_or_null(c.iteration, kNone)}});
   }
-  ordered_json memory = ordered_json{{"total", r.peak_total_bytes}};
-  for (const MemoryPeak& m : r.peak_memory) memory[std::string(to_string(m.category))] = m.bytes;
+  ordered_json category_max = ordered_json::object();
+  for (const CategoryBytes& c : r.category_max) category_max[std::string(to_string(c.category))] = c.bytes;
+  ordered_json buckets = ordered_json::array();
+  for (const BucketExposure& b : r.buckets) {
+    buckets.push_back(ordered_json{{"bucket", b.bucket},
+                                   {"allreduces", b.collectives},
+                                   {"comm_ms", b.comm_ms},
+                                   {"exposed_comm_ms", b.exposed_comm_ms}});
+  }
+  ordered_json peak = peak_json(r.memory_peak);
+  if (peak.is_null()) peak = ordered_json{{"total", 0}};
   return ordered_json{{"rank", r.rank},
                       {"iterations", std::move(iterations)},
                       {"collectives", std::move(collectives)},
-                      {"peak_memory_bytes", std::move(memory)},
-                      {"overlap", overlap_json(r.overlap)}};
+                      {"peak_memory_bytes", std::move(peak)},
+                      {"step_peak_memory_bytes", peak_json(r.step_memory_peak)},
+                      {"category_max_bytes", std::move(category_max)},
+                      {"overlap", overlap_json(r.overlap)},
+                      {"buckets", std::move(buckets)}};
+}
+
+// The emulated link ({"gbps", "latency_us"}), or null when the link was real.
+ordered_json link_json(const RunStats& stats) {
+  if (stats.link_gbps <= 0) return nullptr;
+  return ordered_json{{"gbps", stats.link_gbps}, {"latency_us", stats.link_latency_us}};
+}
+
+ordered_json matching_json(const RunStats& stats) {
+  ordered_json mismatched = ordered_json::array();
+  for (const CollectiveMatch& m : stats.matches) {
+    if (m.mismatch) {
+      mismatched.push_back(ordered_json{{"grp", int_or_null(m.grp, kNone)}, {"seq", m.seq}, {"why", m.why}});
+    }
+  }
+  return ordered_json{{"collectives", stats.matches.size()},
+                      {"mismatches", stats.mismatches},
+                      {"max_skew_ms", double(stats.max_skew_ns) / 1e6},
+                      {"mismatched", std::move(mismatched)}};
 }
 
 // printf into a std::string.
@@ -104,6 +145,26 @@ void append_warnings(const RunStats& stats, std::string& out) {
   }
 }
 
+void append_matching(const RunStats& stats, std::string& out) {
+  if (stats.matches.empty()) return;
+  if (stats.mismatches == 0) {
+    out += format("collectives: %zu matched on every rank, largest skew %.3f ms\n",
+                  stats.matches.size(), double(stats.max_skew_ns) / 1e6);
+    return;
+  }
+  out += format("WARNING: %lld of %zu collectives do not match across ranks:\n",
+                static_cast<long long>(stats.mismatches), stats.matches.size());
+  int shown = 0;
+  for (const CollectiveMatch& m : stats.matches) {
+    if (!m.mismatch) continue;
+    if (shown++ == 10) {
+      out += "  ... (dpscope stats --json lists every one)\n";
+      break;
+    }
+    out += format("  group %d seq %lld: %s\n", m.grp, static_cast<long long>(m.seq), m.why.c_str());
+  }
+}
+
 void append_plans(const RunStats& stats, std::string& out) {
   if (!stats.buckets.empty()) {
     out += "\nbuckets (generation 0: initial plan, 1: rebuilt):\n";
@@ -137,19 +198,31 @@ void append_iteration(const IterationStats& it, std::string& out) {
                 it.overlap.exposed_comm_ms);
 }
 
-// Median, min and max step time over the iterations that have one: the summary that still
-// describes a long run whose table is cut.
+// The step-time summary (Note [Steady steps]): it still describes a long run whose table is cut.
 void append_step_summary(const RankStats& r, std::string& out) {
-  std::vector<double> steps;
-  for (const IterationStats& it : r.iterations) {
-    if (it.step_ms > 0) steps.push_back(it.step_ms);
+  const StepSummary steps = step_summary(r);
+  if (steps.count == 0) return;
+  out += format("  step_ms over %zu iterations from %d: median %.3f, min %.3f, max %.3f\n",
+                steps.count, steps.from_iteration, steps.median_ms, steps.min_ms, steps.max_ms);
+}
+
+// "  peak memory 12.50 MiB; at that moment (MiB): parameters 1.00, ..." (Note [Memory at the peak]).
+void append_peak(const char* title, const MemoryAtPeak& peak, std::string& out) {
+  if (!peak.found()) {
+    out += format("  %s: no memory samples\n", title);
+    return;
   }
-  if (steps.empty()) return;
-  std::sort(steps.begin(), steps.end());
-  const size_t n = steps.size();
-  const double median = n % 2 ? steps[n / 2] : (steps[n / 2 - 1] + steps[n / 2]) / 2;
-  out += format("  step_ms over %zu iterations: median %.3f, min %.3f, max %.3f\n", n, median,
-                steps.front(), steps.back());
+  out += format("  %s %.2f MiB", title, mib(peak.total_bytes));
+  if (peak.categories.empty()) {
+    out += " (allocator total; no categories sampled)\n";
+    return;
+  }
+  out += "; at that moment (MiB):";
+  for (size_t i = 0; i < peak.categories.size(); ++i) {
+    const std::string category(to_string(peak.categories[i].category));
+    out += format("%s %s %.2f", i ? "," : "", category.c_str(), mib(peak.categories[i].bytes));
+  }
+  out += "\n";
 }
 
 void append_rank(const RankStats& r, std::string& out) {
@@ -171,11 +244,25 @@ void append_rank(const RankStats& r, std::string& out) {
     }
     append_step_summary(r, out);
   }
+  if (r.compute_phases == 0) {
+    out += "  no forward, backward or optimizer_step phases recorded: compute, overlap and exposed "
+           "comm below are unknown, not zero\n";
+  }
+  if (r.collectives.empty()) out += "  no collectives recorded\n";
   const OverlapStats& o = r.overlap;
-  out += format("  overlap: compute %.3f ms, comm %.3f ms, exposed comm %.3f ms", o.compute_ms,
-                o.comm_ms, o.exposed_comm_ms);
+  out += format("  overlap: compute %.3f ms, comm %.3f ms, hidden %.3f ms, exposed comm %.3f ms",
+                o.compute_ms, o.comm_ms, o.overlap_ms, o.exposed_comm_ms);
   if (o.comm_ms > 0) out += format(" (%.1f%% of comm)", 100.0 * o.exposed_comm_ms / o.comm_ms);
   out += format("; %zu collectives\n", r.collectives.size());
+  if (!r.buckets.empty()) {
+    out += "  per bucket:";
+    for (const BucketExposure& b : r.buckets) {
+      out += format(" b%d %lld x %.3f ms, exposed %.3f ms;", b.bucket,
+                    static_cast<long long>(b.collectives),
+                    b.collectives ? b.comm_ms / double(b.collectives) : 0.0, b.exposed_comm_ms);
+    }
+    out.back() = '\n';
+  }
   if (r.ddp) {
     const DdpTimings& d = *r.ddp;
     out += format("  ddp logging (avg over %d iterations): forward compute %.3f ms, backward "
@@ -183,15 +270,9 @@ void append_rank(const RankStats& r, std::string& out) {
                   d.iterations, d.forward_compute_ms, d.backward_compute_ms, d.backward_comm_ms,
                   d.backward_compute_comm_overlap_ms);
   }
-  if (r.peak_memory.empty()) {
-    out += "  peak memory: no samples\n";
-  } else {
-    out += format("  peak memory (MiB): total %.2f |", mib(r.peak_total_bytes));
-    for (size_t i = 0; i < r.peak_memory.size(); ++i) {
-      const std::string category(to_string(r.peak_memory[i].category));
-      out += format("%s %s %.2f", i ? "," : "", category.c_str(), mib(r.peak_memory[i].bytes));
-    }
-    out += "\n";
+  append_peak("peak memory", r.memory_peak, out);
+  if (r.step_memory_peak.found() && r.step_memory_peak.ts_ns != r.memory_peak.ts_ns) {
+    append_peak("peak in the steps", r.step_memory_peak, out);
   }
 }
 
@@ -231,10 +312,12 @@ std::string stats_json(const RunStats& stats) {
                                         {"backend", stats.backend},
                                         {"world_size", stats.world_size},
                                         {"iterations", stats.iterations},
-                                        {"model", stats.model}}},
+                                        {"model", stats.model},
+                                        {"link", link_json(stats)}}},
                           {"params", std::move(params)},
                           {"buckets", std::move(buckets)},
                           {"units", std::move(units)},
+                          {"collective_matching", matching_json(stats)},
                           {"ranks", ordered_json::array()}};
   // Ranks are dumped one at a time into the root's empty "ranks" array: the whole tree of a
   // long run would take several times the memory of its text. Names come from the traced
@@ -259,7 +342,14 @@ std::string stats_text(const RunStats& stats) {
                 or_unknown(stats.strategy).c_str(), or_unknown(stats.backend).c_str(),
                 or_unknown(stats.model).c_str(), stats.world_size, stats.iterations,
                 stats.params.size(), stats.schema_version);
+  const std::string link = link_text(stats);
+  if (!link.empty()) {
+    out += "link: " + link + " (collectives held to a ring model's time; not a measurement of this machine)\n";
+  }
+  out += "compute: forward, backward and optimizer phases less the time waiting for collectives; exposed comm:\n"
+         "communication during which the rank computes nothing (docs/trace-format.md, \"Figures\")\n";
   append_warnings(stats, out);
+  append_matching(stats, out);
   append_plans(stats, out);
   for (const RankStats& r : stats.ranks) append_rank(r, out);
   return out;

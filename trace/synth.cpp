@@ -419,7 +419,7 @@ class Simulation {
     int64_t start = 0;
     int64_t host = 0;       // the main lane's clock
     int64_t comm_free = 0;  // when the comm lane's last collective ends
-    std::array<int64_t, kMemoryCategoryStacked> held_{};  // bytes by category
+    std::array<int64_t, kMemoryCategoryCount> held_{};  // bytes by stacked category
     int64_t& held(MemoryCategory category) { return held_[static_cast<size_t>(category)]; }
   };
 

@@ -93,7 +93,6 @@ inline void read_all(trace::Reader& reader) {
   reader.for_each_event([](const Event&) { return true; }, [](double) {});
   const auto [first, last] = reader.event_id_range();
   reader.scan_event_spans(first, last, [](const EventSpan*, size_t) { return true; });
-  reader.scan_collectives(first, last, [](const CollectivePayload*, size_t) { return true; });
   const auto [m_first, m_last] = reader.memory_rowid_range();
   reader.scan_memory(m_first, m_last, [](const MemorySample*, size_t) { return true; });
   reader.memory();

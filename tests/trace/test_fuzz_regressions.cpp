@@ -83,7 +83,7 @@ TEST(FuzzRegressions, HugeMemorySamplesSaturateTheStackedPeak) {
   Reader reader(path);
   const RunStats stats = compute_stats(reader);
   ASSERT_EQ(stats.ranks.size(), 2u);
-  EXPECT_EQ(stats.ranks[0].peak_total_bytes, kMax);
+  EXPECT_EQ(stats.ranks[0].memory_peak.total_bytes, kMax);
 }
 
 // Times at both ends of int64_t: slice lengths, overlap, the Chrome export's relative times and

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tests/test_util.h"
+#include "trace/intervals.h"
 #include "trace/reader.h"
 #include "trace/stats.h"
 #include "trace/writer.h"
@@ -125,8 +126,10 @@ MemorySample sample(int32_t rank, int64_t at_us, MemoryCategory category, int64_
 //         [15500,17500], barrier grp1 seq1 [20500,21000] = 3.5 ms; exposed 1.5 + 0.5 = 2 ms.
 //         4 hooks. Metrics: loss 2.5 / 1.25, step_ms 9.5 / 10.25 (win over the phase's 10 ms).
 //   totals: compute 15, comm 0.6 + 3.5 + 3.5 = 7.6, exposed 0.6 + 0.5 + 2 = 3.1.
-//   memory (with allocator_total): peaks parameters 1000, gradients 2000, optimizer_state
-//   3000, activations 4000, allocator_total 7200 = total (the stacked sum peaks at 7000).
+//   memory (with allocator_total): the stacked sum is 1000 at 0, 5000 at 2000, 4000 at 4000 and
+//   7000 at 8000: the peak, with parameters 1000, gradients 2000, optimizer_state 3000 and
+//   activations 1000 at that moment. Category maxima: parameters 1000, gradients 2000,
+//   optimizer_state 3000, activations 4000, allocator_total 7200.
 // rank 1 (interrupted (SIGINT), 3 dropped events, no metrics):
 //   construction: broadcast seq 0 [300,900] (exposed 600).
 //   it 0: iteration [1000,12000] -> step_ms 11 (fallback); forward [1000,4000] backward
@@ -386,27 +389,80 @@ TEST(stats, CollectivesInGroupSequenceOrder) {
   EXPECT_EQ(s.ranks[1].collectives.size(), 4u);
 }
 
-TEST(stats, PeakMemory) {
+using P = std::vector<std::pair<MemoryCategory, int64_t>>;
+P pairs(const std::vector<CategoryBytes>& list) {
+  P out;
+  for (const CategoryBytes& c : list) out.emplace_back(c.category, c.bytes);
+  return out;
+}
+
+TEST(stats, MemoryAtThePeak) {
   TempDir dir;
   const RunStats s = known_stats(dir);
-  const auto peaks = [](const RankStats& r) {
-    std::vector<std::pair<MemoryCategory, int64_t>> out;
-    for (const MemoryPeak& m : r.peak_memory) out.emplace_back(m.category, m.bytes);
-    return out;
-  };
-  using P = std::vector<std::pair<MemoryCategory, int64_t>>;
-  EXPECT_EQ(s.ranks[0].peak_total_bytes, 7200);
-  EXPECT_EQ(peaks(s.ranks[0]), (P{{MemoryCategory::Parameters, 1000},
-                                  {MemoryCategory::Gradients, 2000},
-                                  {MemoryCategory::OptimizerState, 3000},
-                                  {MemoryCategory::Activations, 4000},
-                                  {MemoryCategory::AllocatorTotal, 7200}}));
-  EXPECT_EQ(s.ranks[1].peak_total_bytes, 5500);
-  EXPECT_EQ(peaks(s.ranks[1]), (P{{MemoryCategory::Parameters, 1000},
-                                  {MemoryCategory::Gradients, 3000},
-                                  {MemoryCategory::Buckets, 1500},
-                                  {MemoryCategory::Activations, 4000},
-                                  {MemoryCategory::CudaAllocated, 99999}}));
+  const MemoryAtPeak& p0 = s.ranks[0].memory_peak;
+  EXPECT_EQ(p0.total_bytes, 7000);
+  EXPECT_EQ(p0.ts_ns, us(8000));
+  EXPECT_EQ(pairs(p0.categories), (P{{MemoryCategory::Parameters, 1000},
+                                     {MemoryCategory::Gradients, 2000},
+                                     {MemoryCategory::OptimizerState, 3000},
+                                     {MemoryCategory::Activations, 1000}}));
+  EXPECT_EQ(pairs(s.ranks[0].category_max), (P{{MemoryCategory::Parameters, 1000},
+                                               {MemoryCategory::Gradients, 2000},
+                                               {MemoryCategory::OptimizerState, 3000},
+                                               {MemoryCategory::Activations, 4000},
+                                               {MemoryCategory::AllocatorTotal, 7200}}));
+  const MemoryAtPeak& p1 = s.ranks[1].memory_peak;
+  EXPECT_EQ(p1.total_bytes, 5500);
+  EXPECT_EQ(p1.ts_ns, us(5000));
+  EXPECT_EQ(pairs(p1.categories), (P{{MemoryCategory::Parameters, 1000},
+                                     {MemoryCategory::Gradients, 3000},
+                                     {MemoryCategory::Buckets, 1500},
+                                     {MemoryCategory::Activations, 0}}));
+  EXPECT_EQ(pairs(s.ranks[1].category_max), (P{{MemoryCategory::Parameters, 1000},
+                                               {MemoryCategory::Gradients, 3000},
+                                               {MemoryCategory::Buckets, 1500},
+                                               {MemoryCategory::Activations, 4000},
+                                               {MemoryCategory::CudaAllocated, 99999}}));
+}
+
+// The categories at the peak add up to the peak, on every rank, in the run and in the steps.
+TEST(stats, CategoriesAtThePeakSumToTheTotal) {
+  TempDir dir;
+  const RunStats s = known_stats(dir);
+  for (const RankStats& r : s.ranks) {
+    for (const MemoryAtPeak* peak : {&r.memory_peak, &r.step_memory_peak}) {
+      ASSERT_TRUE(peak->found()) << "rank " << r.rank;
+      int64_t sum = 0;
+      for (const CategoryBytes& c : peak->categories) sum += c.bytes;
+      EXPECT_EQ(sum, peak->total_bytes) << "rank " << r.rank;
+    }
+  }
+}
+
+TEST(MemoryPeakFinder, WindowKeepsEarlierValuesAndAllocatorOnlyFallsBack) {
+  MemoryPeakFinder steps(100);
+  steps.add(0, MemoryCategory::Parameters, 5000);  // construction: outside the window
+  steps.add(0, MemoryCategory::Activations, 9000);
+  steps.add(50, MemoryCategory::Activations, 0);
+  steps.add(150, MemoryCategory::Activations, 700);
+  steps.add(150, MemoryCategory::Gradients, 300);
+  steps.add(200, MemoryCategory::Activations, 100);
+  const MemoryAtPeak peak = steps.finish();
+  EXPECT_EQ(peak.total_bytes, 6000);
+  EXPECT_EQ(peak.ts_ns, 150);
+  EXPECT_EQ(peak.bytes(MemoryCategory::Parameters), 5000);
+  EXPECT_EQ(peak.bytes(MemoryCategory::Activations), 700);
+
+  MemoryPeakFinder allocator_only;
+  allocator_only.add(10, MemoryCategory::AllocatorTotal, 40);
+  allocator_only.add(20, MemoryCategory::AllocatorTotal, 90);
+  allocator_only.add(30, MemoryCategory::AllocatorTotal, 60);
+  const MemoryAtPeak fallback = allocator_only.finish();
+  EXPECT_EQ(fallback.total_bytes, 90);
+  EXPECT_EQ(fallback.ts_ns, 20);
+  EXPECT_TRUE(fallback.categories.empty());
+
+  EXPECT_FALSE(MemoryPeakFinder().finish().found());
 }
 
 TEST(stats, RankStatus) {
@@ -432,25 +488,32 @@ TEST(statsJson, ContractKeysInOrder) {
   const std::string text = stats_json(known_stats(dir));
   EXPECT_EQ(text.find('\n'), std::string::npos);
   const auto j = nlohmann::ordered_json::parse(text);
-  EXPECT_EQ(keys(j), (Keys{"schema_version", "run", "params", "buckets", "units", "ranks"}));
-  EXPECT_EQ(keys(j["run"]), (Keys{"strategy", "backend", "world_size", "iterations", "model"}));
+  EXPECT_EQ(keys(j), (Keys{"schema_version", "run", "params", "buckets", "units",
+                           "collective_matching", "ranks"}));
+  EXPECT_EQ(keys(j["run"]),
+            (Keys{"strategy", "backend", "world_size", "iterations", "model", "link"}));
+  EXPECT_EQ(keys(j["collective_matching"]),
+            (Keys{"collectives", "mismatches", "max_skew_ms", "mismatched"}));
   EXPECT_EQ(keys(j["params"][0]), (Keys{"index", "name", "shape", "numel", "dtype", "bucket",
                                         "rebuilt_bucket", "unit"}));
   EXPECT_EQ(keys(j["buckets"][0]), (Keys{"generation", "index", "bytes", "params"}));
   EXPECT_EQ(keys(j["units"][0]),
             (Keys{"index", "name", "numel", "padded_numel", "shard_numel", "params"}));
   const auto& rank = j["ranks"][1];
-  EXPECT_EQ(keys(rank),
-            (Keys{"rank", "iterations", "collectives", "peak_memory_bytes", "overlap"}));
+  EXPECT_EQ(keys(rank), (Keys{"rank", "iterations", "collectives", "peak_memory_bytes",
+                              "step_peak_memory_bytes", "category_max_bytes", "overlap",
+                              "buckets"}));
   EXPECT_EQ(keys(rank["iterations"][0]),
-            (Keys{"iteration", "hooks", "step_ms", "loss", "collectives"}));
+            (Keys{"iteration", "hooks", "step_ms", "loss", "collectives", "overlap"}));
   EXPECT_EQ(keys(rank["iterations"][0]["collectives"]),
             (Keys{"allreduce", "broadcast", "allgather", "reduce_scatter", "barrier"}));
   EXPECT_EQ(keys(rank["collectives"][0]), (Keys{"seq", "kind", "bytes", "iteration"}));
   EXPECT_EQ(keys(rank["peak_memory_bytes"]),
-            (Keys{"total", "parameters", "gradients", "buckets", "activations",
-                  "cuda_allocated"}));
-  EXPECT_EQ(keys(rank["overlap"]), (Keys{"compute_ms", "comm_ms", "exposed_comm_ms"}));
+            (Keys{"total", "ts_ns", "parameters", "gradients", "buckets", "activations"}));
+  EXPECT_EQ(keys(rank["category_max_bytes"]),
+            (Keys{"parameters", "gradients", "buckets", "activations", "cuda_allocated"}));
+  EXPECT_EQ(keys(rank["overlap"]),
+            (Keys{"compute_ms", "comm_ms", "overlap_ms", "exposed_comm_ms"}));
 }
 
 TEST(statsJson, Values) {
@@ -458,7 +521,7 @@ TEST(statsJson, Values) {
   const auto j = nlohmann::json::parse(stats_json(known_stats(dir)));
   EXPECT_EQ(j["schema_version"], kSchemaVersion);
   EXPECT_EQ(j["run"], (nlohmann::json{{"strategy", "ddp"}, {"backend", "gloo"}, {"world_size", 2},
-                                      {"iterations", 2}, {"model", "toy"}}));
+                                      {"iterations", 2}, {"model", "toy"}, {"link", nullptr}}));
   EXPECT_EQ(j["params"][0], (nlohmann::json{{"index", 0}, {"name", "net1.weight"},
                                             {"shape", {10, 10}}, {"numel", 100},
                                             {"dtype", "float32"}, {"bucket", 1},
@@ -476,18 +539,25 @@ TEST(statsJson, Values) {
   EXPECT_EQ(r0["iterations"][1],
             (nlohmann::json{{"iteration", 1}, {"hooks", 4}, {"step_ms", 10.25}, {"loss", 1.25},
                             {"collectives", {{"allreduce", 2}, {"broadcast", 0}, {"allgather", 0},
-                                             {"reduce_scatter", 0}, {"barrier", 1}}}}));
+                                             {"reduce_scatter", 0}, {"barrier", 1}}},
+                            {"overlap", {{"compute_ms", 7.0}, {"comm_ms", 3.5}, {"overlap_ms", 1.5},
+                                         {"exposed_comm_ms", 2.0}}}}));
   EXPECT_EQ(r0["collectives"][0],
             (nlohmann::json{{"seq", 0}, {"kind", "broadcast"}, {"bytes", 660},
                             {"iteration", nullptr}}));
   EXPECT_EQ(r0["collectives"][5],
             (nlohmann::json{{"seq", 0}, {"kind", "allgather"}, {"bytes", 100}, {"iteration", 0}}));
   EXPECT_EQ(r0["peak_memory_bytes"],
-            (nlohmann::json{{"total", 7200}, {"parameters", 1000}, {"gradients", 2000},
-                            {"optimizer_state", 3000}, {"activations", 4000},
-                            {"allocator_total", 7200}}));
-  EXPECT_EQ(r0["overlap"], (nlohmann::json{{"compute_ms", 15.0}, {"comm_ms", 7.6},
-                                           {"exposed_comm_ms", 3.1}}));
+            (nlohmann::json{{"total", 7000}, {"ts_ns", us(8000)}, {"parameters", 1000},
+                            {"gradients", 2000}, {"optimizer_state", 3000},
+                            {"activations", 1000}}));
+  EXPECT_EQ(r0["category_max_bytes"],
+            (nlohmann::json{{"parameters", 1000}, {"gradients", 2000}, {"optimizer_state", 3000},
+                            {"activations", 4000}, {"allocator_total", 7200}}));
+  EXPECT_EQ(r0["overlap"]["compute_ms"], 15.0);
+  EXPECT_EQ(r0["overlap"]["comm_ms"], 7.6);
+  EXPECT_NEAR(r0["overlap"]["overlap_ms"].get<double>(), 4.5, 1e-9);
+  EXPECT_EQ(r0["overlap"]["exposed_comm_ms"], 3.1);
   const auto& r1 = j["ranks"][1];
   EXPECT_TRUE(r1["iterations"][0]["loss"].is_null());
   EXPECT_EQ(r1["iterations"][0]["step_ms"], 11.0);
@@ -507,17 +577,20 @@ TEST(statsText, ReportAndWarnings) {
   EXPECT_EQ(text.find("WARNING: rank 0"), std::string::npos) << text;
   EXPECT_NE(text.find("buckets (generation 0: initial plan, 1: rebuilt)"), std::string::npos);
   EXPECT_NE(text.find("units:"), std::string::npos);
-  EXPECT_NE(text.find("overlap: compute 15.000 ms, comm 7.600 ms, exposed comm 3.100 ms"),
+  EXPECT_NE(text.find("overlap: compute 15.000 ms, comm 7.600 ms, hidden 4.500 ms, exposed comm "
+                      "3.100 ms"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("peak memory (MiB): total 0.01 | parameters 0.00"), std::string::npos)
+  EXPECT_NE(text.find("peak memory 0.01 MiB; at that moment (MiB): parameters 0.00"),
+            std::string::npos)
       << text;
   EXPECT_NE(text.find("     1     10.250     1.2500      4"), std::string::npos) << text;
-  // rank 0: 9.5 and 10.25; rank 1: only iteration 0 has a step time.
-  EXPECT_NE(text.find("step_ms over 2 iterations: median 9.875, min 9.500, max 10.250"),
+  // rank 0: 9.5 and 10.25; rank 1: only iteration 0 has a step time. Two iterations are too
+  // few to leave out the first two (Note [Steady steps]).
+  EXPECT_NE(text.find("step_ms over 2 iterations from 0: median 9.875, min 9.500, max 10.250"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("step_ms over 1 iterations: median 11.000"), std::string::npos) << text;
+  EXPECT_NE(text.find("step_ms over 1 iterations from 0: median 11.000"), std::string::npos) << text;
 }
 
 // A rank whose writer died leaves status 'running'; the report says so.
@@ -558,8 +631,9 @@ TEST(stats, IterationsFromAnyEventOrMetric) {
   EXPECT_EQ(empty.world_size, 3);
   ASSERT_EQ(empty.ranks.size(), 3u);
   EXPECT_TRUE(empty.ranks[2].iterations.empty());
-  EXPECT_EQ(empty.ranks[2].peak_total_bytes, 0);
-  EXPECT_TRUE(empty.ranks[2].peak_memory.empty());
+  EXPECT_FALSE(empty.ranks[2].memory_peak.found());
+  EXPECT_FALSE(empty.ranks[2].step_memory_peak.found());
+  EXPECT_TRUE(empty.ranks[2].category_max.empty());
   const auto j = nlohmann::json::parse(stats_json(empty));
   EXPECT_EQ(j["ranks"][0]["peak_memory_bytes"], (nlohmann::json{{"total", 0}}));
   EXPECT_EQ(j["run"]["strategy"], "");
@@ -600,7 +674,7 @@ TEST(statsText, LongRunsElided) {
   const RunStats s = compute_stats(reader);
   const std::string text = stats_text(s);
   EXPECT_NE(text.find("... 80 more iterations"), std::string::npos) << text;
-  EXPECT_NE(text.find("step_ms over 100 iterations: median 0.005"), std::string::npos) << text;
+  EXPECT_NE(text.find("step_ms over 98 iterations from 2: median 0.005"), std::string::npos) << text;
   EXPECT_NE(text.find("     9      0.005"), std::string::npos) << text;
   EXPECT_EQ(text.find("    10      0.005"), std::string::npos) << text;
   EXPECT_NE(text.find("    99      0.005"), std::string::npos) << text;
@@ -655,6 +729,130 @@ TEST(stats, DdpLoggingData) {
   EXPECT_NE(stats_text(s).find("ddp logging (avg over 2 iterations): forward compute 0.750 ms"),
             std::string::npos)
       << stats_text(s);
+}
+
+
+CollectiveStats on_rank(int64_t seq, CollectiveOp op, int64_t bytes, DType dtype, int64_t begin_ns) {
+  CollectiveStats c;
+  c.grp = 0;
+  c.seq = seq;
+  c.op = op;
+  c.bytes = bytes;
+  c.dtype = static_cast<uint8_t>(dtype);
+  c.begin_ns = begin_ns;
+  c.end_ns = begin_ns + 10;
+  return c;
+}
+
+TEST(CollectiveMatching, BytesDtypeOpAndMissingRanksAreMismatchesSkewIsTheBeginSpread) {
+  const auto ar = CollectiveOp::AllReduce;
+  std::vector<std::vector<CollectiveStats>> by_rank = {
+      {on_rank(0, ar, 4096, DType::Float32, 100), on_rank(1, ar, 4096, DType::Float32, 200),
+       on_rank(2, ar, 4096, DType::Float32, 300), on_rank(3, ar, 64, DType::Float32, 400),
+       on_rank(4, ar, 8, DType::Float32, 500)},
+      {on_rank(0, ar, 4096, DType::Float32, 130), on_rank(1, ar, 2048, DType::Float32, 200),
+       on_rank(2, ar, 4096, DType::Float16, 300),
+       on_rank(3, CollectiveOp::Broadcast, 64, DType::Float32, 400)},
+  };
+  const auto matches = match_collectives({0, 1}, by_rank, 2);
+  ASSERT_EQ(matches.size(), 5u);
+  EXPECT_FALSE(matches[0].mismatch);
+  EXPECT_EQ(matches[0].skew_ns, 30);
+  EXPECT_EQ(matches[0].ranks, (std::vector<int32_t>{0, 1}));
+  EXPECT_TRUE(matches[1].mismatch);
+  EXPECT_NE(matches[1].why.find("rank 1 ran allreduce of 2.0 KiB float32"), std::string::npos) << matches[1].why;
+  EXPECT_TRUE(matches[2].mismatch);
+  EXPECT_NE(matches[2].why.find("float16"), std::string::npos) << matches[2].why;
+  EXPECT_TRUE(matches[3].mismatch);
+  EXPECT_NE(matches[3].why.find("broadcast"), std::string::npos) << matches[3].why;
+  EXPECT_TRUE(matches[4].mismatch);
+  EXPECT_EQ(matches[4].why, "ran on 1 of 2 ranks");
+}
+
+TEST(stats, MatchesAndBucketExposureOfTheKnownTrace) {
+  TempDir dir;
+  const RunStats s = known_stats(dir);
+  // Rank 1 stopped early: its last collectives are not on rank 0, rank 0's not on it.
+  EXPECT_GT(s.matches.size(), 0u);
+  int64_t mismatches = 0;
+  for (const CollectiveMatch& m : s.matches) mismatches += m.mismatch;
+  EXPECT_EQ(mismatches, s.mismatches);
+  for (const RankStats& r : s.ranks) {
+    double comm = 0, exposed = 0;
+    for (const BucketExposure& b : r.buckets) {
+      comm += b.comm_ms;
+      exposed += b.exposed_comm_ms;
+      EXPECT_LE(b.exposed_comm_ms, b.comm_ms + 1e-9);
+    }
+    EXPECT_LE(exposed, r.overlap.exposed_comm_ms + 1e-9) << "rank " << r.rank;
+  }
+}
+
+// Bad input is analysed without a crash and the report says what is missing: a rank with no
+// phases (compute unknown), one with no collectives, a rank whose writer died (status running),
+// a file of one rank.
+TEST(statsText, MissingPartsAreSaid) {
+  TempDir dir;
+  const std::string path = dir.file("partial.dpscope");
+  {
+    Writer w(path);
+    w.begin();
+    add_names(w);
+    w.put_rank(rank_row(0, "complete", 0));
+    w.put_rank(rank_row(1, "running", 0));
+    // Rank 0: collectives but no phases. Rank 1: a phase but no collectives.
+    w.add_event(collective(0, CollectiveOp::AllReduce, 0, 0, 64, 0, 10, 0));
+    w.add_event(phase(1, kForward, 0, 5, 0));
+    w.commit();
+    w.finish();
+  }
+  Reader reader(path);
+  const RunStats s = compute_stats(reader);
+  ASSERT_EQ(s.ranks.size(), 2u);
+  EXPECT_EQ(s.ranks[0].compute_phases, 0);
+  EXPECT_EQ(s.ranks[1].compute_phases, 1);
+  EXPECT_EQ(s.mismatches, 1);  // rank 1 never ran seq 0
+  const std::string text = stats_text(s);
+  EXPECT_NE(text.find("no forward, backward or optimizer_step phases recorded: compute, overlap and "
+                      "exposed comm below are unknown"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("no collectives recorded"), std::string::npos) << text;
+  EXPECT_NE(text.find("WARNING: rank 1 did not finish"), std::string::npos) << text;
+  EXPECT_NE(text.find("ran on 1 of 2 ranks"), std::string::npos) << text;
+  EXPECT_NE(text.find("peak memory: no memory samples"), std::string::npos) << text;
+  EXPECT_NO_THROW(nlohmann::json::parse(stats_json(s)));
+
+  const std::string single = dir.file("single.dpscope");
+  {
+    Writer w(single);
+    w.begin();
+    add_names(w);
+    w.put_rank(rank_row(0, "complete", 0));
+    w.add_event(phase(0, kForward, 0, 5, 0));
+    w.commit();
+    w.finish();
+  }
+  Reader one(single);
+  const RunStats alone = compute_stats(one);
+  EXPECT_TRUE(alone.matches.empty());
+  EXPECT_EQ(alone.ranks.at(0).overlap.compute_ms, 0.005);
+  EXPECT_NE(stats_text(alone).find("no collectives recorded"), std::string::npos);
+}
+
+TEST(IntervalSet, UnionIntersectionDifferenceAndCoverage) {
+  const IntervalSet a = IntervalSet::union_of({{0, 10}, {5, 20}, {30, 40}, {50, 50}});
+  EXPECT_EQ(a.intervals().size(), 2u);
+  EXPECT_EQ(a.length(), 30);
+  const IntervalSet b = IntervalSet::union_of({{15, 35}});
+  EXPECT_EQ(a.intersection_length(b), 10);
+  const IntervalSet d = a.minus(b);
+  EXPECT_EQ(d.length(), 20);
+  ASSERT_EQ(d.intervals().size(), 2u);
+  EXPECT_EQ(d.intervals()[0].end_ns, 15);
+  EXPECT_EQ(d.intervals()[1].begin_ns, 35);
+  EXPECT_EQ(a.covered(8, 32), 14);
+  EXPECT_EQ(a.covered(20, 30), 0);
 }
 
 }  // namespace

@@ -1,0 +1,79 @@
+// Cross-rank collective matching (see collective_match.h): groups every rank's collectives by
+// (group, sequence number) and compares what each rank moved.
+#include "trace/collective_match.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <utility>
+
+#include "trace/saturate.h"
+
+namespace dpscope::trace {
+
+std::string bytes_text(int64_t bytes) {
+  char text[32];
+  if (bytes < 0) return "? B";
+  if (bytes < 1024) std::snprintf(text, sizeof(text), "%lld B", static_cast<long long>(bytes));
+  else if (bytes < (int64_t{1} << 20)) std::snprintf(text, sizeof(text), "%.1f KiB", double(bytes) / 1024);
+  else if (bytes < (int64_t{1} << 30)) std::snprintf(text, sizeof(text), "%.1f MiB", double(bytes) / double(1 << 20));
+  else std::snprintf(text, sizeof(text), "%.2f GiB", double(bytes) / double(1 << 30));
+  return text;
+}
+
+namespace {
+
+std::string payload_text(const CollectiveStats& c) {
+  const std::string dtype = c.dtype < kDTypeCount ? std::string(to_string(DType(c.dtype)))
+                                                  : std::string("no dtype");
+  return std::string(to_string(c.op)) + " of " + (c.bytes == kNone64 ? "? B" : bytes_text(c.bytes)) +
+         " " + dtype;
+}
+
+}  // namespace
+
+std::vector<CollectiveMatch> match_collectives(
+    const std::vector<int32_t>& ranks, const std::vector<std::vector<CollectiveStats>>& by_rank,
+    int32_t world) {
+  // (grp, seq) -> (rank, its collective); a rank's first collective of a key counts.
+  std::map<std::pair<int32_t, int64_t>, std::vector<std::pair<int32_t, const CollectiveStats*>>> keys;
+  for (size_t i = 0; i < by_rank.size() && i < ranks.size(); ++i) {
+    for (const CollectiveStats& c : by_rank[i]) {
+      if (c.seq == kNone64) continue;
+      auto& list = keys[{c.grp, c.seq}];
+      if (list.empty() || list.back().first != ranks[i]) list.emplace_back(ranks[i], &c);
+    }
+  }
+  std::vector<CollectiveMatch> matches;
+  matches.reserve(keys.size());
+  for (auto& [key, list] : keys) {
+    std::sort(list.begin(), list.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    CollectiveMatch m;
+    m.grp = key.first;
+    m.seq = key.second;
+    const auto& [first_rank, first] = list.front();
+    m.op = first->op;
+    m.iteration = first->iteration;
+    int64_t lo = first->begin_ns, hi = first->begin_ns;
+    for (const auto& [rank, c] : list) {
+      m.ranks.push_back(rank);
+      lo = std::min(lo, c->begin_ns);
+      hi = std::max(hi, c->begin_ns);
+      if (!m.mismatch && (c->op != first->op || c->bytes != first->bytes || c->dtype != first->dtype)) {
+        m.mismatch = true;
+        m.why = "rank " + std::to_string(rank) + " ran " + payload_text(*c) + ", rank " +
+                std::to_string(first_rank) + " " + payload_text(*first);
+      }
+    }
+    m.skew_ns = detail::saturating_sub(hi, lo);
+    if (!m.mismatch && static_cast<int32_t>(list.size()) < world) {
+      m.mismatch = true;
+      m.why = "ran on " + std::to_string(list.size()) + " of " + std::to_string(world) + " ranks";
+    }
+    matches.push_back(std::move(m));
+  }
+  return matches;
+}
+
+}  // namespace dpscope::trace

@@ -1,0 +1,49 @@
+// Cross-rank collective matching: the same collective (process group, sequence number) on every
+// rank that ran it, with whether the ranks agree on what it was (op, bytes, dtype) and how far
+// apart they started (skew). One definition for `dpscope stats`, the viewer and the tutorials.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trace/schema.h"
+
+namespace dpscope::trace {
+
+// One Collective event of one rank, as the analysis keeps it.
+struct CollectiveStats {
+  int32_t grp = kNone;
+  int64_t seq = kNone64;
+  CollectiveOp op = CollectiveOp::AllReduce;
+  int64_t bytes = kNone64;
+  uint8_t dtype = 0xff;       // DType; 0xff when not recorded
+  int32_t iteration = kNone;  // kNone: construction work
+  int64_t begin_ns = 0;       // on the run's aligned clock (ranks.clock_offset_ns applied)
+  int64_t end_ns = 0;
+};
+
+// One collective across ranks.
+struct CollectiveMatch {
+  int32_t grp = kNone;
+  int64_t seq = kNone64;
+  CollectiveOp op = CollectiveOp::AllReduce;  // the first rank's
+  int32_t iteration = kNone;                  // the first rank's
+  std::vector<int32_t> ranks;                 // the ranks that ran it, ascending
+  int64_t skew_ns = 0;  // latest begin - earliest begin over those ranks
+  // The ranks disagree on the op, the bytes or the dtype, or not every rank of the run ran it.
+  bool mismatch = false;
+  std::string why;  // what disagrees, e.g. "rank 1 moved 4.0 MiB of float32, rank 0 ..."
+};
+
+// Matches the collectives of every rank: `by_rank[i]` holds rank `ranks[i]`'s collectives (any
+// order); events without a sequence number are skipped. `world` is how many ranks the run had:
+// a collective seen on fewer is a mismatch ("ran on 2 of 3 ranks"). Sorted by (grp, seq). Pure.
+std::vector<CollectiveMatch> match_collectives(const std::vector<int32_t>& ranks,
+                                               const std::vector<std::vector<CollectiveStats>>& by_rank,
+                                               int32_t world);
+
+// "4.0 MiB", "660 B": bytes for messages and reports.
+std::string bytes_text(int64_t bytes);
+
+}  // namespace dpscope::trace
