@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/memory/tracking_allocator.h"
+
 namespace dpscope::data {
 
 Dataset Dataset::rows(const std::vector<int64_t>& indices) const {
@@ -19,7 +21,9 @@ Dataset Dataset::rows(const std::vector<int64_t>& indices) const {
                               std::to_string(n) + " rows");
     }
   }
-  // from_blob does not copy; index_select makes the new contiguous tensors.
+  // from_blob does not copy; index_select makes the new contiguous tensors: the batch, counted
+  // as data (Note [Memory categories]).
+  memory::CategoryScope data(memory::MemoryCategory::Data);
   at::Tensor index = at::from_blob(const_cast<int64_t*>(indices.data()),
                                    {static_cast<int64_t>(indices.size())}, at::kLong);
   Dataset out;

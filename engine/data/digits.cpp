@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/data/dataset.h"
+#include "engine/memory/tracking_allocator.h"
 
 namespace dpscope::data {
 
@@ -161,6 +162,7 @@ Dataset load_digits(const std::string& path) {
   }
   if (labels.empty()) fail(path, "no data rows (the file is empty)");
   const auto n = static_cast<int64_t>(labels.size());
+  memory::CategoryScope data(memory::MemoryCategory::Data);
   Dataset out;
   out.x = at::empty({n, kPixels}, at::kFloat);
   out.y = at::empty({n}, at::kLong);

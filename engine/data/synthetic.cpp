@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/memory/tracking_allocator.h"
+
 namespace dpscope::data {
 
 namespace {
@@ -32,6 +34,7 @@ Dataset make_synthetic_classification(int64_t n, int64_t features, int64_t class
   require_positive(what, "features", features);
   require_positive(what, "classes", classes);
   at::Generator g = at::make_generator<at::CPUGeneratorImpl>(seed);
+  memory::CategoryScope data(memory::MemoryCategory::Data);
   Dataset out;
   out.x = at::randn({n, features}, g, at::kFloat);
   at::Tensor w = at::randn({features, classes}, g, at::kFloat);
@@ -45,6 +48,7 @@ Dataset make_synthetic_sequences(int64_t n, int64_t length, int64_t vocab, uint6
   require_positive(what, "length", length);
   require_positive(what, "vocab", vocab);
   at::Generator g = at::make_generator<at::CPUGeneratorImpl>(seed);
+  memory::CategoryScope data(memory::MemoryCategory::Data);
   Dataset out;
   // The header says x is float32 [N, ...] for classification; token data stays int64 (the
   // embedding's input), as Python's randint gives it.

@@ -215,7 +215,12 @@ at::Tensor FullyShardedDataParallel::forward(
   const at::Tensor cast_input =
       mp.enabled() && input.is_floating_point() ? input.to(mp.param_dtype) : input;
   pre_forward(root);
-  const at::Tensor output = post_forward(root, run(cast_input));
+  // What the model computes counts as activations, as under DDP's forward; the gathers inside
+  // set their own category (Note [Memory categories]).
+  const at::Tensor output = post_forward(root, [&] {
+    memory::CategoryScope activations(memory::MemoryCategory::Activations);
+    return run(cast_input);
+  }());
   if (!c10::GradMode::is_enabled()) {
     // Evaluation: no backward will come to free what forward gathered.
     for (auto& unit : units_) reshard(*unit);

@@ -23,8 +23,23 @@ void MemorySampler::sample(int64_t ts_ns) {
     }
   };
   if (allocator_) {
-    for (int i = 0; i < trace::kMemoryCategoryStacked; ++i) {
-      const auto category = static_cast<MemoryCategory>(i);
+    const TrackingAllocator::PeakSnapshot peak = allocator_->peak_snapshot();
+    if (peak.generation != peak_generation_) {
+      peak_generation_ = peak.generation;
+      // A snapshot from before the previous sample was seen by it (or raced with it): only one
+      // strictly between the two samples is a moment the trace has not got.
+      if (!first_ && peak.ts_ns > last_ts_ns_ && peak.ts_ns < ts_ns) {
+        for (int i = 0; i < trace::kMemoryCategoryCount; ++i) {
+          const auto category = static_cast<MemoryCategory>(i);
+          if (!trace::is_stacked(category) && category != MemoryCategory::AllocatorTotal) continue;
+          const int64_t bytes = peak.bytes[static_cast<size_t>(i)];
+          peaks_[static_cast<size_t>(i)] = std::max(peaks_[static_cast<size_t>(i)], bytes);
+          if (recorder_) recorder_->memory(category, bytes, peak.ts_ns);
+          last_[static_cast<size_t>(i)] = bytes;
+        }
+      }
+    }
+    for (const MemoryCategory category : trace::kStackedCategories) {
       put(category, allocator_->bytes(category), false);
     }
     put(MemoryCategory::AllocatorTotal, allocator_->bytes_in_use(), true);
@@ -35,6 +50,7 @@ void MemorySampler::sample(int64_t ts_ns) {
     put(MemoryCategory::CudaReserved, stats.reserved, true);
   }
   first_ = false;
+  last_ts_ns_ = ts_ns;
 }
 
 int64_t resident_bytes() {

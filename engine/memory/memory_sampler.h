@@ -20,7 +20,10 @@ class MemorySampler {
                 int cuda_device = -1);
   // Records every category whose bytes changed since the last sample (all of them the first
   // time), and AllocatorTotal (and CudaAllocated / CudaReserved with a CUDA device) every time,
-  // at time `ts_ns`. Memory samples need trace level full.
+  // at time `ts_ns`. When the allocator reached a new peak since the last sample, that moment is
+  // recorded first, at the time it happened (TrackingAllocator::peak_snapshot), so the trace
+  // holds the real peak and not only what the sampling points saw (Note [Memory at the peak]
+  // in trace/memory_peak.h). Memory samples need trace level full.
   void sample(int64_t ts_ns = trace::now_ns());
   // The largest value each category (and AllocatorTotal, CudaAllocated, CudaReserved) reached in
   // any sample.
@@ -33,6 +36,8 @@ class MemorySampler {
   std::array<int64_t, trace::kMemoryCategoryCount> last_{};
   std::array<int64_t, trace::kMemoryCategoryCount> peaks_{};
   bool first_ = true;
+  int64_t last_ts_ns_ = INT64_MIN;    // the previous sample's time
+  uint64_t peak_generation_ = 0;      // the allocator's peak snapshot already recorded
 };
 
 // CUDA caching allocator statistics of `device` (bytes allocated, reserved). Only with a CUDA

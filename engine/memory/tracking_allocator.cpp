@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "trace/clock.h"
+
 namespace dpscope::memory {
 
 namespace {
@@ -37,7 +39,7 @@ std::atomic<TrackingAllocator*> g_installed{nullptr};
 thread_local MemoryCategory t_category = MemoryCategory::Other;
 
 bool is_counted(MemoryCategory category) {
-  return static_cast<int>(category) < trace::kMemoryCategoryStacked;
+  return trace::is_stacked(category);
 }
 
 void require_counted(const char* where, MemoryCategory category) {
@@ -126,18 +128,22 @@ void TrackingAllocator::add(MemoryCategory category, int64_t bytes) const {
 // that finds it taken leaves the snapshot to the one holding it.
 void TrackingAllocator::record_peak_breakdown(int64_t total) const {
   std::unique_lock<std::mutex> lock(peak_mutex_, std::try_to_lock);
-  if (!lock.owns_lock() || total < peak_breakdown_total_) return;
-  for (size_t i = 0; i < by_category_.size(); ++i) {
-    peak_breakdown_[i] = by_category_[i].load(std::memory_order_relaxed);
+  if (!lock.owns_lock() || total < peak_snapshot_total_) return;
+  int64_t sum = 0;
+  for (const MemoryCategory category : trace::kStackedCategories) {
+    const auto i = static_cast<size_t>(category);
+    peak_snapshot_.bytes[i] = by_category_[i].load(std::memory_order_relaxed);
+    sum += peak_snapshot_.bytes[i];
   }
-  peak_breakdown_total_ = total;
+  peak_snapshot_.bytes[static_cast<int>(MemoryCategory::AllocatorTotal)] = sum;
+  peak_snapshot_.ts_ns = trace::now_ns();
+  ++peak_snapshot_.generation;
+  peak_snapshot_total_ = total;
 }
 
-std::array<int64_t, trace::kMemoryCategoryCount> TrackingAllocator::peak_breakdown() const {
+TrackingAllocator::PeakSnapshot TrackingAllocator::peak_snapshot() const {
   std::lock_guard<std::mutex> lock(peak_mutex_);
-  std::array<int64_t, trace::kMemoryCategoryCount> breakdown = peak_breakdown_;
-  breakdown[static_cast<int>(MemoryCategory::AllocatorTotal)] = peak_breakdown_total_;
-  return breakdown;
+  return peak_snapshot_;
 }
 
 int64_t TrackingAllocator::bytes_in_use() const { return total_.load(std::memory_order_relaxed); }
@@ -155,7 +161,7 @@ void TrackingAllocator::reset_peak() {
   peak_.store(total, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(peak_mutex_);
-    peak_breakdown_total_ = 0;
+    peak_snapshot_total_ = 0;
   }
   record_peak_breakdown(total);
 }

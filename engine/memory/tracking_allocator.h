@@ -23,7 +23,8 @@ using trace::MemoryCategory;
 // Note [Memory categories]
 // A new allocation is counted under the calling thread's current category (CategoryScope; Other
 // when none is set): the engine sets Parameters while it builds parameters, Buckets while it
-// allocates buckets, Activations around forward and backward. Some memory changes role after it
+// allocates buckets, Activations around forward and backward (DDP's and FSDP's forward set it
+// themselves), Data while it loads the data set and draws a batch. Some memory changes role after it
 // is allocated — a gradient is made by backward (Activations) and then kept as param.grad; a
 // momentum buffer is made inside the optimizer's step — so the engine retags such storage once it
 // knows what it holds (retag()). Scopes are per thread: what LibTorch's intra-op worker threads
@@ -53,10 +54,17 @@ class TrackingAllocator final : public c10::Allocator {
   // The largest bytes_in_use() since the last reset_peak().
   int64_t peak_bytes() const;
   void reset_peak();
-  // Each category's bytes at (about) the moment of the peak, AllocatorTotal the peak itself: a
-  // snapshot taken when the peak was reached (categories read one after the other, so a
-  // concurrent allocation may be off by itself). Thread-safe.
-  std::array<int64_t, trace::kMemoryCategoryCount> peak_breakdown() const;
+  // The moment the peak was reached: each stacked category's bytes then (read one after the
+  // other, so a concurrent allocation may be off by itself), AllocatorTotal their sum, when
+  // (trace::now_ns()), and a generation that changes with every new snapshot (each new peak, and
+  // reset_peak()). MemorySampler writes it into the trace so that the sampled peak is the real
+  // one (See Note [Memory at the peak] in trace/memory_peak.h). Thread-safe.
+  struct PeakSnapshot {
+    std::array<int64_t, trace::kMemoryCategoryCount> bytes{};
+    int64_t ts_ns = 0;
+    uint64_t generation = 0;
+  };
+  PeakSnapshot peak_snapshot() const;
 
   // Counts the storage under `tensor` (a view retags its whole storage) as `category` from now
   // on. Returns false (and changes nothing) when the storage was not allocated by this allocator
@@ -76,8 +84,8 @@ class TrackingAllocator final : public c10::Allocator {
   mutable std::atomic<int64_t> total_{0};
   mutable std::atomic<int64_t> peak_{0};
   mutable std::mutex peak_mutex_;  // guards the two below
-  mutable std::array<int64_t, trace::kMemoryCategoryCount> peak_breakdown_{};
-  mutable int64_t peak_breakdown_total_ = 0;
+  mutable PeakSnapshot peak_snapshot_;
+  mutable int64_t peak_snapshot_total_ = 0;  // the total whose peak the snapshot caught
 };
 
 // Sets the category of allocations made by this thread while it lives; scopes nest. Threads

@@ -23,6 +23,8 @@ using namespace dpscope::trace;
 
 TEST(MemorySampler, WritesSamplesIntoATrace) {
   TrackingAllocator& a = TrackingAllocator::install();
+  // A peak far above this test's allocations, so that no new peak adds a moment of its own.
+  { const at::Tensor headroom = at::empty({16 << 20}, at::kFloat); }
   TempDir dir;
   const std::string path = dir.file("rank0.sqlite");
   const int64_t params0 = a.bytes(MemoryCategory::Parameters);
@@ -80,6 +82,46 @@ TEST(MemorySampler, WritesSamplesIntoATrace) {
   EXPECT_EQ(third.at(MemoryCategory::Activations), acts0);
   EXPECT_EQ(third.count(MemoryCategory::Parameters), 0u);
   EXPECT_EQ(third.at(MemoryCategory::AllocatorTotal), total2);
+}
+
+// A peak reached and gone between two samples is recorded at the moment it happened, with every
+// stacked category as it was then, so the trace's peak is the allocator's (Note [Memory at the
+// peak]).
+TEST(MemorySampler, APeakBetweenSamplesIsRecordedAtItsMoment) {
+  TrackingAllocator& a = TrackingAllocator::install();
+  TempDir dir;
+  const std::string path = dir.file("peak.sqlite");
+  int64_t t0 = 0, t1 = 0, peak_total = 0;
+  {
+    RecorderOptions options;
+    options.path = path;
+    Recorder recorder(options);
+    MemorySampler sampler(&recorder, &a);
+    a.reset_peak();
+    t0 = now_ns();
+    sampler.sample(t0);
+    {
+      CategoryScope s(MemoryCategory::Activations);
+      const at::Tensor burst = at::empty({2 << 20}, at::kFloat);  // 8 MiB, freed before t1
+      peak_total = a.bytes_in_use();
+    }
+    t1 = now_ns();
+    sampler.sample(t1);
+    recorder.close();
+  }
+  Reader reader(path);
+  std::map<int64_t, std::map<MemoryCategory, int64_t>> by_time;
+  for (const auto& s : reader.memory(0)) by_time[s.ts_ns][s.category] = s.bytes;
+  ASSERT_EQ(by_time.size(), 3u) << "t0, the peak, t1";
+  const auto peak = std::next(by_time.begin());
+  EXPECT_GT(peak->first, t0);
+  EXPECT_LT(peak->first, t1);
+  int64_t stacked = 0;
+  for (const auto& [category, bytes] : peak->second) stacked += is_stacked(category) ? bytes : 0;
+  EXPECT_EQ(stacked, peak->second.at(MemoryCategory::AllocatorTotal));
+  EXPECT_GE(stacked, peak_total - 4096) << "the burst is in the recorded peak";
+  EXPECT_GE(peak->second.at(MemoryCategory::Activations), int64_t{8} << 20);
+  EXPECT_LT(by_time.rbegin()->second.at(MemoryCategory::AllocatorTotal), stacked - (int64_t{7} << 20));
 }
 
 TEST(MemorySampler, KeepsPeaksWithoutARecorderAndHonorsTraceLevel) {

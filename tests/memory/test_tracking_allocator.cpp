@@ -21,26 +21,26 @@
 using dpscope::memory::CategoryScope;
 using dpscope::memory::MemoryCategory;
 using dpscope::memory::TrackingAllocator;
-using dpscope::trace::kMemoryCategoryStacked;
+using dpscope::trace::kMemoryCategoryCount;
 
 namespace {
 
-// Every counted category's bytes, to compare before and after.
-std::array<int64_t, kMemoryCategoryStacked> snapshot(const TrackingAllocator& a) {
-  std::array<int64_t, kMemoryCategoryStacked> s{};
-  for (int i = 0; i < kMemoryCategoryStacked; ++i) s[i] = a.bytes(static_cast<MemoryCategory>(i));
+// Every category's bytes (0 for the allocator read-outs), to compare before and after.
+std::array<int64_t, kMemoryCategoryCount> snapshot(const TrackingAllocator& a) {
+  std::array<int64_t, kMemoryCategoryCount> s{};
+  for (const MemoryCategory c : dpscope::trace::kStackedCategories) s[static_cast<size_t>(c)] = a.bytes(c);
   return s;
 }
 
 // The change since `before`, per category.
-std::array<int64_t, kMemoryCategoryStacked> delta(
-    const TrackingAllocator& a, const std::array<int64_t, kMemoryCategoryStacked>& before) {
+std::array<int64_t, kMemoryCategoryCount> delta(
+    const TrackingAllocator& a, const std::array<int64_t, kMemoryCategoryCount>& before) {
   auto now = snapshot(a);
-  for (int i = 0; i < kMemoryCategoryStacked; ++i) now[i] -= before[i];
+  for (int i = 0; i < kMemoryCategoryCount; ++i) now[i] -= before[i];
   return now;
 }
 
-int64_t at_(const std::array<int64_t, kMemoryCategoryStacked>& d, MemoryCategory c) {
+int64_t at_(const std::array<int64_t, kMemoryCategoryCount>& d, MemoryCategory c) {
   return d[static_cast<int>(c)];
 }
 
