@@ -23,36 +23,15 @@
 #include "engine/data/distributed_sampler.h"
 #include "engine/fault/fault_injection.h"
 #include "engine/train/parallel_model.h"
+#include "engine/train/trace_files.h"
 #include "engine/memory/memory_sampler.h"
 #include "engine/memory/tracking_allocator.h"
 #include "trace/flush_guard.h"
+#include "trace/stats.h"
 
 namespace dpscope::train {
 
 namespace {
-
-std::string trace_path_for(const TrainConfig& config, const comm::LaunchEnv& env) {
-  if (!config.trace.empty()) {
-    const std::filesystem::path path(config.trace);
-    if (path.extension() == ".sqlite") {
-      if (env.world_size == 1) return path.string();
-      return (path.parent_path() / (path.stem().string() + ".rank" + std::to_string(env.rank) +
-                                    ".sqlite")).string();
-    }
-    return (path / ("rank" + std::to_string(env.rank) + ".sqlite")).string();
-  }
-  if (const char* dir = std::getenv("DPSCOPE_TRACE_DIR"); dir && *dir) {
-    return (std::filesystem::path(dir) / ("rank" + std::to_string(env.rank) + ".sqlite")).string();
-  }
-  return "traces/train-" + config.model.name + ".sqlite";
-}
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 std::string config_json(const TrainConfig& c) {
   char buffer[2048];
@@ -121,8 +100,8 @@ namespace {
 
 // Everything after the trace is open: a failure here is recorded as the rank's status.
 void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
-                const std::optional<fault::FaultSpec>& fault, trace::Recorder& recorder,
-                TrainResult& result) {
+                const std::optional<fault::FaultSpec>& fault, const TraceFiles& trace_files,
+                trace::Recorder& recorder, TrainResult& result) {
   memory::TrackingAllocator* allocator =
       config.trace_level == trace::TraceLevel::Full ? &memory::TrackingAllocator::install() : nullptr;
   memory::MemorySampler sampler(&recorder, allocator);
@@ -277,30 +256,34 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
     if (env.rank == 0) save_tensors(state, config.save_final);
   }
 
-  result.step_ms_median =
-      median(step_ms.size() >= 3 ? std::vector<double>(step_ms.begin() + 2, step_ms.end()) : step_ms);
-  result.peak_memory_bytes =
-      allocator ? allocator->peak_bytes() : sampler.peak(memory::MemoryCategory::AllocatorTotal);
-  // Every rank finishes its collectives before the group goes away.
+  result.step_ms_median = trace::summarize_steps(step_ms).median_ms;  // Note [Steady steps]
+  // The peak as the trace records it (Note [Memory at the peak]): the allocator's snapshot, whose
+  // categories sum to its total, so this line and `dpscope stats` agree.
+  std::optional<memory::TrackingAllocator::PeakSnapshot> peak;
+  if (allocator) peak = allocator->peak_snapshot();
+  result.peak_memory_bytes = peak ? peak->bytes[static_cast<size_t>(memory::MemoryCategory::AllocatorTotal)]
+                                  : sampler.peak(memory::MemoryCategory::AllocatorTotal);
+  // Every rank finishes its collectives before the group goes away, and closes its file before
+  // rank 0 merges them (Note [Trace files of a run]).
   world.group->barrier()->wait();
   recorder.close();
+  world.group->barrier()->wait();
+  const std::string trace_line = finish_trace_files(trace_files, env);
   if (result.peak_memory_bytes > 0) {
     std::string breakdown;
-    if (allocator) {
-      const auto at_peak = allocator->peak_breakdown();
-      for (int c = 0; c < trace::kMemoryCategoryStacked; ++c) {
-        if (at_peak[static_cast<size_t>(c)] <= 0) continue;
-        char part[96];
-        std::snprintf(part, sizeof(part), "%s%s %.2f", breakdown.empty() ? "" : ", ",
-                      std::string(trace::to_string(static_cast<trace::MemoryCategory>(c))).c_str(),
-                      static_cast<double>(at_peak[static_cast<size_t>(c)]) / (1 << 20));
-        breakdown += part;
-      }
+    for (const trace::MemoryCategory c : trace::kStackedCategories) {
+      if (!peak || peak->bytes[static_cast<size_t>(c)] <= 0) continue;
+      char part[96];
+      std::snprintf(part, sizeof(part), "%s%s %.2f", breakdown.empty() ? "" : ", ",
+                    std::string(trace::to_string(c)).c_str(),
+                    static_cast<double>(peak->bytes[static_cast<size_t>(c)]) / (1 << 20));
+      breakdown += part;
     }
     std::printf("peak_memory_mb %.3f (%s)\n",
                 static_cast<double>(result.peak_memory_bytes) / (1 << 20), breakdown.c_str());
   }
   std::printf("step_ms %.3f\n", result.step_ms_median);
+  if (!trace_line.empty()) std::printf("%s\n", trace_line.c_str());
   std::fflush(stdout);
 }
 
@@ -324,7 +307,10 @@ TrainResult run_training(const TrainConfig& config) {
   TrainResult result;
   result.rank = env.rank;
   result.world_size = env.world_size;
-  result.trace_path = config.trace_level == trace::TraceLevel::Off ? "" : trace_path_for(config, env);
+  const TraceFiles trace_files = config.trace_level == trace::TraceLevel::Off
+                                     ? TraceFiles{}
+                                     : plan_trace_files(config.trace, config.model.name, env);
+  result.trace_path = trace_files.rank_file;
   if (!result.trace_path.empty()) {
     const auto parent = std::filesystem::path(result.trace_path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
@@ -337,7 +323,7 @@ TrainResult run_training(const TrainConfig& config) {
   recorder_options.level = config.trace_level;
   trace::Recorder recorder(recorder_options);
   try {
-    train_rank(config, env, fault, recorder, result);
+    train_rank(config, env, fault, trace_files, recorder, result);
   } catch (const c10::Error& error) {
     close_after_failure(recorder, error.what_without_backtrace());
     throw;
