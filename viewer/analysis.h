@@ -1,7 +1,8 @@
-// What the viewer computes from a loaded Model beyond drawing: per-rank and per-iteration
-// compute / communication / overlap / exposed time, exposed time per bucket, collectives matched
-// across ranks by sequence number (skew, mismatches), flows from a hook to its bucket and
-// all-reduce, range statistics by name, and find. Pure functions of the Model; no ImGui.
+// What the viewer knows of a loaded Model beyond drawing: the trace's one analysis (trace/stats.h:
+// overlap, exposure per bucket, memory at the peak, collectives matched across ranks) tied to the
+// spans that draw it, flows from a hook to its bucket and all-reduce, range statistics by name,
+// and find. The viewer computes no figure of its own: every number in its panels is a RunStats
+// field, so it always equals `dpscope stats`. Pure functions of the Model; no ImGui.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "trace/stats.h"
 #include "viewer/model.h"
 
 namespace dpscope::view {
@@ -26,51 +28,35 @@ struct SpanRef {
 };
 const EventSpan& span_of(const Model& model, const SpanRef& ref);
 
-// Compute vs communication, as trace/stats.h defines them: compute is the union of the phases
-// forward, backward and optimizer_step; comm the union of collectives; overlap their
-// intersection; exposed = comm - overlap (communication nothing hides). Milliseconds.
-struct Overlap {
-  double compute_ms = 0, comm_ms = 0, overlap_ms = 0, exposed_ms = 0;
-};
-
-struct BucketExposure {
-  int32_t bucket = 0;
-  int64_t collectives = 0;  // collectives carrying this bucket (all iterations)
-  double comm_ms = 0;       // their total time
-  double exposed_ms = 0;    // the part no compute hides
-};
-
-struct RankAnalysis {
-  std::vector<Overlap> iterations;  // by iteration number (0 .. Model::iterations - 1)
-  Overlap total;
-  std::vector<BucketExposure> buckets;  // by bucket index
-};
-
-// The same collective (process-group sequence number) on every rank that ran it.
-struct CollectiveMatch {
-  int32_t seq = 0;
-  uint8_t op = 0xff;
+// One collective of the trace's matching (trace/collective_match.h) with the spans that draw it.
+struct CollectiveSpans {
+  int32_t seq = 0;             // the low 32 bits of the sequence number, as EventSpan holds it
   std::vector<SpanRef> spans;  // one per rank that ran it, by rank
-  int64_t skew_ns = 0;         // latest begin - earliest begin
-  // Ranks disagree on the op, on the bytes or the dtype (when analyze had the payloads), or not
-  // every rank ran it.
-  bool mismatch = false;
-  std::string why;             // what disagrees, for the stats panel
+  // The trace's match of this collective: an index into Analysis::stats.matches; -1 when the
+  // analysis read none for it (a live file that grew since).
+  int64_t match = -1;
 };
 
 struct Analysis {
-  std::vector<RankAnalysis> ranks;  // by Model::ranks index
-  std::vector<CollectiveMatch> collectives;  // by seq
+  // The one analysis of the model's file (trace::compute_stats): every figure the Stats,
+  // Compare and Buckets panels and the headless JSON line show.
+  trace::RunStats stats;
+  std::vector<CollectiveSpans> collectives;    // by seq
   std::unordered_map<int32_t, size_t> by_seq;  // seq -> index in `collectives`
-  int64_t mismatches = 0;
-  const CollectiveMatch* match(int32_t seq) const;
+  const CollectiveSpans* match(int32_t seq) const;
+  // The trace's match behind `c`, or null.
+  const trace::CollectiveMatch* trace_match(const CollectiveSpans& c) const;
+  bool mismatch(const CollectiveSpans& c) const;
+  // The statistics of Model::ranks[rank_index], or null when the analysis has no such rank.
+  const trace::RankStats* rank(const Model& model, size_t rank_index) const;
 };
 
-// One pass over the phases and collectives of every rank. `payloads` (read_collective_payloads,
-// any order) says what each collective moved; with them, a collective whose bytes or dtype
-// differ between ranks is a mismatch too. A 10 M-event model takes a few hundred milliseconds;
-// the viewer runs it on a background thread after loading. Pure.
-Analysis analyze(const Model& model, const std::vector<trace::CollectivePayload>& payloads = {});
+// Ties `stats` (compute_stats of the model's file) to the model's collective spans: one pass over
+// the communication spans of every rank. Pure.
+Analysis analyze(const Model& model, trace::RunStats stats);
+// compute_stats of the model's file, then analyze: the viewer runs it on a background thread after
+// loading (a 10 M-event trace takes a few seconds). Throws trace::TraceError as the Reader does.
+Analysis analyze_file(const Model& model);
 
 // An arrow of the flow view: from one span to another (both may be on different ranks).
 struct Flow {

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "trace/error.h"
+#include "trace/stats.h"
 
 namespace dpscope::view {
 
@@ -40,14 +42,14 @@ const std::vector<trace::Event>& DetailSource::events(int32_t rank, trace::LaneI
 void OpenTrace::set_model(std::shared_ptr<const Model> m) {
   model = std::move(m);
   details = std::make_unique<DetailSource>(model->path);
-  pending = std::async(std::launch::async, [m = model] {
-    std::vector<trace::CollectivePayload> payloads;
+  pending = std::async(std::launch::async, [m = model]() -> std::shared_ptr<const Analysis> {
     try {
-      payloads = read_collective_payloads(*m);
+      return std::make_shared<const Analysis>(analyze_file(*m));
     } catch (const trace::TraceError&) {
-      // The file went away or is mid-write (--live): match ops and ranks without the payloads.
+      // The file went away or is mid-write (--live): the panels say the analysis is missing, and
+      // the next reload tries again.
+      return std::make_shared<const Analysis>(analyze(*m, trace::RunStats{}));
     }
-    return std::shared_ptr<const Analysis>(std::make_shared<Analysis>(analyze(*m, payloads)));
   });
 }
 
@@ -74,6 +76,12 @@ void App::wait_for_analysis() {
     if (t.pending.valid()) t.pending.wait();
     t.poll_analysis();
   }
+}
+
+std::string App::link() const {
+  const Model& m = *traces[0].model;
+  return trace::link_text(std::atof(m.meta_value("link_gbps", "0").c_str()),
+                          std::atof(m.meta_value("link_latency_us", "0").c_str()));
 }
 
 void App::fit() {
@@ -189,10 +197,13 @@ void App::frame() {
                    ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoSavedSettings |
                    ImGuiWindowFlags_NoBackground);
   const Model& m = *traces[0].model;
-  ImGui::Text("%s  |  %s %s, %zu ranks, %lld events, %d iterations%s", m.path.c_str(),
+  // An emulated link is said where the run is named, so that nobody reads its collectives'
+  // lengths as this machine's (docs/communication.md).
+  const std::string link = this->link();
+  ImGui::Text("%s  |  %s %s, %zu ranks, %lld events, %d iterations%s%s%s", m.path.c_str(),
               m.meta_value("strategy", "?").c_str(), m.meta_value("backend", "").c_str(),
               m.ranks.size(), static_cast<long long>(m.events), m.iterations,
-              live_ ? "  |  live" : "");
+              link.empty() ? "" : "  |  ", link.c_str(), live_ ? "  |  live" : "");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(180);
   if (ImGui::InputTextWithHint("##find", "find (name or kind)", find_buffer_, sizeof(find_buffer_))) {

@@ -80,6 +80,9 @@ class App {
   void wait_for_analysis();
   // The range the zoom sweep ends on: one bucket's all-reduce in the middle of the run.
   std::pair<double, double> bucket_range() const;
+  // "emulated link 4 Gb/s, 50 µs" when the main trace's run emulated its interconnect (meta
+  // link_gbps, link_latency_us), else "": the header says it beside the run's name.
+  std::string link() const;
   int live_reloads() const { return live_ ? live_->reloads() : 0; }
   int64_t live_rows_read() const { return live_ ? live_->rows_read() : 0; }
 
@@ -122,8 +125,9 @@ void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, floa
 void draw_buckets(App& app);                       // view_buckets.cpp
 void draw_units(App& app);                         // view_units.cpp
 void draw_stats(App& app);                         // view_stats.cpp
-// The per-rank compute / comm / overlap / exposed table (the stats and compare panels).
-void draw_overlap_table(const Model& model, const Analysis& analysis, const char* id);  // view_stats.cpp
+// The per-rank compute / comm / overlap / exposed table of the trace's analysis (the stats and
+// compare panels).
+void draw_overlap_table(const Analysis& analysis, const char* id);  // view_stats.cpp
 void draw_find(App& app);                          // view_find.cpp
 void draw_compare(App& app);                       // view_compare.cpp
 void draw_details(App& app);                       // view_details.cpp

@@ -96,6 +96,39 @@ void Window::end_frame(const std::string& capture_png) {
   glFinish();  // the frame is drawn when this returns, so frame times include the rendering
 }
 
+namespace {
+
+// The Stats panel's figures as drawn, for tests and scripts: per rank the whole run's overlap,
+// each iteration's and each bucket's exposed communication (main trace).
+std::string overlap_json(const App& app) {
+  std::string out = "[";
+  const std::shared_ptr<const Analysis>& analysis = app.traces[0].analysis;
+  if (!analysis) return "[]";
+  char number[64];
+  const auto ms = [&](double value) {
+    std::snprintf(number, sizeof(number), "%.6f", value);
+    return std::string(number);
+  };
+  for (const trace::RankStats& r : analysis->stats.ranks) {
+    if (out.size() > 1) out += ", ";
+    out += "{\"rank\": " + std::to_string(r.rank) + ", \"compute_ms\": " + ms(r.overlap.compute_ms) +
+           ", \"comm_ms\": " + ms(r.overlap.comm_ms) + ", \"exposed_comm_ms\": " +
+           ms(r.overlap.exposed_comm_ms) + ", \"iterations_exposed_comm_ms\": [";
+    for (size_t i = 0; i < r.iterations.size(); ++i) {
+      out += (i ? ", " : "") + ms(r.iterations[i].overlap.exposed_comm_ms);
+    }
+    out += "], \"buckets\": [";
+    for (size_t b = 0; b < r.buckets.size(); ++b) {
+      out += std::string(b ? ", " : "") + "{\"bucket\": " + std::to_string(r.buckets[b].bucket) +
+             ", \"exposed_comm_ms\": " + ms(r.buckets[b].exposed_comm_ms) + "}";
+    }
+    out += "]}";
+  }
+  return out + "]";
+}
+
+}  // namespace
+
 int run_headless(Window& window, App& app, const HeadlessOptions& options, double open_ms) {
   glfwSwapInterval(0);  // time the drawing, not the display's refresh
   // The frames show the trace, not wherever the display's pointer happens to be: Xvfb's starts
@@ -130,8 +163,10 @@ int run_headless(Window& window, App& app, const HeadlessOptions& options, doubl
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
                                           : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
-  std::printf("{\"open_ms\": %.1f, \"frames\": %d, \"frame_ms_median\": %.2f, \"frame_ms_max\": %.2f}\n",
-              open_ms, frames, median, sorted.back());
+  // link_text has no quote or backslash to escape.
+  std::printf("{\"open_ms\": %.1f, \"frames\": %d, \"frame_ms_median\": %.2f, \"frame_ms_max\": %.2f, "
+              "\"link\": \"%s\", \"overlap\": %s}\n",
+              open_ms, frames, median, sorted.back(), app.link().c_str(), overlap_json(app).c_str());
   std::fflush(stdout);
   return 0;
 }

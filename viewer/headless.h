@@ -41,9 +41,12 @@ struct HeadlessOptions {
   bool live = false;        // pace frames at ~30 per second so a growing file can be followed
 };
 
-// Draws the frames, writes the PNG and prints the JSON line of DESIGN.md's contract on stdout:
-// {"open_ms": ..., "frames": N, "frame_ms_median": ..., "frame_ms_max": ...}. Returns the exit
-// status (0). Throws std::runtime_error if the PNG cannot be written.
+// Draws the frames, writes the PNG and prints one JSON line on stdout (docs/viewer.md):
+// {"open_ms": ..., "frames": N, "frame_ms_median": ..., "frame_ms_max": ..., "link": the header's
+// "emulated link ..." or "", "overlap": [{"rank",
+// "compute_ms", "comm_ms", "exposed_comm_ms", "iterations_exposed_comm_ms": [...], "buckets":
+// [{"bucket", "exposed_comm_ms"}]}]} — "overlap" holds the Stats panel's figures as drawn. Returns
+// the exit status (0). Throws std::runtime_error if the PNG cannot be written.
 int run_headless(Window& window, App& app, const HeadlessOptions& options, double open_ms);
 
 // Interactive frames until the window is closed.

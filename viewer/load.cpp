@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "trace/error.h"
+#include "trace/memory_peak.h"
 #include "trace/reader.h"
 #include "viewer/model.h"
 
@@ -173,35 +174,27 @@ void sort_series(MemorySeries& series) {
   series.bytes = std::move(sorted.bytes);
 }
 
-// The stacked total's peak: a merge of the stacked categories by time that applies every sample
-// of one timestamp before looking at the total, as trace/stats.h does.
+// The rank's memory at the peak, by the trace's definition and code (Note [Memory at the peak],
+// trace/memory_peak.h): the categories' series merged back into samples in time order.
 void find_memory_peak(RankData& rank) {
-  rank.memory_peak_bytes = rank.memory_peak_ns = 0;
-  std::vector<size_t> used;
-  for (size_t c = 0; c < size_t(trace::kMemoryCategoryStacked); ++c) {
-    if (!rank.memory[c].ts.empty()) used.push_back(c);
-  }
+  trace::MemoryPeakFinder finder;
   std::array<size_t, kCategories> at{};
-  std::array<int64_t, kCategories> held{};
-  int64_t total = 0;
   for (;;) {
     int64_t t = INT64_MAX;
-    for (size_t c : used) {
+    for (size_t c = 0; c < kCategories; ++c) {
       if (at[c] < rank.memory[c].ts.size()) t = std::min(t, rank.memory[c].ts[at[c]]);
     }
     if (t == INT64_MAX) break;
-    for (size_t c : used) {
+    for (size_t c = 0; c < kCategories; ++c) {
       const MemorySeries& series = rank.memory[c];
       for (; at[c] < series.ts.size() && series.ts[at[c]] == t; ++at[c]) {
-        total += series.bytes[at[c]] - held[c];
-        held[c] = series.bytes[at[c]];
+        finder.add(t, static_cast<trace::MemoryCategory>(c), series.bytes[at[c]]);
       }
     }
-    if (total > rank.memory_peak_bytes) {
-      rank.memory_peak_bytes = total;
-      rank.memory_peak_ns = t;
-    }
   }
+  const trace::MemoryAtPeak peak = finder.finish();
+  rank.memory_peak_bytes = peak.total_bytes;
+  rank.memory_peak_ns = peak.found() ? peak.ts_ns : 0;
 }
 
 // Iterations from the "iteration" phases (their seq_or_iteration is the iteration number), or
@@ -472,18 +465,6 @@ std::shared_ptr<const Model> update_model(const Model& previous, LoadProgress* p
   model->load_ms = ms_since(started);
   if (progress) progress->fraction = 1.0;
   return model;
-}
-
-std::vector<trace::CollectivePayload> read_collective_payloads(const Model& model) {
-  std::vector<trace::CollectivePayload> payloads;
-  trace::Reader reader(model.path);
-  const int64_t first = reader.event_id_range().first;
-  reader.scan_collectives(first, model.events_read_to,
-                          [&](const trace::CollectivePayload* rows, size_t n) {
-                            payloads.insert(payloads.end(), rows, rows + n);
-                            return true;
-                          });
-  return payloads;
 }
 
 }  // namespace dpscope::view

@@ -63,7 +63,8 @@ struct RankData {
   trace::RankInfo info;
   std::vector<Lane> lanes;  // in lane id order
   std::array<MemorySeries, trace::kMemoryCategoryCount> memory;
-  int64_t memory_peak_bytes = 0;  // peak over time of the stacked categories
+  // Memory at the peak as trace/memory_peak.h defines it (what `dpscope stats` calls the peak).
+  int64_t memory_peak_bytes = 0;
   int64_t memory_peak_ns = 0;     // when it was reached
   std::vector<IterationSpan> iterations;  // by begin_ns
   int64_t events = 0;
@@ -127,12 +128,6 @@ std::shared_ptr<const Model> load_model(const std::string& path, LoadProgress* p
 // thread-safety as load_model; `previous` is only read.
 std::shared_ptr<const Model> update_model(const Model& previous, LoadProgress* progress = nullptr,
                                           int threads = 1);
-
-// What every collective of `model`'s file up to model.events_read_to moved (trace::Reader::
-// scan_collectives), for analyze's bytes and dtype check. Reads the file again on the calling
-// thread: the viewer calls it on the analysis thread, off the load's critical path. Throws
-// trace::TraceError as load_model.
-std::vector<trace::CollectivePayload> read_collective_payloads(const Model& model);
 
 // The text a span is known by in the timeline, find and range statistics: the phase or mark
 // name, "hook", "bucket_ready", the collective's op ("allreduce"), "wait allreduce", a unit

@@ -55,6 +55,7 @@ ImU32 memory_color(int category) {
       IM_COL32(255, 255, 255, 255),  // allocator_total (line)
       IM_COL32(255, 230, 0, 255),    // cuda_allocated (line)
       IM_COL32(255, 120, 80, 255),   // cuda_reserved (line)
+      IM_COL32(170, 130, 90, 255),   // data
   };
   return category >= 0 && category < trace::kMemoryCategoryCount ? colors[category]
                                                                   : IM_COL32(128, 128, 128, 255);

@@ -12,14 +12,6 @@ namespace dpscope::view {
 
 namespace {
 
-double median_step_ms(const Model& model) {
-  if (model.ranks.empty() || model.ranks[0].iterations.empty()) return 0;
-  std::vector<double> steps;
-  for (const IterationSpan& s : model.ranks[0].iterations) steps.push_back(double(s.end_ns - s.begin_ns) / 1e6);
-  std::nth_element(steps.begin(), steps.begin() + std::ptrdiff_t(steps.size() / 2), steps.end());
-  return steps[steps.size() / 2];
-}
-
 void summary(const OpenTrace& t, const char* title) {
   const Model& m = *t.model;
   ImGui::TextColored(ImVec4(0.7f, 0.6f, 1, 1), "%s", title);
@@ -30,15 +22,24 @@ void summary(const OpenTrace& t, const char* title) {
   int gen0 = 0;
   for (const auto& b : m.buckets) gen0 += b.generation == 0;
   ImGui::Text("buckets   %d initial, units %zu", gen0, m.units.size());
-  ImGui::Text("step      %.3f ms median (rank 0)", median_step_ms(m));
-  int64_t peak = 0;
-  for (const RankData& r : m.ranks) peak = std::max(peak, r.memory_peak_bytes);
-  ImGui::Text("memory    %s peak (largest rank)", format_bytes(peak).c_str());
-  if (t.analysis) {
-    draw_overlap_table(m, *t.analysis, title);
-    if (t.analysis->mismatches) ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "%lld mismatched collectives", static_cast<long long>(t.analysis->mismatches));
-  } else {
+  if (!t.analysis) {
     ImGui::TextDisabled("analysing...");
+    return;
+  }
+  const trace::RunStats& stats = t.analysis->stats;
+  if (stats.ranks.empty()) return;
+  // As `dpscope stats` and the demo summarise (Note [Steady steps], Note [Memory at the peak]).
+  const trace::StepSummary steps = trace::step_summary(stats.ranks.front());
+  ImGui::Text("step      %.3f ms median (rank %d, iterations %d..)", steps.median_ms,
+              stats.ranks.front().rank, steps.from_iteration);
+  int64_t peak = 0;
+  for (const trace::RankStats& r : stats.ranks) peak = std::max(peak, r.memory_peak.total_bytes);
+  ImGui::Text("memory    %s peak (largest rank)", format_bytes(peak).c_str());
+  const std::string link = trace::link_text(stats);
+  if (!link.empty()) ImGui::TextColored(ImVec4(1, 0.8f, 0.4f, 1), "link      %s", link.c_str());
+  draw_overlap_table(*t.analysis, title);
+  if (stats.mismatches) {
+    ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "%lld mismatched collectives", static_cast<long long>(stats.mismatches));
   }
 }
 

@@ -68,8 +68,9 @@ void event_fields(App& app, const Pick& pick) {
     field("flags", flags);
   }
   if (t.analysis && s.kind == trace::EventKind::Collective) {
-    if (const CollectiveMatch* m = t.analysis->match(s.seq_or_iteration)) {
-      field("skew", format_duration(double(m->skew_ns)) + " across " + std::to_string(m->spans.size()) + " ranks");
+    const CollectiveSpans* c = t.analysis->match(s.seq_or_iteration);
+    if (const trace::CollectiveMatch* m = c ? t.analysis->trace_match(*c) : nullptr) {
+      field("skew", format_duration(double(m->skew_ns)) + " across " + std::to_string(m->ranks.size()) + " ranks");
       if (m->mismatch) ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "MISMATCH: %s", m->why.c_str());
     }
   }

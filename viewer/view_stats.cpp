@@ -1,6 +1,7 @@
-// The stats panel: per rank the run's compute, communication, overlap and exposed communication
-// (and per iteration on demand), exposed time per bucket, collective mismatches across ranks,
-// and the count / sum / average by name of the range measured on the timeline.
+// The stats panel: the trace's analysis (trace/stats.h, as `dpscope stats` prints it): per rank the
+// run's compute, communication, overlap and exposed communication (and per iteration on demand),
+// exposed time per bucket, memory at the peak, collective mismatches across ranks; and the count /
+// sum / average by name of the range measured on the timeline.
 #include <imgui.h>
 
 #include <algorithm>
@@ -11,24 +12,62 @@
 namespace dpscope::view {
 namespace {
 
-void overlap_cells(const Overlap& o) {
+// What the columns mean, in one line (See Note [Compute and exposed communication] in
+// trace/stats.h; docs/trace-format.md, "Figures").
+constexpr const char* kExposedMeaning =
+    "exposed: communication during which the rank computes nothing (waiting for a collective is "
+    "not compute); overlap: communication hidden behind compute. As `dpscope stats` computes them.";
+
+void overlap_cells(const trace::OverlapStats& o) {
   ImGui::TableNextColumn(); ImGui::Text("%.2f", o.compute_ms);
   ImGui::TableNextColumn(); ImGui::Text("%.2f", o.comm_ms);
   ImGui::TableNextColumn(); ImGui::Text("%.2f", o.overlap_ms);
-  ImGui::TableNextColumn(); ImGui::Text("%.2f", o.exposed_ms);
+  ImGui::TableNextColumn(); ImGui::Text("%.2f", o.exposed_comm_ms);
+}
+
+// Each rank's memory at its peak (Note [Memory at the peak]): the total, then every category's
+// bytes at that moment, so the row adds up.
+void draw_memory_at_peak(const Analysis& a) {
+  ImGui::Text("memory at the peak (MiB; each category at the moment the rank's total peaked)");
+  std::vector<trace::MemoryCategory> shown;
+  for (const trace::RankStats& r : a.stats.ranks) {
+    for (const trace::CategoryBytes& c : r.memory_peak.categories) {
+      if (c.bytes != 0 && std::find(shown.begin(), shown.end(), c.category) == shown.end()) shown.push_back(c.category);
+    }
+  }
+  std::sort(shown.begin(), shown.end());
+  if (!ImGui::BeginTable("memory at peak", int(shown.size()) + 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) return;
+  ImGui::TableSetupColumn("rank");
+  ImGui::TableSetupColumn("total");
+  for (trace::MemoryCategory c : shown) ImGui::TableSetupColumn(std::string(trace::to_string(c)).c_str());
+  ImGui::TableHeadersRow();
+  for (const trace::RankStats& r : a.stats.ranks) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn(); ImGui::Text("%d", r.rank);
+    ImGui::TableNextColumn();
+    if (!r.memory_peak.found()) {
+      ImGui::TextDisabled("no samples");
+      continue;
+    }
+    ImGui::Text("%.2f", double(r.memory_peak.total_bytes) / double(1 << 20));
+    for (trace::MemoryCategory c : shown) {
+      ImGui::TableNextColumn(); ImGui::Text("%.2f", double(r.memory_peak.bytes(c)) / double(1 << 20));
+    }
+  }
+  ImGui::EndTable();
 }
 
 }  // namespace
 
-void draw_overlap_table(const Model& model, const Analysis& analysis, const char* id) {
+void draw_overlap_table(const Analysis& analysis, const char* id) {
   if (!ImGui::BeginTable(id, 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) return;
   for (const char* h : {"rank", "compute ms", "comm ms", "overlap ms", "exposed ms"}) ImGui::TableSetupColumn(h);
   ImGui::TableHeadersRow();
-  for (size_t r = 0; r < analysis.ranks.size(); ++r) {
+  for (const trace::RankStats& r : analysis.stats.ranks) {
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
-    ImGui::Text("%d", model.ranks[r].info.rank);
-    overlap_cells(analysis.ranks[r].total);
+    ImGui::Text("%d%s", r.rank, r.complete() ? "" : " (incomplete)");
+    overlap_cells(r.overlap);
   }
   ImGui::EndTable();
 }
@@ -60,51 +99,57 @@ void draw_stats(App& app) {
     return;
   }
   const Analysis& a = *t.analysis;
-  ImGui::Text("whole run, per rank");
-  draw_overlap_table(model, a, "overlap");
-  if (a.mismatches) {
-    ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "%lld collectives do not match across ranks", static_cast<long long>(a.mismatches));
-    int shown = 0;
-    for (const CollectiveMatch& m : a.collectives) {
-      if (m.mismatch && shown++ < 20) ImGui::BulletText("seq %d: %s", m.seq, m.why.c_str());
-    }
-  } else if (!a.collectives.empty()) {
-    int64_t worst = 0;
-    for (const CollectiveMatch& m : a.collectives) worst = std::max(worst, m.skew_ns);
-    ImGui::Text("%zu collectives matched on every rank; largest skew %s", a.collectives.size(),
-                format_duration(double(worst)).c_str());
+  if (a.stats.ranks.empty()) {
+    ImGui::TextDisabled("no analysis: the file could not be read as a whole (still being written?)");
+    return;
   }
+  ImGui::Text("whole run, per rank");
+  draw_overlap_table(a, "overlap");
+  ImGui::TextWrapped("%s", kExposedMeaning);
+  if (a.stats.mismatches) {
+    ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "%lld collectives do not match across ranks", static_cast<long long>(a.stats.mismatches));
+    int shown = 0;
+    for (const trace::CollectiveMatch& m : a.stats.matches) {
+      if (m.mismatch && shown++ < 20) ImGui::BulletText("seq %lld: %s", static_cast<long long>(m.seq), m.why.c_str());
+    }
+  } else if (!a.stats.matches.empty()) {
+    ImGui::Text("%zu collectives matched on every rank; largest skew %s", a.stats.matches.size(),
+                format_duration(double(a.stats.max_skew_ns)).c_str());
+  }
+  draw_memory_at_peak(a);
   if (model.ranks.empty()) return;
   app.focus_rank = std::clamp(app.focus_rank, 0, int(model.ranks.size()) - 1);
-  const RankAnalysis& ra = a.ranks[size_t(app.focus_rank)];
-  if (!ra.buckets.empty() && ImGui::TreeNode("exposed communication per bucket")) {
+  const trace::RankStats* rank = a.rank(model, size_t(app.focus_rank));
+  if (!rank) return;
+  if (!rank->buckets.empty() && ImGui::TreeNode("exposed communication per bucket")) {
+    ImGui::Text("rank %d", rank->rank);
     if (ImGui::BeginTable("buckets", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
       for (const char* h : {"bucket", "all-reduces", "comm ms", "exposed ms"}) ImGui::TableSetupColumn(h);
       ImGui::TableHeadersRow();
-      for (const BucketExposure& b : ra.buckets) {
+      for (const trace::BucketExposure& b : rank->buckets) {
         ImGui::TableNextRow();
         ImGui::TableNextColumn(); ImGui::Text("%d", b.bucket);
         ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(b.collectives));
         ImGui::TableNextColumn(); ImGui::Text("%.2f", b.comm_ms);
-        ImGui::TableNextColumn(); ImGui::Text("%.2f", b.exposed_ms);
+        ImGui::TableNextColumn(); ImGui::Text("%.2f", b.exposed_comm_ms);
       }
       ImGui::EndTable();
     }
     ImGui::TreePop();
   }
   if (ImGui::TreeNode("per iteration")) {
-    ImGui::Text("rank %d", model.ranks[size_t(app.focus_rank)].info.rank);
+    ImGui::Text("rank %d", rank->rank);
     if (ImGui::BeginTable("iterations", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchProp,
                           ImVec2(0, 220))) {
       for (const char* h : {"iteration", "compute ms", "comm ms", "overlap ms", "exposed ms"}) ImGui::TableSetupColumn(h);
       ImGui::TableHeadersRow();
       ImGuiListClipper clipper;
-      clipper.Begin(int(ra.iterations.size()));
+      clipper.Begin(int(rank->iterations.size()));
       while (clipper.Step()) {
         for (int i = clipper.DisplayStart; i < clipper.DisplayEnd; ++i) {
           ImGui::TableNextRow();
           ImGui::TableNextColumn(); ImGui::Text("%d", i);
-          overlap_cells(ra.iterations[size_t(i)]);
+          overlap_cells(rank->iterations[size_t(i)].overlap);
         }
       }
       ImGui::EndTable();

@@ -96,8 +96,8 @@ void draw_row(Frame& f, int trace, int rank_index, int lane_index, int row, floa
     if (sel.trace == trace && sel.span == ref) outline = kSelectedColor;
     else if (is_main && f.app.find.matches(s)) outline = kFoundColor;
     else if (s.kind == trace::EventKind::Collective && t.analysis) {
-      const CollectiveMatch* m = t.analysis->match(s.seq_or_iteration);
-      if (m && m->mismatch) outline = kMismatchColor;
+      const CollectiveSpans* c = t.analysis->match(s.seq_or_iteration);
+      if (c && t.analysis->mismatch(*c)) outline = kMismatchColor;
     }
     if (outline) {
       f.draw->AddRect(ImVec2(x0 - 1, y0), ImVec2(std::max(x1, x0 + 2) + 1, y0 + h), outline, 0, 0, 2);

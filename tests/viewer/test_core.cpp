@@ -1,6 +1,6 @@
 // The viewer's window-free logic: lane rows and their binary searches, folding narrow spans
 // (level of detail), span measuring and labels, loading a synthetic trace, the analyses
-// (overlap, matching collectives, mismatches, flows, range statistics) and find.
+// (the trace's analysis tied to the spans, mismatches, flows, range statistics) and find.
 #include <gtest/gtest.h>
 
 #include "tests/test_util.h"
@@ -193,16 +193,22 @@ TEST(ViewerModel, BadFilesThrowNamingTheFile) {
 TEST(ViewerAnalysis, SyntheticCollectivesMatchOnEveryRankAndFlowsLeadThere) {
   TempDir dir;
   auto model = synth_model(dir, 3, 20000);
-  const Analysis a = analyze(*model);
-  EXPECT_EQ(a.mismatches, 0);
+  const Analysis a = analyze_file(*model);
+  EXPECT_EQ(a.stats.mismatches, 0);
   ASSERT_FALSE(a.collectives.empty());
-  for (const CollectiveMatch& m : a.collectives) EXPECT_EQ(m.spans.size(), 3u);
-  for (const RankAnalysis& r : a.ranks) {
-    EXPECT_GT(r.total.compute_ms, 0);
-    EXPECT_GT(r.total.comm_ms, 0);
-    EXPECT_GE(r.total.exposed_ms, 0);
-    EXPECT_LE(r.total.overlap_ms, r.total.comm_ms + 1e-9);
-    EXPECT_FALSE(r.buckets.empty());
+  for (const CollectiveSpans& c : a.collectives) {
+    EXPECT_EQ(c.spans.size(), 3u);
+    ASSERT_NE(a.trace_match(c), nullptr) << "seq " << c.seq;
+    EXPECT_EQ(a.trace_match(c)->ranks.size(), 3u);
+  }
+  for (size_t r = 0; r < model->ranks.size(); ++r) {
+    const dpscope::trace::RankStats* stats = a.rank(*model, r);
+    ASSERT_NE(stats, nullptr);
+    EXPECT_GT(stats->overlap.compute_ms, 0);
+    EXPECT_GT(stats->overlap.comm_ms, 0);
+    EXPECT_GE(stats->overlap.exposed_comm_ms, 0);
+    EXPECT_LE(stats->overlap.overlap_ms, stats->overlap.comm_ms + 1e-9);
+    EXPECT_FALSE(stats->buckets.empty());
   }
   // A hook in iteration 2 of rank 1 flows to its bucket, the launch, the all-reduce, and the
   // same all-reduce on the two other ranks.
@@ -225,8 +231,12 @@ TEST(ViewerAnalysis, SyntheticCollectivesMatchOnEveryRankAndFlowsLeadThere) {
   EXPECT_NE(flows[3].to.rank, 1);
 }
 
-TEST(ViewerAnalysis, ACollectiveMissingOnOneRankIsAMismatch) {
+// The viewer ties the trace's matches to its spans by sequence number; a collective the trace
+// calls a mismatch is one in the viewer too (the matching itself: tests/trace/test_stats.cpp).
+TEST(ViewerAnalysis, TheTracesMismatchesMarkTheSpans) {
   auto model = std::make_shared<Model>();
+  dpscope::trace::RunStats stats;
+  std::vector<std::vector<dpscope::trace::CollectiveStats>> by_rank(2);
   for (int16_t r = 0; r < 2; ++r) {
     RankData rank;
     rank.info.rank = r;
@@ -236,55 +246,23 @@ TEST(ViewerAnalysis, ACollectiveMissingOnOneRankIsAMismatch) {
       s.op = uint8_t(dpscope::trace::CollectiveOp::AllReduce);
       s.seq_or_iteration = seq;
       rank.lanes[1].spans.push_back(s);
+      dpscope::trace::CollectiveStats c;
+      c.grp = 0;
+      c.seq = seq;
+      c.bytes = 4096;
+      c.begin_ns = s.begin_ns;
+      by_rank[size_t(r)].push_back(c);
     }
     for (Lane& lane : rank.lanes) build_rows(lane);
     model->ranks.push_back(std::move(rank));
   }
-  const Analysis a = analyze(*model);
-  EXPECT_EQ(a.mismatches, 1);
+  stats.matches = dpscope::trace::match_collectives({0, 1}, by_rank, 2);
+  const Analysis a = analyze(*model, stats);
   ASSERT_NE(a.match(2), nullptr);
-  EXPECT_TRUE(a.match(2)->mismatch);
-  EXPECT_NE(a.match(2)->why.find("1 of 2"), std::string::npos);
-  EXPECT_FALSE(a.match(0)->mismatch);
-}
-
-TEST(ViewerAnalysis, ACollectiveWhoseBytesOrDtypeDifferAcrossRanksIsAMismatch) {
-  using dpscope::trace::CollectivePayload;
-  using dpscope::trace::DType;
-  auto model = std::make_shared<Model>();
-  std::vector<CollectivePayload> payloads;
-  for (int16_t r = 0; r < 2; ++r) {
-    RankData rank;
-    rank.info.rank = r;
-    rank.lanes.resize(2);
-    for (int16_t seq = 0; seq < 3; ++seq) {
-      EventSpan s = span(EventKind::Collective, 100 * seq, 100 * seq + 50, r, 1);
-      s.op = uint8_t(dpscope::trace::CollectiveOp::AllReduce);
-      s.seq_or_iteration = seq;
-      rank.lanes[1].spans.push_back(s);
-      CollectivePayload p;
-      p.rank = r;
-      p.seq = seq;
-      p.op = s.op;
-      // seq 1: rank 1 sends half the bytes; seq 2: rank 1 sends float16.
-      p.bytes = (seq == 1 && r == 1) ? 2048 : 4096;
-      p.dtype = uint8_t((seq == 2 && r == 1) ? DType::Float16 : DType::Float32);
-      payloads.push_back(p);
-    }
-    for (Lane& lane : rank.lanes) build_rows(lane);
-    model->ranks.push_back(std::move(rank));
-  }
-  // Without the payloads only seq and op are compared: everything matches.
-  EXPECT_EQ(analyze(*model).mismatches, 0);
-
-  const Analysis a = analyze(*model, payloads);
-  EXPECT_EQ(a.mismatches, 2);
-  EXPECT_FALSE(a.match(0)->mismatch);
-  ASSERT_TRUE(a.match(1)->mismatch);
-  EXPECT_NE(a.match(1)->why.find("rank 1 moved 2.0 KiB of float32"), std::string::npos) << a.match(1)->why;
-  ASSERT_TRUE(a.match(2)->mismatch);
-  EXPECT_NE(a.match(2)->why.find("float16"), std::string::npos) << a.match(2)->why;
-  EXPECT_NE(a.match(2)->why.find("rank 0 4.0 KiB of float32"), std::string::npos) << a.match(2)->why;
+  EXPECT_TRUE(a.mismatch(*a.match(2)));
+  EXPECT_NE(a.trace_match(*a.match(2))->why.find("1 of 2"), std::string::npos);
+  EXPECT_FALSE(a.mismatch(*a.match(0)));
+  EXPECT_EQ(a.match(0)->spans.size(), 2u);
 }
 
 TEST(ViewerAnalysis, RangeSummaryAndFindCountEverySpan) {

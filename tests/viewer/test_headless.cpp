@@ -6,6 +6,7 @@
 #include <stb_image.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,8 @@
 #include <sqlite3.h>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "tests/test_util.h"
 #include "trace/merge.h"
@@ -236,6 +239,83 @@ TEST(ViewerHeadless, RealDdpAndFsdpTrainingTraces) {
     const auto result = view(traces + "/run.sqlite --screenshot " + png + " --frames 3");
     expect_screenshot(result, png, 3);
     EXPECT_EQ(rank_headers(load_png(png), 300), 2) << "lanes: " << lane_list(traces + "/run.sqlite");
+  }
+}
+
+// One truth: over real trainings on 3 ranks (DDP with two bucket sizes, FSDP), the viewer's Stats
+// panel, as its JSON line repeats it, equals `dpscope stats --json`: every rank's whole-run
+// overlap, each iteration's exposed communication and each bucket's, within 0.01 ms. And the
+// memory at each rank's peak adds up to the peak. The trainings name their trace with --trace
+// FILE.sqlite, which must leave the merged run at exactly that path.
+TEST(ViewerHeadless, TheStatsPanelShowsWhatDpscopeStatsComputes) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string bin = dpscope::testing::dpscope_bin();
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"ddp-small-buckets", "--strategy ddp --bucket-cap-mb 0.02 --first-bucket-mb 0.01"},
+      {"ddp-one-bucket", "--strategy ddp --bucket-cap-mb 25 --link-gbps 4 --link-latency-us 50"},
+      {"fsdp", "--strategy fsdp --wrap-min-params 100"},
+  };
+  for (const auto& [name, flags] : runs) {
+    SCOPED_TRACE(name);
+    const std::string trace = dir.file(name + ".sqlite");
+    const auto train = run_command("timeout 120 " + bin + " launch -n 3 -- " + bin +
+                                   " train --model mlp --hidden 64 --steps 5 --threads 1 "
+                                   "--progress-every 0 --trace " + trace + " " + flags);
+    if (train.output.find("built without the engine") != std::string::npos) {
+      GTEST_SKIP() << "dpscope was built without the engine";
+    }
+    ASSERT_EQ(train.exit_code, 0) << train.output;
+    ASSERT_TRUE(std::filesystem::exists(trace)) << "--trace names the merged run: " << train.output;
+    const auto stats_run = run_command(bin + " stats --json " + trace);
+    ASSERT_EQ(stats_run.exit_code, 0) << stats_run.output;
+    const auto stats = nlohmann::json::parse(stats_run.output);
+    const std::string png = dir.file(name + ".png");
+    const auto shown = view(trace + " --screenshot " + png + " --frames 2");
+    ASSERT_EQ(shown.exit_code, 0) << shown.output;
+    const auto overlap = json_line(shown.output)["overlap"];
+    // The header says when the link was emulated, as `dpscope stats` does.
+    EXPECT_EQ(json_line(shown.output)["link"],
+              name == "ddp-one-bucket" ? "emulated link 4 Gb/s, 50 \u00b5s" : "");
+    if (name == "ddp-one-bucket") {
+      EXPECT_EQ(stats["run"]["link"]["gbps"], 4.0);
+      EXPECT_EQ(stats["run"]["link"]["latency_us"], 50.0);
+    } else {
+      EXPECT_TRUE(stats["run"]["link"].is_null());
+    }
+    ASSERT_EQ(overlap.size(), 3u) << shown.output;
+    ASSERT_EQ(stats["ranks"].size(), 3u);
+    for (size_t r = 0; r < 3; ++r) {
+      const auto& drawn = overlap[r];
+      const auto& computed = stats["ranks"][r];
+      EXPECT_EQ(drawn["rank"], computed["rank"]);
+      for (const char* key : {"compute_ms", "comm_ms", "exposed_comm_ms"}) {
+        EXPECT_NEAR(drawn[key].get<double>(), computed["overlap"][key].get<double>(), 0.01)
+            << "rank " << r << " " << key;
+      }
+      EXPECT_GT(computed["overlap"]["compute_ms"].get<double>(), 0) << "rank " << r;
+      ASSERT_EQ(drawn["iterations_exposed_comm_ms"].size(), computed["iterations"].size());
+      for (size_t i = 0; i < computed["iterations"].size(); ++i) {
+        EXPECT_NEAR(drawn["iterations_exposed_comm_ms"][i].get<double>(),
+                    computed["iterations"][i]["overlap"]["exposed_comm_ms"].get<double>(), 0.01)
+            << "rank " << r << " iteration " << i;
+      }
+      ASSERT_EQ(drawn["buckets"].size(), computed["buckets"].size());
+      for (size_t b = 0; b < computed["buckets"].size(); ++b) {
+        EXPECT_EQ(drawn["buckets"][b]["bucket"], computed["buckets"][b]["bucket"]);
+        EXPECT_NEAR(drawn["buckets"][b]["exposed_comm_ms"].get<double>(),
+                    computed["buckets"][b]["exposed_comm_ms"].get<double>(), 0.01);
+      }
+      // Memory at the peak: the categories at that moment add up to the peak.
+      int64_t sum = 0;
+      for (const auto& [key, value] : computed["peak_memory_bytes"].items()) {
+        if (key != "total" && key != "ts_ns") sum += value.get<int64_t>();
+      }
+      EXPECT_EQ(sum, computed["peak_memory_bytes"]["total"].get<int64_t>()) << "rank " << r;
+    }
+    if (name == "ddp-small-buckets") {
+      EXPECT_GT(stats["ranks"][0]["buckets"].size(), 1u) << "several buckets";
+    }
   }
 }
 

@@ -217,22 +217,3 @@ TEST(ViewerLoad, ReaderBulkScansStopEarlyAndPassExceptionsThrough) {
   EXPECT_EQ(samples, int64_t(reader.memory().size()));
 }
 
-TEST(ViewerLoad, CollectivePayloadsComeFromEveryCollectiveAndAgreeInASyntheticRun) {
-  TempDir dir;
-  SynthOptions options;
-  options.events = 20000;
-  options.ranks = 3;
-  options.out = dir.file("synth.sqlite");
-  synthesize(options);
-  auto model = load_model(options.out);
-  const auto payloads = read_collective_payloads(*model);
-  Reader reader(options.out);
-  const auto collectives = reader.events_of_kind(EventKind::Collective);
-  ASSERT_EQ(payloads.size(), collectives.size());
-  for (const CollectivePayload& p : payloads) {
-    EXPECT_GT(p.bytes, 0);
-    EXPECT_NE(p.dtype, 0xff);
-    EXPECT_NE(p.seq, kNone);
-  }
-  EXPECT_EQ(analyze(*model, payloads).mismatches, 0);
-}
