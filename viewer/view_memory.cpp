@@ -16,6 +16,11 @@ namespace {
 
 constexpr float kColumnPx = 2;  // one sample of the step functions every this many pixels
 
+// A band of the stack (the categories that add up to the total), or a line drawn over it (the
+// allocators' own read-outs). Category numbers are appended, never renumbered, so the stacked
+// ones are not a prefix: ask the schema.
+bool stacked(int category) { return trace::is_stacked(static_cast<trace::MemoryCategory>(category)); }
+
 }  // namespace
 
 void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, float y0, float width,
@@ -24,8 +29,8 @@ void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, floa
   draw->AddRectFilled(ImVec2(x0, y0), ImVec2(x0 + width, y0 + height), IM_COL32(24, 26, 32, 255));
   // The scale: the larger of the stacked peak and the allocator lines' peaks.
   int64_t scale = rank.memory_peak_bytes;
-  for (int c = trace::kMemoryCategoryStacked; c < trace::kMemoryCategoryCount; ++c) {
-    scale = std::max(scale, rank.memory[size_t(c)].peak);
+  for (int c = 0; c < trace::kMemoryCategoryCount; ++c) {
+    if (!stacked(c)) scale = std::max(scale, rank.memory[size_t(c)].peak);
   }
   if (scale <= 0) {
     draw->AddText(ImVec2(x0 + 4, y0 + 2), IM_COL32(120, 120, 120, 255), "no memory samples");
@@ -48,7 +53,7 @@ void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, floa
   auto flush = [&](int c, float x_end) {
     const Run& r = run[size_t(c)];
     if (x_end <= r.x) return;
-    if (c < trace::kMemoryCategoryStacked) {
+    if (stacked(c)) {
       if (r.top < r.bottom) draw->AddRectFilled(ImVec2(r.x, r.top), ImVec2(x_end, r.bottom), memory_color(c));
     } else {
       draw->AddLine(ImVec2(r.x, r.top), ImVec2(x_end, r.top), memory_color(c));
@@ -63,7 +68,7 @@ void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, floa
       const int64_t bytes = rank.memory[size_t(c)].at(t, &hint[size_t(c)]);
       Run next;
       next.x = x;
-      if (c < trace::kMemoryCategoryStacked) {
+      if (stacked(c)) {
         next.bottom = stack;
         next.top = stack - float(bytes) * scale_px;
         stack = next.top;
@@ -75,7 +80,7 @@ void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, floa
         current = next;
       } else if (std::fabs(next.top - current.top) >= 0.5f || std::fabs(next.bottom - current.bottom) >= 0.5f) {
         flush(c, x);
-        if (c >= trace::kMemoryCategoryStacked) draw->AddLine(ImVec2(x, current.top), ImVec2(x, next.top), memory_color(c));
+        if (!stacked(c)) draw->AddLine(ImVec2(x, current.top), ImVec2(x, next.top), memory_color(c));
         current = next;
       }
     }
@@ -101,7 +106,7 @@ void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, floa
       if (!used[size_t(c)]) continue;
       size_t h = 0;
       const int64_t bytes = rank.memory[size_t(c)].at(t, &h);
-      if (c < trace::kMemoryCategoryStacked) total += bytes;
+      if (stacked(c)) total += bytes;
       ImGui::TextColored(ImColor(memory_color(c)), "%-16s %s",
                          std::string(trace::to_string(static_cast<trace::MemoryCategory>(c))).c_str(),
                          format_bytes(bytes).c_str());
