@@ -1,6 +1,7 @@
 // dpscope demo: the main job. Trains the MLP on the digits on 4 ranks with DDP, then with FSDP
-// (FULL_SHARD, each layer a unit), prints a summary of each run from its trace, and opens both in
-// the viewer's compare mode — or, without a display, writes the viewer's screenshots beside them.
+// (FULL_SHARD, each layer a unit), over an emulated cluster link unless told --no-link, prints a
+// summary of each run from its trace, and opens both in the viewer's compare mode — or, without a
+// display, writes the viewer's screenshots beside them.
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -30,6 +31,12 @@ struct DemoOptions {
   int ranks = 4;
   int64_t steps = 60;
   bool no_view = false;
+  // The interconnect both trainings run over (See Note [Link emulation] in
+  // engine/comm/link_emulation.h): a cluster's link, so that the communication costs what it
+  // would there and not what two processes on one machine's cores pay. Off with --no-link.
+  double link_gbps = 4;
+  double link_latency_us = 50;
+  bool no_link = false;
 };
 
 // One of the two trainings the demo runs.
@@ -39,13 +46,10 @@ struct DemoRun {
   std::string train_args;  // the strategy's flags of `dpscope train`
 };
 
-// What the summary shows of one run.
+// What the summary shows of one run besides its trace's analysis.
 struct RunSummary {
   std::string trace;
   std::string accuracy;  // rank 0's "accuracy ..." line, without the prefix
-  // Each rank's "peak_memory_mb X (breakdown at the peak)" line, without the prefix, by rank:
-  // the tracking allocator's own peak, which the trace's memory samples can only approach.
-  std::map<int, std::string> peak_memory;
 };
 
 std::string shell_quoted(const std::string& text) {
@@ -72,41 +76,28 @@ int run_logged(const std::string& command, const std::string& log, RunSummary& s
     }
     const size_t end = line.find_last_not_of("\r\n") + 1;
     if (line.rfind("[0] accuracy ", 0) == 0) summary.accuracy = line.substr(4, end - 4);
-    int rank = 0;
-    char text[32];
-    if (std::sscanf(line.c_str(), "[%d] peak_memory_mb %31s", &rank, text) == 2) {
-      summary.peak_memory[rank] = line.substr(line.find("peak_memory_mb") + 15, end - line.find("peak_memory_mb") - 15);
-    }
   }
   const int status = ::pclose(pipe);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
 struct Figures {
-  double step_ms = 0;   // rank 0's median over steps 3..K, as `dpscope train` reports it
-  double peak_mib = 0;  // the largest rank's peak, from the allocator
+  double step_ms = 0;   // rank 0's median over the steady steps (Note [Steady steps])
+  double peak_mib = 0;  // the largest rank's peak (Note [Memory at the peak])
 };
 
-// Prints the summary of one run from its trace (the numbers `dpscope stats --json` holds).
+double mib(int64_t bytes) { return double(bytes) / double(1 << 20); }
+
+// Prints the summary of one run from its trace: every figure is the trace's analysis
+// (trace/stats.h), as `dpscope stats` prints it.
 Figures print_summary(const DemoRun& run, const RunSummary& summary) {
   trace::Reader reader(summary.trace);
   const trace::RunStats stats = trace::compute_stats(reader);
   Figures figures;
   if (stats.ranks.empty()) throw CliFailure(summary.trace + " has no ranks: the training failed");
 
-  const trace::RankStats& first = stats.ranks.front();
-  std::vector<double> step_ms;
-  for (size_t i = first.iterations.size() >= 3 ? 2 : 0; i < first.iterations.size(); ++i) {
-    step_ms.push_back(first.iterations[i].step_ms);
-  }
-  figures.step_ms = median(step_ms);
+  const trace::StepSummary steps = trace::step_summary(stats.ranks.front());
+  figures.step_ms = steps.median_ms;
 
   // The loss each rank recorded at the last step is its own batch's; their mean is the step's.
   double loss = 0;
@@ -117,39 +108,51 @@ Figures print_summary(const DemoRun& run, const RunSummary& summary) {
       loss += *rank.iterations.back().loss;
       ++losses;
     }
-    for (const auto& iteration : rank.iterations) {
-      comm_ms += iteration.overlap.comm_ms;
-      exposed_ms += iteration.overlap.exposed_comm_ms;
-    }
+    const trace::OverlapStats per_step = trace::overlap_per_step(rank);
+    comm_ms += per_step.comm_ms;
+    exposed_ms += per_step.exposed_comm_ms;
   }
   const double ranks = static_cast<double>(stats.ranks.size());
 
   std::printf("%s — %s, %d ranks over %s, %d steps\n", run.title.c_str(), stats.model.c_str(),
               stats.world_size, stats.backend.c_str(), stats.iterations);
+  const std::string link = trace::link_text(stats);
+  if (!link.empty()) {
+    std::printf("  link            %s (a model of a cluster's network, not this machine's)\n",
+                link.c_str());
+  } else {
+    std::printf("  link            this machine's own (--no-link): the ranks' communication shares "
+                "its cores with their compute\n");
+  }
   if (losses > 0) std::printf("  final loss      %.4f (mean of the ranks' last batches)\n", loss / losses);
   if (!summary.accuracy.empty()) std::printf("  %s\n", summary.accuracy.c_str());
-  std::printf("  step time       %.2f ms (median, rank 0, steps 3..%d)\n", figures.step_ms,
-              stats.iterations);
-  std::printf("  communication   %.1f ms per rank over the steps, %.1f ms exposed (%.0f%% not hidden "
-              "behind compute)\n",
-              comm_ms / ranks, exposed_ms / ranks, comm_ms > 0 ? 100 * exposed_ms / comm_ms : 0.0);
+  std::printf("  step time       %.2f ms (median, rank %d, steps %d..%d)\n", figures.step_ms,
+              stats.ranks.front().rank, steps.from_iteration + 1, stats.iterations);
+  std::printf("  communication   %.2f ms per step, %.2f ms of it exposed (%.0f%%: the rank computed nothing "
+              "meanwhile; mean of the ranks, steps %d..)\n",
+              comm_ms / ranks, exposed_ms / ranks, comm_ms > 0 ? 100 * exposed_ms / comm_ms : 0.0,
+              steps.from_iteration + 1);
   std::string peaks;
-  for (const auto& [rank, text] : summary.peak_memory) {
-    const double peak = std::atof(text.c_str());
+  for (const trace::RankStats& rank : stats.ranks) {
     char part[32];
-    std::snprintf(part, sizeof(part), "%.2f", peak);
+    std::snprintf(part, sizeof(part), "%.2f", mib(rank.memory_peak.total_bytes));
     peaks += (peaks.empty() ? "" : " / ") + std::string(part);
-    figures.peak_mib = std::max(figures.peak_mib, peak);
+    figures.peak_mib = std::max(figures.peak_mib, mib(rank.memory_peak.total_bytes));
   }
-  if (!peaks.empty()) {
-    std::printf("  peak memory     %s MiB (ranks 0..%d)\n", peaks.c_str(),
-                static_cast<int>(summary.peak_memory.size()) - 1);
-    const std::string& first_rank = summary.peak_memory.begin()->second;
-    const size_t open = first_rank.find('(');
-    if (open != std::string::npos) {
-      std::printf("  at the peak     %s (MiB, rank 0)\n",
-                  first_rank.substr(open + 1, first_rank.find_last_of(')') - open - 1).c_str());
+  const trace::MemoryAtPeak& first = stats.ranks.front().memory_peak;
+  if (first.found()) {
+    std::printf("  peak memory     %s MiB (ranks %d..%d)\n", peaks.c_str(), stats.ranks.front().rank,
+                stats.ranks.back().rank);
+    std::string parts;
+    for (const trace::CategoryBytes& c : first.categories) {
+      if (c.bytes == 0) continue;
+      char part[64];
+      std::snprintf(part, sizeof(part), "%s%s %.2f", parts.empty() ? "" : ", ",
+                    std::string(trace::to_string(c.category)).c_str(), mib(c.bytes));
+      parts += part;
     }
+    std::printf("  at the peak     %s (MiB, rank %d; they add up to its peak)\n", parts.c_str(),
+                stats.ranks.front().rank);
   }
   std::printf("  trace           %s\n\n", summary.trace.c_str());
   std::fflush(stdout);
@@ -188,6 +191,15 @@ std::string device_args() {
   return "--backend gloo --device cpu";
 }
 
+// `dpscope launch`'s link flags, empty with --no-link.
+std::string link_args(const DemoOptions& options) {
+  if (options.no_link) return "";
+  char text[96];
+  std::snprintf(text, sizeof(text), " --link-gbps %g --link-latency-us %g", options.link_gbps,
+                options.link_latency_us);
+  return text;
+}
+
 void run_demo(const DemoOptions& options) {
   const std::string bin = binary_dir();
   const std::string dpscope = bin + "/dpscope";
@@ -215,7 +227,7 @@ void run_demo(const DemoOptions& options) {
     std::filesystem::create_directories(dir, error);
     const std::string command =
         shell_quoted(dpscope) + " launch -n " + std::to_string(options.ranks) + " --trace-dir " +
-        shell_quoted(dir) + " -- " + shell_quoted(dpscope) +
+        shell_quoted(dir) + link_args(options) + " -- " + shell_quoted(dpscope) +
         " train --model mlp --data digits --eval-fraction 0.2 --lr 0.1 --momentum 0.9 --steps " +
         std::to_string(options.steps) + " --progress-every " +
         std::to_string(std::max<int64_t>(1, options.steps / 3)) + " " + device_args() + " " +
@@ -295,6 +307,18 @@ void add_demo_command(CLI::App& app, CommandMode mode) {
       ->capture_default_str();
   command->add_flag("--no-view", options->no_view,
                     "Write screenshots instead of opening the viewer, even with a display");
+  command->add_option("--link-gbps", options->link_gbps,
+                      "The emulated cluster link both trainings run over, gigabits per second")
+      ->check(CLI::Range(1e-3, 1e5))
+      ->capture_default_str();
+  command->add_option("--link-latency-us", options->link_latency_us,
+                      "The emulated link's latency per message, microseconds")
+      ->check(CLI::Range(1e-3, 1e7))
+      ->capture_default_str();
+  command->add_flag("--no-link", options->no_link,
+                    "Run on this machine's own transport, without the emulated link: measures "
+                    "the machine itself, where the ranks' communication competes with their "
+                    "compute for the same cores");
   command->callback([options, mode] {
     if (mode == CommandMode::Validate) return;  // CLI11 checked the ranges
     run_demo(*options);
