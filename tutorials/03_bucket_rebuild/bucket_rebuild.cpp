@@ -137,13 +137,6 @@ std::string train(tutorials::Session& session, const Settings& settings, bool gr
   return run.finish();
 }
 
-int64_t peak_of(const trace::RankStats& rank, trace::MemoryCategory category) {
-  for (const trace::MemoryPeak& peak : rank.peak_memory) {
-    if (peak.category == category) return peak.bytes;
-  }
-  return 0;
-}
-
 void run(tutorials::Session& session, const Settings& settings) {
   session.say("== %s: %lld layers registered layer0..layer%lld, run layer%lld first, %d rank(s) ==\n\n",
               kProgram, static_cast<long long>(settings.layers),
@@ -178,16 +171,16 @@ void run(tutorials::Session& session, const Settings& settings) {
   const trace::RunStats view_stats = tutorials::read_stats(view_run);
   const trace::RankStats& copy0 = tutorials::rank_stats(stats, 0);
   const trace::RankStats& view0 = tutorials::rank_stats(view_stats, 0);
-  std::printf("\n4. Memory peaks on rank 0 (from the trace's memory samples):\n");
+  std::printf("\n4. Rank 0's memory at its peak in the steps (dpscope stats: \"peak in the steps\"):\n");
   std::printf("   %-26s %12s %12s %12s\n", "", "gradients", "buckets", "total");
-  std::printf("   %-26s %12s %12s %12s\n", "default (copy into bucket)",
-              tutorials::bytes_text(peak_of(copy0, trace::MemoryCategory::Gradients)).c_str(),
-              tutorials::bytes_text(peak_of(copy0, trace::MemoryCategory::Buckets)).c_str(),
-              tutorials::bytes_text(copy0.peak_total_bytes).c_str());
-  std::printf("   %-26s %12s %12s %12s\n", "gradient_as_bucket_view",
-              tutorials::bytes_text(peak_of(view0, trace::MemoryCategory::Gradients)).c_str(),
-              tutorials::bytes_text(peak_of(view0, trace::MemoryCategory::Buckets)).c_str(),
-              tutorials::bytes_text(view0.peak_total_bytes).c_str());
+  for (const auto& [title, rank] : {std::pair{"default (copy into bucket)", &copy0},
+                                    std::pair{"gradient_as_bucket_view", &view0}}) {
+    const trace::MemoryAtPeak& peak = rank->step_memory_peak;
+    std::printf("   %-26s %12s %12s %12s\n", title,
+                tutorials::bytes_text(peak.bytes(trace::MemoryCategory::Gradients)).c_str(),
+                tutorials::bytes_text(peak.bytes(trace::MemoryCategory::Buckets)).c_str(),
+                tutorials::bytes_text(peak.total_bytes).c_str());
+  }
   std::printf("   With views the gradients live in the buckets: one model's worth of memory and one "
               "copy\n   per gradient per step less.\n");
   std::printf("\ntraces:\n  %s\n  %s\ncompare: dpscope-view %s --compare %s\n", copy_run.c_str(),

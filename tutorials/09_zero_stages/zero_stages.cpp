@@ -1,10 +1,10 @@
 // Tutorial 09: ZeRO's stages side by side. Trains one MLP with DDP, FSDP SHARD_GRAD_OP (ZeRO-2)
-// and FSDP FULL_SHARD (ZeRO-3) on the same ranks and data, and prints each rank's peak memory with
-// what it held at that moment by category (the tracking allocator's peak_breakdown()).
+// and FSDP FULL_SHARD (ZeRO-3) on the same ranks and data, and prints each rank's peak memory in
+// the training steps with what it held at that moment by category, read from the runs' traces as
+// `dpscope stats` reads them (RankStats::step_memory_peak).
 #include <torch/optim/sgd.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -19,7 +19,6 @@ using namespace dpscope;
 namespace {
 
 constexpr const char* kProgram = "tutorial-09-zero-stages";
-using Breakdown = std::array<int64_t, trace::kMemoryCategoryCount>;
 
 struct Settings {
   int64_t hidden = 1024;
@@ -45,8 +44,7 @@ struct Stage {
 struct Result {
   Stage stage;
   std::string run_file;
-  Breakdown peak{};             // rank 0's
-  std::vector<double> totals;  // every rank's peak
+  trace::RunStats stats;  // of run_file, on rank 0
 };
 
 Result train_stage(tutorials::Session& session, const Settings& settings, const Stage& stage) {
@@ -72,7 +70,6 @@ Result train_stage(tutorials::Session& session, const Settings& settings, const 
                 settings.reduce_bucket_mb);
   run.describe(stage.strategy == train::Strategy::Fsdp ? "fsdp" : "ddp", "mlp", *model,
                stage.strategy == train::Strategy::Fsdp ? json : "{}");
-  memory::TrackingAllocator& allocator = *memory::TrackingAllocator::installed();
   {
     const std::unique_ptr<train::ParallelModel> parallel = train::make_parallel_model(
         config, model, run.group(), &run.recorder(), &run.memory_sampler());
@@ -82,8 +79,9 @@ Result train_stage(tutorials::Session& session, const Settings& settings, const 
     // shards).
     torch::optim::SGD optimizer(parallel->optimizer_parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
     // The peak of the training steps, not of construction (where the model exists twice while
-    // FSDP flattens it).
-    allocator.reset_peak();
+    // FSDP flattens it): a fresh allocator peak, so the memory sampler records the steps' own
+    // peak at the moment it happens (Note [Memory at the peak]).
+    memory::TrackingAllocator::installed()->reset_peak();
     for (int32_t i = 0; i < options.steps; ++i) {
       const data::Dataset batch = batches.next();
       tutorials::Step step(run, i);
@@ -93,10 +91,9 @@ Result train_stage(tutorials::Session& session, const Settings& settings, const 
       parallel->finish_backward();
       step.optimizer_step(optimizer);
     }
-    result.peak = allocator.peak_breakdown();
   }
-  result.totals = session.gather(static_cast<double>(result.peak[static_cast<int>(trace::MemoryCategory::AllocatorTotal)]));
   result.run_file = run.finish();
+  if (session.leader()) result.stats = tutorials::read_stats(result.run_file);
   return result;
 }
 
@@ -106,40 +103,44 @@ std::string mib(int64_t bytes) {
   return text;
 }
 
+const trace::MemoryAtPeak& step_peak(const Result& r, int rank) {
+  return tutorials::rank_stats(r.stats, rank).step_memory_peak;
+}
+
 void print_table(const std::vector<Result>& results) {
   constexpr trace::MemoryCategory kShown[] = {
       trace::MemoryCategory::Parameters,     trace::MemoryCategory::Gradients,
       trace::MemoryCategory::Buckets,        trace::MemoryCategory::Shards,
       trace::MemoryCategory::GradientShards, trace::MemoryCategory::FullParameters,
       trace::MemoryCategory::FullGradients,  trace::MemoryCategory::OptimizerState,
-      trace::MemoryCategory::Activations,    trace::MemoryCategory::Other,
+      trace::MemoryCategory::Activations,    trace::MemoryCategory::Data,
+      trace::MemoryCategory::Other,
   };
-  std::printf("\nRank 0 at its peak, MiB by category (what each category held when the total peaked):\n");
+  std::printf("\nRank 0 at its peak in the steps, MiB by category (what each category held when the total\n"
+              "peaked; `dpscope stats` prints the same as \"peak in the steps\"):\n");
   std::printf("  %-16s", "category");
   for (const Result& r : results) std::printf(" %14s", r.stage.label.c_str());
   std::printf("\n");
   for (const trace::MemoryCategory category : kShown) {
     bool any = false;
-    for (const Result& r : results) any |= r.peak[static_cast<int>(category)] != 0;
+    for (const Result& r : results) any |= step_peak(r, 0).bytes(category) != 0;
     if (!any) continue;
     std::printf("  %-16s", std::string(trace::to_string(category)).c_str());
-    for (const Result& r : results) std::printf(" %14s", mib(r.peak[static_cast<int>(category)]).c_str());
+    for (const Result& r : results) std::printf(" %14s", mib(step_peak(r, 0).bytes(category)).c_str());
     std::printf("\n");
   }
   std::printf("  %-16s", "peak (total)");
-  for (const Result& r : results) {
-    std::printf(" %14s", mib(r.peak[static_cast<int>(trace::MemoryCategory::AllocatorTotal)]).c_str());
-  }
+  for (const Result& r : results) std::printf(" %14s", mib(step_peak(r, 0).total_bytes).c_str());
   std::printf("\n  %-16s", "of DDP's");
-  const double ddp = static_cast<double>(results.front().peak[static_cast<int>(trace::MemoryCategory::AllocatorTotal)]);
+  const double ddp = static_cast<double>(step_peak(results.front(), 0).total_bytes);
   for (const Result& r : results) {
-    std::printf(" %14.2f", static_cast<double>(r.peak[static_cast<int>(trace::MemoryCategory::AllocatorTotal)]) / ddp);
+    std::printf(" %14.2f", static_cast<double>(step_peak(r, 0).total_bytes) / ddp);
   }
-  std::printf("\n\nPeak per rank, MiB:\n");
+  std::printf("\n\nPeak in the steps per rank, MiB:\n");
   for (const Result& r : results) {
     std::printf("  %-14s", r.stage.label.c_str());
-    for (size_t rank = 0; rank < r.totals.size(); ++rank) {
-      std::printf("  rank %zu %s", rank, mib(static_cast<int64_t>(r.totals[rank])).c_str());
+    for (const trace::RankStats& rank : r.stats.ranks) {
+      std::printf("  rank %d %s", rank.rank, mib(rank.step_memory_peak.total_bytes).c_str());
     }
     std::printf("\n");
   }

@@ -64,20 +64,16 @@ std::string train_on_gpu(tutorials::Session& session, train::Strategy strategy, 
 void print_run(const char* name, const std::string& path) {
   const trace::RunStats stats = tutorials::read_stats(path);
   const trace::RankStats& rank0 = tutorials::rank_stats(stats, 0);
-  std::vector<double> step_ms;
   double last_loss = 0;
   for (const trace::IterationStats& it : rank0.iterations) {
-    step_ms.push_back(it.step_ms);
     if (it.loss) last_loss = *it.loss;
   }
-  std::sort(step_ms.begin(), step_ms.end());
   int64_t cuda_peak = 0;
-  for (const auto& peak : rank0.peak_memory) {
-    if (peak.category == trace::MemoryCategory::CudaAllocated) cuda_peak = peak.bytes;
+  for (const trace::CategoryBytes& largest : rank0.category_max) {
+    if (largest.category == trace::MemoryCategory::CudaAllocated) cuda_peak = largest.bytes;
   }
   std::printf("%-5s last loss %.4f, median step %.2f ms, peak CUDA memory %s -> %s\n", name, last_loss,
-              step_ms.empty() ? 0.0 : step_ms[step_ms.size() / 2], tutorials::bytes_text(cuda_peak).c_str(),
-              path.c_str());
+              trace::step_summary(rank0).median_ms, tutorials::bytes_text(cuda_peak).c_str(), path.c_str());
 }
 
 }  // namespace
