@@ -34,16 +34,20 @@ while [[ $# -gt 0 ]]; do
 done
 [[ -n "$number" ]] || usage
 
-# Which run each tutorial shows, and with what to compare it (the viewer aligns them on iterations).
+# Which run each tutorial shows, and with what to compare it (the viewer aligns them on iterations);
+# the tutorials whose README runs them on an emulated link get the same link here.
+link=()
 case "$number" in
   01) folder=01_toy_ddp;            view=(run.sqlite) ;;
-  02) folder=02_bucketing;          view=(cap-1mb/run.sqlite --compare cap-25mb/run.sqlite) ;;
+  02) folder=02_bucketing;          view=(cap-1mb/run.sqlite --compare cap-25mb/run.sqlite)
+      link=(--link-gbps 2 --link-latency-us 50) ;;
   03) folder=03_bucket_rebuild;     view=(gradient-copy/run.sqlite) ;;
   04) folder=04_unused_parameters;  view=(run.sqlite) ;;
   05) folder=05_no_sync;            view=(no-sync/run.sqlite --compare sync-every-micro-step/run.sqlite) ;;
   06) folder=06_comm_hooks;         view=(allreduce/run.sqlite --compare powersgd/run.sqlite) ;;
   07) folder=07_fsdp_basics;        view=(per-unit/run.sqlite --compare bucketed/run.sqlite) ;;
-  08) folder=08_fsdp_nesting_prefetch; view=(root-only/run.sqlite --compare nested/run.sqlite) ;;
+  08) folder=08_fsdp_nesting_prefetch; view=(root-only/run.sqlite --compare nested/run.sqlite)
+      link=(--link-gbps 4 --link-latency-us 50) ;;
   09) folder=09_zero_stages;        view=(ddp/run.sqlite --compare full-shard/run.sqlite) ;;
   10) folder=10_real_training;      view=(ddp/run.sqlite --compare fsdp/run.sqlite) ;;
   11) folder=11_gpus;               view=(ddp/run.sqlite --compare fsdp/run.sqlite) ;;
@@ -65,7 +69,7 @@ else
   trap 'rm -rf "$traces"' EXIT
 fi
 
-"$bin/dpscope" launch -n 2 --trace-dir "$traces" -- "$program" "$@" > "$traces/tutorial.log" 2>&1 ||
+"$bin/dpscope" launch -n 2 "${link[@]}" --trace-dir "$traces" -- "$program" "$@" > "$traces/tutorial.log" 2>&1 ||
   { cat "$traces/tutorial.log" >&2; echo "screenshot.sh: tutorial $number failed (output above)" >&2; exit 1; }
 
 # Tutorial 11 writes no trace without a GPU (it says so and exits 0).

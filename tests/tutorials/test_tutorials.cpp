@@ -32,12 +32,15 @@ struct TutorialRun {
   std::string trace_dir;
 };
 
-// `tutorial ARGS` on 2 ranks, tracing under `dir`; never longer than 120 s.
-TutorialRun launch(const TempDir& dir, const std::string& tutorial, const std::string& args) {
+// `tutorial ARGS` on 2 ranks, tracing under `dir`, with the launcher's `launch_args` (an emulated
+// link); never longer than 120 s.
+TutorialRun launch(const TempDir& dir, const std::string& tutorial, const std::string& args,
+                   const std::string& launch_args = "") {
   TutorialRun run;
   run.trace_dir = dir.file("traces");
-  const auto result = run_command("timeout 120 " + dpscope_bin() + " launch -n 2 --trace-dir " +
-                                  run.trace_dir + " -- " + DPSCOPE_BIN_DIR + "/" + tutorial + " " + args);
+  const auto result = run_command("timeout 120 " + dpscope_bin() + " launch -n 2 " + launch_args +
+                                  " --trace-dir " + run.trace_dir + " -- " + DPSCOPE_BIN_DIR + "/" +
+                                  tutorial + " " + args);
   run.exit_code = result.exit_code;
   run.output = result.output;
   return run;
@@ -77,11 +80,42 @@ bool holds(const trace::RunStats& stats, const trace::BucketInfo& bucket, const 
   return false;
 }
 
+// The largest value `category` reached on its own (RankStats::category_max).
 int64_t peak_of(const trace::RankStats& rank, trace::MemoryCategory category) {
-  for (const auto& peak : rank.peak_memory) {
-    if (peak.category == category) return peak.bytes;
+  for (const auto& largest : rank.category_max) {
+    if (largest.category == category) return largest.bytes;
   }
   return 0;
+}
+
+// The numbers printed on the first output line that contains `label`, in order.
+std::vector<double> numbers_on(const std::string& output, const std::string& label) {
+  const std::regex number(R"([-+]?[0-9]*\.?[0-9]+(e[-+]?[0-9]+)?)");
+  std::istringstream lines(output);
+  std::string line;
+  std::vector<double> numbers;
+  while (std::getline(lines, line)) {
+    if (line.find(label) == std::string::npos) continue;
+    for (std::sregex_iterator it(line.begin(), line.end(), number), end; it != end; ++it) {
+      numbers.push_back(std::stod(it->str()));
+    }
+    break;
+  }
+  return numbers;
+}
+
+double mib(int64_t bytes) { return double(bytes) / double(1 << 20); }
+
+// At every rank's peak, "other" (memory the engine could not name) is at most 10 % of it.
+void expect_little_other(const trace::RunStats& stats) {
+  for (const trace::RankStats& rank : stats.ranks) {
+    for (const trace::MemoryAtPeak* peak : {&rank.memory_peak, &rank.step_memory_peak}) {
+      ASSERT_TRUE(peak->found()) << stats.path << " rank " << rank.rank;
+      EXPECT_LE(peak->bytes(trace::MemoryCategory::Other), peak->total_bytes / 10)
+          << stats.path << " rank " << rank.rank << ": other "
+          << peak->bytes(trace::MemoryCategory::Other) << " B of a " << peak->total_bytes << " B peak";
+    }
+  }
 }
 
 // The number printed last on the first output line that contains `label`.
@@ -140,11 +174,16 @@ TEST(Tutorials, ToyDdp01ConstructionAndOneIteration) {
 
 TEST(Tutorials, Bucketing02OneAllReducePerBucketForEachCap) {
   TempDir dir;
-  const TutorialRun run = launch(dir, "tutorial-02-bucketing", "--steps 3 --caps 25,4,1");
+  // On the link its README runs it on: the tutorial's own process groups queue on it.
+  const TutorialRun run = launch(dir, "tutorial-02-bucketing", "--steps 3 --caps 25,4,1",
+                                 "--link-gbps 2 --link-latency-us 50");
   ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("on an emulated link of 2 Gb/s and 50 us"), std::string::npos) << run.output;
   std::map<std::string, size_t> buckets_of_cap;
   for (const std::string cap : {"cap-25mb", "cap-4mb", "cap-1mb"}) {
     const trace::RunStats stats = stats_of(run.trace_dir + "/" + cap + "/run.sqlite");
+    EXPECT_EQ(stats.link_gbps, 2) << cap;
+    EXPECT_EQ(stats.link_latency_us, 50) << cap;
     buckets_of_cap[cap] = plan(stats, 0).size();
     ASSERT_EQ(stats.iterations, 3) << cap;
     for (const auto& rank : stats.ranks) {
@@ -207,6 +246,14 @@ TEST(Tutorials, BucketRebuild03RebuiltPlanAndGradientViews) {
   }
   EXPECT_NE(run.output.find("each a view of its bucket at the bucket's offset"), std::string::npos)
       << run.output;
+  // The printed memory is the trace's: rank 0's peak in the steps, as `dpscope stats` has it.
+  const std::vector<double> copy_row = numbers_on(run.output, "default (copy into bucket)");
+  const std::vector<double> view_row = numbers_on(run.output, "gradient_as_bucket_view ");
+  ASSERT_EQ(copy_row.size(), 4u) << run.output;  // "[0]", gradients, buckets, total (MiB)
+  ASSERT_EQ(view_row.size(), 4u) << run.output;
+  EXPECT_NEAR(copy_row[3], mib(copy.ranks.at(0).step_memory_peak.total_bytes), 0.006) << run.output;
+  EXPECT_NEAR(view_row[3], mib(view.ranks.at(0).step_memory_peak.total_bytes), 0.006) << run.output;
+  for (const trace::RunStats* stats : {&copy, &view}) expect_little_other(*stats);
 }
 
 TEST(Tutorials, UnusedParameters04UsedParameterMapEveryIteration) {
@@ -350,22 +397,6 @@ TEST(Tutorials, FsdpBasics07GathersAndReduceScattersPerUnit) {
   EXPECT_NE(run.output.find("Why these counts (4 units"), std::string::npos) << run.output;
 }
 
-// The numbers printed on the first output line that contains `label`, in order.
-std::vector<double> numbers_on(const std::string& output, const std::string& label) {
-  const std::regex number(R"([-+]?[0-9]*\.?[0-9]+(e[-+]?[0-9]+)?)");
-  std::istringstream lines(output);
-  std::string line;
-  std::vector<double> numbers;
-  while (std::getline(lines, line)) {
-    if (line.find(label) == std::string::npos) continue;
-    for (std::sregex_iterator it(line.begin(), line.end(), number), end; it != end; ++it) {
-      numbers.push_back(std::stod(it->str()));
-    }
-    break;
-  }
-  return numbers;
-}
-
 // Tutorial 08 claims, from the traces: nested FULL_SHARD holds fewer full-parameter bytes at its
 // peak than one root unit (the whole model), and SHARD_GRAD_OP gathers each unit once per
 // iteration where FULL_SHARD gathers the nested units again for backward.
@@ -392,6 +423,7 @@ TEST(Tutorials, NestingPrefetch08NestedHoldsLessAndGradOpGathersLess) {
   for (const std::string part : {"prefetch-post", "prefetch-none"}) {
     EXPECT_TRUE(std::filesystem::exists(run.trace_dir + "/" + part + "/run.sqlite")) << part;
   }
+  for (const trace::RunStats* stats : {&root_only, &nested}) expect_little_other(*stats);
 }
 
 // Tutorial 09 claims that ZeRO-3 holds less at its peak than ZeRO-2, and ZeRO-2 less than DDP
@@ -415,6 +447,11 @@ TEST(Tutorials, ZeroStages09FullShardBelowShardGradOpBelowDdp) {
     EXPECT_EQ(peak_of(ddp.ranks.at(r), trace::MemoryCategory::Shards), 0);
   }
   EXPECT_NE(run.output.find("ZeRO-1"), std::string::npos) << run.output;
+  // The printed peaks are the traces': rank 0's peak in the steps, as `dpscope stats` has it.
+  EXPECT_NEAR(peaks[1], mib(ddp.ranks.at(0).step_memory_peak.total_bytes), 0.006) << run.output;
+  EXPECT_NEAR(peaks[2], mib(grad_op.ranks.at(0).step_memory_peak.total_bytes), 0.006) << run.output;
+  EXPECT_NEAR(peaks[3], mib(full.ranks.at(0).step_memory_peak.total_bytes), 0.006) << run.output;
+  for (const trace::RunStats* stats : {&ddp, &grad_op, &full}) expect_little_other(*stats);
 }
 
 // Tutorial 10 claims a real training: the CNN reaches 95 % on the held-out last 20 % of the digits

@@ -23,7 +23,7 @@ struct Settings {
   double first_bucket_mb = 1;
   int64_t hidden = 512;
   int64_t layers = 8;
-  int64_t batch_size = 32;
+  int64_t batch_size = 256;
 };
 
 std::string cap_text(double mb) {
@@ -42,6 +42,7 @@ struct CapResult {
   double backward_ms = 0;            // DDP's logging data, averaged over iterations
   double comm_ms = 0;
   double overlap_ms = 0;
+  double exposed_ms = 0;  // exposed communication per step (trace::overlap_per_step)
 };
 
 // Trains the MLP for `steps` under DDP with this cap; returns the run file (on rank 0).
@@ -102,6 +103,7 @@ CapResult read_cap(double cap_mb, const std::string& path) {
     result.comm_ms = rank0.ddp->backward_comm_ms;
     result.overlap_ms = rank0.ddp->backward_compute_comm_overlap_ms;
   }
+  result.exposed_ms = trace::overlap_per_step(rank0).exposed_comm_ms;
   std::printf("\n%s: %s\n  initial plan (built at construction, reversed registration order):\n",
               cap_text(cap_mb).c_str(), path.c_str());
   tutorials::print_bucket_plan(stats, tutorials::bucket_plan(stats, 0), "    ");
@@ -190,10 +192,12 @@ void run(tutorials::Session& session, const Settings& settings) {
   }
   if (!session.leader()) return;
 
-  std::printf("\nPer cap (rank 0; times are PyTorch DDP's logging data, averaged over %lld "
-              "iterations):\n", static_cast<long long>(session.options().steps));
+  std::printf("\nPer cap (rank 0; backward, comm and overlap are PyTorch DDP's logging data averaged over "
+              "%lld\niterations; exposed is `dpscope stats`' exposed communication per step, steps 3..):\n",
+              static_cast<long long>(session.options().steps));
   // backward: from its start to the last gradient; comm: first launch to the last bucket written
-  // back; overlap: the part of comm during backward; exposed: the rest, which the step waits for.
+  // back; overlap: the part of comm during backward; exposed: communication during which the rank
+  // computes nothing (trace/stats.h), which the step waits for.
   std::printf("  %-8s %-17s %-18s %11s %8s %11s %11s\n", "cap", "buckets", "all-reduces/iter",
               "backward ms", "comm ms", "overlap ms", "exposed ms");
   for (const CapResult& r : results) {
@@ -202,8 +206,7 @@ void run(tutorials::Session& session, const Settings& settings) {
     char buckets[32];
     std::snprintf(buckets, sizeof(buckets), "%zu -> %zu rebuilt", r.initial_buckets, r.rebuilt_buckets);
     std::printf("  %-8s %-17s %-18s %11.2f %8.2f %11.2f %11.2f\n", cap_text(r.cap_mb).c_str() + 4,
-                buckets, per_iteration.c_str(), r.backward_ms, r.comm_ms, r.overlap_ms,
-                r.comm_ms - r.overlap_ms);
+                buckets, per_iteration.c_str(), r.backward_ms, r.comm_ms, r.overlap_ms, r.exposed_ms);
   }
   std::printf("  One all-reduce per bucket: a small cap starts sending sooner (more overlap) but "
               "pays each\n  all-reduce's fixed cost more often; PyTorch's default is 25 MiB.\n");
@@ -235,6 +238,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--first-bucket-mb", settings.first_bucket_mb, "The first bucket's limit, in MiB")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--batch-size", settings.batch_size, "Samples per rank and step")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--hidden", settings.hidden, "Width of the MLP's layers")->check(CLI::PositiveNumber)->capture_default_str();

@@ -140,21 +140,26 @@ void run(tutorials::Session& session, const Settings& settings) {
     }
     std::printf("%s\n", it == settings.powersgd_start ? "  <- PowerSGD starts compressing" : "");
   }
-  std::printf("\n  %-10s %-18s %-14s %-20s %s\n", "hook", "bytes, all steps", "vs allreduce",
-              "final loss (rank 0)", "parameters vs allreduce");
+  // Communication per step over the steady steps (Note [Steady steps]), as `dpscope stats` has
+  // it: on an emulated link it is the link's time for the bytes, so it follows them.
+  const trace::StepSummary steady = trace::summarize_steps(std::vector<double>(steps, 1.0));
+  std::printf("\n  %-10s %-18s %-14s %-14s %-20s %s\n", "hook", "bytes, all steps", "vs allreduce",
+              "comm ms/step", "final loss (rank 0)", "parameters vs allreduce");
   for (size_t o = 0; o < outcomes.size(); ++o) {
     const trace::RankStats& rank0 = tutorials::rank_stats(stats[o], 0);
     const double loss = rank0.iterations.empty() || !rank0.iterations.back().loss ? 0 : *rank0.iterations.back().loss;
-    std::printf("  %-10s %-18s %13.3fx %-20.4f %.2e relative\n", outcomes[o].hook.c_str(),
+    std::printf("  %-10s %-18s %13.3fx %14.2f %-20.4f %.2e relative\n", outcomes[o].hook.c_str(),
                 tutorials::bytes_text(totals[o]).c_str(),
-                static_cast<double>(totals[o]) / static_cast<double>(std::max<int64_t>(1, totals[0])), loss,
+                static_cast<double>(totals[o]) / static_cast<double>(std::max<int64_t>(1, totals[0])),
+                trace::overlap_per_step(rank0).comm_ms, loss,
                 relative_difference(outcomes[o].final_parameters, outcomes[0].final_parameters));
   }
   std::printf("  fp16 halves every bucket (and rounds each gradient to 11 bits); PowerSGD sends the\n"
               "  small factors P and Q of each matrix (ratio %.1f once started, by its own count) and\n"
               "  its vectors (biases) uncompressed. The payload is what each rank hands the all-reduce;\n"
-              "  a ring all-reduce, for one, sends 2 (n-1)/n times it from every rank.\n",
-              outcomes[2].compression_rate);
+              "  a ring all-reduce, for one, sends 2 (n-1)/n times it from every rank. comm ms/step is\n"
+              "  the mean over iterations %d..%lld.\n",
+              outcomes[2].compression_rate, steady.from_iteration, static_cast<long long>(steps - 1));
   std::printf("\ntraces:\n");
   for (const Outcome& o : outcomes) std::printf("  %s\n", o.run_file.c_str());
   std::printf("compare: dpscope-view %s --compare %s\n", outcomes[0].run_file.c_str(),

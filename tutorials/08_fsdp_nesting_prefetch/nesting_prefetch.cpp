@@ -41,6 +41,10 @@ struct Outcome {
   int64_t gathers = 0;   // in the last iteration
   int64_t backward_gathers = 0;
   size_t units = 0;
+  // Per step over the steady steps (Note [Steady steps]): the step time and the communication
+  // during which rank 0 computed nothing (Note [Compute and exposed communication]).
+  double step_ms = 0;
+  double exposed_ms = 0;
 };
 
 std::string train(tutorials::Session& session, const Settings& settings, const Setting& setting) {
@@ -90,15 +94,16 @@ Outcome read_outcome(const Setting& setting, const std::string& path, int32_t la
   outcome.run_file = path;
   trace::Reader reader(path);
   outcome.units = reader.units().size();
-  // The memory graph's full_parameters band, rank 0: its highest sample.
-  for (const trace::MemorySample& sample : reader.memory(0)) {
-    if (sample.category == trace::MemoryCategory::FullParameters) {
-      outcome.peak_full_parameters = std::max(outcome.peak_full_parameters, sample.bytes);
-    }
-    if (sample.category == trace::MemoryCategory::AllocatorTotal) {
-      outcome.peak_total = std::max(outcome.peak_total, sample.bytes);
-    }
+  // Rank 0 as `dpscope stats` has it: the full_parameters band's largest value (a category
+  // maximum) and the peak in the steps (Note [Memory at the peak]).
+  const trace::RunStats stats = trace::compute_stats(reader);
+  const trace::RankStats& rank0 = tutorials::rank_stats(stats, 0);
+  for (const trace::CategoryBytes& largest : rank0.category_max) {
+    if (largest.category == trace::MemoryCategory::FullParameters) outcome.peak_full_parameters = largest.bytes;
   }
+  outcome.peak_total = rank0.step_memory_peak.total_bytes;
+  outcome.step_ms = trace::step_summary(rank0).median_ms;
+  outcome.exposed_ms = trace::overlap_per_step(rank0).exposed_comm_ms;
   for (const trace::Event& c : reader.events_of_kind(trace::EventKind::Collective, 0)) {
     if (c.iteration != last_iteration || c.op != static_cast<uint8_t>(trace::CollectiveOp::AllGather)) continue;
     ++outcome.gathers;
@@ -127,14 +132,18 @@ void run(tutorials::Session& session, const Settings& settings) {
   }
   if (!session.leader()) return;
 
-  std::printf("\nRank 0, from each trace: the highest full_parameters sample of the memory graph, the "
-              "highest total,\nand the all-gathers of the last iteration (iteration %d):\n", last);
-  std::printf("  %-14s %5s %17s %12s %12s %9s  %s\n", "run", "units", "full params peak", "total peak",
-              "all-gathers", "backward", "setting");
+  const trace::StepSummary steady = trace::summarize_steps(std::vector<double>(last + 1, 1.0));
+  std::printf("\nRank 0, from each trace (as `dpscope stats` has it): the largest full_parameters of the\n"
+              "memory graph, the peak in the steps, the all-gathers of the last iteration (iteration %d),\n"
+              "and the median step and its exposed communication over iterations %d..%d:\n",
+              last, steady.from_iteration, last);
+  std::printf("  %-14s %5s %17s %12s %12s %9s %8s %11s  %s\n", "run", "units", "full params max",
+              "step peak", "all-gathers", "backward", "step ms", "exposed ms", "setting");
   for (const Outcome& o : outcomes) {
-    std::printf("  %-14s %5zu %17s %12s %12lld %9lld  %s\n", o.setting.part.c_str(), o.units,
-                tutorials::bytes_text(o.peak_full_parameters).c_str(), tutorials::bytes_text(o.peak_total).c_str(),
-                static_cast<long long>(o.gathers), static_cast<long long>(o.backward_gathers),
+    std::printf("  %-14s %5zu %17s %12s %12lld %9lld %8.2f %11.2f  %s\n", o.setting.part.c_str(),
+                o.units, tutorials::bytes_text(o.peak_full_parameters).c_str(),
+                tutorials::bytes_text(o.peak_total).c_str(), static_cast<long long>(o.gathers),
+                static_cast<long long>(o.backward_gathers), o.step_ms, o.exposed_ms,
                 o.setting.what.c_str());
   }
   std::printf(
@@ -155,7 +164,7 @@ void run(tutorials::Session& session, const Settings& settings) {
 
 int main(int argc, char** argv) {
   tutorials::CommonOptions options;
-  options.steps = 3;
+  options.steps = 6;
   Settings settings;
   CLI::App app{"Tutorial 08: FSDP nesting, reshard_after_forward and backward prefetch, from the memory graph"};
   tutorials::add_common_options(app, options);

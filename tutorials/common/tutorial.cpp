@@ -93,6 +93,12 @@ Session::Session(std::string program, const CommonOptions& options, int argc, ch
   world_options.timeout = kCollectiveTimeout;
   world_options.recorder = nullptr;  // the helper's own collectives stay out of the traces
   world_ = comm::init_world(world_options);
+  if (world_.link) {
+    say("%s: on an emulated link of %s Gb/s and %s us (dpscope launch --link-gbps, --link-latency-us): "
+        "each collective lasts what that link would take, not what this machine took\n",
+        program_.c_str(), comm::link_value_text(world_.link->spec().gbps).c_str(),
+        comm::link_value_text(world_.link->spec().latency_us).c_str());
+  }
 }
 
 Session::~Session() = default;
@@ -192,6 +198,13 @@ TracedRun::TracedRun(Session& session, std::string part)
   options.name = part_.empty() ? "run" : part_;
   options.check_collectives = comm::check_collectives_from_env();
   const comm::World& world = session.world();
+  // The launcher's emulated link (`dpscope launch --link-gbps G --link-latency-us L`), if any:
+  // this run's collectives queue on it, and its trace says so (Note [Link emulation]).
+  options.link = world.link;
+  if (world.link) {
+    recorder_->set_meta("link_gbps", comm::link_value_text(world.link->spec().gbps));
+    recorder_->set_meta("link_latency_us", comm::link_value_text(world.link->spec().latency_us));
+  }
   if (session.backend() == comm::Backend::Nccl) {
 #ifdef DPSCOPE_HAVE_CUDA
     group_ = comm::make_nccl_group(world.store, session.rank(), session.world_size(), options,
