@@ -159,7 +159,7 @@ std::string link_text(double link_gbps, double link_latency_us);
 // Thread-safety: uses `reader`, so the calling thread must own it; the result is a plain value.
 RunStats compute_stats(Reader& reader);
 
-// The `dpscope stats --json` object of DESIGN.md "Contracts", on one line without a newline:
+// The `dpscope stats --json` object of docs/trace-format.md, on one line without a newline:
 // exactly the contract's keys, in its order; absent values (loss, iteration, bucket, ...) are
 // null. Pure function of `stats`.
 std::string stats_json(const RunStats& stats);

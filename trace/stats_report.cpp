@@ -1,5 +1,5 @@
-// The two renderings of RunStats: stats_json, the `dpscope stats --json` contract of DESIGN.md,
-// and stats_text, the readable report (see stats.h).
+// The two renderings of RunStats: stats_json, the `dpscope stats --json` contract of
+// docs/trace-format.md, and stats_text, the readable report (see stats.h).
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>

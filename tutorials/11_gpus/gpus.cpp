@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
         "  rank (cuda:LOCAL_RANK), over NCCL instead of Gloo, and print each run's step time and peak\n"
         "  CUDA memory from the traces (the viewer then shows NCCL stream lanes with GPU-timed\n"
         "  collectives). To run it: build dpscope against a CUDA LibTorch (DPSCOPE_WITH_CUDA, see\n"
-        "  DESIGN.md) on a machine with NVIDIA GPUs and NCCL, then\n"
+        "  tutorials/11_gpus/README.md) on a machine with NVIDIA GPUs and NCCL, then\n"
         "    build/bin/dpscope launch -n <GPUs> -- build/bin/%s\n"
         "  Tutorial 10 runs the same training on the CPU with Gloo.\n",
         kProgram, why, kProgram);
