@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "trace/recorder.h"
+
 namespace dpscope::comm {
 
 EmulatedLink::Occupancy EmulatedLink::admit(trace::CollectiveOp op, int64_t bytes, int ranks,
@@ -20,6 +22,11 @@ EmulatedLink::Occupancy EmulatedLink::admit(trace::CollectiveOp op, int64_t byte
 int64_t EmulatedLink::free_at_ns() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return free_at_ns_;
+}
+
+void record_link(trace::Recorder& recorder, const LinkSpec& link) {
+  recorder.set_meta("link_gbps", link_value_text(link.gbps));
+  recorder.set_meta("link_latency_us", link_value_text(link.latency_us));
 }
 
 }  // namespace dpscope::comm

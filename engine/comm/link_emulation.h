@@ -10,6 +10,10 @@
 #include "engine/comm/link_model.h"
 #include "trace/schema.h"
 
+namespace dpscope::trace {
+class Recorder;
+}
+
 namespace dpscope::comm {
 
 // Note [Link emulation]
@@ -73,5 +77,11 @@ class EmulatedLink {
   mutable std::mutex mutex_;
   int64_t free_at_ns_ = 0;
 };
+
+// Writes the link into a run's meta table as link_gbps and link_latency_us (link_value_text), so
+// that the trace says its collectives' times are the link's (Note [Link emulation], step 3).
+// Every recorder whose run's collectives queue on the link gets it: the world's, and a run's of
+// its own on further groups.
+void record_link(trace::Recorder& recorder, const LinkSpec& link);
 
 }  // namespace dpscope::comm

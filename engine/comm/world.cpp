@@ -59,10 +59,7 @@ World init_world(const WorldOptions& options) {
     options.recorder->set_clock_offset(world.clock_offset_ns);
     options.recorder->set_meta("backend", to_string(options.backend));
     options.recorder->set_meta("world_size", std::to_string(world.env.world_size));
-    if (link) {
-      options.recorder->set_meta("link_gbps", link_value_text(link->gbps));
-      options.recorder->set_meta("link_latency_us", link_value_text(link->latency_us));
-    }
+    if (link) record_link(*options.recorder, *link);
   }
   if (link) world.link = std::make_shared<EmulatedLink>(*link);
   ProcessGroupOptions group_options;

@@ -201,10 +201,7 @@ TracedRun::TracedRun(Session& session, std::string part)
   // The launcher's emulated link (`dpscope launch --link-gbps G --link-latency-us L`), if any:
   // this run's collectives queue on it, and its trace says so (Note [Link emulation]).
   options.link = world.link;
-  if (world.link) {
-    recorder_->set_meta("link_gbps", comm::link_value_text(world.link->spec().gbps));
-    recorder_->set_meta("link_latency_us", comm::link_value_text(world.link->spec().latency_us));
-  }
+  if (world.link) comm::record_link(*recorder_, world.link->spec());
   if (session.backend() == comm::Backend::Nccl) {
 #ifdef DPSCOPE_HAVE_CUDA
     group_ = comm::make_nccl_group(world.store, session.rank(), session.world_size(), options,
