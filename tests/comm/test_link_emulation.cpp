@@ -204,8 +204,6 @@ namespace {
 // (Gloo over loopback: a fifth of that). 4 ranks on 0.25 Gb/s: a 16 MiB reduce-scatter takes
 // 403 ms; Gloo's (halving-doubling, 8 MiB segments) has taken 100 to 205 ms there.
 constexpr const char* kLatencyUs = "100";
-// Scheduling slack on a loaded 2-core machine: a wait's wake-up, a late peer.
-constexpr int64_t kSlackNs = 15 * kMs;
 
 struct Measured {
   int rank;
@@ -215,10 +213,12 @@ struct Measured {
   int64_t measured_ns;
   int64_t model_ns;
 };
-
-void expect_within_model(int64_t measured, int64_t model, const std::string& what) {
+// Held at least the model's time. No upper bound: how long the real collective takes beyond it
+// depends on the machine (Gloo's 2-rank reduce-scatter of 16 MiB took 307 ms against the
+// model's 134 under AddressSanitizer in CI); the hold's exact length is checked above on the
+// scripted backend, speed in bench/.
+void expect_held_for_model(int64_t measured, int64_t model, const std::string& what) {
   EXPECT_GE(measured, static_cast<int64_t>(0.97 * model)) << what;
-  EXPECT_LE(measured, static_cast<int64_t>(1.10 * model) + kSlackNs) << what;
 }
 
 void run_gloo(int world, const std::string& gbps) {
@@ -257,10 +257,9 @@ void run_gloo(int world, const std::string& gbps) {
                              std::to_string(m.measured_ns / 1e6) + " ms, model " +
                              std::to_string(m.model_ns / 1e6) + " ms";
     EXPECT_GT(m.model_ns, 0) << what;
-    expect_within_model(m.measured_ns, m.model_ns, what);
+    expect_held_for_model(m.measured_ns, m.model_ns, what);
     const auto e = collectives.find({m.rank, m.seq});
     ASSERT_NE(e, collectives.end()) << what;
-    expect_within_model(e->second.end_ns - e->second.begin_ns, m.model_ns, what + " (trace)");
     EXPECT_GE(e->second.end_ns - e->second.begin_ns, m.model_ns) << what;
   }
   EXPECT_EQ(timings, 9 * world) << out;
@@ -273,7 +272,7 @@ void run_gloo(int world, const std::string& gbps) {
     const int64_t first = std::stoll((*it)[2]);
     const int64_t measured = std::stoll((*it)[3]);
     const int64_t model = std::stoll((*it)[4]);
-    expect_within_model(measured, 3 * model, "rank " + std::to_string(rank) + ": 3 queued");
+    expect_held_for_model(measured, 3 * model, "rank " + std::to_string(rank) + ": 3 queued");
     for (int64_t seq = first + 1; seq < first + 3; ++seq) {
       const auto e = collectives.find({rank, seq});
       const auto before = collectives.find({rank, seq - 1});
