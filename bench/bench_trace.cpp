@@ -1,4 +1,4 @@
-// bench_trace: the trace store's quality bars (DESIGN.md): BM_Record* is the hot-path cost of
+// bench_trace: the trace store's quality bars (docs/design.md): BM_Record* is the hot-path cost of
 // recording one event through the Recorder (target <= 100 ns), BM_Ingest* the rate at which
 // events reach SQLite (target >= 1 M events/s, reported as items_per_second).
 #include <benchmark/benchmark.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # DDP step time: `dpscope train --strategy ddp` against PyTorch's own DistributedDataParallel,
-# and full tracing against tracing off (DESIGN.md, Quality bars: ratio <= 1.0, tracing <= 2 %).
+# and full tracing against tracing off (docs/design.md, Quality bars: ratio <= 1.0, tracing <= 2 %).
 #
 #   bench/ddp_vs_pytorch.sh [BUILD_DIR] [ROUNDS] [STEPS]      (defaults: build 5 80)
 #

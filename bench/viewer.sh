@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The viewer benchmark (DESIGN.md quality bar: a 10 M-event trace opens in <= 2 s and frames take
+# The viewer benchmark (docs/design.md's bar: a 10 M-event trace opens in <= 2 s and frames take
 # <= 16 ms at any zoom). Makes an 8-rank synthetic trace with `dpscope synth` (once; kept in
 # $DPSCOPE_BENCH_DIR, default /tmp/dpscope-bench), then runs dpscope-view headless under xvfb-run
 # with Mesa's software renderer: a zoom sweep from the whole run to one bucket, several times,

@@ -1,5 +1,5 @@
 // `dpscope stats [--json] TRACE`: the run statistics of a trace file, as the readable report or
-// as the JSON object of DESIGN.md "Contracts", on stdout.
+// as the JSON object of docs/trace-format.md ("dpscope stats --json"), on stdout.
 #include <iostream>
 #include <memory>
 #include <string>

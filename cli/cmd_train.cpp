@@ -1,4 +1,4 @@
-// `dpscope train`: one rank of a training run (DESIGN.md, Contracts). Turns the flags into a
+// `dpscope train`: one rank of a training run (README.md, Commands). Turns the flags into a
 // TrainConfig and runs engine/train's loop; under `dpscope launch` or torchrun each rank runs one.
 // The options need no LibTorch (train_config.h): DPSCOPE_TRAIN_OPTIONS_ONLY builds them without
 // the engine, for parsing only (the CLI fuzzer); running then says the engine is missing.

@@ -1,6 +1,6 @@
 // Thin RAII wrappers over the SQLite C API used by trace/'s writers and reader: a connection
 // and a prepared statement whose errors become TraceErrors naming the file. Internal to trace/;
-// nothing outside trace/ includes this (see DESIGN.md: only trace/ writes SQL).
+// nothing outside trace/ includes this (docs/design.md: only trace/ writes SQL).
 #pragma once
 
 #include <cstdint>

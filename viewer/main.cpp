@@ -1,5 +1,5 @@
 // dpscope-view TRACE [--compare TRACE2] [--live] [--screenshot PNG --frames N [--zoom-sweep]]:
-// the desktop viewer of dpscope traces (DESIGN.md, Contracts). Windowed, it loads with a progress
+// the desktop viewer of dpscope traces (docs/viewer.md). Windowed, it loads with a progress
 // bar and shows load errors in a dialog; with --screenshot it prints errors as one line and exits 1.
 #include <CLI/CLI.hpp>
 #include <GLFW/glfw3.h>

@@ -1,5 +1,5 @@
 // The Gloo backend: a ProcessGroup over Gloo's TCP transport, the engine's CPU backend
-// (DESIGN.md, Processes and rendezvous). Collectives run in issue order on the group's
+// (docs/communication.md). Collectives run in issue order on the group's
 // communication threads (options.gloo_threads, 2 by default, as PyTorch's ProcessGroupGloo), so
 // they overlap with the caller's work (backward on the autograd thread); an all-reduce may also
 // start while earlier all-reduces of other tensors still run (Note [Gloo overlap]).

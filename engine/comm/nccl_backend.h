@@ -1,5 +1,5 @@
-// The NCCL backend: a ProcessGroup over NCCL, the engine's GPU backend (DESIGN.md, Processes and
-// rendezvous). Collectives run on one CUDA communication stream per group, ordered after the
+// The NCCL backend: a ProcessGroup over NCCL, the engine's GPU backend (docs/communication.md).
+// Collectives run on one CUDA communication stream per group, ordered after the
 // issuing thread's compute stream by CUDA events, so the host never waits to start one.
 #pragma once
 

@@ -15,7 +15,7 @@ class Store;
 
 namespace dpscope::comm {
 
-// torchrun's environment contract (DESIGN.md, Processes and rendezvous).
+// torchrun's environment contract (docs/communication.md, Starting ranks).
 struct LaunchEnv {
   int rank = 0;
   int local_rank = 0;

@@ -19,7 +19,7 @@ enum class Backend { Gloo, Nccl };
 std::string_view to_string(Backend backend);
 // "gloo" | "nccl"; throws CommError naming the choices otherwise.
 Backend parse_backend(std::string_view text);
-// DESIGN.md: nccl when this build has CUDA and CUDA devices are visible, else gloo.
+// nccl when this build has CUDA and CUDA devices are visible, else gloo (docs/design.md).
 Backend default_backend();
 
 struct WorldOptions {

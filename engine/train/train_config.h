@@ -1,6 +1,6 @@
 // What one rank of `dpscope train` does, as a plain struct: the model, the data, the strategy
 // and its options, tracing, checkpoints. cli/cmd_train.cpp fills it from the command line
-// (DESIGN.md, Contracts); tutorials fill it in code.
+// (README.md, `dpscope train`); tutorials fill it in code.
 #pragma once
 
 #include <cstdint>

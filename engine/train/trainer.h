@@ -1,5 +1,5 @@
 // The training loop of one rank: world, data, model, the DDP (or FSDP) wrapper, SGD, tracing and
-// checkpoints, as DESIGN.md's `dpscope train` contract describes it.
+// checkpoints, as the README's `dpscope train` contract describes it.
 #pragma once
 
 #include <torch/nn/module.h>
