@@ -115,9 +115,16 @@ class TinyTransformer final : public Model {
   at::Tensor forward(const at::Tensor& tokens) override {
     at::Tensor h = call_module(embed_, tokens) + pos_;
     const at::Tensor a = call_module(ln1_, h);
-    const at::Tensor scores = at::matmul(call_module(q_, a), call_module(k_, a).transpose(-2, -1)) /
-                              std::sqrt(static_cast<double>(dim_));
-    h = h + call_module(o_, at::matmul(at::softmax(scores, -1), call_module(v_, a)));
+    // One statement per call, in the reference model's order (tests/ddp/models.py): C++ leaves
+    // the order of a call's arguments open, and the order of the forward's operations is the
+    // order backward delivers gradients in, which the rebuilt buckets follow.
+    const at::Tensor query = call_module(q_, a);
+    const at::Tensor key = call_module(k_, a);
+    const at::Tensor scores =
+        at::matmul(query, key.transpose(-2, -1)) / std::sqrt(static_cast<double>(dim_));
+    const at::Tensor weights = at::softmax(scores, -1);
+    const at::Tensor value = call_module(v_, a);
+    h = h + call_module(o_, at::matmul(weights, value));
     h = h + call_module(mlp2_, at::relu(call_module(mlp1_, call_module(ln2_, h))));
     return call_module(head_, h);
   }
