@@ -50,6 +50,7 @@ void add_train_command(CLI::App& app, CommandMode mode) {
   struct Options {
     train::TrainConfig config;
     std::string strategy = "ddp";
+    std::string initial_buckets = "pytorch";
     std::string trace_level = "full";
     bool no_broadcast_buffers = false;
     double link_gbps = 0;
@@ -98,6 +99,12 @@ void add_train_command(CLI::App& app, CommandMode mode) {
       "$DPSCOPE_LINK_LATENCY_US)");
   cmd->add_option("--bucket-cap-mb", c.bucket_cap_mb, "DDP bucket size cap (MiB)")->capture_default_str();
   cmd->add_option("--first-bucket-mb", c.first_bucket_mb, "DDP first bucket cap (MiB)")
+      ->capture_default_str();
+  cmd->add_option("--initial-buckets", o->initial_buckets,
+                  "DDP's first iteration: pytorch (PyTorch >= 1.12: one bucket, then buckets "
+                  "rebuilt from the order gradients arrived) | by-size (PyTorch <= 1.11: "
+                  "buckets by size in reverse registration order from the start)")
+      ->check(CLI::IsMember({"pytorch", "by-size"}))
       ->capture_default_str();
   cmd->add_flag("--find-unused-parameters", c.find_unused_parameters,
                 "Walk the autograd graph each iteration for parameters without gradients");
@@ -152,6 +159,7 @@ void add_train_command(CLI::App& app, CommandMode mode) {
     train::TrainConfig config = o->config;
     config.strategy = o->strategy == "fsdp" ? train::Strategy::Fsdp : train::Strategy::Ddp;
     config.broadcast_buffers = !o->no_broadcast_buffers;
+    config.initial_buckets = *ddp::parse_initial_buckets(o->initial_buckets);
     if (o->link_gbps_option->count()) config.link_gbps = o->link_gbps;
     if (o->link_latency_option->count()) config.link_latency_us = o->link_latency_us;
     trace::parse_trace_level(o->trace_level, &config.trace_level);

@@ -55,8 +55,13 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   for (const at::Tensor& param : params_) {
     specs.push_back({param.scalar_type(), param.device(), param.numel() * param.element_size()});
   }
+  if (recorder) recorder->set_meta("ddp_initial_buckets", to_string(options_.initial_buckets));
   BucketAssignment assignment = compute_bucket_assignment_by_size(
-      specs, {options_.first_bucket_bytes, options_.bucket_cap_bytes}, expect_sparse_);
+      specs,
+      initial_size_limits(options_.initial_buckets, options_.find_unused_parameters,
+                          options_.static_graph, options_.first_bucket_bytes,
+                          options_.bucket_cap_bytes),
+      expect_sparse_);
   // See Note [Bucket order]: gradients become ready roughly in reverse registration order.
   std::reverse(assignment.buckets.begin(), assignment.buckets.end());
   std::reverse(assignment.size_limits.begin(), assignment.size_limits.end());

@@ -13,6 +13,7 @@
 
 #include "engine/comm/process_group.h"
 #include "engine/ddp/comm_hook.h"
+#include "engine/ddp/initial_buckets.h"
 #include "engine/ddp/reducer.h"
 #include "trace/recorder.h"
 
@@ -21,6 +22,8 @@ namespace dpscope::ddp {
 struct DdpOptions {
   int64_t bucket_cap_bytes = kDefaultBucketBytes;       // PyTorch: bucket_cap_mb (25)
   int64_t first_bucket_bytes = kDefaultFirstBucketBytes;
+  // Iteration 0's plan; See Note [The first iteration's buckets].
+  InitialBuckets initial_buckets = InitialBuckets::kPyTorch;
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
   bool static_graph = false;
@@ -34,7 +37,7 @@ struct DdpOptions {
 //   loss(out).backward();                                      // gradients averaged on return
 //   optimizer.step();
 // Construction verifies the model across ranks, broadcasts rank 0's parameters and buffers,
-// assigns buckets and installs the Reducer's hooks. Every rank must call forward and backward in
+// assigns iteration 0's buckets (See Note [The first iteration's buckets]) and installs the Reducer's hooks. Every rank must call forward and backward in
 // step (See Note [Bucket order]).
 // Thread-safety: one training loop thread; backward may run on autograd's threads.
 class DistributedDataParallel {

@@ -44,8 +44,9 @@ struct ReducerOptions {
 // rank meets a different bucket on another (See Note [Collective order]). So:
 //  - The plan is the same on every rank: the constructor's buckets come from the parameters'
 //    registration order (identical on all ranks after model verification), reversed so the
-//    first bucket holds the last layers, whose gradients are ready first. The rebuilt plan comes
-//    from the order gradients arrived on rank 0, broadcast to all (sync_bucket_indices).
+//    first bucket holds the last layers, whose gradients are ready first (one bucket by default:
+//    See Note [The first iteration's buckets]). The rebuilt plan comes from the order gradients
+//    arrived on rank 0, broadcast to all (sync_bucket_indices).
 //  - A bucket whose gradients are all in place waits until every bucket before it was launched:
 //    launches go strictly by bucket index (next_bucket_), whatever order gradients arrive in.
 //  - Everything else the Reducer sends (the used-parameter map with find_unused_parameters)
@@ -132,7 +133,7 @@ class Reducer {
     size_t slot;
   };
 
-  // Autograd hooks (reducer_hooks.cpp).
+  // Autograd hooks (reducer.cpp).
   void install_hooks();
   void autograd_hook(size_t index);
   void mark_variable_ready(size_t index);

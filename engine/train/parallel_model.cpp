@@ -50,6 +50,7 @@ class DdpModel final : public ParallelModel {
     ddp::DdpOptions options;
     options.bucket_cap_bytes = static_cast<int64_t>(config.bucket_cap_mb * 1024 * 1024);
     options.first_bucket_bytes = static_cast<int64_t>(config.first_bucket_mb * 1024 * 1024);
+    options.initial_buckets = config.initial_buckets;
     options.find_unused_parameters = config.find_unused_parameters;
     options.gradient_as_bucket_view = config.gradient_as_bucket_view;
     options.static_graph = config.static_graph;

@@ -43,6 +43,8 @@ void validate_train_config(const TrainConfig& c) {
   }
   if (c.strategy == Strategy::Fsdp) {
     const char* ddp_only = c.comm_hook != "none"        ? "--comm-hook"
+                           : c.initial_buckets != ddp::InitialBuckets::kPyTorch
+                               ? "--initial-buckets"
                            : c.find_unused_parameters   ? "--find-unused-parameters"
                            : c.gradient_as_bucket_view  ? "--gradient-as-bucket-view"
                            : c.static_graph             ? "--static-graph"

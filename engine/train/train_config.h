@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/ddp/initial_buckets.h"
 #include "engine/models/model_config.h"
 #include "trace/schema.h"
 
@@ -40,6 +41,7 @@ struct TrainConfig {
   // DDP.
   double bucket_cap_mb = 25;
   double first_bucket_mb = 1;
+  ddp::InitialBuckets initial_buckets = ddp::InitialBuckets::kPyTorch;
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
   bool static_graph = false;

@@ -38,7 +38,8 @@ std::string config_json(const TrainConfig& c) {
   std::snprintf(buffer, sizeof(buffer),
                 "{\"model\":\"%s\",\"hidden\":%lld,\"layers\":%lld,\"data\":\"%s\",\"steps\":%lld,"
                 "\"batch_size\":%lld,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"grad_accum\":%d,"
-                "\"bucket_cap_mb\":%g,\"first_bucket_mb\":%g,\"find_unused_parameters\":%s,"
+                "\"bucket_cap_mb\":%g,\"first_bucket_mb\":%g,\"initial_buckets\":\"%s\","
+                "\"find_unused_parameters\":%s,"
                 "\"gradient_as_bucket_view\":%s,\"static_graph\":%s,\"broadcast_buffers\":%s,"
                 "\"comm_hook\":\"%s\",\"strategy\":\"%s\",\"sharding\":\"%s\","
                 "\"wrap_min_params\":%lld,\"mixed_precision\":\"%s\",\"reduce_fp32\":%s,"
@@ -48,7 +49,8 @@ std::string config_json(const TrainConfig& c) {
                 static_cast<long long>(c.model.layers), c.data.c_str(),
                 static_cast<long long>(c.steps), static_cast<long long>(c.batch_size), c.lr,
                 c.momentum, static_cast<unsigned long long>(c.seed), c.grad_accum,
-                c.bucket_cap_mb, c.first_bucket_mb, c.find_unused_parameters ? "true" : "false",
+                c.bucket_cap_mb, c.first_bucket_mb,
+                std::string(ddp::to_string(c.initial_buckets)).c_str(), c.find_unused_parameters ? "true" : "false",
                 c.gradient_as_bucket_view ? "true" : "false", c.static_graph ? "true" : "false",
                 c.broadcast_buffers ? "true" : "false", c.comm_hook.c_str(),
                 c.strategy == Strategy::Fsdp ? "fsdp" : "ddp", c.sharding.c_str(),

@@ -2,9 +2,11 @@
 `dpscope train` does — same saved initial parameters, data, DistributedSampler, batches across
 epochs, SGD, gradient accumulation under no_sync — and writes the final parameters. With
 --single it trains one process on the global batch (every rank's batch together) instead.
+With --plans-out, rank 0 also writes DDP's bucket plans as PyTorch built them (plans_of).
 Run every rank under `dpscope launch -n N -- /usr/bin/python3 pytorch_ddp.py ...`."""
 import argparse
 import contextlib
+import json
 import os
 import sys
 
@@ -44,6 +46,29 @@ def comm_hook(ddp, name):
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
 
 
+def bucket_plan(ddp, params):
+    """The Reducer's current buckets as parameter indices in slot order (indices into params)."""
+    index_of = {p.data_ptr(): i for i, p in enumerate(params)}
+    return [[index_of[p.data_ptr()] for p in bucket.parameters()]
+            for bucket in ddp.reducer._get_zeros_like_grad_buckets()]
+
+
+def plans_of(ddp, params, initial, cap_mb):
+    """What a test holds dpscope's plans to: the plan the constructor built and the one in use
+    at the end (the Reducer's own buckets), DDP's logging data on them, and the plan PyTorch's
+    bucketing by size gives for [1 MiB, cap] in reverse registration order (PyTorch <= 1.11's
+    first iteration)."""
+    logging = ddp._get_ddp_logging_data()
+    by_size, _ = dist._compute_bucket_assignment_by_size(
+        params, [dist._DEFAULT_FIRST_BUCKET_BYTES, int(cap_mb * 1024 * 1024)], [False] * len(params))
+    return {"initial": initial, "final": bucket_plan(ddp, params),
+            "by_size": list(reversed(by_size)),
+            "logging": {key: logging[key] for key in
+                        ("bucket_sizes", "rebuilt_bucket_sizes",
+                         "rebuilt_per_bucket_param_indices", "has_rebuilt_buckets")
+                        if key in logging}}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="mlp")
@@ -67,6 +92,7 @@ def main():
     p.add_argument("--digits", required=True)
     p.add_argument("--init", required=True)
     p.add_argument("--out", required=True)
+    p.add_argument("--plans-out", help="rank 0 writes the bucket plans here (JSON)")
     args = p.parse_args()
     torch.set_num_threads(1)
 
@@ -97,6 +123,8 @@ def main():
               gradient_as_bucket_view=args.gradient_as_bucket_view,
               static_graph=args.static_graph,
               broadcast_buffers=not args.no_broadcast_buffers)
+    params = [p for p in model.parameters() if p.requires_grad]
+    initial_plan = bucket_plan(ddp, params)
     comm_hook(ddp, args.comm_hook)
     stream = batches(dataset, world, rank, args)
     for _ in range(args.steps):
@@ -110,6 +138,9 @@ def main():
         opt.step()
     if rank == 0:
         torch.save(dict(model.state_dict()), args.out)
+        if args.plans_out:
+            with open(args.plans_out, "w") as f:
+                json.dump(plans_of(ddp, params, initial_plan, args.bucket_cap_mb), f)
     dist.barrier()
     # PyTorch 1.13's gloo sometimes aborts or hangs tearing down after a comm hook; everything
     # is written, so leave without the teardown.

@@ -2,12 +2,19 @@
 // case trains with `dpscope train` under `dpscope launch`, saves the initial parameters, trains
 // PyTorch DDP from them on the same data, sampler and options (tests/ddp/pytorch_ddp.py), and
 // requires the final parameters to agree to 1e-5 — and, where the batch statistics allow, also
-// with one process training on the global batch.
+// with one process training on the global batch. Every case also holds DDP's bucket plans (the
+// first iteration's and the rebuilt one: parameters and bytes) to PyTorch's Reducer and its
+// logging data.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/test_util.h"
+#include "trace/reader.h"
 #include "tests/torch_oracle.h"
 
 using dpscope::testing::dpscope_bin;
@@ -20,6 +27,72 @@ namespace {
 
 const std::string kScripts = std::string(DPSCOPE_SOURCE_DIR) + "/tests/ddp/";
 const std::string kDigits = std::string(DPSCOPE_SOURCE_DIR) + "/data/digits.csv.gz";
+
+using Plan = std::vector<std::vector<int64_t>>;
+
+// PyTorch's logging data spells a plan "5 4 3 2, 1 0" and sizes "1990840, 182000".
+std::vector<std::vector<int64_t>> parse_logged(const std::string& text) {
+  std::vector<std::vector<int64_t>> result;
+  std::stringstream buckets(text);
+  std::string bucket;
+  while (std::getline(buckets, bucket, ',')) {
+    std::stringstream numbers(bucket);
+    result.emplace_back();
+    for (int64_t n; numbers >> n;) result.back().push_back(n);
+  }
+  return result;
+}
+
+// dpscope's plan of `generation` in the trace, and each bucket's bytes.
+Plan plan_of(const std::vector<dpscope::trace::BucketInfo>& buckets, int generation,
+             std::vector<int64_t>* bytes) {
+  Plan plan;
+  for (const auto& b : buckets) {
+    if (b.generation != generation) continue;
+    plan.emplace_back(b.params.begin(), b.params.end());
+    bytes->push_back(b.bytes);
+  }
+  return plan;
+}
+
+// See Note [The first iteration's buckets]: the constructor's plan (PyTorch's, or its bucketing
+// by size with --initial-buckets by-size) and the rebuilt one, or no rebuild where PyTorch does
+// none.
+void expect_same_plans(const std::string& trace_path, const std::string& plans_path,
+                       bool by_size) {
+  const nlohmann::json theirs = nlohmann::json::parse(std::ifstream(plans_path));
+  dpscope::trace::Reader reader(trace_path);
+  EXPECT_EQ(reader.meta_value("ddp_initial_buckets"), by_size ? "by-size" : "pytorch");
+  const auto buckets = reader.buckets();
+  std::vector<int64_t> initial_bytes;
+  const Plan initial = plan_of(buckets, 0, &initial_bytes);
+  if (by_size) {
+    EXPECT_EQ(initial, theirs["by_size"].get<Plan>()) << "initial plan, by size";
+  } else {
+    EXPECT_EQ(initial, theirs["initial"].get<Plan>()) << "initial plan";
+    const auto logged = parse_logged(theirs["logging"]["bucket_sizes"].get<std::string>());
+    ASSERT_EQ(logged.size(), initial_bytes.size()) << theirs.dump();
+    for (size_t b = 0; b < logged.size(); ++b) {
+      EXPECT_EQ(std::vector<int64_t>{initial_bytes[b]}, logged[b]) << "bucket_sizes, bucket " << b;
+    }
+  }
+  std::vector<int64_t> rebuilt_bytes;
+  const Plan rebuilt = plan_of(buckets, 1, &rebuilt_bytes);
+  const nlohmann::json& logging = theirs["logging"];
+  if (logging.value("has_rebuilt_buckets", 0) == 0) {
+    EXPECT_TRUE(rebuilt.empty()) << "PyTorch did not rebuild; dpscope did";
+    return;
+  }
+  EXPECT_EQ(rebuilt, parse_logged(logging["rebuilt_per_bucket_param_indices"].get<std::string>()))
+      << "rebuilt_per_bucket_param_indices";
+  EXPECT_EQ(rebuilt, theirs["final"].get<Plan>()) << "the plan in use at the end";
+  const auto logged = parse_logged(logging["rebuilt_bucket_sizes"].get<std::string>());
+  ASSERT_EQ(logged.size(), rebuilt_bytes.size()) << theirs.dump();
+  for (size_t b = 0; b < logged.size(); ++b) {
+    EXPECT_EQ(std::vector<int64_t>{rebuilt_bytes[b]}, logged[b])
+        << "rebuilt_bucket_sizes, bucket " << b;
+  }
+}
 
 // Trains `args` with dpscope on `world` ranks and with PyTorch DDP, and compares. With
 // `single_too`, also against one process on the global batch. `oracle_args` replace `args` for
@@ -43,8 +116,11 @@ void compare(int world, const std::string& args, bool single_too = false,
                              oracle_common + " --digits " + kDigits + " --init " + dir.file("init.pt");
   const auto theirs = run_command("timeout 300 " + dpscope_bin() + " launch -n " + std::to_string(world) +
                                   " --trace-dir " + dir.file("theirs") + " -- " + oracle +
-                                  " --out " + dir.file("theirs.pt"));
+                                  " --out " + dir.file("theirs.pt") + " --plans-out " +
+                                  dir.file("plans.json"));
   ASSERT_EQ(theirs.exit_code, 0) << theirs.output;
+  expect_same_plans(dir.file("ours") + "/run.sqlite", dir.file("plans.json"),
+                    args.find("--initial-buckets by-size") != std::string::npos);
   EXPECT_LE(max_abs_diff(dir.file("ours.pt"), dir.file("theirs.pt")), tolerance);
   // Training moved the parameters (a comparison of two untouched models proves nothing).
   EXPECT_GT(max_abs_diff(dir.file("ours.pt"), dir.file("init.pt")), 1e-4);
@@ -56,6 +132,16 @@ void compare(int world, const std::string& args, bool single_too = false,
   }
 }
 
+// The plan in pytorch/pytorch#73732's terms: three layers of 700 and a 0.5 MiB cap, one bucket
+// in iteration 0, then two rebuilt from the arrival order.
+TEST(DdpVsPyTorch, MlpThreeRanksOneBucketThenRebuilt) {
+  compare(3, "--model mlp --hidden 700 --layers 3 --bucket-cap-mb 0.5", true);
+}
+// PyTorch <= 1.11's first iteration, by size, on request; the rebuilt plan is the same.
+TEST(DdpVsPyTorch, MlpThreeRanksInitialBucketsBySize) {
+  compare(3, "--model mlp --hidden 700 --layers 3 --bucket-cap-mb 0.5 --initial-buckets by-size",
+          false, "--model mlp --hidden 700 --layers 3 --bucket-cap-mb 0.5");
+}
 TEST(DdpVsPyTorch, MlpOneRank) { compare(1, "--model mlp --hidden 64", true); }
 TEST(DdpVsPyTorch, MlpTwoRanksMomentumManyBuckets) {
   compare(2, "--model mlp --hidden 64 --momentum 0.9 --bucket-cap-mb 0.01", true);
