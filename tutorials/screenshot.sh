@@ -41,7 +41,8 @@ case "$number" in
   01) folder=01_toy_ddp;            view=(run.sqlite) ;;
   02) folder=02_bucketing;          view=(cap-1mb/run.sqlite --compare cap-25mb/run.sqlite)
       link=(--link-gbps 2 --link-latency-us 50) ;;
-  03) folder=03_bucket_rebuild;     view=(gradient-copy/run.sqlite) ;;
+  03) folder=03_bucket_rebuild;     view=(by-size-guess/run.sqlite --compare gradient-copy/run.sqlite)
+      link=(--link-gbps 2 --link-latency-us 50) ;;
   04) folder=04_unused_parameters;  view=(run.sqlite) ;;
   05) folder=05_no_sync;            view=(no-sync/run.sqlite --compare sync-every-micro-step/run.sqlite) ;;
   06) folder=06_comm_hooks;         view=(allreduce/run.sqlite --compare powersgd/run.sqlite) ;;

@@ -257,7 +257,11 @@ TEST(DdpWorker, NoSyncIssuesNoCollectives) {
     }
     EXPECT_EQ(lines_of(run.output, r, "nosync rebuild in iteration 1 micro-step 0").size(), 1u)
         << run.output;
-    // Each synced step all-reduces every bucket once.
+    // Each synced step all-reduces every bucket of the plan in force once: iteration 0's one
+    // bucket, then the rebuilt plan's.
+    std::map<int, int> buckets_of_generation;
+    for (const trace::BucketInfo& b : reader.buckets()) ++buckets_of_generation[b.generation];
+    ASSERT_GT(buckets_of_generation[1], 1);
     std::map<int32_t, int> all_reduces;
     for (const trace::Event& c : collectives) {
       if (static_cast<trace::CollectiveOp>(c.op) == trace::CollectiveOp::AllReduce &&
@@ -266,7 +270,9 @@ TEST(DdpWorker, NoSyncIssuesNoCollectives) {
       }
     }
     ASSERT_EQ(all_reduces.size(), 3u);
-    for (const auto& [iteration, count] : all_reduces) EXPECT_GT(count, 1) << iteration;
+    for (const auto& [iteration, count] : all_reduces) {
+      EXPECT_EQ(count, buckets_of_generation[iteration == 0 ? 0 : 1]) << iteration;
+    }
   }
 }
 
@@ -295,7 +301,8 @@ TEST(DdpWorker, TraceContentThreeRanks) {
       plans[buckets[i].generation].push_back(buckets[i]);
     }
     ASSERT_EQ(plans.size(), 2u) << "generation 0 and the rebuilt generation 1";
-    ASSERT_GE(plans[0].size(), 3u) << "the small cap makes several buckets";
+    ASSERT_EQ(plans[0].size(), 1u) << "iteration 0 in one bucket: Note [The first iteration's buckets]";
+    ASSERT_GE(plans[1].size(), 3u) << "the small cap makes several rebuilt buckets";
     const auto params = reader.params();
     ASSERT_EQ(params.size(), 8u);
     for (const trace::ParamInfo& p : params) {

@@ -184,7 +184,9 @@ TEST(Tutorials, Bucketing02OneAllReducePerBucketForEachCap) {
     const trace::RunStats stats = stats_of(run.trace_dir + "/" + cap + "/run.sqlite");
     EXPECT_EQ(stats.link_gbps, 2) << cap;
     EXPECT_EQ(stats.link_latency_us, 50) << cap;
-    buckets_of_cap[cap] = plan(stats, 0).size();
+    // See Note [The first iteration's buckets]: one bucket, then the cap's plan.
+    EXPECT_EQ(plan(stats, 0).size(), 1u) << cap;
+    buckets_of_cap[cap] = plan(stats, 1).size();
     ASSERT_EQ(stats.iterations, 3) << cap;
     for (const auto& rank : stats.ranks) {
       for (int32_t it = 0; it < stats.iterations; ++it) {
@@ -203,32 +205,51 @@ TEST(Tutorials, Bucketing02OneAllReducePerBucketForEachCap) {
 
 TEST(Tutorials, BucketRebuild03RebuiltPlanAndGradientViews) {
   TempDir dir;
-  const TutorialRun run = launch(dir, "tutorial-03-bucket-rebuild", "--steps 3");
+  // On the link its README runs it on, so that the all-reduces take a cluster's time.
+  const TutorialRun run = launch(dir, "tutorial-03-bucket-rebuild", "--steps 3",
+                                 "--link-gbps 2 --link-latency-us 50");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const std::string copy_path = run.trace_dir + "/gradient-copy/run.sqlite";
   const trace::RunStats copy = stats_of(copy_path);
+  const trace::RunStats guess = stats_of(run.trace_dir + "/by-size-guess/run.sqlite");
+  // Iteration 0: one bucket (PyTorch >= 1.12), or the guess by size (PyTorch <= 1.11).
   const auto initial = plan(copy, 0);
+  ASSERT_EQ(initial.size(), 1u);
+  EXPECT_EQ(initial.front().params.size(), copy.params.size());
+  const auto guessed = plan(guess, 0);
   const auto rebuilt = plan(copy, 1);
-  ASSERT_FALSE(initial.empty());
-  ASSERT_EQ(rebuilt.size(), initial.size());
-  // layer7 runs first in forward, so its gradients come last: the initial plan (reversed
-  // registration order) puts it in bucket 0, the rebuilt plan (arrival order) in the last.
-  EXPECT_TRUE(holds(copy, initial.front(), "layer7."));
+  ASSERT_EQ(guessed.size(), 7u);
+  ASSERT_EQ(rebuilt.size(), 7u);
+  EXPECT_EQ(plan(guess, 1).size(), rebuilt.size()) << "the rebuild does not depend on the guess";
+  // layer7 runs first in forward, so its gradients come last: the guess (reversed registration
+  // order) puts it in bucket 0, the rebuilt plan (arrival order) in the last.
+  EXPECT_TRUE(holds(guess, guessed.front(), "layer7."));
   EXPECT_TRUE(holds(copy, rebuilt.front(), "layer0."));
   EXPECT_TRUE(holds(copy, rebuilt.back(), "layer7."));
 
-  // Iteration 0: bucket 0 is sent only after the last gradient; rebuilt, before it.
-  trace::Reader reader(copy_path);
-  std::map<int32_t, int64_t> last_hook, bucket0_launch;
-  for (const auto& hook : reader.events_of_kind(trace::EventKind::Hook, 0)) {
-    last_hook[hook.iteration] = std::max(last_hook[hook.iteration], hook.begin_ns);
+  // Iteration 0: every all-reduce is sent after the last gradient, with either plan (the README's
+  // "sent after" column: 7 for the guess, 1 for one bucket); rebuilt, only the last bucket's.
+  for (const auto& [path, initial_buckets] :
+       {std::pair{copy_path, size_t{1}},
+        std::pair{run.trace_dir + "/by-size-guess/run.sqlite", guessed.size()}}) {
+    trace::Reader reader(path);
+    std::map<int32_t, int64_t> last_hook, bucket0_launch, sent_after;
+    for (const auto& hook : reader.events_of_kind(trace::EventKind::Hook, 0)) {
+      last_hook[hook.iteration] = std::max(last_hook[hook.iteration], hook.begin_ns);
+    }
+    for (const auto& launch : reader.events_of_kind(trace::EventKind::BucketLaunch, 0)) {
+      if (launch.bucket == 0) bucket0_launch[launch.iteration] = launch.begin_ns;
+      sent_after[launch.iteration] += launch.begin_ns >= last_hook.at(launch.iteration);
+    }
+    EXPECT_GE(bucket0_launch.at(0), last_hook.at(0)) << path;
+    EXPECT_EQ(sent_after.at(0), static_cast<int64_t>(initial_buckets)) << path;
+    for (const int32_t it : {1, 2}) {
+      EXPECT_LT(bucket0_launch.at(it), last_hook.at(it)) << path << ", iteration " << it;
+      EXPECT_EQ(sent_after.at(it), 1) << path << ", iteration " << it;
+    }
   }
-  for (const auto& launch : reader.events_of_kind(trace::EventKind::BucketLaunch, 0)) {
-    if (launch.bucket == 0) bucket0_launch[launch.iteration] = launch.begin_ns;
-  }
-  EXPECT_GE(bucket0_launch.at(0), last_hook.at(0));
-  EXPECT_LT(bucket0_launch.at(1), last_hook.at(1));
-  EXPECT_LT(bucket0_launch.at(2), last_hook.at(2));
+  EXPECT_NE(run.output.find("by-size guess (<= 1.11)"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("one bucket (>= 1.12)"), std::string::npos) << run.output;
 
   // gradient_as_bucket_view: no separate gradient memory, so gradients and buckets together
   // take less. (Not the total peak: under load the sampled total can peak at construction, the

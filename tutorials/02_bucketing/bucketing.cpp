@@ -104,11 +104,11 @@ CapResult read_cap(double cap_mb, const std::string& path) {
     result.overlap_ms = rank0.ddp->backward_compute_comm_overlap_ms;
   }
   result.exposed_ms = trace::overlap_per_step(rank0).exposed_comm_ms;
-  std::printf("\n%s: %s\n  initial plan (built at construction, reversed registration order):\n",
-              cap_text(cap_mb).c_str(), path.c_str());
+  std::printf("\n%s: %s\n  iteration 0 (built at construction; one bucket in PyTorch >= 1.12, "
+              "tutorial 03):\n", cap_text(cap_mb).c_str(), path.c_str());
   tutorials::print_bucket_plan(stats, tutorials::bucket_plan(stats, 0), "    ");
   if (result.rebuilt_buckets > 0) {
-    std::printf("  rebuilt after iteration 0 (order the gradients arrived in; tutorial 03):\n");
+    std::printf("  rebuilt after iteration 0, by size in the order the gradients arrived:\n");
     tutorials::print_bucket_plan(stats, tutorials::bucket_plan(stats, 1), "    ");
   }
   return result;
@@ -130,24 +130,28 @@ std::string layers_of(const trace::RunStats& stats, const trace::BucketInfo& buc
 
 // Why reverse order. Backward produces gradients from the last layer to the first, and DDP
 // launches buckets strictly in index order (every rank must issue the same all-reduces in the
-// same order). So bucket 0 should be the one whose gradients are ready first. From the hook
-// times of iteration 0 (the initial plan), this computes when each bucket could launch with
-// the plan DDP used and with the same buckets in registration order.
+// same order). So bucket 0 should be the one whose gradients are ready first: the rebuilt plan
+// is, since it follows the order they arrived in. From the hook times of the last iteration
+// (under the rebuilt plan), this computes when each bucket could launch with the plan DDP used
+// and with the same buckets in registration order.
 void explain_reverse_order(const CapResult& cap) {
   trace::Reader reader(cap.run_file);
   const trace::RunStats stats = trace::compute_stats(reader);
-  const std::vector<trace::BucketInfo> plan = tutorials::bucket_plan(stats, 0);
-  if (plan.size() < 2) return;
+  const std::vector<trace::BucketInfo> plan = tutorials::bucket_plan(stats, 1);
+  const int32_t iteration = stats.iterations - 1;
+  if (plan.size() < 2 || iteration < 1) return;
   std::map<int32_t, int64_t> ready_ns;  // parameter -> when its hook fired
   for (const trace::Event& hook : reader.events_of_kind(trace::EventKind::Hook, 0)) {
     // The hook begins when autograd hands it the gradient (it may end later: the hook that
     // completes a bucket also launches it).
-    if (hook.iteration == 0) ready_ns[hook.param] = hook.begin_ns;
+    if (hook.iteration == iteration) ready_ns[hook.param] = hook.begin_ns;
   }
   const std::vector<std::string> names = reader.names();
   int64_t backward_begin = 0;
   for (const trace::Event& phase : reader.events_of_kind(trace::EventKind::Phase, 0)) {
-    if (phase.iteration == 0 && names.at(phase.name) == "backward") backward_begin = phase.begin_ns;
+    if (phase.iteration == iteration && names.at(phase.name) == "backward") {
+      backward_begin = phase.begin_ns;
+    }
   }
   // A bucket launches when its last gradient is in and every bucket before it has launched.
   auto launch_times = [&](const std::vector<trace::BucketInfo>& order) {
@@ -166,18 +170,18 @@ void explain_reverse_order(const CapResult& cap) {
   const std::vector<double> unreversed = launch_times(registration_order);
   int64_t last_gradient = backward_begin;
   for (const auto& [param, ns] : ready_ns) last_gradient = std::max(last_gradient, ns);
-  std::printf("\nWhy reverse order (%s, iteration 0 on rank 0; the last gradient came %.2f ms "
+  std::printf("\nWhy reverse order (%s, iteration %d on rank 0; the last gradient came %.2f ms "
               "into backward):\n  when each bucket could be sent, the same buckets in two orders:\n"
-              "  %-7s %-30s %-30s\n", cap_text(cap.cap_mb).c_str(),
+              "  %-7s %-30s %-30s\n", cap_text(cap.cap_mb).c_str(), iteration,
               static_cast<double>(last_gradient - backward_begin) / 1e6, "bucket",
-              "reversed (what DDP does)", "registration order");
+              "arrival order (what DDP does)", "registration order");
   for (size_t i = 0; i < plan.size(); ++i) {
     std::printf("  %-7zu %7.2f ms  %-19s %7.2f ms  %s\n", i, reversed[i],
                 layers_of(stats, plan[i]).c_str(), unreversed[i],
                 layers_of(stats, registration_order[i]).c_str());
   }
   std::printf("  In registration order the first bucket holds the first layer, whose gradient "
-              "comes last:\n  nothing can be sent until backward is over. Reversed, the last "
+              "comes last:\n  nothing can be sent until backward is over. In arrival order the last "
               "layers' bucket goes first\n  and the all-reduces overlap the rest of backward.\n");
 }
 
@@ -213,7 +217,7 @@ void run(tutorials::Session& session, const Settings& settings) {
 
   // The run with the most buckets shows the order best.
   const CapResult& most = *std::max_element(results.begin(), results.end(), [](const CapResult& a, const CapResult& b) {
-    return a.initial_buckets < b.initial_buckets;
+    return a.rebuilt_buckets < b.rebuilt_buckets;
   });
   explain_reverse_order(most);
 
