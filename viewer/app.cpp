@@ -11,6 +11,7 @@
 
 #include "trace/error.h"
 #include "trace/stats.h"
+#include "viewer/headless.h"
 
 namespace dpscope::view {
 
@@ -171,6 +172,28 @@ void App::handle_keys() {
     pinned_playhead = false;
     update_range();
   }
+}
+
+double App::idle_wait_seconds() const {
+  // Often enough to pick up a background analysis soon after it is done.
+  constexpr double kBackgroundPollSeconds = 0.05;
+  // ImGui's text cursor blinks at this period while the find box has focus.
+  constexpr double kCursorBlinkSeconds = 0.4;
+  for (const OpenTrace& t : traces) {
+    if (t.pending.valid()) return kBackgroundPollSeconds;
+  }
+  // A held pan or zoom key moves the view by the frame's time (handle_keys); a drag moves it
+  // with the pointer.
+  for (const int key : {GLFW_KEY_W, GLFW_KEY_A, GLFW_KEY_S, GLFW_KEY_D}) {
+    if (ImGui::IsKeyDown(key)) return 0;
+  }
+  if (measuring || ImGui::IsMouseDragging(ImGuiMouseButton_Left) ||
+      ImGui::IsMouseDragging(ImGuiMouseButton_Right)) {
+    return 0;
+  }
+  if (live_) return std::chrono::duration<double>(live_->interval()).count();
+  if (ImGui::GetIO().WantTextInput) return kCursorBlinkSeconds;
+  return kWaitForInput;
 }
 
 void App::frame() {

@@ -78,6 +78,9 @@ class App {
   void set_view(double t0, double t1);
   // Blocks until every background analysis is ready (headless runs use it before timing).
   void wait_for_analysis();
+  // How long the frame loop may sleep before the next frame when no input comes (seconds;
+  // 0: draw on; kWaitForInput: until an input). See Note [Quiet when idle].
+  double idle_wait_seconds() const;
   // The range the zoom sweep ends on: one bucket's all-reduce in the middle of the run.
   std::pair<double, double> bucket_range() const;
   // "emulated link 4 Gb/s, 50 µs" when the main trace's run emulated its interconnect (meta

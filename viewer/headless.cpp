@@ -21,6 +21,29 @@
 
 namespace dpscope::view {
 
+namespace {
+
+// Frames still to draw after the last input (See Note [Quiet when idle]); GLFW calls back on the
+// main thread only, and there is one window.
+int frames_after_input = kFramesAfterInput;
+
+void on_input() { frames_after_input = kFramesAfterInput; }
+
+// Installed before ImGui's backend, which keeps them and calls them from its own.
+void install_input_callbacks(GLFWwindow* window) {
+  glfwSetCursorPosCallback(window, [](GLFWwindow*, double, double) { on_input(); });
+  glfwSetMouseButtonCallback(window, [](GLFWwindow*, int, int, int) { on_input(); });
+  glfwSetScrollCallback(window, [](GLFWwindow*, double, double) { on_input(); });
+  glfwSetKeyCallback(window, [](GLFWwindow*, int, int, int, int) { on_input(); });
+  glfwSetCharCallback(window, [](GLFWwindow*, unsigned int) { on_input(); });
+  glfwSetCursorEnterCallback(window, [](GLFWwindow*, int) { on_input(); });
+  glfwSetWindowFocusCallback(window, [](GLFWwindow*, int) { on_input(); });
+  glfwSetWindowSizeCallback(window, [](GLFWwindow*, int, int) { on_input(); });
+  glfwSetWindowRefreshCallback(window, [](GLFWwindow*) { on_input(); });
+}
+
+}  // namespace
+
 Window::Window(const std::string& title, int width, int height) {
   if (!glfwInit()) {
     throw std::runtime_error(
@@ -42,6 +65,7 @@ Window::Window(const std::string& title, int width, int height) {
   ImGui::CreateContext();
   ImGui::GetIO().IniFilename = nullptr;  // no imgui.ini next to the user's traces
   ImGui::StyleColorsDark();
+  install_input_callbacks(window_);
   ImGui_ImplGlfw_InitForOpenGL(window_, true);
   ImGui_ImplOpenGL3_Init("#version 130");
 }
@@ -56,8 +80,17 @@ Window::~Window() {
 
 bool Window::should_close() const { return glfwWindowShouldClose(window_); }
 
-void Window::begin_frame() {
-  glfwPollEvents();
+void Window::begin_frame(double max_wait_s) {
+  if (frames_after_input > 0) {
+    --frames_after_input;
+    glfwPollEvents();
+  } else if (max_wait_s <= 0) {
+    glfwPollEvents();
+  } else if (std::isinf(max_wait_s)) {
+    glfwWaitEvents();
+  } else {
+    glfwWaitEventsTimeout(max_wait_s);
+  }
   ImGui_ImplOpenGL3_NewFrame();
   ImGui_ImplGlfw_NewFrame();
   ImGui::NewFrame();
@@ -169,14 +202,6 @@ int run_headless(Window& window, App& app, const HeadlessOptions& options, doubl
               open_ms, frames, median, sorted.back(), app.link().c_str(), overlap_json(app).c_str());
   std::fflush(stdout);
   return 0;
-}
-
-void run_interactive(Window& window, App& app) {
-  while (!window.should_close()) {
-    window.begin_frame();
-    app.frame();
-    window.end_frame();
-  }
 }
 
 }  // namespace dpscope::view

@@ -3,11 +3,23 @@
 // fixed number of timed frames whose last one is written as a PNG.
 #pragma once
 
+#include <limits>
 #include <string>
 
 struct GLFWwindow;
 
 namespace dpscope::view {
+
+// Note [Quiet when idle]
+// A viewer left open on a laptop in a lecture must not spin the fan: it redraws only when
+// something can have changed. The window counts inputs (GLFW callbacks installed before ImGui's,
+// which chains them) and draws kFramesAfterInput frames after each; otherwise begin_frame sleeps
+// in glfwWaitEventsTimeout for as long as the app allows (App::idle_wait_seconds): not at all
+// while something moves without input (a held pan key, a drag, a load), the live follower's
+// interval while following a run, the text cursor's blink while typing, and until the next
+// input when nothing moves. bench/viewer_idle.sh measures it; tests/viewer checks it.
+inline constexpr int kFramesAfterInput = 3;
+inline constexpr double kWaitForInput = std::numeric_limits<double>::infinity();
 
 class App;
 
@@ -23,8 +35,11 @@ class Window {
   Window& operator=(const Window&) = delete;
 
   bool should_close() const;
-  // Polls events and starts an ImGui frame.
-  void begin_frame();
+  // Takes the window's events and starts an ImGui frame. With `max_wait_s` > 0 it first sleeps
+  // until an input arrives or that many seconds pass (infinity: until an input), unless an input
+  // came within the last few frames, which ImGui needs to settle (hover, focus, a release).
+  // See Note [Quiet when idle].
+  void begin_frame(double max_wait_s = 0);
   // Renders the ImGui frame; `capture_png` (if not empty) receives the frame, read back before
   // it is shown. Throws std::runtime_error naming the file if it cannot be written.
   void end_frame(const std::string& capture_png = "");
@@ -48,8 +63,5 @@ struct HeadlessOptions {
 // [{"bucket", "exposed_comm_ms"}]}]} — "overlap" holds the Stats panel's figures as drawn. Returns
 // the exit status (0). Throws std::runtime_error if the PNG cannot be written.
 int run_headless(Window& window, App& app, const HeadlessOptions& options, double open_ms);
-
-// Interactive frames until the window is closed.
-void run_interactive(Window& window, App& app);
 
 }  // namespace dpscope::view

@@ -28,6 +28,8 @@ class LiveFollower {
   // was mid-transaction) is dropped silently and retried on the next change.
   std::shared_ptr<const Model> poll();
   int reloads() const { return reloads_; }
+  // How often poll() looks at the file: the longest the UI may sleep while following it.
+  std::chrono::milliseconds interval() const { return interval_; }
   // Events and memory samples the updates read, all together (the first load not counted).
   int64_t rows_read() const { return rows_read_; }
 

@@ -44,8 +44,12 @@ int windowed(const AppOptions& options) {
   auto pending = std::async(std::launch::async, load_both, options.path, options.compare_path, &progress);
   std::unique_ptr<App> app;
   std::string error;
+  // Loading: the progress bar moves without input; a load error waits for the user.
+  constexpr double kLoadingFrameSeconds = 0.05;
   while (!window.should_close()) {
-    window.begin_frame();
+    window.begin_frame(app             ? app->idle_wait_seconds()
+                       : error.empty() ? kLoadingFrameSeconds
+                                       : kWaitForInput);
     if (!app && error.empty() &&
         pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
       try {
