@@ -159,15 +159,15 @@ Plan make_plan(const Model& model, int32_t generation,
   return plan;
 }
 
-// Initial plan: registration order, buckets sorted by their smallest index (they already are),
-// then reversed, since gradients arrive roughly in reverse. Rebuilt plan: the order gradients
-// actually arrived in iteration 0 (reverse registration order here), kept as it is.
+// Initial plan, as DDP builds it by default (PyTorch >= 1.12; the engine's Note [The first
+// iteration's buckets]): one bucket of every parameter in registration order. Rebuilt plan: the
+// order gradients actually arrived in iteration 0 (reverse registration order here), bucketed by
+// size and kept as it is.
 std::pair<Plan, Plan> make_plans(const Model& model, const SynthOptions& options) {
   const auto count = static_cast<int32_t>(model.params.size());
   std::vector<int32_t> order(static_cast<size_t>(count));
   for (int32_t p = 0; p < count; ++p) order[static_cast<size_t>(p)] = p;
-  auto initial = assign_buckets(model, order, options);
-  std::reverse(initial.begin(), initial.end());
+  const std::vector<std::vector<int32_t>> initial = {order};
   std::reverse(order.begin(), order.end());
   return {make_plan(model, 0, initial), make_plan(model, 1, assign_buckets(model, order, options))};
 }
@@ -680,6 +680,7 @@ SynthResult synthesize(const SynthOptions& options, const std::function<void(dou
   Writer& w = *writer;
   w.begin();
   w.set_meta("strategy", "ddp");
+  w.set_meta("ddp_initial_buckets", "pytorch");
   w.set_meta("backend", "gloo");
   w.set_meta("world_size", std::to_string(options.ranks));
   w.set_meta("model", "synthetic mlp");

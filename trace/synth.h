@@ -37,8 +37,9 @@ struct SynthResult {
 // their broadcasts, iteration NULL) and then the same number of iterations: forward, backward
 // with one hook per parameter in reverse order, bucket ready/launch/done and one all-reduce per
 // bucket on the "gloo comm" lane overlapping the rest of backward, the waits at the end of
-// backward, optimizer_step; iteration 0 uses the initial bucket plan, later ones the plan rebuilt
-// from the order gradients arrived (broadcast at the start of iteration 1), as DDP does. Memory
+// backward, optimizer_step; iteration 0 uses the initial bucket plan (one bucket, as DDP builds
+// it by default), later ones the plan rebuilt from the order gradients arrived (broadcast at the
+// start of iteration 1), as DDP does. Memory
 // samples and the loss/step_ms metrics go with every iteration. Ranks differ by a fixed skew of
 // a few microseconds plus seeded jitter; collectives end together on all ranks. The iteration
 // count is chosen so the event count is as close to options.events as whole iterations allow.

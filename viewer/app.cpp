@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 
 #include "trace/error.h"
 #include "trace/stats.h"
@@ -159,14 +160,21 @@ void App::handle_keys() {
   ImGuiIO& io = ImGui::GetIO();
   if (io.WantTextInput) return;
   const double width = view_t1 - view_t0;
-  const double step = io.DeltaTime * 2.0;  // per second: pan by 2 widths, zoom by e^2
+  const double amount = io.DeltaTime * 2.0;  // per second: pan by 2 widths, zoom by e^2
   const double mid = (view_t0 + view_t1) / 2;
-  if (ImGui::IsKeyDown(GLFW_KEY_W)) set_view(mid - width / 2 * std::exp(-step), mid + width / 2 * std::exp(-step));
-  if (ImGui::IsKeyDown(GLFW_KEY_S)) set_view(mid - width / 2 * std::exp(step), mid + width / 2 * std::exp(step));
-  if (ImGui::IsKeyDown(GLFW_KEY_A)) set_view(view_t0 - width * step * 0.5, view_t1 - width * step * 0.5);
-  if (ImGui::IsKeyDown(GLFW_KEY_D)) set_view(view_t0 + width * step * 0.5, view_t1 + width * step * 0.5);
+  if (ImGui::IsKeyDown(GLFW_KEY_W)) set_view(mid - width / 2 * std::exp(-amount), mid + width / 2 * std::exp(-amount));
+  if (ImGui::IsKeyDown(GLFW_KEY_S)) set_view(mid - width / 2 * std::exp(amount), mid + width / 2 * std::exp(amount));
+  if (ImGui::IsKeyDown(GLFW_KEY_A)) set_view(view_t0 - width * amount * 0.5, view_t1 - width * amount * 0.5);
+  if (ImGui::IsKeyDown(GLFW_KEY_D)) set_view(view_t0 + width * amount * 0.5, view_t1 + width * amount * 0.5);
   if (ImGui::IsKeyPressed(GLFW_KEY_F)) fit();
+  if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT) || ImGui::IsKeyPressed(GLFW_KEY_N)) step(+1);
+  if (ImGui::IsKeyPressed(GLFW_KEY_LEFT) || ImGui::IsKeyPressed(GLFW_KEY_P)) step(-1);
+  if (ImGui::IsKeyPressed(GLFW_KEY_SPACE, false)) toggle_play();
+  constexpr int kSpeeds = int(std::size(kPlaySpeeds));
+  if (ImGui::IsKeyPressed(GLFW_KEY_LEFT_BRACKET, false)) play_speed = std::min(kSpeeds - 1, play_speed + 1);
+  if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT_BRACKET, false)) play_speed = std::max(0, play_speed - 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_ESCAPE)) {
+    playing = false;
     selected = {};
     has_range = false;
     pinned_playhead = false;
@@ -191,6 +199,7 @@ double App::idle_wait_seconds() const {
       ImGui::IsMouseDragging(ImGuiMouseButton_Right)) {
     return 0;
   }
+  if (playing || dragging_playhead) return 0;
   if (live_) return std::chrono::duration<double>(live_->interval()).count();
   if (ImGui::GetIO().WantTextInput) return kCursorBlinkSeconds;
   return kWaitForInput;
@@ -205,12 +214,14 @@ void App::frame() {
       const double width = view_t1 - view_t0;
       traces[0].set_model(std::move(fresh));
       selected = hovered = {};
+      steps_cache_ = {};
       if (at_end) set_view(double(traces[0].model->t_end) - width, double(traces[0].model->t_end) + width * 0.02);
       update_find();
       update_range();
     }
   }
   handle_keys();
+  update_playback();
 
   const ImGuiViewport* viewport = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(viewport->Pos);
@@ -239,6 +250,7 @@ void App::frame() {
   }
   ImGui::SameLine();
   if (ImGui::SmallButton("Fit (F)")) fit();
+  draw_narration_line();
 
   const float total_h = ImGui::GetContentRegionAvail().y;
   ImGui::BeginChild("timeline", ImVec2(0, std::floor(total_h * 0.64f)), true,

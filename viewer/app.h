@@ -15,6 +15,7 @@
 #include "viewer/analysis.h"
 #include "viewer/live.h"
 #include "viewer/model.h"
+#include "viewer/playback.h"
 
 namespace dpscope::view {
 
@@ -105,6 +106,7 @@ class App {
   int align_iteration = 0;             // compare: iteration aligned across the two runs
   std::map<std::pair<int, int>, bool> collapsed;  // (trace, rank index) -> group folded
   bool measuring = false;              // a left drag on the timeline is measuring a range
+  bool dragging_playhead = false;      // a left drag on the ruler is moving the playhead
   double measure_from = 0;             // where that drag started (axis ns)
 
   // Re-runs the find query and the range summary after their inputs changed.
@@ -113,8 +115,40 @@ class App {
   // Recomputes traces[1].offset_ns from align_iteration.
   void align();
 
+  // ---- Step-through and play (app_playback.cpp; the steps and their words: playback.h). They
+  // follow focus_rank of the main trace, one iteration at a time.
+  // Slow-motion speeds: trace time per second of wall time.
+  static constexpr double kPlaySpeeds[] = {0.1, 0.01, 0.001};
+  bool playing = false;
+  int play_speed = 1;     // index into kPlaySpeeds
+  std::string narration;  // the step the playhead stands on, in words ("" when none)
+  // Moves the playhead to the focus rank's next (+1) or previous (-1) step, into the next or
+  // previous iteration at the ends of one; pins it and keeps it in view.
+  void step(int direction);
+  // Plays the playhead's iteration from the playhead (or from its start when the playhead is
+  // at its end) at kPlaySpeeds[play_speed]; again: pause.
+  void toggle_play();
+  // Puts the playhead on step `index` (from 0) of iteration `iteration` of the focus rank and
+  // shows that iteration (headless --iteration / --step); false when there is no such step.
+  bool go_to_step(int32_t iteration, int index);
+
  private:
   void handle_keys();
+  // The line under the header: the playhead's step in words, the play state and the keys.
+  void draw_narration_line();
+  // Playback's part of a frame: advances a playing playhead, refreshes the narration.
+  void update_playback();
+  // The focus rank's events and steps in `iteration` (cached for the last one asked).
+  struct IterationSteps {
+    int rank_index = -1;
+    int32_t iteration = trace::kNone;
+    std::vector<trace::Event> events;
+    std::vector<LifecycleStep> steps;
+  };
+  const IterationSteps& steps_of(int32_t iteration);
+  // Shows [t0, t1] (axis ns) when the playhead at `t` is outside the view.
+  void keep_in_view(int64_t t, int64_t t0, int64_t t1);
+  IterationSteps steps_cache_;
   AppOptions options_;
   char find_buffer_[128] = {};
   std::unique_ptr<LiveFollower> live_;

@@ -160,6 +160,24 @@ std::string overlap_json(const App& app) {
   return out + "]";
 }
 
+// `text` inside a JSON string: quotes, backslashes and control characters escaped.
+std::string json_escaped(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char code[8];
+      std::snprintf(code, sizeof(code), "\\u%04x", c);
+      out += code;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 int run_headless(Window& window, App& app, const HeadlessOptions& options, double open_ms) {
@@ -168,6 +186,15 @@ int run_headless(Window& window, App& app, const HeadlessOptions& options, doubl
   // at the screen's centre, over the timeline, where it would hover a span and draw its tooltip.
   ImGui::GetIO().ConfigFlags |= ImGuiConfigFlags_NoMouse;
   const int frames = std::max(1, options.frames);
+  if (options.iteration >= 0) {
+    app.focus_rank = options.rank;
+    if (!app.go_to_step(options.iteration, options.step)) {
+      throw std::runtime_error("rank " + std::to_string(options.rank) + " has no iteration " +
+                               std::to_string(options.iteration) + " with a step " +
+                               std::to_string(options.step) +
+                               " in this trace; choose another --iteration, --step or --rank");
+    }
+  }
   const double whole0 = app.view_t0, whole1 = app.view_t1;
   const auto [b0, b1] = app.bucket_range();
   std::vector<double> times;
@@ -198,8 +225,9 @@ int run_headless(Window& window, App& app, const HeadlessOptions& options, doubl
                                           : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
   // link_text has no quote or backslash to escape.
   std::printf("{\"open_ms\": %.1f, \"frames\": %d, \"frame_ms_median\": %.2f, \"frame_ms_max\": %.2f, "
-              "\"link\": \"%s\", \"overlap\": %s}\n",
-              open_ms, frames, median, sorted.back(), app.link().c_str(), overlap_json(app).c_str());
+              "\"link\": \"%s\", \"narration\": \"%s\", \"overlap\": %s}\n",
+              open_ms, frames, median, sorted.back(), app.link().c_str(),
+              json_escaped(app.narration).c_str(), overlap_json(app).c_str());
   std::fflush(stdout);
   return 0;
 }

@@ -54,11 +54,17 @@ struct HeadlessOptions {
   int frames = 1;           // frames to draw
   bool zoom_sweep = false;  // sweep the view from the whole run to one bucket's all-reduce
   bool live = false;        // pace frames at ~30 per second so a growing file can be followed
+  // Show one iteration of rank `rank` (-1: none), with the playhead on its step `step` — the
+  // picture of one moment with its narration line and buckets.
+  int iteration = -1;
+  int step = 0;
+  int rank = 0;
 };
 
 // Draws the frames, writes the PNG and prints one JSON line on stdout (docs/viewer.md):
 // {"open_ms": ..., "frames": N, "frame_ms_median": ..., "frame_ms_max": ..., "link": the header's
-// "emulated link ..." or "", "overlap": [{"rank",
+// "emulated link ..." or "", "narration": the narration line as drawn (playback.h),
+// "overlap": [{"rank",
 // "compute_ms", "comm_ms", "exposed_comm_ms", "iterations_exposed_comm_ms": [...], "buckets":
 // [{"bucket", "exposed_comm_ms"}]}]} — "overlap" holds the Stats panel's figures as drawn. Returns
 // the exit status (0). Throws std::runtime_error if the PNG cannot be written.

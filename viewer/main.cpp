@@ -105,6 +105,19 @@ int main(int argc, char** argv) {
   cli.add_option("--frames", headless.frames, "Frames to draw with --screenshot")->needs(screenshot)->check(CLI::PositiveNumber);
   cli.add_flag("--zoom-sweep", headless.zoom_sweep, "With --screenshot: sweep the zoom from the whole run to one bucket")
       ->needs(screenshot);
+  auto* iteration = cli.add_option("--iteration", headless.iteration,
+                                   "With --screenshot: show this iteration, the playhead on its first step")
+                        ->needs(screenshot)
+                        ->excludes("--zoom-sweep")
+                        ->check(CLI::NonNegativeNumber);
+  cli.add_option("--step", headless.step,
+                 "With --iteration: the playhead on this step of it (from 0, the first hook, bucket, "
+                 "collective or unit event; the narration line says which)")
+      ->needs(iteration)
+      ->check(CLI::NonNegativeNumber);
+  cli.add_option("--rank", headless.rank, "With --iteration: whose iteration and steps (default 0)")
+      ->needs(iteration)
+      ->check(CLI::NonNegativeNumber);
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

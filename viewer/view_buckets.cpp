@@ -95,7 +95,9 @@ void draw_buckets(App& app) {
     for (const Lane& lane : rank.lanes) {
       if (lane.info.kind != trace::LaneKind::Host) continue;
       for (const trace::Event& e : t.details->events(rank.info.rank, lane.info.lane, span->begin_ns, span->end_ns)) {
-        if (e.end_ns > playhead || e.begin_ns < span->begin_ns) continue;
+        // A gradient counts from its hook's start (when autograd hands it over), as the narration
+        // line says (playback.h); the bucket instants inside the hook come after it.
+        if (e.begin_ns > playhead || e.begin_ns < span->begin_ns) continue;
         if (e.kind == EventKind::Hook) progress.filled.insert(e.param);
         int level = e.kind == EventKind::BucketReady ? 1 : e.kind == EventKind::BucketLaunch ? 2
                   : e.kind == EventKind::BucketDone ? 3 : 0;

@@ -235,6 +235,30 @@ void handle_mouse(Frame& f, bool hovered_area) {
   }
 }
 
+// The playhead's handle on the ruler: a click on the ruler puts the playhead there and a drag
+// moves it (the lanes below keep their own click and drag: select, measure).
+void drag_playhead(Frame& f, float y0) {
+  App& app = f.app;
+  const ImGuiIO& io = ImGui::GetIO();
+  const ImVec2 ruler0(f.map.x0, y0), ruler1(f.right, y0 + kRulerHeight);
+  if (ImGui::IsMouseHoveringRect(ruler0, ruler1) && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
+    app.dragging_playhead = true;
+    app.playing = false;
+  }
+  if (app.dragging_playhead) {
+    app.pinned_playhead = true;
+    app.playhead = int64_t(f.map.t(std::clamp(double(io.MousePos.x), f.map.x0, double(f.right))));
+    if (!ImGui::IsMouseDown(ImGuiMouseButton_Left)) app.dragging_playhead = false;
+  }
+  const float px = float(f.map.x(double(app.playhead)));
+  if (px < f.map.x0 || px > f.right) return;
+  const float bottom = y0 + kRulerHeight;
+  const bool hot = app.dragging_playhead || ImGui::IsMouseHoveringRect(ImVec2(px - 6, y0), ImVec2(px + 6, bottom));
+  f.draw->AddTriangleFilled(ImVec2(px - 6, bottom - 10), ImVec2(px + 6, bottom - 10), ImVec2(px, bottom),
+                            hot ? IM_COL32(255, 255, 255, 255) : kPlayheadColor);
+  if (hot) ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeEW);
+}
+
 }  // namespace
 
 void draw_timeline(App& app) {
@@ -247,6 +271,7 @@ void draw_timeline(App& app) {
   f.right = origin.x + lanes_w;
   draw_ruler(f, origin.y);
   draw_iteration_markers(f, origin.y, origin.y + kRulerHeight, true);
+  drag_playhead(f, origin.y);
   ImGui::Dummy(ImVec2(avail.x, kRulerHeight));
 
   ImGui::BeginChild("lanes", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollWithMouse);

@@ -56,7 +56,9 @@ void draw_units(App& app) {
           draw->AddRectFilled(ImVec2(x0, p.y), ImVec2(x1, p.y + 14), item.count > 1 ? kFoldColor : unit_state_color(s.op));
         }
       }
-      const int64_t hit = span_at(*lane, row, playhead, 0);
+      // The state just after the playhead: on a step where one state ends and the next begins
+      // (gathered -> full), the panel says what the narration line says, the new one.
+      const int64_t hit = span_at(*lane, row, playhead + 1, 0);
       if (hit >= 0 && lane->spans[size_t(hit)].op < trace::kUnitStateCount) {
         now = trace::to_string(static_cast<trace::UnitState>(lane->spans[size_t(hit)].op)).data();
       }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <stb_image.h>
 
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -209,6 +210,53 @@ TEST(ViewerHeadless, DdpScreenshotHasALaneGroupPerRankAndTheJsonLine) {
   EXPECT_EQ(rank_headers(load_png(png), 300), 3);
 }
 
+// Pixels within 12 of `rgb` in every channel, in rows [y0, y1).
+int pixels_near(const Image& image, int y0, int y1, const std::array<int, 3>& rgb) {
+  int count = 0;
+  for (int y = y0; y < std::min(y1, image.height); ++y) {
+    for (int x = 0; x < image.width; ++x) {
+      const unsigned char* p = image.at(x, y);
+      count += std::abs(p[0] - rgb[0]) <= 12 && std::abs(p[1] - rgb[1]) <= 12 && std::abs(p[2] - rgb[2]) <= 12;
+    }
+  }
+  return count;
+}
+
+// Step-through in a picture: --iteration and --step put the playhead on one moment of a rank's
+// iteration; the JSON line and the narration line under the header (drawn in its own colour)
+// say what happens there, and the next step says something else.
+TEST(ViewerHeadless, AStepOfAnIterationIsNarratedAndDrawn) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string trace = synth(dir, "ddp.sqlite", 2, 20000);
+  const std::string png = dir.file("step.png");
+  const auto first = view(trace + " --screenshot " + png + " --frames 3 --iteration 2 --step 0");
+  expect_screenshot(first, png, 3);
+  const std::string narration = json_line(first.output)["narration"];
+  EXPECT_EQ(narration.rfind("rank 0, backward: fc", 0), 0u) << narration;
+  EXPECT_NE(narration.find("'s gradient is ready -> bucket 0 is 1/"), std::string::npos) << narration;
+  // The narration line's colour, on the line under the header (and nowhere near as much on a
+  // screenshot without a step: the line then only says how to get one, greyed).
+  const std::array<int, 3> narration_colour = {255, 219, 115};
+  const int drawn = pixels_near(load_png(png), 24, 50, narration_colour);
+  EXPECT_GT(drawn, 100);
+  const std::string plain = dir.file("plain.png");
+  ASSERT_EQ(view(trace + " --screenshot " + plain + " --frames 2").exit_code, 0);
+  EXPECT_LT(pixels_near(load_png(plain), 24, 50, narration_colour), drawn / 4);
+
+  const auto second = view(trace + " --screenshot " + png + " --frames 2 --iteration 2 --step 1");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(json_line(second.output)["narration"], narration);
+  const auto other_rank = view(trace + " --screenshot " + png + " --frames 2 --iteration 2 --rank 1");
+  ASSERT_EQ(other_rank.exit_code, 0) << other_rank.output;
+  EXPECT_EQ(json_line(other_rank.output)["narration"].get<std::string>().rfind("rank 1, ", 0), 0u);
+
+  const auto missing = view(trace + " --screenshot " + png + " --frames 2 --iteration 100000");
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("no iteration 100000"), std::string::npos) << missing.output;
+  EXPECT_NE(missing.output.find("--iteration"), std::string::npos) << missing.output;
+}
+
 TEST(ViewerHeadless, FsdpScreenshotShowsUnits) {
   REQUIRE_DISPLAY();
   TempDir dir;
@@ -335,7 +383,8 @@ TEST(ViewerHeadless, CompareDrawsBothRuns) {
   const std::string png = dir.file("compare.png");
   const auto result = view(a + " --compare " + b + " --screenshot " + png + " --frames 3");
   expect_screenshot(result, png, 3);
-  EXPECT_EQ(rank_headers(load_png(png), 300), 4);  // A's 2 groups and the first 2 of B fit
+  // A's 2 groups and B's first fit under the header and the narration line.
+  EXPECT_EQ(rank_headers(load_png(png), 300), 3);
 }
 
 // Xvfb's pointer starts at its screen's centre. On a 1600x1000 screen that is (800, 500) in the

@@ -1,0 +1,166 @@
+// The App's step-through and play: the keys' targets (step, toggle_play), the slow-motion clock
+// that moves a playing playhead, and the narration line's text. Which events are steps and what
+// they say is playback.cpp's; this file moves the playhead among them.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "viewer/app.h"
+
+namespace dpscope::view {
+
+const App::IterationSteps& App::steps_of(int32_t iteration) {
+  const Model& model = *traces[0].model;
+  if (steps_cache_.rank_index == focus_rank && steps_cache_.iteration == iteration &&
+      !steps_cache_.steps.empty()) {
+    return steps_cache_;
+  }
+  steps_cache_ = IterationSteps{};
+  steps_cache_.rank_index = focus_rank;
+  steps_cache_.iteration = iteration;
+  const RankData* rank = focus_rank >= 0 && size_t(focus_rank) < model.ranks.size()
+                             ? &model.ranks[size_t(focus_rank)]
+                             : nullptr;
+  const IterationSpan* span = rank ? rank->find_iteration(iteration) : nullptr;
+  if (!span) return steps_cache_;
+  for (const Lane& lane : rank->lanes) {
+    const auto& events = traces[0].details->events(rank->info.rank, lane.info.lane, span->begin_ns, span->end_ns);
+    for (const trace::Event& e : events) {
+      // The iteration's own: a collective of the previous one still running at its start is not.
+      if (e.begin_ns >= span->begin_ns) steps_cache_.events.push_back(e);
+    }
+  }
+  steps_cache_.steps = lifecycle_steps(steps_cache_.events);
+  return steps_cache_;
+}
+
+void App::keep_in_view(int64_t t, int64_t t0, int64_t t1) {
+  if (double(t) >= view_t0 && double(t) <= view_t1) return;
+  const double margin = 0.05 * double(t1 - t0);
+  const bool pinned = pinned_playhead;
+  pinned_playhead = true;  // set_view must not move the playhead to the view's centre
+  if (view_t1 - view_t0 > 4 * double(t1 - t0)) {
+    set_view(double(t0) - margin, double(t1) + margin);
+  } else {
+    const double width = view_t1 - view_t0;
+    set_view(double(t) - width / 2, double(t) + width / 2);
+  }
+  pinned_playhead = pinned;
+}
+
+void App::step(int direction) {
+  const Model& model = *traces[0].model;
+  if (model.ranks.empty()) return;
+  focus_rank = std::clamp(focus_rank, 0, int(model.ranks.size()) - 1);
+  const RankData& rank = model.ranks[size_t(focus_rank)];
+  const int64_t offset = traces[0].offset_ns;
+  const int64_t t = playhead - offset;
+  // Start in the playhead's iteration, else the first one after (before) it.
+  int32_t iteration = rank.iteration_at(t);
+  if (iteration == trace::kNone) {
+    for (const IterationSpan& span : rank.iterations) {
+      if (direction > 0 && span.begin_ns > t) { iteration = span.iteration; break; }
+      if (direction < 0 && span.end_ns < t) iteration = span.iteration;
+    }
+  }
+  for (int tries = 0; tries < 3 && iteration != trace::kNone; ++tries) {
+    const IterationSteps& steps = steps_of(iteration);
+    const int64_t index = direction > 0 ? next_step(steps.steps, t) : previous_step(steps.steps, t);
+    if (index >= 0) {
+      const IterationSpan* span = rank.find_iteration(iteration);
+      playhead = steps.steps[size_t(index)].t_ns + offset;
+      pinned_playhead = true;
+      keep_in_view(playhead, span->begin_ns + offset, span->end_ns + offset);
+      return;
+    }
+    iteration += direction;  // past the iteration's last (first) step: the next (previous) one
+    if (!rank.find_iteration(iteration)) return;
+  }
+}
+
+void App::toggle_play() {
+  if (playing) {
+    playing = false;
+    return;
+  }
+  const Model& model = *traces[0].model;
+  if (model.ranks.empty()) return;
+  focus_rank = std::clamp(focus_rank, 0, int(model.ranks.size()) - 1);
+  const RankData& rank = model.ranks[size_t(focus_rank)];
+  const int64_t offset = traces[0].offset_ns;
+  int32_t iteration = rank.iteration_at(playhead - offset);
+  if (iteration == trace::kNone && !rank.iterations.empty()) iteration = rank.iterations.front().iteration;
+  const IterationSpan* span = rank.find_iteration(iteration);
+  if (!span) return;
+  // From the playhead, or from the iteration's start when it stands at (or near) the end.
+  if (playhead - offset < span->begin_ns || playhead - offset >= span->end_ns - (span->end_ns - span->begin_ns) / 100) {
+    playhead = span->begin_ns + offset;
+  }
+  pinned_playhead = true;
+  playing = true;
+  keep_in_view(playhead, span->begin_ns + offset, span->end_ns + offset);
+}
+
+bool App::go_to_step(int32_t iteration, int index) {
+  const Model& model = *traces[0].model;
+  if (model.ranks.empty()) return false;
+  focus_rank = std::clamp(focus_rank, 0, int(model.ranks.size()) - 1);
+  const IterationSpan* span = model.ranks[size_t(focus_rank)].find_iteration(iteration);
+  const IterationSteps& steps = steps_of(iteration);
+  if (!span || index < 0 || size_t(index) >= steps.steps.size()) return false;
+  const int64_t offset = traces[0].offset_ns;
+  const double margin = 0.05 * double(span->end_ns - span->begin_ns);
+  pinned_playhead = true;
+  playhead = steps.steps[size_t(index)].t_ns + offset;
+  set_view(double(span->begin_ns + offset) - margin, double(span->end_ns + offset) + margin);
+  return true;
+}
+
+void App::update_playback() {
+  const Model& model = *traces[0].model;
+  if (model.ranks.empty()) return;
+  focus_rank = std::clamp(focus_rank, 0, int(model.ranks.size()) - 1);
+  const RankData& rank = model.ranks[size_t(focus_rank)];
+  const int64_t offset = traces[0].offset_ns;
+  if (playing) {
+    const int32_t iteration = rank.iteration_at(playhead - offset);
+    const IterationSpan* span = rank.find_iteration(iteration);
+    if (!span) {
+      playing = false;
+    } else {
+      const double advance = double(ImGui::GetIO().DeltaTime) * 1e9 * kPlaySpeeds[play_speed];
+      playhead = std::min(span->end_ns + offset, playhead + std::max<int64_t>(1, int64_t(advance)));
+      if (playhead >= span->end_ns + offset) playing = false;
+      // Follow the playhead: page the view on when it reaches the right edge.
+      if (double(playhead) > view_t1 - 0.05 * (view_t1 - view_t0)) {
+        const double width = view_t1 - view_t0;
+        set_view(double(playhead) - 0.1 * width, double(playhead) + 0.9 * width);
+      }
+    }
+  }
+  narration.clear();
+  const int32_t iteration = rank.iteration_at(playhead - offset);
+  if (iteration == trace::kNone) return;
+  const IterationSteps& steps = steps_of(iteration);
+  const int64_t index = step_at(steps.steps, playhead - offset);
+  if (index >= 0) narration = narrate(model, steps.events, steps.steps, size_t(index));
+}
+
+void App::draw_narration_line() {
+  const int speed = int(std::lround(1 / kPlaySpeeds[play_speed]));
+  if (playing) {
+    ImGui::TextDisabled("playing at x1/%d (space pauses, [ ] slower / faster)  |", speed);
+  } else {
+    ImGui::TextDisabled("<- -> step, space plays at x1/%d, [ ] speed  |", speed);
+  }
+  ImGui::SameLine();
+  if (narration.empty()) {
+    ImGui::TextDisabled("rank %d: put the playhead in an iteration (click the timeline or press ->)",
+                        focus_rank);
+  } else {
+    ImGui::TextColored(ImVec4(1.0f, 0.86f, 0.45f, 1.0f), "%s", narration.c_str());
+  }
+}
+
+}  // namespace dpscope::view

@@ -1,0 +1,190 @@
+// Step-through and narration (playback.h): which events are steps, how to find the previous and
+// next one, and what each says, with the bucket or unit it concerns read from the run's tables.
+#include "viewer/playback.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "viewer/lod.h"
+
+namespace dpscope::view {
+namespace {
+
+using trace::EventKind;
+using What = LifecycleStep::What;
+
+const trace::BucketInfo* bucket_in_force(const Model& model, int32_t iteration, int32_t bucket) {
+  bool rebuilt_exists = false;
+  for (const auto& b : model.buckets) rebuilt_exists = rebuilt_exists || b.generation == 1;
+  const int generation = iteration > 0 && rebuilt_exists ? 1 : 0;
+  for (const auto& b : model.buckets) {
+    if (b.generation == generation && b.index == bucket) return &b;
+  }
+  return nullptr;
+}
+
+std::string param_name(const Model& model, int32_t param) {
+  if (param >= 0 && size_t(param) < model.params.size()) return model.params[size_t(param)].name;
+  return "parameter " + std::to_string(param);
+}
+
+// The innermost training phase around t on the step's rank ("backward", "forward", ...).
+std::string phase_at(const Model& model, const std::vector<trace::Event>& events, int64_t t) {
+  const trace::Event* inner = nullptr;
+  for (const trace::Event& e : events) {
+    if (e.kind != EventKind::Phase || e.begin_ns > t || e.end_ns < t) continue;
+    const std::string& name = model.name(e.name);
+    if (name == "iteration") continue;
+    if (!inner || e.end_ns - e.begin_ns < inner->end_ns - inner->begin_ns) inner = &e;
+  }
+  return inner ? model.name(inner->name) : "";
+}
+
+// Bytes per element of FSDP's full parameters (the compute dtype under mixed precision).
+int64_t full_element_bytes(const Model& model) {
+  const std::string dtype = model.meta_value("fsdp.compute_dtype", "Float");
+  return dtype == "Half" || dtype == "BFloat16" ? 2 : 4;
+}
+
+std::string unit_text(const Model& model, int32_t unit) {
+  for (const auto& u : model.units) {
+    if (u.index == unit) return "unit " + std::to_string(unit) + " (" + (u.name.empty() ? "root" : u.name) + ")";
+  }
+  return "unit " + std::to_string(unit);
+}
+
+const trace::UnitInfo* unit_info(const Model& model, int32_t unit) {
+  for (const auto& u : model.units) {
+    if (u.index == unit) return &u;
+  }
+  return nullptr;
+}
+
+std::string collective_text(const trace::Event& e) {
+  std::string text = std::string(trace::to_string(static_cast<trace::CollectiveOp>(e.op)));
+  if (e.seq != trace::kNone64) text += " seq " + std::to_string(e.seq);
+  std::string about;
+  if (e.bucket != trace::kNone) about = "bucket " + std::to_string(e.bucket);
+  if (e.unit != trace::kNone) about = "unit " + std::to_string(e.unit);
+  if (e.bytes != trace::kNone64) about += (about.empty() ? "" : ", ") + format_bytes(e.bytes);
+  return about.empty() ? text : text + " (" + about + ")";
+}
+
+}  // namespace
+
+std::vector<LifecycleStep> lifecycle_steps(const std::vector<trace::Event>& events) {
+  std::vector<LifecycleStep> steps;
+  for (const trace::Event& e : events) {
+    switch (e.kind) {
+      case EventKind::Hook: steps.push_back({e.begin_ns, What::GradientReady, e}); break;
+      case EventKind::BucketReady: steps.push_back({e.begin_ns, What::BucketReady, e}); break;
+      case EventKind::BucketLaunch: steps.push_back({e.begin_ns, What::BucketLaunch, e}); break;
+      case EventKind::BucketDone: steps.push_back({e.begin_ns, What::BucketDone, e}); break;
+      case EventKind::Collective:
+        steps.push_back({e.begin_ns, What::CollectiveBegin, e});
+        steps.push_back({e.end_ns, What::CollectiveEnd, e});
+        break;
+      case EventKind::UnitState:
+        steps.push_back({e.begin_ns, What::UnitStateBegin, e});
+        // A gathering ends where the unit is full: one step says both.
+        if (static_cast<trace::UnitState>(e.op) != trace::UnitState::Gathering) {
+          steps.push_back({e.end_ns, What::UnitStateEnd, e});
+        }
+        break;
+      default: break;
+    }
+  }
+  std::stable_sort(steps.begin(), steps.end(), [](const LifecycleStep& a, const LifecycleStep& b) {
+    return a.t_ns != b.t_ns ? a.t_ns < b.t_ns : a.what < b.what;
+  });
+  return steps;
+}
+
+int64_t next_step(const std::vector<LifecycleStep>& steps, int64_t t_ns) {
+  const auto it = std::upper_bound(steps.begin(), steps.end(), t_ns,
+                                   [](int64_t t, const LifecycleStep& s) { return t < s.t_ns; });
+  return it == steps.end() ? -1 : int64_t(it - steps.begin());
+}
+
+int64_t previous_step(const std::vector<LifecycleStep>& steps, int64_t t_ns) {
+  const auto it = std::lower_bound(steps.begin(), steps.end(), t_ns,
+                                   [](const LifecycleStep& s, int64_t t) { return s.t_ns < t; });
+  return it == steps.begin() ? -1 : int64_t(it - steps.begin()) - 1;
+}
+
+int64_t step_at(const std::vector<LifecycleStep>& steps, int64_t t_ns) {
+  return next_step(steps, t_ns) == -1 ? int64_t(steps.size()) - 1 : next_step(steps, t_ns) - 1;
+}
+
+std::string narrate(const Model& model, const std::vector<trace::Event>& events,
+                    const std::vector<LifecycleStep>& steps, size_t index) {
+  if (index >= steps.size()) return "";
+  const LifecycleStep& step = steps[index];
+  const trace::Event& e = step.event;
+  std::string text = "rank " + std::to_string(e.rank);
+  const std::string phase = phase_at(model, events, step.t_ns);
+  if (!phase.empty()) text += ", " + phase;
+  text += ": ";
+  const trace::BucketInfo* bucket = e.bucket == trace::kNone ? nullptr : bucket_in_force(model, e.iteration, e.bucket);
+  const std::string bucket_name = "bucket " + std::to_string(e.bucket);
+  switch (step.what) {
+    case What::GradientReady: {
+      text += param_name(model, e.param) + "'s gradient is ready";
+      if (!bucket) break;
+      int64_t in = 0;
+      for (size_t i = 0; i <= index; ++i) {
+        const LifecycleStep& s = steps[i];
+        in += s.what == What::GradientReady && s.event.iteration == e.iteration && s.event.bucket == e.bucket;
+      }
+      text += " -> " + bucket_name + " is " + std::to_string(in) + "/" + std::to_string(bucket->params.size()) + " full";
+      if (e.value != trace::kNone64) text += " (" + format_bytes(e.value) + " of " + format_bytes(bucket->bytes) + ")";
+      break;
+    }
+    case What::BucketReady: {
+      // Buckets launch strictly in index order (Note [Bucket order]): a full bucket may wait.
+      bool launched_now = false;
+      for (size_t i = index + 1; i < steps.size() && steps[i].t_ns == step.t_ns; ++i) {
+        launched_now = launched_now || (steps[i].what == What::BucketLaunch && steps[i].event.bucket == e.bucket);
+      }
+      text += bucket_name + " is full" + (bucket ? " (" + format_bytes(bucket->bytes) + ")" : "");
+      text += launched_now ? " -> its all-reduce is launched"
+                           : " -> it waits until every bucket before it is launched";
+      break;
+    }
+    case What::BucketLaunch:
+      text += bucket_name + "'s collective is launched";
+      if (e.seq != trace::kNone64) text += " (seq " + std::to_string(e.seq) + ")";
+      break;
+    case What::CollectiveBegin:
+      text += collective_text(e) + " starts";
+      break;
+    case What::CollectiveEnd:
+      text += collective_text(e) + " is done after " + format_duration(double(e.end_ns - e.begin_ns));
+      break;
+    case What::BucketDone:
+      text += bucket_name + "'s averaged gradients are written back to .grad";
+      break;
+    case What::UnitStateBegin:
+    case What::UnitStateEnd: {
+      const auto state = static_cast<trace::UnitState>(e.op);
+      const trace::UnitInfo* info = unit_info(model, e.unit);
+      const std::string unit = unit_text(model, e.unit);
+      const std::string full =
+          info ? format_bytes(info->padded_numel * full_element_bytes(model)) : std::string("?");
+      const bool begin = step.what == What::UnitStateBegin;
+      if (state == trace::UnitState::Gathering) {
+        text += unit + " starts gathering its full parameters (all-gather)";
+      } else if (state == trace::UnitState::Full) {
+        text += begin ? unit + " gathered: full parameters " + full
+                      : unit + " frees its full parameters (" + full + ")";
+      } else {
+        text += begin ? unit + " starts reducing its gradients (reduce-scatter)"
+                      : unit + "'s gradient shard is reduced";
+      }
+      break;
+    }
+  }
+  return text;
+}
+
+}  // namespace dpscope::view
