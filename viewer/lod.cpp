@@ -91,7 +91,9 @@ int64_t span_at(const Lane& lane, int row, int64_t t, int64_t slack_ns) {
 std::string format_duration(double ns) {
   char text[64];
   const double a = std::fabs(ns);
-  if (a >= 1e9) std::snprintf(text, sizeof(text), "%.3g s", ns / 1e9);
+  // %g turns 1170 s into "1.17e+03 s": whole seconds from 100 s on.
+  if (a >= 1e11) std::snprintf(text, sizeof(text), "%.0f s", ns / 1e9);
+  else if (a >= 1e9) std::snprintf(text, sizeof(text), "%.3g s", ns / 1e9);
   else if (a >= 1e6) std::snprintf(text, sizeof(text), "%.4g ms", ns / 1e6);
   else if (a >= 1e3) std::snprintf(text, sizeof(text), "%.4g us", ns / 1e3);
   else std::snprintf(text, sizeof(text), "%.0f ns", ns);
@@ -127,6 +129,49 @@ double tick_step(const TimeMap& map, double min_px) {
     if (step * m >= wanted) return step * m;
   }
   return step * 10;
+}
+
+Ruler layout_ruler(const TimeMap& map, double origin, const std::vector<IterationSpan>& iterations,
+                   const std::function<float(const std::string&)>& text_width) {
+  Ruler ruler;
+  const double right = map.x0 + map.width;
+  // The step: labels of the widest kind (the view's end) fit between neighbouring ticks.
+  double step = tick_step(map, 60);
+  for (int widen = 0; widen < 4; ++widen) {
+    const float widest = std::max(text_width(format_tick(map.t1 - origin, step)),
+                                  text_width(format_tick(map.t0 - origin, step)));
+    if (step / map.ns_per_px() >= widest + 2 * kRulerLabelGap) break;
+    step = tick_step(map, widest + 2 * kRulerLabelGap);
+  }
+  float last_end = -1e9f;
+  for (double t = origin + std::ceil((map.t0 - origin) / step) * step; t <= map.t1; t += step) {
+    const float x = float(map.x(t));
+    ruler.ticks.push_back(x);
+    RulerLabel label{x + 2, 0, 0, format_tick(t - origin, step)};
+    label.width = text_width(label.text);
+    if (label.x < last_end + kRulerLabelGap || label.x + label.width > right) continue;
+    last_end = label.x + label.width;
+    ruler.labels.push_back(std::move(label));
+  }
+  last_end = -1e9f;
+  auto it = std::lower_bound(iterations.begin(), iterations.end(), map.t0,
+                             [](const IterationSpan& s, double t) { return double(s.begin_ns) < t; });
+  for (; it != iterations.end() && double(it->begin_ns) <= map.t1; ++it) {
+    RulerLabel label{float(map.x(double(it->begin_ns))) + 2, 0, 1, "it " + std::to_string(it->iteration)};
+    if (label.x < last_end + kRulerLabelGap) {
+      // Too close to the last label: jump to the first iteration that begins clear of it.
+      const double clear_t = map.t(last_end + kRulerLabelGap - 2);
+      it = std::lower_bound(it, iterations.end(), clear_t,
+                            [](const IterationSpan& s, double t) { return double(s.begin_ns) < t; });
+      if (it == iterations.end() || double(it->begin_ns) > map.t1) break;
+      label = RulerLabel{float(map.x(double(it->begin_ns))) + 2, 0, 1, "it " + std::to_string(it->iteration)};
+    }
+    label.width = text_width(label.text);
+    if (label.x + label.width > right) break;
+    last_end = label.x + label.width;
+    ruler.labels.push_back(std::move(label));
+  }
+  return ruler;
 }
 
 }  // namespace dpscope::view

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -55,5 +56,24 @@ std::string format_bytes(int64_t bytes);
 // A round tick spacing (1, 2 or 5 times a power of ten, in ns) with ticks at least `min_px`
 // apart on `map`.
 double tick_step(const TimeMap& map, double min_px);
+
+// The time ruler over [map.x0, map.x0 + map.width]: tick marks at a round step from `origin`
+// (the run's start), each labelled on row 0 ("120 ms"), and the iterations that begin in view
+// named on row 1 ("it 3"), so the two never meet. The step is wide enough for its labels; a
+// label that would come within kRulerLabelGap of the one before it on its row, or run past the
+// right edge, is left out (its tick stays). `text_width` measures a label in pixels. Pure.
+inline constexpr float kRulerLabelGap = 8;
+struct RulerLabel {
+  float x = 0;      // left edge of the text
+  float width = 0;
+  int row = 0;      // 0: time, 1: iteration
+  std::string text;
+};
+struct Ruler {
+  std::vector<float> ticks;  // x of every tick mark
+  std::vector<RulerLabel> labels;
+};
+Ruler layout_ruler(const TimeMap& map, double origin, const std::vector<IterationSpan>& iterations,
+                   const std::function<float(const std::string&)>& text_width);
 
 }  // namespace dpscope::view

@@ -15,7 +15,9 @@ namespace dpscope::view {
 namespace {
 
 constexpr float kLabelWidth = 132;
-constexpr float kRulerHeight = 22;
+// Two rows of labels (time, iterations: layout_ruler) over the tick marks and markers.
+constexpr float kRulerHeight = 40;
+constexpr float kRulerIterationRow = 15;
 constexpr float kHeaderHeight = 18;
 constexpr float kRowHeight = 15;
 constexpr float kInstantRowHeight = 9;
@@ -141,22 +143,15 @@ void draw_flows(Frame& f) {
   }
 }
 
-void draw_iteration_markers(Frame& f, float y0, float y1, bool labels) {
+void draw_iteration_markers(Frame& f, float y0, float y1) {
   const Model& m = *f.app.traces[0].model;
   if (m.ranks.empty()) return;
   const auto& its = m.ranks[0].iterations;
   auto it = std::lower_bound(its.begin(), its.end(), f.map.t0,
                              [](const IterationSpan& s, double t) { return double(s.begin_ns) < t; });
-  float last_label = -1e9f;
   while (it != its.end() && double(it->begin_ns) <= f.map.t1) {
     const float x = float(f.map.x(double(it->begin_ns)));
     f.draw->AddLine(ImVec2(x, y0), ImVec2(x, y1), kIterationColor);
-    if (labels && x - last_label > 48) {
-      char text[32];
-      std::snprintf(text, sizeof(text), "it %d", it->iteration);
-      f.draw->AddText(ImVec2(x + 2, y0 + 1), IM_COL32(200, 200, 200, 255), text);
-      last_label = x;
-    }
     // Next marker at least 4 px further on.
     const double next_t = f.map.t(x + 4);
     it = std::lower_bound(it + 1, its.end(), next_t,
@@ -167,16 +162,21 @@ void draw_iteration_markers(Frame& f, float y0, float y1, bool labels) {
 void draw_ruler(Frame& f, float y0) {
   const Model& m = *f.app.traces[0].model;
   f.draw->AddRectFilled(ImVec2(f.map.x0 - kLabelWidth, y0), ImVec2(f.right, y0 + kRulerHeight), IM_COL32(30, 32, 40, 255));
-  const double step = tick_step(f.map, 110);
-  const double origin = double(m.t_begin);
-  for (double t = origin + std::ceil((f.map.t0 - origin) / step) * step; t <= f.map.t1; t += step) {
-    const float x = float(f.map.x(t));
+  static const std::vector<IterationSpan> kNoIterations;
+  const Ruler ruler = layout_ruler(f.map, double(m.t_begin), m.ranks.empty() ? kNoIterations : m.ranks[0].iterations,
+                                   [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
+  for (const float x : ruler.ticks) {
     f.draw->AddLine(ImVec2(x, y0 + kRulerHeight - 6), ImVec2(x, y0 + kRulerHeight), IM_COL32(180, 180, 180, 255));
-    const std::string label = format_tick(t - origin, step);
-    f.draw->AddText(ImVec2(x + 2, y0 + 1), IM_COL32(180, 180, 180, 255), label.c_str());
+  }
+  for (const RulerLabel& label : ruler.labels) {
+    f.draw->AddText(ImVec2(label.x, y0 + 2 + (label.row == 1 ? kRulerIterationRow : 0)),
+                    label.row == 1 ? IM_COL32(200, 200, 200, 255) : IM_COL32(180, 180, 180, 255),
+                    label.text.c_str());
   }
   const std::string width = "view " + format_duration(f.map.t1 - f.map.t0);
-  f.draw->AddText(ImVec2(f.map.x0 - kLabelWidth + 4, y0 + 3), IM_COL32(230, 230, 230, 255), width.c_str());
+  f.draw->AddText(ImVec2(f.map.x0 - kLabelWidth + 4, y0 + 2), IM_COL32(230, 230, 230, 255), width.c_str());
+  f.draw->AddText(ImVec2(f.map.x0 - kLabelWidth + 4, y0 + 2 + kRulerIterationRow), IM_COL32(150, 150, 160, 255),
+                  "iterations");
   // Each rank's memory peak, marked on the time axis.
   for (size_t ti = 0; ti < f.app.traces.size(); ++ti) {
     const OpenTrace& t = f.app.traces[ti];
@@ -270,7 +270,7 @@ void draw_timeline(App& app) {
   f.map = TimeMap{app.view_t0, app.view_t1, origin.x + kLabelWidth, std::max(10.0f, lanes_w - kLabelWidth)};
   f.right = origin.x + lanes_w;
   draw_ruler(f, origin.y);
-  draw_iteration_markers(f, origin.y, origin.y + kRulerHeight, true);
+  draw_iteration_markers(f, origin.y + kRulerIterationRow, origin.y + kRulerHeight);
   drag_playhead(f, origin.y);
   ImGui::Dummy(ImVec2(avail.x, kRulerHeight));
 
@@ -342,7 +342,7 @@ void draw_timeline(App& app) {
     }
   }
   const float content_bottom = y;
-  draw_iteration_markers(f, top.y, std::min(content_bottom, f.clip_y1), false);
+  draw_iteration_markers(f, top.y, std::min(content_bottom, f.clip_y1));
   // Playhead and measured range across every lane.
   const float px = float(f.map.x(double(app.playhead)));
   if (px >= f.map.x0 && px <= f.right) {

@@ -3,6 +3,10 @@
 // (the trace's analysis tied to the spans, mismatches, flows, range statistics) and find.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
+#include <string>
+
 #include "tests/test_util.h"
 #include "trace/error.h"
 #include "trace/reader.h"
@@ -154,6 +158,7 @@ TEST(ViewerLod, MeasuringFormatsDurationsTicksAndBytes) {
   EXPECT_EQ(format_duration(56'700), "56.7 us");
   EXPECT_EQ(format_duration(1'234'000), "1.234 ms");
   EXPECT_EQ(format_duration(2.5e9), "2.5 s");
+  EXPECT_EQ(format_duration(1170.4e9), "1170 s");  // not "1.17e+03 s"
   EXPECT_EQ(format_tick(10.8412e9, 1e5), "10.8412 s");
   EXPECT_EQ(format_tick(10.84e9, 1e9), "11 s");
   EXPECT_EQ(format_bytes(512), "512 B");
@@ -162,6 +167,49 @@ TEST(ViewerLod, MeasuringFormatsDurationsTicksAndBytes) {
   EXPECT_DOUBLE_EQ(map.x(500), 350);
   EXPECT_DOUBLE_EQ(map.t(350), 500);
   EXPECT_GE(tick_step(map, 100), 200);
+}
+
+// The ruler's labels never collide: at 20 zoom levels from the whole run down to 2 us, in three
+// window widths (1024, 1280 and 1920 px), no two labels of a row come within the gap, none leaves
+// the timeline, time labels never use an exponent, and the iterations in view are named (on a
+// row of their own) wherever there is room.
+TEST(ViewerLod, RulerLabelsNeverOverlapAtAnyZoomOrWidth) {
+  TempDir dir;
+  auto model = synth_model(dir, 2, 40000);
+  const auto& iterations = model->ranks.at(0).iterations;
+  ASSERT_GT(iterations.size(), 10u);
+  // Dear ImGui's built-in font: 7 px a character.
+  const auto width_of = [](const std::string& text) { return 7.0f * float(text.size()); };
+  const double whole = double(model->t_end - model->t_begin);
+  const double centre = double(iterations[iterations.size() / 2].begin_ns);
+  for (const double window : {1024.0, 1280.0, 1920.0}) {
+    for (int zoom = 0; zoom < 20; ++zoom) {
+      const double span = whole * std::pow(2e3 / whole, zoom / 19.0);
+      const double t0 = zoom == 0 ? double(model->t_begin) : centre - span / 2;
+      const TimeMap map{t0, t0 + span, 132, window - 132 - 14};
+      const Ruler ruler = layout_ruler(map, double(model->t_begin), iterations, width_of);
+      const std::string at = "window " + std::to_string(int(window)) + ", zoom " + std::to_string(zoom);
+      std::map<int, float> row_end = {{0, -1e9f}, {1, -1e9f}};
+      int time_labels = 0;
+      for (const RulerLabel& label : ruler.labels) {
+        EXPECT_GE(label.x, map.x0) << at;
+        EXPECT_LE(label.x + label.width, map.x0 + map.width) << at;
+        EXPECT_GE(label.x, row_end[label.row] + kRulerLabelGap) << at << ": '" << label.text << "'";
+        row_end[label.row] = label.x + label.width;
+        EXPECT_EQ(label.text.find("e+"), std::string::npos) << at << ": " << label.text;
+        time_labels += label.row == 0;
+      }
+      EXPECT_GE(time_labels, 2) << at;
+      EXPECT_LE(ruler.ticks.size(), size_t(window / 40)) << at;
+      // Zoomed in on one iteration's start, its name is on the ruler.
+      if (span < double(iterations[1].begin_ns - iterations[0].begin_ns)) {
+        bool named = false;
+        for (const RulerLabel& label : ruler.labels) named = named || label.row == 1;
+        const bool in_view = centre >= t0 && centre <= t0 + span;
+        if (in_view && map.x(centre) + 7 * 6 < map.x0 + map.width) EXPECT_TRUE(named) << at;
+      }
+    }
+  }
 }
 
 TEST(ViewerModel, LoadsASyntheticRunCompletely) {
