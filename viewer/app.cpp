@@ -173,7 +173,12 @@ void App::handle_keys() {
   constexpr int kSpeeds = int(std::size(kPlaySpeeds));
   if (ImGui::IsKeyPressed(GLFW_KEY_LEFT_BRACKET, false)) play_speed = std::min(kSpeeds - 1, play_speed + 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT_BRACKET, false)) play_speed = std::max(0, play_speed - 1);
+  if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) show_legend = !show_legend;
+  if (ImGui::IsKeyPressed(GLFW_KEY_F1, false) || (io.KeyShift && ImGui::IsKeyPressed(GLFW_KEY_SLASH, false))) {
+    show_help = !show_help;
+  }
   if (ImGui::IsKeyPressed(GLFW_KEY_ESCAPE)) {
+    show_help = false;
     playing = false;
     selected = {};
     has_range = false;
@@ -250,6 +255,10 @@ void App::frame() {
   }
   ImGui::SameLine();
   if (ImGui::SmallButton("Fit (F)")) fit();
+  ImGui::SameLine();
+  if (ImGui::SmallButton("Legend (L)")) show_legend = !show_legend;
+  ImGui::SameLine();
+  if (ImGui::SmallButton("Help (?)")) show_help = !show_help;
   draw_narration_line();
 
   const float total_h = ImGui::GetContentRegionAvail().y;
@@ -280,6 +289,8 @@ void App::frame() {
   }
   ImGui::EndChild();
   ImGui::End();
+  draw_legend(*this);
+  draw_help(*this);
 }
 
 }  // namespace dpscope::view

@@ -107,6 +107,8 @@ class App {
   std::map<std::pair<int, int>, bool> collapsed;  // (trace, rank index) -> group folded
   bool measuring = false;              // a left drag on the timeline is measuring a range
   bool dragging_playhead = false;      // a left drag on the ruler is moving the playhead
+  bool show_legend = false;            // the legend window (L)
+  bool show_help = false;              // the mouse-and-keys window (? or F1)
   double measure_from = 0;             // where that drag started (axis ns)
 
   // Re-runs the find query and the range summary after their inputs changed.
@@ -168,6 +170,8 @@ void draw_overlap_table(const Analysis& analysis, const char* id);  // view_stat
 void draw_find(App& app);                          // view_find.cpp
 void draw_compare(App& app);                       // view_compare.cpp
 void draw_details(App& app);                       // view_details.cpp
+void draw_legend(App& app);                        // view_legend.cpp
+void draw_help(App& app);                          // view_legend.cpp
 // The tooltip listing every field of `pick`'s event.
 void draw_span_tooltip(App& app, const Pick& pick);  // view_details.cpp
 

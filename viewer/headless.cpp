@@ -186,6 +186,7 @@ int run_headless(Window& window, App& app, const HeadlessOptions& options, doubl
   // at the screen's centre, over the timeline, where it would hover a span and draw its tooltip.
   ImGui::GetIO().ConfigFlags |= ImGuiConfigFlags_NoMouse;
   const int frames = std::max(1, options.frames);
+  app.show_legend = options.legend;
   if (options.iteration >= 0) {
     app.focus_rank = options.rank;
     if (!app.go_to_step(options.iteration, options.step)) {

@@ -56,6 +56,7 @@ struct HeadlessOptions {
   bool live = false;        // pace frames at ~30 per second so a growing file can be followed
   // Show one iteration of rank `rank` (-1: none), with the playhead on its step `step` — the
   // picture of one moment with its narration line and buckets.
+  bool legend = false;      // the legend window open
   int iteration = -1;
   int step = 0;
   int rank = 0;

@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
   cli.add_option("--frames", headless.frames, "Frames to draw with --screenshot")->needs(screenshot)->check(CLI::PositiveNumber);
   cli.add_flag("--zoom-sweep", headless.zoom_sweep, "With --screenshot: sweep the zoom from the whole run to one bucket")
       ->needs(screenshot);
+  cli.add_flag("--legend", headless.legend, "With --screenshot: the legend window open")->needs(screenshot);
   auto* iteration = cli.add_option("--iteration", headless.iteration,
                                    "With --screenshot: show this iteration, the playhead on its first step")
                         ->needs(screenshot)

@@ -7,35 +7,40 @@ namespace dpscope::view {
 
 using trace::EventKind;
 
+ImU32 phase_color(const std::string& n) {
+  if (n == "forward") return IM_COL32(66, 133, 244, 255);
+  if (n == "backward") return IM_COL32(244, 160, 0, 255);
+  if (n == "optimizer_step") return IM_COL32(15, 157, 88, 255);
+  if (n == "iteration") return IM_COL32(70, 74, 92, 255);
+  return IM_COL32(150, 100, 200, 255);  // construction steps and the rest
+}
+
+ImU32 collective_color(trace::CollectiveOp op) {
+  switch (op) {
+    case trace::CollectiveOp::Broadcast: return IM_COL32(0, 170, 170, 255);
+    case trace::CollectiveOp::AllReduce: return IM_COL32(219, 68, 55, 255);
+    case trace::CollectiveOp::AllGather: return IM_COL32(0, 150, 220, 255);
+    case trace::CollectiveOp::ReduceScatter: return IM_COL32(200, 60, 170, 255);
+    case trace::CollectiveOp::Barrier: return IM_COL32(140, 140, 140, 255);
+  }
+  return IM_COL32(219, 68, 55, 255);
+}
+
+ImU32 hook_color(int bucket) {
+  return bucket % 2 ? IM_COL32(230, 200, 60, 255) : IM_COL32(200, 170, 30, 255);
+}
+
 ImU32 span_color(const Model& model, const EventSpan& s) {
   switch (s.kind) {
-    case EventKind::Phase: {
-      const std::string& n = model.name(s.name);
-      if (n == "forward") return IM_COL32(66, 133, 244, 255);
-      if (n == "backward") return IM_COL32(244, 160, 0, 255);
-      if (n == "optimizer_step") return IM_COL32(15, 157, 88, 255);
-      if (n == "iteration") return IM_COL32(70, 74, 92, 255);
-      return IM_COL32(150, 100, 200, 255);  // construction steps and the rest
-    }
-    case EventKind::Hook: {
-      // Buckets alternate between two yellows so neighbouring buckets' hooks stand apart.
-      return s.bucket_or_unit % 2 ? IM_COL32(230, 200, 60, 255) : IM_COL32(200, 170, 30, 255);
-    }
-    case EventKind::BucketReady: return IM_COL32(255, 235, 120, 255);
-    case EventKind::BucketLaunch: return IM_COL32(255, 120, 80, 255);
-    case EventKind::BucketDone: return IM_COL32(120, 230, 120, 255);
-    case EventKind::Collective:
-      switch (static_cast<trace::CollectiveOp>(s.op)) {
-        case trace::CollectiveOp::Broadcast: return IM_COL32(0, 170, 170, 255);
-        case trace::CollectiveOp::AllReduce: return IM_COL32(219, 68, 55, 255);
-        case trace::CollectiveOp::AllGather: return IM_COL32(0, 150, 220, 255);
-        case trace::CollectiveOp::ReduceScatter: return IM_COL32(200, 60, 170, 255);
-        case trace::CollectiveOp::Barrier: return IM_COL32(140, 140, 140, 255);
-      }
-      return IM_COL32(219, 68, 55, 255);
-    case EventKind::CollectiveWait: return IM_COL32(120, 40, 40, 255);
+    case EventKind::Phase: return phase_color(model.name(s.name));
+    case EventKind::Hook: return hook_color(s.bucket_or_unit);
+    case EventKind::BucketReady: return kBucketReadyColor;
+    case EventKind::BucketLaunch: return kBucketLaunchColor;
+    case EventKind::BucketDone: return kBucketDoneColor;
+    case EventKind::Collective: return collective_color(static_cast<trace::CollectiveOp>(s.op));
+    case EventKind::CollectiveWait: return kWaitColor;
     case EventKind::UnitState: return unit_state_color(s.op);
-    case EventKind::Mark: return IM_COL32(180, 180, 220, 255);
+    case EventKind::Mark: return kMarkColor;
   }
   return IM_COL32(128, 128, 128, 255);
 }
@@ -66,7 +71,7 @@ ImU32 unit_state_color(int state) {
     case 0: return IM_COL32(0, 150, 220, 255);   // gathering
     case 1: return IM_COL32(15, 157, 88, 255);   // full
     case 2: return IM_COL32(200, 60, 170, 255);  // reducing
-    default: return IM_COL32(60, 64, 76, 255);   // sharded
+    default: return IM_COL32(105, 110, 128, 255);  // sharded: readable against the dark panels
   }
 }
 

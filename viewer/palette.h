@@ -4,18 +4,32 @@
 
 #include <imgui.h>
 
+#include <string>
+
 #include "viewer/model.h"
 
 namespace dpscope::view {
 
 // The fill colour of a span on the timeline. Pure.
 ImU32 span_color(const Model& model, const EventSpan& span);
+// A phase's colour by name ("forward", "backward", "optimizer_step", "iteration"; any other:
+// construction steps, finalize_backward, ...), a collective's by op: the timeline's and the
+// legend's.
+ImU32 phase_color(const std::string& name);
+ImU32 collective_color(trace::CollectiveOp op);
+ImU32 hook_color(int bucket);  // buckets alternate between two yellows
 // A folded block of many narrow spans.
 inline constexpr ImU32 kFoldColor = IM_COL32(120, 124, 136, 255);
 // A memory category's colour in the stacked graph and its legend.
 ImU32 memory_color(int category);
 // A unit state's colour (trace::UnitState), or the "sharded" colour for anything else.
 ImU32 unit_state_color(int state);
+// Bucket instants, waits.
+inline constexpr ImU32 kBucketReadyColor = IM_COL32(255, 235, 120, 255);
+inline constexpr ImU32 kBucketLaunchColor = IM_COL32(255, 120, 80, 255);
+inline constexpr ImU32 kBucketDoneColor = IM_COL32(120, 230, 120, 255);
+inline constexpr ImU32 kWaitColor = IM_COL32(120, 40, 40, 255);
+inline constexpr ImU32 kMarkColor = IM_COL32(180, 180, 220, 255);
 // Highlights.
 inline constexpr ImU32 kSelectedColor = IM_COL32(255, 255, 255, 255);
 inline constexpr ImU32 kFoundColor = IM_COL32(255, 230, 0, 255);

@@ -52,9 +52,9 @@ void draw_plan(const Model& model, int generation, const Progress* progress, flo
                           static_cast<long long>(info.numel), filled ? "  (gradient in)" : "");
       }
     }
-    const ImU32 state_color = state == 3 ? IM_COL32(120, 230, 120, 255)
-                              : state == 2 ? IM_COL32(255, 120, 80, 255)
-                              : state == 1 ? IM_COL32(255, 235, 120, 255)
+    const ImU32 state_color = state == 3 ? kBucketDoneColor
+                              : state == 2 ? kBucketLaunchColor
+                              : state == 1 ? kBucketReadyColor
                                            : IM_COL32(90, 90, 90, 255);
     draw->AddRect(ImVec2(p.x - 1, p.y - 1), ImVec2(p.x + bar + 1, p.y + h + 1), state_color, 0, 0, state ? 2.0f : 1.0f);
     ImGui::Dummy(ImVec2(bar, h + 2));

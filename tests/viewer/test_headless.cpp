@@ -257,6 +257,24 @@ TEST(ViewerHeadless, AStepOfAnIterationIsNarratedAndDrawn) {
   EXPECT_NE(missing.output.find("--iteration"), std::string::npos) << missing.output;
 }
 
+// The legend shows every colour the panels use, also those a run lacks: on a DDP trace, which
+// has no reduce-scatter and no FSDP unit, their colours appear only with the legend open.
+TEST(ViewerHeadless, TheLegendShowsColoursTheRunDoesNotUse) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string trace = synth(dir, "ddp.sqlite", 2, 20000);
+  const std::string with = dir.file("legend.png"), without = dir.file("plain.png");
+  expect_screenshot(view(trace + " --screenshot " + with + " --frames 3 --legend"), with, 3);
+  expect_screenshot(view(trace + " --screenshot " + without + " --frames 3"), without, 3);
+  const Image legend = load_png(with), plain = load_png(without);
+  for (const auto& [what, colour] : {std::pair{"reduce_scatter", std::array<int, 3>{200, 60, 170}},
+                                     std::pair{"unit full", std::array<int, 3>{15, 157, 88}},
+                                     std::pair{"barrier", std::array<int, 3>{140, 140, 140}}}) {
+    EXPECT_GT(pixels_near(legend, 0, legend.height, colour), 100) << what;
+  }
+  EXPECT_LT(pixels_near(plain, 0, plain.height, {200, 60, 170}), 20) << "reduce_scatter without the legend";
+}
+
 TEST(ViewerHeadless, FsdpScreenshotShowsUnits) {
   REQUIRE_DISPLAY();
   TempDir dir;

@@ -1,0 +1,146 @@
+// The legend (L) and the help overlay (?): what every colour on the timeline, the panels and the
+// memory graphs means, drawn from the palette the panels draw with, and every mouse and key
+// control. Both are floating windows over the layout, so a class can keep them open.
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+
+#include <string>
+
+#include "viewer/app.h"
+#include "viewer/palette.h"
+
+namespace dpscope::view {
+namespace {
+
+// A colour swatch and its meaning on one line.
+void entry(ImU32 color, const char* text) {
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  const float h = ImGui::GetTextLineHeight();
+  ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(p.x, p.y + 2), ImVec2(p.x + 2 * h, p.y + h - 1), color);
+  ImGui::Dummy(ImVec2(2 * h, h));
+  ImGui::SameLine();
+  ImGui::TextUnformatted(text);
+}
+
+// A marker drawn as a line (playhead, iteration starts, flows, line-drawn memory series).
+void line_entry(ImU32 color, const char* text) {
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  const float h = ImGui::GetTextLineHeight();
+  ImGui::GetWindowDrawList()->AddLine(ImVec2(p.x, p.y + h / 2), ImVec2(p.x + 2 * h, p.y + h / 2), color, 2);
+  ImGui::Dummy(ImVec2(2 * h, h));
+  ImGui::SameLine();
+  ImGui::TextUnformatted(text);
+}
+
+void heading(const char* text) {
+  ImGui::Spacing();
+  ImGui::TextDisabled("%s", text);
+}
+
+}  // namespace
+
+void draw_legend(App& app) {
+  if (!app.show_legend) return;
+  const ImGuiViewport* viewport = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(ImVec2(viewport->Pos.x + viewport->Size.x - 12, viewport->Pos.y + 60),
+                          ImGuiCond_Appearing, ImVec2(1, 0));
+  ImGui::SetNextWindowBgAlpha(0.94f);
+  if (!ImGui::Begin("Legend (L)", &app.show_legend,
+                    ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoSavedSettings)) {
+    ImGui::End();
+    return;
+  }
+  ImGui::BeginGroup();
+  heading("phases (main lane)");
+  entry(phase_color("iteration"), "iteration");
+  entry(phase_color("forward"), "forward");
+  entry(phase_color("backward"), "backward");
+  entry(phase_color("optimizer_step"), "optimizer_step");
+  entry(phase_color("finalize_backward"), "finalize_backward, construction, other");
+  heading("inside backward");
+  entry(hook_color(0), "gradient hook (buckets alternate");
+  entry(hook_color(1), "  between two yellows)");
+  entry(kWaitColor, "wait for a collective");
+  entry(kBucketReadyColor, "bucket ready (all its gradients in)");
+  entry(kBucketLaunchColor, "bucket launched");
+  entry(kBucketDoneColor, "bucket done (written back)");
+  heading("collectives (comm lanes)");
+  for (const trace::CollectiveOp op :
+       {trace::CollectiveOp::AllReduce, trace::CollectiveOp::Broadcast, trace::CollectiveOp::AllGather,
+        trace::CollectiveOp::ReduceScatter, trace::CollectiveOp::Barrier}) {
+    entry(collective_color(op), std::string(trace::to_string(op)).c_str());
+  }
+  ImGui::EndGroup();
+  ImGui::SameLine(0, 24);
+  ImGui::BeginGroup();
+  heading("FSDP unit states");
+  for (int state = 0; state < trace::kUnitStateCount; ++state) {
+    entry(unit_state_color(state), std::string(trace::to_string(static_cast<trace::UnitState>(state))).c_str());
+  }
+  entry(unit_state_color(-1), "sharded (between states)");
+  heading("memory (stacked; lines: totals)");
+  for (int c = 0; c < trace::kMemoryCategoryCount; ++c) {
+    const auto category = static_cast<trace::MemoryCategory>(c);
+    const std::string name(trace::to_string(category));
+    if (trace::is_stacked(category)) {
+      entry(memory_color(c), name.c_str());
+    } else {
+      line_entry(memory_color(c), name.c_str());
+    }
+  }
+  heading("markers");
+  line_entry(kPlayheadColor, "playhead (drag its handle on the ruler)");
+  entry(kPeakColor, "a rank's memory peak");
+  line_entry(kFlowColor, "flow: hook -> bucket -> collective");
+  line_entry(kSkewColor, "skew between ranks");
+  entry(kFoundColor, "found (find box)");
+  entry(kMismatchColor, "collective that differs across ranks");
+  entry(kFoldColor, "many narrow spans folded (xN)");
+  ImGui::EndGroup();
+  ImGui::End();
+}
+
+void draw_help(App& app) {
+  if (!app.show_help) return;
+  const ImGuiViewport* viewport = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(ImVec2(viewport->Pos.x + viewport->Size.x / 2, viewport->Pos.y + viewport->Size.y / 2),
+                          ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+  ImGui::SetNextWindowBgAlpha(0.96f);
+  if (!ImGui::Begin("Mouse and keys (?)", &app.show_help,
+                    ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoSavedSettings)) {
+    ImGui::End();
+    return;
+  }
+  static const char* const kControls[][2] = {
+      {"wheel", "zoom around the mouse"},
+      {"shift + wheel", "scroll the rank groups"},
+      {"right or middle drag", "pan (and scroll)"},
+      {"left drag on the lanes", "measure a range (Stats tab: count / sum / average by name)"},
+      {"left click on a span", "select it (Details, flows) and put the playhead there"},
+      {"click or drag on the ruler", "move the playhead"},
+      {"click a rank's header", "fold or unfold its lanes"},
+      {"W / S", "zoom in / out"},
+      {"A / D", "pan left / right"},
+      {"F", "fit the whole run"},
+      {"-> or N / <- or P", "next / previous step of the focus rank (narration line)"},
+      {"space", "play the playhead's iteration in slow motion; again: pause"},
+      {"[ / ]", "slower / faster (x1/10, x1/100, x1/1000)"},
+      {"L", "legend: every colour"},
+      {"? or F1", "this help"},
+      {"Esc", "clear selection and range, stop playing, close this help"},
+  };
+  if (ImGui::BeginTable("controls", 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
+    for (const auto& control : kControls) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextColored(ImVec4(1.0f, 0.86f, 0.45f, 1.0f), "%s", control[0]);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(control[1]);
+    }
+    ImGui::EndTable();
+  }
+  ImGui::TextDisabled("More: docs/viewer.md");
+  ImGui::End();
+}
+
+}  // namespace dpscope::view
