@@ -174,6 +174,17 @@ void App::handle_keys() {
   if (ImGui::IsKeyPressed(GLFW_KEY_LEFT_BRACKET, false)) play_speed = std::min(kSpeeds - 1, play_speed + 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT_BRACKET, false)) play_speed = std::max(0, play_speed - 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) show_legend = !show_legend;
+  // Ctrl + / Ctrl - / Ctrl 0: text size for a projector or a HiDPI screen (applied by the window
+  // before the next frame).
+  if (io.KeyCtrl && (ImGui::IsKeyPressed(GLFW_KEY_EQUAL) || ImGui::IsKeyPressed(GLFW_KEY_KP_ADD))) {
+    font_scale = std::min(kMaxFontScale, font_scale + 0.25f);
+  }
+  if (io.KeyCtrl && (ImGui::IsKeyPressed(GLFW_KEY_MINUS) || ImGui::IsKeyPressed(GLFW_KEY_KP_SUBTRACT))) {
+    font_scale = std::max(kMinFontScale, font_scale - 0.25f);
+  }
+  if (io.KeyCtrl && (ImGui::IsKeyPressed(GLFW_KEY_0) || ImGui::IsKeyPressed(GLFW_KEY_KP_0))) {
+    font_scale = default_font_scale;
+  }
   if (ImGui::IsKeyPressed(GLFW_KEY_F1, false) || (io.KeyShift && ImGui::IsKeyPressed(GLFW_KEY_SLASH, false))) {
     show_help = !show_help;
   }

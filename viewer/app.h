@@ -62,6 +62,7 @@ struct AppOptions {
   std::string path;
   std::string compare_path;
   bool live = false;
+  float font_scale = 0;  // text size, times the 13 px font; 0: the screen's content scale
 };
 
 // Thread-safety: UI thread only (the background analysis and live reload hand their results
@@ -109,6 +110,8 @@ class App {
   bool dragging_playhead = false;      // a left drag on the ruler is moving the playhead
   bool show_legend = false;            // the legend window (L)
   bool show_help = false;              // the mouse-and-keys window (? or F1)
+  float font_scale = 1;                // text size (Ctrl +/-/0); the window applies it
+  float default_font_scale = 1;        // what Ctrl 0 returns to (--font-scale or the screen's)
   double measure_from = 0;             // where that drag started (axis ns)
 
   // Re-runs the find query and the range summary after their inputs changed.

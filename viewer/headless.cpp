@@ -80,6 +80,29 @@ Window::~Window() {
 
 bool Window::should_close() const { return glfwWindowShouldClose(window_); }
 
+float Window::content_scale() const {
+  float x = 1, y = 1;
+  glfwGetWindowContentScale(window_, &x, &y);
+  return std::max(x, y);
+}
+
+void Window::set_font_scale(float scale) {
+  scale = std::clamp(scale, kMinFontScale, kMaxFontScale);
+  if (scale == font_scale_) return;
+  font_scale_ = scale;
+  ImGuiIO& io = ImGui::GetIO();
+  io.Fonts->Clear();
+  ImFontConfig config;
+  config.SizePixels = std::round(13 * scale);
+  io.Fonts->AddFontDefault(&config);
+  ImGui_ImplOpenGL3_DestroyFontsTexture();
+  ImGui_ImplOpenGL3_CreateFontsTexture();
+  ImGuiStyle& style = ImGui::GetStyle();
+  style = ImGuiStyle();
+  ImGui::StyleColorsDark(&style);
+  style.ScaleAllSizes(scale);
+}
+
 void Window::begin_frame(double max_wait_s) {
   if (frames_after_input > 0) {
     --frames_after_input;
@@ -187,6 +210,8 @@ int run_headless(Window& window, App& app, const HeadlessOptions& options, doubl
   ImGui::GetIO().ConfigFlags |= ImGuiConfigFlags_NoMouse;
   const int frames = std::max(1, options.frames);
   app.show_legend = options.legend;
+  app.font_scale = options.font_scale;
+  window.set_font_scale(app.font_scale);
   if (options.iteration >= 0) {
     app.focus_rank = options.rank;
     if (!app.go_to_step(options.iteration, options.step)) {
@@ -211,6 +236,7 @@ int run_headless(Window& window, App& app, const HeadlessOptions& options, doubl
       app.set_view(c - width / 2, c + width / 2);
     }
     const auto start = std::chrono::steady_clock::now();
+    window.set_font_scale(app.font_scale);
     window.begin_frame();
     app.frame();
     window.end_frame(i == frames - 1 ? options.png : "");

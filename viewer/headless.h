@@ -19,6 +19,9 @@ namespace dpscope::view {
 // interval while following a run, the text cursor's blink while typing, and until the next
 // input when nothing moves. bench/viewer_idle.sh measures it; tests/viewer checks it.
 inline constexpr int kFramesAfterInput = 3;
+// The font scales Window::set_font_scale accepts (others are clamped to them).
+inline constexpr float kMinFontScale = 0.75f;
+inline constexpr float kMaxFontScale = 3.0f;
 inline constexpr double kWaitForInput = std::numeric_limits<double>::infinity();
 
 class App;
@@ -44,9 +47,15 @@ class Window {
   // it is shown. Throws std::runtime_error naming the file if it cannot be written.
   void end_frame(const std::string& capture_png = "");
   GLFWwindow* handle() const { return window_; }
+  // Draws text at `scale` times Dear ImGui's 13 px font, and widgets in proportion, from the next
+  // frame on (rebuilds the font atlas when the scale changes; call between frames).
+  void set_font_scale(float scale);
+  // The monitor's content scale (2 on a HiDPI screen, 1 under Xvfb): the default font scale.
+  float content_scale() const;
 
  private:
   GLFWwindow* window_ = nullptr;
+  float font_scale_ = 1;
 };
 
 struct HeadlessOptions {
@@ -57,6 +66,7 @@ struct HeadlessOptions {
   // Show one iteration of rank `rank` (-1: none), with the playhead on its step `step` — the
   // picture of one moment with its narration line and buckets.
   bool legend = false;      // the legend window open
+  float font_scale = 1;     // text size, times the 13 px font
   int iteration = -1;
   int step = 0;
   int rank = 0;

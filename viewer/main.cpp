@@ -40,6 +40,7 @@ int fail(const std::string& message) {
 // until the window is closed (the exit status is then 1).
 int windowed(const AppOptions& options) {
   Window window("dpscope-view: " + options.path, 1280, 800);
+  const float font_scale = options.font_scale > 0 ? options.font_scale : window.content_scale();
   LoadProgress progress;
   auto pending = std::async(std::launch::async, load_both, options.path, options.compare_path, &progress);
   std::unique_ptr<App> app;
@@ -47,6 +48,7 @@ int windowed(const AppOptions& options) {
   // Loading: the progress bar moves without input; a load error waits for the user.
   constexpr double kLoadingFrameSeconds = 0.05;
   while (!window.should_close()) {
+    window.set_font_scale(app ? app->font_scale : font_scale);
     window.begin_frame(app             ? app->idle_wait_seconds()
                        : error.empty() ? kLoadingFrameSeconds
                                        : kWaitForInput);
@@ -55,6 +57,7 @@ int windowed(const AppOptions& options) {
       try {
         Loaded loaded = pending.get();
         app = std::make_unique<App>(options, loaded.main, loaded.compare);
+        app->font_scale = app->default_font_scale = font_scale;
       } catch (const std::exception& e) {
         error = e.what();
       }
@@ -105,6 +108,10 @@ int main(int argc, char** argv) {
   cli.add_option("--frames", headless.frames, "Frames to draw with --screenshot")->needs(screenshot)->check(CLI::PositiveNumber);
   cli.add_flag("--zoom-sweep", headless.zoom_sweep, "With --screenshot: sweep the zoom from the whole run to one bucket")
       ->needs(screenshot);
+  cli.add_option("--font-scale", options.font_scale,
+                 "Text size, times the 13 px font (default: the screen's content scale; Ctrl +/- "
+                 "change it in the window)")
+      ->check(CLI::Range(double(kMinFontScale), double(kMaxFontScale)));
   cli.add_flag("--legend", headless.legend, "With --screenshot: the legend window open")->needs(screenshot);
   auto* iteration = cli.add_option("--iteration", headless.iteration,
                                    "With --screenshot: show this iteration, the playhead on its first step")
@@ -125,6 +132,7 @@ int main(int argc, char** argv) {
     return cli.exit(e);
   }
   headless.live = options.live;
+  if (options.font_scale > 0) headless.font_scale = options.font_scale;
   try {
     if (headless.png.empty()) return windowed(options);
     const auto start = std::chrono::steady_clock::now();

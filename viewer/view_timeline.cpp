@@ -14,18 +14,31 @@
 namespace dpscope::view {
 namespace {
 
-constexpr float kLabelWidth = 132;
-// Two rows of labels (time, iterations: layout_ruler) over the tick marks and markers.
-constexpr float kRulerHeight = 40;
-constexpr float kRulerIterationRow = 15;
-constexpr float kHeaderHeight = 18;
-constexpr float kRowHeight = 15;
-constexpr float kInstantRowHeight = 9;
-constexpr float kMemoryHeight = 44;
+// The timeline's measures in pixels, in proportion to the font (Ctrl +/-, --font-scale): set
+// from ImGui's font size at the start of each draw_timeline. UI thread only.
+struct TimelineSizes {
+  float label_width = 132;
+  float ruler_height = 40;          // two rows of labels (layout_ruler) over the tick marks
+  float ruler_iteration_row = 15;   // where the iterations' row starts
+  float header_height = 18;
+  float row_height = 15;
+  float instant_row_height = 9;
+  float memory_height = 44;
+};
+TimelineSizes sz;
+
+void scale_sizes(float font_size) {
+  const float s = font_size / 13;  // the sizes above are for Dear ImGui's 13 px font
+  sz = TimelineSizes{};
+  for (float* v : {&sz.label_width, &sz.ruler_height, &sz.ruler_iteration_row, &sz.header_height,
+                   &sz.row_height, &sz.instant_row_height, &sz.memory_height}) {
+    *v = std::round(*v * s);
+  }
+}
 constexpr double kFoldPx = 3;  // spans narrower than this fold into counted blocks
 
 float row_height(const Lane& lane, int row) {
-  return lane.has_instant_row && row == lane.rows() - 1 ? kInstantRowHeight : kRowHeight;
+  return lane.has_instant_row && row == lane.rows() - 1 ? sz.instant_row_height : sz.row_height;
 }
 
 int row_of(const Lane& lane, int64_t index) {
@@ -161,21 +174,21 @@ void draw_iteration_markers(Frame& f, float y0, float y1) {
 
 void draw_ruler(Frame& f, float y0) {
   const Model& m = *f.app.traces[0].model;
-  f.draw->AddRectFilled(ImVec2(f.map.x0 - kLabelWidth, y0), ImVec2(f.right, y0 + kRulerHeight), IM_COL32(30, 32, 40, 255));
+  f.draw->AddRectFilled(ImVec2(f.map.x0 - sz.label_width, y0), ImVec2(f.right, y0 + sz.ruler_height), IM_COL32(30, 32, 40, 255));
   static const std::vector<IterationSpan> kNoIterations;
   const Ruler ruler = layout_ruler(f.map, double(m.t_begin), m.ranks.empty() ? kNoIterations : m.ranks[0].iterations,
                                    [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
   for (const float x : ruler.ticks) {
-    f.draw->AddLine(ImVec2(x, y0 + kRulerHeight - 6), ImVec2(x, y0 + kRulerHeight), IM_COL32(180, 180, 180, 255));
+    f.draw->AddLine(ImVec2(x, y0 + sz.ruler_height - 6), ImVec2(x, y0 + sz.ruler_height), IM_COL32(180, 180, 180, 255));
   }
   for (const RulerLabel& label : ruler.labels) {
-    f.draw->AddText(ImVec2(label.x, y0 + 2 + (label.row == 1 ? kRulerIterationRow : 0)),
+    f.draw->AddText(ImVec2(label.x, y0 + 2 + (label.row == 1 ? sz.ruler_iteration_row : 0)),
                     label.row == 1 ? IM_COL32(200, 200, 200, 255) : IM_COL32(180, 180, 180, 255),
                     label.text.c_str());
   }
   const std::string width = "view " + format_duration(f.map.t1 - f.map.t0);
-  f.draw->AddText(ImVec2(f.map.x0 - kLabelWidth + 4, y0 + 2), IM_COL32(230, 230, 230, 255), width.c_str());
-  f.draw->AddText(ImVec2(f.map.x0 - kLabelWidth + 4, y0 + 2 + kRulerIterationRow), IM_COL32(150, 150, 160, 255),
+  f.draw->AddText(ImVec2(f.map.x0 - sz.label_width + 4, y0 + 2), IM_COL32(230, 230, 230, 255), width.c_str());
+  f.draw->AddText(ImVec2(f.map.x0 - sz.label_width + 4, y0 + 2 + sz.ruler_iteration_row), IM_COL32(150, 150, 160, 255),
                   "iterations");
   // Each rank's memory peak, marked on the time axis.
   for (size_t ti = 0; ti < f.app.traces.size(); ++ti) {
@@ -184,7 +197,7 @@ void draw_ruler(Frame& f, float y0) {
       if (r.memory_peak_bytes == 0) continue;
       const float x = float(f.map.x(double(r.memory_peak_ns + t.offset_ns)));
       if (x < f.map.x0 || x > f.right) continue;
-      const float yb = y0 + kRulerHeight;
+      const float yb = y0 + sz.ruler_height;
       f.draw->AddTriangleFilled(ImVec2(x, yb - 7), ImVec2(x - 5, yb), ImVec2(x + 5, yb), kPeakColor);
       if (ImGui::IsMouseHoveringRect(ImVec2(x - 5, yb - 8), ImVec2(x + 5, yb))) {
         ImGui::SetTooltip("rank %d memory peak: %s", r.info.rank, format_bytes(r.memory_peak_bytes).c_str());
@@ -204,7 +217,7 @@ void handle_mouse(Frame& f, bool hovered_area) {
     app.set_view(t - (t - app.view_t0) * factor, t + (app.view_t1 - t) * factor);
   }
   if (hovered_area && io.MouseWheel != 0 && io.KeyShift) {
-    ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseWheel * 3 * kRowHeight);
+    ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseWheel * 3 * sz.row_height);
   }
   if (hovered_area && (ImGui::IsMouseDragging(ImGuiMouseButton_Right) || ImGui::IsMouseDragging(ImGuiMouseButton_Middle))) {
     const double dt = double(io.MouseDelta.x) * f.map.ns_per_px();
@@ -240,7 +253,7 @@ void handle_mouse(Frame& f, bool hovered_area) {
 void drag_playhead(Frame& f, float y0) {
   App& app = f.app;
   const ImGuiIO& io = ImGui::GetIO();
-  const ImVec2 ruler0(f.map.x0, y0), ruler1(f.right, y0 + kRulerHeight);
+  const ImVec2 ruler0(f.map.x0, y0), ruler1(f.right, y0 + sz.ruler_height);
   if (ImGui::IsMouseHoveringRect(ruler0, ruler1) && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
     app.dragging_playhead = true;
     app.playing = false;
@@ -252,7 +265,7 @@ void drag_playhead(Frame& f, float y0) {
   }
   const float px = float(f.map.x(double(app.playhead)));
   if (px < f.map.x0 || px > f.right) return;
-  const float bottom = y0 + kRulerHeight;
+  const float bottom = y0 + sz.ruler_height;
   const bool hot = app.dragging_playhead || ImGui::IsMouseHoveringRect(ImVec2(px - 6, y0), ImVec2(px + 6, bottom));
   f.draw->AddTriangleFilled(ImVec2(px - 6, bottom - 10), ImVec2(px + 6, bottom - 10), ImVec2(px, bottom),
                             hot ? IM_COL32(255, 255, 255, 255) : kPlayheadColor);
@@ -262,17 +275,18 @@ void drag_playhead(Frame& f, float y0) {
 }  // namespace
 
 void draw_timeline(App& app) {
+  scale_sizes(ImGui::GetFontSize());
   Frame f{app, ImGui::GetWindowDrawList(), {}, 0, 0, 0, {}, {}};
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   // The lanes below scroll vertically: keep their scrollbar's width clear on the right.
   const float lanes_w = avail.x - ImGui::GetStyle().ScrollbarSize;
-  f.map = TimeMap{app.view_t0, app.view_t1, origin.x + kLabelWidth, std::max(10.0f, lanes_w - kLabelWidth)};
+  f.map = TimeMap{app.view_t0, app.view_t1, origin.x + sz.label_width, std::max(10.0f, lanes_w - sz.label_width)};
   f.right = origin.x + lanes_w;
   draw_ruler(f, origin.y);
-  draw_iteration_markers(f, origin.y + kRulerIterationRow, origin.y + kRulerHeight);
+  draw_iteration_markers(f, origin.y + sz.ruler_iteration_row, origin.y + sz.ruler_height);
   drag_playhead(f, origin.y);
-  ImGui::Dummy(ImVec2(avail.x, kRulerHeight));
+  ImGui::Dummy(ImVec2(avail.x, sz.ruler_height));
 
   ImGui::BeginChild("lanes", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollWithMouse);
   f.draw = ImGui::GetWindowDrawList();
@@ -290,9 +304,9 @@ void draw_timeline(App& app) {
     const Model& model = *t.model;
     if (app.traces.size() > 1) {
       const std::string title = (ti == 0 ? "A: " : "B: ") + model.path;
-      f.draw->AddRectFilled(ImVec2(origin.x, y), ImVec2(f.right, y + kHeaderHeight), IM_COL32(60, 50, 90, 255));
+      f.draw->AddRectFilled(ImVec2(origin.x, y), ImVec2(f.right, y + sz.header_height), IM_COL32(60, 50, 90, 255));
       f.draw->AddText(ImVec2(origin.x + 4, y + 2), IM_COL32(255, 255, 255, 255), title.c_str());
-      y += kHeaderHeight;
+      y += sz.header_height;
     }
     for (size_t ri = 0; ri < model.ranks.size(); ++ri) {
       const RankData& rank = model.ranks[ri];
@@ -301,16 +315,16 @@ void draw_timeline(App& app) {
       std::snprintf(header, sizeof(header), "%s rank %d  %s %s  %s", collapsed ? "+" : "-",
                     rank.info.rank, rank.info.host.c_str(), rank.info.device.c_str(),
                     rank.info.status.c_str());
-      const bool on_screen = y + kHeaderHeight >= f.clip_y0 && y <= f.clip_y1;
+      const bool on_screen = y + sz.header_height >= f.clip_y0 && y <= f.clip_y1;
       if (on_screen) {
-        f.draw->AddRectFilled(ImVec2(origin.x, y), ImVec2(f.right, y + kHeaderHeight), IM_COL32(44, 48, 62, 255));
+        f.draw->AddRectFilled(ImVec2(origin.x, y), ImVec2(f.right, y + sz.header_height), IM_COL32(44, 48, 62, 255));
         f.draw->AddText(ImVec2(origin.x + 4, y + 2), IM_COL32(235, 235, 235, 255), header);
         if (hovered_area && ImGui::IsMouseClicked(ImGuiMouseButton_Left) &&
-            ImGui::IsMouseHoveringRect(ImVec2(origin.x, y), ImVec2(origin.x + kLabelWidth, y + kHeaderHeight))) {
+            ImGui::IsMouseHoveringRect(ImVec2(origin.x, y), ImVec2(origin.x + sz.label_width, y + sz.header_height))) {
           collapsed = !collapsed;
         }
       }
-      y += kHeaderHeight;
+      y += sz.header_height;
       if (collapsed) continue;
       for (size_t li = 0; li < rank.lanes.size(); ++li) {
         const Lane& lane = rank.lanes[li];
@@ -334,11 +348,11 @@ void draw_timeline(App& app) {
           f.draw->AddLine(ImVec2(origin.x, y), ImVec2(f.right, y), IM_COL32(60, 60, 70, 255));
         }
       }
-      if (y + kMemoryHeight >= f.clip_y0 && y <= f.clip_y1) {
-        draw_memory_graph(app, int(ti), rank, f.map.x0, y, f.map.width, kMemoryHeight);
+      if (y + sz.memory_height >= f.clip_y0 && y <= f.clip_y1) {
+        draw_memory_graph(app, int(ti), rank, f.map.x0, y, f.map.width, sz.memory_height);
         f.draw->AddText(ImVec2(origin.x + 12, y), IM_COL32(190, 190, 200, 255), "memory");
       }
-      y += kMemoryHeight + 4;
+      y += sz.memory_height + 4;
     }
   }
   const float content_bottom = y;

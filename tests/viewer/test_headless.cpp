@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sqlite3.h>
@@ -273,6 +274,33 @@ TEST(ViewerHeadless, TheLegendShowsColoursTheRunDoesNotUse) {
     EXPECT_GT(pixels_near(legend, 0, legend.height, colour), 100) << what;
   }
   EXPECT_LT(pixels_near(plain, 0, plain.height, {200, 60, 170}), 20) << "reduce_scatter without the legend";
+}
+
+// Rows of the image in [y0, y1) holding at least one pixel near `rgb`.
+int rows_with(const Image& image, int y0, int y1, const std::array<int, 3>& rgb) {
+  int rows = 0;
+  for (int y = y0; y < std::min(y1, image.height); ++y) rows += pixels_near(image, y, y + 1, rgb) > 0;
+  return rows;
+}
+
+// --font-scale 2 (what Ctrl + reaches in the window) draws the text twice as tall: the narration
+// line's glyphs cover about twice as many pixel rows.
+TEST(ViewerHeadless, FontScaleMakesTheTextLarger) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string trace = synth(dir, "ddp.sqlite", 2, 20000);
+  const std::array<int, 3> narration_colour = {255, 219, 115};
+  std::map<std::string, int> rows;
+  for (const std::string scale : {"1", "2"}) {
+    const std::string png = dir.file("scale" + scale + ".png");
+    const auto result = view(trace + " --screenshot " + png + " --frames 3 --iteration 2 --font-scale " + scale);
+    expect_screenshot(result, png, 3);
+    rows[scale] = rows_with(load_png(png), 0, 120, narration_colour);
+  }
+  EXPECT_GT(rows["1"], 5);
+  EXPECT_GE(rows["2"], rows["1"] * 17 / 10) << rows["1"] << " rows of text at 1, " << rows["2"] << " at 2";
+  EXPECT_NE(view(trace + " --screenshot " + dir.file("x.png") + " --font-scale 9").exit_code, 0)
+      << "a scale outside 0.75..3 is refused";
 }
 
 TEST(ViewerHeadless, FsdpScreenshotShowsUnits) {
