@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <queue>
+#include <tuple>
 
 #include "trace/reader.h"
 #include "viewer/lod.h"
@@ -203,9 +205,11 @@ std::vector<RangeRow> summarize_range(const Model& model, int64_t t0, int64_t t1
   return rows;
 }
 
-FindQuery::FindQuery(const Model& model, const std::string& text) : text_(text) {
-  if (text.empty()) return;
-  std::string needle = lower(text);
+FindQuery::FindQuery(const Model& model, const std::string& text) {
+  const size_t first = text.find_first_not_of(" \t");
+  if (first == std::string::npos) return;
+  text_ = text.substr(first, text.find_last_not_of(" \t") - first + 1);
+  std::string needle = lower(text_);
   bool kind_only = false;
   if (needle.rfind("kind:", 0) == 0) {
     needle = needle.substr(5);
@@ -247,6 +251,9 @@ bool FindQuery::matches(const EventSpan& s) const {
 FindResult find_spans(const Model& model, const FindQuery& query, size_t limit) {
   FindResult result;
   if (query.empty()) return result;
+  // The `limit` earliest matches: a max-heap on (begin, rank, lane, index) holding them.
+  using Entry = std::tuple<int64_t, int32_t, int32_t, int64_t>;
+  std::priority_queue<Entry> earliest;
   for (size_t ri = 0; ri < model.ranks.size(); ++ri) {
     const RankData& rank = model.ranks[ri];
     for (size_t li = 0; li < rank.lanes.size(); ++li) {
@@ -254,11 +261,20 @@ FindResult find_spans(const Model& model, const FindQuery& query, size_t limit) 
       for (size_t i = 0; i < lane.spans.size(); ++i) {
         if (!query.matches(lane.spans[i])) continue;
         ++result.total;
-        if (result.first.size() < limit) {
-          result.first.push_back({int32_t(ri), int32_t(li), int64_t(i)});
+        const Entry entry{lane.spans[i].begin_ns, int32_t(ri), int32_t(li), int64_t(i)};
+        if (earliest.size() < limit) {
+          earliest.push(entry);
+        } else if (limit > 0 && entry < earliest.top()) {
+          earliest.pop();
+          earliest.push(entry);
         }
       }
     }
+  }
+  result.first.resize(earliest.size());
+  for (size_t k = earliest.size(); k-- > 0; earliest.pop()) {
+    const auto& [begin, rank, lane, index] = earliest.top();
+    result.first[k] = {rank, lane, index};
   }
   return result;
 }

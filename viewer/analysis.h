@@ -78,7 +78,8 @@ struct RangeRow {
 std::vector<RangeRow> summarize_range(const Model& model, int64_t t0, int64_t t1);
 
 // A compiled find query: case-insensitive substring of a span's label or of its kind's name
-// ("hook", "collective", "phase"); "kind:NAME" matches the kind only. Empty matches nothing.
+// ("hook", "collective", "phase"); "kind:NAME" matches the kind only. Spaces around the text
+// are ignored; empty (or only spaces) matches nothing.
 class FindQuery {
  public:
   FindQuery() = default;
@@ -97,7 +98,7 @@ class FindQuery {
 
 struct FindResult {
   int64_t total = 0;             // every matching span
-  std::vector<SpanRef> first;    // the first `limit` matches, by rank, lane, row, time
+  std::vector<SpanRef> first;    // the `limit` earliest matches, in time order (ties: rank, lane)
 };
 FindResult find_spans(const Model& model, const FindQuery& query, size_t limit);
 

@@ -9,10 +9,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
+#include <tuple>
 
 #include "trace/error.h"
 #include "trace/stats.h"
 #include "viewer/headless.h"
+#include "viewer/lod.h"
 
 namespace dpscope::view {
 
@@ -102,6 +104,17 @@ void App::set_view(double t0, double t1) {
     t0 = mid - 50;
     t1 = mid + 50;
   }
+  // Pan and zoom stay on the run: nobody gets lost in empty time.
+  double run0 = 0, run1 = 0;
+  bool any = false;
+  for (const OpenTrace& t : traces) {
+    if (!t.model || t.model->t_end <= t.model->t_begin) continue;
+    const double b = double(t.model->t_begin + t.offset_ns), e = double(t.model->t_end + t.offset_ns);
+    run0 = any ? std::min(run0, b) : b;
+    run1 = any ? std::max(run1, e) : e;
+    any = true;
+  }
+  if (any) std::tie(t0, t1) = clamp_view(t0, t1, run0, run1);
   view_t0 = t0;
   view_t1 = t1;
   if (!pinned_playhead) playhead = static_cast<int64_t>((t0 + t1) / 2);

@@ -76,7 +76,8 @@ class App {
   void frame();
   // Fits the whole run into the view.
   void fit();
-  // Sets the visible time range (axis ns); keeps it at least 100 ns wide.
+  // Sets the visible time range (axis ns); keeps it at least 100 ns wide and within the run
+  // (every open trace) and a margin of a tenth of its length on either side.
   void set_view(double t0, double t1);
   // Blocks until every background analysis is ready (headless runs use it before timing).
   void wait_for_analysis();

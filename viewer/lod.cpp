@@ -131,6 +131,15 @@ double tick_step(const TimeMap& map, double min_px) {
   return step * 10;
 }
 
+std::pair<double, double> clamp_view(double t0, double t1, double run0, double run1) {
+  const double margin = 0.1 * (run1 - run0);
+  const double lo = run0 - margin, hi = run1 + margin;
+  const double width = std::min(t1 - t0, hi - lo);
+  if (t0 < lo) t0 = lo;
+  if (t0 + width > hi) t0 = hi - width;
+  return {t0, t0 + width};
+}
+
 Ruler layout_ruler(const TimeMap& map, double origin, const std::vector<IterationSpan>& iterations,
                    const std::function<float(const std::string&)>& text_width) {
   Ruler ruler;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "viewer/model.h"
@@ -53,6 +54,10 @@ std::string format_duration(double ns);
 std::string format_tick(double ns, double step);
 // "12.0 MiB", "512 B": a byte count.
 std::string format_bytes(int64_t bytes);
+// [t0, t1] moved (and narrowed, if wider) to lie within the run [run0, run1] and a margin of
+// a tenth of the run's length on either side: pan and zoom never leave the run. Pure.
+std::pair<double, double> clamp_view(double t0, double t1, double run0, double run1);
+
 // A round tick spacing (1, 2 or 5 times a power of ten, in ns) with ticks at least `min_px`
 // apart on `map`.
 double tick_step(const TimeMap& map, double min_px);

@@ -15,7 +15,7 @@ void draw_find(App& app) {
     return;
   }
   ImGui::Text("'%s': %lld matches%s", app.find.text().c_str(), static_cast<long long>(app.find_result.total),
-              app.find_result.total > int64_t(app.find_result.first.size()) ? " (first ones listed)" : "");
+              app.find_result.total > int64_t(app.find_result.first.size()) ? " (the earliest listed, in time order)" : ", in time order");
   if (!ImGui::BeginTable("found", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchProp)) return;
   for (const char* h : {"name", "rank / lane", "at", "duration"}) ImGui::TableSetupColumn(h);
   ImGui::TableHeadersRow();

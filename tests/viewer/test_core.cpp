@@ -212,6 +212,14 @@ TEST(ViewerLod, RulerLabelsNeverOverlapAtAnyZoomOrWidth) {
   }
 }
 
+// Pan and zoom stay on the run (1000 to 2000 ns here, margins of 100).
+TEST(ViewerLod, TheViewStaysOnTheRun) {
+  EXPECT_EQ(clamp_view(1200, 1300, 1000, 2000), std::make_pair(1200.0, 1300.0));
+  EXPECT_EQ(clamp_view(2550, 2650, 1000, 2000), std::make_pair(2000.0, 2100.0)) << "panned far right";
+  EXPECT_EQ(clamp_view(-5000, -4000, 1000, 2000), std::make_pair(900.0, 1900.0)) << "panned far left";
+  EXPECT_EQ(clamp_view(0, 1e12, 1000, 2000), std::make_pair(900.0, 2100.0)) << "zoomed far out";
+}
+
 TEST(ViewerModel, LoadsASyntheticRunCompletely) {
   TempDir dir;
   auto model = synth_model(dir, 3, 20000);
@@ -334,4 +342,20 @@ TEST(ViewerAnalysis, RangeSummaryAndFindCountEverySpan) {
   }
   EXPECT_EQ(find_spans(*model, FindQuery(*model, "forward"), 0).total, model->iterations * 2);
   EXPECT_EQ(find_spans(*model, FindQuery(), 10).total, 0);
+  // Spaces around the text are ignored; only spaces find nothing.
+  EXPECT_EQ(find_spans(*model, FindQuery(*model, " forward "), 0).total, model->iterations * 2);
+  EXPECT_EQ(find_spans(*model, FindQuery(*model, "   "), 10).total, 0);
+  // The listed matches are the earliest, in time order, across ranks and lanes.
+  const auto waits = find_spans(*model, FindQuery(*model, "allreduce"), 50);
+  ASSERT_EQ(waits.first.size(), 50u);
+  int64_t latest_listed = 0;
+  for (size_t i = 0; i < waits.first.size(); ++i) {
+    const EventSpan& s = span_of(*model, waits.first[i]);
+    if (i > 0) EXPECT_GE(s.begin_ns, latest_listed) << "match " << i;
+    latest_listed = s.begin_ns;
+  }
+  const auto all = find_spans(*model, FindQuery(*model, "allreduce"), size_t(waits.total));
+  int64_t earlier_unlisted = 0;
+  for (const SpanRef& r : all.first) earlier_unlisted += span_of(*model, r).begin_ns < latest_listed;
+  EXPECT_LE(earlier_unlisted, 50);
 }
