@@ -1,5 +1,6 @@
-// In-memory data sets the engine trains on: digits (data/digits.csv.gz) and synthetic tasks made
-// from a seeded generator that Python's torch reproduces exactly (the tests' PyTorch oracle).
+// In-memory data sets the engine trains on: digits (data/digits.csv.gz), a text cut into
+// character samples (data/opticks.txt.gz) and synthetic tasks made from a seeded generator that
+// Python's torch reproduces exactly (the tests' PyTorch oracle).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -32,6 +33,26 @@ Dataset load_digits(const std::string& path);
 // directory or beside the executable's ../../ (build/bin -> repository), else the source tree's.
 // Throws naming every place it looked.
 std::string find_digits_file();
+
+// ---- Text ---------------------------------------------------------------------------------
+// A character-level language-modelling set. The vocabulary is the text's characters (UTF-8
+// decoded; code points) in ascending order, token k the k-th. With T = `sequence`, sample i is
+// the T + 1 characters from i * T: x its first T tokens, y its last T (the next character of
+// each), so every character but the first is a target exactly once; n = (characters - 1) / T
+// samples, in text order, the rest dropped. Python (tests/ddp/models.py, load_text):
+//   text = gzip.open(path).read().decode("utf-8"); chars = sorted(set(text))
+//   ids = torch.tensor([chars.index(c) for c in text]); n = (len(ids) - 1) // T
+//   x = ids[:n * T].view(n, T); y = ids[1:n * T + 1].view(n, T)
+struct TextSamples {
+  Dataset samples;             // x, y: int64 [n, T]
+  std::u32string vocabulary;   // code points, ascending
+};
+// Reads `path` (gzip or plain UTF-8). Throws std::runtime_error naming the file and, for bytes
+// that are not UTF-8, their offset; std::invalid_argument naming --seq when the text is too short
+// for one sample.
+TextSamples load_text(const std::string& path, int64_t sequence);
+// Where data/opticks.txt.gz is, looked for as find_digits_file looks for the digits.
+std::string find_text_file();
 
 // ---- Synthetic ----------------------------------------------------------------------------
 // Classification: g = CPU generator seeded `seed`; x = randn(n, features, g);

@@ -1,20 +1,17 @@
 // The digits data set: reads data/digits.csv.gz (UCI optical digits, 64 pixels 0..16 then the
-// label; gzip or plain CSV) into x = pixels / 16 and y = label, and finds the file on disk.
-#include <zlib.h>
-
+// label; gzip or plain CSV, through data_file.h) into x = pixels / 16 and y = label.
 #include <ATen/ops/empty.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "engine/data/data_file.h"
 #include "engine/data/dataset.h"
 #include "engine/memory/tracking_allocator.h"
 
@@ -34,49 +31,6 @@ constexpr int kColumns = kPixels + 1;
                            " (expected " + std::to_string(kColumns) +
                            " comma-separated numbers a line: 64 pixels 0..16, then the label "
                            "0..9; see data/README.md for the file's source)");
-}
-
-// The whole file, decompressed when it is gzip (zlib reads plain files unchanged).
-std::string read_all(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    fail(path, "no such file (set DPSCOPE_DATA_DIR to the folder that holds digits.csv.gz, or "
-               "run from the repository)");
-  }
-  if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not a file");
-  gzFile file = gzopen(path.c_str(), "rb");
-  if (!file) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  const bool compressed = gzdirect(file) == 0;
-  std::string text;
-  char buffer[1 << 16];
-  for (;;) {
-    int n = gzread(file, buffer, sizeof(buffer));
-    if (n < 0) {
-      int code = 0;
-      std::string message = gzerror(file, &code);
-      gzclose(file);
-      fail(path, "corrupt gzip data (" + message + "); re-copy the file (data/README.md)");
-    }
-    if (n == 0) break;
-    text.append(buffer, static_cast<size_t>(n));
-  }
-  // A gzip stream cut short reads as a clean end; gzclose_r reports it.
-  int rc = gzclose(file);
-  if (rc != Z_OK && rc != Z_BUF_ERROR) fail(path, "error closing the gzip stream");
-  if (rc == Z_BUF_ERROR) fail(path, "the gzip stream is truncated; re-copy the file");
-  if (!compressed) {
-    // Plain input must be text: a NUL or other control byte means it is neither gzip nor CSV.
-    for (size_t i = 0; i < text.size(); ++i) {
-      auto c = static_cast<unsigned char>(text[i]);
-      if (c < 0x20 && c != '\n' && c != '\r' && c != '\t') {
-        fail(path, "not a gzip file and not a text CSV (binary byte 0x" +
-                       std::string(1, "0123456789abcdef"[c >> 4]) +
-                       std::string(1, "0123456789abcdef"[c & 15]) + " at offset " +
-                       std::to_string(i) + ")");
-      }
-    }
-  }
-  return text;
 }
 
 std::string_view trim(std::string_view s) {
@@ -118,7 +72,7 @@ std::string quoted(std::string_view field) {
 }  // namespace
 
 Dataset load_digits(const std::string& path) {
-  const std::string text = read_all(path);
+  const std::string text = read_data_file(path, "digits");
   std::vector<float> pixels;
   std::vector<int64_t> labels;
   pixels.reserve(1797 * kPixels);
@@ -171,32 +125,6 @@ Dataset load_digits(const std::string& path) {
   return out;
 }
 
-std::string find_digits_file() {
-  namespace fs = std::filesystem;
-  const char* name = "digits.csv.gz";
-  std::vector<fs::path> candidates;
-  if (const char* dir = std::getenv("DPSCOPE_DATA_DIR"); dir && *dir) {
-    candidates.push_back(fs::path(dir) / name);
-  }
-  std::error_code ec;
-  fs::path cwd = fs::current_path(ec);
-  if (!ec) candidates.push_back(cwd / "data" / name);
-  char exe[4096];
-  ssize_t len = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (len > 0) {
-    exe[len] = '\0';
-    candidates.push_back(fs::path(exe).parent_path() / ".." / ".." / "data" / name);
-  }
-  // The source tree this file was compiled from (engine/data/digits.cpp -> data/).
-  candidates.push_back(fs::path(__FILE__).parent_path() / ".." / ".." / "data" / name);
-  std::string looked;
-  for (const fs::path& p : candidates) {
-    if (fs::is_regular_file(p, ec)) return p.lexically_normal().string();
-    looked += "\n  " + p.lexically_normal().string();
-  }
-  throw std::runtime_error(std::string("digits: cannot find ") + name + "; looked in:" + looked +
-                           "\nset DPSCOPE_DATA_DIR to the folder that holds it (data/README.md "
-                           "says where it comes from)");
-}
+std::string find_digits_file() { return find_data_file("digits.csv.gz", "digits"); }
 
 }  // namespace dpscope::data

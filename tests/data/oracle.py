@@ -8,6 +8,7 @@ Python start-up for a whole test). Queries:
   oracle.py classification N FEATURES CLASSES SEED                 -> {"x": [...flat], "y": [...]}
   oracle.py sequences N LENGTH VOCAB SEED                          -> {"x": [...flat], "y": [...flat]}
   oracle.py digits PATH                                            -> {"shape", "x_sum", "x_first", "y_head", "y_sum", "y_counts"}
+  oracle.py text PATH SEQUENCE                                     -> {"shape", "vocabulary", "x_first", "y_first", "x_last", "y_last", "x_sum", "y_sum"}
 """
 import gzip
 import json
@@ -79,6 +80,19 @@ def answer(argv):
         out = {"shape": list(x.shape), "x_sum": float(x.double().sum()),
                "x_first": floats(x[:3]), "x_last": floats(x[-1]), "y_head": y[:20].tolist(),
                "y_sum": int(y.sum()), "y_counts": torch.bincount(y, minlength=10).tolist()}
+    elif kind == "text":
+        sequence = int(argv[2])
+        with gzip.open(argv[1]) as f:
+            text = f.read().decode("utf-8")
+        chars = sorted(set(text))
+        ids = torch.tensor([chars.index(c) for c in text])
+        n = (len(ids) - 1) // sequence
+        x = ids[:n * sequence].view(n, sequence)
+        y = ids[1:n * sequence + 1].view(n, sequence)
+        out = {"shape": list(x.shape), "vocabulary": [ord(c) for c in chars],
+               "x_first": x[:2].flatten().tolist(), "y_first": y[:2].flatten().tolist(),
+               "x_last": x[-1].tolist(), "y_last": y[-1].tolist(), "x_sum": int(x.sum()),
+               "y_sum": int(y.sum())}
     else:
         raise SystemExit("unknown oracle kind " + kind)
     return json.dumps(out)
