@@ -595,17 +595,25 @@ class Simulation {
           hook.param = static_cast<int32_t>(p);
           hook.bucket = static_cast<int32_t>(bucket);
           hook.value = fill[bucket] += bytes;
-          sink_.event(hook);
           s.held(MemoryCategory::Gradients) += bytes;
-          if (--missing[bucket] > 0) continue;
-          sink_.event(instant(r, EventKind::BucketReady, s.host, it, bucket));
+          if (--missing[bucket] > 0) {
+            sink_.event(hook);
+            continue;
+          }
+          // The hook that completes a bucket marks it ready and launches it (and every full
+          // bucket after it) before it returns, as the Reducer's does: the instants lie inside it.
+          std::vector<Event> instants = {instant(r, EventKind::BucketReady, s.host, it, bucket)};
           sample(r, {MemoryCategory::Gradients, MemoryCategory::Activations});
           for (; next_launch < buckets && missing[next_launch] == 0; ++next_launch) {
             s.host += rng_.vary(3'000);
             launch[next_launch][r] = s.host;
-            sink_.event(instant(r, EventKind::BucketLaunch, s.host, it, next_launch,
-                                first_seq + static_cast<int64_t>(next_launch)));
+            instants.push_back(instant(r, EventKind::BucketLaunch, s.host, it, next_launch,
+                                       first_seq + static_cast<int64_t>(next_launch)));
           }
+          hook.end_ns = s.host + 500;
+          s.host = hook.end_ns;
+          sink_.event(hook);
+          for (const Event& e : instants) sink_.event(e);
         }
       }
     }

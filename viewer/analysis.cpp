@@ -128,7 +128,7 @@ std::vector<Flow> flows_of(const Model& model, const Analysis& analysis, const S
     const IterationSpan* span = rank.find_iteration(it);
     const int64_t until = span ? span->end_ns : s.end_ns + int64_t{10'000'000'000};
     const SpanRef ready = find_on_lane(model, selected.rank, selected.lane, EventKind::BucketReady,
-                                       s.bucket_or_unit, kNone, s.end_ns, until);
+                                       s.bucket_or_unit, kNone, s.begin_ns, until);
     if (!ready.valid()) return flows;
     flows.push_back({selected, ready, Flow::HookToBucket});
     const SpanRef launch =

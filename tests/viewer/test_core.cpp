@@ -285,6 +285,20 @@ TEST(ViewerAnalysis, SyntheticCollectivesMatchOnEveryRankAndFlowsLeadThere) {
   EXPECT_EQ(span_of(*model, flows[2].to).kind, EventKind::Collective);
   EXPECT_EQ(flows[3].kind, Flow::SameCollective);
   EXPECT_NE(flows[3].to.rank, 1);
+  // Every hook of the iteration has its flows, also the one that completes its bucket (which
+  // marks the bucket ready and launches it before it returns: the instants lie inside it).
+  int completing = 0;
+  for (size_t i = 0; i < main.spans.size(); ++i) {
+    const EventSpan& s = main.spans[i];
+    if (s.kind != EventKind::Hook || s.begin_ns < it->begin_ns || s.end_ns > it->end_ns) continue;
+    const auto hook_flows = flows_of(*model, a, {1, 0, int64_t(i)});
+    ASSERT_GE(hook_flows.size(), 3u) << "hook at " << s.begin_ns;
+    EXPECT_EQ(hook_flows[0].kind, Flow::HookToBucket);
+    const EventSpan& ready = span_of(*model, hook_flows[0].to);
+    EXPECT_EQ(ready.bucket_or_unit, s.bucket_or_unit);
+    completing += ready.begin_ns <= s.end_ns;
+  }
+  EXPECT_GT(completing, 0) << "no hook completed its bucket inside its span";
 }
 
 // The viewer ties the trace's matches to its spans by sequence number; a collective the trace
