@@ -49,7 +49,11 @@ void draw_compare(App& app) {
   if (app.traces.size() < 2) return;
   ImGui::SetNextItemWidth(140);
   const int last = std::max(0, std::min(app.traces[0].model->iterations, app.traces[1].model->iterations) - 1);
-  if (ImGui::SliderInt("align on iteration", &app.align_iteration, 0, last)) app.align();
+  // Typed (or stepped with - / +): an iteration number is something a teacher says aloud.
+  if (ImGui::InputInt("align on iteration", &app.align_iteration)) {
+    app.align_iteration = std::clamp(app.align_iteration, 0, last);
+    app.align();
+  }
   ImGui::SameLine();
   ImGui::Text("B shifted by %s", format_duration(double(app.traces[1].offset_ns)).c_str());
   if (ImGui::BeginTable("side by side", 2, ImGuiTableFlags_BordersInnerV)) {

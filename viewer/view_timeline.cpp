@@ -53,8 +53,10 @@ struct RowPlace {
   float y0, y1;
 };
 
+// One panel of the timeline: one trace's ruler and lanes (with --compare, each run has its own).
 struct Frame {
   App& app;
+  int trace;  // which of app.traces this panel draws
   ImDrawList* draw;
   TimeMap map;      // axis time <-> screen x
   float right = 0;  // right edge of the lanes
@@ -134,7 +136,7 @@ float row_y(const Frame& f, int trace, const SpanRef& ref) {
 
 void draw_flows(Frame& f) {
   const Pick& sel = f.app.selected;
-  if (!sel.valid()) return;
+  if (!sel.valid() || sel.trace != f.trace) return;
   const OpenTrace& t = f.app.traces[size_t(sel.trace)];
   if (!t.analysis) return;
   const double offset = double(t.offset_ns);
@@ -156,27 +158,35 @@ void draw_flows(Frame& f) {
   }
 }
 
+// The panel's trace's iteration starts, as lines from y0 to y1.
 void draw_iteration_markers(Frame& f, float y0, float y1) {
-  const Model& m = *f.app.traces[0].model;
+  const OpenTrace& t = f.app.traces[size_t(f.trace)];
+  const Model& m = *t.model;
   if (m.ranks.empty()) return;
   const auto& its = m.ranks[0].iterations;
-  auto it = std::lower_bound(its.begin(), its.end(), f.map.t0,
+  const double offset = double(t.offset_ns);
+  auto it = std::lower_bound(its.begin(), its.end(), f.map.t0 - offset,
                              [](const IterationSpan& s, double t) { return double(s.begin_ns) < t; });
-  while (it != its.end() && double(it->begin_ns) <= f.map.t1) {
-    const float x = float(f.map.x(double(it->begin_ns)));
+  while (it != its.end() && double(it->begin_ns) + offset <= f.map.t1) {
+    const float x = float(f.map.x(double(it->begin_ns) + offset));
     f.draw->AddLine(ImVec2(x, y0), ImVec2(x, y1), kIterationColor);
     // Next marker at least 4 px further on.
-    const double next_t = f.map.t(x + 4);
+    const double next_t = f.map.t(x + 4) - offset;
     it = std::lower_bound(it + 1, its.end(), next_t,
                           [](const IterationSpan& s, double t) { return double(s.begin_ns) < t; });
   }
 }
 
+// The panel's trace's ruler: its own times (from its start) and iterations, its ranks' peaks.
 void draw_ruler(Frame& f, float y0) {
-  const Model& m = *f.app.traces[0].model;
+  const OpenTrace& panel = f.app.traces[size_t(f.trace)];
+  const Model& m = *panel.model;
   f.draw->AddRectFilled(ImVec2(f.map.x0 - sz.label_width, y0), ImVec2(f.right, y0 + sz.ruler_height), IM_COL32(30, 32, 40, 255));
   static const std::vector<IterationSpan> kNoIterations;
-  const Ruler ruler = layout_ruler(f.map, double(m.t_begin), m.ranks.empty() ? kNoIterations : m.ranks[0].iterations,
+  TimeMap local = f.map;  // the same pixels in the trace's own time
+  local.t0 -= double(panel.offset_ns);
+  local.t1 -= double(panel.offset_ns);
+  const Ruler ruler = layout_ruler(local, double(m.t_begin), m.ranks.empty() ? kNoIterations : m.ranks[0].iterations,
                                    [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
   for (const float x : ruler.ticks) {
     f.draw->AddLine(ImVec2(x, y0 + sz.ruler_height - 6), ImVec2(x, y0 + sz.ruler_height), IM_COL32(180, 180, 180, 255));
@@ -191,8 +201,8 @@ void draw_ruler(Frame& f, float y0) {
   f.draw->AddText(ImVec2(f.map.x0 - sz.label_width + 4, y0 + 2 + sz.ruler_iteration_row), IM_COL32(150, 150, 160, 255),
                   "iterations");
   // Each rank's memory peak, marked on the time axis.
-  for (size_t ti = 0; ti < f.app.traces.size(); ++ti) {
-    const OpenTrace& t = f.app.traces[ti];
+  {
+    const OpenTrace& t = panel;
     for (const RankData& r : t.model->ranks) {
       if (r.memory_peak_bytes == 0) continue;
       const float x = float(f.map.x(double(r.memory_peak_ns + t.offset_ns)));
@@ -274,9 +284,9 @@ void drag_playhead(Frame& f, float y0) {
 
 }  // namespace
 
-void draw_timeline(App& app) {
-  scale_sizes(ImGui::GetFontSize());
-  Frame f{app, ImGui::GetWindowDrawList(), {}, 0, 0, 0, {}, {}};
+// One trace's panel, `height` pixels tall (0: the rest of the timeline).
+void draw_trace_panel(App& app, int trace, float height) {
+  Frame f{app, trace, ImGui::GetWindowDrawList(), {}, 0, 0, 0, {}, {}};
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   // The lanes below scroll vertically: keep their scrollbar's width clear on the right.
@@ -288,7 +298,9 @@ void draw_timeline(App& app) {
   drag_playhead(f, origin.y);
   ImGui::Dummy(ImVec2(avail.x, sz.ruler_height));
 
-  ImGui::BeginChild("lanes", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollWithMouse);
+  const std::string lanes_id = "lanes " + std::to_string(trace);
+  ImGui::BeginChild(lanes_id.c_str(), ImVec2(0, height > 0 ? height - sz.ruler_height : 0), false,
+                    ImGuiWindowFlags_NoScrollWithMouse);
   f.draw = ImGui::GetWindowDrawList();
   const ImVec2 top = ImGui::GetCursorScreenPos();
   const ImVec2 win = ImGui::GetWindowPos();
@@ -297,9 +309,8 @@ void draw_timeline(App& app) {
   const bool hovered_area = ImGui::IsWindowHovered();
   const float mouse_y = ImGui::GetIO().MousePos.y;
   const double mouse_t = f.map.t(ImGui::GetIO().MousePos.x);
-  app.hovered = {};
   float y = top.y;
-  for (size_t ti = 0; ti < app.traces.size(); ++ti) {
+  for (size_t ti = size_t(trace); ti == size_t(trace); ++ti) {
     const OpenTrace& t = app.traces[ti];
     const Model& model = *t.model;
     if (app.traces.size() > 1) {
@@ -377,6 +388,19 @@ void draw_timeline(App& app) {
   ImGui::SetCursorScreenPos(top);
   ImGui::Dummy(ImVec2(1, content_bottom - top.y));
   ImGui::EndChild();
+}
+
+void draw_timeline(App& app) {
+  scale_sizes(ImGui::GetFontSize());
+  app.hovered = {};
+  // With --compare each run gets half the height, its own ruler and iteration grid, and its own
+  // vertical scroll, so both are in view at once; time and the playhead are shared.
+  const int panels = int(app.traces.size());
+  const float total = ImGui::GetContentRegionAvail().y;
+  for (int trace = 0; trace < panels; ++trace) {
+    const bool last = trace == panels - 1;
+    draw_trace_panel(app, trace, last ? 0 : std::floor(total / float(panels)) - ImGui::GetStyle().ItemSpacing.y);
+  }
 }
 
 }  // namespace dpscope::view
