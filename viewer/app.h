@@ -129,7 +129,8 @@ class App {
   int play_speed = 1;     // index into kPlaySpeeds
   std::string narration;  // the step the playhead stands on, in words ("" when none)
   // Moves the playhead to the focus rank's next (+1) or previous (-1) step, into the next or
-  // previous iteration at the ends of one; pins it and keeps it in view.
+  // previous iteration at the ends of one; pins it, keeps it in view and selects the step's
+  // span (Details, flows).
   void step(int direction);
   // Plays the playhead's iteration from the playhead (or from its start when the playhead is
   // at its end) at kPlaySpeeds[play_speed]; again: pause.

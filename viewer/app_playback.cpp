@@ -7,8 +7,30 @@
 #include <cmath>
 
 #include "viewer/app.h"
+#include "viewer/lod.h"
 
 namespace dpscope::view {
+
+namespace {
+
+// The drawn span of `e` (its lane's row holding a span of its kind that begins when it does),
+// so that a step can be selected: Details shows it, flows start from it.
+SpanRef span_of_event(const Model& model, int rank_index, const trace::Event& e) {
+  const RankData& rank = model.ranks[size_t(rank_index)];
+  for (size_t li = 0; li < rank.lanes.size(); ++li) {
+    const Lane& lane = rank.lanes[li];
+    if (lane.info.lane != e.lane) continue;
+    for (int row = 0; row < lane.rows(); ++row) {
+      const int64_t hit = span_at(lane, row, e.begin_ns, 0);
+      if (hit < 0) continue;
+      const EventSpan& s = lane.spans[size_t(hit)];
+      if (s.kind == e.kind && s.begin_ns == e.begin_ns) return {rank_index, int32_t(li), hit};
+    }
+  }
+  return {};
+}
+
+}  // namespace
 
 const App::IterationSteps& App::steps_of(int32_t iteration) {
   const Model& model = *traces[0].model;
@@ -71,6 +93,7 @@ void App::step(int direction) {
       const IterationSpan* span = rank.find_iteration(iteration);
       playhead = steps.steps[size_t(index)].t_ns + offset;
       pinned_playhead = true;
+      selected = {0, span_of_event(model, focus_rank, steps.steps[size_t(index)].event)};
       keep_in_view(playhead, span->begin_ns + offset, span->end_ns + offset);
       return;
     }
@@ -113,6 +136,7 @@ bool App::go_to_step(int32_t iteration, int index) {
   const double margin = 0.05 * double(span->end_ns - span->begin_ns);
   pinned_playhead = true;
   playhead = steps.steps[size_t(index)].t_ns + offset;
+  selected = {0, span_of_event(model, focus_rank, steps.steps[size_t(index)].event)};
   set_view(double(span->begin_ns + offset) - margin, double(span->end_ns + offset) + margin);
   return true;
 }

@@ -141,14 +141,22 @@ std::string narrate(const Model& model, const std::vector<trace::Event>& events,
       break;
     }
     case What::BucketReady: {
-      // Buckets launch strictly in index order (Note [Bucket order]): a full bucket may wait.
-      bool launched_now = false;
-      for (size_t i = index + 1; i < steps.size() && steps[i].t_ns == step.t_ns; ++i) {
-        launched_now = launched_now || (steps[i].what == What::BucketLaunch && steps[i].event.bucket == e.bucket);
+      // Buckets launch strictly in index order (Note [Bucket order]): a full bucket waits for
+      // the first one before it that has not been launched yet.
+      std::vector<bool> launched(size_t(std::max(0, e.bucket)), false);
+      for (size_t i = 0; i < index; ++i) {
+        const trace::Event& before = steps[i].event;
+        if (steps[i].what == What::BucketLaunch && before.iteration == e.iteration &&
+            before.bucket >= 0 && before.bucket < e.bucket) {
+          launched[size_t(before.bucket)] = true;
+        }
       }
+      const auto waiting_for = std::find(launched.begin(), launched.end(), false);
       text += bucket_name + " is full" + (bucket ? " (" + format_bytes(bucket->bytes) + ")" : "");
-      text += launched_now ? " -> its all-reduce is launched"
-                           : " -> it waits until every bucket before it is launched";
+      text += waiting_for == launched.end()
+                  ? " -> it is launched now"
+                  : " -> it waits for bucket " + std::to_string(waiting_for - launched.begin()) +
+                        " to be launched first (buckets go in order)";
       break;
     }
     case What::BucketLaunch:

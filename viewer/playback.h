@@ -44,10 +44,11 @@ int64_t previous_step(const std::vector<LifecycleStep>& steps, int64_t t_ns);
 int64_t step_at(const std::vector<LifecycleStep>& steps, int64_t t_ns);
 
 // Step `index` in words, for the narration line: "rank 0, backward: fc2.weight's gradient is
-// ready -> bucket 1 is 3/4 full (768 KiB of 1 MiB)", "bucket 1 is full -> its allreduce is
-// launched (seq 14)", "unit 2 gathered: full parameters 4.0 MiB". `events` are the rows the steps
-// came from (for the phase around the step); the bucket plan in force is the initial one in
-// iteration 0 and the rebuilt one after (See Note [The first iteration's buckets]).
+// ready -> bucket 1 is 3/4 full (768 KiB of 1 MiB)", "bucket 1 is full -> it waits for bucket 0
+// to be launched first (buckets go in order)", "bucket 1's collective is launched (seq 14)",
+// "unit 2 gathered: full parameters 4.0 MiB". `events` are the rows the steps came from (for the
+// phase around the step); the bucket plan in force is the initial one in iteration 0 and the
+// rebuilt one after (See Note [The first iteration's buckets]).
 std::string narrate(const Model& model, const std::vector<trace::Event>& events,
                     const std::vector<LifecycleStep>& steps, size_t index);
 

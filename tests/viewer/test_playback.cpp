@@ -160,4 +160,47 @@ TEST(ViewerPlayback, TheNarrationSaysWhatHappensToGradientsBucketsAndCollectives
   EXPECT_EQ(narrate(model, run.events, run.steps, run.steps.size()), "");
 }
 
+// A bucket that fills before the one ahead of it was launched waits (PyTorch <= 1.11's guess in
+// tutorial 03 does this); once bucket 0 goes, bucket 1 follows.
+TEST(ViewerPlayback, AFullBucketWaitsForTheBucketsBeforeIt) {
+  Model model;
+  model.names = {"", "backward"};
+  for (int32_t b = 0; b < 2; ++b) {
+    trace::BucketInfo info;
+    info.generation = 0;
+    info.index = b;
+    info.params = {b};
+    info.bytes = 1024;
+    model.buckets.push_back(info);
+    trace::ParamInfo param;
+    param.index = b;
+    param.name = "p" + std::to_string(b);
+    model.params.push_back(param);
+  }
+  auto event = [](trace::EventKind kind, int64_t t, int32_t bucket) {
+    trace::Event e;
+    e.kind = kind;
+    e.begin_ns = e.end_ns = t;
+    e.iteration = 0;
+    e.bucket = bucket;
+    return e;
+  };
+  trace::Event backward = event(trace::EventKind::Phase, 0, trace::kNone);
+  backward.end_ns = 100;
+  backward.name = 1;
+  const std::vector<trace::Event> events = {
+      backward,
+      event(trace::EventKind::BucketReady, 10, 1),   // bucket 1 full first
+      event(trace::EventKind::BucketReady, 20, 0),
+      event(trace::EventKind::BucketLaunch, 21, 0),
+      event(trace::EventKind::BucketLaunch, 22, 1),
+  };
+  const auto steps = lifecycle_steps(events);
+  ASSERT_EQ(steps.size(), 4u);
+  EXPECT_EQ(narrate(model, events, steps, 0),
+            "rank 0, backward: bucket 1 is full (1.0 KiB) -> it waits for bucket 0 to be launched first "
+            "(buckets go in order)");
+  EXPECT_EQ(narrate(model, events, steps, 1), "rank 0, backward: bucket 0 is full (1.0 KiB) -> it is launched now");
+}
+
 }  // namespace
