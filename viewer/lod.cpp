@@ -131,6 +131,18 @@ double tick_step(const TimeMap& map, double min_px) {
   return step * 10;
 }
 
+std::string elide(const std::string& text, float max_width,
+                  const std::function<float(const std::string&)>& text_width) {
+  if (text_width(text) <= max_width) return text;
+  // The widths grow with the prefix: binary search for the longest one that fits with "..".
+  size_t lo = 0, hi = text.size();
+  while (lo < hi) {
+    const size_t mid = (lo + hi + 1) / 2;
+    if (text_width(text.substr(0, mid) + "..") <= max_width) lo = mid; else hi = mid - 1;
+  }
+  return lo >= 3 ? text.substr(0, lo) + ".." : "";
+}
+
 std::pair<double, double> clamp_view(double t0, double t1, double run0, double run1) {
   const double margin = 0.1 * (run1 - run0);
   const double lo = run0 - margin, hi = run1 + margin;

@@ -54,6 +54,11 @@ std::string format_duration(double ns);
 std::string format_tick(double ns, double step);
 // "12.0 MiB", "512 B": a byte count.
 std::string format_bytes(int64_t bytes);
+// `text` as it fits in `max_width` pixels: whole, or its longest prefix followed by ".." (at
+// least three characters of it), or "" when not even that fits. `text_width` measures. Pure.
+std::string elide(const std::string& text, float max_width,
+                  const std::function<float(const std::string&)>& text_width);
+
 // [t0, t1] moved (and narrowed, if wider) to lie within the run [run0, run1] and a margin of
 // a tenth of the run's length on either side: pan and zoom never leave the run. Pure.
 std::pair<double, double> clamp_view(double t0, double t1, double run0, double run1);

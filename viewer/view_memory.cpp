@@ -93,8 +93,6 @@ void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, floa
   if (peak_x >= x0 && peak_x <= x0 + width) {
     draw->AddLine(ImVec2(peak_x, y0), ImVec2(peak_x, base), kPeakColor, 1.5f);
   }
-  const std::string label = "peak " + format_bytes(rank.memory_peak_bytes);
-  draw->AddText(ImVec2(x0 + width - ImGui::CalcTextSize(label.c_str()).x - 4, y0 + 1), kPeakColor, label.c_str());
 
   if (ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(ImVec2(x0, y0), ImVec2(x0 + width, base))) {
     const auto t = static_cast<int64_t>(map.t(ImGui::GetIO().MousePos.x));

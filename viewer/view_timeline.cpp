@@ -87,10 +87,10 @@ void draw_row(Frame& f, int trace, int rank_index, int lane_index, int row, floa
     if (x1 < f.map.x0) continue;
     if (item.count > 1) {
       f.draw->AddRectFilled(ImVec2(x0, y0 + 1), ImVec2(x1, y0 + h - 1), kFoldColor);
-      if (x1 - x0 > 36) {
-        char text[32];
-        std::snprintf(text, sizeof(text), "x%u", item.count);
-        f.draw->AddText(ImVec2(x0 + 2, y0), IM_COL32(20, 20, 20, 255), text);
+      // The count only where it fits inside the block, never over the next one.
+      const std::string count = "x" + std::to_string(item.count);
+      if (ImGui::CalcTextSize(count.c_str()).x + 4 <= x1 - x0) {
+        f.draw->AddText(ImVec2(x0 + 2, y0), IM_COL32(20, 20, 20, 255), count.c_str());
       }
       continue;
     }
@@ -101,11 +101,11 @@ void draw_row(Frame& f, int trace, int rank_index, int lane_index, int row, floa
       f.draw->AddTriangleFilled(ImVec2(x, y0 + 1), ImVec2(x - 3, y0 + h - 1), ImVec2(x + 3, y0 + h - 1), color);
     } else {
       f.draw->AddRectFilled(ImVec2(x0, y0 + 1), ImVec2(x1, y0 + h - 1), color);
-      if (x1 - x0 > 40) {
-        const std::string label = span_label(model, s);
-        f.draw->PushClipRect(ImVec2(x0, y0), ImVec2(x1, y0 + h), true);
-        f.draw->AddText(ImVec2(x0 + 3, y0), IM_COL32(10, 10, 10, 255), label.c_str());
-        f.draw->PopClipRect();
+      if (x1 - x0 > 24) {
+        // Whole, or cut with ".." ("finalize_back.."), never clipped mid-letter.
+        const std::string label = elide(span_label(model, s), x1 - x0 - 5,
+                                        [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
+        if (!label.empty()) f.draw->AddText(ImVec2(x0 + 3, y0), IM_COL32(10, 10, 10, 255), label.c_str());
       }
     }
     const SpanRef ref{rank_index, lane_index, int64_t(item.first)};
@@ -355,13 +355,18 @@ void draw_trace_panel(App& app, int trace, float height) {
           y += h;
         }
         if (lane_y0 <= f.clip_y1 && y >= f.clip_y0) {
-          f.draw->AddText(ImVec2(origin.x + 12, lane_y0), IM_COL32(190, 190, 200, 255), lane.info.name.c_str());
+          const std::string name = elide(lane.info.name, sz.label_width - 16,
+                                         [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
+          f.draw->AddText(ImVec2(origin.x + 12, lane_y0), IM_COL32(190, 190, 200, 255), name.c_str());
           f.draw->AddLine(ImVec2(origin.x, y), ImVec2(f.right, y), IM_COL32(60, 60, 70, 255));
         }
       }
       if (y + sz.memory_height >= f.clip_y0 && y <= f.clip_y1) {
         draw_memory_graph(app, int(ti), rank, f.map.x0, y, f.map.width, sz.memory_height);
         f.draw->AddText(ImVec2(origin.x + 12, y), IM_COL32(190, 190, 200, 255), "memory");
+        // The peak's size beside the graph, not on it (its moment: the red line in the graph).
+        const std::string peak = "peak " + format_bytes(rank.memory_peak_bytes);
+        f.draw->AddText(ImVec2(origin.x + 12, y + ImGui::GetTextLineHeight()), kPeakColor, peak.c_str());
       }
       y += sz.memory_height + 4;
     }

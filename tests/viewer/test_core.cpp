@@ -212,6 +212,16 @@ TEST(ViewerLod, RulerLabelsNeverOverlapAtAnyZoomOrWidth) {
   }
 }
 
+// Span labels are whole or cut with "..", never clipped mid-letter or shorter than 3 letters.
+TEST(ViewerLod, LabelsElideCleanly) {
+  const auto width_of = [](const std::string& text) { return 7.0f * float(text.size()); };
+  EXPECT_EQ(elide("backward", 56, width_of), "backward");
+  EXPECT_EQ(elide("finalize_backward", 100, width_of), "finalize_bac..");  // 14 of 7 px
+  EXPECT_EQ(elide("finalize_backward", 35, width_of), "fin..");
+  EXPECT_EQ(elide("finalize_backward", 34, width_of), "");
+  EXPECT_EQ(elide("", 10, width_of), "");
+}
+
 // Pan and zoom stay on the run (1000 to 2000 ns here, margins of 100).
 TEST(ViewerLod, TheViewStaysOnTheRun) {
   EXPECT_EQ(clamp_view(1200, 1300, 1000, 2000), std::make_pair(1200.0, 1300.0));
