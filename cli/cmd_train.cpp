@@ -63,14 +63,23 @@ void add_train_command(CLI::App& app, CommandMode mode) {
   CLI::App* cmd = app.add_subcommand(
       "train", "One rank of a training run (run it under `dpscope launch -n N --`)");
   cmd->add_option("--model", c.model.name,
-                  "toy | mlp | cnn | transformer | branch (an MLP with a head some batches skip)")
-      ->check(CLI::IsMember({"toy", "mlp", "cnn", "transformer", "branch"}))
+                  "toy | mlp | cnn | transformer | branch (an MLP with a head some batches skip) | "
+                  "gpt (a GPT-2-shaped character-level language model; --data text)")
+      ->check(CLI::IsMember({"toy", "mlp", "cnn", "transformer", "branch", "gpt"}))
       ->capture_default_str();
-  cmd->add_option("--hidden", c.model.hidden, "mlp: width of the hidden layers")->capture_default_str();
-  cmd->add_option("--layers", c.model.layers, "mlp: Linear+ReLU blocks before the output layer")
-      ->capture_default_str();
-  cmd->add_option("--data", c.data, "digits | synthetic")
-      ->check(CLI::IsMember({"digits", "synthetic"}))
+  cmd->add_option("--hidden", c.model.hidden,
+                  "mlp, branch: width of the hidden layers (default 256); gpt: width of the "
+                  "residual stream, a multiple of --heads (default 128)");
+  cmd->add_option("--layers", c.model.layers,
+                  "mlp: Linear+ReLU blocks before the output layer (default 2); gpt: "
+                  "transformer blocks (default 4)");
+  cmd->add_option("--heads", c.model.heads, "gpt: attention heads (default 4)");
+  cmd->add_option("--seq", c.model.sequence,
+                  "gpt: context length in characters (default 64); transformer: sequence "
+                  "length (default 8)");
+  cmd->add_option("--data", c.data,
+                  "digits | text (data/opticks.txt.gz, for gpt) | synthetic")
+      ->check(CLI::IsMember({"digits", "text", "synthetic"}))
       ->capture_default_str();
   cmd->add_option("--samples", c.synthetic_samples, "synthetic: number of samples")->capture_default_str();
   cmd->add_option("--eval-fraction", c.eval_fraction,

@@ -1,5 +1,6 @@
-// The four training models. Names and registration order are part of the contract with the
-// Python twins in tests/ddp/models.py (and with `dpscope train`'s documented parameter names).
+// The small training models, and make_model over them and gpt (gpt.cpp). Names and registration
+// order are part of the contract with the Python twins in tests/ddp/models.py (and with
+// `dpscope train`'s documented parameter names).
 #include "engine/models/models.h"
 
 #include <ATen/ops/argmax.h>
@@ -20,6 +21,7 @@
 #include <stdexcept>
 
 #include "engine/models/forward_hooks.h"
+#include "engine/models/gpt.h"
 
 namespace dpscope::models {
 
@@ -163,25 +165,17 @@ class BranchModel final : public Model {
   torch::nn::Linear head_b_;
 };
 
-void require_positive(const char* what, int64_t value) {
-  if (value < 1) {
-    throw std::invalid_argument(std::string(what) + " must be at least 1 (got " +
-                                std::to_string(value) + ")");
-  }
-}
-
 }  // namespace
 
-std::shared_ptr<Model> make_model(const ModelConfig& config) {
+std::shared_ptr<Model> make_model(const ModelConfig& given) {
+  check_model_config(given);
+  const ModelConfig config = with_defaults(given);
   if (config.name == "toy") return std::make_shared<ToyModel>();
   if (config.name == "mlp") {
-    require_positive("--hidden", config.hidden);
-    if (config.layers < 0) throw std::invalid_argument("--layers must be 0 or more");
-    return std::make_shared<Mlp>(config.input_features, config.hidden, config.layers, config.classes);
+    return std::make_shared<Mlp>(config.input_features, *config.hidden, *config.layers, config.classes);
   }
   if (config.name == "branch") {
-    require_positive("--hidden", config.hidden);
-    return std::make_shared<BranchModel>(config.input_features, config.hidden, config.classes);
+    return std::make_shared<BranchModel>(config.input_features, *config.hidden, config.classes);
   }
   if (config.name == "cnn") {
     if (config.input_features != 64) {
@@ -191,13 +185,19 @@ std::shared_ptr<Model> make_model(const ModelConfig& config) {
     return std::make_shared<Cnn>(config.classes);
   }
   if (config.name == "transformer") {
-    require_positive("vocabulary", config.vocab);
-    require_positive("sequence length", config.sequence);
-    require_positive("model width", config.model_dim);
-    return std::make_shared<TinyTransformer>(config.vocab, config.sequence, config.model_dim);
+    if (config.vocab < 1 || config.model_dim < 1) {
+      throw std::invalid_argument("the transformer needs a vocabulary and a width of at least 1");
+    }
+    return std::make_shared<TinyTransformer>(config.vocab, *config.sequence, config.model_dim);
   }
-  throw std::invalid_argument("unknown model '" + config.name +
-                              "'; choose toy, mlp, cnn, transformer or branch");
+  if (config.name == "gpt") {
+    if (config.vocab < 1) {
+      throw std::invalid_argument("gpt needs a vocabulary of at least 1 token (the text's "
+                                  "characters; --data text sets it)");
+    }
+    return make_gpt(config.vocab, *config.sequence, *config.hidden, *config.layers, *config.heads);
+  }
+  throw std::invalid_argument("unknown model '" + config.name + "'");  // check_model_config's job
 }
 
 std::string summarize(const std::string& name, torch::nn::Module& module) {

@@ -1,8 +1,8 @@
 // The models `dpscope train` and the tutorials train: the seeds' ToyModel, an MLP, a small CNN on
-// digits as 1x8x8 images and a tiny transformer on a synthetic sequence task. Each has a Python
-// twin in tests/ddp/models.py with the same parameter names and registration order, so PyTorch's
-// own DDP can be trained from the same saved parameters. `branch` (an MLP head used only on some
-// batches) shows unused parameters.
+// digits as 1x8x8 images, a tiny transformer on a synthetic sequence task and a GPT-shaped
+// character-level language model (gpt.h). Each has a Python twin in tests/ddp/models.py with the
+// same parameter names and registration order, so PyTorch's own DDP can be trained from the same
+// saved parameters. `branch` (an MLP head used only on some batches) shows unused parameters.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -17,12 +17,12 @@
 namespace dpscope::models {
 
 // A classifier: forward maps a batch of inputs to logits; loss is the mean cross-entropy over
-// the batch (over every token for the transformer).
+// the batch (over every token for the transformer and gpt).
 class Model : public torch::nn::Module {
  public:
   virtual at::Tensor forward(const at::Tensor& x) = 0;
   virtual at::Tensor loss(const at::Tensor& logits, const at::Tensor& targets) const;
-  // The number of correct predictions in a batch (every token for the transformer).
+  // The number of correct predictions in a batch (every token for the transformer and gpt).
   virtual int64_t correct(const at::Tensor& logits, const at::Tensor& targets) const;
   // True when forward calls every child module through models::call_module (forward_hooks.h),
   // so that FSDP may wrap a child as a unit of its own. The engine's models all do; a model that
@@ -30,8 +30,9 @@ class Model : public torch::nn::Module {
   virtual bool calls_children_through_hooks() const { return false; }
 };
 
-// Builds the model. Throws std::invalid_argument naming the choices for an unknown name or a
-// bad size.
+// Builds the model, with its default sizes where `config` leaves them unset (model_config.h).
+// Throws std::invalid_argument naming the choices for an unknown name, and the flag for a bad
+// size (check_model_config).
 std::shared_ptr<Model> make_model(const ModelConfig& config);
 
 // "mlp: 3 layers of 1024 (1,123,338 parameters)"-style one-line summary.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/comm/link_model.h"
+#include "engine/models/model_config.h"
 #include "engine/train/train_config.h"
 
 namespace dpscope::train {
@@ -35,6 +36,17 @@ void validate_train_config(const TrainConfig& c) {
   require(bucket_size_ok(c.bucket_cap_mb, false) && bucket_size_ok(c.first_bucket_mb, false),
           "--bucket-cap-mb and --first-bucket-mb must be at most 1048576 (1 TiB)");
   require(c.eval_fraction >= 0 && c.eval_fraction < 1, "--eval-fraction must be in [0, 1)");
+  models::check_model_config(c.model);
+  // gpt predicts the next character, which only the text has; the other models have nothing to
+  // predict in it.
+  if (c.model.name == "gpt" && c.data != "text") {
+    throw std::invalid_argument("--model gpt is a character-level language model; train it on "
+                                "--data text");
+  }
+  if (c.data == "text" && c.model.name != "gpt") {
+    throw std::invalid_argument("--data text is for the language model: use --model gpt (the " +
+                                c.model.name + " model trains on digits or synthetic data)");
+  }
   comm::check_link(c.link_gbps, c.link_latency_us, "--link-gbps", "--link-latency-us");
   require(c.device == "cpu" || c.device == "cuda", "--device must be cpu or cuda");
   if (c.device == "cuda") {

@@ -17,7 +17,7 @@ enum class Strategy { Ddp, Fsdp };
 
 struct TrainConfig {
   models::ModelConfig model;
-  std::string data = "synthetic";  // digits | synthetic
+  std::string data = "synthetic";  // digits | text (gpt's) | synthetic
   int64_t synthetic_samples = 2048;
   // Train on the first (1 - eval_fraction) of the rows; report accuracy on the rest at the end.
   double eval_fraction = 0;
@@ -69,8 +69,9 @@ struct TrainConfig {
 };
 
 // The checks run_training makes before it starts (steps, batch size, rates, device, the link,
-// DDP-only options with FSDP); `dpscope train` in parse-only mode (the CLI fuzzer) makes them too. Throws
-// std::invalid_argument naming the flag. Needs no LibTorch (train_config.cpp).
+// the model's sizes and its data, DDP-only options with FSDP); `dpscope train` in parse-only mode
+// (the CLI fuzzer) makes them too. Throws std::invalid_argument naming the flag. Needs no
+// LibTorch (train_config.cpp, models/model_config.cpp).
 void validate_train_config(const TrainConfig& config);
 
 // What a run measured, for the caller (tutorials, the demo, tests).

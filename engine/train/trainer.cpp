@@ -33,10 +33,13 @@ namespace dpscope::train {
 
 namespace {
 
+// The run's options as JSON (meta `config`); sizes a model does not have are 0.
 std::string config_json(const TrainConfig& c) {
+  const models::ModelConfig model = models::with_defaults(c.model);
   char buffer[2048];
   std::snprintf(buffer, sizeof(buffer),
-                "{\"model\":\"%s\",\"hidden\":%lld,\"layers\":%lld,\"data\":\"%s\",\"steps\":%lld,"
+                "{\"model\":\"%s\",\"hidden\":%lld,\"layers\":%lld,\"heads\":%lld,"
+                "\"seq\":%lld,\"data\":\"%s\",\"steps\":%lld,"
                 "\"batch_size\":%lld,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"grad_accum\":%d,"
                 "\"bucket_cap_mb\":%g,\"first_bucket_mb\":%g,\"initial_buckets\":\"%s\","
                 "\"find_unused_parameters\":%s,"
@@ -45,8 +48,10 @@ std::string config_json(const TrainConfig& c) {
                 "\"wrap_min_params\":%lld,\"mixed_precision\":\"%s\",\"reduce_fp32\":%s,"
                 "\"cpu_offload\":%s,\"backward_prefetch\":\"%s\",\"forward_prefetch\":%s,"
                 "\"limit_all_gathers\":%d,\"limit_reduce_scatters\":%d,\"reduce_bucket_mb\":%g}",
-                c.model.name.c_str(), static_cast<long long>(c.model.hidden),
-                static_cast<long long>(c.model.layers), c.data.c_str(),
+                c.model.name.c_str(), static_cast<long long>(model.hidden.value_or(0)),
+                static_cast<long long>(model.layers.value_or(0)),
+                static_cast<long long>(model.heads.value_or(0)),
+                static_cast<long long>(model.sequence.value_or(0)), c.data.c_str(),
                 static_cast<long long>(c.steps), static_cast<long long>(c.batch_size), c.lr,
                 c.momentum, static_cast<unsigned long long>(c.seed), c.grad_accum,
                 c.bucket_cap_mb, c.first_bucket_mb,
@@ -61,24 +66,36 @@ std::string config_json(const TrainConfig& c) {
   return buffer;
 }
 
-data::Dataset load_data(const TrainConfig& config) {
+// The run's data set, and for token data the vocabulary size the model is built with.
+struct RunData {
+  data::Dataset all;
+  int64_t vocab = 0;
+};
+
+RunData load_data(const TrainConfig& config, const models::ModelConfig& model) {
   if (config.data == "digits") {
     if (config.model.name == "transformer") {
       throw std::invalid_argument("the transformer trains on token sequences; use --data synthetic");
     }
-    return data::load_digits(data::find_digits_file());
+    return {data::load_digits(data::find_digits_file())};
+  }
+  if (config.data == "text") {  // validate_train_config: the model is gpt
+    data::TextSamples text = data::load_text(data::find_text_file(), *model.sequence);
+    return {std::move(text.samples), static_cast<int64_t>(text.vocabulary.size())};
   }
   if (config.data != "synthetic") {
-    throw std::invalid_argument("unknown --data '" + config.data + "'; choose digits or synthetic");
+    throw std::invalid_argument("unknown --data '" + config.data +
+                                "'; choose digits, text or synthetic");
   }
   if (config.model.name == "transformer") {
-    return data::make_synthetic_sequences(config.synthetic_samples, config.model.sequence,
-                                          config.model.vocab, config.seed);
+    return {data::make_synthetic_sequences(config.synthetic_samples, *model.sequence, model.vocab,
+                                           config.seed),
+            model.vocab};
   }
   if (config.model.name == "toy") {
-    return data::make_synthetic_classification(config.synthetic_samples, 10, 5, config.seed);
+    return {data::make_synthetic_classification(config.synthetic_samples, 10, 5, config.seed)};
   }
-  return data::make_synthetic_classification(config.synthetic_samples, 64, 10, config.seed);
+  return {data::make_synthetic_classification(config.synthetic_samples, 64, 10, config.seed)};
 }
 
 }  // namespace
@@ -126,13 +143,18 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
   recorder.set_meta("device", config.device);
   if (fault) recorder.set_meta("fault_injected", std::getenv("DPSCOPE_FAULT"));
 
-  data::Dataset all = load_data(config);
+  models::ModelConfig model_config = models::with_defaults(config.model);
+  RunData run_data = load_data(config, model_config);
+  const data::Dataset& all = run_data.all;
   const int64_t train_rows = all.size() - static_cast<int64_t>(all.size() * config.eval_fraction);
   const data::Dataset train_set = all.slice(0, train_rows);
   const data::Dataset eval_set = all.slice(train_rows, all.size());
 
-  models::ModelConfig model_config = config.model;
-  if (model_config.name != "transformer") model_config.input_features = all.x.size(1);
+  if (run_data.vocab > 0) {
+    model_config.vocab = run_data.vocab;
+  } else {
+    model_config.input_features = all.x.size(1);
+  }
   if (model_config.name == "toy") model_config.classes = 5;
   // Every rank initialises its own way; DDP's broadcast makes rank 0's the common start.
   torch::manual_seed(config.seed + 1000 * static_cast<uint64_t>(env.rank));

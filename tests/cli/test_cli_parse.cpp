@@ -85,6 +85,39 @@ TEST(CliParse, CommandChecksRunInValidateMode) {
             std::string::npos);
 }
 
+// The model's sizes and data (engine/models/model_config.h), checked before anything runs: each
+// message names the flag.
+TEST(CliParse, TrainChecksTheModelsSizesAndData) {
+  parse({"train", "--model", "gpt", "--data", "text", "--layers", "2", "--hidden", "96", "--heads",
+         "3", "--seq", "32"});
+  parse({"train", "--model", "transformer", "--seq", "12"});
+  const auto message = [](const std::vector<std::string>& args) {
+    return error_of<std::invalid_argument>(args);
+  };
+  EXPECT_NE(message({"train", "--model", "gpt", "--data", "text", "--hidden", "130"})
+                .find("--hidden 130 is not a multiple of --heads 4"),
+            std::string::npos);
+  EXPECT_NE(message({"train", "--model", "gpt", "--data", "text", "--heads", "0"})
+                .find("--heads must be at least 1"),
+            std::string::npos);
+  EXPECT_NE(message({"train", "--model", "gpt", "--data", "text", "--layers", "0"})
+                .find("--layers must be at least 1 for --model gpt"),
+            std::string::npos);
+  EXPECT_NE(message({"train", "--model", "gpt", "--data", "text", "--seq", "9223372036854775807"})
+                .find("--seq must be at most"),
+            std::string::npos);
+  EXPECT_NE(message({"train", "--model", "mlp", "--heads", "2"}).find("--heads sets the attention"),
+            std::string::npos);
+  EXPECT_NE(message({"train", "--model", "cnn", "--seq", "2"}).find("drop it for --model cnn"),
+            std::string::npos);
+  EXPECT_NE(message({"train", "--model", "gpt"}).find("train it on --data text"), std::string::npos);
+  EXPECT_NE(message({"train", "--model", "mlp", "--data", "text"}).find("use --model gpt"),
+            std::string::npos);
+  EXPECT_NE(message({"train", "--model", "mlp", "--hidden", "0"}).find("--hidden must be at least 1"),
+            std::string::npos);
+  EXPECT_NE(error_of<CLI::ParseError>({"train", "--model", "gpt2"}), "");
+}
+
 // Regression: --nnodes times -n overflowed int in WORLD_SIZE and RANK (undefined behaviour);
 // --master-port and --stop-grace took any int.
 TEST(CliParse, LaunchRejectsOutOfRangeNumbers) {
