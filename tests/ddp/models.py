@@ -1,7 +1,9 @@
 """Python twins of engine/models (same parameter names and registration order) and of the data
-`dpscope train` trains on, for the PyTorch DDP oracle. Run with /usr/bin/python3 (torch 1.13)."""
+`dpscope train` trains on, for the PyTorch DDP oracle. Run with /usr/bin/python3 (torch 1.13).
+`args` carries pytorch_ddp.py's flags; sizes left None are the model's defaults (DEFAULTS)."""
 import gzip
 import math
+import os
 
 import torch
 import torch.nn as nn
@@ -91,17 +93,102 @@ class TinyTransformer(nn.Module):
         return self.head(h)
 
 
+class GptBlock(nn.Module):
+    """engine/models/gpt.cpp's GptBlockImpl: every module call and operation in its order (the
+    order forward creates autograd nodes is the order backward delivers gradients to DDP)."""
+
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(hidden)
+        self.attn_qkv = nn.Linear(hidden, 3 * hidden)
+        self.attn_proj = nn.Linear(hidden, hidden)
+        self.ln_2 = nn.LayerNorm(hidden)
+        self.mlp_fc = nn.Linear(hidden, 4 * hidden)
+        self.mlp_proj = nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x):
+        batch, length, width = x.shape
+        head_width = width // self.heads
+        a = self.ln_1(x)
+        qkv = self.attn_qkv(a)
+        parts = qkv.split(width, 2)
+        q = parts[0].view(batch, length, self.heads, head_width).transpose(1, 2)
+        k = parts[1].view(batch, length, self.heads, head_width).transpose(1, 2)
+        v = parts[2].view(batch, length, self.heads, head_width).transpose(1, 2)
+        key_t = k.transpose(-2, -1)
+        scores = torch.matmul(q, key_t) / math.sqrt(head_width)
+        future = torch.ones(length, length, dtype=torch.bool).triu(1)
+        masked = scores.masked_fill(future, float("-inf"))
+        weights = torch.softmax(masked, -1)
+        mixed = torch.matmul(weights, v)
+        merged = mixed.transpose(1, 2).contiguous().view(batch, length, width)
+        h = x + self.attn_proj(merged)
+        m = self.ln_2(h)
+        up = self.mlp_fc(m)
+        activated = F.gelu(up)
+        return h + self.mlp_proj(activated)
+
+
+class Gpt(nn.Module):
+    """engine/models/gpt.h: wte, wpe, block0..block{L-1}, ln_f, lm_head. The initial weights come
+    from dpscope's saved ones (--init), so this twin needs no initialisation of its own."""
+
+    def __init__(self, vocab, sequence, hidden, layers, heads):
+        super().__init__()
+        self.layers = layers
+        self.wte = nn.Embedding(vocab, hidden)
+        self.wpe = nn.Embedding(sequence, hidden)
+        for i in range(layers):
+            setattr(self, f"block{i}", GptBlock(hidden, heads))
+        self.ln_f = nn.LayerNorm(hidden)
+        self.lm_head = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens):
+        length = tokens.shape[-1]
+        token_embedding = self.wte(tokens)
+        positions = torch.arange(length)
+        position_embedding = self.wpe(positions)
+        h = token_embedding + position_embedding
+        for i in range(self.layers):
+            h = getattr(self, f"block{i}")(h)
+        normed = self.ln_f(h)
+        return self.lm_head(normed)
+
+
+# engine/models/model_config.cpp's with_defaults: a size left unset is its model's default.
+DEFAULTS = {
+    "gpt": {"hidden": 128, "layers": 4, "heads": 4, "seq": 64},
+    "transformer": {"seq": 8},
+}
+MLP_DEFAULTS = {"hidden": 256, "layers": 2}
+# `--data text`'s file (engine/data/text.cpp's find_text_file), unless args.text names another.
+TEXT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data",
+                    "opticks.txt.gz")
+
+
+def size(args, name):
+    given = getattr(args, name, None)
+    if given is not None:
+        return given
+    return DEFAULTS.get(args.model, MLP_DEFAULTS).get(name)
+
+
 def make_model(args, features):
     if args.model == "toy":
         return Toy()
     if args.model == "mlp":
-        return Mlp(features, args.hidden, args.layers, 10)
+        return Mlp(features, size(args, "hidden"), size(args, "layers"), 10)
     if args.model == "branch":
-        return Branch(features, args.hidden, 10)
+        return Branch(features, size(args, "hidden"), 10)
     if args.model == "cnn":
         return Cnn(10)
     if args.model == "transformer":
-        return TinyTransformer(16, 8, 32)
+        return TinyTransformer(16, size(args, "seq"), 32)
+    if args.model == "gpt":
+        vocab = len(read_text(text_path(args))[1])
+        return Gpt(vocab, size(args, "seq"), size(args, "hidden"), size(args, "layers"),
+                   size(args, "heads"))
     raise SystemExit(f"unknown model {args.model}")
 
 
@@ -117,12 +204,35 @@ def load_digits(path):
     return data[:, :64].to(torch.float32) / 16, data[:, 64].clone()
 
 
+def text_path(args):
+    return getattr(args, "text", None) or TEXT
+
+
+def read_text(path):
+    """The text and its vocabulary (engine/data/text.cpp): strict UTF-8, no newline translation,
+    the characters in ascending code-point order."""
+    with gzip.open(path) as f:
+        text = f.read().decode("utf-8")
+    return text, sorted(set(text))
+
+
+def load_text(path, sequence):
+    """Samples of sequence + 1 characters from i * sequence: x the first, y the last sequence."""
+    text, chars = read_text(path)
+    index = {c: i for i, c in enumerate(chars)}
+    ids = torch.tensor([index[c] for c in text], dtype=torch.int64)
+    n = (len(ids) - 1) // sequence
+    return ids[:n * sequence].view(n, sequence), ids[1:n * sequence + 1].view(n, sequence)
+
+
 def load_data(args, digits_path):
     if args.data == "digits":
         return load_digits(digits_path)
+    if args.data == "text":
+        return load_text(text_path(args), size(args, "seq"))
     g = torch.Generator().manual_seed(args.seed)
     if args.model == "transformer":
-        x = torch.randint(16, (args.samples, 8), generator=g)
+        x = torch.randint(16, (args.samples, size(args, "seq")), generator=g)
         return x, x.flip(1)
     features, classes = (10, 5) if args.model == "toy" else (64, 10)
     x = torch.randn(args.samples, features, generator=g)

@@ -168,6 +168,19 @@ TEST(DdpVsPyTorch, CnnNoBroadcastBuffers) {
   compare(2, "--model cnn --data digits --no-broadcast-buffers");
 }
 TEST(DdpVsPyTorch, TransformerTwoRanks) { compare(2, "--model transformer --momentum 0.9", true); }
+// The GPT-shaped model on the text. Both plans list the parameters in the order their gradients
+// arrived, which matches PyTorch's only when forward runs every operation in the twin's order
+// (engine/models/gpt.cpp).
+TEST(DdpVsPyTorch, GptTwoRanks) {
+  compare(2, "--model gpt --data text --layers 2 --hidden 32 --heads 4 --seq 16 --momentum 0.9",
+          true);
+}
+// 1.6 MiB in 30 tensors: the rebuilt plan fills the 1 MiB first bucket, then cuts the rest at
+// 0.05 MiB, so weights of 64 KiB go alone and LayerNorm's 512-byte tensors share a bucket.
+TEST(DdpVsPyTorch, GptThreeRanksSmallBuckets) {
+  compare(3, "--model gpt --data text --layers 2 --hidden 128 --heads 4 --seq 16 "
+             "--bucket-cap-mb 0.05");
+}
 TEST(DdpVsPyTorch, Fp16CompressionHook) { compare(2, "--model mlp --hidden 64 --comm-hook fp16"); }
 // PyTorch's gloo cannot all-reduce bfloat16 (its bf16 hook needs NCCL), so the bf16 run is held
 // to PyTorch's uncompressed DDP within bfloat16's precision; tests/ddp/test_comm_hooks checks the

@@ -94,6 +94,16 @@ TEST(FsdpVsDdp, TransformerThreeRanksNestedRootParams) {
   // head are units of their own.
   compare({3, "--model transformer --momentum 0.9", "--wrap-min-params 500"});
 }
+// The GPT-shaped model at 2 blocks of 32: a block holds 12,704 parameters and its largest layer
+// 4,224, the root's own (wte, wpe, ln_f, lm_head) at most 2,871 each.
+const std::string kGpt = "--model gpt --data text --layers 2 --hidden 32 --heads 4 --seq 16 --momentum 0.9";
+// A unit per block, as FSDP wraps transformers: the embeddings, ln_f and lm_head stay in the root.
+TEST(FsdpVsDdp, GptThreeRanksUnitPerBlock) { compare({3, kGpt, "--wrap-min-params 5000"}); }
+// A unit per layer of at least 1,000 parameters (each block's four Linears, wte and lm_head);
+// the LayerNorms and wpe stay in the root (the blocks are not units here).
+TEST(FsdpVsDdp, GptTwoRanksShardGradOpUnitPerLayer) {
+  compare({2, kGpt, "--sharding grad_op --wrap-min-params 1000"});
+}
 // Mixed precision: bfloat16 keeps 8 significant bits, so gradients computed from bf16 weights and
 // activations are about 1% off; through 8 steps with momentum 0.9 that must stay a small part of
 // how far training moved the parameters: at most 10% of it (measured: about 3%).
