@@ -229,25 +229,46 @@ double App::idle_wait_seconds() const {
     return 0;
   }
   if (playing || dragging_playhead) return 0;
+  if (switching_.valid()) return kBackgroundPollSeconds;
   if (live_) return std::chrono::duration<double>(live_->interval()).count();
   if (ImGui::GetIO().WantTextInput) return kCursorBlinkSeconds;
   return kWaitForInput;
 }
 
+void App::follow(std::unique_ptr<LiveSource> source) { live_source_ = std::move(source); }
+
+void App::adopt_live_model(std::shared_ptr<const Model> fresh) {
+  // Follow the end of the run when the view showed it; keep the view otherwise.
+  const bool at_end = view_t1 >= double(traces[0].model->t_end);
+  const double width = view_t1 - view_t0;
+  traces[0].set_model(std::move(fresh));
+  selected = hovered = {};
+  steps_cache_ = {};
+  if (at_end) set_view(double(traces[0].model->t_end) - width, double(traces[0].model->t_end) + width * 0.02);
+  update_find();
+  update_range();
+}
+
 void App::frame() {
   for (OpenTrace& t : traces) t.poll_analysis();
-  if (live_) {
-    if (auto fresh = live_->poll()) {
-      // Follow the end of the run when the view showed it; keep the view otherwise.
-      const bool at_end = view_t1 >= double(traces[0].model->t_end);
-      const double width = view_t1 - view_t0;
-      traces[0].set_model(std::move(fresh));
-      selected = hovered = {};
-      steps_cache_ = {};
-      if (at_end) set_view(double(traces[0].model->t_end) - width, double(traces[0].model->t_end) + width * 0.02);
-      update_find();
-      update_range();
+  if (live_source_) {
+    // The run ended (run.sqlite appeared): load it and follow it instead of the rank files.
+    const std::string file = live_source_->poll();
+    if (!file.empty() && file != traces[0].model->path && !switching_.valid()) {
+      switching_ = std::async(std::launch::async, [file] { return load_model(file, nullptr, 1); });
     }
+    if (switching_.valid() && switching_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      try {
+        std::shared_ptr<const Model> switched = switching_.get();
+        live_ = std::make_unique<LiveFollower>(switched);
+        adopt_live_model(std::move(switched));
+      } catch (const trace::TraceError&) {
+        // Caught mid-write: the next poll tries again.
+      }
+    }
+  }
+  if (live_) {
+    if (auto fresh = live_->poll()) adopt_live_model(std::move(fresh));
   }
   handle_keys();
   update_playback();
@@ -263,10 +284,12 @@ void App::frame() {
   // An emulated link is said where the run is named, so that nobody reads its collectives'
   // lengths as this machine's (docs/communication.md).
   const std::string link = this->link();
-  ImGui::Text("%s  |  %s %s, %zu ranks, %lld events, %d iterations%s%s%s", m.path.c_str(),
+  // Following a run directory, the file is a scratch merge: name what is followed instead.
+  const std::string shown = live_source_ ? "live: " + live_source_->status() : m.path;
+  ImGui::Text("%s  |  %s %s, %zu ranks, %lld events, %d iterations%s%s%s", shown.c_str(),
               m.meta_value("strategy", "?").c_str(), m.meta_value("backend", "").c_str(),
               m.ranks.size(), static_cast<long long>(m.events), m.iterations,
-              link.empty() ? "" : "  |  ", link.c_str(), live_ ? "  |  live" : "");
+              link.empty() ? "" : "  |  ", link.c_str(), live_ && !live_source_ ? "  |  live" : "");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(180);
   if (ImGui::InputTextWithHint("##find", "find (name or kind)", find_buffer_, sizeof(find_buffer_))) {

@@ -14,6 +14,7 @@
 #include "trace/reader.h"
 #include "viewer/analysis.h"
 #include "viewer/live.h"
+#include "viewer/live_source.h"
 #include "viewer/model.h"
 #include "viewer/playback.h"
 
@@ -89,7 +90,14 @@ class App {
   // "emulated link 4 Gb/s, 50 µs" when the main trace's run emulated its interconnect (meta
   // link_gbps, link_latency_us), else "": the header says it beside the run's name.
   std::string link() const;
+  // --live on a run directory or a path not there yet: `source` says which file to follow (the
+  // merged rank files while the run goes, run.sqlite at its end); the App switches when it
+  // does. The main trace must be what source->poll() returned.
+  void follow(std::unique_ptr<LiveSource> source);
   int live_reloads() const { return live_ ? live_->reloads() : 0; }
+  // What the live source follows now ("" without one) and how often it merged rank files.
+  std::string live_status() const { return live_source_ ? live_source_->status() : ""; }
+  int live_merges() const { return live_source_ ? live_source_->merges() : 0; }
   int64_t live_rows_read() const { return live_ ? live_->rows_read() : 0; }
 
   // ---- State the panels share.
@@ -159,6 +167,10 @@ class App {
   AppOptions options_;
   char find_buffer_[128] = {};
   std::unique_ptr<LiveFollower> live_;
+  std::unique_ptr<LiveSource> live_source_;
+  std::future<std::shared_ptr<const Model>> switching_;  // loading the file live_source_ moved to
+  // A newer model of the main trace (a live update, or the file the source switched to).
+  void adopt_live_model(std::shared_ptr<const Model> fresh);
 };
 
 // ---- Panels (one file each).

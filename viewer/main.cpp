@@ -5,11 +5,15 @@
 #include <GLFW/glfw3.h>
 #include <imgui.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "trace/error.h"
 #include "viewer/app.h"
@@ -31,6 +35,29 @@ Loaded load_both(const std::string& path, const std::string& compare, LoadProgre
   return loaded;
 }
 
+// Where --live merges a run directory's rank files while it follows them.
+std::string live_scratch_path() {
+  return (std::filesystem::temp_directory_path() /
+          ("dpscope-view-live-" + std::to_string(::getpid()) + ".sqlite"))
+      .string();
+}
+
+// Headless --live: the file LiveSource gives for `path` (waiting up to a minute for a run to
+// start writing), the source left in `source` for the App to follow.
+std::string wait_for_live_file(const std::string& path, std::unique_ptr<LiveSource>* source) {
+  *source = std::make_unique<LiveSource>(path, live_scratch_path(), std::chrono::milliseconds(100));
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  for (;;) {
+    const std::string file = (*source)->poll();
+    if (!file.empty()) return file;
+    if (std::chrono::steady_clock::now() > give_up) {
+      throw std::runtime_error(path + ": no trace appeared there in a minute; start the run (dpscope "
+                               "launch --trace-dir " + path + " ...) or name an existing trace");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 int fail(const std::string& message) {
   std::fprintf(stderr, "dpscope-view: %s\n", message.c_str());
   return 1;
@@ -38,11 +65,20 @@ int fail(const std::string& message) {
 
 // Windowed: load on a thread while showing progress; a load error stays on screen in a dialog
 // until the window is closed (the exit status is then 1).
+// With --live the trace may not exist yet: the window says what it waits for (LiveSource) and
+// loads the file as soon as there is one; a file caught mid-write is tried again.
 int windowed(const AppOptions& options) {
   Window window("dpscope-view: " + options.path, 1280, 800);
   const float font_scale = options.font_scale > 0 ? options.font_scale : window.content_scale();
   LoadProgress progress;
-  auto pending = std::async(std::launch::async, load_both, options.path, options.compare_path, &progress);
+  std::unique_ptr<LiveSource> source;
+  std::future<Loaded> pending;
+  if (options.live) {
+    source = std::make_unique<LiveSource>(options.path, live_scratch_path());
+  } else {
+    pending = std::async(std::launch::async, load_both, options.path, options.compare_path, &progress);
+  }
+  std::string live_file;  // the file being loaded for --live
   std::unique_ptr<App> app;
   std::string error;
   // Loading: the progress bar moves without input; a load error waits for the user.
@@ -52,12 +88,22 @@ int windowed(const AppOptions& options) {
     window.begin_frame(app             ? app->idle_wait_seconds()
                        : error.empty() ? kLoadingFrameSeconds
                                        : kWaitForInput);
-    if (!app && error.empty() &&
+    if (source && !app && !pending.valid()) {
+      live_file = source->poll();
+      if (!live_file.empty()) {
+        pending = std::async(std::launch::async, load_both, live_file, options.compare_path, &progress);
+      }
+    }
+    if (!app && error.empty() && pending.valid() &&
         pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
       try {
         Loaded loaded = pending.get();
         app = std::make_unique<App>(options, loaded.main, loaded.compare);
         app->font_scale = app->default_font_scale = font_scale;
+        if (source) app->follow(std::move(source));
+      } catch (const dpscope::trace::TraceError& e) {
+        // A live file caught mid-write: try again; anything else stays on screen.
+        if (!source) error = e.what();
       } catch (const std::exception& e) {
         error = e.what();
       }
@@ -77,14 +123,19 @@ int windowed(const AppOptions& options) {
       const ImGuiViewport* viewport = ImGui::GetMainViewport();
       ImGui::SetNextWindowPos(ImVec2(viewport->Size.x / 2, viewport->Size.y / 2), 0, ImVec2(0.5f, 0.5f));
       ImGui::Begin("loading", nullptr, ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoDecoration);
-      ImGui::Text("loading %s", options.path.c_str());
+      if (source && !pending.valid()) {
+        ImGui::Text("live: %s", source->status().c_str());
+        ImGui::TextDisabled("(it opens as soon as a rank has written its first events)");
+      } else {
+        ImGui::Text("loading %s", (source ? live_file : options.path).c_str());
+      }
       ImGui::ProgressBar(float(progress.fraction.load()), ImVec2(400, 0));
       ImGui::End();
     }
     window.end_frame();
   }
   progress.cancel = true;
-  if (!app && error.empty()) {
+  if (!app && error.empty() && pending.valid()) {
     try {
       pending.get();
     } catch (const std::exception&) {
@@ -136,16 +187,21 @@ int main(int argc, char** argv) {
   try {
     if (headless.png.empty()) return windowed(options);
     const auto start = std::chrono::steady_clock::now();
-    Loaded loaded = load_both(options.path, options.compare_path, nullptr);
+    std::unique_ptr<LiveSource> source;
+    std::string path = options.path;
+    if (options.live) path = wait_for_live_file(options.path, &source);
+    Loaded loaded = load_both(path, options.compare_path, nullptr);
     const double open_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     Window window("dpscope-view: " + options.path, 1280, 800);
     App app(options, loaded.main, loaded.compare);
+    if (source) app.follow(std::move(source));
     app.wait_for_analysis();
     const int status = run_headless(window, app, headless, open_ms);
     if (options.live) {
-      std::fprintf(stderr, "dpscope-view: live: %d reloads, %lld events in the last one, %lld rows read by the reloads\n",
+      std::fprintf(stderr, "dpscope-view: live: %d reloads, %lld events in the last one, %lld rows read by the reloads; "
+                   "followed %s after %d merges of rank files\n",
                    app.live_reloads(), static_cast<long long>(app.traces[0].model->events),
-                   static_cast<long long>(app.live_rows_read()));
+                   static_cast<long long>(app.live_rows_read()), app.live_status().c_str(), app.live_merges());
     }
     return status;
   } catch (const dpscope::trace::TraceError& e) {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sqlite3.h>
@@ -542,4 +543,55 @@ TEST(ViewerHeadless, LiveFollowsAFileThatGrows) {
   // not the whole file each time.
   EXPECT_GT(rows, 0) << result.output;
   EXPECT_LE(rows, events - 20) << result.output;
+}
+
+// --live on a run directory that does not exist yet: the viewer waits, follows the two rank files
+// (merged as they grow) while the "ranks" write them, and switches to run.sqlite when it appears.
+TEST(ViewerHeadless, LiveFollowsARunDirectoryFromItsStartToItsMergedFile) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string run_dir = dir.file("run");
+  // 150 frames at ~30 per second: five seconds, enough for what follows on a loaded machine.
+  auto viewer_run = std::async(std::launch::async, [&] {
+    return view(run_dir + " --live --screenshot " + dir.file("live.png") + " --frames 150");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::filesystem::create_directories(run_dir);
+  std::vector<std::unique_ptr<Recorder>> ranks;
+  std::vector<std::string> files;
+  for (int rank = 0; rank < 2; ++rank) {
+    RecorderOptions options;
+    options.path = run_dir + "/rank" + std::to_string(rank) + ".sqlite";
+    options.rank = rank;
+    options.flush_on_signals = false;
+    files.push_back(options.path);
+    ranks.push_back(std::make_unique<Recorder>(options));
+  }
+  int64_t t = now_ns();
+  int written = 0;
+  // About a second of iterations on both ranks, in batches (bounded, whatever the viewer does).
+  for (int batch = 0; batch < 10 && viewer_run.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready;
+       ++batch) {
+    for (auto& recorder : ranks) {
+      const NameId step = recorder->name("iteration");
+      for (int i = 0; i < 10; ++i) recorder->phase(0, step, t + i * 1'000'000, t + i * 1'000'000 + 900'000, batch * 10 + i);
+      recorder->flush();
+    }
+    t += 10'000'000;
+    written += 10;
+  }
+  for (auto& recorder : ranks) recorder->close();
+  merge_traces(files, run_dir + "/run.sqlite");
+  const CommandResult result = viewer_run.get();
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("followed " + run_dir + "/run.sqlite after "), std::string::npos) << result.output;
+  int merges = 0;
+  const auto after = result.output.find(" after ");
+  ASSERT_NE(after, std::string::npos) << result.output;
+  ASSERT_EQ(std::sscanf(result.output.c_str() + after, " after %d merges", &merges), 1) << result.output;
+  EXPECT_GE(merges, 1) << "the rank files were merged while they grew: " << result.output;
+  long long events = 0;
+  const auto live = result.output.find("live: ");
+  ASSERT_EQ(std::sscanf(result.output.c_str() + live, "live: %*d reloads, %lld events", &events), 1);
+  EXPECT_EQ(events, 2 * written) << "the merged file's every event, both ranks";
 }
