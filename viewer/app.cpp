@@ -179,7 +179,7 @@ void App::handle_keys() {
   if (ImGui::IsKeyDown(GLFW_KEY_S)) set_view(mid - width / 2 * std::exp(amount), mid + width / 2 * std::exp(amount));
   if (ImGui::IsKeyDown(GLFW_KEY_A)) set_view(view_t0 - width * amount * 0.5, view_t1 - width * amount * 0.5);
   if (ImGui::IsKeyDown(GLFW_KEY_D)) set_view(view_t0 + width * amount * 0.5, view_t1 + width * amount * 0.5);
-  if (ImGui::IsKeyPressed(GLFW_KEY_F)) fit();
+  if (ImGui::IsKeyPressed(GLFW_KEY_F) && !io.KeyCtrl) fit();
   if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT) || ImGui::IsKeyPressed(GLFW_KEY_N)) step(+1);
   if (ImGui::IsKeyPressed(GLFW_KEY_LEFT) || ImGui::IsKeyPressed(GLFW_KEY_P)) step(-1);
   if (ImGui::IsKeyPressed(GLFW_KEY_SPACE, false)) toggle_play();
@@ -292,7 +292,9 @@ void App::frame() {
               link.empty() ? "" : "  |  ", link.c_str(), live_ && !live_source_ ? "  |  live" : "");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(180);
-  if (ImGui::InputTextWithHint("##find", "find (name or kind)", find_buffer_, sizeof(find_buffer_))) {
+  // Ctrl+F: type a query without reaching for the mouse.
+  if (ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_F, false)) ImGui::SetKeyboardFocusHere();
+  if (ImGui::InputTextWithHint("##find", "find (name or kind; Ctrl+F)", find_buffer_, sizeof(find_buffer_))) {
     find_text = find_buffer_;
     update_find();
   }

@@ -122,6 +122,7 @@ void draw_help(App& app) {
       {"W / S", "zoom in / out"},
       {"A / D", "pan left / right"},
       {"F", "fit the whole run"},
+      {"Ctrl+F", "type in the find box"},
       {"-> or N / <- or P", "next / previous step of the focus rank (narration line)"},
       {"space", "play the playhead's iteration in slow motion; again: pause"},
       {"[ / ]", "slower / faster (x1/10, x1/100, x1/1000)"},

@@ -1,12 +1,15 @@
 // dpscope-view in a real window driven by scripted input: xdotool (scripts/setup installs it)
-// moves the pointer and presses keys in the window the suite's Xvfb display shows, while the test
-// reads the viewer's CPU time from /proc. Without a display or xdotool these tests skip.
+// moves the pointer, turns the wheel and presses keys in the window the suite's Xvfb display
+// shows; the test reads the viewer's CPU time from /proc and what it drew with xwd (x11-apps).
+// Without a display, xdotool or xwd these tests skip.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -66,6 +69,72 @@ class ViewerProcess {
 };
 
 bool have_xdotool() { return run_command("command -v xdotool").exit_code == 0; }
+bool have_xwd() { return run_command("command -v xwd").exit_code == 0; }
+
+// What the window shows, read back with xwd (a ZPixmap of 32 bits per pixel, as Xvfb at depth
+// 24 writes it).
+struct Capture {
+  int width = 0, height = 0;
+  std::vector<unsigned char> rgb;
+  const unsigned char* at(int x, int y) const { return rgb.data() + (size_t(y) * size_t(width) + size_t(x)) * 3; }
+  // Pixels within 12 of `colour` in every channel, in rows [y0, y1).
+  int count(int y0, int y1, const std::array<int, 3>& colour) const {
+    int n = 0;
+    for (int y = std::max(0, y0); y < std::min(y1, height); ++y) {
+      for (int x = 0; x < width; ++x) {
+        const unsigned char* p = at(x, y);
+        n += std::abs(p[0] - colour[0]) <= 12 && std::abs(p[1] - colour[1]) <= 12 && std::abs(p[2] - colour[2]) <= 12;
+      }
+    }
+    return n;
+  }
+  int rows_with(int y0, int y1, const std::array<int, 3>& colour) const {
+    int n = 0;
+    for (int y = y0; y < y1; ++y) n += count(y, y + 1, colour) > 0;
+    return n;
+  }
+  // The column holding most pixels that `is` accepts between rows y0 and y1 (at least 100 of
+  // them: a line, not a stray pixel), or -1.
+  int column_where(int y0, int y1, const std::function<bool(const unsigned char*)>& is) const {
+    int best = -1, best_count = 99;
+    for (int x = 0; x < width; ++x) {
+      int n = 0;
+      for (int y = std::max(0, y0); y < std::min(y1, height); ++y) n += is(at(x, y));
+      if (n > best_count) best = x, best_count = n;
+    }
+    return best;
+  }
+  bool same_rows(const Capture& other, int y0, int y1) const {
+    const size_t begin = size_t(y0) * size_t(width) * 3, end = size_t(y1) * size_t(width) * 3;
+    return width == other.width && std::equal(rgb.begin() + long(begin), rgb.begin() + long(end),
+                                              other.rgb.begin() + long(begin));
+  }
+};
+
+uint32_t big_endian(const unsigned char* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+
+Capture capture(const std::string& window, const std::string& file) {
+  Capture image;
+  if (run_command("xwd -silent -id " + window + " -out " + file).exit_code != 0) return image;
+  std::ifstream in(file, std::ios::binary);
+  const std::vector<unsigned char> d((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (d.size() < 100) return image;
+  const uint32_t header = big_endian(&d[0]), bits_per_pixel = big_endian(&d[44]);
+  const uint32_t bytes_per_line = big_endian(&d[48]), colours = big_endian(&d[76]);
+  image.width = int(big_endian(&d[16]));
+  image.height = int(big_endian(&d[20]));
+  const size_t pixels = size_t(header) + size_t(colours) * 12;
+  if (bits_per_pixel != 32 || d.size() < pixels + size_t(bytes_per_line) * size_t(image.height)) return Capture{};
+  image.rgb.resize(size_t(image.width) * size_t(image.height) * 3);
+  for (int y = 0; y < image.height; ++y) {
+    for (int x = 0; x < image.width; ++x) {
+      const unsigned char* p = &d[pixels + size_t(y) * bytes_per_line + size_t(x) * 4];  // B G R X
+      unsigned char* q = &image.rgb[(size_t(y) * size_t(image.width) + size_t(x)) * 3];
+      q[0] = p[2], q[1] = p[1], q[2] = p[0];
+    }
+  }
+  return image;
+}
 
 // The window of process `pid`, waiting up to 30 s for it to map ("" if none).
 std::string window_of(pid_t pid) {
@@ -128,6 +197,81 @@ TEST(ViewerInteractive, AnIdleWindowSleepsAndInputWakesIt) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const double after = cpu_over(viewer, std::chrono::milliseconds(3000));
   EXPECT_LE(after, 0.05 * 3) << "after the input, the viewer used " << after << " s in 3 s";
+}
+
+// The keys and the wheel, as a teacher uses them: step (->), play (space), find (Ctrl+F), text
+// size (Ctrl +), zoom (wheel); each checked on what the window then shows.
+TEST(ViewerInteractive, StepPlayFindZoomAndScaleWithTheKeysAndTheWheel) {
+  if (!std::getenv("DISPLAY")) GTEST_SKIP() << "no display: run under `xvfb-run -a ctest`";
+  if (!have_xdotool() || !have_xwd()) GTEST_SKIP() << "xdotool or xwd is missing: apt-get install xdotool x11-apps (scripts/setup)";
+  TempDir dir;
+  dpscope::trace::SynthOptions options;
+  options.events = 40000;
+  options.ranks = 2;
+  options.out = dir.file("synth.sqlite");
+  dpscope::trace::synthesize(options);
+  ViewerProcess viewer(options.out);
+  ASSERT_GT(viewer.pid(), 0);
+  const std::string window = window_of(viewer.pid());
+  ASSERT_FALSE(window.empty()) << "dpscope-view opened no window";
+  for (int i = 0; i < 60 && cpu_over(viewer, std::chrono::milliseconds(1000)) > 0.05; ++i) {
+  }
+  // The pointer away from the timeline (no tooltip), the keyboard on the window.
+  run_command("xdotool mousemove --window " + window + " 5 795");
+  run_command("xdotool windowfocus --sync " + window);
+  const auto settle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(400)); };
+  const auto key = [&](const std::string& keys) {
+    ASSERT_EQ(run_command("xdotool key --delay 60 " + keys).exit_code, 0) << keys;
+    settle();
+  };
+  const std::array<int, 3> narration = {255, 219, 115}, found = {255, 230, 0};
+  // The playhead's green, drawn translucent and anti-aliased (so fainter where it falls between
+  // two columns) over whatever lies beneath; a column of it is a line, not a green span's edge.
+  const auto is_playhead = [](const unsigned char* p) { return p[1] > 90 && p[1] > p[0] + 40 && p[1] > p[2] + 20; };
+  settle();
+  const Capture start = capture(window, dir.file("start.xwd"));
+  ASSERT_GT(start.width, 0) << "xwd read nothing back";
+
+  // -> : the playhead moves to the next step; the narration line (rows 24-50) says another thing.
+  key("Right Right");
+  const Capture stepped = capture(window, dir.file("stepped.xwd"));
+  EXPECT_GT(stepped.count(24, 50, narration), 100) << "no narration after stepping";
+  EXPECT_FALSE(stepped.same_rows(start, 24, 50)) << "the narration line did not change";
+
+  // The wheel over the playhead zooms in around it: the ruler (rows 50-90) shows other times.
+  const int playhead_x = stepped.column_where(100, 500, is_playhead);
+  ASSERT_GE(playhead_x, 0) << "no playhead drawn";
+  run_command("xdotool mousemove --window " + window + " " + std::to_string(playhead_x) +
+              " 300 click --repeat 20 --delay 30 4");
+  run_command("xdotool mousemove --window " + window + " 5 795");
+  settle();
+  const Capture zoomed = capture(window, dir.file("zoom.xwd"));
+  EXPECT_FALSE(zoomed.same_rows(stepped, 50, 90)) << "the ruler did not change after the wheel";
+
+  // space: playing moves the playhead between two frames; space again pauses.
+  key("space");
+  const int x0 = capture(window, dir.file("play0.xwd")).column_where(100, 500, is_playhead);
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  const int x1 = capture(window, dir.file("play1.xwd")).column_where(100, 500, is_playhead);
+  key("space");
+  EXPECT_GE(x0, 0);
+  EXPECT_GT(x1, x0) << "the playhead did not move while playing";
+
+  // Ctrl+F, a query, Return: the matches in view are outlined in the find colour.
+  const int found_before = capture(window, dir.file("find0.xwd")).count(50, 520, found);
+  key("ctrl+f");
+  ASSERT_EQ(run_command("xdotool type --delay 40 allreduce").exit_code, 0);
+  key("Return");
+  const int found_after = capture(window, dir.file("find1.xwd")).count(50, 520, found);
+  EXPECT_GT(found_after, found_before + 50) << "no matches outlined after typing in the find box";
+  key("Escape");
+
+  // Ctrl + four times: x2 text, the narration line's glyphs about twice as tall.
+  const int rows_small = stepped.rows_with(0, 120, narration);
+  key("ctrl+equal ctrl+equal ctrl+equal ctrl+equal");
+  const int rows_large = capture(window, dir.file("large.xwd")).rows_with(0, 160, narration);
+  EXPECT_GE(rows_large, rows_small * 17 / 10) << rows_small << " rows of narration, then " << rows_large;
+  EXPECT_TRUE(viewer.running()) << "the viewer exited";
 }
 
 }  // namespace
