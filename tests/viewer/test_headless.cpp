@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tests/test_util.h"
+#include "tests/viewer/image_checks.h"
 #include "trace/merge.h"
 #include "trace/reader.h"
 #include "trace/recorder.h"
@@ -28,6 +29,9 @@
 
 using namespace dpscope::trace;
 using dpscope::testing::CommandResult;
+using dpscope::testing::Image;
+using dpscope::testing::pixels_near;
+using dpscope::testing::rows_with;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
 
@@ -58,12 +62,6 @@ nlohmann::json json_line(const std::string& output) {
   }
   return nlohmann::json::parse(found);
 }
-
-struct Image {
-  int width = 0, height = 0;
-  std::vector<unsigned char> rgb;
-  const unsigned char* at(int x, int y) const { return rgb.data() + (size_t(y) * size_t(width) + size_t(x)) * 3; }
-};
 
 Image load_png(const std::string& path) {
   Image image;
@@ -212,17 +210,6 @@ TEST(ViewerHeadless, DdpScreenshotHasALaneGroupPerRankAndTheJsonLine) {
   EXPECT_EQ(rank_headers(load_png(png), 300), 3);
 }
 
-// Pixels within 12 of `rgb` in every channel, in rows [y0, y1).
-int pixels_near(const Image& image, int y0, int y1, const std::array<int, 3>& rgb) {
-  int count = 0;
-  for (int y = y0; y < std::min(y1, image.height); ++y) {
-    for (int x = 0; x < image.width; ++x) {
-      const unsigned char* p = image.at(x, y);
-      count += std::abs(p[0] - rgb[0]) <= 12 && std::abs(p[1] - rgb[1]) <= 12 && std::abs(p[2] - rgb[2]) <= 12;
-    }
-  }
-  return count;
-}
 
 // Step-through in a picture: --iteration and --step put the playhead on one moment of a rank's
 // iteration; the JSON line and the narration line under the header (drawn in its own colour)
@@ -277,12 +264,6 @@ TEST(ViewerHeadless, TheLegendShowsColoursTheRunDoesNotUse) {
   EXPECT_LT(pixels_near(plain, 0, plain.height, {200, 60, 170}), 20) << "reduce_scatter without the legend";
 }
 
-// Rows of the image in [y0, y1) holding at least one pixel near `rgb`.
-int rows_with(const Image& image, int y0, int y1, const std::array<int, 3>& rgb) {
-  int rows = 0;
-  for (int y = y0; y < std::min(y1, image.height); ++y) rows += pixels_near(image, y, y + 1, rgb) > 0;
-  return rows;
-}
 
 // --font-scale 2 (what Ctrl + reaches in the window) draws the text twice as tall: the narration
 // line's glyphs cover about twice as many pixel rows.

@@ -20,11 +20,17 @@
 #include <vector>
 
 #include "tests/test_util.h"
+#include "tests/viewer/image_checks.h"
 #include "trace/synth.h"
 
 extern char** environ;
 
+using dpscope::testing::column_where;
+using dpscope::testing::Image;
+using dpscope::testing::pixels_near;
+using dpscope::testing::rows_with;
 using dpscope::testing::run_command;
+using dpscope::testing::same_rows;
 using dpscope::testing::TempDir;
 
 namespace {
@@ -71,50 +77,12 @@ class ViewerProcess {
 bool have_xdotool() { return run_command("command -v xdotool").exit_code == 0; }
 bool have_xwd() { return run_command("command -v xwd").exit_code == 0; }
 
-// What the window shows, read back with xwd (a ZPixmap of 32 bits per pixel, as Xvfb at depth
-// 24 writes it).
-struct Capture {
-  int width = 0, height = 0;
-  std::vector<unsigned char> rgb;
-  const unsigned char* at(int x, int y) const { return rgb.data() + (size_t(y) * size_t(width) + size_t(x)) * 3; }
-  // Pixels within 12 of `colour` in every channel, in rows [y0, y1).
-  int count(int y0, int y1, const std::array<int, 3>& colour) const {
-    int n = 0;
-    for (int y = std::max(0, y0); y < std::min(y1, height); ++y) {
-      for (int x = 0; x < width; ++x) {
-        const unsigned char* p = at(x, y);
-        n += std::abs(p[0] - colour[0]) <= 12 && std::abs(p[1] - colour[1]) <= 12 && std::abs(p[2] - colour[2]) <= 12;
-      }
-    }
-    return n;
-  }
-  int rows_with(int y0, int y1, const std::array<int, 3>& colour) const {
-    int n = 0;
-    for (int y = y0; y < y1; ++y) n += count(y, y + 1, colour) > 0;
-    return n;
-  }
-  // The column holding most pixels that `is` accepts between rows y0 and y1 (at least 100 of
-  // them: a line, not a stray pixel), or -1.
-  int column_where(int y0, int y1, const std::function<bool(const unsigned char*)>& is) const {
-    int best = -1, best_count = 99;
-    for (int x = 0; x < width; ++x) {
-      int n = 0;
-      for (int y = std::max(0, y0); y < std::min(y1, height); ++y) n += is(at(x, y));
-      if (n > best_count) best = x, best_count = n;
-    }
-    return best;
-  }
-  bool same_rows(const Capture& other, int y0, int y1) const {
-    const size_t begin = size_t(y0) * size_t(width) * 3, end = size_t(y1) * size_t(width) * 3;
-    return width == other.width && std::equal(rgb.begin() + long(begin), rgb.begin() + long(end),
-                                              other.rgb.begin() + long(begin));
-  }
-};
-
 uint32_t big_endian(const unsigned char* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
 
-Capture capture(const std::string& window, const std::string& file) {
-  Capture image;
+// What the window shows, read back with xwd (a ZPixmap of 32 bits per pixel, as Xvfb at depth
+// 24 writes it); empty when it cannot be read.
+Image capture(const std::string& window, const std::string& file) {
+  Image image;
   if (run_command("xwd -silent -id " + window + " -out " + file).exit_code != 0) return image;
   std::ifstream in(file, std::ios::binary);
   const std::vector<unsigned char> d((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -124,7 +92,7 @@ Capture capture(const std::string& window, const std::string& file) {
   image.width = int(big_endian(&d[16]));
   image.height = int(big_endian(&d[20]));
   const size_t pixels = size_t(header) + size_t(colours) * 12;
-  if (bits_per_pixel != 32 || d.size() < pixels + size_t(bytes_per_line) * size_t(image.height)) return Capture{};
+  if (bits_per_pixel != 32 || d.size() < pixels + size_t(bytes_per_line) * size_t(image.height)) return Image{};
   image.rgb.resize(size_t(image.width) * size_t(image.height) * 3);
   for (int y = 0; y < image.height; ++y) {
     for (int x = 0; x < image.width; ++x) {
@@ -159,24 +127,34 @@ double cpu_over(const ViewerProcess& viewer, std::chrono::milliseconds wall,
   return viewer.cpu_seconds() - before;
 }
 
+// A synthetic run of `events` events on `ranks` ranks, written into `dir`: its path.
+std::string synth_trace(const TempDir& dir, int ranks, int64_t events) {
+  dpscope::trace::SynthOptions options;
+  options.events = events;
+  options.ranks = ranks;
+  options.out = dir.file("synth.sqlite");
+  dpscope::trace::synthesize(options);
+  return options.out;
+}
+
+// The window of `viewer` once it has loaded and analysed its trace: its CPU time stops growing
+// (at most a minute on a loaded machine). "" when it opened none.
+std::string settled_window(const ViewerProcess& viewer) {
+  const std::string window = window_of(viewer.pid());
+  for (int i = 0; !window.empty() && i < 60 && cpu_over(viewer, std::chrono::milliseconds(1000)) > 0.05; ++i) {
+  }
+  return window;
+}
+
 // See Note [Quiet when idle]: left alone, the window sleeps; moved over, it draws.
 TEST(ViewerInteractive, AnIdleWindowSleepsAndInputWakesIt) {
   if (!std::getenv("DISPLAY")) GTEST_SKIP() << "no display: run under `xvfb-run -a ctest`";
   if (!have_xdotool()) GTEST_SKIP() << "xdotool is missing: apt-get install xdotool (scripts/setup)";
   TempDir dir;
-  dpscope::trace::SynthOptions options;
-  options.events = 200000;
-  options.ranks = 4;
-  options.out = dir.file("synth.sqlite");
-  dpscope::trace::synthesize(options);
-
-  ViewerProcess viewer(options.out);
+  ViewerProcess viewer(synth_trace(dir, 4, 200000));
   ASSERT_GT(viewer.pid(), 0);
-  const std::string window = window_of(viewer.pid());
+  const std::string window = settled_window(viewer);
   ASSERT_FALSE(window.empty()) << "dpscope-view opened no window";
-  // Loaded and analysed: the CPU time stops growing (at most 60 s on a loaded machine).
-  for (int i = 0; i < 60 && cpu_over(viewer, std::chrono::milliseconds(1000)) > 0.05; ++i) {
-  }
 
   const double idle = cpu_over(viewer, std::chrono::milliseconds(4000));
   EXPECT_LE(idle, 0.05 * 4) << "idle, the viewer used " << idle << " s of CPU in 4 s";
@@ -205,17 +183,10 @@ TEST(ViewerInteractive, StepPlayFindZoomAndScaleWithTheKeysAndTheWheel) {
   if (!std::getenv("DISPLAY")) GTEST_SKIP() << "no display: run under `xvfb-run -a ctest`";
   if (!have_xdotool() || !have_xwd()) GTEST_SKIP() << "xdotool or xwd is missing: apt-get install xdotool x11-apps (scripts/setup)";
   TempDir dir;
-  dpscope::trace::SynthOptions options;
-  options.events = 40000;
-  options.ranks = 2;
-  options.out = dir.file("synth.sqlite");
-  dpscope::trace::synthesize(options);
-  ViewerProcess viewer(options.out);
+  ViewerProcess viewer(synth_trace(dir, 2, 40000));
   ASSERT_GT(viewer.pid(), 0);
-  const std::string window = window_of(viewer.pid());
+  const std::string window = settled_window(viewer);
   ASSERT_FALSE(window.empty()) << "dpscope-view opened no window";
-  for (int i = 0; i < 60 && cpu_over(viewer, std::chrono::milliseconds(1000)) > 0.05; ++i) {
-  }
   // The pointer away from the timeline (no tooltip), the keyboard on the window.
   run_command("xdotool mousemove --window " + window + " 5 795");
   run_command("xdotool windowfocus --sync " + window);
@@ -229,47 +200,47 @@ TEST(ViewerInteractive, StepPlayFindZoomAndScaleWithTheKeysAndTheWheel) {
   // two columns) over whatever lies beneath; a column of it is a line, not a green span's edge.
   const auto is_playhead = [](const unsigned char* p) { return p[1] > 90 && p[1] > p[0] + 40 && p[1] > p[2] + 20; };
   settle();
-  const Capture start = capture(window, dir.file("start.xwd"));
+  const Image start = capture(window, dir.file("start.xwd"));
   ASSERT_GT(start.width, 0) << "xwd read nothing back";
 
   // -> : the playhead moves to the next step; the narration line (rows 24-50) says another thing.
   key("Right Right");
-  const Capture stepped = capture(window, dir.file("stepped.xwd"));
-  EXPECT_GT(stepped.count(24, 50, narration), 100) << "no narration after stepping";
-  EXPECT_FALSE(stepped.same_rows(start, 24, 50)) << "the narration line did not change";
+  const Image stepped = capture(window, dir.file("stepped.xwd"));
+  EXPECT_GT(pixels_near(stepped, 24, 50, narration), 100) << "no narration after stepping";
+  EXPECT_FALSE(same_rows(stepped, start, 24, 50)) << "the narration line did not change";
 
   // The wheel over the playhead zooms in around it: the ruler (rows 50-90) shows other times.
-  const int playhead_x = stepped.column_where(100, 500, is_playhead);
+  const int playhead_x = column_where(stepped, 100, 500, is_playhead);
   ASSERT_GE(playhead_x, 0) << "no playhead drawn";
   run_command("xdotool mousemove --window " + window + " " + std::to_string(playhead_x) +
               " 300 click --repeat 20 --delay 30 4");
   run_command("xdotool mousemove --window " + window + " 5 795");
   settle();
-  const Capture zoomed = capture(window, dir.file("zoom.xwd"));
-  EXPECT_FALSE(zoomed.same_rows(stepped, 50, 90)) << "the ruler did not change after the wheel";
+  const Image zoomed = capture(window, dir.file("zoom.xwd"));
+  EXPECT_FALSE(same_rows(zoomed, stepped, 50, 90)) << "the ruler did not change after the wheel";
 
   // space: playing moves the playhead between two frames; space again pauses.
   key("space");
-  const int x0 = capture(window, dir.file("play0.xwd")).column_where(100, 500, is_playhead);
+  const int x0 = column_where(capture(window, dir.file("play0.xwd")), 100, 500, is_playhead);
   std::this_thread::sleep_for(std::chrono::milliseconds(800));
-  const int x1 = capture(window, dir.file("play1.xwd")).column_where(100, 500, is_playhead);
+  const int x1 = column_where(capture(window, dir.file("play1.xwd")), 100, 500, is_playhead);
   key("space");
   EXPECT_GE(x0, 0);
   EXPECT_GT(x1, x0) << "the playhead did not move while playing";
 
   // Ctrl+F, a query, Return: the matches in view are outlined in the find colour.
-  const int found_before = capture(window, dir.file("find0.xwd")).count(50, 520, found);
+  const int found_before = pixels_near(capture(window, dir.file("find0.xwd")), 50, 520, found);
   key("ctrl+f");
   ASSERT_EQ(run_command("xdotool type --delay 40 allreduce").exit_code, 0);
   key("Return");
-  const int found_after = capture(window, dir.file("find1.xwd")).count(50, 520, found);
+  const int found_after = pixels_near(capture(window, dir.file("find1.xwd")), 50, 520, found);
   EXPECT_GT(found_after, found_before + 50) << "no matches outlined after typing in the find box";
   key("Escape");
 
   // Ctrl + four times: x2 text, the narration line's glyphs about twice as tall.
-  const int rows_small = stepped.rows_with(0, 120, narration);
+  const int rows_small = rows_with(stepped, 0, 120, narration);
   key("ctrl+equal ctrl+equal ctrl+equal ctrl+equal");
-  const int rows_large = capture(window, dir.file("large.xwd")).rows_with(0, 160, narration);
+  const int rows_large = rows_with(capture(window, dir.file("large.xwd")), 0, 160, narration);
   EXPECT_GE(rows_large, rows_small * 17 / 10) << rows_small << " rows of narration, then " << rows_large;
   EXPECT_TRUE(viewer.running()) << "the viewer exited";
 }
