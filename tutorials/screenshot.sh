@@ -44,7 +44,8 @@ case "$number" in
   03) folder=03_bucket_rebuild;     view=(by-size-guess/run.sqlite --compare gradient-copy/run.sqlite)
       link=(--link-gbps 2 --link-latency-us 50) ;;
   04) folder=04_unused_parameters;  view=(run.sqlite) ;;
-  05) folder=05_no_sync;            view=(no-sync/run.sqlite --compare sync-every-micro-step/run.sqlite) ;;
+  05) folder=05_no_sync;            view=(no-sync/run.sqlite --compare sync-every-micro-step/run.sqlite)
+      link=(--link-gbps 1 --link-latency-us 50) ;;
   06) folder=06_comm_hooks;         view=(allreduce/run.sqlite --compare powersgd/run.sqlite) ;;
   07) folder=07_fsdp_basics;        view=(per-unit/run.sqlite --compare bucketed/run.sqlite) ;;
   08) folder=08_fsdp_nesting_prefetch; view=(root-only/run.sqlite --compare nested/run.sqlite)
