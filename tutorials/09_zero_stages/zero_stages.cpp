@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "engine/comm/link_model.h"
 #include "engine/models/models.h"
 #include "engine/train/parallel_model.h"
 #include "tutorials/common/report.h"
@@ -146,6 +148,75 @@ void print_table(const std::vector<Result>& results) {
   }
 }
 
+// The bytes rank 0 puts on the ring for collective `c` among `ranks` (the ring model of
+// docs/communication.md): an all-reduce 2(n-1)/n of its tensor, a reduce-scatter (n-1)/n of its
+// input, an all-gather (n-1) times its share, a broadcast its tensor.
+double sent_bytes(const trace::CollectiveStats& c, int ranks) {
+  const double n = ranks, s = static_cast<double>(c.bytes);
+  switch (c.op) {
+    case trace::CollectiveOp::AllReduce: return 2 * (n - 1) / n * s;
+    case trace::CollectiveOp::ReduceScatter: return (n - 1) / n * s;
+    case trace::CollectiveOp::AllGather: return (n - 1) * s;
+    case trace::CollectiveOp::Broadcast: return s;
+    case trace::CollectiveOp::Barrier: return 0;
+  }
+  return 0;
+}
+
+// ZeRO's communication: per step, the collectives rank 0 takes part in, the bytes it sends on
+// the ring, the time the emulated link is busy with them by the ring model (on a link), and the
+// time with a collective running (median of steps 2..).
+void print_communication(const std::vector<Result>& results, int ranks) {
+  std::printf("\nCommunication per step (rank 0, median of steps 2..; sent: the bytes rank 0 puts on the\n"
+              "ring, 2(n-1)/n of a tensor for an all-reduce, (n-1)/n for a reduce-scatter or an\n"
+              "all-gather; link ms: what the emulated link needs for them, by its ring model; comm ms:\n"
+              "time with a collective running, waits for the other rank included):\n");
+  std::printf("  %-14s %12s %12s %9s %9s %14s\n", "run", "collectives", "sent", "link ms", "comm ms",
+              "sent of DDP's");
+  double ddp_sent = 0;
+  for (const Result& r : results) {
+    const trace::RankStats& rank0 = tutorials::rank_stats(r.stats, 0);
+    const comm::LinkSpec link{r.stats.link_gbps, r.stats.link_latency_us};
+    struct StepTraffic {
+      int64_t collectives = 0;
+      double sent = 0;
+      double link_ms = 0;
+    };
+    std::map<int32_t, StepTraffic> per_step;
+    for (const trace::CollectiveStats& c : rank0.collectives) {
+      if (c.iteration == trace::kNone || c.op == trace::CollectiveOp::Broadcast) continue;
+      StepTraffic& step = per_step[c.iteration];
+      ++step.collectives;
+      step.sent += sent_bytes(c, ranks);
+      if (link.gbps > 0) step.link_ms += static_cast<double>(comm::link_model_ns(c.op, c.bytes, ranks, link)) / 1e6;
+    }
+    std::vector<int64_t> counts;
+    std::vector<double> sent, link_ms, comm;
+    for (const trace::IterationStats& it : rank0.iterations) {
+      if (it.iteration < 1) continue;  // iteration 0 builds plans and warms connections up
+      counts.push_back(per_step[it.iteration].collectives);
+      sent.push_back(per_step[it.iteration].sent);
+      link_ms.push_back(per_step[it.iteration].link_ms);
+      comm.push_back(it.overlap.comm_ms);
+    }
+    if (sent.empty()) continue;
+    for (auto* v : {&sent, &link_ms, &comm}) std::sort(v->begin(), v->end());
+    std::sort(counts.begin(), counts.end());
+    const double median_sent = sent[sent.size() / 2];
+    if (ddp_sent == 0) ddp_sent = median_sent;
+    char link_text[32] = "-";
+    if (link.gbps > 0) std::snprintf(link_text, sizeof(link_text), "%.2f", link_ms[link_ms.size() / 2]);
+    std::printf("  %-14s %12lld %12s %9s %9.2f %14.2f\n", r.stage.label.c_str(),
+                static_cast<long long>(counts[counts.size() / 2]),
+                tutorials::bytes_text(static_cast<int64_t>(median_sent)).c_str(), link_text,
+                comm[comm.size() / 2], median_sent / ddp_sent);
+  }
+  std::printf("  DDP all-reduces the gradients once: 2(n-1)/n N. FULL_SHARD gathers each unit's\n"
+              "  parameters twice (forward, and again for backward) and reduce-scatters its gradients:\n"
+              "  3(n-1)/n N, 1.5 times DDP's. SHARD_GRAD_OP keeps the parameters gathered in forward\n"
+              "  for backward: 2(n-1)/n N, as DDP.\n");
+}
+
 void run(tutorials::Session& session, const Settings& settings) {
   session.say("== %s: an MLP (%lld layers of %lld) with DDP, ZeRO-2 and ZeRO-3 on %d rank(s), %lld steps, "
               "SGD with momentum ==\n", kProgram, static_cast<long long>(settings.layers),
@@ -161,6 +232,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   if (!session.leader()) return;
 
   print_table(results);
+  print_communication(results, session.world_size());
   std::printf(
       "\nWhat each keeps per rank (N = the model's parameter bytes, W = %d ranks):\n"
       "  DDP            parameters N, gradients N, buckets N (the all-reduce buffers; a gradient\n"
