@@ -50,7 +50,8 @@ case "$number" in
   07) folder=07_fsdp_basics;        view=(per-unit/run.sqlite --compare bucketed/run.sqlite) ;;
   08) folder=08_fsdp_nesting_prefetch; view=(root-only/run.sqlite --compare nested/run.sqlite)
       link=(--link-gbps 4 --link-latency-us 50) ;;
-  09) folder=09_zero_stages;        view=(ddp/run.sqlite --compare full-shard/run.sqlite) ;;
+  09) folder=09_zero_stages;        view=(ddp/run.sqlite --compare full-shard/run.sqlite)
+      link=(--link-gbps 4 --link-latency-us 50) ;;
   10) folder=10_real_training;      view=(ddp/run.sqlite --compare fsdp/run.sqlite) ;;
   11) folder=11_gpus;               view=(ddp/run.sqlite --compare fsdp/run.sqlite) ;;
   *) echo "screenshot.sh: no tutorial $number; choose 01 .. 11" >&2; exit 2 ;;
