@@ -6,6 +6,7 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #if defined(DPSCOPE_HAVE_ENGINE) || defined(DPSCOPE_TRAIN_OPTIONS_ONLY)
@@ -57,6 +58,7 @@ void add_train_command(CLI::App& app, CommandMode mode) {
     double link_latency_us = 0;
     CLI::Option* link_gbps_option = nullptr;
     CLI::Option* link_latency_option = nullptr;
+    std::vector<CLI::Option*> ddp_bucket_options;  // refused with --strategy fsdp
   };
   auto o = std::make_shared<Options>();
   train::TrainConfig& c = o->config;
@@ -106,15 +108,18 @@ void add_train_command(CLI::App& app, CommandMode mode) {
       "--link-latency-us", o->link_latency_us,
       "The emulated link's latency per message, microseconds (with --link-gbps; default: "
       "$DPSCOPE_LINK_LATENCY_US)");
-  cmd->add_option("--bucket-cap-mb", c.bucket_cap_mb, "DDP bucket size cap (MiB)")->capture_default_str();
-  cmd->add_option("--first-bucket-mb", c.first_bucket_mb, "DDP first bucket cap (MiB)")
-      ->capture_default_str();
-  cmd->add_option("--initial-buckets", o->initial_buckets,
-                  "DDP's first iteration: pytorch (PyTorch >= 1.12: one bucket, then buckets "
-                  "rebuilt from the order gradients arrived) | by-size (PyTorch <= 1.11: "
-                  "buckets by size in reverse registration order from the start)")
-      ->check(CLI::IsMember({"pytorch", "by-size"}))
-      ->capture_default_str();
+  o->ddp_bucket_options = {
+      cmd->add_option("--bucket-cap-mb", c.bucket_cap_mb, "DDP bucket size cap (MiB)")
+          ->capture_default_str(),
+      cmd->add_option("--first-bucket-mb", c.first_bucket_mb, "DDP first bucket cap (MiB)")
+          ->capture_default_str(),
+      cmd->add_option("--initial-buckets", o->initial_buckets,
+                      "DDP's first iteration: pytorch (PyTorch >= 1.12: one bucket, then buckets "
+                      "rebuilt from the order gradients arrived) | by-size (PyTorch <= 1.11: "
+                      "buckets by size in reverse registration order from the start)")
+          ->check(CLI::IsMember({"pytorch", "by-size"}))
+          ->capture_default_str(),
+  };
   cmd->add_flag("--find-unused-parameters", c.find_unused_parameters,
                 "Walk the autograd graph each iteration for parameters without gradients");
   cmd->add_flag("--gradient-as-bucket-view", c.gradient_as_bucket_view,
@@ -169,6 +174,13 @@ void add_train_command(CLI::App& app, CommandMode mode) {
     config.strategy = o->strategy == "fsdp" ? train::Strategy::Fsdp : train::Strategy::Ddp;
     config.broadcast_buffers = !o->no_broadcast_buffers;
     config.initial_buckets = *ddp::parse_initial_buckets(o->initial_buckets);
+    // FSDP has buckets of its own (--reduce-bucket-mb): DDP's bucket flags would be ignored.
+    for (const CLI::Option* option : o->ddp_bucket_options) {
+      if (config.strategy == train::Strategy::Fsdp && option->count()) {
+        throw std::invalid_argument(option->get_name() + " is a DDP option; FSDP's reduce-scatter "
+                                    "bucket is --reduce-bucket-mb; drop it or use --strategy ddp");
+      }
+    }
     if (o->link_gbps_option->count()) config.link_gbps = o->link_gbps;
     if (o->link_latency_option->count()) config.link_latency_us = o->link_latency_us;
     trace::parse_trace_level(o->trace_level, &config.trace_level);

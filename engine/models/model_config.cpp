@@ -2,6 +2,9 @@
 // makes them before it starts, in parse-only mode too (the CLI fuzzer), and make_model again.
 #include "engine/models/model_config.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -23,6 +26,32 @@ void require_positive(const char* flag, int64_t value, const std::string& model)
     throw std::invalid_argument(std::string(flag) + " must be at least 1 for --model " + model +
                                 " (got " + std::to_string(value) + ")");
   }
+}
+
+// About how many parameters `c` (sizes filled in) has; the fixed-size models are small.
+double parameter_estimate(const ModelConfig& c) {
+  const double h = double(c.hidden.value_or(0)), layers = double(c.layers.value_or(0));
+  if (c.name == "mlp" || c.name == "branch") return 64 * h + layers * h * h + h * 10;  // 64 in, 10 out
+  if (c.name == "gpt") return 12 * layers * h * h + double(c.sequence.value_or(0)) * h + 256 * h;
+  return 0;
+}
+
+// Training keeps about four float32 copies of the parameters (themselves, their gradients,
+// DDP's buckets, the momentum): a model too big for this machine is refused before it is built,
+// which would take minutes and then fail.
+void require_fits_in_memory(const ModelConfig& c) {
+  const double need = parameter_estimate(c) * 4 * 4;
+  const double have = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
+  if (have <= 0 || need <= have) return;
+  char text[256];
+  std::snprintf(text, sizeof(text),
+                "--model %s with --layers %lld --hidden %lld has about %.3g parameters: training "
+                "it needs about %.1f GiB (parameters, gradients, buckets, momentum) and this "
+                "machine has %.1f GiB; choose smaller --layers or --hidden",
+                c.name.c_str(), static_cast<long long>(c.layers.value_or(0)),
+                static_cast<long long>(c.hidden.value_or(0)), parameter_estimate(c), need / (1 << 30),
+                have / (1 << 30));
+  throw std::invalid_argument(text);
 }
 
 }  // namespace
@@ -91,6 +120,7 @@ void check_model_config(const ModelConfig& given) {
           std::to_string(lower + *c.heads) + ", or other --heads");
     }
   }
+  require_fits_in_memory(c);
 }
 
 }  // namespace dpscope::models

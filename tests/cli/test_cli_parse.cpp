@@ -111,6 +111,20 @@ TEST(CliParse, TrainChecksTheModelsSizesAndData) {
   EXPECT_NE(message({"train", "--model", "cnn", "--seq", "2"}).find("drop it for --model cnn"),
             std::string::npos);
   EXPECT_NE(message({"train", "--model", "gpt"}).find("train it on --data text"), std::string::npos);
+  // DDP's bucket flags are refused with FSDP (which would ignore them), as every other DDP flag.
+  for (const std::string flag : {"--bucket-cap-mb", "--first-bucket-mb"}) {
+    EXPECT_NE(message({"train", "--strategy", "fsdp", flag, "3"}).find(flag + " is a DDP option"),
+              std::string::npos)
+        << flag;
+  }
+  EXPECT_NE(message({"train", "--strategy", "fsdp", "--initial-buckets", "by-size"})
+                .find("--initial-buckets is a DDP option"),
+            std::string::npos);
+  // A model that cannot fit is refused at once, with what it would need, not built for minutes.
+  const std::string huge = message({"train", "--model", "mlp", "--layers", "100000000"});
+  EXPECT_NE(huge.find("GiB (parameters, gradients, buckets, momentum)"), std::string::npos) << huge;
+  EXPECT_NE(huge.find("choose smaller --layers or --hidden"), std::string::npos) << huge;
+  EXPECT_NE(message({"train", "--model", "mlp", "--hidden", "1000000"}).find("GiB"), std::string::npos);
   EXPECT_NE(message({"train", "--model", "mlp", "--data", "text"}).find("use --model gpt"),
             std::string::npos);
   EXPECT_NE(message({"train", "--model", "mlp", "--hidden", "0"}).find("--hidden must be at least 1"),
