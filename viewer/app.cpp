@@ -187,6 +187,9 @@ void App::handle_keys() {
   if (ImGui::IsKeyPressed(GLFW_KEY_LEFT_BRACKET, false)) play_speed = std::min(kSpeeds - 1, play_speed + 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT_BRACKET, false)) play_speed = std::max(0, play_speed - 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) show_legend = !show_legend;
+  if (ImGui::IsKeyPressed(GLFW_KEY_T, false)) {
+    set_theme(theme_kind() == ThemeKind::Dark ? ThemeKind::Projector : ThemeKind::Dark);
+  }
   // Ctrl + / Ctrl - / Ctrl 0: text size for a projector or a HiDPI screen (applied by the window
   // before the next frame).
   if (io.KeyCtrl && (ImGui::IsKeyPressed(GLFW_KEY_EQUAL) || ImGui::IsKeyPressed(GLFW_KEY_KP_ADD))) {

@@ -16,6 +16,7 @@
 #include "viewer/live.h"
 #include "viewer/live_source.h"
 #include "viewer/model.h"
+#include "viewer/palette.h"
 #include "viewer/playback.h"
 
 namespace dpscope::view {
@@ -64,6 +65,7 @@ struct AppOptions {
   std::string compare_path;
   bool live = false;
   float font_scale = 0;  // text size, times the 13 px font; 0: the screen's content scale
+  ThemeKind theme = ThemeKind::Dark;
 };
 
 // Thread-safety: UI thread only (the background analysis and live reload hand their results

@@ -183,7 +183,7 @@ void App::draw_narration_line() {
     ImGui::TextDisabled("rank %d: put the playhead in an iteration (click the timeline or press ->)",
                         focus_rank);
   } else {
-    ImGui::TextColored(ImVec4(1.0f, 0.86f, 0.45f, 1.0f), "%s", narration.c_str());
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().narration), "%s", narration.c_str());
   }
 }
 

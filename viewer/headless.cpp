@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "viewer/app.h"
+#include "viewer/palette.h"
 
 namespace dpscope::view {
 
@@ -99,7 +100,7 @@ void Window::set_font_scale(float scale) {
   ImGui_ImplOpenGL3_CreateFontsTexture();
   ImGuiStyle& style = ImGui::GetStyle();
   style = ImGuiStyle();
-  ImGui::StyleColorsDark(&style);
+  set_theme(theme_kind());
   style.ScaleAllSizes(scale);
 }
 
@@ -124,7 +125,8 @@ void Window::end_frame(const std::string& capture_png) {
   int width = 0, height = 0;
   glfwGetFramebufferSize(window_, &width, &height);
   glViewport(0, 0, width, height);
-  glClearColor(0.08f, 0.08f, 0.1f, 1);
+  const ImVec4 ground = ImGui::ColorConvertU32ToFloat4(theme().background);
+  glClearColor(ground.x, ground.y, ground.z, 1);
   glClear(GL_COLOR_BUFFER_BIT);
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
   if (!capture_png.empty()) {

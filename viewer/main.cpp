@@ -69,6 +69,7 @@ int fail(const std::string& message) {
 // loads the file as soon as there is one; a file caught mid-write is tried again.
 int windowed(const AppOptions& options) {
   Window window("dpscope-view: " + options.path, 1280, 800);
+  set_theme(options.theme);
   const float font_scale = options.font_scale > 0 ? options.font_scale : window.content_scale();
   LoadProgress progress;
   std::unique_ptr<LiveSource> source;
@@ -159,6 +160,12 @@ int main(int argc, char** argv) {
   cli.add_option("--frames", headless.frames, "Frames to draw with --screenshot")->needs(screenshot)->check(CLI::PositiveNumber);
   cli.add_flag("--zoom-sweep", headless.zoom_sweep, "With --screenshot: sweep the zoom from the whole run to one bucket")
       ->needs(screenshot);
+  std::string theme_name = "dark";
+  cli.add_option("--theme", theme_name,
+                 "dark | projector (dark text on light ground, for a projector or a lit room; T "
+                 "switches in the window)")
+      ->check(CLI::IsMember({"dark", "projector"}))
+      ->capture_default_str();
   cli.add_option("--font-scale", options.font_scale,
                  "Text size, times the 13 px font (default: the screen's content scale; Ctrl +/- "
                  "change it in the window)")
@@ -183,6 +190,7 @@ int main(int argc, char** argv) {
     return cli.exit(e);
   }
   headless.live = options.live;
+  parse_theme(theme_name, &options.theme);
   if (options.font_scale > 0) headless.font_scale = options.font_scale;
   try {
     if (headless.png.empty()) return windowed(options);
@@ -193,6 +201,8 @@ int main(int argc, char** argv) {
     Loaded loaded = load_both(path, options.compare_path, nullptr);
     const double open_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     Window window("dpscope-view: " + options.path, 1280, 800);
+    set_theme(options.theme);
+  set_theme(options.theme);
     App app(options, loaded.main, loaded.compare);
     if (source) app.follow(std::move(source));
     app.wait_for_analysis();

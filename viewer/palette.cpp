@@ -75,4 +75,45 @@ ImU32 unit_state_color(int state) {
   }
 }
 
+namespace {
+
+constexpr Theme kDark = {
+    IM_COL32(20, 20, 26, 255),   IM_COL32(30, 32, 40, 255),   IM_COL32(44, 48, 62, 255),
+    IM_COL32(235, 235, 235, 255), IM_COL32(60, 50, 90, 255),  IM_COL32(255, 255, 255, 255),
+    IM_COL32(190, 190, 200, 255), IM_COL32(150, 150, 160, 255), IM_COL32(60, 60, 70, 255),
+    IM_COL32(24, 26, 32, 255),   IM_COL32(200, 200, 200, 70), IM_COL32(10, 10, 10, 255),
+    IM_COL32(255, 219, 115, 255),
+};
+constexpr Theme kProjector = {
+    IM_COL32(250, 250, 250, 255), IM_COL32(228, 230, 236, 255), IM_COL32(40, 44, 60, 255),
+    IM_COL32(255, 255, 255, 255), IM_COL32(70, 40, 120, 255),   IM_COL32(255, 255, 255, 255),
+    IM_COL32(10, 10, 10, 255),    IM_COL32(70, 70, 80, 255),    IM_COL32(170, 170, 180, 255),
+    IM_COL32(236, 238, 242, 255), IM_COL32(40, 40, 40, 110),   IM_COL32(0, 0, 0, 255),
+    IM_COL32(150, 70, 0, 255),
+};
+ThemeKind current = ThemeKind::Dark;
+
+}  // namespace
+
+const Theme& theme() { return current == ThemeKind::Dark ? kDark : kProjector; }
+ThemeKind theme_kind() { return current; }
+
+void set_theme(ThemeKind kind) {
+  current = kind;
+  if (kind == ThemeKind::Dark) {
+    ImGui::StyleColorsDark();
+  } else {
+    ImGui::StyleColorsLight();
+  }
+}
+
+const char* to_string(ThemeKind kind) { return kind == ThemeKind::Dark ? "dark" : "projector"; }
+
+bool parse_theme(const std::string& text, ThemeKind* out) {
+  if (text == "dark") *out = ThemeKind::Dark;
+  else if (text == "projector") *out = ThemeKind::Projector;
+  else return false;
+  return true;
+}
+
 }  // namespace dpscope::view

@@ -30,6 +30,33 @@ inline constexpr ImU32 kBucketLaunchColor = IM_COL32(255, 120, 80, 255);
 inline constexpr ImU32 kBucketDoneColor = IM_COL32(120, 230, 120, 255);
 inline constexpr ImU32 kWaitColor = IM_COL32(120, 40, 40, 255);
 inline constexpr ImU32 kMarkColor = IM_COL32(180, 180, 220, 255);
+// The window's own colours (backgrounds, text, bands, lines) in two themes: dark (the default,
+// for a screen) and projector (dark text on light ground, which a projector's washed-out blacks
+// and a lit room leave readable). The spans' colours are the same in both. UI thread only.
+enum class ThemeKind { Dark, Projector };
+struct Theme {
+  ImU32 background;      // behind everything (the GL clear colour)
+  ImU32 ruler;           // the ruler's band
+  ImU32 rank_header;     // a rank group's header band, and its text
+  ImU32 rank_header_text;
+  ImU32 run_title;       // compare: a run's title band, and its text
+  ImU32 run_title_text;
+  ImU32 text;            // lane names, ruler labels
+  ImU32 dim_text;        // captions
+  ImU32 lane_separator;
+  ImU32 memory_ground;   // behind a memory graph
+  ImU32 iteration_line;
+  ImU32 span_text;       // a label on a span
+  ImU32 narration;       // the narration line, and the keys in the help
+};
+const Theme& theme();
+ThemeKind theme_kind();
+// Switches the theme, ImGui's style colours with it (call between frames).
+void set_theme(ThemeKind kind);
+// "dark" | "projector".
+const char* to_string(ThemeKind kind);
+bool parse_theme(const std::string& text, ThemeKind* out);
+
 // Highlights.
 inline constexpr ImU32 kSelectedColor = IM_COL32(255, 255, 255, 255);
 inline constexpr ImU32 kFoundColor = IM_COL32(255, 230, 0, 255);
@@ -38,7 +65,6 @@ inline constexpr ImU32 kFlowColor = IM_COL32(255, 255, 255, 200);
 inline constexpr ImU32 kSkewColor = IM_COL32(255, 140, 0, 220);
 inline constexpr ImU32 kRangeColor = IM_COL32(90, 160, 255, 50);
 inline constexpr ImU32 kPeakColor = IM_COL32(255, 70, 70, 255);
-inline constexpr ImU32 kIterationColor = IM_COL32(200, 200, 200, 70);
 inline constexpr ImU32 kPlayheadColor = IM_COL32(80, 255, 120, 200);
 
 }  // namespace dpscope::view

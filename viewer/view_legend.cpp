@@ -127,6 +127,7 @@ void draw_help(App& app) {
       {"space", "play the playhead's iteration in slow motion; again: pause"},
       {"[ / ]", "slower / faster (x1/10, x1/100, x1/1000)"},
       {"L", "legend: every colour"},
+      {"T", "theme: dark, or projector (dark text on light ground)"},
       {"? or F1", "this help"},
       {"Esc", "clear selection and range, stop playing, close this help"},
   };
@@ -134,7 +135,7 @@ void draw_help(App& app) {
     for (const auto& control : kControls) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      ImGui::TextColored(ImVec4(1.0f, 0.86f, 0.45f, 1.0f), "%s", control[0]);
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().narration), "%s", control[0]);
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(control[1]);
     }

@@ -26,7 +26,7 @@ bool stacked(int category) { return trace::is_stacked(static_cast<trace::MemoryC
 void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, float y0, float width,
                        float height) {
   ImDrawList* draw = ImGui::GetWindowDrawList();
-  draw->AddRectFilled(ImVec2(x0, y0), ImVec2(x0 + width, y0 + height), IM_COL32(24, 26, 32, 255));
+  draw->AddRectFilled(ImVec2(x0, y0), ImVec2(x0 + width, y0 + height), theme().memory_ground);
   // The scale: the larger of the stacked peak and the allocator lines' peaks.
   int64_t scale = rank.memory_peak_bytes;
   for (int c = 0; c < trace::kMemoryCategoryCount; ++c) {

@@ -90,7 +90,7 @@ void draw_row(Frame& f, int trace, int rank_index, int lane_index, int row, floa
       // The count only where it fits inside the block, never over the next one.
       const std::string count = "x" + std::to_string(item.count);
       if (ImGui::CalcTextSize(count.c_str()).x + 4 <= x1 - x0) {
-        f.draw->AddText(ImVec2(x0 + 2, y0), IM_COL32(20, 20, 20, 255), count.c_str());
+        f.draw->AddText(ImVec2(x0 + 2, y0), theme().span_text, count.c_str());
       }
       continue;
     }
@@ -105,7 +105,7 @@ void draw_row(Frame& f, int trace, int rank_index, int lane_index, int row, floa
         // Whole, or cut with ".." ("finalize_back.."), never clipped mid-letter.
         const std::string label = elide(span_label(model, s), x1 - x0 - 5,
                                         [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
-        if (!label.empty()) f.draw->AddText(ImVec2(x0 + 3, y0), IM_COL32(10, 10, 10, 255), label.c_str());
+        if (!label.empty()) f.draw->AddText(ImVec2(x0 + 3, y0), theme().span_text, label.c_str());
       }
     }
     const SpanRef ref{rank_index, lane_index, int64_t(item.first)};
@@ -169,7 +169,7 @@ void draw_iteration_markers(Frame& f, float y0, float y1) {
                              [](const IterationSpan& s, double t) { return double(s.begin_ns) < t; });
   while (it != its.end() && double(it->begin_ns) + offset <= f.map.t1) {
     const float x = float(f.map.x(double(it->begin_ns) + offset));
-    f.draw->AddLine(ImVec2(x, y0), ImVec2(x, y1), kIterationColor);
+    f.draw->AddLine(ImVec2(x, y0), ImVec2(x, y1), theme().iteration_line);
     // Next marker at least 4 px further on.
     const double next_t = f.map.t(x + 4) - offset;
     it = std::lower_bound(it + 1, its.end(), next_t,
@@ -181,7 +181,7 @@ void draw_iteration_markers(Frame& f, float y0, float y1) {
 void draw_ruler(Frame& f, float y0) {
   const OpenTrace& panel = f.app.traces[size_t(f.trace)];
   const Model& m = *panel.model;
-  f.draw->AddRectFilled(ImVec2(f.map.x0 - sz.label_width, y0), ImVec2(f.right, y0 + sz.ruler_height), IM_COL32(30, 32, 40, 255));
+  f.draw->AddRectFilled(ImVec2(f.map.x0 - sz.label_width, y0), ImVec2(f.right, y0 + sz.ruler_height), theme().ruler);
   static const std::vector<IterationSpan> kNoIterations;
   TimeMap local = f.map;  // the same pixels in the trace's own time
   local.t0 -= double(panel.offset_ns);
@@ -189,16 +189,16 @@ void draw_ruler(Frame& f, float y0) {
   const Ruler ruler = layout_ruler(local, double(m.t_begin), m.ranks.empty() ? kNoIterations : m.ranks[0].iterations,
                                    [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
   for (const float x : ruler.ticks) {
-    f.draw->AddLine(ImVec2(x, y0 + sz.ruler_height - 6), ImVec2(x, y0 + sz.ruler_height), IM_COL32(180, 180, 180, 255));
+    f.draw->AddLine(ImVec2(x, y0 + sz.ruler_height - 6), ImVec2(x, y0 + sz.ruler_height), theme().dim_text);
   }
   for (const RulerLabel& label : ruler.labels) {
     f.draw->AddText(ImVec2(label.x, y0 + 2 + (label.row == 1 ? sz.ruler_iteration_row : 0)),
-                    label.row == 1 ? IM_COL32(200, 200, 200, 255) : IM_COL32(180, 180, 180, 255),
+                    label.row == 1 ? theme().text : theme().dim_text,
                     label.text.c_str());
   }
   const std::string width = "view " + format_duration(f.map.t1 - f.map.t0);
-  f.draw->AddText(ImVec2(f.map.x0 - sz.label_width + 4, y0 + 2), IM_COL32(230, 230, 230, 255), width.c_str());
-  f.draw->AddText(ImVec2(f.map.x0 - sz.label_width + 4, y0 + 2 + sz.ruler_iteration_row), IM_COL32(150, 150, 160, 255),
+  f.draw->AddText(ImVec2(f.map.x0 - sz.label_width + 4, y0 + 2), theme().text, width.c_str());
+  f.draw->AddText(ImVec2(f.map.x0 - sz.label_width + 4, y0 + 2 + sz.ruler_iteration_row), theme().dim_text,
                   "iterations");
   // Each rank's memory peak, marked on the time axis.
   {
@@ -315,8 +315,8 @@ void draw_trace_panel(App& app, int trace, float height) {
     const Model& model = *t.model;
     if (app.traces.size() > 1) {
       const std::string title = (ti == 0 ? "A: " : "B: ") + model.path;
-      f.draw->AddRectFilled(ImVec2(origin.x, y), ImVec2(f.right, y + sz.header_height), IM_COL32(60, 50, 90, 255));
-      f.draw->AddText(ImVec2(origin.x + 4, y + 2), IM_COL32(255, 255, 255, 255), title.c_str());
+      f.draw->AddRectFilled(ImVec2(origin.x, y), ImVec2(f.right, y + sz.header_height), theme().run_title);
+      f.draw->AddText(ImVec2(origin.x + 4, y + 2), theme().run_title_text, title.c_str());
       y += sz.header_height;
     }
     for (size_t ri = 0; ri < model.ranks.size(); ++ri) {
@@ -328,8 +328,8 @@ void draw_trace_panel(App& app, int trace, float height) {
                     rank.info.status.c_str());
       const bool on_screen = y + sz.header_height >= f.clip_y0 && y <= f.clip_y1;
       if (on_screen) {
-        f.draw->AddRectFilled(ImVec2(origin.x, y), ImVec2(f.right, y + sz.header_height), IM_COL32(44, 48, 62, 255));
-        f.draw->AddText(ImVec2(origin.x + 4, y + 2), IM_COL32(235, 235, 235, 255), header);
+        f.draw->AddRectFilled(ImVec2(origin.x, y), ImVec2(f.right, y + sz.header_height), theme().rank_header);
+        f.draw->AddText(ImVec2(origin.x + 4, y + 2), theme().rank_header_text, header);
         if (hovered_area && ImGui::IsMouseClicked(ImGuiMouseButton_Left) &&
             ImGui::IsMouseHoveringRect(ImVec2(origin.x, y), ImVec2(origin.x + sz.label_width, y + sz.header_height))) {
           collapsed = !collapsed;
@@ -357,13 +357,13 @@ void draw_trace_panel(App& app, int trace, float height) {
         if (lane_y0 <= f.clip_y1 && y >= f.clip_y0) {
           const std::string name = elide(lane.info.name, sz.label_width - 16,
                                          [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
-          f.draw->AddText(ImVec2(origin.x + 12, lane_y0), IM_COL32(190, 190, 200, 255), name.c_str());
-          f.draw->AddLine(ImVec2(origin.x, y), ImVec2(f.right, y), IM_COL32(60, 60, 70, 255));
+          f.draw->AddText(ImVec2(origin.x + 12, lane_y0), theme().text, name.c_str());
+          f.draw->AddLine(ImVec2(origin.x, y), ImVec2(f.right, y), theme().lane_separator);
         }
       }
       if (y + sz.memory_height >= f.clip_y0 && y <= f.clip_y1) {
         draw_memory_graph(app, int(ti), rank, f.map.x0, y, f.map.width, sz.memory_height);
-        f.draw->AddText(ImVec2(origin.x + 12, y), IM_COL32(190, 190, 200, 255), "memory");
+        f.draw->AddText(ImVec2(origin.x + 12, y), theme().text, "memory");
         // The peak's size beside the graph, not on it (its moment: the red line in the graph).
         const std::string peak = "peak " + format_bytes(rank.memory_peak_bytes);
         f.draw->AddText(ImVec2(origin.x + 12, y + ImGui::GetTextLineHeight()), kPeakColor, peak.c_str());

@@ -285,6 +285,24 @@ TEST(ViewerHeadless, FontScaleMakesTheTextLarger) {
       << "a scale outside 0.75..3 is refused";
 }
 
+// --theme projector: dark text on light ground, the narration in its dark orange; the same
+// trace in the default dark theme has neither.
+TEST(ViewerHeadless, TheProjectorThemeIsLightWithDarkText) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string trace = synth(dir, "ddp.sqlite", 2, 20000);
+  const std::string light = dir.file("projector.png"), dark = dir.file("dark.png");
+  expect_screenshot(view(trace + " --screenshot " + light + " --frames 3 --iteration 2 --theme projector"), light, 3);
+  expect_screenshot(view(trace + " --screenshot " + dark + " --frames 3 --iteration 2"), dark, 3);
+  const std::array<int, 3> ground = {250, 250, 250}, ruler = {228, 230, 236}, narration = {150, 70, 0};
+  const Image projector = load_png(light), screen = load_png(dark);
+  EXPECT_GT(pixels_near(projector, 0, projector.height, ground), projector.width * 20);
+  EXPECT_GT(pixels_near(projector, 0, projector.height, ruler), 10000) << "the ruler's band";
+  EXPECT_GT(pixels_near(projector, 24, 50, narration), 100) << "the narration line";
+  EXPECT_LT(pixels_near(screen, 0, screen.height, ruler), 2000) << "the dark theme's ruler is dark";
+  EXPECT_NE(view(trace + " --screenshot " + light + " --theme neon").exit_code, 0);
+}
+
 TEST(ViewerHeadless, FsdpScreenshotShowsUnits) {
   REQUIRE_DISPLAY();
   TempDir dir;
