@@ -437,8 +437,12 @@ int64_t Reader::max_duration(int32_t rank, LaneId lane) {
 }
 
 std::vector<Event> Reader::events(int32_t rank, LaneId lane, int64_t t0_ns, int64_t t1_ns) {
+  return events(rank, lane, t0_ns, t1_ns, max_duration(rank, lane));
+}
+
+std::vector<Event> Reader::events(int32_t rank, LaneId lane, int64_t t0_ns, int64_t t1_ns,
+                                  int64_t longest) {
   // begin_ns >= t0 - longest lets the (rank, lane, begin_ns) index bound the scan.
-  const int64_t longest = max_duration(rank, lane);
   detail::Statement s(*db_, std::string("SELECT ") + kEventColumns +
                                 " FROM events WHERE rank = ? AND lane = ? AND begin_ns >= ?"
                                 " AND begin_ns <= ? AND end_ns >= ? ORDER BY begin_ns, id");

@@ -49,8 +49,12 @@ class Reader {
   int64_t event_count();
   // Earliest begin and latest end over all events; {0, 0} for a file without events.
   std::pair<int64_t, int64_t> time_range();
-  // Events of one lane of one rank that overlap [t0_ns, t1_ns], ordered by begin.
+  // Events of one lane of one rank that overlap [t0_ns, t1_ns], ordered by begin. The first
+  // call per lane scans it for its longest event (what bounds the index range); a caller that
+  // knows that bound (no event of the lane lasts longer than `longest_ns`) passes it instead.
   std::vector<Event> events(int32_t rank, LaneId lane, int64_t t0_ns, int64_t t1_ns);
+  std::vector<Event> events(int32_t rank, LaneId lane, int64_t t0_ns, int64_t t1_ns,
+                            int64_t longest_ns);
   // Every event of `kind` (of one rank, or all when rank is kNone), ordered by (rank, begin).
   std::vector<Event> events_of_kind(EventKind kind, int32_t rank = kNone);
   // Streams every event ordered by (rank, lane, begin_ns). `visit` returns false to stop.

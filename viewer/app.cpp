@@ -34,13 +34,13 @@ const trace::Event* DetailSource::event(const Model& model, const SpanRef& ref) 
   return nullptr;
 }
 
-const std::vector<trace::Event>& DetailSource::events(int32_t rank, trace::LaneId lane, int64_t t0,
+const std::vector<trace::Event>& DetailSource::events(int32_t rank, const Lane& lane, int64_t t0,
                                                       int64_t t1) {
-  const auto key = std::make_tuple(rank, int32_t{lane}, t0, t1);
+  const auto key = std::make_tuple(rank, int32_t{lane.info.lane}, t0, t1);
   auto it = ranges_.find(key);
   if (it != ranges_.end()) return it->second;
   if (ranges_.size() > 256) ranges_.clear();
-  return ranges_[key] = reader_.events(rank, lane, t0, t1);
+  return ranges_[key] = reader_.events(rank, lane.info.lane, t0, t1, lane.longest_ns);
 }
 
 void OpenTrace::set_model(std::shared_ptr<const Model> m) {

@@ -29,7 +29,8 @@ class DetailSource {
   // Every column of the event behind `ref`; nullptr if the file no longer has it.
   const trace::Event* event(const Model& model, const SpanRef& ref);
   // Every event of lane `lane` of `rank` overlapping [t0, t1], by begin (cached per key).
-  const std::vector<trace::Event>& events(int32_t rank, trace::LaneId lane, int64_t t0, int64_t t1);
+  // `lane` is the loaded lane (its longest span bounds the query, so no lane is scanned whole).
+  const std::vector<trace::Event>& events(int32_t rank, const Lane& lane, int64_t t0, int64_t t1);
 
  private:
   trace::Reader reader_;

@@ -47,7 +47,7 @@ const App::IterationSteps& App::steps_of(int32_t iteration) {
   const IterationSpan* span = rank ? rank->find_iteration(iteration) : nullptr;
   if (!span) return steps_cache_;
   for (const Lane& lane : rank->lanes) {
-    const auto& events = traces[0].details->events(rank->info.rank, lane.info.lane, span->begin_ns, span->end_ns);
+    const auto& events = traces[0].details->events(rank->info.rank, lane, span->begin_ns, span->end_ns);
     for (const trace::Event& e : events) {
       // The iteration's own: a collective of the previous one still running at its start is not.
       if (e.begin_ns >= span->begin_ns) steps_cache_.events.push_back(e);

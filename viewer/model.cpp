@@ -175,11 +175,13 @@ void build_rows(Lane& lane, std::vector<EventSpan>& spans, std::vector<uint16_t>
   lane.row_start = std::move(start);
   lane.has_instant_row = instants;
   lane.end_max.resize(lane.spans.size());
+  lane.longest_ns = 0;
   for (int r = 0; r < lane.rows(); ++r) {
     int64_t running = INT64_MIN;
     for (size_t i = lane.row_begin(r); i < lane.row_end(r); ++i) {
       running = std::max(running, lane.spans[i].end_ns);
       lane.end_max[i] = running;
+      lane.longest_ns = std::max(lane.longest_ns, lane.spans[i].end_ns - lane.spans[i].begin_ns);
     }
   }
 }

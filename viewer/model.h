@@ -36,6 +36,7 @@ struct Lane {
   std::vector<int64_t> end_max;    // running max of end_ns within each row
   std::vector<uint32_t> row_start; // row r is spans[row_start[r], row_start[r + 1])
   bool has_instant_row = false;    // the last row holds the lane's instants
+  int64_t longest_ns = 0;          // the longest span's duration (bounds range queries)
 
   int rows() const { return row_start.empty() ? 0 : static_cast<int>(row_start.size()) - 1; }
   size_t row_begin(int row) const { return row_start[static_cast<size_t>(row)]; }

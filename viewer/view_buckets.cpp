@@ -94,7 +94,7 @@ void draw_buckets(App& app) {
   if (const IterationSpan* span = iteration == trace::kNone ? nullptr : rank.find_iteration(iteration)) {
     for (const Lane& lane : rank.lanes) {
       if (lane.info.kind != trace::LaneKind::Host) continue;
-      for (const trace::Event& e : t.details->events(rank.info.rank, lane.info.lane, span->begin_ns, span->end_ns)) {
+      for (const trace::Event& e : t.details->events(rank.info.rank, lane, span->begin_ns, span->end_ns)) {
         // A gradient counts from its hook's start (when autograd hands it over), as the narration
         // line says (playback.h); the bucket instants inside the hook come after it.
         if (e.begin_ns > playhead || e.begin_ns < span->begin_ns) continue;
