@@ -212,6 +212,9 @@ int run_headless(Window& window, App& app, const HeadlessOptions& options, doubl
   ImGui::GetIO().ConfigFlags |= ImGuiConfigFlags_NoMouse;
   const int frames = std::max(1, options.frames);
   app.show_legend = options.legend;
+  for (size_t t = 0; t < app.traces.size(); ++t) {
+    for (const int rank : options.folded) app.collapsed[{int(t), rank}] = true;
+  }
   app.font_scale = options.font_scale;
   window.set_font_scale(app.font_scale);
   if (options.iteration >= 0) {

@@ -5,6 +5,7 @@
 
 #include <limits>
 #include <string>
+#include <vector>
 
 struct GLFWwindow;
 
@@ -66,6 +67,7 @@ struct HeadlessOptions {
   // Show one iteration of rank `rank` (-1: none), with the playhead on its step `step` — the
   // picture of one moment with its narration line and buckets.
   bool legend = false;      // the legend window open
+  std::vector<int> folded;  // rank indices whose lane groups are folded (every open trace)
   float font_scale = 1;     // text size, times the 13 px font
   int iteration = -1;
   int step = 0;

@@ -170,6 +170,12 @@ int main(int argc, char** argv) {
                  "Text size, times the 13 px font (default: the screen's content scale; Ctrl +/- "
                  "change it in the window)")
       ->check(CLI::Range(double(kMinFontScale), double(kMaxFontScale)));
+  cli.add_option("--fold", headless.folded,
+                 "With --screenshot: fold these ranks' lane groups (indices, comma-separated), so "
+                 "that the others fit")
+      ->delimiter(',')
+      ->needs(screenshot)
+      ->check(CLI::NonNegativeNumber);
   cli.add_flag("--legend", headless.legend, "With --screenshot: the legend window open")->needs(screenshot);
   auto* iteration = cli.add_option("--iteration", headless.iteration,
                                    "With --screenshot: show this iteration, the playhead on its first step")

@@ -303,6 +303,28 @@ TEST(ViewerHeadless, TheProjectorThemeIsLightWithDarkText) {
   EXPECT_NE(view(trace + " --screenshot " + light + " --theme neon").exit_code, 0);
 }
 
+// --fold: the named ranks' lane groups fold to their headers, so the ranks after them come into
+// view: with ranks 1 to 6 of 8 folded, all 8 headers are drawn (rows of the header colour).
+TEST(ViewerHeadless, FoldedRanksLetTheOthersFit) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string trace = synth(dir, "ddp.sqlite", 8, 20000);
+  const std::string plain = dir.file("plain.png"), folded = dir.file("folded.png");
+  expect_screenshot(view(trace + " --screenshot " + plain + " --frames 2"), plain, 2);
+  expect_screenshot(view(trace + " --screenshot " + folded + " --frames 2 --fold 1,2,3,4,5,6"), folded, 2);
+  const auto header_rows = [](const Image& image) {
+    int rows = 0;
+    for (int y = 0; y < image.height; ++y) {
+      const unsigned char* p = image.at(300, y);
+      rows += p[0] == 44 && p[1] == 48 && p[2] == 62;
+    }
+    return rows;
+  };
+  const int plain_rows = header_rows(load_png(plain)), folded_rows = header_rows(load_png(folded));
+  EXPECT_LE(plain_rows, 5 * 18) << "at most 5 rank groups fit unfolded";
+  EXPECT_GE(folded_rows, 8 * 17) << "all 8 headers once 6 groups are folded";
+}
+
 TEST(ViewerHeadless, FsdpScreenshotShowsUnits) {
   REQUIRE_DISPLAY();
   TempDir dir;

@@ -237,6 +237,38 @@ TEST(ViewerInteractive, StepPlayFindZoomAndScaleWithTheKeysAndTheWheel) {
   EXPECT_GT(found_after, found_before + 50) << "no matches outlined after typing in the find box";
   key("Escape");
 
+  // Click a gradient hook: it is selected and its flows are drawn, the one to the other rank's
+  // all-reduce in the skew colour (orange, translucent over the lanes).
+  key("Escape");
+  const Image before_click = capture(window, dir.file("click0.xwd"));
+  int hook_x = -1, hook_y = -1;
+  for (int y = 100; y < 500 && hook_x < 0; ++y) {
+    for (int x = 150; x < before_click.width - 30 && hook_x < 0; ++x) {
+      const unsigned char* p = before_click.at(x, y);
+      if (dpscope::testing::near(p, {230, 200, 60}) || dpscope::testing::near(p, {200, 170, 30})) hook_x = x, hook_y = y;
+    }
+  }
+  ASSERT_GE(hook_x, 0) << "no hook drawn to click";
+  const auto is_skew = [](const unsigned char* p) { return p[0] > 200 && p[1] > 100 && p[1] < 160 && p[2] < 60; };
+  const auto skew_pixels = [&](const Image& image) {
+    int n = 0;
+    for (int y = 100; y < 500; ++y) {
+      for (int x = 0; x < image.width; ++x) n += is_skew(image.at(x, y));
+    }
+    return n;
+  };
+  run_command("xdotool mousemove --window " + window + " " + std::to_string(hook_x + 1) + " " +
+              std::to_string(hook_y) + " click 1");
+  run_command("xdotool mousemove --window " + window + " 5 795");
+  settle();
+  const Image clicked = capture(window, dir.file("click1.xwd"));
+  EXPECT_GT(skew_pixels(clicked), skew_pixels(before_click) + 30) << "no flow to the other rank after clicking a hook";
+
+  // D held pans: the ruler shows other times.
+  ASSERT_EQ(run_command("xdotool keydown d sleep 0.5 keyup d").exit_code, 0);
+  settle();
+  EXPECT_FALSE(same_rows(capture(window, dir.file("pan.xwd")), clicked, 50, 90)) << "D did not pan";
+
   // Ctrl + four times: x2 text, the narration line's glyphs about twice as tall.
   const int rows_small = rows_with(stepped, 0, 120, narration);
   key("ctrl+equal ctrl+equal ctrl+equal ctrl+equal");
