@@ -164,6 +164,14 @@ class App {
     std::vector<LifecycleStep> steps;
   };
   const IterationSteps& steps_of(int32_t iteration);
+  // The focus rank of the main trace (focus_rank clamped into range), or null without ranks.
+  const RankData* focus();
+  // The step the narration was made for (it is made again only when the playhead changes step).
+  uint64_t steps_generation_ = 0;  // counts refills of steps_cache_
+  uint64_t narrated_generation_ = 0;
+  int32_t narrated_iteration_ = trace::kNone;
+  int64_t narrated_index_ = -1;
+  int narrated_rank_ = -1;
   // Shows [t0, t1] (axis ns) when the playhead at `t` is outside the view.
   void keep_in_view(int64_t t, int64_t t0, int64_t t1);
   IterationSteps steps_cache_;

@@ -32,18 +32,20 @@ SpanRef span_of_event(const Model& model, int rank_index, const trace::Event& e)
 
 }  // namespace
 
-const App::IterationSteps& App::steps_of(int32_t iteration) {
+const RankData* App::focus() {
   const Model& model = *traces[0].model;
-  if (steps_cache_.rank_index == focus_rank && steps_cache_.iteration == iteration &&
-      !steps_cache_.steps.empty()) {
-    return steps_cache_;
-  }
+  if (model.ranks.empty()) return nullptr;
+  focus_rank = std::clamp(focus_rank, 0, int(model.ranks.size()) - 1);
+  return &model.ranks[size_t(focus_rank)];
+}
+
+const App::IterationSteps& App::steps_of(int32_t iteration) {
+  const RankData* rank = focus();
+  if (steps_cache_.rank_index == focus_rank && steps_cache_.iteration == iteration) return steps_cache_;
   steps_cache_ = IterationSteps{};
+  ++steps_generation_;
   steps_cache_.rank_index = focus_rank;
   steps_cache_.iteration = iteration;
-  const RankData* rank = focus_rank >= 0 && size_t(focus_rank) < model.ranks.size()
-                             ? &model.ranks[size_t(focus_rank)]
-                             : nullptr;
   const IterationSpan* span = rank ? rank->find_iteration(iteration) : nullptr;
   if (!span) return steps_cache_;
   for (const Lane& lane : rank->lanes) {
@@ -73,9 +75,9 @@ void App::keep_in_view(int64_t t, int64_t t0, int64_t t1) {
 
 void App::step(int direction) {
   const Model& model = *traces[0].model;
-  if (model.ranks.empty()) return;
-  focus_rank = std::clamp(focus_rank, 0, int(model.ranks.size()) - 1);
-  const RankData& rank = model.ranks[size_t(focus_rank)];
+  const RankData* focused = focus();
+  if (!focused) return;
+  const RankData& rank = *focused;
   const int64_t offset = traces[0].offset_ns;
   const int64_t t = playhead - offset;
   // Start in the playhead's iteration, else the first one after (before) it.
@@ -107,10 +109,9 @@ void App::toggle_play() {
     playing = false;
     return;
   }
-  const Model& model = *traces[0].model;
-  if (model.ranks.empty()) return;
-  focus_rank = std::clamp(focus_rank, 0, int(model.ranks.size()) - 1);
-  const RankData& rank = model.ranks[size_t(focus_rank)];
+  const RankData* focused = focus();
+  if (!focused) return;
+  const RankData& rank = *focused;
   const int64_t offset = traces[0].offset_ns;
   int32_t iteration = rank.iteration_at(playhead - offset);
   if (iteration == trace::kNone && !rank.iterations.empty()) iteration = rank.iterations.front().iteration;
@@ -127,9 +128,9 @@ void App::toggle_play() {
 
 bool App::go_to_step(int32_t iteration, int index) {
   const Model& model = *traces[0].model;
-  if (model.ranks.empty()) return false;
-  focus_rank = std::clamp(focus_rank, 0, int(model.ranks.size()) - 1);
-  const IterationSpan* span = model.ranks[size_t(focus_rank)].find_iteration(iteration);
+  const RankData* rank = focus();
+  if (!rank) return false;
+  const IterationSpan* span = rank->find_iteration(iteration);
   const IterationSteps& steps = steps_of(iteration);
   if (!span || index < 0 || size_t(index) >= steps.steps.size()) return false;
   const int64_t offset = traces[0].offset_ns;
@@ -143,9 +144,9 @@ bool App::go_to_step(int32_t iteration, int index) {
 
 void App::update_playback() {
   const Model& model = *traces[0].model;
-  if (model.ranks.empty()) return;
-  focus_rank = std::clamp(focus_rank, 0, int(model.ranks.size()) - 1);
-  const RankData& rank = model.ranks[size_t(focus_rank)];
+  const RankData* focused = focus();
+  if (!focused) return;
+  const RankData& rank = *focused;
   const int64_t offset = traces[0].offset_ns;
   if (playing) {
     const int32_t iteration = rank.iteration_at(playhead - offset);
@@ -163,12 +164,20 @@ void App::update_playback() {
       }
     }
   }
-  narration.clear();
+  // The words change only when the playhead reaches another step: narrate once per step, not
+  // once per frame.
   const int32_t iteration = rank.iteration_at(playhead - offset);
-  if (iteration == trace::kNone) return;
-  const IterationSteps& steps = steps_of(iteration);
-  const int64_t index = step_at(steps.steps, playhead - offset);
-  if (index >= 0) narration = narrate(model, steps.events, steps.steps, size_t(index));
+  const IterationSteps* steps = iteration == trace::kNone ? nullptr : &steps_of(iteration);
+  const int64_t index = steps ? step_at(steps->steps, playhead - offset) : -1;
+  if (steps_generation_ == narrated_generation_ && iteration == narrated_iteration_ &&
+      index == narrated_index_ && focus_rank == narrated_rank_) {
+    return;
+  }
+  narrated_generation_ = steps_generation_;
+  narrated_iteration_ = iteration;
+  narrated_index_ = index;
+  narrated_rank_ = focus_rank;
+  narration = index >= 0 ? narrate(model, steps->events, steps->steps, size_t(index)) : "";
 }
 
 void App::draw_narration_line() {

@@ -17,11 +17,11 @@ LiveFollower::~LiveFollower() {
   if (pending_.valid()) pending_.wait();
 }
 
-std::string LiveFollower::signature() const {
+std::string file_signature(const std::string& path) {
   std::string s;
   for (const char* suffix : {"", "-wal"}) {
     struct stat info;
-    if (::stat((current_->path + suffix).c_str(), &info) == 0) {
+    if (::stat((path + suffix).c_str(), &info) == 0) {
       s += std::to_string(info.st_size) + ":" + std::to_string(info.st_mtim.tv_sec) + "." +
            std::to_string(info.st_mtim.tv_nsec) + ";";
     } else {
@@ -30,6 +30,8 @@ std::string LiveFollower::signature() const {
   }
   return s;
 }
+
+std::string LiveFollower::signature() const { return file_signature(current_->path); }
 
 std::shared_ptr<const Model> LiveFollower::poll() {
   if (pending_.valid()) {

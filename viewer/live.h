@@ -12,6 +12,10 @@
 
 namespace dpscope::view {
 
+// The size and modification time of a trace file and of its -wal: it changes whenever a writer
+// commits, so comparing two tells whether a file grew. "-" for a part that does not exist.
+std::string file_signature(const std::string& path);
+
 // Thread-safety: poll() from one thread (the UI thread); the update itself runs on a thread of
 // its own with its own trace::Reader connection and shares nothing but the (immutable) previous
 // Model until handed over.

@@ -2,14 +2,13 @@
 // its rank files into a scratch file on a background thread.
 #include "viewer/live_source.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <regex>
 
 #include "trace/error.h"
 #include "trace/merge.h"
+#include "viewer/live.h"
 
 namespace dpscope::view {
 
@@ -39,16 +38,7 @@ std::vector<std::string> LiveSource::rank_files() const {
 
 std::string LiveSource::signature(const std::vector<std::string>& files) const {
   std::string s;
-  for (const std::string& file : files) {
-    for (const char* suffix : {"", "-wal"}) {
-      struct stat info;
-      if (::stat((file + suffix).c_str(), &info) == 0) {
-        s += std::to_string(info.st_size) + ":" + std::to_string(info.st_mtim.tv_sec) + "." +
-             std::to_string(info.st_mtim.tv_nsec) + ";";
-      }
-    }
-    s += "|";
-  }
+  for (const std::string& file : files) s += file_signature(file) + "|";
   return s;
 }
 
