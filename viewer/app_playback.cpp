@@ -188,7 +188,10 @@ void App::draw_narration_line() {
     ImGui::TextDisabled("<- -> step, space plays at x1/%d, [ ] speed  |", speed);
   }
   ImGui::SameLine();
-  if (narration.empty()) {
+  if (narration.empty() && narrated_iteration_ != trace::kNone) {
+    ImGui::TextDisabled("rank %d, iteration %d: before its first step (press -> to go to it)", focus_rank,
+                        narrated_iteration_);
+  } else if (narration.empty()) {
     ImGui::TextDisabled("rank %d: put the playhead in an iteration (click the timeline or press ->)",
                         focus_rank);
   } else {

@@ -30,6 +30,12 @@ int frames_after_input = kFramesAfterInput;
 
 void on_input() { frames_after_input = kFramesAfterInput; }
 
+// GLFW's own words for its last failure (set from its error callback, on the main thread), so a
+// window that cannot open says why: no DISPLAY, a display that refused the connection, no GLX.
+std::string last_glfw_error;
+
+std::string glfw_says() { return last_glfw_error.empty() ? std::string() : " (GLFW: " + last_glfw_error + ")"; }
+
 // Installed before ImGui's backend, which keeps them and calls them from its own.
 void install_input_callbacks(GLFWwindow* window) {
   glfwSetCursorPosCallback(window, [](GLFWwindow*, double, double) { on_input(); });
@@ -46,19 +52,19 @@ void install_input_callbacks(GLFWwindow* window) {
 }  // namespace
 
 Window::Window(const std::string& title, int width, int height) {
+  glfwSetErrorCallback([](int, const char* description) { last_glfw_error = description; });
   if (!glfwInit()) {
-    throw std::runtime_error(
-        "cannot open a window: GLFW found no display (set DISPLAY, or run headless modes under "
-        "`xvfb-run -a dpscope-view ...`)");
+    throw std::runtime_error("cannot open a window: GLFW could not reach a display" + glfw_says() +
+                             "; set DISPLAY, or run headless modes under `xvfb-run -a dpscope-view ...`");
   }
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
   window_ = glfwCreateWindow(width, height, title.c_str(), nullptr, nullptr);
   if (!window_) {
     glfwTerminate();
-    throw std::runtime_error(
-        "cannot create an OpenGL 3 window (install libgl1-mesa-dri for Mesa's software renderer, "
-        "or run under `xvfb-run -a`)");
+    throw std::runtime_error("cannot create an OpenGL 3 window" + glfw_says() +
+                             "; install libgl1-mesa-dri for Mesa's software renderer, or run under "
+                             "`xvfb-run -a`");
   }
   glfwMakeContextCurrent(window_);
   glfwSwapInterval(1);

@@ -387,7 +387,10 @@ void draw_trace_panel(App& app, int trace, float height) {
       f.draw->AddText(ImVec2(x0 + 4, f.clip_y0 + 2), IM_COL32(140, 200, 255, 255), label.c_str());
     }
   }
+  // Flows to spans outside the view run to the lanes' edge, not over the lane names or scrollbar.
+  f.draw->PushClipRect(ImVec2(float(f.map.x0), f.clip_y0), ImVec2(f.right, f.clip_y1), true);
   draw_flows(f);
+  f.draw->PopClipRect();
   handle_mouse(f, hovered_area);
   if (app.hovered.valid() && hovered_area) draw_span_tooltip(app, app.hovered);
   ImGui::SetCursorScreenPos(top);

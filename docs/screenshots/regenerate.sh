@@ -5,7 +5,7 @@
 # and the viewer on a 4-rank synthetic run. Usage: docs/screenshots/regenerate.sh [BUILD_DIR]
 set -euo pipefail
 if [ -z "${DISPLAY:-}" ]; then
-  exec xvfb-run -a -s "-screen 0 1600x1000x24" "$0" "$@"
+  exec xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" "$0" "$@"
 fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(cd "${1:-$root/build}" && pwd)/bin

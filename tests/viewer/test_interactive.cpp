@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tests/test_util.h"
@@ -104,10 +105,11 @@ Image capture(const std::string& window, const std::string& file) {
   return image;
 }
 
-// The window of process `pid`, waiting up to 30 s for it to map ("" if none).
-std::string window_of(pid_t pid) {
-  for (int attempt = 0; attempt < 60; ++attempt) {
-    const auto found = run_command("xdotool search --onlyvisible --pid " + std::to_string(pid));
+// The window `viewer` shows, waiting up to 30 s for it to map ("" if none, or once the viewer
+// has exited: its error is then in the test's output).
+std::string window_of(const ViewerProcess& viewer) {
+  for (int attempt = 0; attempt < 60 && viewer.running(); ++attempt) {
+    const auto found = run_command("xdotool search --onlyvisible --pid " + std::to_string(viewer.pid()));
     std::istringstream ids(found.output);
     std::string id;
     if (found.exit_code == 0 && (ids >> id)) return id;
@@ -140,7 +142,7 @@ std::string synth_trace(const TempDir& dir, int ranks, int64_t events) {
 // The window of `viewer` once it has loaded and analysed its trace: its CPU time stops growing
 // (at most a minute on a loaded machine). "" when it opened none.
 std::string settled_window(const ViewerProcess& viewer) {
-  const std::string window = window_of(viewer.pid());
+  const std::string window = window_of(viewer);
   for (int i = 0; !window.empty() && i < 60 && cpu_over(viewer, std::chrono::milliseconds(1000)) > 0.05; ++i) {
   }
   return window;
@@ -219,6 +221,91 @@ TEST(ViewerInteractive, StepPlayFindZoomAndScaleWithTheKeysAndTheWheel) {
   const Image zoomed = capture(window, dir.file("zoom.xwd"));
   EXPECT_FALSE(same_rows(zoomed, stepped, 50, 90)) << "the ruler did not change after the wheel";
 
+  // Where the window shows a solid fill of `colors` (the pixel and its four neighbours), scanning
+  // rows [y0, y1) from the top: {-1, -1} if nowhere. Anti-aliased edges of other shapes do not count.
+  const auto solid = [](const Image& image, int y0, int y1, const std::vector<std::array<int, 3>>& colors) {
+    const auto is = [&](const unsigned char* p) {
+      return std::any_of(colors.begin(), colors.end(), [&](const auto& c) { return dpscope::testing::near(p, c); });
+    };
+    for (int y = y0; y < y1; ++y) {
+      for (int x = 150; x < image.width - 30; ++x) {
+        if (is(image.at(x, y)) && is(image.at(x - 1, y)) && is(image.at(x + 1, y)) && is(image.at(x, y - 1)) &&
+            is(image.at(x, y + 1))) {
+          return std::pair{x, y};
+        }
+      }
+    }
+    return std::pair{-1, -1};
+  };
+  const auto click_at = [&](std::pair<int, int> at) {
+    run_command("xdotool mousemove --window " + window + " " + std::to_string(at.first) + " " +
+                std::to_string(at.second) + " click 1");
+    run_command("xdotool mousemove --window " + window + " 5 795");
+    settle();
+  };
+
+  // Click a gradient hook: it is selected (outlined in white) and its flows are drawn, the first
+  // to its bucket's "ready" later on. Stepping put the playhead on a hook ("...'s gradient is
+  // ready"); zoomed far in around it, that hook is wide enough to be drawn in its own colour
+  // (narrower spans fold into grey blocks). A pixel off at one zoom is a hundred at the next, so
+  // the zoom goes a few notches at a time, each about where the playhead is drawn now.
+  for (int round = 0; round < 6; ++round) {
+    const int x = column_where(capture(window, dir.file("zoom-in.xwd")), 100, 500, is_playhead);
+    ASSERT_GE(x, 0) << "the playhead left the view while zooming in on it (round " << round << ")";
+    run_command("xdotool mousemove --window " + window + " " + std::to_string(x) + " 300 click --repeat 8 --delay 30 4");
+    run_command("xdotool mousemove --window " + window + " 5 795");
+    settle();
+  }
+  key("Escape");  // nothing selected: whatever the click adds is its doing
+  const Image before_hook = capture(window, dir.file("hook0.xwd"));
+  const auto hook = solid(before_hook, 100, 500, {{230, 200, 60}, {200, 170, 30}});
+  ASSERT_GE(hook.first, 0) << "no hook drawn to click";
+  click_at(hook);
+  const Image hook_clicked = capture(window, dir.file("hook1.xwd"));
+  // The selection's outline is opaque white; a flow is white at 200/255 over the lanes.
+  int box_x0 = hook_clicked.width, box_x1 = -1, box_y0 = hook_clicked.height, box_y1 = -1;
+  for (int y = 100; y < 500; ++y) {
+    for (int x = 0; x < hook_clicked.width; ++x) {
+      const unsigned char* p = hook_clicked.at(x, y);
+      if (p[0] >= 250 && p[1] >= 250 && p[2] >= 250 && !std::equal(p, p + 3, before_hook.at(x, y))) {
+        box_x0 = std::min(box_x0, x), box_x1 = std::max(box_x1, x), box_y0 = std::min(box_y0, y), box_y1 = std::max(box_y1, y);
+      }
+    }
+  }
+  ASSERT_GE(box_x1, box_x0) << "the clicked hook at (" << hook.first << ", " << hook.second << ") is not outlined";
+  int flow_pixels = 0;
+  for (int y = 100; y < 500; ++y) {
+    for (int x = 0; x < hook_clicked.width; ++x) {
+      const unsigned char* p = hook_clicked.at(x, y);
+      const bool outside = x < box_x0 - 3 || x > box_x1 + 3 || y < box_y0 - 3 || y > box_y1 + 3;
+      const bool flow_white = p[0] > 170 && p[0] < 245 && std::abs(p[0] - p[1]) < 25 && std::abs(p[1] - p[2]) < 25;
+      flow_pixels += outside && flow_white && !std::equal(p, p + 3, before_hook.at(x, y));
+    }
+  }
+  EXPECT_GT(flow_pixels, 20) << "no flow drawn from the clicked hook at (" << hook.first << ", " << hook.second << ")";
+
+  // Click an all-reduce (rank 0's comm lane lies above any memory graph's red): its flow to the
+  // other rank's part of the same collective is drawn in the skew colour (orange), with the skew.
+  key("Escape");
+  run_command("xdotool mousemove --window " + window + " 700 300 click --repeat 48 --delay 30 5");
+  run_command("xdotool mousemove --window " + window + " 5 795");
+  settle();
+  const Image before_allreduce = capture(window, dir.file("allreduce0.xwd"));
+  const auto allreduce = solid(before_allreduce, 100, 500, {{219, 68, 55}});
+  ASSERT_GE(allreduce.first, 0) << "no all-reduce drawn to click";
+  click_at(allreduce);
+  const Image allreduce_clicked = capture(window, dir.file("allreduce1.xwd"));
+  const auto is_skew = [](const unsigned char* p) { return p[0] > 200 && p[1] > 100 && p[1] < 160 && p[2] < 60; };
+  int skew_pixels = 0;
+  for (int y = 100; y < 500; ++y) {
+    for (int x = 0; x < allreduce_clicked.width; ++x) {
+      skew_pixels += is_skew(allreduce_clicked.at(x, y)) && !is_skew(before_allreduce.at(x, y));
+    }
+  }
+  EXPECT_GT(skew_pixels, 30) << "no flow to the other rank after clicking the all-reduce at (" << allreduce.first
+                             << ", " << allreduce.second << ")";
+  key("Escape");
+
   // space: playing moves the playhead between two frames; space again pauses.
   key("space");
   const int x0 = column_where(capture(window, dir.file("play0.xwd")), 100, 500, is_playhead);
@@ -237,40 +324,17 @@ TEST(ViewerInteractive, StepPlayFindZoomAndScaleWithTheKeysAndTheWheel) {
   EXPECT_GT(found_after, found_before + 50) << "no matches outlined after typing in the find box";
   key("Escape");
 
-  // Click a gradient hook: it is selected and its flows are drawn, the one to the other rank's
-  // all-reduce in the skew colour (orange, translucent over the lanes).
-  key("Escape");
-  const Image before_click = capture(window, dir.file("click0.xwd"));
-  int hook_x = -1, hook_y = -1;
-  for (int y = 100; y < 500 && hook_x < 0; ++y) {
-    for (int x = 150; x < before_click.width - 30 && hook_x < 0; ++x) {
-      const unsigned char* p = before_click.at(x, y);
-      if (dpscope::testing::near(p, {230, 200, 60}) || dpscope::testing::near(p, {200, 170, 30})) hook_x = x, hook_y = y;
-    }
-  }
-  ASSERT_GE(hook_x, 0) << "no hook drawn to click";
-  const auto is_skew = [](const unsigned char* p) { return p[0] > 200 && p[1] > 100 && p[1] < 160 && p[2] < 60; };
-  const auto skew_pixels = [&](const Image& image) {
-    int n = 0;
-    for (int y = 100; y < 500; ++y) {
-      for (int x = 0; x < image.width; ++x) n += is_skew(image.at(x, y));
-    }
-    return n;
-  };
-  run_command("xdotool mousemove --window " + window + " " + std::to_string(hook_x + 1) + " " +
-              std::to_string(hook_y) + " click 1");
-  run_command("xdotool mousemove --window " + window + " 5 795");
-  settle();
-  const Image clicked = capture(window, dir.file("click1.xwd"));
-  EXPECT_GT(skew_pixels(clicked), skew_pixels(before_click) + 30) << "no flow to the other rank after clicking a hook";
-
   // D held pans: the ruler shows other times.
+  const Image before_pan = capture(window, dir.file("pan0.xwd"));
   ASSERT_EQ(run_command("xdotool keydown d sleep 0.5 keyup d").exit_code, 0);
   settle();
-  EXPECT_FALSE(same_rows(capture(window, dir.file("pan.xwd")), clicked, 50, 90)) << "D did not pan";
+  EXPECT_FALSE(same_rows(capture(window, dir.file("pan1.xwd")), before_pan, 50, 90)) << "D did not pan";
 
-  // Ctrl + four times: x2 text, the narration line's glyphs about twice as tall.
-  const int rows_small = rows_with(stepped, 0, 120, narration);
+  // Ctrl + four times: x2 text, the narration line's glyphs about twice as tall (a step first, so
+  // that there is a narration).
+  key("Right");
+  const int rows_small = rows_with(capture(window, dir.file("small.xwd")), 0, 120, narration);
+  ASSERT_GT(rows_small, 5) << "no narration after stepping";
   key("ctrl+equal ctrl+equal ctrl+equal ctrl+equal");
   const int rows_large = rows_with(capture(window, dir.file("large.xwd")), 0, 160, narration);
   EXPECT_GE(rows_large, rows_small * 17 / 10) << rows_small << " rows of narration, then " << rows_large;
