@@ -1,6 +1,6 @@
 // Bucket assignment: which gradients travel together in one all-reduce. PyTorch's
-// compute_bucket_assignment_by_size (torch/csrc/distributed/c10d/reducer.cpp), on plain
-// descriptions of tensors so it can be tested without any.
+// compute_bucket_assignment_by_size on c10 descriptions of tensors: a thin wrapper over the one
+// implementation, trace::plan_buckets (trace/bucket_plan.h), which `dpscope whatif` shares.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <vector>
+
+#include "trace/bucket_plan.h"
 
 namespace dpscope::ddp {
 
@@ -25,10 +27,10 @@ struct BucketAssignment {
 
 // The default limits: the first bucket closes at 1 MiB (so the first all-reduce starts early),
 // later ones at bucket_cap_mb (25 MiB).
-inline constexpr int64_t kDefaultFirstBucketBytes = 1024 * 1024;
-inline constexpr int64_t kDefaultBucketBytes = 25 * 1024 * 1024;
+inline constexpr int64_t kDefaultFirstBucketBytes = trace::kDefaultFirstBucketBytes;
+inline constexpr int64_t kDefaultBucketBytes = trace::kDefaultBucketBytes;
 
-// PyTorch's algorithm, step by step: walk `tensors` in order (or, when `tensor_indices` is given,
+// trace::plan_buckets on these specs (its header has the algorithm): walk `tensors` in order (or, when `tensor_indices` is given,
 // tensors[i] is parameter tensor_indices[i] and the walk is in that order — the arrival order of
 // gradients, for the rebuild); a parameter expecting a sparse gradient gets a bucket of its own;
 // the others accumulate in one open bucket per (dtype, device), which closes when its bytes reach
@@ -37,7 +39,8 @@ inline constexpr int64_t kDefaultBucketBytes = 25 * 1024 * 1024;
 // sorted by their smallest parameter index. The DDP constructor reverses the result
 // (See Note [Bucket order]); the rebuild does not.
 // `expect_sparse` is empty or indexed by parameter index. Throws std::invalid_argument for empty
-// size_limits or mismatched lengths.
+// size_limits, mismatched lengths or a parameter index without an expect_sparse entry.
+// Pure function; thread-safe.
 BucketAssignment compute_bucket_assignment_by_size(const std::vector<TensorSpec>& tensors,
                                                    const std::vector<int64_t>& size_limits,
                                                    const std::vector<bool>& expect_sparse = {},
