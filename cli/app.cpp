@@ -27,6 +27,7 @@ std::unique_ptr<CLI::App> make_app(CommandMode mode) {
   add_view_command(*app, mode);
   add_demo_command(*app, mode);
   add_train_command(*app, mode);
+  add_whatif_command(*app, mode);
   return app;
 }
 

@@ -34,5 +34,6 @@ void add_synth_command(CLI::App& app, CommandMode mode);   // synth --events N -
 void add_view_command(CLI::App& app, CommandMode mode);    // view TRACE
 void add_demo_command(CLI::App& app, CommandMode mode);    // demo
 void add_train_command(CLI::App& app, CommandMode mode);   // train [options]: one rank of a run
+void add_whatif_command(CLI::App& app, CommandMode mode);  // whatif TRACE: another bucket plan
 
 }  // namespace dpscope::cli

@@ -1,0 +1,318 @@
+// `dpscope whatif TRACE [--bucket-cap-mb X] [--first-bucket-mb Y] [--link-gbps G
+// --link-latency-us L] [--sweep] [--rank R] [--json]`: the step time and exposed communication a
+// recorded DDP run would have had with another bucket plan or link (trace/whatif.h,
+// docs/whatif.md), beside the measured figures; --sweep tries a range of bucket caps.
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "engine/comm/link_model.h"
+#include "trace/reader.h"
+#include "trace/stats.h"
+#include "trace/whatif.h"
+
+namespace dpscope::cli {
+namespace {
+
+// The caps --sweep tries, MiB.
+constexpr double kSweepCapsMb[] = {0.25, 0.5, 1, 2, 4, 8, 16, 25, 50, 100};
+constexpr double kMaxBucketMb = 1048576;  // as `dpscope train` accepts
+
+struct Options {
+  std::string trace;
+  std::optional<double> bucket_cap_mb, first_bucket_mb, link_gbps, link_latency_us;
+  int32_t rank = 0;
+  bool sweep = false;
+  bool json = false;
+};
+
+void check_mb(const std::optional<double>& mb, const char* flag) {
+  if (mb && !(*mb > 0 && *mb <= kMaxBucketMb)) {
+    throw CliFailure(std::string(flag) + " " + comm::link_value_text(*mb) +
+                     " is out of range: a bucket size in MiB, above 0 and at most 1048576 "
+                     "(PyTorch's defaults: 25 for the cap, 1 for the first bucket)");
+  }
+}
+
+std::optional<comm::LinkSpec> check_options(const Options& o) {
+  check_mb(o.bucket_cap_mb, "--bucket-cap-mb");
+  check_mb(o.first_bucket_mb, "--first-bucket-mb");
+  if (o.sweep && o.bucket_cap_mb) {
+    throw CliFailure("--sweep tries its own bucket caps (0.25 to 100 MiB); drop --bucket-cap-mb, "
+                     "or drop --sweep to predict one cap");
+  }
+  if (o.rank < 0) throw CliFailure("--rank must be a rank of the trace (0, 1, ...)");
+  try {
+    return comm::check_link(o.link_gbps, o.link_latency_us, "--link-gbps", "--link-latency-us");
+  } catch (const std::invalid_argument& error) {
+    throw CliFailure(error.what());
+  }
+}
+
+int64_t to_bytes(double mb) { return static_cast<int64_t>(mb * 1024 * 1024); }
+double to_mb(int64_t bytes) { return double(bytes) / (1024 * 1024); }
+
+std::string mb_text(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g MiB", to_mb(bytes));
+  return text;
+}
+
+// One prediction: the limits it was made for (none: the trace's own plan), its plan and result.
+struct Case {
+  std::optional<trace::BucketLimits> limits;
+  trace::BucketPlan plan;
+  trace::Prediction prediction;
+};
+
+Case predict_case(const trace::ReplayTrace& replay, const std::optional<trace::BucketLimits>& limits,
+                  const trace::AllReduceModel& model) {
+  Case c;
+  c.limits = limits;
+  c.plan = limits ? trace::plan_for(replay, *limits) : replay.recorded_plan;
+  c.prediction = trace::predict(replay, c.plan, model);
+  return c;
+}
+
+std::string model_text(const trace::AllReduceModel& m, int32_t world_size) {
+  char text[256];
+  if (m.source == trace::AllReduceModel::Source::kLink) {
+    std::snprintf(text, sizeof(text),
+                  "ring model of a %g Gb/s, %g \u00b5s link: 2(n-1)(L + S/(nB)), n = %d "
+                  "(%.1f \u00b5s + bytes at %.3g Gb/s)",
+                  m.link_gbps, m.link_latency_us, world_size, m.latency_us(), m.gbps());
+  } else {
+    std::snprintf(text, sizeof(text),
+                  "all-reduce = %.1f \u00b5s + bytes at %.3g Gb/s, fitted to %lld recorded "
+                  "all-reduces (error %.1f %% of their time)",
+                  m.latency_us(), m.gbps(), static_cast<long long>(m.samples), m.fit_error_pct);
+  }
+  return text;
+}
+
+std::vector<std::string> assumptions(const trace::ReplayTrace& replay,
+                                     const trace::AllReduceModel& model) {
+  std::vector<std::string> out;
+  out.push_back("all-reduce cost: " + model_text(model, replay.world_size));
+  char text[256];
+  std::snprintf(text, sizeof(text),
+                "an all-reduce starts %.0f \u00b5s after its bucket's last gradient hook ends "
+                "(median of the recorded ones that did not queue)",
+                replay.launch_offset_ns / 1e3);
+  out.push_back(text);
+  out.push_back("gradient ready times (hook ends), forward, optimizer step and all compute "
+                "before backward's tail are as recorded; the tail's own work (writing gradients "
+                "back) is shared among the buckets by bytes");
+  out.push_back("buckets launch in index order and one all-reduce runs at a time; each rank "
+                "is replayed on its own (a late peer does not delay a collective)");
+  out.push_back("the CPU cost of launching more or fewer all-reduces, and communication "
+                "threads competing with backward for cores, are not modelled");
+  if (replay.recorded_limits) {
+    const trace::BucketPlan derived = trace::plan_for(replay, *replay.recorded_limits);
+    out.push_back(derived.buckets == replay.recorded_plan.buckets
+                      ? "the plan derived for the recorded settings equals the trace's rebuilt plan"
+                      : "WARNING: the plan derived for the recorded settings differs from the "
+                        "trace's rebuilt plan");
+  }
+  return out;
+}
+
+nlohmann::json case_json(const trace::ReplayTrace& replay, const Case& c,
+                         const trace::AllReduceModel& model, bool per_iteration) {
+  const trace::Prediction& p = c.prediction;
+  nlohmann::json j;
+  const trace::BucketLimits limits = c.limits ? *c.limits : replay.recorded_limits.value_or(trace::BucketLimits{});
+  j["bucket_cap_mb"] = c.limits || replay.recorded_limits ? nlohmann::json(to_mb(limits.bucket_cap_bytes)) : nlohmann::json();
+  j["first_bucket_mb"] = c.limits || replay.recorded_limits ? nlohmann::json(to_mb(limits.first_bucket_bytes)) : nlohmann::json();
+  j["predicted_step_ms"] = p.predicted_step_ms;
+  j["predicted_exposed_comm_ms"] = p.predicted_exposed_comm_ms;
+  j["measured_step_ms"] = p.measured_step_ms;
+  j["measured_exposed_comm_ms"] = p.measured_exposed_comm_ms;
+  nlohmann::json buckets = nlohmann::json::array();
+  for (size_t b = 0; b < c.plan.buckets.size(); ++b) {
+    nlohmann::json names = nlohmann::json::array();
+    for (const int64_t param : c.plan.buckets[b]) names.push_back(replay.param_names[param]);
+    buckets.push_back({{"bytes", p.bucket_bytes[b]}, {"params", c.plan.buckets[b]}, {"names", names}});
+  }
+  j["buckets"] = buckets;
+  if (model.source == trace::AllReduceModel::Source::kLink) {
+    j["model"] = {{"source", "link"}, {"latency_us", model.latency_us()}, {"gbps", model.gbps()},
+                  {"link_gbps", model.link_gbps}, {"link_latency_us", model.link_latency_us}};
+  } else {
+    j["model"] = {{"source", "fit"}, {"latency_us", model.latency_us()}, {"gbps", model.gbps()},
+                  {"fit_error_pct", model.fit_error_pct}, {"samples", model.samples}};
+  }
+  j["model"]["launch_offset_us"] = replay.launch_offset_ns / 1e3;
+  j["assumptions"] = assumptions(replay, model);
+  if (per_iteration) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const trace::IterationPrediction& it : p.iterations) {
+      rows.push_back({{"iteration", it.iteration},
+                      {"measured_step_ms", it.measured_step_ms},
+                      {"predicted_step_ms", it.predicted_step_ms},
+                      {"measured_exposed_comm_ms", it.measured.exposed_comm_ms},
+                      {"predicted_exposed_comm_ms", it.predicted.exposed_comm_ms}});
+    }
+    j["iterations"] = rows;
+  }
+  return j;
+}
+
+std::string limits_text(const std::optional<trace::BucketLimits>& limits, size_t buckets) {
+  const std::string count = std::to_string(buckets) + (buckets == 1 ? " bucket" : " buckets");
+  if (!limits) return "the trace's rebuilt plan: " + count;
+  return "bucket cap " + mb_text(limits->bucket_cap_bytes) + ", first bucket " +
+         mb_text(limits->first_bucket_bytes) + ": " + count;
+}
+
+void print_case(const trace::ReplayTrace& replay, const Case& c, const trace::AllReduceModel& model) {
+  const trace::Prediction& p = c.prediction;
+  std::printf("recorded: %s\n", limits_text(replay.recorded_limits, replay.recorded_plan.buckets.size()).c_str());
+  std::printf("what if:  %s\n\n", limits_text(c.limits, c.plan.buckets.size()).c_str());
+  std::printf("bucket plan (launch order)\n  bucket       bytes  params\n");
+  for (size_t b = 0; b < c.plan.buckets.size(); ++b) {
+    std::string names;
+    for (const int64_t param : c.plan.buckets[b]) names += " " + replay.param_names[param];
+    std::printf("  %6zu  %8.2f MiB  %zu:%s\n", b, to_mb(p.bucket_bytes[b]),
+                c.plan.buckets[b].size(), names.c_str());
+  }
+  std::printf("\n%-24s %10s %10s\n", "median over iterations", "measured", "predicted");
+  std::printf("%-24s %7.2f ms %7.2f ms\n", "step time", p.measured_step_ms, p.predicted_step_ms);
+  std::printf("%-24s %7.2f ms %7.2f ms\n\n", "exposed communication", p.measured_exposed_comm_ms,
+              p.predicted_exposed_comm_ms);
+  std::printf("iteration  step measured  predicted   exposed measured  predicted\n");
+  const size_t n = p.iterations.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (n > 12 && i == 6) std::printf("  ... (%zu more)\n", n - 12);
+    if (n > 12 && i >= 6 && i < n - 6) continue;
+    const trace::IterationPrediction& it = p.iterations[i];
+    std::printf("%9d  %10.2f ms %7.2f ms  %13.2f ms %7.2f ms\n", it.iteration, it.measured_step_ms,
+                it.predicted_step_ms, it.measured.exposed_comm_ms, it.predicted.exposed_comm_ms);
+  }
+  std::printf("\nassumptions\n");
+  for (const std::string& a : assumptions(replay, model)) std::printf("  - %s\n", a.c_str());
+}
+
+void run_whatif(const Options& o, const std::optional<comm::LinkSpec>& link) {
+  trace::Reader reader(o.trace);
+  const trace::RunStats stats = trace::compute_stats(reader);
+  const trace::ReplayTrace replay = trace::load_replay_trace(reader, stats, o.rank);
+  trace::AllReduceModel model;
+  if (link) {
+    const double at_zero = double(comm::link_model_ns(trace::CollectiveOp::AllReduce, 0, replay.world_size, *link));
+    const int64_t probe = int64_t{1} << 30;
+    const double at_probe = double(comm::link_model_ns(trace::CollectiveOp::AllReduce, probe, replay.world_size, *link));
+    model = trace::link_allreduce_model(link->gbps, link->latency_us, at_zero, (at_probe - at_zero) / double(probe));
+  } else {
+    model = trace::fit_allreduce_model(replay);
+  }
+  // Settings not given stay as recorded; without recorded limits, PyTorch's defaults.
+  const trace::BucketLimits base = replay.recorded_limits.value_or(trace::BucketLimits{});
+  const auto limits_for = [&](std::optional<double> cap_mb) -> std::optional<trace::BucketLimits> {
+    if (!cap_mb && !o.first_bucket_mb) return replay.recorded_limits;
+    trace::BucketLimits limits = base;
+    if (cap_mb) limits.bucket_cap_bytes = to_bytes(*cap_mb);
+    if (o.first_bucket_mb) limits.first_bucket_bytes = to_bytes(*o.first_bucket_mb);
+    return limits;
+  };
+  std::string header = o.trace + ": rank " + std::to_string(replay.rank) + " of " +
+                       std::to_string(replay.world_size) + ", DDP, " +
+                       std::to_string(replay.iterations.size()) + " steady iterations (" +
+                       std::to_string(replay.iterations.front().iteration) + ".." +
+                       std::to_string(replay.iterations.back().iteration) + ")";
+  if (const std::string link_line = trace::link_text(stats); !link_line.empty()) header += ", recorded on an " + link_line;
+
+  if (!o.sweep) {
+    const Case c = predict_case(replay, limits_for(o.bucket_cap_mb), model);
+    if (o.json) {
+      nlohmann::json j = case_json(replay, c, model, true);
+      j["trace"] = o.trace;
+      j["rank"] = replay.rank;
+      j["world_size"] = replay.world_size;
+      std::cout << j.dump() << "\n";
+    } else {
+      std::printf("whatif %s\n", header.c_str());
+      print_case(replay, c, model);
+    }
+    std::cout.flush();
+    return;
+  }
+  std::vector<Case> cases;
+  for (const double cap : kSweepCapsMb) cases.push_back(predict_case(replay, limits_for(cap), model));
+  size_t best = 0;
+  for (size_t i = 1; i < cases.size(); ++i) {
+    if (cases[i].prediction.predicted_step_ms < cases[best].prediction.predicted_step_ms) best = i;
+  }
+  if (o.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t i = 0; i < cases.size(); ++i) {
+      nlohmann::json j = case_json(replay, cases[i], model, false);
+      j["best"] = i == best;
+      rows.push_back(j);
+    }
+    std::cout << rows.dump() << "\n";
+    std::cout.flush();
+    return;
+  }
+  std::printf("whatif --sweep %s\n", header.c_str());
+  std::printf("recorded: %s; measured step %.2f ms, exposed communication %.2f ms (medians)\n\n",
+              limits_text(replay.recorded_limits, replay.recorded_plan.buckets.size()).c_str(),
+              cases.front().prediction.measured_step_ms,
+              cases.front().prediction.measured_exposed_comm_ms);
+  std::printf("%10s %12s %8s %15s %16s\n", "cap", "first bucket", "buckets", "predicted step",
+              "predicted exposed");
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    std::printf("%10s %12s %8zu %12.2f ms %13.2f ms%s\n", mb_text(c.limits->bucket_cap_bytes).c_str(),
+                mb_text(c.limits->first_bucket_bytes).c_str(), c.plan.buckets.size(),
+                c.prediction.predicted_step_ms, c.prediction.predicted_exposed_comm_ms,
+                i == best ? "  <- best" : "");
+  }
+  std::printf("\nbest: --bucket-cap-mb %g (predicted step %.2f ms against %.2f ms measured)\n",
+              kSweepCapsMb[best], cases[best].prediction.predicted_step_ms,
+              cases[best].prediction.measured_step_ms);
+  std::printf("\nassumptions\n");
+  for (const std::string& a : assumptions(replay, model)) std::printf("  - %s\n", a.c_str());
+}
+
+}  // namespace
+
+void add_whatif_command(CLI::App& app, CommandMode mode) {
+  auto options = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "whatif", "Predict a DDP trace's step time and exposed communication with another bucket "
+                "cap or link, from the trace itself (docs/whatif.md)");
+  cmd->add_option("TRACE", options->trace, "A merged DDP run file (dpscope train --strategy ddp, "
+                                           "or dpscope synth)")
+      ->required();
+  cmd->add_option("--bucket-cap-mb", options->bucket_cap_mb,
+                  "The bucket cap to predict for, MiB (default: the recorded one)");
+  cmd->add_option("--first-bucket-mb", options->first_bucket_mb,
+                  "The first bucket's limit, MiB (default: the recorded one, else PyTorch's 1)");
+  cmd->add_option("--link-gbps", options->link_gbps,
+                  "Cost all-reduces with the ring model of a link of G Gb/s (with "
+                  "--link-latency-us) instead of the model fitted to the trace");
+  cmd->add_option("--link-latency-us", options->link_latency_us, "The link's latency, µs");
+  cmd->add_flag("--sweep", options->sweep,
+                "Try bucket caps 0.25, 0.5, 1, 2, 4, 8, 16, 25, 50 and 100 MiB and name the best");
+  cmd->add_option("--rank", options->rank, "The rank to replay (default 0)");
+  cmd->add_flag("--json", options->json,
+                "One JSON object (with --sweep an array) instead of the report (docs/whatif.md)");
+  cmd->callback([options, mode] {
+    const std::optional<comm::LinkSpec> link = check_options(*options);
+    if (mode == CommandMode::Validate) return;
+    try {
+      run_whatif(*options, link);
+    } catch (const trace::WhatifError& error) {
+      throw CliFailure(error.what());
+    }
+  });
+}
+
+}  // namespace dpscope::cli

@@ -1,0 +1,67 @@
+// The cost of one all-reduce for the what-if replay (whatif.h): a line fitted by least squares
+// to the all-reduces the trace recorded, or the ring model of a given link.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "trace/whatif.h"
+
+namespace dpscope::trace {
+
+int64_t AllReduceModel::duration_ns(int64_t bytes) const {
+  const double ns = intercept_ns + ns_per_byte * static_cast<double>(std::max<int64_t>(bytes, 0));
+  return ns < 1e17 ? static_cast<int64_t>(std::llround(std::max(0.0, ns))) : int64_t{100000000000000000};
+}
+
+AllReduceModel fit_allreduce_model(const ReplayTrace& trace) {
+  const auto& samples = trace.allreduce_samples;
+  const std::string fix = "; pass --link-gbps and --link-latency-us to cost the all-reduces with "
+                          "the ring model of a link instead";
+  if (samples.empty()) {
+    throw WhatifError(trace.path + ": no bucket all-reduces in the steady iterations to fit a "
+                                   "cost model to" + fix);
+  }
+  std::set<int64_t> sizes;
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [bytes, ns] : samples) {
+    sizes.insert(bytes);
+    const double x = double(bytes), y = double(ns);
+    n += 1; sx += x; sy += y; sxx += x * x; sxy += x * y;
+  }
+  if (sizes.size() < 2) {
+    throw WhatifError(trace.path + ": every recorded all-reduce carries " +
+                      std::to_string(*sizes.begin()) + " bytes, so latency and bandwidth cannot "
+                      "be told apart" + fix);
+  }
+  AllReduceModel model;
+  model.source = AllReduceModel::Source::kFitted;
+  model.samples = static_cast<int64_t>(samples.size());
+  const double variance = sxx - sx * sx / n;
+  model.ns_per_byte = (sxy - sx * sy / n) / variance;
+  model.intercept_ns = (sy - model.ns_per_byte * sx) / n;
+  if (model.intercept_ns < 0) {  // no negative latency: the line through the origin
+    model.intercept_ns = 0;
+    model.ns_per_byte = sxy / sxx;
+  }
+  if (!(model.ns_per_byte > 0)) {
+    throw WhatifError(trace.path + ": the recorded all-reduces do not take longer with more "
+                                   "bytes, so no bandwidth can be fitted" + fix);
+  }
+  double error = 0;
+  for (const auto& [bytes, ns] : samples) error += std::fabs(double(model.duration_ns(bytes) - ns));
+  model.fit_error_pct = sy > 0 ? 100.0 * error / sy : 0;
+  return model;
+}
+
+AllReduceModel link_allreduce_model(double gbps, double latency_us, double intercept_ns,
+                                    double ns_per_byte) {
+  AllReduceModel model;
+  model.source = AllReduceModel::Source::kLink;
+  model.intercept_ns = intercept_ns;
+  model.ns_per_byte = ns_per_byte;
+  model.link_gbps = gbps;
+  model.link_latency_us = latency_us;
+  return model;
+}
+
+}  // namespace dpscope::trace
