@@ -54,6 +54,7 @@ void add_train_command(CLI::App& app, CommandMode mode) {
     std::string initial_buckets = "pytorch";
     std::string trace_level = "full";
     bool no_broadcast_buffers = false;
+    std::string straggler;  // "RANK:MS", parsed by train::parse_straggler
     double link_gbps = 0;
     double link_latency_us = 0;
     CLI::Option* link_gbps_option = nullptr;
@@ -108,6 +109,9 @@ void add_train_command(CLI::App& app, CommandMode mode) {
       "--link-latency-us", o->link_latency_us,
       "The emulated link's latency per message, microseconds (with --link-gbps; default: "
       "$DPSCOPE_LINK_LATENCY_US)");
+  cmd->add_option("--straggler", o->straggler,
+                  "RANK:MS: rank RANK works MS milliseconds longer each step, before its backward "
+                  "(a slow rank for the straggler analysis of `dpscope stats`)");
   o->ddp_bucket_options = {
       cmd->add_option("--bucket-cap-mb", c.bucket_cap_mb, "DDP bucket size cap (MiB)")
           ->capture_default_str(),
@@ -181,6 +185,7 @@ void add_train_command(CLI::App& app, CommandMode mode) {
                                     "bucket is --reduce-bucket-mb; drop it or use --strategy ddp");
       }
     }
+    if (!o->straggler.empty()) config.straggler = train::parse_straggler(o->straggler);
     if (o->link_gbps_option->count()) config.link_gbps = o->link_gbps;
     if (o->link_latency_option->count()) config.link_latency_us = o->link_latency_us;
     trace::parse_trace_level(o->trace_level, &config.trace_level);

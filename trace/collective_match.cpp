@@ -3,6 +3,7 @@
 #include "trace/collective_match.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <utility>
@@ -31,6 +32,14 @@ std::string payload_text(const CollectiveStats& c) {
 }
 
 }  // namespace
+
+ArrivalSplit split_at_arrival(const CollectiveStats& c, int64_t last_begin_ns) {
+  ArrivalSplit split;
+  const int64_t length = std::max<int64_t>(0, detail::saturating_sub(c.end_ns, c.begin_ns));
+  split.wait_ns = std::clamp<int64_t>(detail::saturating_sub(last_begin_ns, c.begin_ns), 0, length);
+  split.transfer_ns = length - split.wait_ns;
+  return split;
+}
 
 std::vector<CollectiveMatch> match_collectives(
     const std::vector<int32_t>& ranks, const std::vector<std::vector<CollectiveStats>>& by_rank,
@@ -67,6 +76,17 @@ std::vector<CollectiveMatch> match_collectives(
       }
     }
     m.skew_ns = detail::saturating_sub(hi, lo);
+    int64_t second_latest = INT64_MIN;
+    for (const auto& [rank, c] : list) {
+      if (m.last_rank == kNone || c->begin_ns > m.last_begin_ns) {
+        if (m.last_rank != kNone) second_latest = std::max(second_latest, m.last_begin_ns);
+        m.last_rank = rank;
+        m.last_begin_ns = c->begin_ns;
+      } else {
+        second_latest = std::max(second_latest, c->begin_ns);
+      }
+    }
+    m.late_ns = second_latest == INT64_MIN ? 0 : detail::saturating_sub(m.last_begin_ns, second_latest);
     if (!m.mismatch && static_cast<int32_t>(list.size()) < world) {
       m.mismatch = true;
       m.why = "ran on " + std::to_string(list.size()) + " of " + std::to_string(world) + " ranks";

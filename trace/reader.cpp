@@ -283,9 +283,11 @@ std::string Reader::meta_value(const std::string& key, const std::string& fallba
 
 std::vector<RankInfo> Reader::ranks() {
   std::vector<RankInfo> result;
-  detail::Statement s(*db_,
-                      "SELECT rank, host, pid, local_rank, device, clock_offset_ns, start_ns,"
-                      " end_ns, events, dropped_events, status FROM ranks ORDER BY rank");
+  // Version 2 files have no clock_uncertainty_ns: 0 for them.
+  detail::Statement s(*db_, std::string("SELECT rank, host, pid, local_rank, device, clock_offset_ns, start_ns,"
+                                        " end_ns, events, dropped_events, status, ") +
+                                (schema_version_ >= 3 ? "clock_uncertainty_ns" : "0") +
+                                " FROM ranks ORDER BY rank");
   while (s.step()) {
     RankInfo r;
     r.rank = static_cast<int32_t>(s.column_int(0));
@@ -299,6 +301,7 @@ std::vector<RankInfo> Reader::ranks() {
     r.events = s.column_int(8);
     r.dropped_events = s.column_int(9);
     r.status = s.column_text(10);
+    r.clock_uncertainty_ns = s.column_int(11);
     result.push_back(std::move(r));
   }
   return result;

@@ -275,8 +275,9 @@ void Recorder::set_meta(std::string_view key, std::string_view value) {
   enqueue([k = std::string(key), v = std::string(value)](Writer& w) { w.set_meta(k, v); });
 }
 
-void Recorder::set_clock_offset(int64_t offset_ns) {
+void Recorder::set_clock_offset(int64_t offset_ns, int64_t uncertainty_ns) {
   clock_offset_ns_.store(offset_ns, std::memory_order_relaxed);
+  clock_uncertainty_ns_.store(uncertainty_ns, std::memory_order_relaxed);
   enqueue([this](Writer& w) { w.put_rank(rank_row("running")); });
 }
 
@@ -303,6 +304,7 @@ RankInfo Recorder::rank_row(std::string_view status) const {
   row.local_rank = options_.local_rank;
   row.device = options_.device;
   row.clock_offset_ns = clock_offset_ns_.load(std::memory_order_relaxed);
+  row.clock_uncertainty_ns = clock_uncertainty_ns_.load(std::memory_order_relaxed);
   row.start_ns = start_ns_ + row.clock_offset_ns;
   row.end_ns = now_ns() + row.clock_offset_ns;
   row.events = written_.load(std::memory_order_relaxed);

@@ -81,8 +81,9 @@ class Recorder {
   // A new lane of this rank. Lane 0, "main" (Host), exists from the start.
   LaneId add_lane(std::string_view name, LaneKind kind);
   void set_meta(std::string_view key, std::string_view value);
-  // Offset from this rank's steady clock to rank 0's, added to every timestamp written.
-  void set_clock_offset(int64_t offset_ns);
+  // Offset from this rank's steady clock to rank 0's, added to every timestamp written, and how
+  // far it may be off (written into the ranks table).
+  void set_clock_offset(int64_t offset_ns, int64_t uncertainty_ns = 0);
   void add_param(const ParamInfo& param);
   void add_bucket(const BucketInfo& bucket);
   void add_unit(const UnitInfo& unit);
@@ -120,6 +121,7 @@ class Recorder {
   const uint64_t id_;  // tells this recorder from earlier ones in a thread's cached slot
   std::atomic<uint8_t> level_;
   std::atomic<int64_t> clock_offset_ns_{0};
+  std::atomic<int64_t> clock_uncertainty_ns_{0};
   int64_t start_ns_ = 0;
 
   // Buffers: the list only grows, a thread's buffer outlives the thread (nothing is lost).

@@ -76,6 +76,7 @@ struct RankInfo {
   int32_t local_rank = 0;
   std::string device = "cpu";
   int64_t clock_offset_ns = 0;
+  int64_t clock_uncertainty_ns = 0;  // how far clock_offset_ns may be off (see schema.h, ranks)
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   int64_t events = 0;

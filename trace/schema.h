@@ -12,7 +12,8 @@ namespace dpscope::trace {
 // Bump kSchemaVersion on any change a reader of the previous version would misread; the reader
 // refuses files with a newer version and names both versions in its error.
 // 2: memory category 13 `data`.
-inline constexpr int kSchemaVersion = 2;
+// 3: ranks.clock_uncertainty_ns.
+inline constexpr int kSchemaVersion = 3;
 // Stored as `PRAGMA application_id`: tells a dpscope trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x44505343;  // "DPSC"
 
@@ -148,9 +149,11 @@ inline constexpr const char* kTables[] = {
     // One row per rank in the file. status: 'running' while written, then 'complete',
     // 'interrupted (SIGINT)', 'terminated: <why>', ...; a killed writer leaves 'running'.
     "CREATE TABLE ranks (rank INTEGER PRIMARY KEY, host TEXT, pid INTEGER, local_rank INTEGER,"
+    // clock_uncertainty_ns: how far clock_offset_ns may be off (half the best round trip through
+    // the store; 0 on rank 0's host, whose clock every rank there shares). Since version 3.
     " device TEXT, clock_offset_ns INTEGER NOT NULL DEFAULT 0, start_ns INTEGER, end_ns INTEGER,"
     " events INTEGER NOT NULL DEFAULT 0, dropped_events INTEGER NOT NULL DEFAULT 0,"
-    " status TEXT NOT NULL DEFAULT 'running')",
+    " status TEXT NOT NULL DEFAULT 'running', clock_uncertainty_ns INTEGER NOT NULL DEFAULT 0)",
 
     // Timeline lanes of each rank: threads, communication threads, CUDA streams, FSDP units.
     "CREATE TABLE lanes (rank INTEGER NOT NULL, lane INTEGER NOT NULL, name TEXT NOT NULL,"

@@ -406,10 +406,27 @@ RunStats compute_stats(Reader& reader) {
     by_rank.push_back(r.collectives);
   }
   stats.matches = match_collectives(rank_numbers, by_rank, static_cast<int32_t>(stats.ranks.size()));
+  std::map<std::pair<int32_t, int64_t>, int64_t> last_begin;  // (grp, seq) -> the last arrival
   for (const CollectiveMatch& m : stats.matches) {
     stats.mismatches += m.mismatch ? 1 : 0;
     stats.max_skew_ns = std::max(stats.max_skew_ns, m.skew_ns);
+    if (!m.mismatch) last_begin[{m.grp, m.seq}] = m.last_begin_ns;
   }
+  std::vector<int64_t> uncertainty;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    RankStats& out = stats.ranks[r];
+    out.clock_uncertainty_ns = ranks[r].clock_uncertainty_ns;
+    uncertainty.push_back(out.clock_uncertainty_ns);
+    for (const CollectiveStats& c : out.collectives) {
+      const auto last = last_begin.find({c.grp, c.seq});
+      if (c.seq == kNone64 || last == last_begin.end()) continue;
+      const ArrivalSplit split = split_at_arrival(c, last->second);
+      out.wait_ms += double(split.wait_ns) / 1e6;
+      out.transfer_ms += double(split.transfer_ns) / 1e6;
+    }
+  }
+  stats.stragglers = find_stragglers(stats.matches, steady_from(size_t(std::max(stats.iterations, 0))),
+                                     stats.iterations, uncertainty);
   stats.link_gbps = parse_positive(meta_or_empty("link_gbps"));
   stats.link_latency_us = parse_positive(meta_or_empty("link_latency_us"));
   return stats;

@@ -17,6 +17,7 @@
 #include "trace/reader.h"
 #include "trace/records.h"
 #include "trace/schema.h"
+#include "trace/stragglers.h"
 
 namespace dpscope::trace {
 
@@ -96,6 +97,11 @@ struct RankStats {
   int64_t compute_phases = 0;
   std::vector<BucketExposure> buckets;  // DDP: by bucket index, buckets that had an all-reduce
   std::optional<DdpTimings> ddp;
+  // Over its collectives matched on every rank, the time waiting for the last rank to arrive and
+  // the time transferring (Note [Waiting and transfer]). Milliseconds.
+  double wait_ms = 0;
+  double transfer_ms = 0;
+  int64_t clock_uncertainty_ns = 0;  // ranks.clock_uncertainty_ns
 
   // False when the numbers are incomplete: events were dropped or the rank did not finish.
   bool complete() const { return dropped_events == 0 && status == "complete"; }
@@ -125,6 +131,8 @@ struct RunStats {
   std::vector<CollectiveMatch> matches;
   int64_t mismatches = 0;   // matches with mismatch set
   int64_t max_skew_ns = 0;  // the largest skew of any match
+  // The ranks the others keep waiting for, over the steady iterations (Note [Stragglers]).
+  StragglerFinding stragglers;
   // Meta "link_gbps" and "link_latency_us": the emulated interconnect the run used; 0 when the
   // link was real. See docs/communication.md.
   double link_gbps = 0;

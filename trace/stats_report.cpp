@@ -76,6 +76,9 @@ ordered_json rank_json(const RankStats& r) {
                       {"step_peak_memory_bytes", peak_json(r.step_memory_peak)},
                       {"category_max_bytes", std::move(category_max)},
                       {"overlap", overlap_json(r.overlap)},
+                      {"clock_uncertainty_ms", double(r.clock_uncertainty_ns) / 1e6},
+                      {"wait_ms", r.wait_ms},
+                      {"transfer_ms", r.transfer_ms},
                       {"buckets", std::move(buckets)}};
 }
 
@@ -95,7 +98,20 @@ ordered_json matching_json(const RunStats& stats) {
   return ordered_json{{"collectives", stats.matches.size()},
                       {"mismatches", stats.mismatches},
                       {"max_skew_ms", double(stats.max_skew_ns) / 1e6},
-                      {"mismatched", std::move(mismatched)}};
+                      {"mismatched", std::move(mismatched)},
+                      {"straggler_threshold_ms", stats.stragglers.threshold_ms}};
+}
+
+// See Note [Stragglers]: the ranks the others keep waiting for, largest lateness first.
+ordered_json stragglers_json(const RunStats& stats) {
+  ordered_json list = ordered_json::array();
+  for (const Straggler& s : stats.stragglers.stragglers) {
+    list.push_back(ordered_json{{"rank", s.rank},
+                                {"late_ms", s.late_ms},
+                                {"last_in_steps", s.last_in_steps},
+                                {"steps", s.steps}});
+  }
+  return list;
 }
 
 // printf into a std::string.
@@ -147,6 +163,7 @@ void append_warnings(const RunStats& stats, std::string& out) {
 
 void append_matching(const RunStats& stats, std::string& out) {
   if (stats.matches.empty()) return;
+  if (stats.world_size > 1) out += "stragglers: " + stragglers_text(stats.stragglers) + "\n";
   if (stats.mismatches == 0) {
     out += format("collectives: %zu matched on every rank, largest skew %.3f ms\n",
                   stats.matches.size(), double(stats.max_skew_ns) / 1e6);
@@ -254,6 +271,14 @@ void append_rank(const RankStats& r, std::string& out) {
                 o.compute_ms, o.comm_ms, o.overlap_ms, o.exposed_comm_ms);
   if (o.comm_ms > 0) out += format(" (%.1f%% of comm)", 100.0 * o.exposed_comm_ms / o.comm_ms);
   out += format("; %zu collectives\n", r.collectives.size());
+  if (r.wait_ms + r.transfer_ms > 0) {
+    out += format("  in its collectives: waiting for the last rank to arrive %.3f ms, transferring %.3f ms",
+                  r.wait_ms, r.transfer_ms);
+    if (r.clock_uncertainty_ns > 0) {
+      out += format(" (clock aligned to rank 0 within %.3f ms)", double(r.clock_uncertainty_ns) / 1e6);
+    }
+    out += "\n";
+  }
   if (!r.buckets.empty()) {
     out += "  per bucket:";
     for (const BucketExposure& b : r.buckets) {
@@ -318,6 +343,7 @@ std::string stats_json(const RunStats& stats) {
                           {"buckets", std::move(buckets)},
                           {"units", std::move(units)},
                           {"collective_matching", matching_json(stats)},
+                          {"stragglers", stragglers_json(stats)},
                           {"ranks", ordered_json::array()}};
   // Ranks are dumped one at a time into the root's empty "ranks" array: the whole tree of a
   // long run would take several times the memory of its text. Names come from the traced

@@ -16,8 +16,8 @@ struct Writer::Statements {
       : meta(db, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"),
         rank(db,
              "INSERT OR REPLACE INTO ranks (rank, host, pid, local_rank, device, clock_offset_ns,"
-             " start_ns, end_ns, events, dropped_events, status)"
-             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+             " start_ns, end_ns, events, dropped_events, status, clock_uncertainty_ns)"
+             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
         lane(db, "INSERT OR REPLACE INTO lanes (rank, lane, name, kind) VALUES (?, ?, ?, ?)"),
         name(db, "INSERT OR IGNORE INTO names (id, name) VALUES (?, ?)"),
         event(db,
@@ -111,6 +111,7 @@ void Writer::put_rank(const RankInfo& r) {
   s.bind_int(9, r.events);
   s.bind_int(10, r.dropped_events);
   s.bind_text(11, r.status);
+  s.bind_int(12, r.clock_uncertainty_ns);
   s.run();
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "viewer/app.h"
+#include "trace/stragglers.h"
 #include "viewer/palette.h"
 
 namespace dpscope::view {
@@ -191,6 +192,13 @@ std::string overlap_json(const App& app) {
   return out + "]";
 }
 
+// The Stats panel's straggler line as drawn: "" before the analysis, or with one rank.
+std::string stragglers_line(const App& app) {
+  const std::shared_ptr<const Analysis>& analysis = app.traces[0].analysis;
+  if (!analysis || analysis->stats.ranks.size() < 2) return "";
+  return trace::stragglers_text(analysis->stats.stragglers);
+}
+
 // `text` inside a JSON string: quotes, backslashes and control characters escaped.
 std::string json_escaped(const std::string& text) {
   std::string out;
@@ -263,9 +271,9 @@ int run_headless(Window& window, App& app, const HeadlessOptions& options, doubl
                                           : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
   // link_text has no quote or backslash to escape.
   std::printf("{\"open_ms\": %.1f, \"frames\": %d, \"frame_ms_median\": %.2f, \"frame_ms_max\": %.2f, "
-              "\"link\": \"%s\", \"narration\": \"%s\", \"overlap\": %s}\n",
+              "\"link\": \"%s\", \"narration\": \"%s\", \"overlap\": %s, \"stragglers\": \"%s\"}\n",
               open_ms, frames, median, sorted.back(), app.link().c_str(),
-              json_escaped(app.narration).c_str(), overlap_json(app).c_str());
+              json_escaped(app.narration).c_str(), overlap_json(app).c_str(), json_escaped(stragglers_line(app)).c_str());
   std::fflush(stdout);
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <imgui.h>
 
 #include "viewer/app.h"
+#include "trace/collective_match.h"
 #include "viewer/lod.h"
 
 namespace dpscope::view {
@@ -71,6 +72,20 @@ void event_fields(App& app, const Pick& pick) {
     const CollectiveSpans* c = t.analysis->match(s.seq_or_iteration);
     if (const trace::CollectiveMatch* m = c ? t.analysis->trace_match(*c) : nullptr) {
       field("skew", format_duration(double(m->skew_ns)) + " across " + std::to_string(m->ranks.size()) + " ranks");
+      if (!m->mismatch && m->ranks.size() > 1) {
+        // See Note [Waiting and transfer].
+        trace::CollectiveStats mine;
+        mine.begin_ns = s.begin_ns;
+        mine.end_ns = s.end_ns;
+        const trace::ArrivalSplit split = trace::split_at_arrival(mine, m->last_begin_ns);
+        if (m->last_rank == rank.info.rank) {
+          field("arrival", "last, " + format_duration(double(m->late_ns)) + " after the next latest rank");
+        } else {
+          field("arrival", "waited " + format_duration(double(split.wait_ns)) + " for rank " +
+                               std::to_string(m->last_rank) + ", the last to arrive");
+        }
+        field("transfer", format_duration(double(split.transfer_ns)));
+      }
       if (m->mismatch) ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "MISMATCH: %s", m->why.c_str());
     }
   }

@@ -8,6 +8,8 @@
 
 #include "viewer/app.h"
 #include "viewer/lod.h"
+#include "viewer/palette.h"
+#include "trace/stragglers.h"
 
 namespace dpscope::view {
 namespace {
@@ -53,6 +55,30 @@ void draw_memory_at_peak(const Analysis& a) {
     for (trace::MemoryCategory c : shown) {
       ImGui::TableNextColumn(); ImGui::Text("%.2f", double(r.memory_peak.bytes(c)) / double(1 << 20));
     }
+  }
+  ImGui::EndTable();
+}
+
+// Who the ranks wait for (Note [Stragglers]) and each rank's collective time split at the last
+// arrival (Note [Waiting and transfer]).
+void draw_waiting(const Analysis& a) {
+  const std::string stragglers = trace::stragglers_text(a.stats.stragglers);
+  if (a.stats.stragglers.stragglers.empty()) {
+    ImGui::TextDisabled("stragglers: %s", stragglers.c_str());
+  } else {
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kSkewColor), "straggler: %s", stragglers.c_str());
+  }
+  if (!ImGui::BeginTable("waiting", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) return;
+  for (const char* h : {"rank", "waiting for the last rank ms", "transferring ms"}) ImGui::TableSetupColumn(h);
+  ImGui::TableHeadersRow();
+  for (const trace::RankStats& r : a.stats.ranks) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::Text("%d", r.rank);
+    ImGui::TableNextColumn();
+    ImGui::Text("%.2f", r.wait_ms);
+    ImGui::TableNextColumn();
+    ImGui::Text("%.2f", r.transfer_ms);
   }
   ImGui::EndTable();
 }
@@ -116,6 +142,7 @@ void draw_stats(App& app) {
     ImGui::Text("%zu collectives matched on every rank; largest skew %s", a.stats.matches.size(),
                 format_duration(double(a.stats.max_skew_ns)).c_str());
   }
+  if (a.stats.ranks.size() > 1 && !a.stats.matches.empty()) draw_waiting(a);
   draw_memory_at_peak(a);
   if (model.ranks.empty()) return;
   app.focus_rank = std::clamp(app.focus_rank, 0, int(model.ranks.size()) - 1);

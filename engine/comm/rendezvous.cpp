@@ -99,8 +99,8 @@ std::shared_ptr<c10d::Store> rendezvous(const LaunchEnv& env, std::chrono::milli
   }
 }
 
-int64_t measure_clock_offset(c10d::Store& store, const LaunchEnv& env, int rounds) {
-  if (env.world_size == 1) return 0;
+ClockOffset measure_clock_offset(c10d::Store& store, const LaunchEnv& env, int rounds) {
+  if (env.world_size == 1) return {};
   const std::string rank0_host = from_bytes(store.get(arrival_key(0)));
   auto same_host = [&](int r) { return from_bytes(store.get(arrival_key(r))) == rank0_host; };
   auto ping = [](int r, int i) {
@@ -109,7 +109,6 @@ int64_t measure_clock_offset(c10d::Store& store, const LaunchEnv& env, int round
   auto pong = [](int r, int i) {
     return "dpscope/clock/pong/" + std::to_string(r) + "/" + std::to_string(i);
   };
-  int64_t best_offset = 0;
   if (env.rank == 0) {
     for (int r = 1; r < env.world_size; ++r) {
       if (same_host(r)) continue;
@@ -119,12 +118,13 @@ int64_t measure_clock_offset(c10d::Store& store, const LaunchEnv& env, int round
       }
     }
     store_barrier(store, "clock", env.world_size);
-    return 0;
+    return {};
   }
   if (same_host(env.rank)) {
     store_barrier(store, "clock", env.world_size);
-    return 0;
+    return {};
   }
+  ClockOffset best;
   int64_t best_round_trip = INT64_MAX;
   for (int i = 0; i < rounds; ++i) {
     const int64_t sent = trace::now_ns();
@@ -133,11 +133,12 @@ int64_t measure_clock_offset(c10d::Store& store, const LaunchEnv& env, int round
     const int64_t received = trace::now_ns();
     if (received - sent < best_round_trip) {
       best_round_trip = received - sent;
-      best_offset = remote - (sent + received) / 2;
+      best.offset_ns = remote - (sent + received) / 2;
+      best.uncertainty_ns = (best_round_trip + 1) / 2;
     }
   }
   store_barrier(store, "clock", env.world_size);
-  return best_offset;
+  return best;
 }
 
 }  // namespace dpscope::comm

@@ -37,9 +37,15 @@ LaunchEnv read_launch_env();
 std::shared_ptr<c10d::Store> rendezvous(const LaunchEnv& env, std::chrono::milliseconds timeout);
 
 // This rank's steady-clock offset to rank 0's, in nanoseconds (add it to a local time to get
-// rank 0's). Ranks on rank 0's host share its clock (CLOCK_MONOTONIC is system-wide): 0. Others
-// measure round trips through the store and keep the one with the shortest round trip. Every
-// rank must call it (rank 0 answers the others). Collective: call it at the same point on all.
-int64_t measure_clock_offset(c10d::Store& store, const LaunchEnv& env, int rounds = 8);
+// rank 0's), and how far it may be off. Ranks on rank 0's host share its clock (CLOCK_MONOTONIC
+// is system-wide): 0, exactly. Others measure round trips through the store and keep the one
+// with the shortest round trip; rank 0's answer lies somewhere inside it, so the offset is
+// within half of it. Every rank must call it (rank 0 answers the others). Collective: call it
+// at the same point on all.
+struct ClockOffset {
+  int64_t offset_ns = 0;
+  int64_t uncertainty_ns = 0;
+};
+ClockOffset measure_clock_offset(c10d::Store& store, const LaunchEnv& env, int rounds = 8);
 
 }  // namespace dpscope::comm

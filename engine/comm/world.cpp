@@ -54,9 +54,9 @@ World init_world(const WorldOptions& options) {
   world.env = read_launch_env();
   const std::optional<LinkSpec> link = link_of(options, world.env.rank);
   world.store = rendezvous(world.env, options.timeout);
-  world.clock_offset_ns = measure_clock_offset(*world.store, world.env);
+  world.clock = measure_clock_offset(*world.store, world.env);
   if (options.recorder) {
-    options.recorder->set_clock_offset(world.clock_offset_ns);
+    options.recorder->set_clock_offset(world.clock.offset_ns, world.clock.uncertainty_ns);
     options.recorder->set_meta("backend", to_string(options.backend));
     options.recorder->set_meta("world_size", std::to_string(world.env.world_size));
     if (link) record_link(*options.recorder, *link);

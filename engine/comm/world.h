@@ -36,7 +36,7 @@ struct World {
   LaunchEnv env;
   std::shared_ptr<c10d::Store> store;
   std::shared_ptr<ProcessGroup> group;  // every rank of the run
-  int64_t clock_offset_ns = 0;          // this rank's offset to rank 0 (also given to the recorder)
+  ClockOffset clock;  // this rank's offset to rank 0 (also given to the recorder)
   // The emulated link the group's collectives complete on; null: the real one. Give it to
   // further groups (ProcessGroupOptions::link) so that they queue on the same link.
   std::shared_ptr<EmulatedLink> link;

@@ -22,6 +22,28 @@ bool bucket_size_ok(double mb, bool zero_ok) {
 
 }  // namespace
 
+StragglerSpec parse_straggler(const std::string& text) {
+  const auto bad = [&] {
+    return std::invalid_argument("--straggler '" + text + "': give RANK:MS, a rank and the extra "
+                                 "milliseconds it works each step (0 < MS <= 60000), e.g. --straggler 2:30");
+  };
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) throw bad();
+  StragglerSpec spec;
+  try {
+    size_t used = 0;
+    spec.rank = std::stoi(text.substr(0, colon), &used);
+    if (used != colon) throw bad();
+    const std::string ms = text.substr(colon + 1);
+    spec.ms = std::stod(ms, &used);
+    if (used != ms.size()) throw bad();
+  } catch (const std::logic_error&) {
+    throw bad();
+  }
+  if (spec.rank < 0 || !(spec.ms > 0 && spec.ms <= 60000)) throw bad();
+  return spec;
+}
+
 void validate_train_config(const TrainConfig& c) {
   auto require = [](bool ok, const std::string& message) {
     if (!ok) throw std::invalid_argument(message);

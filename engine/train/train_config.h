@@ -15,6 +15,17 @@ namespace dpscope::train {
 
 enum class Strategy { Ddp, Fsdp };
 
+// --straggler RANK:MS: rank RANK works MS milliseconds longer each step, at the end of its
+// forward (so before its backward and its first bucket): a slow rank to teach and to test the
+// straggler analysis with (Note [Stragglers]). The trace shows the extra time as a phase
+// "straggler_delay" inside "forward" and the meta key "straggler" as "RANK:MS".
+struct StragglerSpec {
+  int rank = 0;
+  double ms = 0;
+};
+// Parses "RANK:MS" (e.g. "2:30"). Throws std::invalid_argument naming --straggler and the form.
+StragglerSpec parse_straggler(const std::string& text);
+
 struct TrainConfig {
   models::ModelConfig model;
   std::string data = "synthetic";  // digits | text (gpt's) | synthetic
@@ -37,6 +48,7 @@ struct TrainConfig {
   // neither. Neither: the one DPSCOPE_LINK_GBPS and DPSCOPE_LINK_LATENCY_US give, if any.
   std::optional<double> link_gbps;
   std::optional<double> link_latency_us;
+  std::optional<StragglerSpec> straggler;  // none: every rank works as fast as it can
 
   // DDP.
   double bucket_cap_mb = 25;

@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "engine/comm/link_model.h"
@@ -63,7 +65,13 @@ std::string config_json(const TrainConfig& c) {
                 c.reduce_fp32 ? "true" : "false", c.cpu_offload ? "true" : "false",
                 c.backward_prefetch.c_str(), c.forward_prefetch ? "true" : "false",
                 c.limit_all_gathers, c.limit_reduce_scatters, c.reduce_bucket_mb);
-  return buffer;
+  std::string json = buffer;
+  char straggler[96] = "null";
+  if (c.straggler) {
+    std::snprintf(straggler, sizeof(straggler), "{\"rank\":%d,\"ms\":%g}", c.straggler->rank, c.straggler->ms);
+  }
+  json.insert(json.size() - 1, std::string(",\"straggler\":") + straggler);
+  return json;
 }
 
 // The run's data set, and for token data the vocabulary size the model is built with.
@@ -132,6 +140,14 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
   world_options.link =
       comm::check_link(config.link_gbps, config.link_latency_us, "--link-gbps", "--link-latency-us");
   comm::World world = comm::init_world(world_options);
+  if (config.straggler && config.straggler->rank >= env.world_size) {
+    throw std::invalid_argument("--straggler: rank " + std::to_string(config.straggler->rank) +
+                                " is not in this run of " + std::to_string(env.world_size) +
+                                " ranks; pick one of 0.." + std::to_string(env.world_size - 1));
+  }
+  // See StragglerSpec: this rank's extra milliseconds of work per step, if it is the slow one.
+  const double straggler_ms =
+      config.straggler && config.straggler->rank == env.rank ? config.straggler->ms : 0;
 
   recorder.set_meta("command_line", config.command_line);
   recorder.set_meta("config", config_json(config));
@@ -142,6 +158,11 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
   recorder.set_meta("trace_level", std::string(trace::to_string(config.trace_level)));
   recorder.set_meta("device", config.device);
   if (fault) recorder.set_meta("fault_injected", std::getenv("DPSCOPE_FAULT"));
+  if (config.straggler) {
+    char straggler[64];
+    std::snprintf(straggler, sizeof(straggler), "%d:%g", config.straggler->rank, config.straggler->ms);
+    recorder.set_meta("straggler", straggler);
+  }
 
   models::ModelConfig model_config = models::with_defaults(config.model);
   RunData run_data = load_data(config, model_config);
@@ -183,6 +204,7 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
   const trace::NameId iteration_name = recorder.name("iteration");
   const trace::NameId forward_name = recorder.name("forward");
   const trace::NameId backward_name = recorder.name("backward");
+  const trace::NameId straggler_name = recorder.name("straggler_delay");
   const trace::NameId step_name = recorder.name("optimizer_step");
   const trace::NameId loss_name = recorder.name("loss");
   const trace::NameId step_ms_name = recorder.name("step_ms");
@@ -218,6 +240,12 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
         const at::Tensor logits = parallel->forward(batch.x);
         memory::CategoryScope activations(memory::MemoryCategory::Activations);
         loss = model->loss(logits, batch.y) / config.grad_accum;
+        if (straggler_ms > 0 && micro + 1 == config.grad_accum) {
+          // Work the others cannot see: they wait for this rank at its first bucket. A sleep,
+          // not a busy loop, so that on a laptop the other ranks keep their cores.
+          trace::ScopedPhase delay(recorder, 0, straggler_name, iteration);
+          std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(straggler_ms));
+        }
       }
       sampler.sample();
       {

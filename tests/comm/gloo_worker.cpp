@@ -391,7 +391,8 @@ int main() {
       recorder = std::make_unique<trace::Recorder>(options);
       recorder->set_meta("backend", "gloo");
       recorder->set_meta("world_size", std::to_string(world));
-      recorder->set_clock_offset(comm::measure_clock_offset(*store, env));
+      const comm::ClockOffset clock = comm::measure_clock_offset(*store, env);
+      recorder->set_clock_offset(clock.offset_ns, clock.uncertainty_ns);
     }
     comm::ProcessGroupOptions options;
     options.recorder = recorder.get();

@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <deque>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "engine/comm/gloo_backend.h"
 #include "engine/comm/process_group.h"
 #include "engine/comm/rendezvous.h"
+#include "engine/comm/store_util.h"
 #include "tests/test_util.h"
 #include "trace/reader.h"
 
@@ -308,7 +310,7 @@ TEST(rendezvous, AllRanksMeetAndShareOneClock) {
       dpscope::testing::run_command("python3 -c 'import socket; s=socket.socket(); "
                                     "s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])'")
           .output);
-  std::vector<int64_t> offsets(3, -1);
+  std::vector<ClockOffset> offsets(3, ClockOffset{-1, -1});
   std::vector<std::shared_ptr<c10d::Store>> stores(3);  // rank 0's hosts the others' data
   auto errors = run_ranks(3, [&](int rank) {
     LaunchEnv env;
@@ -321,7 +323,38 @@ TEST(rendezvous, AllRanksMeetAndShareOneClock) {
     stores[static_cast<size_t>(rank)] = store;
   });
   for (const auto& error : errors) EXPECT_EQ(error, "");
-  EXPECT_EQ(offsets, (std::vector<int64_t>{0, 0, 0})) << "one host, one clock";
+  for (const ClockOffset& clock : offsets) {
+    EXPECT_EQ(clock.offset_ns, 0) << "one host, one clock";
+    EXPECT_EQ(clock.uncertainty_ns, 0) << "one host, one clock: exact";
+  }
+}
+
+// A rank that announced another host measures its offset through the store: the true offset
+// (0: it is the same clock) lies within the uncertainty it states.
+TEST(rendezvous, AnotherHostsOffsetIsMeasuredWithinItsUncertainty) {
+  const auto port = std::stoi(
+      dpscope::testing::run_command("python3 -c 'import socket; s=socket.socket(); "
+                                    "s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])'")
+          .output);
+  std::vector<ClockOffset> offsets(2);
+  std::atomic<int> announced{0};
+  auto errors = run_ranks(2, [&](int rank) {
+    LaunchEnv env;
+    env.rank = rank;
+    env.world_size = 2;
+    env.master_port = port;
+    env.launched = true;
+    auto store = rendezvous(env, std::chrono::seconds(20));
+    if (rank == 1) store->set("dpscope/rendezvous/1", to_bytes("another-host"));
+    ++announced;
+    while (announced.load() < 2) std::this_thread::yield();
+    offsets[static_cast<size_t>(rank)] = measure_clock_offset(*store, env);
+  });
+  for (const auto& error : errors) EXPECT_EQ(error, "");
+  EXPECT_EQ(offsets[0].uncertainty_ns, 0);
+  EXPECT_GT(offsets[1].uncertainty_ns, 0) << "a round trip through the store takes time";
+  EXPECT_LT(offsets[1].uncertainty_ns, int64_t{1'000'000'000});
+  EXPECT_LE(std::abs(offsets[1].offset_ns), offsets[1].uncertainty_ns);
 }
 
 TEST(rendezvous, NamesTheRanksThatNeverArrived) {

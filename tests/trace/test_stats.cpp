@@ -489,11 +489,11 @@ TEST(statsJson, ContractKeysInOrder) {
   EXPECT_EQ(text.find('\n'), std::string::npos);
   const auto j = nlohmann::ordered_json::parse(text);
   EXPECT_EQ(keys(j), (Keys{"schema_version", "run", "params", "buckets", "units",
-                           "collective_matching", "ranks"}));
+                           "collective_matching", "stragglers", "ranks"}));
   EXPECT_EQ(keys(j["run"]),
             (Keys{"strategy", "backend", "world_size", "iterations", "model", "link"}));
   EXPECT_EQ(keys(j["collective_matching"]),
-            (Keys{"collectives", "mismatches", "max_skew_ms", "mismatched"}));
+            (Keys{"collectives", "mismatches", "max_skew_ms", "mismatched", "straggler_threshold_ms"}));
   EXPECT_EQ(keys(j["params"][0]), (Keys{"index", "name", "shape", "numel", "dtype", "bucket",
                                         "rebuilt_bucket", "unit"}));
   EXPECT_EQ(keys(j["buckets"][0]), (Keys{"generation", "index", "bytes", "params"}));
@@ -502,7 +502,7 @@ TEST(statsJson, ContractKeysInOrder) {
   const auto& rank = j["ranks"][1];
   EXPECT_EQ(keys(rank), (Keys{"rank", "iterations", "collectives", "peak_memory_bytes",
                               "step_peak_memory_bytes", "category_max_bytes", "overlap",
-                              "buckets"}));
+                              "clock_uncertainty_ms", "wait_ms", "transfer_ms", "buckets"}));
   EXPECT_EQ(keys(rank["iterations"][0]),
             (Keys{"iteration", "hooks", "step_ms", "loss", "collectives", "overlap"}));
   EXPECT_EQ(keys(rank["iterations"][0]["collectives"]),

@@ -371,6 +371,7 @@ TEST(ViewerHeadless, TheStatsPanelShowsWhatDpscopeStatsComputes) {
       {"ddp-small-buckets", "--strategy ddp --bucket-cap-mb 0.02 --first-bucket-mb 0.01"},
       {"ddp-one-bucket", "--strategy ddp --bucket-cap-mb 25 --link-gbps 4 --link-latency-us 50"},
       {"fsdp", "--strategy fsdp --wrap-min-params 100"},
+      {"ddp-straggler", "--strategy ddp --straggler 1:30"},
   };
   for (const auto& [name, flags] : runs) {
     SCOPED_TRACE(name);
@@ -431,6 +432,18 @@ TEST(ViewerHeadless, TheStatsPanelShowsWhatDpscopeStatsComputes) {
     }
     if (name == "ddp-small-buckets") {
       EXPECT_GT(stats["ranks"][0]["buckets"].size(), 1u) << "several buckets";
+    }
+    // The straggler line names whom `dpscope stats` names (See Note [Stragglers]).
+    const std::string straggler_line = json_line(shown.output)["stragglers"];
+    if (stats["stragglers"].empty()) {
+      EXPECT_EQ(straggler_line.rfind("none", 0), 0u) << straggler_line;
+    } else {
+      EXPECT_EQ(straggler_line.rfind("rank " + std::to_string(stats["stragglers"][0]["rank"].get<int>()) + " arrives last", 0), 0u)
+          << straggler_line;
+    }
+    if (name == "ddp-straggler") {
+      ASSERT_EQ(stats["stragglers"].size(), 1u) << stats["stragglers"];
+      EXPECT_EQ(stats["stragglers"][0]["rank"], 1);
     }
   }
 }

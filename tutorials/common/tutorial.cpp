@@ -183,7 +183,7 @@ TracedRun::TracedRun(Session& session, std::string part)
       recorder_(make_recorder(session, rank_file_)),
       memory_sampler_(recorder_.get(), memory::TrackingAllocator::installed(),
                       session.backend() == comm::Backend::Nccl ? session.env().local_rank : -1) {
-  recorder_->set_clock_offset(session.world().clock_offset_ns);
+  recorder_->set_clock_offset(session.world().clock.offset_ns, session.world().clock.uncertainty_ns);
   recorder_->set_meta("command_line", session.command_line());
   recorder_->set_meta("backend", std::string(comm::to_string(session.backend())));
   recorder_->set_meta("world_size", std::to_string(session.world_size()));
