@@ -119,8 +119,9 @@ struct AllReduceModel {
   double gbps() const { return ns_per_byte > 0 ? 8.0 / ns_per_byte : 0; }  // effective
 };
 
-// Least squares of duration on bytes over trace.allreduce_samples (an intercept below zero is
-// dropped and the line refitted through the origin). Throws WhatifError naming the file when
+// Least squares of duration on bytes over trace.allreduce_samples, every sample counted (the
+// all-reduces that waited for a late peer or a busy CPU included: the step pays for them too);
+// an intercept below zero is dropped and the line refitted through the origin. Throws WhatifError naming the file when
 // there are no samples, when they all carry the same bytes (latency and bandwidth cannot be told
 // apart), or when time does not grow with bytes; each says to pass --link-gbps and
 // --link-latency-us instead. Pure.

@@ -1,0 +1,103 @@
+// `dpscope whatif` on a real 2-rank DDP run through the launcher: the plan it derives for the
+// recorded settings is the rebuilt plan the engine recorded, its prediction for the recorded
+// settings lands near the measured step time, --sweep names one best cap, and bad traces and
+// settings are refused with one line that names the fix.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "tests/test_util.h"
+#include "trace/reader.h"
+
+using dpscope::testing::dpscope_bin;
+using dpscope::testing::run_command;
+using dpscope::testing::TempDir;
+
+namespace {
+
+// Buckets of 0.125 MiB over fc3+fc2 (266 KiB), fc1 (257 KiB) and fc0 (65 KiB): all-reduces of two
+// sizes, on an emulated link so that they cost what a cluster's would.
+std::string train(const TempDir& dir, const std::string& extra) {
+  const std::string trace = dir.file("run.sqlite");
+  const auto run = run_command(
+      "timeout 120 " + dpscope_bin() + " launch -n 2 --link-gbps 4 --link-latency-us 50 " +
+      "--trace-dir " + dir.file("launcher") + " -- " + dpscope_bin() +
+      " train --model mlp --hidden 256 --layers 3 --batch-size 32 --steps 12 --threads 1 "
+      "--progress-every 0 --bucket-cap-mb 0.125 --first-bucket-mb 0.125 --trace " + trace + extra);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  return trace;
+}
+
+nlohmann::json whatif_json(const std::string& args) {
+  const auto run = run_command(dpscope_bin() + " whatif --json " + args);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  return nlohmann::json::parse(run.output, nullptr, false);
+}
+
+TEST(WhatifCli, PredictsTheRecordedRunFromItsOwnTrace) {
+  TempDir dir;
+  const std::string trace = train(dir, "");
+  const nlohmann::json j = whatif_json(trace);
+  ASSERT_TRUE(j.is_object());
+  for (const char* key : {"predicted_step_ms", "predicted_exposed_comm_ms", "measured_step_ms",
+                          "measured_exposed_comm_ms", "buckets", "model", "assumptions"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  // The plan derived for the recorded settings is the rebuilt plan the engine recorded.
+  dpscope::trace::Reader reader(trace);
+  std::vector<std::vector<int64_t>> recorded;
+  for (const auto& b : reader.buckets()) {
+    if (b.generation == 1) recorded.emplace_back(b.params.begin(), b.params.end());
+  }
+  ASSERT_GE(recorded.size(), 3u);
+  std::vector<std::vector<int64_t>> derived;
+  for (const auto& b : j["buckets"]) derived.push_back(b["params"].get<std::vector<int64_t>>());
+  EXPECT_EQ(derived, recorded);
+  // The replay keeps everything but backward's tail as recorded, so with the recorded settings
+  // its only error is the fitted model's on the tail's all-reduces: a few per cent of a step.
+  // 15 % leaves room for a busy machine: the medians are over 10 steps of a few ms each.
+  const double measured = j["measured_step_ms"], predicted = j["predicted_step_ms"];
+  EXPECT_NEAR(predicted, measured, 0.15 * measured) << j.dump();
+  EXPECT_EQ(j["model"]["source"], "fit");
+  EXPECT_GE(j["model"]["fit_error_pct"].get<double>(), 0.0) << j.dump();
+
+  const nlohmann::json sweep = whatif_json("--sweep " + trace);
+  ASSERT_TRUE(sweep.is_array());
+  EXPECT_EQ(sweep.size(), 10u);
+  int best = 0;
+  for (const auto& row : sweep) best += row["best"].get<bool>() ? 1 : 0;
+  EXPECT_EQ(best, 1);
+
+  const nlohmann::json link = whatif_json("--bucket-cap-mb 4 --link-gbps 1 --link-latency-us 100 " + trace);
+  EXPECT_EQ(link["model"]["source"], "link");
+  // The first bucket still closes at the recorded 0.125 MiB (fc3, fc2), the rest is fc1, fc0.
+  EXPECT_EQ(link["buckets"].size(), 2u) << link.dump();
+}
+
+TEST(WhatifCli, RefusesBadTracesAndSettings) {
+  TempDir dir;
+  const std::string trace = train(dir, " --trace-level summary");
+  auto refused = [&](const std::string& args, const std::string& expected) {
+    const auto run = run_command(dpscope_bin() + " whatif " + args);
+    EXPECT_EQ(run.exit_code, 1) << args << "\n" << run.output;
+    EXPECT_NE(run.output.find(expected), std::string::npos) << args << "\n" << run.output;
+  };
+  refused(trace, trace + ": no gradient hook events");
+  refused(trace, "--trace-level full");
+  refused("--bucket-cap-mb 0 " + trace, "--bucket-cap-mb 0 is out of range");
+  refused("--first-bucket-mb -1 " + trace, "--first-bucket-mb -1 is out of range");
+  refused("--link-latency-us 50 " + trace, "--link-latency-us needs --link-gbps too");
+  refused("--sweep --bucket-cap-mb 4 " + trace, "drop --bucket-cap-mb");
+  refused(dir.file("missing.sqlite"), "missing.sqlite");
+
+  const auto help = run_command(dpscope_bin() + " --help");
+  EXPECT_NE(help.output.find("whatif"), std::string::npos) << help.output;
+  const auto whatif_help = run_command(dpscope_bin() + " whatif --help");
+  EXPECT_NE(whatif_help.output.find("--bucket-cap-mb"), std::string::npos) << whatif_help.output;
+  EXPECT_NE(whatif_help.output.find("--sweep"), std::string::npos) << whatif_help.output;
+}
+
+}  // namespace
