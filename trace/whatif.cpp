@@ -278,8 +278,8 @@ ReplayTrace load_replay_trace(Reader& reader, const RunStats& stats, int32_t ran
   }
   if (trace.iterations.empty()) {
     throw WhatifError(path + ": rank " + std::to_string(rank) + " has no steady iteration with "
-                      "gradient hooks and bucket all-reduces (iteration 2 on, Note [Steady "
-                      "steps]); record a DDP run of at least 3 steps at --trace-level full");
+                      "gradient hooks and bucket all-reduces (the steady ones: iteration 2 on); "
+                      "record a DDP run of at least 3 steps at --trace-level full");
   }
   trace.launch_offset_ns = launch_offset(trace.iterations, trace.recorded_plan);
   return trace;
