@@ -423,6 +423,10 @@ RunStats compute_stats(Reader& reader) {
       const ArrivalSplit split = split_at_arrival(c, last->second);
       out.wait_ms += double(split.wait_ns) / 1e6;
       out.transfer_ms += double(split.transfer_ns) / 1e6;
+      if (c.iteration >= 0 && size_t(c.iteration) < out.iterations.size()) {
+        out.iterations[size_t(c.iteration)].wait_ms += double(split.wait_ns) / 1e6;
+        out.iterations[size_t(c.iteration)].transfer_ms += double(split.transfer_ns) / 1e6;
+      }
     }
   }
   stats.stragglers = find_stragglers(stats.matches, steady_from(size_t(std::max(stats.iterations, 0))),
@@ -473,6 +477,18 @@ OverlapStats overlap_per_step(const RankStats& rank) {
   mean.overlap_ms /= n;
   mean.exposed_comm_ms /= n;
   return mean;
+}
+
+std::pair<double, double> wait_per_step(const RankStats& rank) {
+  const auto from = static_cast<size_t>(steady_from(rank.iterations.size()));
+  if (rank.iterations.size() <= from) return {0, 0};
+  double wait = 0, transfer = 0;
+  for (size_t i = from; i < rank.iterations.size(); ++i) {
+    wait += rank.iterations[i].wait_ms;
+    transfer += rank.iterations[i].transfer_ms;
+  }
+  const double n = static_cast<double>(rank.iterations.size() - from);
+  return {wait / n, transfer / n};
 }
 
 std::string link_text(const RunStats& stats) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trace/collective_match.h"
@@ -48,6 +49,10 @@ struct IterationStats {
   std::array<int64_t, kCollectiveOpCount> collectives{};
   // See Note [Compute and exposed communication]; the slices of this iteration.
   OverlapStats overlap;
+  // This iteration's collectives matched on every rank, split at the last rank's arrival (Note
+  // [Waiting and transfer]). Milliseconds.
+  double wait_ms = 0;
+  double transfer_ms = 0;
 };
 
 // The all-reduces of one DDP bucket on one rank over the run (the Collective events carrying the
@@ -155,6 +160,9 @@ StepSummary step_summary(const RankStats& rank);
 // The mean per step of each overlap figure over the same steady steps: what one training step
 // computes, communicates and leaves exposed (the demo's and the tutorials' "per step"). Pure.
 OverlapStats overlap_per_step(const RankStats& rank);
+// The mean per step of the waiting and transfer times over the same steady steps: {wait_ms,
+// transfer_ms}. Pure.
+std::pair<double, double> wait_per_step(const RankStats& rank);
 // "emulated link 4 Gb/s, 50 µs", or "" when the link was real.
 std::string link_text(const RunStats& stats);
 // The same from the meta values (the viewer's header reads them without a RunStats): "" when

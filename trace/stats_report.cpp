@@ -49,7 +49,9 @@ ordered_json rank_json(const RankStats& r) {
         {"step_ms", it.step_ms},
         {"loss", it.loss ? ordered_json(*it.loss) : ordered_json(nullptr)},
         {"collectives", std::move(collectives)},
-        {"overlap", overlap_json(it.overlap)}});
+        {"overlap", overlap_json(it.overlap)},
+        {"wait_ms", it.wait_ms},
+        {"transfer_ms", it.transfer_ms}});
   }
   ordered_json collectives = ordered_json::array();
   for (const CollectiveStats& c : r.collectives) {

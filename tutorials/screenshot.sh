@@ -7,7 +7,7 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 usage: tutorials/screenshot.sh [--bin DIR] [--out PNG] [--keep-traces DIR] NN [-- TUTORIAL ARGS...]
-  NN                 the tutorial's number (01 .. 11)
+  NN                 the tutorial's number (01 .. 12)
   --bin DIR          where dpscope, dpscope-view and the tutorials are (default: build/bin)
   --out PNG          where the PNG goes (default: tutorials/NN_topic/screenshot.png)
   --keep-traces DIR  write the traces there and keep them (default: /tmp/dpscope-tutorial-NN,
@@ -54,7 +54,8 @@ case "$number" in
       link=(--link-gbps 4 --link-latency-us 50) ;;
   10) folder=10_real_training;      view=(ddp/run.sqlite --compare fsdp/run.sqlite) ;;
   11) folder=11_gpus;               view=(ddp/run.sqlite --compare fsdp/run.sqlite) ;;
-  *) echo "screenshot.sh: no tutorial $number; choose 01 .. 11" >&2; exit 2 ;;
+  12) folder=12_stragglers;         view=(slow-40ms/run.sqlite --iteration 4) ;;
+  *) echo "screenshot.sh: no tutorial $number; choose 01 .. 12" >&2; exit 2 ;;
 esac
 program="$bin/tutorial-${folder//_/-}"
 for tool in "$bin/dpscope" "$bin/dpscope-view" "$program"; do

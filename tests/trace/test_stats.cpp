@@ -504,7 +504,7 @@ TEST(statsJson, ContractKeysInOrder) {
                               "step_peak_memory_bytes", "category_max_bytes", "overlap",
                               "clock_uncertainty_ms", "wait_ms", "transfer_ms", "buckets"}));
   EXPECT_EQ(keys(rank["iterations"][0]),
-            (Keys{"iteration", "hooks", "step_ms", "loss", "collectives", "overlap"}));
+            (Keys{"iteration", "hooks", "step_ms", "loss", "collectives", "overlap", "wait_ms", "transfer_ms"}));
   EXPECT_EQ(keys(rank["iterations"][0]["collectives"]),
             (Keys{"allreduce", "broadcast", "allgather", "reduce_scatter", "barrier"}));
   EXPECT_EQ(keys(rank["collectives"][0]), (Keys{"seq", "kind", "bytes", "iteration"}));
@@ -541,7 +541,14 @@ TEST(statsJson, Values) {
                             {"collectives", {{"allreduce", 2}, {"broadcast", 0}, {"allgather", 0},
                                              {"reduce_scatter", 0}, {"barrier", 1}}},
                             {"overlap", {{"compute_ms", 7.0}, {"comm_ms", 3.5}, {"overlap_ms", 1.5},
-                                         {"exposed_comm_ms", 2.0}}}}));
+                                         {"exposed_comm_ms", 2.0}}},
+                            // seq 3 and 4 do not match across the ranks: no split.
+                            {"wait_ms", 0.0},
+                            {"transfer_ms", 0.0}}));
+  // Iteration 0: seq 1 [4200, 6200] waits for rank 1's begin at 5000 (0.8 ms), then transfers
+  // 1.2 ms; seq 2 [6500, 7500] ends before rank 1 begins it at 8500: all 1 ms of it waiting.
+  EXPECT_DOUBLE_EQ(r0["iterations"][0]["wait_ms"].get<double>(), 1.8);
+  EXPECT_DOUBLE_EQ(r0["iterations"][0]["transfer_ms"].get<double>(), 1.2);
   EXPECT_EQ(r0["collectives"][0],
             (nlohmann::json{{"seq", 0}, {"kind", "broadcast"}, {"bytes", 660},
                             {"iteration", nullptr}}));

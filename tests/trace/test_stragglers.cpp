@@ -167,6 +167,13 @@ TEST(stragglers, StatsSplitEveryRanksCollectivesAndNameTheStraggler) {
     EXPECT_NEAR(s.ranks[size_t(r)].wait_ms, 5 * 30.0, 1e-6) << "rank " << r;
     EXPECT_NEAR(s.ranks[size_t(r)].transfer_ms, 5 * 5.0, 1e-6) << "rank " << r;
   }
+  for (const IterationStats& it : s.ranks[0].iterations) {
+    EXPECT_NEAR(it.wait_ms, 30.0, 1e-6) << "iteration " << it.iteration;
+    EXPECT_NEAR(it.transfer_ms, 5.0, 1e-6) << "iteration " << it.iteration;
+  }
+  EXPECT_NEAR(wait_per_step(s.ranks[1]).first, 30.0, 1e-6);
+  EXPECT_NEAR(wait_per_step(s.ranks[1]).second, 5.0, 1e-6);
+  EXPECT_NEAR(wait_per_step(s.ranks[2]).first, 0.0, 1e-6);
   EXPECT_NEAR(s.ranks[2].wait_ms, 0, 1e-6);
   EXPECT_NEAR(s.ranks[2].transfer_ms, 5 * 5.0, 1e-6);
   EXPECT_EQ(s.ranks[2].clock_uncertainty_ns, ms(0.2));

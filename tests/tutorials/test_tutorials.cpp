@@ -3,7 +3,8 @@
 // rebuilt plan and gradient views (03), the used-parameter map (04), no all-reduce in no_sync
 // micro-steps (05), half the bytes with fp16 (06), FSDP's gathers and reduce-scatters per unit
 // (07), nesting and SHARD_GRAD_OP (08), ZeRO-3 < ZeRO-2 < DDP in peak memory (09), 95 % on the
-// held-out digits with DDP and FSDP (10), and a clear exit without a GPU (11).
+// held-out digits with DDP and FSDP (10), a clear exit without a GPU (11), and the slow rank
+// named and paid for by every rank (12).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -532,6 +533,30 @@ TEST(Tutorials, RealTrainingReaches95PercentWithDdpAndFsdp) {
 }  // namespace
 
 namespace {
+
+// Tutorial 12 claims that one slow rank slows every rank by about its delay, that the others
+// spend the delay waiting at their all-reduces while it waits for nobody, and that the analysis
+// names it (Note [Stragglers]); the even run names nobody.
+TEST(Tutorials, Stragglers12EveryRankPaysTheDelayAndTheSlowOneIsNamed) {
+  TempDir dir;
+  const TutorialRun run = launch(dir, "tutorial-12-stragglers", "--steps 6 --delays-ms 0 30");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const trace::RunStats even = stats_of(run.trace_dir + "/even/run.sqlite");
+  const trace::RunStats slow = stats_of(run.trace_dir + "/slow-30ms/run.sqlite");
+  EXPECT_TRUE(even.stragglers.stragglers.empty()) << trace::stragglers_text(even.stragglers);
+  ASSERT_EQ(slow.stragglers.stragglers.size(), 1u) << trace::stragglers_text(slow.stragglers);
+  EXPECT_EQ(slow.stragglers.stragglers[0].rank, 1) << "the last rank by default";
+  EXPECT_NEAR(slow.stragglers.stragglers[0].late_ms, 30.0, 6.0);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_GE(trace::step_summary(slow.ranks.at(size_t(rank))).median_ms,
+              trace::step_summary(even.ranks.at(size_t(rank))).median_ms + 25.0)
+        << "rank " << rank << " pays the delay too";
+  }
+  EXPECT_GT(trace::wait_per_step(slow.ranks.at(0)).first, 25.0) << "rank 0 waits for rank 1";
+  EXPECT_LT(trace::wait_per_step(slow.ranks.at(1)).first, 5.0) << "rank 1 waits for nobody";
+  EXPECT_NE(run.output.find("rank 1 arrives last in 4 of 4 steps"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("<- last"), std::string::npos) << run.output;
+}
 
 // Tutorial 11 claims that without a GPU it says so — that the build is CPU-only — and exits 0.
 // (This build is CPU-only; a CUDA build would train on its devices instead.)
