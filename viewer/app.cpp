@@ -73,6 +73,11 @@ App::App(AppOptions options, std::shared_ptr<const Model> main,
   if (options_.live) live_ = std::make_unique<LiveFollower>(traces[0].model);
   align();
   fit();
+  if (options_.whatif) {
+    whatif_input = *options_.whatif;
+    open_whatif_tab = true;
+    request_whatif(*options_.whatif);
+  }
 }
 
 void App::wait_for_analysis() {
@@ -80,6 +85,13 @@ void App::wait_for_analysis() {
     if (t.pending.valid()) t.pending.wait();
     t.poll_analysis();
   }
+  if (whatif_pending.valid()) whatif = whatif_pending.get();
+}
+
+void App::request_whatif(const WhatifRequest& request) {
+  whatif_pending = std::async(std::launch::async, [m = traces[0].model, request] {
+    return compute_whatif_lanes(*m, request);
+  });
 }
 
 std::string App::link() const {
@@ -222,6 +234,7 @@ double App::idle_wait_seconds() const {
   for (const OpenTrace& t : traces) {
     if (t.pending.valid()) return kBackgroundPollSeconds;
   }
+  if (whatif_pending.valid()) return kBackgroundPollSeconds;
   // A held pan or zoom key moves the view by the frame's time (handle_keys); a drag moves it
   // with the pointer.
   for (const int key : {GLFW_KEY_W, GLFW_KEY_A, GLFW_KEY_S, GLFW_KEY_D}) {
@@ -254,6 +267,9 @@ void App::adopt_live_model(std::shared_ptr<const Model> fresh) {
 
 void App::frame() {
   for (OpenTrace& t : traces) t.poll_analysis();
+  if (whatif_pending.valid() && whatif_pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    whatif = whatif_pending.get();
+  }
   if (live_source_) {
     // The run ended (run.sqlite appeared): load it and follow it instead of the rank files.
     const std::string file = live_source_->poll();
@@ -337,6 +353,11 @@ void App::frame() {
     if (ImGui::BeginTabItem("Buckets")) { draw_buckets(*this); ImGui::EndTabItem(); }
     if (!fsdp && ImGui::BeginTabItem("Units")) { draw_units(*this); ImGui::EndTabItem(); }
     if (ImGui::BeginTabItem("Details")) { draw_details(*this); ImGui::EndTabItem(); }
+    if (!fsdp && ImGui::BeginTabItem("What-if", nullptr, open_whatif_tab ? ImGuiTabItemFlags_SetSelected : 0)) {
+      draw_whatif(*this);
+      ImGui::EndTabItem();
+    }
+    open_whatif_tab = false;
     ImGui::EndTabBar();
   }
   ImGui::EndChild();

@@ -8,6 +8,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "viewer/model.h"
 #include "viewer/palette.h"
 #include "viewer/playback.h"
+#include "viewer/whatif_lanes.h"
 
 namespace dpscope::view {
 
@@ -67,6 +69,7 @@ struct AppOptions {
   bool live = false;
   float font_scale = 0;  // text size, times the 13 px font; 0: the screen's content scale
   ThemeKind theme = ThemeKind::Dark;
+  std::optional<WhatifRequest> whatif;  // what-if lanes to predict at start (--whatif-cap-mb)
 };
 
 // Thread-safety: UI thread only (the background analysis and live reload hand their results
@@ -83,8 +86,12 @@ class App {
   // Sets the visible time range (axis ns); keeps it at least 100 ns wide and within the run
   // (every open trace) and a margin of a tenth of its length on either side.
   void set_view(double t0, double t1);
-  // Blocks until every background analysis is ready (headless runs use it before timing).
+  // Blocks until every background analysis (and a requested what-if) is ready (headless runs use
+  // it before timing).
   void wait_for_analysis();
+  // Starts predicting the main trace's what-if lanes for `request` on a background thread
+  // (whatif_lanes.h); they replace the current ones when ready. The What-if tab calls it.
+  void request_whatif(const WhatifRequest& request);
   // How long the frame loop may sleep before the next frame when no input comes (seconds;
   // 0: draw on; kWaitForInput: until an input). See Note [Quiet when idle].
   double idle_wait_seconds() const;
@@ -125,6 +132,11 @@ class App {
   float font_scale = 1;                // text size (Ctrl +/-/0); the window applies it
   float default_font_scale = 1;        // what Ctrl 0 returns to (--font-scale or the screen's)
   double measure_from = 0;             // where that drag started (axis ns)
+  // The main trace's what-if lanes, drawn under each rank's lanes; null when none was asked for.
+  std::shared_ptr<const WhatifLanes> whatif;
+  std::future<std::shared_ptr<const WhatifLanes>> whatif_pending;
+  WhatifRequest whatif_input{4, 0};  // the What-if tab's fields
+  bool open_whatif_tab = false;       // select the What-if tab in the next frame (--whatif-cap-mb)
 
   // Re-runs the find query and the range summary after their inputs changed.
   void update_find();
@@ -198,6 +210,7 @@ void draw_overlap_table(const Analysis& analysis, const char* id);  // view_stat
 void draw_find(App& app);                          // view_find.cpp
 void draw_compare(App& app);                       // view_compare.cpp
 void draw_details(App& app);                       // view_details.cpp
+void draw_whatif(App& app);                        // view_whatif.cpp
 void draw_legend(App& app);                        // view_legend.cpp
 void draw_help(App& app);                          // view_legend.cpp
 // The tooltip listing every field of `pick`'s event.

@@ -217,6 +217,20 @@ std::string json_escaped(const std::string& text) {
   return out;
 }
 
+// The what-if lanes' prediction as the What-if tab shows it, or null without one.
+std::string whatif_json(const App& app) {
+  if (!app.whatif) return "null";
+  const WhatifLanes& w = *app.whatif;
+  if (!w.error.empty()) return "{\"error\": \"" + json_escaped(w.error) + "\"}";
+  char text[256];
+  std::snprintf(text, sizeof(text),
+                "{\"buckets\": %zu, \"measured_step_ms\": %.6f, \"predicted_step_ms\": %.6f, "
+                "\"measured_exposed_comm_ms\": %.6f, \"predicted_exposed_comm_ms\": %.6f}",
+                w.bucket_bytes.size(), w.measured_step_ms, w.predicted_step_ms, w.measured_exposed_comm_ms,
+                w.predicted_exposed_comm_ms);
+  return text;
+}
+
 }  // namespace
 
 int run_headless(Window& window, App& app, const HeadlessOptions& options, double open_ms) {
@@ -271,9 +285,9 @@ int run_headless(Window& window, App& app, const HeadlessOptions& options, doubl
                                           : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
   // link_text has no quote or backslash to escape.
   std::printf("{\"open_ms\": %.1f, \"frames\": %d, \"frame_ms_median\": %.2f, \"frame_ms_max\": %.2f, "
-              "\"link\": \"%s\", \"narration\": \"%s\", \"overlap\": %s, \"stragglers\": \"%s\"}\n",
+              "\"link\": \"%s\", \"narration\": \"%s\", \"overlap\": %s, \"stragglers\": \"%s\", \"whatif\": %s}\n",
               open_ms, frames, median, sorted.back(), app.link().c_str(),
-              json_escaped(app.narration).c_str(), overlap_json(app).c_str(), json_escaped(stragglers_line(app)).c_str());
+              json_escaped(app.narration).c_str(), overlap_json(app).c_str(), json_escaped(stragglers_line(app)).c_str(), whatif_json(app).c_str());
   std::fflush(stdout);
   return 0;
 }

@@ -190,12 +190,22 @@ int main(int argc, char** argv) {
   cli.add_option("--rank", headless.rank, "With --iteration: whose iteration and steps (default 0)")
       ->needs(iteration)
       ->check(CLI::NonNegativeNumber);
+  WhatifRequest whatif;
+  auto* whatif_cap = cli.add_option("--whatif-cap-mb", whatif.bucket_cap_mb,
+                                    "A DDP trace's what-if lanes for this bucket cap (MiB): the replay of "
+                                    "`dpscope whatif` drawn under each rank (the What-if tab changes it)")
+                         ->check(CLI::PositiveNumber);
+  cli.add_option("--whatif-first-bucket-mb", whatif.first_bucket_mb,
+                 "With --whatif-cap-mb: the first bucket's cap (MiB; default: as recorded)")
+      ->needs(whatif_cap)
+      ->check(CLI::PositiveNumber);
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return cli.exit(e);
   }
   headless.live = options.live;
+  if (whatif_cap->count()) options.whatif = whatif;
   parse_theme(theme_name, &options.theme);
   if (options.font_scale > 0) headless.font_scale = options.font_scale;
   try {
@@ -208,7 +218,6 @@ int main(int argc, char** argv) {
     const double open_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     Window window("dpscope-view: " + options.path, 1280, 800);
     set_theme(options.theme);
-  set_theme(options.theme);
     App app(options, loaded.main, loaded.compare);
     if (source) app.follow(std::move(source));
     app.wait_for_analysis();

@@ -48,6 +48,7 @@ struct Theme {
   ImU32 iteration_line;
   ImU32 span_text;       // a label on a span
   ImU32 narration;       // the narration line, and the keys in the help
+  ImU32 whatif_band;     // behind a what-if lane (whatif_lanes.h), so it is not taken for a recording
 };
 const Theme& theme();
 ThemeKind theme_kind();
@@ -56,6 +57,9 @@ void set_theme(ThemeKind kind);
 // "dark" | "projector".
 const char* to_string(ThemeKind kind);
 bool parse_theme(const std::string& text, ThemeKind* out);
+
+// A what-if lane's name: a prediction, in the colour of neither theme's recorded lanes.
+inline constexpr ImU32 kWhatifTextColor = IM_COL32(120, 200, 255, 255);
 
 // Highlights.
 inline constexpr ImU32 kSelectedColor = IM_COL32(255, 255, 255, 255);

@@ -68,10 +68,12 @@ struct Frame {
 // Axis time -> the trace's own time and back.
 double to_trace(const App& app, int trace, double axis) { return axis - double(app.traces[size_t(trace)].offset_ns); }
 
-void draw_row(Frame& f, int trace, int rank_index, int lane_index, int row, float y0) {
+// Draws one row of `lane`: lane_index is its index in the rank's lanes, or kNotALane for a lane
+// the viewer made (the what-if lanes), whose spans cannot be selected, found or mismatched.
+constexpr int kNotALane = -1;
+void draw_row(Frame& f, int trace, int rank_index, const Lane& lane, int lane_index, int row, float y0) {
   const OpenTrace& t = f.app.traces[size_t(trace)];
   const Model& model = *t.model;
-  const Lane& lane = model.ranks[size_t(rank_index)].lanes[size_t(lane_index)];
   const float h = row_height(lane, row);
   TimeMap local = f.map;
   local.t0 = to_trace(f.app, trace, f.map.t0);
@@ -110,6 +112,7 @@ void draw_row(Frame& f, int trace, int rank_index, int lane_index, int row, floa
     }
     const SpanRef ref{rank_index, lane_index, int64_t(item.first)};
     ImU32 outline = 0;
+    if (lane_index == kNotALane) continue;
     if (sel.trace == trace && sel.span == ref) outline = kSelectedColor;
     else if (is_main && f.app.find.matches(s)) outline = kFoundColor;
     else if (s.kind == trace::EventKind::Collective && t.analysis) {
@@ -344,7 +347,7 @@ void draw_trace_panel(App& app, int trace, float height) {
         for (int row = 0; row < lane.rows(); ++row) {
           const float h = row_height(lane, row);
           if (y + h >= f.clip_y0 && y <= f.clip_y1) {
-            draw_row(f, int(ti), int(ri), int(li), row, y);
+            draw_row(f, int(ti), int(ri), lane, int(li), row, y);
             f.rows.push_back({int(ti), int(ri), int(li), row, y, y + h});
             if (hovered_area && mouse_y >= y && mouse_y < y + h && mouse_t >= f.map.t0) {
               const double local = to_trace(app, int(ti), mouse_t);
@@ -358,6 +361,27 @@ void draw_trace_panel(App& app, int trace, float height) {
           const std::string name = elide(lane.info.name, sz.label_width - 16,
                                          [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
           f.draw->AddText(ImVec2(origin.x + 12, lane_y0), theme().text, name.c_str());
+          f.draw->AddLine(ImVec2(origin.x, y), ImVec2(f.right, y), theme().lane_separator);
+        }
+      }
+      // The what-if lane under the recorded ones (main trace only): whatif_lanes.h.
+      if (ti == 0 && app.whatif && ri < app.whatif->by_rank.size() && !app.whatif->by_rank[ri].spans.empty()) {
+        const Lane& lane = app.whatif->by_rank[ri];
+        const float lane_y0 = y;
+        float lane_h = 0;
+        for (int row = 0; row < lane.rows(); ++row) lane_h += row_height(lane, row);
+        if (y + lane_h >= f.clip_y0 && y <= f.clip_y1) {
+          f.draw->AddRectFilled(ImVec2(origin.x, y), ImVec2(f.right, y + lane_h), theme().whatif_band);
+        }
+        for (int row = 0; row < lane.rows(); ++row) {
+          const float h = row_height(lane, row);
+          if (y + h >= f.clip_y0 && y <= f.clip_y1) draw_row(f, int(ti), int(ri), lane, kNotALane, row, y);
+          y += h;
+        }
+        if (lane_y0 <= f.clip_y1 && y >= f.clip_y0) {
+          const std::string name = elide(lane.info.name, sz.label_width - 16,
+                                         [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
+          f.draw->AddText(ImVec2(origin.x + 12, lane_y0), kWhatifTextColor, name.c_str());
           f.draw->AddLine(ImVec2(origin.x, y), ImVec2(f.right, y), theme().lane_separator);
         }
       }

@@ -629,3 +629,47 @@ TEST(ViewerHeadless, LiveFollowsARunDirectoryFromItsStartToItsMergedFile) {
   ASSERT_EQ(std::sscanf(result.output.c_str() + live, "live: %*d reloads, %lld events", &events), 1);
   EXPECT_EQ(events, 2 * written) << "the merged file's every event, both ranks";
 }
+
+// --whatif-cap-mb: the replay of `dpscope whatif` drawn as a lane under each rank (on its own
+// band colour), and the What-if tab's figures equal to `dpscope whatif --json`'s for rank 0. An
+// FSDP trace gets the refusal, not lanes.
+TEST(ViewerHeadless, WhatifLanesShowWhatDpscopeWhatifPredicts) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string bin = dpscope::testing::dpscope_bin();
+  const std::string trace = dir.file("ddp.sqlite");
+  // On an emulated link, so that an all-reduce's time grows with its bytes and a line fits.
+  const auto train = run_command("timeout 120 " + bin + " launch -n 2 --link-gbps 1 --link-latency-us 50 -- " + bin +
+                                 " train --model mlp --hidden 256 --layers 3 --steps 8 --threads 1 "
+                                 "--bucket-cap-mb 0.25 --first-bucket-mb 0.1 --progress-every 0 --trace " + trace);
+  if (train.output.find("built without the engine") != std::string::npos) GTEST_SKIP() << "no engine";
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  const auto predicted = run_command(bin + " whatif --json --bucket-cap-mb 25 " + trace);
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.output;
+  const auto cli = nlohmann::json::parse(predicted.output);
+
+  const std::string png = dir.file("whatif.png"), plain_png = dir.file("plain.png");
+  const auto shown = view(trace + " --whatif-cap-mb 25 --screenshot " + png + " --frames 3");
+  ASSERT_EQ(shown.exit_code, 0) << shown.output;
+  const auto drawn = json_line(shown.output)["whatif"];
+  ASSERT_TRUE(drawn.is_object()) << shown.output;
+  EXPECT_EQ(drawn["buckets"], cli["buckets"].size());
+  for (const char* key : {"measured_step_ms", "predicted_step_ms", "measured_exposed_comm_ms", "predicted_exposed_comm_ms"}) {
+    EXPECT_NEAR(drawn[key].get<double>(), cli[key].get<double>(), 1e-3) << key;
+  }
+  const auto plain = view(trace + " --screenshot " + plain_png + " --frames 3");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_TRUE(json_line(plain.output)["whatif"].is_null());
+  const std::array<int, 3> band = {30, 50, 70};  // the dark theme's what-if band
+  EXPECT_GT(pixels_near(load_png(png), 90, 520, band), 2000) << "no what-if lane drawn";
+  EXPECT_EQ(pixels_near(load_png(plain_png), 90, 520, band), 0);
+
+  const std::string fsdp = dir.file("fsdp.sqlite");
+  ASSERT_EQ(run_command("timeout 120 " + bin + " launch -n 2 -- " + bin +
+                        " train --strategy fsdp --model mlp --hidden 64 --steps 4 --threads 1 --progress-every 0 --trace " + fsdp)
+                .exit_code,
+            0);
+  const auto refused = view(fsdp + " --whatif-cap-mb 25 --screenshot " + png + " --frames 2");
+  ASSERT_EQ(refused.exit_code, 0) << refused.output;
+  EXPECT_NE(json_line(refused.output)["whatif"]["error"].get<std::string>().find("FSDP"), std::string::npos) << refused.output;
+}

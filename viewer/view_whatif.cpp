@@ -1,0 +1,62 @@
+// The What-if tab: another bucket cap for the open DDP trace, predicted by the replay behind
+// `dpscope whatif` (Note [What-if replay]) and drawn as a what-if lane under each rank's lanes;
+// the tab prints the prediction beside the measurement, and the model and its error.
+#include <imgui.h>
+
+#include <future>
+
+#include "trace/collective_match.h"
+#include "viewer/app.h"
+#include "viewer/palette.h"
+
+namespace dpscope::view {
+
+void draw_whatif(App& app) {
+  ImGui::TextWrapped("Replay this run with another bucket cap: each gradient's ready time and the compute "
+                     "as recorded, each bucket's all-reduce costed by a line fitted to this trace's own "
+                     "all-reduces (`dpscope whatif`, docs/whatif.md). The prediction is drawn as a "
+                     "what-if lane under each rank.");
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+  ImGui::InputDouble("bucket cap MiB", &app.whatif_input.bucket_cap_mb, 0, 0, "%g");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+  ImGui::InputDouble("first bucket MiB (0: as recorded)", &app.whatif_input.first_bucket_mb, 0, 0, "%g");
+  const bool busy = app.whatif_pending.valid();
+  if (busy) ImGui::BeginDisabled();
+  if (ImGui::Button(busy ? "predicting..." : "Predict")) app.request_whatif(app.whatif_input);
+  if (busy) ImGui::EndDisabled();
+  if (app.whatif) {
+    ImGui::SameLine();
+    if (ImGui::Button("Clear")) app.whatif.reset();
+  }
+  if (!app.whatif) return;
+  const WhatifLanes& w = *app.whatif;
+  ImGui::Separator();
+  ImGui::Text("%s", w.title().c_str());
+  if (!w.error.empty()) {
+    ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "%s", w.error.c_str());
+    return;
+  }
+  std::string plan;
+  for (size_t b = 0; b < w.bucket_bytes.size(); ++b) plan += (b ? ", " : "") + trace::bytes_text(w.bucket_bytes[b]);
+  ImGui::TextWrapped("%zu buckets in launch order: %s", w.bucket_bytes.size(), plan.c_str());
+  if (ImGui::BeginTable("whatif", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
+    for (const char* h : {"median over the steady steps", "measured ms", "predicted ms"}) ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    const auto row = [](const char* name, double measured, double predicted) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(name);
+      ImGui::TableNextColumn();
+      ImGui::Text("%.2f", measured);
+      ImGui::TableNextColumn();
+      ImGui::Text("%.2f", predicted);
+    };
+    row("step time", w.measured_step_ms, w.predicted_step_ms);
+    row("exposed communication", w.measured_exposed_comm_ms, w.predicted_exposed_comm_ms);
+    ImGui::EndTable();
+  }
+  ImGui::TextWrapped("all-reduce cost: %s. A prediction, not a measurement: run it to check.", w.model_text.c_str());
+}
+
+}  // namespace dpscope::view
