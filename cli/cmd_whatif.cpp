@@ -1,7 +1,8 @@
-// `dpscope whatif TRACE [--bucket-cap-mb X] [--first-bucket-mb Y] [--link-gbps G
-// --link-latency-us L] [--sweep] [--rank R] [--json]`: the step time and exposed communication a
-// recorded DDP run would have had with another bucket plan or link (trace/whatif.h,
-// docs/whatif.md), beside the measured figures; --sweep tries a range of bucket caps.
+// `dpscope whatif TRACE [--bucket-cap-mb X] [--first-bucket-mb Y] [--backward-prefetch M]
+// [--limit-all-gathers N] [--link-gbps G --link-latency-us L] [--sweep] [--rank R] [--json]`: the
+// step time and exposed communication a recorded DDP run would have had with another bucket plan
+// or link (trace/whatif.h), or an FSDP run with another prefetch mode, all-gather limit or link
+// (whatif_fsdp_report.h), beside the measured figures (docs/whatif.md); --sweep tries a range.
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/whatif_fsdp_report.h"
 #include "engine/comm/link_model.h"
 #include "trace/reader.h"
 #include "trace/stats.h"
@@ -27,6 +29,8 @@ constexpr double kMaxBucketMb = 1048576;  // as `dpscope train` accepts
 struct Options {
   std::string trace;
   std::optional<double> bucket_cap_mb, first_bucket_mb, link_gbps, link_latency_us;
+  std::optional<std::string> backward_prefetch;  // FSDP only
+  std::optional<int32_t> limit_all_gathers;      // FSDP only
   int32_t rank = 0;
   bool sweep = false;
   bool json = false;
@@ -48,6 +52,14 @@ std::optional<comm::LinkSpec> check_options(const Options& o) {
                      "or drop --sweep to predict one cap");
   }
   if (o.rank < 0) throw CliFailure("--rank must be a rank of the trace (0, 1, ...)");
+  if (o.backward_prefetch && !trace::parse_backward_prefetch_mode(*o.backward_prefetch)) {
+    throw CliFailure("--backward-prefetch " + *o.backward_prefetch +
+                     " is not a mode: pass pre, post or none");
+  }
+  if (o.limit_all_gathers && *o.limit_all_gathers < 0) {
+    throw CliFailure("--limit-all-gathers " + std::to_string(*o.limit_all_gathers) +
+                     " is out of range: the most all-gathers in flight, 0 (no limit) or more");
+  }
   try {
     return comm::check_link(o.link_gbps, o.link_latency_us, "--link-gbps", "--link-latency-us");
   } catch (const std::invalid_argument& error) {
@@ -199,9 +211,45 @@ void print_case(const trace::ReplayTrace& replay, const Case& c, const trace::Al
   for (const std::string& a : assumptions(replay, model)) std::printf("  - %s\n", a.c_str());
 }
 
+// FSDP flags on a DDP trace and DDP flags on an FSDP trace are refused by name.
+void check_flags_for(const Options& o, const std::string& strategy) {
+  if (strategy == "fsdp") {
+    for (const auto& [given, flag] : {std::pair{o.bucket_cap_mb.has_value(), "--bucket-cap-mb"},
+                                      std::pair{o.first_bucket_mb.has_value(), "--first-bucket-mb"}}) {
+      if (given) {
+        throw CliFailure(std::string(flag) + " sets DDP's buckets, but " + o.trace +
+                         " is an FSDP trace: drop it, and ask about FSDP with --backward-prefetch "
+                         "pre|post|none or --limit-all-gathers N");
+      }
+    }
+    return;
+  }
+  for (const auto& [given, flag] : {std::pair{o.backward_prefetch.has_value(), "--backward-prefetch"},
+                                    std::pair{o.limit_all_gathers.has_value(), "--limit-all-gathers"}}) {
+    if (given) {
+      throw CliFailure(std::string(flag) + " is an FSDP setting, but " + o.trace + " is not an "
+                       "FSDP trace: drop it, and ask about DDP with --bucket-cap-mb or "
+                       "--first-bucket-mb");
+    }
+  }
+}
+
 void run_whatif(const Options& o, const std::optional<comm::LinkSpec>& link) {
   trace::Reader reader(o.trace);
   const trace::RunStats stats = trace::compute_stats(reader);
+  check_flags_for(o, stats.strategy);
+  if (stats.strategy == "fsdp") {
+    FsdpWhatifRequest request;
+    request.trace = o.trace;
+    request.rank = o.rank;
+    if (o.backward_prefetch) request.backward_prefetch = trace::parse_backward_prefetch_mode(*o.backward_prefetch);
+    request.limit_all_gathers = o.limit_all_gathers;
+    request.link = link;
+    request.sweep = o.sweep;
+    request.json = o.json;
+    run_fsdp_whatif(request, reader, stats);
+    return;
+  }
   const trace::ReplayTrace replay = trace::load_replay_trace(reader, stats, o.rank);
   trace::AllReduceModel model;
   if (link) {
@@ -287,20 +335,28 @@ void add_whatif_command(CLI::App& app, CommandMode mode) {
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
       "whatif", "Predict a DDP trace's step time and exposed communication with another bucket "
-                "cap or link, from the trace itself (docs/whatif.md)");
-  cmd->add_option("TRACE", options->trace, "A merged DDP run file (dpscope train --strategy ddp, "
-                                           "or dpscope synth)")
+                "cap or link, or an FSDP trace's with another backward prefetch or all-gather "
+                "limit, from the trace itself (docs/whatif.md)");
+  cmd->add_option("TRACE", options->trace, "A merged run file (dpscope train --strategy ddp or "
+                                           "fsdp, or dpscope synth)")
       ->required();
   cmd->add_option("--bucket-cap-mb", options->bucket_cap_mb,
                   "The bucket cap to predict for, MiB (default: the recorded one)");
   cmd->add_option("--first-bucket-mb", options->first_bucket_mb,
                   "The first bucket's limit, MiB (default: the recorded one, else PyTorch's 1)");
+  cmd->add_option("--backward-prefetch", options->backward_prefetch,
+                  "FSDP: when backward gathers the next unit, pre, post or none (default: the "
+                  "recorded mode)");
+  cmd->add_option("--limit-all-gathers", options->limit_all_gathers,
+                  "FSDP: at most N all-gathers in flight, 0 for no limit (default: the recorded "
+                  "limit)");
   cmd->add_option("--link-gbps", options->link_gbps,
-                  "Cost all-reduces with the ring model of a link of G Gb/s (with "
+                  "Cost collectives with the ring model of a link of G Gb/s (with "
                   "--link-latency-us) instead of the model fitted to the trace");
   cmd->add_option("--link-latency-us", options->link_latency_us, "The link's latency, µs");
   cmd->add_flag("--sweep", options->sweep,
-                "Try bucket caps 0.25, 0.5, 1, 2, 4, 8, 16, 25, 50 and 100 MiB and name the best");
+                "DDP: try bucket caps 0.25, 0.5, 1, 2, 4, 8, 16, 25, 50 and 100 MiB; FSDP: every "
+                "backward prefetch mode with all-gather limits 0, 1 and 2; and name the best");
   cmd->add_option("--rank", options->rank, "The rank to replay (default 0)");
   cmd->add_flag("--json", options->json,
                 "One JSON object (with --sweep an array) instead of the report (docs/whatif.md)");

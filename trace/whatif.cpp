@@ -173,9 +173,9 @@ ReplayTrace load_replay_trace(Reader& reader, const RunStats& stats, int32_t ran
   trace.path = reader.path();
   const std::string& path = trace.path;
   if (stats.strategy == "fsdp") {
-    throw WhatifError(path + ": whatif models DDP bucket plans; FSDP prefetch is not modelled "
-                             "yet (this trace is of --strategy fsdp; record a DDP run with "
-                             "--strategy ddp)");
+    throw WhatifError(path + ": an FSDP trace has no DDP bucket plan to replay; replay its "
+                             "prefetch and all-gather limit with load_fsdp_replay_trace "
+                             "(trace/whatif_fsdp.h), as `dpscope whatif` does");
   }
   if (stats.strategy != "ddp") {
     throw WhatifError(path + ": not a DDP trace (meta strategy '" + stats.strategy +
@@ -285,6 +285,17 @@ ReplayTrace load_replay_trace(Reader& reader, const RunStats& stats, int32_t ran
   return trace;
 }
 
+OverlapStats overlap_of_slices(std::vector<Interval> compute, std::vector<Interval> waits,
+                               std::vector<Interval> comm) {
+  const IntervalSet compute_set =
+      IntervalSet::union_of(std::move(compute)).minus(IntervalSet::union_of(std::move(waits)));
+  const IntervalSet comm_set = IntervalSet::union_of(std::move(comm));
+  const int64_t comm_ns = comm_set.length();
+  const int64_t hidden_ns = comm_set.intersection_length(compute_set);
+  return OverlapStats{compute_set.length() / 1e6, comm_ns / 1e6, hidden_ns / 1e6,
+                      (comm_ns - hidden_ns) / 1e6};
+}
+
 BucketPlan plan_for(const ReplayTrace& trace, const BucketLimits& limits) {
   std::vector<GradientDesc> walk;
   for (const int64_t p : trace.arrival_order) walk.push_back(trace.gradients[p]);
@@ -340,20 +351,13 @@ Prediction predict(const ReplayTrace& trace, const BucketPlan& plan, const AllRe
       if (i.end_ns >= it.tail.end_ns) i.end_ns += delta;
       return i;
     };
-    // Note [Compute and exposed communication], on the predicted slices.
     std::vector<Interval> compute, waits, comm;
     for (const Interval& i : it.compute) compute.push_back(shift(i));
     for (const Interval& i : it.waits) waits.push_back(shift(i));
     waits.insert(waits.end(), out.predicted_waits.begin(), out.predicted_waits.end());
     for (const Interval& i : it.other_comm) comm.push_back(shift(i));
     for (const BucketSchedule& s : out.buckets) comm.push_back({s.start_ns, s.end_ns});
-    const IntervalSet compute_set =
-        IntervalSet::union_of(std::move(compute)).minus(IntervalSet::union_of(std::move(waits)));
-    const IntervalSet comm_set = IntervalSet::union_of(std::move(comm));
-    const int64_t comm_ns = comm_set.length();
-    const int64_t hidden_ns = comm_set.intersection_length(compute_set);
-    out.predicted = OverlapStats{compute_set.length() / 1e6, comm_ns / 1e6, hidden_ns / 1e6,
-                                 (comm_ns - hidden_ns) / 1e6};
+    out.predicted = overlap_of_slices(std::move(compute), std::move(waits), std::move(comm));
     out.measured = it.measured;
     out.measured_step_ms = it.measured_step_ms;
     out.predicted_step_ms = it.measured_step_ms + delta / 1e6;

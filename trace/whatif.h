@@ -101,8 +101,9 @@ struct ReplayTrace {
 // Thread-safety: uses `reader`, so the calling thread must own it; the result is a plain value.
 ReplayTrace load_replay_trace(Reader& reader, const RunStats& stats, int32_t rank);
 
-// The cost of one all-reduce: intercept + bytes * ns_per_byte (both the least-squares fit and
-// the ring model of docs/communication.md are of this form). Plain value.
+// The cost of one collective (an all-reduce in the DDP replay; an all-gather or reduce-scatter in
+// the FSDP one): intercept + bytes * ns_per_byte (both the least-squares fit and the ring model
+// of docs/communication.md are of this form). Plain value.
 struct AllReduceModel {
   enum class Source { kFitted, kLink };
   Source source = Source::kFitted;
@@ -119,13 +120,22 @@ struct AllReduceModel {
   double gbps() const { return ns_per_byte > 0 ? 8.0 / ns_per_byte : 0; }  // effective
 };
 
-// Least squares of duration on bytes over trace.allreduce_samples, every sample counted (the
-// all-reduces that waited for a late peer or a busy CPU included: the step pays for them too);
-// an intercept below zero is dropped and the line refitted through the origin. Throws WhatifError naming the file when
-// there are no samples, when they all carry the same bytes (latency and bandwidth cannot be told
-// apart), or when time does not grow with bytes; each says to pass --link-gbps and
-// --link-latency-us instead. Pure.
+// Least squares of duration on bytes over `samples`, (bytes, ns) of recorded collectives of one
+// kind, every sample counted (those that waited for a late peer or a busy CPU included: the step
+// pays for them too); an intercept below zero is dropped and the line refitted through the
+// origin. `what` names the collectives in messages ("bucket all-reduces"). Throws WhatifError
+// naming `path` when there are no samples, when they all carry the same bytes (latency and
+// bandwidth cannot be told apart), or when time does not grow with bytes; each says to pass
+// --link-gbps and --link-latency-us instead. Pure.
+AllReduceModel fit_collective_model(const std::vector<std::pair<int64_t, int64_t>>& samples,
+                                    const std::string& path, const std::string& what);
+// fit_collective_model over trace.allreduce_samples. Pure.
 AllReduceModel fit_allreduce_model(const ReplayTrace& trace);
+
+// Note [Compute and exposed communication] on predicted slices: compute = the union of
+// `compute` less the union of `waits`, comm = the union of `comm`. Pure.
+OverlapStats overlap_of_slices(std::vector<Interval> compute, std::vector<Interval> waits,
+                               std::vector<Interval> comm);
 
 // The ring model's all-reduce on a link, 2(n-1)(L + S/(nB)) (docs/communication.md), given as
 // its two terms: `intercept_ns` = the model at 0 bytes, `ns_per_byte` = its growth per byte.

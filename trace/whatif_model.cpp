@@ -1,5 +1,5 @@
-// The cost of one all-reduce for the what-if replay (whatif.h): a line fitted by least squares
-// to the all-reduces the trace recorded, or the ring model of a given link.
+// The cost of one collective for the what-if replays (whatif.h, whatif_fsdp.h): a line fitted by
+// least squares to the collectives of one kind the trace recorded, or the ring model of a link.
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -13,13 +13,13 @@ int64_t AllReduceModel::duration_ns(int64_t bytes) const {
   return ns < 1e17 ? static_cast<int64_t>(std::llround(std::max(0.0, ns))) : int64_t{100000000000000000};
 }
 
-AllReduceModel fit_allreduce_model(const ReplayTrace& trace) {
-  const auto& samples = trace.allreduce_samples;
-  const std::string fix = "; pass --link-gbps and --link-latency-us to cost the all-reduces with "
-                          "the ring model of a link instead";
+AllReduceModel fit_collective_model(const std::vector<std::pair<int64_t, int64_t>>& samples,
+                                    const std::string& path, const std::string& what) {
+  const std::string fix = "; pass --link-gbps and --link-latency-us to cost the " + what +
+                          " with the ring model of a link instead";
   if (samples.empty()) {
-    throw WhatifError(trace.path + ": no bucket all-reduces in the steady iterations to fit a "
-                                   "cost model to" + fix);
+    throw WhatifError(path + ": no " + what + " in the steady iterations to fit a cost model to" +
+                      fix);
   }
   std::set<int64_t> sizes;
   double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
@@ -29,7 +29,7 @@ AllReduceModel fit_allreduce_model(const ReplayTrace& trace) {
     n += 1; sx += x; sy += y; sxx += x * x; sxy += x * y;
   }
   if (sizes.size() < 2) {
-    throw WhatifError(trace.path + ": every recorded all-reduce carries " +
+    throw WhatifError(path + ": the recorded " + what + " all carry " +
                       std::to_string(*sizes.begin()) + " bytes, so latency and bandwidth cannot "
                       "be told apart" + fix);
   }
@@ -44,13 +44,17 @@ AllReduceModel fit_allreduce_model(const ReplayTrace& trace) {
     model.ns_per_byte = sxy / sxx;
   }
   if (!(model.ns_per_byte > 0)) {
-    throw WhatifError(trace.path + ": the recorded all-reduces do not take longer with more "
-                                   "bytes, so no bandwidth can be fitted" + fix);
+    throw WhatifError(path + ": the recorded " + what + " do not take longer with more bytes, "
+                             "so no bandwidth can be fitted" + fix);
   }
   double error = 0;
   for (const auto& [bytes, ns] : samples) error += std::fabs(double(model.duration_ns(bytes) - ns));
   model.fit_error_pct = sy > 0 ? 100.0 * error / sy : 0;
   return model;
+}
+
+AllReduceModel fit_allreduce_model(const ReplayTrace& trace) {
+  return fit_collective_model(trace.allreduce_samples, trace.path, "bucket all-reduces");
 }
 
 AllReduceModel link_allreduce_model(double gbps, double latency_us, double intercept_ns,

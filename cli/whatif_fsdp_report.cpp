@@ -1,0 +1,239 @@
+// `dpscope whatif` on an FSDP trace (whatif_fsdp_report.h): the cost model (fitted, or a given
+// link's ring model), one prediction or the sweep, and their report and JSON.
+#include "cli/whatif_fsdp_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "cli/commands.h"
+
+namespace dpscope::cli {
+namespace {
+
+constexpr int32_t kSweepLimits[] = {0, 1, 2};
+
+// The ring model's cost of `op` on `link` among `ranks` ranks, as a line in bytes.
+trace::AllReduceModel link_model(trace::CollectiveOp op, const comm::LinkSpec& link, int32_t ranks) {
+  const int64_t probe = int64_t{1} << 30;
+  const double at_zero = double(comm::link_model_ns(op, 0, ranks, link));
+  const double at_probe = double(comm::link_model_ns(op, probe, ranks, link));
+  return trace::link_allreduce_model(link.gbps, link.latency_us, at_zero,
+                                     (at_probe - at_zero) / double(probe));
+}
+
+std::string settings_text(const trace::FsdpSettings& s) {
+  return "backward prefetch " + std::string(trace::to_string(s.backward_prefetch)) +
+         ", all-gather limit " +
+         (s.limit_all_gathers > 0 ? std::to_string(s.limit_all_gathers) : std::string("none"));
+}
+
+std::string model_text(const char* op, const trace::AllReduceModel& m, int32_t world_size) {
+  char text[256];
+  if (m.source == trace::AllReduceModel::Source::kLink) {
+    std::snprintf(text, sizeof(text),
+                  "%s cost: ring model of a %g Gb/s, %g \u00b5s link: (n-1)(L + S/(nB)), n = %d "
+                  "(%.1f \u00b5s + bytes at %.3g Gb/s)",
+                  op, m.link_gbps, m.link_latency_us, world_size, m.latency_us(), m.gbps());
+  } else {
+    std::snprintf(text, sizeof(text),
+                  "%s cost: %.1f \u00b5s + bytes at %.3g Gb/s, fitted to %lld recorded ones "
+                  "(error %.1f %% of their time)",
+                  op, m.latency_us(), m.gbps(), static_cast<long long>(m.samples), m.fit_error_pct);
+  }
+  return text;
+}
+
+std::vector<std::string> assumptions(const trace::FsdpReplayTrace& replay,
+                                     const trace::FsdpCostModel& model,
+                                     const trace::FsdpPrediction& prediction) {
+  std::vector<std::string> out;
+  out.push_back(model_text("all-gather", model.all_gather, replay.world_size) +
+                " (bytes: one rank's shard)");
+  out.push_back(model_text("reduce-scatter", model.reduce_scatter, replay.world_size) +
+                " (bytes: the whole flat gradient)");
+  char text[256];
+  std::snprintf(text, sizeof(text),
+                "a collective starts %.0f \u00b5s after it is issued (median of the recorded ones "
+                "that did not queue); one collective at a time on the link, in issue order",
+                replay.launch_offset_ns / 1e3);
+  out.push_back(text);
+  out.push_back("the main thread's work between the recorded points (each unit's forward and "
+                "backward compute, the optimizer step) is as recorded; a unit waits for its "
+                "all-gather before computing");
+  out.push_back("forward prefetch (" + std::string(replay.recorded.forward_prefetch ? "on" : "off") +
+                "), the reduce-scatters and their waits (at most " +
+                std::to_string(replay.recorded.limit_reduce_scatters) +
+                " in flight; 0: no limit) stay as recorded");
+  std::snprintf(text, sizeof(text),
+                "at most %d all-gather(s) in flight in the predicted schedule (the engine "
+                "prefetches one unit ahead): a limit of %d or more does not bind",
+                prediction.max_gathers_in_flight, std::max(prediction.max_gathers_in_flight, 1));
+  out.push_back(text);
+  out.push_back("each rank is replayed on its own (a late peer delays a collective only in the "
+                "fitted cost, on average); communication threads competing with compute for "
+                "cores are not modelled");
+  if (replay.recorded.mixed_precision != "none" || replay.recorded.cpu_offload) {
+    out.push_back("recorded with mixed precision " + replay.recorded.mixed_precision +
+                  (replay.recorded.cpu_offload ? " and CPU offload" : "") +
+                  ": collectives are costed by their recorded bytes, casts and copies are "
+                  "part of the recorded compute");
+  }
+  return out;
+}
+
+nlohmann::json model_json(const trace::AllReduceModel& m) {
+  if (m.source == trace::AllReduceModel::Source::kLink) {
+    return {{"source", "link"}, {"latency_us", m.latency_us()}, {"gbps", m.gbps()},
+            {"link_gbps", m.link_gbps}, {"link_latency_us", m.link_latency_us}};
+  }
+  return {{"source", "fit"}, {"latency_us", m.latency_us()}, {"gbps", m.gbps()},
+          {"fit_error_pct", m.fit_error_pct}, {"samples", m.samples}};
+}
+
+nlohmann::json case_json(const trace::FsdpReplayTrace& replay, const trace::FsdpCostModel& model,
+                         const trace::FsdpPrediction& p, bool per_iteration) {
+  nlohmann::json j;
+  j["backward_prefetch"] = std::string(trace::to_string(p.settings.backward_prefetch));
+  j["limit_all_gathers"] = p.settings.limit_all_gathers;
+  j["predicted_step_ms"] = p.predicted_step_ms;
+  j["predicted_exposed_comm_ms"] = p.predicted_exposed_comm_ms;
+  j["measured_step_ms"] = p.measured_step_ms;
+  j["measured_exposed_comm_ms"] = p.measured_exposed_comm_ms;
+  j["max_gathers_in_flight"] = p.max_gathers_in_flight;
+  j["model"] = {{"all_gather", model_json(model.all_gather)},
+                {"reduce_scatter", model_json(model.reduce_scatter)},
+                {"launch_offset_us", replay.launch_offset_ns / 1e3}};
+  j["assumptions"] = assumptions(replay, model, p);
+  if (per_iteration) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const trace::FsdpIterationPrediction& it : p.iterations) {
+      rows.push_back({{"iteration", it.iteration},
+                      {"measured_step_ms", it.measured_step_ms},
+                      {"predicted_step_ms", it.predicted_step_ms},
+                      {"measured_exposed_comm_ms", it.measured.exposed_comm_ms},
+                      {"predicted_exposed_comm_ms", it.predicted.exposed_comm_ms}});
+    }
+    j["iterations"] = rows;
+  }
+  return j;
+}
+
+nlohmann::json recorded_json(const trace::FsdpReplayTrace& replay) {
+  const trace::FsdpRecordedConfig& r = replay.recorded;
+  return {{"backward_prefetch", std::string(trace::to_string(r.settings.backward_prefetch))},
+          {"limit_all_gathers", r.settings.limit_all_gathers},
+          {"forward_prefetch", r.forward_prefetch},
+          {"limit_reduce_scatters", r.limit_reduce_scatters},
+          {"sharding", r.sharding}};
+}
+
+void print_case(const trace::FsdpReplayTrace& replay, const trace::FsdpCostModel& model,
+                const trace::FsdpPrediction& p) {
+  std::printf("recorded: %s\n", settings_text(replay.recorded.settings).c_str());
+  std::printf("what if:  %s\n\n", settings_text(p.settings).c_str());
+  std::printf("%-24s %10s %10s\n", "median over iterations", "measured", "predicted");
+  std::printf("%-24s %7.2f ms %7.2f ms\n", "step time", p.measured_step_ms, p.predicted_step_ms);
+  std::printf("%-24s %7.2f ms %7.2f ms\n\n", "exposed communication", p.measured_exposed_comm_ms,
+              p.predicted_exposed_comm_ms);
+  std::printf("iteration  step measured  predicted   exposed measured  predicted\n");
+  const size_t n = p.iterations.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (n > 12 && i == 6) std::printf("  ... (%zu more)\n", n - 12);
+    if (n > 12 && i >= 6 && i < n - 6) continue;
+    const trace::FsdpIterationPrediction& it = p.iterations[i];
+    std::printf("%9d  %10.2f ms %7.2f ms  %13.2f ms %7.2f ms\n", it.iteration, it.measured_step_ms,
+                it.predicted_step_ms, it.measured.exposed_comm_ms, it.predicted.exposed_comm_ms);
+  }
+  std::printf("\nassumptions\n");
+  for (const std::string& a : assumptions(replay, model, p)) std::printf("  - %s\n", a.c_str());
+}
+
+}  // namespace
+
+void run_fsdp_whatif(const FsdpWhatifRequest& request, trace::Reader& reader,
+                     const trace::RunStats& stats) {
+  if (request.sweep && (request.backward_prefetch || request.limit_all_gathers)) {
+    throw CliFailure("--sweep tries every --backward-prefetch mode with --limit-all-gathers 0, 1 "
+                     "and 2; drop those flags, or drop --sweep to predict one setting");
+  }
+  const trace::FsdpReplayTrace replay = trace::load_fsdp_replay_trace(reader, stats, request.rank);
+  const trace::FsdpCostModel model =
+      request.link ? trace::FsdpCostModel{link_model(trace::CollectiveOp::AllGather, *request.link, replay.world_size),
+                                          link_model(trace::CollectiveOp::ReduceScatter, *request.link, replay.world_size)}
+                   : trace::fit_fsdp_cost_model(replay);
+  std::string header = request.trace + ": rank " + std::to_string(replay.rank) + " of " +
+                       std::to_string(replay.world_size) + ", FSDP (sharding " +
+                       replay.recorded.sharding + "), " + std::to_string(replay.iterations.size()) +
+                       " steady iterations (" + std::to_string(replay.iterations.front().iteration) +
+                       ".." + std::to_string(replay.iterations.back().iteration) + ")";
+  if (const std::string link_line = trace::link_text(stats); !link_line.empty()) {
+    header += ", recorded on an " + link_line;
+  }
+
+  if (!request.sweep) {
+    trace::FsdpSettings settings = replay.recorded.settings;
+    if (request.backward_prefetch) settings.backward_prefetch = *request.backward_prefetch;
+    if (request.limit_all_gathers) settings.limit_all_gathers = *request.limit_all_gathers;
+    const trace::FsdpPrediction p = trace::predict_fsdp(replay, settings, model);
+    if (request.json) {
+      nlohmann::json j = case_json(replay, model, p, true);
+      j["trace"] = request.trace;
+      j["rank"] = replay.rank;
+      j["world_size"] = replay.world_size;
+      j["strategy"] = "fsdp";
+      j["recorded"] = recorded_json(replay);
+      std::cout << j.dump() << "\n";
+    } else {
+      std::printf("whatif %s\n", header.c_str());
+      print_case(replay, model, p);
+    }
+    std::cout.flush();
+    return;
+  }
+  std::vector<trace::FsdpPrediction> cases;
+  for (const trace::BackwardPrefetchMode mode : {trace::BackwardPrefetchMode::kPre,
+                                                 trace::BackwardPrefetchMode::kPost,
+                                                 trace::BackwardPrefetchMode::kNone}) {
+    for (const int32_t limit : kSweepLimits) cases.push_back(trace::predict_fsdp(replay, {mode, limit}, model));
+  }
+  size_t best = 0;
+  for (size_t i = 1; i < cases.size(); ++i) {
+    if (cases[i].predicted_step_ms < cases[best].predicted_step_ms) best = i;
+  }
+  if (request.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t i = 0; i < cases.size(); ++i) {
+      nlohmann::json j = case_json(replay, model, cases[i], false);
+      j["best"] = i == best;
+      rows.push_back(j);
+    }
+    std::cout << rows.dump() << "\n";
+    std::cout.flush();
+    return;
+  }
+  std::printf("whatif --sweep %s\n", header.c_str());
+  std::printf("recorded: %s; measured step %.2f ms, exposed communication %.2f ms (medians)\n\n",
+              settings_text(replay.recorded.settings).c_str(), cases.front().measured_step_ms,
+              cases.front().measured_exposed_comm_ms);
+  std::printf("%17s %17s %15s %18s\n", "backward prefetch", "all-gather limit", "predicted step",
+              "predicted exposed");
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const trace::FsdpPrediction& c = cases[i];
+    std::printf("%17s %17s %12.2f ms %15.2f ms%s\n",
+                std::string(trace::to_string(c.settings.backward_prefetch)).c_str(),
+                c.settings.limit_all_gathers > 0 ? std::to_string(c.settings.limit_all_gathers).c_str() : "none",
+                c.predicted_step_ms, c.predicted_exposed_comm_ms, i == best ? "  <- best" : "");
+  }
+  std::printf("\nbest: --backward-prefetch %s --limit-all-gathers %d (predicted step %.2f ms "
+              "against %.2f ms measured)\n",
+              std::string(trace::to_string(cases[best].settings.backward_prefetch)).c_str(),
+              cases[best].settings.limit_all_gathers, cases[best].predicted_step_ms,
+              cases[best].measured_step_ms);
+  std::printf("\nassumptions\n");
+  for (const std::string& a : assumptions(replay, model, cases[best])) std::printf("  - %s\n", a.c_str());
+}
+
+}  // namespace dpscope::cli
