@@ -230,7 +230,7 @@ TEST(Whatif, TheRingModelOfALinkReplacesTheFit) {
 TEST(Whatif, RefusesTracesItCannotReplay) {
   Spec fsdp;
   fsdp.strategy = "fsdp";
-  EXPECT_NE(refusal(fsdp).find("whatif models DDP bucket plans; FSDP prefetch is not modelled yet"),
+  EXPECT_NE(refusal(fsdp).find("an FSDP trace has no DDP bucket plan to replay"),
             std::string::npos);
   Spec summary;
   summary.hooks = false;
