@@ -112,6 +112,10 @@ std::vector<std::string> assumptions(const trace::ReplayTrace& replay,
                                      const trace::AllReduceModel& model) {
   std::vector<std::string> out;
   out.push_back("all-reduce cost: " + model_text(model, replay.world_size));
+  if (model.source == trace::AllReduceModel::Source::kFitted) {
+    out.push_back("a bucket holding exactly the parameters of a recorded bucket keeps that bucket's "
+                  "recorded all-reduce times; the fitted line costs the others");
+  }
   char text[256];
   std::snprintf(text, sizeof(text),
                 "an all-reduce starts %.0f \u00b5s after its bucket's last gradient hook ends "
@@ -162,6 +166,7 @@ nlohmann::json case_json(const trace::ReplayTrace& replay, const Case& c,
   }
   j["model"]["launch_offset_us"] = replay.launch_offset_ns / 1e3;
   j["assumptions"] = assumptions(replay, model);
+  j["buckets_timed_as_recorded"] = p.buckets_timed_as_recorded;
   if (per_iteration) {
     nlohmann::json rows = nlohmann::json::array();
     for (const trace::IterationPrediction& it : p.iterations) {

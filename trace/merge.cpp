@@ -62,7 +62,15 @@ void copy_input(detail::Db& db) {
   // record, an index out of step with its table) became a damaged merged file reported as a
   // success. Decoded and re-inserted, a broken record fails the copy, naming the input, and the
   // merged file's indexes are built afresh.
-  db.exec("INSERT INTO ranks SELECT * FROM src.ranks ORDER BY rowid");
+  // Named columns: a rank file of schema version 2 has no clock_uncertainty_ns (0 here).
+  const std::string rank_columns =
+      std::string("rank, host, pid, local_rank, device, clock_offset_ns, start_ns, end_ns, events,"
+                  " dropped_events, status") +
+      (db.query_int("SELECT COUNT(*) FROM pragma_table_info('ranks', 'src')"
+                    " WHERE name = 'clock_uncertainty_ns'") > 0
+           ? ", clock_uncertainty_ns"
+           : "");
+  db.exec("INSERT INTO ranks (" + rank_columns + ") SELECT " + rank_columns + " FROM src.ranks ORDER BY rowid");
   db.exec("INSERT OR REPLACE INTO lanes SELECT * FROM src.lanes ORDER BY rowid");
   db.exec("INSERT INTO events (rank, lane, kind, name, begin_ns, end_ns, iteration, param,"
           " bucket, unit, op, grp, seq, bytes, dtype, value, enqueue_ns, flags)"

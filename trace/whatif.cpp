@@ -312,6 +312,22 @@ Prediction predict(const ReplayTrace& trace, const BucketPlan& plan, const AllRe
     prediction.bucket_bytes.push_back(bytes);
     total_bytes += bytes;
   }
+  // A bucket of the new plan that holds exactly the parameters of a recorded bucket keeps that
+  // bucket's recorded all-reduce time, iteration by iteration: a measurement of that very
+  // message beats the fitted line (See Note [What-if replay]). Not on another link.
+  std::vector<int32_t> recorded_twin(plan.buckets.size(), kNone);
+  if (model.source == AllReduceModel::Source::kFitted) {
+    const auto sorted = [](std::vector<int64_t> params) {
+      std::sort(params.begin(), params.end());
+      return params;
+    };
+    for (size_t b = 0; b < plan.buckets.size(); ++b) {
+      for (size_t r = 0; r < trace.recorded_plan.buckets.size(); ++r) {
+        if (sorted(plan.buckets[b]) == sorted(trace.recorded_plan.buckets[r])) recorded_twin[b] = int32_t(r);
+      }
+      prediction.buckets_timed_as_recorded += recorded_twin[b] != kNone ? 1 : 0;
+    }
+  }
   std::vector<double> measured_step, predicted_step, measured_exposed, predicted_exposed;
   for (const ReplayIteration& it : trace.iterations) {
     IterationPrediction out;
@@ -324,7 +340,13 @@ Prediction predict(const ReplayTrace& trace, const BucketPlan& plan, const AllRe
       for (const int64_t p : plan.buckets[b]) s.ready_ns = std::max(s.ready_ns, it.ready_ns[p]);
       s.launch_ns = std::max(s.ready_ns, previous_launch);
       s.start_ns = std::max(s.launch_ns + trace.launch_offset_ns, previous_end);
-      s.end_ns = s.start_ns + model.duration_ns(s.bytes);
+      int64_t duration = model.duration_ns(s.bytes);
+      if (recorded_twin[b] != kNone) {
+        for (const ReplayIteration::RecordedAllReduce& a : it.allreduces) {
+          if (a.bucket == recorded_twin[b]) duration = a.span.end_ns - a.span.begin_ns;
+        }
+      }
+      s.end_ns = s.start_ns + duration;
       previous_launch = s.launch_ns;
       previous_end = s.end_ns;
       out.buckets.push_back(s);

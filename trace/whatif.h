@@ -29,6 +29,9 @@ namespace dpscope::trace {
 //   launch = max(ready, previous bucket's launch)          buckets launch strictly in index order
 //   start  = max(launch + launch offset, previous end)      one all-reduce at a time on the link
 //   end    = start + model(bytes)                           (whatif_model.cpp)
+// except that with the fitted model a bucket holding exactly the parameters of a recorded bucket
+// keeps that bucket's recorded all-reduce time in each iteration (a measurement of that very
+// message); on another link (--link-gbps) every bucket is costed by the link's model.
 // The backward's tail — from the finalize_backward phase's begin (else the first wait for a
 // bucket's all-reduce after the last hook) to its end (else the last such wait's end) — waits
 // for the buckets in index order, and its recorded work besides waiting (writing the averaged
@@ -165,6 +168,8 @@ struct IterationPrediction {
 
 struct Prediction {
   std::vector<int64_t> bucket_bytes;  // by bucket index
+  // Buckets of the plan identical to a recorded bucket, timed by its recorded all-reduces.
+  size_t buckets_timed_as_recorded = 0;
   std::vector<IterationPrediction> iterations;
   // Medians over the steady iterations.
   double measured_step_ms = 0, predicted_step_ms = 0;

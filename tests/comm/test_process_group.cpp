@@ -337,6 +337,7 @@ TEST(rendezvous, AnotherHostsOffsetIsMeasuredWithinItsUncertainty) {
                                     "s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])'")
           .output);
   std::vector<ClockOffset> offsets(2);
+  std::vector<std::shared_ptr<c10d::Store>> stores(2);  // rank 0's hosts the other's data
   std::atomic<int> announced{0};
   auto errors = run_ranks(2, [&](int rank) {
     LaunchEnv env;
@@ -349,6 +350,7 @@ TEST(rendezvous, AnotherHostsOffsetIsMeasuredWithinItsUncertainty) {
     ++announced;
     while (announced.load() < 2) std::this_thread::yield();
     offsets[static_cast<size_t>(rank)] = measure_clock_offset(*store, env);
+    stores[static_cast<size_t>(rank)] = store;
   });
   for (const auto& error : errors) EXPECT_EQ(error, "");
   EXPECT_EQ(offsets[0].uncertainty_ns, 0);

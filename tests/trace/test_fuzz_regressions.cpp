@@ -242,13 +242,14 @@ TEST(FuzzRegressions, MergeRebuildsDamagedIndexes) {
   EXPECT_NO_THROW(reader.buckets());
 }
 
-// A file whose ranks table has an extra column reads fine, but merging it fails inside SQLite
-// ("table ranks has 11 columns but 12 values were supplied"), and that message named only the
-// merge's output. It names the input now (the fuzzers require it).
+// A file whose lanes table has an extra column reads fine, but merging it fails inside SQLite
+// ("table lanes has 4 columns but 5 values were supplied"), and that message named only the
+// merge's output. It names the input now (the fuzzers require it). (Found on `ranks`, which the
+// merge now copies by named columns, so that rank files of schema version 2 merge.)
 TEST(FuzzRegressions, MergeFailureNamesTheInput) {
   TempDir dir;
   const std::string path =
-      mutated_trace(dir, "ALTER TABLE ranks ADD COLUMN extra INTEGER DEFAULT 0");
+      mutated_trace(dir, "ALTER TABLE lanes ADD COLUMN extra INTEGER DEFAULT 0");
   const std::string merged = dir.file("merged.sqlite");
   try {
     merge_traces({path}, merged);
