@@ -110,6 +110,7 @@ ordered_json stragglers_json(const RunStats& stats) {
   for (const Straggler& s : stats.stragglers.stragglers) {
     list.push_back(ordered_json{{"rank", s.rank},
                                 {"late_ms", s.late_ms},
+                                {"next_late_ms", s.next_late_ms},
                                 {"last_in_steps", s.last_in_steps},
                                 {"steps", s.steps}});
   }

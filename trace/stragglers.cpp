@@ -50,9 +50,14 @@ StragglerFinding find_stragglers(const std::vector<CollectiveMatch>& matches, in
   for (auto& [rank, s] : by_rank) {
     s.steps = steps;
     s.late_ms /= double(steps);
+  }
+  for (auto& [rank, s] : by_rank) {
+    for (const auto& [other, o] : by_rank) {
+      if (other != rank) s.next_late_ms = std::max(s.next_late_ms, o.late_ms);
+    }
     const bool consistently_last =
         s.last_in_steps * kLastInFractionDenominator >= steps * kLastInFractionNumerator;
-    if (consistently_last && s.late_ms > finding.threshold_ms) finding.stragglers.push_back(s);
+    if (consistently_last && s.late_ms - s.next_late_ms > finding.threshold_ms) finding.stragglers.push_back(s);
   }
   std::sort(finding.stragglers.begin(), finding.stragglers.end(),
             [](const Straggler& a, const Straggler& b) { return a.late_ms > b.late_ms; });
@@ -62,7 +67,7 @@ StragglerFinding find_stragglers(const std::vector<CollectiveMatch>& matches, in
 std::string stragglers_text(const StragglerFinding& finding) {
   char text[160];
   if (finding.stragglers.empty()) {
-    std::snprintf(text, sizeof(text), "none (no rank is consistently last by more than %.1f ms)",
+    std::snprintf(text, sizeof(text), "none (no rank is consistently last, more than %.1f ms behind the rest)",
                   finding.threshold_ms);
     return text;
   }

@@ -17,15 +17,19 @@ namespace dpscope::trace {
 // latest rank, on the aligned clock), and 0 if it began none of them last. The rank with the
 // largest lateness of a step is that step's last arriver. A rank is a straggler when it was the
 // last arriver in at least two thirds of the steady iterations and its mean lateness per step
-// exceeds the threshold: 1 ms, or four times the largest clock uncertainty of any rank
-// (ranks.clock_uncertainty_ns) when that is more, since two ranks' aligned clocks may disagree by
-// twice their uncertainty. Below that, lateness is noise or alignment error. One rank waiting at
+// exceeds every other rank's by more than the threshold: 1 ms, or four times the largest clock
+// uncertainty of any rank (ranks.clock_uncertainty_ns) when that is more, since two ranks'
+// aligned clocks may disagree by twice their uncertainty. Below that, lateness is noise or
+// alignment error. Compared with the other ranks, not with zero: a step of many collectives
+// (FSDP's) gives every rank some lateness from noise alone, and only a rank well ahead of the
+// rest is the others' problem. One rank waiting at
 // the first bucket of every backward is what a slow rank costs the others: that wait is their
 // time (Note [Waiting and transfer]). Collectives of construction (no iteration) and mismatched
 // ones are not counted.
 struct Straggler {
   int32_t rank = 0;
   double late_ms = 0;        // mean lateness per steady step
+  double next_late_ms = 0;   // the largest mean lateness of any other rank
   int32_t last_in_steps = 0;  // steady steps in which it arrived last
   int32_t steps = 0;          // steady steps with matched collectives
 };

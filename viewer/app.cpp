@@ -75,6 +75,7 @@ App::App(AppOptions options, std::shared_ptr<const Model> main,
   fit();
   if (options_.whatif) {
     whatif_input = *options_.whatif;
+    whatif_input.settings = WhatifSettings::kTrace;
     open_whatif_tab = true;
     request_whatif(*options_.whatif);
   }
@@ -86,6 +87,12 @@ void App::wait_for_analysis() {
     t.poll_analysis();
   }
   if (whatif_pending.valid()) whatif = whatif_pending.get();
+}
+
+const Lane& App::whatif_lane(size_t rank, bool waits) const {
+  static const Lane kNoLane;
+  if (!whatif || rank >= whatif->by_rank.size()) return kNoLane;
+  return waits ? whatif->by_rank[rank].waits : whatif->by_rank[rank].comm;
 }
 
 void App::request_whatif(const WhatifRequest& request) {
@@ -353,7 +360,7 @@ void App::frame() {
     if (ImGui::BeginTabItem("Buckets")) { draw_buckets(*this); ImGui::EndTabItem(); }
     if (!fsdp && ImGui::BeginTabItem("Units")) { draw_units(*this); ImGui::EndTabItem(); }
     if (ImGui::BeginTabItem("Details")) { draw_details(*this); ImGui::EndTabItem(); }
-    if (!fsdp && ImGui::BeginTabItem("What-if", nullptr, open_whatif_tab ? ImGuiTabItemFlags_SetSelected : 0)) {
+    if (ImGui::BeginTabItem("What-if", nullptr, open_whatif_tab ? ImGuiTabItemFlags_SetSelected : 0)) {
       draw_whatif(*this);
       ImGui::EndTabItem();
     }

@@ -134,8 +134,10 @@ class App {
   double measure_from = 0;             // where that drag started (axis ns)
   // The main trace's what-if lanes, drawn under each rank's lanes; null when none was asked for.
   std::shared_ptr<const WhatifLanes> whatif;
+  // Rank index `rank`'s what-if collectives (waits: its waits) lane; an empty lane without one.
+  const Lane& whatif_lane(size_t rank, bool waits) const;
   std::future<std::shared_ptr<const WhatifLanes>> whatif_pending;
-  WhatifRequest whatif_input{4, 0};  // the What-if tab's fields
+  WhatifRequest whatif_input;         // the What-if tab's fields
   bool open_whatif_tab = false;       // select the What-if tab in the next frame (--whatif-cap-mb)
 
   // Re-runs the find query and the range summary after their inputs changed.

@@ -199,13 +199,32 @@ int main(int argc, char** argv) {
                  "With --whatif-cap-mb: the first bucket's cap (MiB; default: as recorded)")
       ->needs(whatif_cap)
       ->check(CLI::PositiveNumber);
+  std::string whatif_prefetch;
+  auto* whatif_prefetch_option =
+      cli.add_option("--whatif-backward-prefetch", whatif_prefetch,
+                     "An FSDP trace's what-if lanes for this backward prefetch: pre | post | none")
+          ->check(CLI::IsMember({"pre", "post", "none"}))
+          ->excludes(whatif_cap);
+  int whatif_limit_value = 0;
+  auto* whatif_limit = cli.add_option("--whatif-limit-all-gathers", whatif_limit_value,
+                                      "With an FSDP trace: the what-if all-gather limit (0: none)")
+                           ->check(CLI::NonNegativeNumber)
+                           ->excludes(whatif_cap);
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return cli.exit(e);
   }
   headless.live = options.live;
-  if (whatif_cap->count()) options.whatif = whatif;
+  if (whatif_cap->count()) {
+    whatif.settings = WhatifSettings::kDdp;
+    options.whatif = whatif;
+  } else if (whatif_prefetch_option->count() || whatif_limit->count()) {
+    whatif.settings = WhatifSettings::kFsdp;
+    if (!whatif_prefetch.empty()) whatif.backward_prefetch = dpscope::trace::parse_backward_prefetch_mode(whatif_prefetch);
+    if (whatif_limit->count()) whatif.limit_all_gathers = whatif_limit_value;
+    options.whatif = whatif;
+  }
   parse_theme(theme_name, &options.theme);
   if (options.font_scale > 0) headless.font_scale = options.font_scale;
   try {

@@ -364,9 +364,10 @@ void draw_trace_panel(App& app, int trace, float height) {
           f.draw->AddLine(ImVec2(origin.x, y), ImVec2(f.right, y), theme().lane_separator);
         }
       }
-      // The what-if lane under the recorded ones (main trace only): whatif_lanes.h.
-      if (ti == 0 && app.whatif && ri < app.whatif->by_rank.size() && !app.whatif->by_rank[ri].spans.empty()) {
-        const Lane& lane = app.whatif->by_rank[ri];
+      // The what-if lanes under the recorded ones (main trace only): whatif_lanes.h.
+      for (const Lane* whatif_lane : {&app.whatif_lane(ri, false), &app.whatif_lane(ri, true)}) {
+        if (ti != 0 || whatif_lane->spans.empty()) continue;
+        const Lane& lane = *whatif_lane;
         const float lane_y0 = y;
         float lane_h = 0;
         for (int row = 0; row < lane.rows(); ++row) lane_h += row_height(lane, row);

@@ -1,9 +1,12 @@
-// The What-if tab: another bucket cap for the open DDP trace, predicted by the replay behind
-// `dpscope whatif` (Note [What-if replay]) and drawn as a what-if lane under each rank's lanes;
-// the tab prints the prediction beside the measurement, and the model and its error.
+// The What-if tab: another bucket cap for the open DDP trace, or another backward prefetch and
+// all-gather limit for an FSDP one, predicted by the replay behind `dpscope whatif` (Note [What-if
+// replay], Note [FSDP what-if replay]) and drawn as a what-if lane under each rank's lanes; the
+// tab prints the prediction beside the measurement, and the model and its error.
 #include <imgui.h>
 
+#include <algorithm>
 #include <future>
+#include <optional>
 
 #include "trace/collective_match.h"
 #include "viewer/app.h"
@@ -11,16 +14,48 @@
 
 namespace dpscope::view {
 
-void draw_whatif(App& app) {
-  ImGui::TextWrapped("Replay this run with another bucket cap: each gradient's ready time and the compute "
-                     "as recorded, each bucket's all-reduce costed by a line fitted to this trace's own "
-                     "all-reduces (`dpscope whatif`, docs/whatif.md). The prediction is drawn as a "
-                     "what-if lane under each rank.");
-  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
-  ImGui::InputDouble("bucket cap MiB", &app.whatif_input.bucket_cap_mb, 0, 0, "%g");
+namespace {
+
+// The FSDP settings: each "as recorded" or a value.
+void fsdp_fields(WhatifRequest& request) {
+  static const char* const kModes[] = {"as recorded", "pre", "post", "none"};
+  int mode = request.backward_prefetch ? 1 + int(*request.backward_prefetch == trace::BackwardPrefetchMode::kPost) +
+                                             2 * int(*request.backward_prefetch == trace::BackwardPrefetchMode::kNone)
+                                       : 0;
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 8);
+  if (ImGui::Combo("backward prefetch", &mode, kModes, 4)) {
+    request.backward_prefetch = mode == 0 ? std::nullopt : trace::parse_backward_prefetch_mode(kModes[mode]);
+  }
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
-  ImGui::InputDouble("first bucket MiB (0: as recorded)", &app.whatif_input.first_bucket_mb, 0, 0, "%g");
+  int limit = request.limit_all_gathers.value_or(-1);
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 6);
+  if (ImGui::InputInt("all-gather limit (0: none, -1: as recorded)", &limit)) {
+    limit = std::max(-1, limit);
+    request.limit_all_gathers = limit < 0 ? std::nullopt : std::optional<int32_t>(limit);
+  }
+}
+
+}  // namespace
+
+void draw_whatif(App& app) {
+  const bool fsdp = app.traces[0].model->meta_value("strategy") == "fsdp";
+  if (fsdp) {
+    ImGui::TextWrapped("Replay this run with another backward prefetch or all-gather limit: each unit's "
+                       "compute as recorded, each all-gather and reduce-scatter costed by lines fitted to "
+                       "this trace's own (`dpscope whatif`, docs/whatif.md). The prediction is drawn as a "
+                       "what-if lane under each rank.");
+    fsdp_fields(app.whatif_input);
+  } else {
+    ImGui::TextWrapped("Replay this run with another bucket cap: each gradient's ready time and the compute "
+                       "as recorded, each bucket's all-reduce costed by a line fitted to this trace's own "
+                       "all-reduces (`dpscope whatif`, docs/whatif.md). The prediction is drawn as a "
+                       "what-if lane under each rank.");
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+    ImGui::InputDouble("bucket cap MiB", &app.whatif_input.bucket_cap_mb, 0, 0, "%g");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+    ImGui::InputDouble("first bucket MiB (0: as recorded)", &app.whatif_input.first_bucket_mb, 0, 0, "%g");
+  }
   const bool busy = app.whatif_pending.valid();
   if (busy) ImGui::BeginDisabled();
   if (ImGui::Button(busy ? "predicting..." : "Predict")) app.request_whatif(app.whatif_input);
@@ -37,9 +72,11 @@ void draw_whatif(App& app) {
     ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "%s", w.error.c_str());
     return;
   }
-  std::string plan;
-  for (size_t b = 0; b < w.bucket_bytes.size(); ++b) plan += (b ? ", " : "") + trace::bytes_text(w.bucket_bytes[b]);
-  ImGui::TextWrapped("%zu buckets in launch order: %s", w.bucket_bytes.size(), plan.c_str());
+  if (!w.fsdp) {
+    std::string plan;
+    for (size_t b = 0; b < w.bucket_bytes.size(); ++b) plan += (b ? ", " : "") + trace::bytes_text(w.bucket_bytes[b]);
+    ImGui::TextWrapped("%zu buckets in launch order: %s", w.bucket_bytes.size(), plan.c_str());
+  }
   if (ImGui::BeginTable("whatif", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
     for (const char* h : {"median over the steady steps", "measured ms", "predicted ms"}) ImGui::TableSetupColumn(h);
     ImGui::TableHeadersRow();
@@ -56,7 +93,7 @@ void draw_whatif(App& app) {
     row("exposed communication", w.measured_exposed_comm_ms, w.predicted_exposed_comm_ms);
     ImGui::EndTable();
   }
-  ImGui::TextWrapped("all-reduce cost: %s. A prediction, not a measurement: run it to check.", w.model_text.c_str());
+  ImGui::TextWrapped("cost: %s. A prediction, not a measurement: run it to check.", w.model_text.c_str());
 }
 
 }  // namespace dpscope::view

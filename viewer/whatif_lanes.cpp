@@ -1,5 +1,5 @@
-// What-if lanes (see whatif_lanes.h): trace::predict per rank, turned into lanes of spans the
-// timeline draws like any other.
+// What-if lanes (see whatif_lanes.h): trace::predict (DDP) or trace::predict_fsdp per rank,
+// turned into lanes of spans the timeline draws like any other.
 #include "viewer/whatif_lanes.h"
 
 #include <cstdio>
@@ -21,43 +21,109 @@ std::string mb_text(double mb) {
   return text;
 }
 
-Lane lane_of(const trace::IterationPrediction* begin, const trace::IterationPrediction* end, int32_t rank,
-             const std::string& name) {
+// A span of a what-if lane.
+EventSpan span(int32_t rank, trace::EventKind kind, trace::CollectiveOp op, int32_t bucket_or_unit, int64_t begin,
+               int64_t end) {
+  EventSpan s;
+  s.begin_ns = begin;
+  s.end_ns = end;
+  s.rank = static_cast<int16_t>(rank);
+  s.lane = kWhatifLaneId;
+  s.kind = kind;
+  s.op = static_cast<uint8_t>(op);
+  s.bucket_or_unit = static_cast<int16_t>(bucket_or_unit);
+  return s;
+}
+
+Lane lane_of(std::vector<EventSpan> spans, int32_t rank, const std::string& name) {
   Lane lane;
   lane.info.rank = rank;
   lane.info.lane = kWhatifLaneId;
   lane.info.name = name;
   lane.info.kind = trace::LaneKind::Comm;
-  for (const trace::IterationPrediction* it = begin; it != end; ++it) {
-    for (size_t b = 0; b < it->buckets.size(); ++b) {
-      EventSpan s;
-      s.begin_ns = it->buckets[b].start_ns;
-      s.end_ns = it->buckets[b].end_ns;
-      s.rank = static_cast<int16_t>(rank);
-      s.lane = kWhatifLaneId;
-      s.kind = trace::EventKind::Collective;
-      s.op = static_cast<uint8_t>(trace::CollectiveOp::AllReduce);
-      s.bucket_or_unit = static_cast<int16_t>(b);
-      lane.spans.push_back(s);
-    }
-    for (const trace::Interval& wait : it->predicted_waits) {
-      EventSpan s;
-      s.begin_ns = wait.begin_ns;
-      s.end_ns = wait.end_ns;
-      s.rank = static_cast<int16_t>(rank);
-      s.lane = kWhatifLaneId;
-      s.kind = trace::EventKind::CollectiveWait;
-      s.op = static_cast<uint8_t>(trace::CollectiveOp::AllReduce);
-      lane.spans.push_back(s);
-    }
-  }
+  lane.spans = std::move(spans);
   build_rows(lane);
   return lane;
+}
+
+std::string cost_text(const trace::AllReduceModel& cost, const char* what) {
+  char text[160];
+  std::snprintf(text, sizeof(text), "%s %.1f \u00b5s + bytes at %.2f Gb/s, fitted to %lld (error %.1f %%)", what,
+                cost.latency_us(), cost.gbps(), static_cast<long long>(cost.samples), cost.fit_error_pct);
+  return text;
+}
+
+// One rank of a DDP trace: the plan for the request's limits; its all-reduces and tail waits.
+std::vector<EventSpan> replay_ddp(trace::Reader& reader, const trace::RunStats& stats, int32_t rank,
+                                  const WhatifRequest& request, WhatifLanes& lanes, bool first) {
+  const trace::ReplayTrace replay = trace::load_replay_trace(reader, stats, rank);
+  const trace::AllReduceModel cost = trace::fit_allreduce_model(replay);
+  trace::BucketLimits limits = replay.recorded_limits.value_or(trace::BucketLimits{});
+  limits.bucket_cap_bytes = static_cast<int64_t>(request.bucket_cap_mb * kMiB);
+  if (request.first_bucket_mb > 0) limits.first_bucket_bytes = static_cast<int64_t>(request.first_bucket_mb * kMiB);
+  const trace::Prediction p = trace::predict(replay, trace::plan_for(replay, limits), cost);
+  std::vector<EventSpan> spans;
+  for (const trace::IterationPrediction& it : p.iterations) {
+    for (size_t b = 0; b < it.buckets.size(); ++b) {
+      spans.push_back(span(rank, trace::EventKind::Collective, trace::CollectiveOp::AllReduce, int32_t(b),
+                           it.buckets[b].start_ns, it.buckets[b].end_ns));
+    }
+    for (const trace::Interval& wait : it.predicted_waits) {
+      spans.push_back(span(rank, trace::EventKind::CollectiveWait, trace::CollectiveOp::AllReduce, trace::kNone,
+                           wait.begin_ns, wait.end_ns));
+    }
+  }
+  if (first) {
+    lanes.bucket_bytes = p.bucket_bytes;
+    lanes.measured_step_ms = p.measured_step_ms;
+    lanes.predicted_step_ms = p.predicted_step_ms;
+    lanes.measured_exposed_comm_ms = p.measured_exposed_comm_ms;
+    lanes.predicted_exposed_comm_ms = p.predicted_exposed_comm_ms;
+    lanes.model_text = cost_text(cost, "all-reduce");
+  }
+  return spans;
+}
+
+// One rank of an FSDP trace: its all-gathers and reduce-scatters as the request's prefetch and
+// all-gather limit would schedule them, and the main thread's waits.
+std::vector<EventSpan> replay_fsdp(trace::Reader& reader, const trace::RunStats& stats, int32_t rank,
+                                   const WhatifRequest& request, WhatifLanes& lanes, bool first) {
+  const trace::FsdpReplayTrace replay = trace::load_fsdp_replay_trace(reader, stats, rank);
+  const trace::FsdpCostModel cost = trace::fit_fsdp_cost_model(replay);
+  trace::FsdpSettings settings = replay.recorded.settings;
+  if (request.backward_prefetch) settings.backward_prefetch = *request.backward_prefetch;
+  if (request.limit_all_gathers) settings.limit_all_gathers = *request.limit_all_gathers;
+  const trace::FsdpPrediction p = trace::predict_fsdp(replay, settings, cost);
+  std::vector<EventSpan> spans;
+  for (size_t i = 0; i < p.iterations.size() && i < replay.iterations.size(); ++i) {
+    const trace::FsdpIterationPrediction& it = p.iterations[i];
+    for (const trace::FsdpScheduledCollective& c : it.collectives) {
+      const trace::FsdpCollective& recorded = replay.iterations[i].collectives[size_t(c.collective)];
+      spans.push_back(span(rank, trace::EventKind::Collective, recorded.op, recorded.unit, c.start_ns, c.end_ns));
+    }
+    for (const trace::Interval& wait : it.waits) {
+      spans.push_back(span(rank, trace::EventKind::CollectiveWait, trace::CollectiveOp::AllGather, trace::kNone,
+                           wait.begin_ns, wait.end_ns));
+    }
+  }
+  if (first) {
+    lanes.measured_step_ms = p.measured_step_ms;
+    lanes.predicted_step_ms = p.predicted_step_ms;
+    lanes.measured_exposed_comm_ms = p.measured_exposed_comm_ms;
+    lanes.predicted_exposed_comm_ms = p.predicted_exposed_comm_ms;
+    lanes.model_text = cost_text(cost.all_gather, "all-gather") + "; " + cost_text(cost.reduce_scatter, "reduce-scatter");
+    lanes.fsdp_settings = settings;
+  }
+  return spans;
 }
 
 }  // namespace
 
 std::string WhatifLanes::title() const {
+  if (fsdp) {
+    return "what-if: prefetch " + std::string(trace::to_string(fsdp_settings.backward_prefetch)) + ", limit " +
+           std::to_string(fsdp_settings.limit_all_gathers);
+  }
   std::string text = "what-if: cap " + mb_text(request.bucket_cap_mb);
   if (request.first_bucket_mb > 0) text += ", first " + mb_text(request.first_bucket_mb);
   return text;
@@ -66,9 +132,24 @@ std::string WhatifLanes::title() const {
 std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, const WhatifRequest& request) {
   auto lanes = std::make_shared<WhatifLanes>();
   lanes->request = request;
+  lanes->fsdp = model.meta_value("strategy") == "fsdp";
   lanes->by_rank.resize(model.ranks.size());
-  if (!(request.bucket_cap_mb > 0) || request.first_bucket_mb < 0) {
+  if (request.settings == WhatifSettings::kDdp && lanes->fsdp) {
+    lanes->error = "--whatif-cap-mb and --whatif-first-bucket-mb are for DDP traces; this one is FSDP: "
+                   "use --whatif-backward-prefetch and --whatif-limit-all-gathers";
+    return lanes;
+  }
+  if (request.settings == WhatifSettings::kFsdp && !lanes->fsdp) {
+    lanes->error = "--whatif-backward-prefetch and --whatif-limit-all-gathers are for FSDP traces; this one "
+                   "is DDP: use --whatif-cap-mb";
+    return lanes;
+  }
+  if (!lanes->fsdp && (!(request.bucket_cap_mb > 0) || request.first_bucket_mb < 0)) {
     lanes->error = "the what-if bucket cap must be positive (MiB), and the first bucket positive or 0 (as recorded)";
+    return lanes;
+  }
+  if (lanes->fsdp && request.limit_all_gathers.value_or(0) < 0) {
+    lanes->error = "the what-if all-gather limit must be 0 (none) or more";
     return lanes;
   }
   try {
@@ -77,36 +158,23 @@ std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, cons
     bool first = true;
     for (size_t r = 0; r < model.ranks.size(); ++r) {
       const int32_t rank = model.ranks[r].info.rank;
-      trace::ReplayTrace replay;
+      std::vector<EventSpan> spans, waits, comm_spans;
       try {
-        replay = trace::load_replay_trace(reader, stats, rank);
-      } catch (const trace::WhatifError& error) {
+        spans = lanes->fsdp ? replay_fsdp(reader, stats, rank, request, *lanes, first)
+                            : replay_ddp(reader, stats, rank, request, *lanes, first);
+      } catch (const trace::WhatifError&) {
         if (first) throw;  // the same refusal for every rank: say it once
         continue;
       }
-      const trace::AllReduceModel cost = trace::fit_allreduce_model(replay);
-      trace::BucketLimits limits = replay.recorded_limits.value_or(trace::BucketLimits{});
-      limits.bucket_cap_bytes = static_cast<int64_t>(request.bucket_cap_mb * kMiB);
-      if (request.first_bucket_mb > 0) limits.first_bucket_bytes = static_cast<int64_t>(request.first_bucket_mb * kMiB);
-      const trace::Prediction p = trace::predict(replay, trace::plan_for(replay, limits), cost);
-      lanes->by_rank[r] = lane_of(p.iterations.data(), p.iterations.data() + p.iterations.size(), rank,
-                                  lanes->title());
-      if (first) {
-        first = false;
-        lanes->bucket_bytes = p.bucket_bytes;
-        lanes->measured_step_ms = p.measured_step_ms;
-        lanes->predicted_step_ms = p.predicted_step_ms;
-        lanes->measured_exposed_comm_ms = p.measured_exposed_comm_ms;
-        lanes->predicted_exposed_comm_ms = p.predicted_exposed_comm_ms;
-        char text[160];
-        std::snprintf(text, sizeof(text), "%.1f \u00b5s + bytes at %.2f Gb/s, fitted to %lld all-reduces (error %.1f %%)",
-                      cost.latency_us(), cost.gbps(), static_cast<long long>(cost.samples), cost.fit_error_pct);
-        lanes->model_text = text;
-      }
+      first = false;
+      // The waits in a lane of their own: they overlap the collectives they wait for.
+      for (const EventSpan& s : spans) (s.kind == trace::EventKind::CollectiveWait ? waits : comm_spans).push_back(s);
+      lanes->by_rank[r].comm = lane_of(std::move(comm_spans), rank, lanes->title());
+      lanes->by_rank[r].waits = lane_of(std::move(waits), rank, "what-if: waits");
     }
   } catch (const std::exception& error) {
     lanes->error = error.what();
-    lanes->by_rank.assign(model.ranks.size(), Lane{});
+    lanes->by_rank.assign(model.ranks.size(), WhatifLanes::RankLanes{});
   }
   return lanes;
 }

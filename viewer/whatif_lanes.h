@@ -1,31 +1,49 @@
-// What-if lanes: the bucket all-reduces and backward-tail waits `dpscope whatif` predicts for
-// another bucket cap, as one lane per rank drawn under that rank's recorded lanes, so that the
-// difference is seen on the timeline and not only read (docs/whatif.md, docs/viewer.md).
+// What-if lanes: the collectives and waits `dpscope whatif` predicts for another bucket cap (DDP)
+// or another backward prefetch / all-gather limit (FSDP), as one lane per rank drawn under that
+// rank's recorded lanes, so that the difference is seen on the timeline and not only read
+// (docs/whatif.md, docs/viewer.md).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "trace/whatif.h"
+#include "trace/whatif_fsdp.h"
 #include "viewer/model.h"
 
 namespace dpscope::view {
 
-// The limits to predict with, in MiB as the user gives them; first_bucket_mb <= 0: as recorded.
+// Which settings a request gives: the command line's flags are one strategy's (and the other
+// strategy's trace refuses them); the What-if tab holds both and uses the trace's.
+enum class WhatifSettings { kDdp, kFsdp, kTrace };
+
+// The settings to predict with: the DDP part for a DDP trace, the FSDP part for an FSDP one.
 struct WhatifRequest {
-  double bucket_cap_mb = 0;
+  WhatifSettings settings = WhatifSettings::kTrace;
+  // DDP: the limits in MiB as the user gives them; first_bucket_mb <= 0: as recorded.
+  double bucket_cap_mb = 4;
   double first_bucket_mb = 0;
+  // FSDP: each setting not given stays as recorded.
+  std::optional<trace::BackwardPrefetchMode> backward_prefetch;
+  std::optional<int32_t> limit_all_gathers;
 };
 
 // One prediction for every rank of a trace. Plain value, immutable once built.
 struct WhatifLanes {
   WhatifRequest request;
-  // by_rank[i] belongs to model.ranks[i]: the predicted all-reduces (EventKind::Collective, op
-  // AllReduce, bucket = the new plan's bucket index, no seq, so no flows) and the tail's waits
-  // (EventKind::CollectiveWait), rows built as Note [Lane rows] says. Empty for a rank the
-  // replay refused.
-  std::vector<Lane> by_rank;
+  bool fsdp = false;  // which part of the request was replayed
+  trace::FsdpSettings fsdp_settings;  // FSDP: the settings replayed (the request over the recorded)
+  // by_rank[i] belongs to model.ranks[i]: its what-if lanes, rows built as Note [Lane rows] says;
+  // empty lanes for a rank the replay refused.
+  struct RankLanes {
+    // The predicted collectives (EventKind::Collective: DDP's all-reduces with the new plan's
+    // bucket index, FSDP's all-gathers and reduce-scatters with their unit; no seq, so no flows).
+    Lane comm;
+    Lane waits;  // the main thread's predicted waits for them (EventKind::CollectiveWait)
+  };
+  std::vector<RankLanes> by_rank;
   // The replay of the first rank that could be replayed: its plan's bucket sizes, the medians,
   // and how the all-reduce was costed; for the panel and the headless JSON.
   std::vector<int64_t> bucket_bytes;
@@ -34,14 +52,15 @@ struct WhatifLanes {
   std::string model_text;  // "86.4 µs + bytes at 3.58 Gb/s, fitted to 168 all-reduces (error 15.3 %)"
   std::string error;       // the refusal (trace::WhatifError's message) when no rank could be replayed
 
-  // "what-if: cap 4 MiB, first 1 MiB", the lanes' name.
+  // "what-if: cap 4 MiB, first 1 MiB" or "what-if: prefetch none, limit 2", the lanes' name.
   std::string title() const;
 };
 
-// Replays every rank of the DDP trace `model` was loaded from with `request` (Note [What-if
-// replay]): reads the file with its own trace::Reader, fits the all-reduce cost to the trace's
-// own all-reduces, and builds the lanes. A trace whatif cannot replay (FSDP, level summary, too
-// few iterations) gives lanes with `error` set, not an exception. Seconds on a big trace: the
+// Replays every rank of the trace `model` was loaded from with `request` (Note [What-if replay]
+// for DDP, Note [FSDP what-if replay] for FSDP, chosen by the meta key strategy): reads the file
+// with its own trace::Reader, fits the collectives' cost to the trace's own, and builds the
+// lanes. A trace whatif cannot replay (level summary, too few iterations, another strategy)
+// gives lanes with `error` set, not an exception. Seconds on a big trace: the
 // viewer runs it on a background thread. Thread-safety: any thread; reads `model` only.
 std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, const WhatifRequest& request);
 

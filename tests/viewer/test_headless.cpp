@@ -631,8 +631,8 @@ TEST(ViewerHeadless, LiveFollowsARunDirectoryFromItsStartToItsMergedFile) {
 }
 
 // --whatif-cap-mb: the replay of `dpscope whatif` drawn as a lane under each rank (on its own
-// band colour), and the What-if tab's figures equal to `dpscope whatif --json`'s for rank 0. An
-// FSDP trace gets the refusal, not lanes.
+// band colour), and the What-if tab's figures equal to `dpscope whatif --json`'s for rank 0; the
+// same for an FSDP trace with --whatif-backward-prefetch, which refuses DDP's --whatif-cap-mb.
 TEST(ViewerHeadless, WhatifLanesShowWhatDpscopeWhatifPredicts) {
   REQUIRE_DISPLAY();
   TempDir dir;
@@ -664,12 +664,27 @@ TEST(ViewerHeadless, WhatifLanesShowWhatDpscopeWhatifPredicts) {
   EXPECT_GT(pixels_near(load_png(png), 90, 520, band), 2000) << "no what-if lane drawn";
   EXPECT_EQ(pixels_near(load_png(plain_png), 90, 520, band), 0);
 
+  // FSDP: another backward prefetch, the same medians as `dpscope whatif`; DDP's flag refused.
   const std::string fsdp = dir.file("fsdp.sqlite");
-  ASSERT_EQ(run_command("timeout 120 " + bin + " launch -n 2 -- " + bin +
-                        " train --strategy fsdp --model mlp --hidden 64 --steps 4 --threads 1 --progress-every 0 --trace " + fsdp)
+  ASSERT_EQ(run_command("timeout 120 " + bin + " launch -n 2 --link-gbps 1 --link-latency-us 50 -- " + bin +
+                        " train --strategy fsdp --model mlp --hidden 512 --layers 4 --wrap-min-params 1000 "
+                        "--steps 6 --threads 1 --progress-every 0 --trace " + fsdp)
                 .exit_code,
             0);
+  const auto fsdp_predicted = run_command(bin + " whatif --json --backward-prefetch none " + fsdp);
+  ASSERT_EQ(fsdp_predicted.exit_code, 0) << fsdp_predicted.output;
+  const auto fsdp_cli = nlohmann::json::parse(fsdp_predicted.output);
+  const auto fsdp_shown = view(fsdp + " --whatif-backward-prefetch none --screenshot " + png + " --frames 3");
+  ASSERT_EQ(fsdp_shown.exit_code, 0) << fsdp_shown.output;
+  const auto fsdp_drawn = json_line(fsdp_shown.output)["whatif"];
+  ASSERT_TRUE(fsdp_drawn.is_object() && !fsdp_drawn.contains("error")) << fsdp_shown.output;
+  for (const char* key : {"measured_step_ms", "predicted_step_ms", "measured_exposed_comm_ms", "predicted_exposed_comm_ms"}) {
+    EXPECT_NEAR(fsdp_drawn[key].get<double>(), fsdp_cli[key].get<double>(), 1e-3) << key;
+  }
+  EXPECT_GT(pixels_near(load_png(png), 90, 520, band), 2000) << "no what-if lane drawn for FSDP";
   const auto refused = view(fsdp + " --whatif-cap-mb 25 --screenshot " + png + " --frames 2");
   ASSERT_EQ(refused.exit_code, 0) << refused.output;
-  EXPECT_NE(json_line(refused.output)["whatif"]["error"].get<std::string>().find("FSDP"), std::string::npos) << refused.output;
+  EXPECT_NE(json_line(refused.output)["whatif"]["error"].get<std::string>().find("are for DDP traces; this one is FSDP"),
+            std::string::npos)
+      << refused.output;
 }
