@@ -7,7 +7,7 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 usage: tutorials/screenshot.sh [--bin DIR] [--out PNG] [--keep-traces DIR] NN [-- TUTORIAL ARGS...]
-  NN                 the tutorial's number (01 .. 12)
+  NN                 the tutorial's number (01 .. 13)
   --bin DIR          where dpscope, dpscope-view and the tutorials are (default: build/bin)
   --out PNG          where the PNG goes (default: tutorials/NN_topic/screenshot.png)
   --keep-traces DIR  write the traces there and keep them (default: /tmp/dpscope-tutorial-NN,
@@ -55,7 +55,9 @@ case "$number" in
   10) folder=10_real_training;      view=(ddp/run.sqlite --compare fsdp/run.sqlite) ;;
   11) folder=11_gpus;               view=(ddp/run.sqlite --compare fsdp/run.sqlite) ;;
   12) folder=12_stragglers;         view=(slow-40ms/run.sqlite --iteration 4) ;;
-  *) echo "screenshot.sh: no tutorial $number; choose 01 .. 12" >&2; exit 2 ;;
+  13) folder=13_whatif;             view=(cap-1mb/run.sqlite --whatif-cap-mb 25 --whatif-first-bucket-mb 25 --iteration 6 --fold 1)
+      link=(--link-gbps 4 --link-latency-us 50) ;;
+  *) echo "screenshot.sh: no tutorial $number; choose 01 .. 13" >&2; exit 2 ;;
 esac
 program="$bin/tutorial-${folder//_/-}"
 for tool in "$bin/dpscope" "$bin/dpscope-view" "$program"; do

@@ -3,8 +3,8 @@
 // rebuilt plan and gradient views (03), the used-parameter map (04), no all-reduce in no_sync
 // micro-steps (05), half the bytes with fp16 (06), FSDP's gathers and reduce-scatters per unit
 // (07), nesting and SHARD_GRAD_OP (08), ZeRO-3 < ZeRO-2 < DDP in peak memory (09), 95 % on the
-// held-out digits with DDP and FSDP (10), a clear exit without a GPU (11), and the slow rank
-// named and paid for by every rank (12).
+// held-out digits with DDP and FSDP (10), a clear exit without a GPU (11), the slow rank
+// named and paid for by every rank (12), and a what-if prediction checked by a real run (13).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -560,6 +560,33 @@ TEST(Tutorials, Stragglers12EveryRankPaysTheDelayAndTheSlowOneIsNamed) {
   EXPECT_LT(trace::wait_per_step(slow.ranks.at(1)).first, 5.0) << "rank 1 waits for nobody";
   EXPECT_NE(run.output.find("rank 1 arrives last in 4 of 4 steps"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("<- last"), std::string::npos) << run.output;
+}
+
+// Tutorial 13 claims that caps below the tensors' size make one plan (the same prediction), that
+// the recorded cap's prediction is the recorded step, and that the checked cap's real run lands
+// near its prediction (a loose bound here: the suite runs beside other tests; bench/whatif.sh
+// holds the 15 % bar on an idle machine).
+TEST(Tutorials, Whatif13PredictsFromTheTraceAndChecksOneCap) {
+  TempDir dir;
+  const TutorialRun run = launch(dir, "tutorial-13-whatif", "--steps 10", "--link-gbps 4 --link-latency-us 50");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto row = [&](const std::string& cap) { return numbers_on(run.output, "   " + cap + "        "); };
+  const std::vector<double> small = row("0.25"), recorded = row("   1"), four = row("   4");
+  ASSERT_GE(small.size(), 5u) << run.output;  // [0], cap, buckets, step, exposed
+  ASSERT_GE(recorded.size(), 5u) << run.output;
+  ASSERT_GE(four.size(), 5u) << run.output;
+  EXPECT_EQ(small[3], recorded[3]) << "the same plan, the same prediction";
+  EXPECT_EQ(four[3], recorded[3]);
+  const trace::RunStats stats = stats_of(run.trace_dir + "/cap-1mb/run.sqlite");
+  EXPECT_NEAR(recorded[3], trace::step_summary(stats.ranks.at(0)).median_ms,
+              0.15 * trace::step_summary(stats.ranks.at(0)).median_ms)
+      << "the recorded cap predicts the recorded step";
+  const std::regex checked(R"(cap ([0-9.]+) MiB: predicted ([0-9.]+) ms, measured ([0-9.]+) ms)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.output, m, checked)) << run.output;
+  const double predicted = std::stod(m[2]), measured = std::stod(m[3]);
+  EXPECT_NEAR(predicted, measured, 0.4 * measured) << run.output;
+  EXPECT_TRUE(std::filesystem::exists(run.trace_dir + "/cap-" + m[1].str() + "mb/run.sqlite"));
 }
 
 // Tutorial 11 claims that without a GPU it says so — that the build is CPU-only — and exits 0.
