@@ -52,7 +52,7 @@ case "$number" in
       link=(--link-gbps 4 --link-latency-us 50) ;;
   09) folder=09_zero_stages;        view=(ddp/run.sqlite --compare full-shard/run.sqlite)
       link=(--link-gbps 4 --link-latency-us 50) ;;
-  10) folder=10_real_training;      view=(ddp/run.sqlite --compare fsdp/run.sqlite) ;;
+  10) folder=10_real_training;      view=(ddp/run.sqlite --compare fsdp/run.sqlite --iteration 150) ;;
   11) folder=11_gpus;               view=(ddp/run.sqlite --compare fsdp/run.sqlite) ;;
   12) folder=12_stragglers;         view=(slow-40ms/run.sqlite --iteration 4) ;;
   13) folder=13_whatif;             view=(cap-1mb/run.sqlite --whatif-cap-mb 25 --whatif-first-bucket-mb 25 --iteration 6 --fold 1)

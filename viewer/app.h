@@ -161,7 +161,8 @@ class App {
   // at its end) at kPlaySpeeds[play_speed]; again: pause.
   void toggle_play();
   // Puts the playhead on step `index` (from 0) of iteration `iteration` of the focus rank and
-  // shows that iteration (headless --iteration / --step); false when there is no such step.
+  // shows that iteration, a compared run aligned on it (headless --iteration / --step); false
+  // when there is no such step.
   bool go_to_step(int32_t iteration, int index);
 
  private:

@@ -133,6 +133,9 @@ bool App::go_to_step(int32_t iteration, int index) {
   const IterationSpan* span = rank->find_iteration(iteration);
   const IterationSteps& steps = steps_of(iteration);
   if (!span || index < 0 || size_t(index) >= steps.steps.size()) return false;
+  // A compared run shows the same iteration below, not whatever ran at that time.
+  align_iteration = iteration;
+  align();
   const int64_t offset = traces[0].offset_ns;
   const double margin = 0.05 * double(span->end_ns - span->begin_ns);
   pinned_playhead = true;
