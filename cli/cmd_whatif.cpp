@@ -101,9 +101,8 @@ std::string model_text(const trace::AllReduceModel& m, int32_t world_size) {
                   m.link_gbps, m.link_latency_us, world_size, m.latency_us(), m.gbps());
   } else {
     std::snprintf(text, sizeof(text),
-                  "all-reduce = %.1f \u00b5s + bytes at %.3g Gb/s, fitted to %lld recorded "
-                  "all-reduces (error %.1f %% of their time)",
-                  m.latency_us(), m.gbps(), static_cast<long long>(m.samples), m.fit_error_pct);
+                  "all-reduce = %s, fitted to %lld recorded all-reduces (error %.1f %% of their time)",
+                  m.line_text().c_str(), static_cast<long long>(m.samples), m.fit_error_pct);
   }
   return text;
 }
@@ -199,19 +198,8 @@ void print_case(const trace::ReplayTrace& replay, const Case& c, const trace::Al
     std::printf("  %6zu  %8.2f MiB  %zu:%s\n", b, to_mb(p.bucket_bytes[b]),
                 c.plan.buckets[b].size(), names.c_str());
   }
-  std::printf("\n%-24s %10s %10s\n", "median over iterations", "measured", "predicted");
-  std::printf("%-24s %7.2f ms %7.2f ms\n", "step time", p.measured_step_ms, p.predicted_step_ms);
-  std::printf("%-24s %7.2f ms %7.2f ms\n\n", "exposed communication", p.measured_exposed_comm_ms,
-              p.predicted_exposed_comm_ms);
-  std::printf("iteration  step measured  predicted   exposed measured  predicted\n");
-  const size_t n = p.iterations.size();
-  for (size_t i = 0; i < n; ++i) {
-    if (n > 12 && i == 6) std::printf("  ... (%zu more)\n", n - 12);
-    if (n > 12 && i >= 6 && i < n - 6) continue;
-    const trace::IterationPrediction& it = p.iterations[i];
-    std::printf("%9d  %10.2f ms %7.2f ms  %13.2f ms %7.2f ms\n", it.iteration, it.measured_step_ms,
-                it.predicted_step_ms, it.measured.exposed_comm_ms, it.predicted.exposed_comm_ms);
-  }
+  std::printf("\n");
+  print_measured_and_predicted(p);
   std::printf("\nassumptions\n");
   for (const std::string& a : assumptions(replay, model)) std::printf("  - %s\n", a.c_str());
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 
@@ -13,6 +14,26 @@
 #include "trace/whatif_fsdp.h"
 
 namespace dpscope::cli {
+
+// The measured-against-predicted table both halves of whatif print: the medians, then each
+// steady iteration (the first and last six of a long run). `Prediction` is trace::Prediction or
+// trace::FsdpPrediction: medians and iterations with the same fields.
+template <typename Prediction>
+void print_measured_and_predicted(const Prediction& p) {
+  std::printf("%-24s %10s %10s\n", "median over iterations", "measured", "predicted");
+  std::printf("%-24s %7.2f ms %7.2f ms\n", "step time", p.measured_step_ms, p.predicted_step_ms);
+  std::printf("%-24s %7.2f ms %7.2f ms\n\n", "exposed communication", p.measured_exposed_comm_ms,
+              p.predicted_exposed_comm_ms);
+  std::printf("iteration  step measured  predicted   exposed measured  predicted\n");
+  const size_t n = p.iterations.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (n > 12 && i == 6) std::printf("  ... (%zu more)\n", n - 12);
+    if (n > 12 && i >= 6 && i < n - 6) continue;
+    const auto& it = p.iterations[i];
+    std::printf("%9d  %10.2f ms %7.2f ms  %13.2f ms %7.2f ms\n", it.iteration, it.measured_step_ms,
+                it.predicted_step_ms, it.measured.exposed_comm_ms, it.predicted.exposed_comm_ms);
+  }
+}
 
 // What the user asked of an FSDP trace; settings not given stay as recorded.
 struct FsdpWhatifRequest {

@@ -313,8 +313,6 @@ std::optional<int32_t> parse_count(const std::string& text) {
   return static_cast<int32_t>(value);
 }
 
-// The first iteration of the steady steps (Note [Steady steps]).
-int32_t steady_from(size_t iterations) { return iterations >= 3 ? 2 : 0; }
 
 // A meta number such as link_gbps; 0 when absent, not a number, or not positive.
 double parse_positive(const std::string& text) {
@@ -435,6 +433,8 @@ RunStats compute_stats(Reader& reader) {
   stats.link_latency_us = parse_positive(meta_or_empty("link_latency_us"));
   return stats;
 }
+
+int32_t steady_from(size_t iterations) { return iterations >= 3 ? 2 : 0; }
 
 StepSummary summarize_steps(const std::vector<double>& step_ms) {
   StepSummary summary;

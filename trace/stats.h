@@ -154,6 +154,9 @@ struct StepSummary {
   size_t count = 0;            // iterations with a step time among them
   double median_ms = 0, min_ms = 0, max_ms = 0;
 };
+// The first steady iteration of a run of `iterations` iterations: 2 when there are at least 3,
+// else 0. Pure.
+int32_t steady_from(size_t iterations);
 // `step_ms` by iteration; entries <= 0 (not recorded) are skipped. Pure.
 StepSummary summarize_steps(const std::vector<double>& step_ms);
 StepSummary step_summary(const RankStats& rank);

@@ -168,6 +168,18 @@ double median_of(std::vector<double> values) {
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
+void require_rank_and_steady_iterations(const std::string& path, const RunStats& stats, int32_t rank) {
+  if (std::none_of(stats.ranks.begin(), stats.ranks.end(), [&](const RankStats& r) { return r.rank == rank; })) {
+    throw WhatifError(path + ": has no rank " + std::to_string(rank) + " (it holds " +
+                      std::to_string(stats.ranks.size()) + " ranks); pass --rank with one of them");
+  }
+  if (steady_from(size_t(std::max(stats.iterations, 0))) == 0) {
+    throw WhatifError(path + ": no steady iterations (it has " + std::to_string(stats.iterations) +
+                      "; whatif replays iteration 2 on, Note [Steady steps]): record at least "
+                      "3 steps");
+  }
+}
+
 ReplayTrace load_replay_trace(Reader& reader, const RunStats& stats, int32_t rank) {
   ReplayTrace trace;
   trace.path = reader.path();
@@ -189,12 +201,6 @@ ReplayTrace load_replay_trace(Reader& reader, const RunStats& stats, int32_t ran
                       "record a run without --comm-hook");
   }
   trace.recorded_limits = config.limits;
-  const auto rank_it = std::find_if(stats.ranks.begin(), stats.ranks.end(),
-                                    [&](const RankStats& r) { return r.rank == rank; });
-  if (rank_it == stats.ranks.end()) {
-    throw WhatifError(path + ": has no rank " + std::to_string(rank) + " (it holds " +
-                      std::to_string(stats.ranks.size()) + " ranks); pass --rank with one of them");
-  }
   int64_t hooks = 0;
   for (const RankStats& r : stats.ranks) {
     for (const IterationStats& it : r.iterations) hooks += it.hooks;
@@ -204,11 +210,9 @@ ReplayTrace load_replay_trace(Reader& reader, const RunStats& stats, int32_t ran
                              "whatif needs each gradient's ready time: record with "
                              "--trace-level full");
   }
-  if (stats.iterations < 3) {
-    throw WhatifError(path + ": no steady iterations (it has " + std::to_string(stats.iterations) +
-                      "; whatif replays iteration 2 on, Note [Steady steps]): record at least "
-                      "3 steps");
-  }
+  require_rank_and_steady_iterations(path, stats, rank);
+  const auto rank_it = std::find_if(stats.ranks.begin(), stats.ranks.end(),
+                                    [&](const RankStats& r) { return r.rank == rank; });
   trace.rank = rank;
   trace.world_size = stats.world_size;
   trace.link_gbps = stats.link_gbps;
@@ -226,17 +230,17 @@ ReplayTrace load_replay_trace(Reader& reader, const RunStats& stats, int32_t ran
     trace.recorded_plan.size_limits.push_back(0);
   }
 
-  const int32_t steady_from = 2;
+  const int32_t steady = steady_from(size_t(stats.iterations));
   const size_t params = trace.gradients.size();
   const std::vector<std::string> names = reader.names();
   std::map<int32_t, IterationEvents> events;       // of `rank`, steady iterations
   std::map<int32_t, std::vector<std::pair<int64_t, int32_t>>> rank0_hooks;  // (begin, param)
   reader.for_each_event([&](const Event& e) {
     if (e.iteration < 0) return true;
-    if (e.rank == 0 && e.kind == EventKind::Hook && e.iteration < steady_from) {
+    if (e.rank == 0 && e.kind == EventKind::Hook && e.iteration < steady) {
       rank0_hooks[e.iteration].push_back({e.begin_ns, e.param});
     }
-    if (e.iteration < steady_from) return true;
+    if (e.iteration < steady) return true;
     if (is_bucket_allreduce(e)) trace.allreduce_samples.push_back({e.bytes, e.end_ns - e.begin_ns});
     if (e.rank != rank) return true;
     IterationEvents& it = events[e.iteration];

@@ -52,6 +52,11 @@ class WhatifError : public std::runtime_error {
   explicit WhatifError(const std::string& message) : std::runtime_error(message) {}
 };
 
+// The refusals the DDP and the FSDP replay share: `rank` is not in the file, or the run has no
+// steady iterations (Note [Steady steps]: at least 3). Throws WhatifError naming `path` and the
+// fix. Pure.
+void require_rank_and_steady_iterations(const std::string& path, const RunStats& stats, int32_t rank);
+
 // The bucket limits of a plan, in bytes.
 struct BucketLimits {
   int64_t first_bucket_bytes = kDefaultFirstBucketBytes;
@@ -121,15 +126,18 @@ struct AllReduceModel {
   int64_t duration_ns(int64_t bytes) const;
   double latency_us() const { return intercept_ns / 1e3; }
   double gbps() const { return ns_per_byte > 0 ? 8.0 / ns_per_byte : 0; }  // effective
+  // "86.4 µs + bytes at 3.58 Gb/s", or for a flat fit "1.20 ms whatever the bytes".
+  std::string line_text() const;
 };
 
 // Least squares of duration on bytes over `samples`, (bytes, ns) of recorded collectives of one
 // kind, every sample counted (those that waited for a late peer or a busy CPU included: the step
 // pays for them too); an intercept below zero is dropped and the line refitted through the
-// origin. `what` names the collectives in messages ("bucket all-reduces"). Throws WhatifError
-// naming `path` when there are no samples, when they all carry the same bytes (latency and
-// bandwidth cannot be told apart), or when time does not grow with bytes; each says to pass
-// --link-gbps and --link-latency-us instead. Pure.
+// origin. Samples whose time does not grow with bytes (loopback on a busy laptop) give a flat
+// model, their mean whatever the bytes (ns_per_byte 0; line_text says so). `what` names the
+// collectives in messages ("bucket all-reduces"). Throws WhatifError naming `path` when there
+// are no samples, or when they all carry the same bytes (latency and bandwidth cannot be told
+// apart); each says to pass --link-gbps and --link-latency-us instead. Pure.
 AllReduceModel fit_collective_model(const std::vector<std::pair<int64_t, int64_t>>& samples,
                                     const std::string& path, const std::string& what);
 // fit_collective_model over trace.allreduce_samples. Pure.

@@ -14,8 +14,6 @@
 namespace dpscope::trace {
 namespace {
 
-constexpr int32_t kSteadyFrom = 2;  // Note [Steady steps]
-
 // The replay's settings as `dpscope train` wrote them (meta "config"), falling back to the
 // fsdp.* meta keys; the sharding in effect is meta fsdp.sharding (world size 1 runs no_shard).
 FsdpRecordedConfig read_config(Reader& reader, int32_t& grad_accum) {
@@ -229,17 +227,9 @@ FsdpReplayTrace load_fsdp_replay_trace(Reader& reader, const RunStats& stats, in
                       "; the FSDP replay models one forward and backward per step: record "
                       "with --grad-accum 1");
   }
+  require_rank_and_steady_iterations(path, stats, rank);
   const auto rank_it = std::find_if(stats.ranks.begin(), stats.ranks.end(),
                                     [&](const RankStats& r) { return r.rank == rank; });
-  if (rank_it == stats.ranks.end()) {
-    throw WhatifError(path + ": has no rank " + std::to_string(rank) + " (it holds " +
-                      std::to_string(stats.ranks.size()) + " ranks); pass --rank with one of them");
-  }
-  if (stats.iterations < kSteadyFrom + 1) {
-    throw WhatifError(path + ": no steady iterations (it has " + std::to_string(stats.iterations) +
-                      "; whatif replays iteration 2 on, Note [Steady steps]): record at least "
-                      "3 steps");
-  }
   trace.rank = rank;
   trace.world_size = stats.world_size;
   trace.link_gbps = stats.link_gbps;
@@ -254,8 +244,9 @@ FsdpReplayTrace load_fsdp_replay_trace(Reader& reader, const RunStats& stats, in
   const std::vector<std::string> names = reader.names();
   std::map<int32_t, IterationEvents> events;  // of `rank`, steady iterations
   int64_t unit_states = 0;
+  const int32_t steady = steady_from(size_t(stats.iterations));
   reader.for_each_event([&](const Event& e) {
-    if (e.iteration < kSteadyFrom) return true;
+    if (e.iteration < steady) return true;
     if (e.kind == EventKind::Collective) {
       const std::pair<int64_t, int64_t> sample{std::max<int64_t>(e.bytes, 0), e.end_ns - e.begin_ns};
       if (e.op == static_cast<uint8_t>(CollectiveOp::AllGather)) trace.allgather_samples.push_back(sample);

@@ -2,7 +2,9 @@
 // least squares to the collectives of one kind the trace recorded, or the ring model of a link.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
+#include <string>
 
 #include "trace/whatif.h"
 
@@ -11,6 +13,17 @@ namespace dpscope::trace {
 int64_t AllReduceModel::duration_ns(int64_t bytes) const {
   const double ns = intercept_ns + ns_per_byte * static_cast<double>(std::max<int64_t>(bytes, 0));
   return ns < 1e17 ? static_cast<int64_t>(std::llround(std::max(0.0, ns))) : int64_t{100000000000000000};
+}
+
+std::string AllReduceModel::line_text() const {
+  char text[96];
+  if (ns_per_byte > 0) {
+    std::snprintf(text, sizeof(text), "%.1f \u00b5s + bytes at %.3g Gb/s", latency_us(), gbps());
+  } else {
+    std::snprintf(text, sizeof(text), "%.1f \u00b5s whatever the bytes (they did not take longer with more)",
+                  latency_us());
+  }
+  return text;
 }
 
 AllReduceModel fit_collective_model(const std::vector<std::pair<int64_t, int64_t>>& samples,
@@ -43,9 +56,9 @@ AllReduceModel fit_collective_model(const std::vector<std::pair<int64_t, int64_t
     model.intercept_ns = 0;
     model.ns_per_byte = sxy / sxx;
   }
-  if (!(model.ns_per_byte > 0)) {
-    throw WhatifError(path + ": the recorded " + what + " do not take longer with more bytes, "
-                             "so no bandwidth can be fitted" + fix);
+  if (!(model.ns_per_byte > 0)) {  // no bandwidth to fit: what they took, on average
+    model.ns_per_byte = 0;
+    model.intercept_ns = sy / n;
   }
   double error = 0;
   for (const auto& [bytes, ns] : samples) error += std::fabs(double(model.duration_ns(bytes) - ns));

@@ -47,9 +47,9 @@ Lane lane_of(std::vector<EventSpan> spans, int32_t rank, const std::string& name
 }
 
 std::string cost_text(const trace::AllReduceModel& cost, const char* what) {
-  char text[160];
-  std::snprintf(text, sizeof(text), "%s %.1f \u00b5s + bytes at %.2f Gb/s, fitted to %lld (error %.1f %%)", what,
-                cost.latency_us(), cost.gbps(), static_cast<long long>(cost.samples), cost.fit_error_pct);
+  char text[200];
+  std::snprintf(text, sizeof(text), "%s %s, fitted to %lld (error %.1f %%)", what, cost.line_text().c_str(),
+                static_cast<long long>(cost.samples), cost.fit_error_pct);
   return text;
 }
 
