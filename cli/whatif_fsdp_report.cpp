@@ -105,17 +105,7 @@ nlohmann::json case_json(const trace::FsdpReplayTrace& replay, const trace::Fsdp
                 {"reduce_scatter", model_json(model.reduce_scatter)},
                 {"launch_offset_us", replay.launch_offset_ns / 1e3}};
   j["assumptions"] = assumptions(replay, model, p);
-  if (per_iteration) {
-    nlohmann::json rows = nlohmann::json::array();
-    for (const trace::FsdpIterationPrediction& it : p.iterations) {
-      rows.push_back({{"iteration", it.iteration},
-                      {"measured_step_ms", it.measured_step_ms},
-                      {"predicted_step_ms", it.predicted_step_ms},
-                      {"measured_exposed_comm_ms", it.measured.exposed_comm_ms},
-                      {"predicted_exposed_comm_ms", it.predicted.exposed_comm_ms}});
-    }
-    j["iterations"] = rows;
-  }
+  if (per_iteration) j["iterations"] = iterations_json(p);
   return j;
 }
 

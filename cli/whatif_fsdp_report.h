@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -14,6 +15,21 @@
 #include "trace/whatif_fsdp.h"
 
 namespace dpscope::cli {
+
+// Each steady iteration's measured and predicted figures, the JSON rows both halves of whatif
+// print. `Prediction` as for print_measured_and_predicted.
+template <typename Prediction>
+nlohmann::json iterations_json(const Prediction& p) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& it : p.iterations) {
+    rows.push_back({{"iteration", it.iteration},
+                    {"measured_step_ms", it.measured_step_ms},
+                    {"predicted_step_ms", it.predicted_step_ms},
+                    {"measured_exposed_comm_ms", it.measured.exposed_comm_ms},
+                    {"predicted_exposed_comm_ms", it.predicted.exposed_comm_ms}});
+  }
+  return rows;
+}
 
 // The measured-against-predicted table both halves of whatif print: the medians, then each
 // steady iteration (the first and last six of a long run). `Prediction` is trace::Prediction or

@@ -168,8 +168,9 @@ double median_of(std::vector<double> values) {
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-void require_rank_and_steady_iterations(const std::string& path, const RunStats& stats, int32_t rank) {
-  if (std::none_of(stats.ranks.begin(), stats.ranks.end(), [&](const RankStats& r) { return r.rank == rank; })) {
+const RankStats& replayable_rank(const std::string& path, const RunStats& stats, int32_t rank) {
+  const auto found = std::find_if(stats.ranks.begin(), stats.ranks.end(), [&](const RankStats& r) { return r.rank == rank; });
+  if (found == stats.ranks.end()) {
     throw WhatifError(path + ": has no rank " + std::to_string(rank) + " (it holds " +
                       std::to_string(stats.ranks.size()) + " ranks); pass --rank with one of them");
   }
@@ -178,6 +179,7 @@ void require_rank_and_steady_iterations(const std::string& path, const RunStats&
                       "; whatif replays iteration 2 on, Note [Steady steps]): record at least "
                       "3 steps");
   }
+  return *found;
 }
 
 ReplayTrace load_replay_trace(Reader& reader, const RunStats& stats, int32_t rank) {
@@ -210,9 +212,7 @@ ReplayTrace load_replay_trace(Reader& reader, const RunStats& stats, int32_t ran
                              "whatif needs each gradient's ready time: record with "
                              "--trace-level full");
   }
-  require_rank_and_steady_iterations(path, stats, rank);
-  const auto rank_it = std::find_if(stats.ranks.begin(), stats.ranks.end(),
-                                    [&](const RankStats& r) { return r.rank == rank; });
+  const RankStats& rank_stats = replayable_rank(path, stats, rank);
   trace.rank = rank;
   trace.world_size = stats.world_size;
   trace.link_gbps = stats.link_gbps;
@@ -272,10 +272,10 @@ ReplayTrace load_replay_trace(Reader& reader, const RunStats& stats, int32_t ran
                              "a run where every parameter gets a gradient");
   }
   for (auto& [iteration, ev] : events) {
-    if (ev.hooks.empty() || static_cast<size_t>(iteration) >= rank_it->iterations.size()) continue;
+    if (ev.hooks.empty() || static_cast<size_t>(iteration) >= rank_stats.iterations.size()) continue;
     ReplayIteration it = replay_iteration(iteration, ev, params, names);
     if (it.allreduces.empty()) continue;
-    const IterationStats& measured = rank_it->iterations[static_cast<size_t>(iteration)];
+    const IterationStats& measured = rank_stats.iterations[static_cast<size_t>(iteration)];
     it.measured_step_ms = measured.step_ms;
     it.measured = measured.overlap;
     trace.iterations.push_back(std::move(it));

@@ -52,10 +52,10 @@ class WhatifError : public std::runtime_error {
   explicit WhatifError(const std::string& message) : std::runtime_error(message) {}
 };
 
-// The refusals the DDP and the FSDP replay share: `rank` is not in the file, or the run has no
-// steady iterations (Note [Steady steps]: at least 3). Throws WhatifError naming `path` and the
-// fix. Pure.
-void require_rank_and_steady_iterations(const std::string& path, const RunStats& stats, int32_t rank);
+// The statistics of `rank`, after the refusals the DDP and the FSDP replay share: `rank` is not
+// in the file, or the run has no steady iterations (Note [Steady steps]: at least 3). Throws
+// WhatifError naming `path` and the fix. Pure.
+const RankStats& replayable_rank(const std::string& path, const RunStats& stats, int32_t rank);
 
 // The bucket limits of a plan, in bytes.
 struct BucketLimits {

@@ -227,9 +227,7 @@ FsdpReplayTrace load_fsdp_replay_trace(Reader& reader, const RunStats& stats, in
                       "; the FSDP replay models one forward and backward per step: record "
                       "with --grad-accum 1");
   }
-  require_rank_and_steady_iterations(path, stats, rank);
-  const auto rank_it = std::find_if(stats.ranks.begin(), stats.ranks.end(),
-                                    [&](const RankStats& r) { return r.rank == rank; });
+  const RankStats& rank_stats = replayable_rank(path, stats, rank);
   trace.rank = rank;
   trace.world_size = stats.world_size;
   trace.link_gbps = stats.link_gbps;
@@ -270,13 +268,13 @@ FsdpReplayTrace load_fsdp_replay_trace(Reader& reader, const RunStats& stats, in
                       "full");
   }
   for (auto& [iteration, ev] : events) {
-    if (static_cast<size_t>(iteration) >= rank_it->iterations.size()) continue;
+    if (static_cast<size_t>(iteration) >= rank_stats.iterations.size()) continue;
     FsdpIteration it = build_iteration(iteration, ev, names);
     const bool gathers = std::any_of(it.collectives.begin(), it.collectives.end(), [](const FsdpCollective& c) {
       return c.op == CollectiveOp::AllGather;
     });
     if (!gathers || it.phases.empty()) continue;
-    const IterationStats& measured = rank_it->iterations[static_cast<size_t>(iteration)];
+    const IterationStats& measured = rank_stats.iterations[static_cast<size_t>(iteration)];
     it.measured_step_ms = measured.step_ms;
     it.measured = measured.overlap;
     trace.iterations.push_back(std::move(it));
