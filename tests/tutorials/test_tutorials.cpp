@@ -551,10 +551,14 @@ TEST(Tutorials, Stragglers12EveryRankPaysTheDelayAndTheSlowOneIsNamed) {
   ASSERT_EQ(slow.stragglers.stragglers.size(), 1u) << trace::stragglers_text(slow.stragglers);
   EXPECT_EQ(slow.stragglers.stragglers[0].rank, 1) << "the last rank by default";
   EXPECT_NEAR(slow.stragglers.stragglers[0].late_ms, 30.0, 6.0);
+  // Every rank's step holds the 30 ms, the fast rank's too. (Against the even run, a looser
+  // bound: on a loaded machine the even run's steps are slower, and the slow rank's sleep hands
+  // its core to the others.)
   for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_GE(trace::step_summary(slow.ranks.at(size_t(rank))).median_ms, 28.0) << "rank " << rank << " pays the delay too";
     EXPECT_GE(trace::step_summary(slow.ranks.at(size_t(rank))).median_ms,
-              trace::step_summary(even.ranks.at(size_t(rank))).median_ms + 25.0)
-        << "rank " << rank << " pays the delay too";
+              trace::step_summary(even.ranks.at(size_t(rank))).median_ms + 15.0)
+        << "rank " << rank;
   }
   EXPECT_GT(trace::wait_per_step(slow.ranks.at(0)).first, 25.0) << "rank 0 waits for rank 1";
   EXPECT_LT(trace::wait_per_step(slow.ranks.at(1)).first, 5.0) << "rank 1 waits for nobody";
