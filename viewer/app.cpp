@@ -96,8 +96,9 @@ const Lane& App::whatif_lane(size_t rank, bool waits) const {
 }
 
 void App::request_whatif(const WhatifRequest& request) {
-  whatif_pending = std::async(std::launch::async, [m = traces[0].model, request] {
-    return compute_whatif_lanes(*m, request);
+  // The analysis's statistics, when it is done, spare the replay a second pass over the file.
+  whatif_pending = std::async(std::launch::async, [m = traces[0].model, a = traces[0].analysis, request] {
+    return compute_whatif_lanes(*m, request, a && !a->stats.ranks.empty() ? &a->stats : nullptr);
   });
 }
 

@@ -125,6 +125,16 @@ void draw_row(Frame& f, int trace, int rank_index, const Lane& lane, int lane_in
   }
 }
 
+// A lane's name in the label column at its top (cut to fit) and the line under it, when the lane
+// [y0, y1] is on screen.
+void draw_lane_name(Frame& f, float label_x, const Lane& lane, ImU32 color, float y0, float y1) {
+  if (y0 > f.clip_y1 || y1 < f.clip_y0) return;
+  const std::string name = elide(lane.info.name, sz.label_width - 16,
+                                 [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
+  f.draw->AddText(ImVec2(label_x + 12, y0), color, name.c_str());
+  f.draw->AddLine(ImVec2(label_x, y1), ImVec2(f.right, y1), theme().lane_separator);
+}
+
 // The y centre of a drawn span's row, or NAN when that row is not on screen.
 float row_y(const Frame& f, int trace, const SpanRef& ref) {
   const Lane& lane = f.app.traces[size_t(trace)].model->ranks[size_t(ref.rank)].lanes[size_t(ref.lane)];
@@ -357,12 +367,7 @@ void draw_trace_panel(App& app, int trace, float height) {
           }
           y += h;
         }
-        if (lane_y0 <= f.clip_y1 && y >= f.clip_y0) {
-          const std::string name = elide(lane.info.name, sz.label_width - 16,
-                                         [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
-          f.draw->AddText(ImVec2(origin.x + 12, lane_y0), theme().text, name.c_str());
-          f.draw->AddLine(ImVec2(origin.x, y), ImVec2(f.right, y), theme().lane_separator);
-        }
+        draw_lane_name(f, origin.x, lane, theme().text, lane_y0, y);
       }
       // The what-if lanes under the recorded ones (main trace only): whatif_lanes.h.
       for (const Lane* whatif_lane : {&app.whatif_lane(ri, false), &app.whatif_lane(ri, true)}) {
@@ -379,12 +384,7 @@ void draw_trace_panel(App& app, int trace, float height) {
           if (y + h >= f.clip_y0 && y <= f.clip_y1) draw_row(f, int(ti), int(ri), lane, kNotALane, row, y);
           y += h;
         }
-        if (lane_y0 <= f.clip_y1 && y >= f.clip_y0) {
-          const std::string name = elide(lane.info.name, sz.label_width - 16,
-                                         [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
-          f.draw->AddText(ImVec2(origin.x + 12, lane_y0), kWhatifTextColor, name.c_str());
-          f.draw->AddLine(ImVec2(origin.x, y), ImVec2(f.right, y), theme().lane_separator);
-        }
+        draw_lane_name(f, origin.x, lane, kWhatifTextColor, lane_y0, y);
       }
       if (y + sz.memory_height >= f.clip_y0 && y <= f.clip_y1) {
         draw_memory_graph(app, int(ti), rank, f.map.x0, y, f.map.width, sz.memory_height);

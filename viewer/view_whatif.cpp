@@ -69,7 +69,9 @@ void draw_whatif(App& app) {
   ImGui::Separator();
   ImGui::Text("%s", w.title().c_str());
   if (!w.error.empty()) {
-    ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "%s", w.error.c_str());
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.3f, 0.3f, 1));
+    ImGui::TextWrapped("%s", w.error.c_str());  // a refusal names the file and the fix: all of it
+    ImGui::PopStyleColor();
     return;
   }
   if (!w.fsdp) {

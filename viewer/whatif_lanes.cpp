@@ -3,6 +3,7 @@
 #include "viewer/whatif_lanes.h"
 
 #include <cstdio>
+#include <optional>
 
 #include "trace/reader.h"
 #include "trace/stats.h"
@@ -129,7 +130,8 @@ std::string WhatifLanes::title() const {
   return text;
 }
 
-std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, const WhatifRequest& request) {
+std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, const WhatifRequest& request,
+                                                        const trace::RunStats* analysed) {
   auto lanes = std::make_shared<WhatifLanes>();
   lanes->request = request;
   lanes->fsdp = model.meta_value("strategy") == "fsdp";
@@ -154,7 +156,9 @@ std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, cons
   }
   try {
     trace::Reader reader(model.path);
-    const trace::RunStats stats = trace::compute_stats(reader);
+    std::optional<trace::RunStats> own;
+    if (!analysed) own = trace::compute_stats(reader);
+    const trace::RunStats& stats = analysed ? *analysed : *own;
     bool first = true;
     for (size_t r = 0; r < model.ranks.size(); ++r) {
       const int32_t rank = model.ranks[r].info.rank;

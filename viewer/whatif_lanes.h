@@ -59,9 +59,10 @@ struct WhatifLanes {
 // Replays every rank of the trace `model` was loaded from with `request` (Note [What-if replay]
 // for DDP, Note [FSDP what-if replay] for FSDP, chosen by the meta key strategy): reads the file
 // with its own trace::Reader, fits the collectives' cost to the trace's own, and builds the
-// lanes. A trace whatif cannot replay (level summary, too few iterations, another strategy)
+// lanes. `stats` is the file's analysis when the viewer has it already (else it is computed). A trace whatif cannot replay (level summary, too few iterations, another strategy)
 // gives lanes with `error` set, not an exception. Seconds on a big trace: the
 // viewer runs it on a background thread. Thread-safety: any thread; reads `model` only.
-std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, const WhatifRequest& request);
+std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, const WhatifRequest& request,
+                                                        const trace::RunStats* stats = nullptr);
 
 }  // namespace dpscope::view
