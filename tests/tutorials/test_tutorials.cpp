@@ -429,6 +429,22 @@ TEST(Tutorials, FsdpBasics07GathersAndReduceScattersPerUnit) {
     EXPECT_EQ(collectives_with(per_unit, rank, 2, trace::CollectiveOp::AllGather, trace::kFlagPrefetch), 3);
   }
   EXPECT_NE(run.output.find("Why these counts (4 units"), std::string::npos) << run.output;
+
+  // The README's bytes on the wire: in a ring of n = 2, a rank sends (n-1) x its shard for an
+  // all-gather (the trace's bytes: one rank's shard) and (n-1)/n of a reduce-scatter's full
+  // gradient; DDP's all-reduce of the same model sends 2(n-1)/n x S. FULL_SHARD: 1.49x.
+  const trace::RunStats stats = stats_of(run.trace_dir + "/per-unit/run.sqlite");
+  int64_t model_bytes = 0;
+  for (const auto& unit : units) model_bytes += unit.numel * 4;
+  double fsdp_sent = 0;
+  for (const trace::CollectiveStats& c : stats.ranks.at(0).collectives) {
+    if (c.iteration != 2) continue;
+    if (c.op == trace::CollectiveOp::AllGather) fsdp_sent += double(c.bytes);
+    if (c.op == trace::CollectiveOp::ReduceScatter) fsdp_sent += double(c.bytes) / 2;
+  }
+  EXPECT_EQ(model_bytes, 603176);
+  EXPECT_NEAR(fsdp_sent, 899624, 1) << "900 KB a step";
+  EXPECT_NEAR(fsdp_sent / double(model_bytes), 1.49, 0.005) << "about 1.5x DDP's bytes";
 }
 
 // Tutorial 08 claims, from the traces: nested FULL_SHARD holds fewer full-parameter bytes at its
@@ -524,6 +540,19 @@ TEST(Tutorials, RealTrainingReaches95PercentWithDdpAndFsdp) {
     // FSDP: conv1, conv2 and fc are units of their own; the root keeps bn1.
     if (part == "fsdp") {
       EXPECT_EQ(stats.units.size(), 4u);
+    }
+    // The README's broadcasts: DDP sends bn1's buffers every iteration, one message per dtype
+    // (128 B of float32 running statistics, 8 B of int64 num_batches_tracked); FSDP none.
+    for (const int32_t it : {2, 150}) {
+      std::vector<std::pair<int64_t, int>> broadcasts;  // (bytes, dtype)
+      for (const trace::CollectiveStats& c : stats.ranks.at(0).collectives) {
+        if (c.iteration == it && c.op == trace::CollectiveOp::Broadcast) broadcasts.emplace_back(c.bytes, c.dtype);
+      }
+      std::sort(broadcasts.begin(), broadcasts.end());
+      const std::vector<std::pair<int64_t, int>> expected =
+          part == "ddp" ? std::vector<std::pair<int64_t, int>>{{8, int(trace::DType::Int64)}, {128, int(trace::DType::Float32)}}
+                        : std::vector<std::pair<int64_t, int>>{};
+      EXPECT_EQ(broadcasts, expected) << part << ", iteration " << it;
     }
   }
   EXPECT_NE(run.output.find("DDP   loss"), std::string::npos) << run.output;
