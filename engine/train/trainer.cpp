@@ -27,6 +27,7 @@
 #include "engine/train/parallel_model.h"
 #include "engine/train/trace_files.h"
 #include "engine/memory/memory_sampler.h"
+#include "engine/memory/optimizer_memory.h"
 #include "engine/memory/tracking_allocator.h"
 #include "trace/flush_guard.h"
 #include "trace/stats.h"
@@ -263,14 +264,7 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
       fault::reached("optimizer_step");  // See Note [Fault points]
       optimizer.step();
     }
-    if (allocator && step == 0) {
-      for (const auto& item : optimizer.state()) {
-        const auto& sgd_state = static_cast<const torch::optim::SGDParamState&>(*item.second);
-        if (sgd_state.momentum_buffer().defined()) {
-          allocator->retag(sgd_state.momentum_buffer(), memory::MemoryCategory::OptimizerState);
-        }
-      }
-    }
+    if (step == 0) memory::count_optimizer_state(optimizer);  // made by the first step
     sampler.sample();
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

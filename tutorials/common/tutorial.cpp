@@ -6,9 +6,6 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
 #include <algorithm>
@@ -20,6 +17,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "engine/memory/optimizer_memory.h"
 #include "engine/models/models.h"
 #include "trace/merge.h"
 
@@ -290,24 +288,8 @@ void Step::optimizer_step(torch::optim::Optimizer& optimizer) {
     memory::CategoryScope state(memory::MemoryCategory::OptimizerState);
     optimizer.step();
   }
-  // The optimizer's state tensors are made inside step(); count them as optimizer state even if
-  // a LibTorch worker thread allocated them.
-  if (memory::TrackingAllocator* allocator = memory::TrackingAllocator::installed()) {
-    for (const auto& item : optimizer.state()) {
-      const auto* state = item.second.get();
-      if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(state)) {
-        if (sgd->momentum_buffer().defined()) {
-          allocator->retag(sgd->momentum_buffer(), memory::MemoryCategory::OptimizerState);
-        }
-      } else if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(state)) {
-        allocator->retag(adam->exp_avg(), memory::MemoryCategory::OptimizerState);
-        allocator->retag(adam->exp_avg_sq(), memory::MemoryCategory::OptimizerState);
-      } else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(state)) {
-        allocator->retag(adamw->exp_avg(), memory::MemoryCategory::OptimizerState);
-        allocator->retag(adamw->exp_avg_sq(), memory::MemoryCategory::OptimizerState);
-      }
-    }
-  }
+  // The optimizer's state tensors are made inside step(), maybe on a LibTorch worker thread.
+  memory::count_optimizer_state(optimizer);
   run_.sample_memory();
 }
 
