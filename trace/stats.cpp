@@ -64,6 +64,7 @@ struct RankScratch {
   std::vector<BucketComm> bucket_comm;
   std::map<int32_t, BucketExposure> buckets;
   int64_t first_iteration_ns = INT64_MAX;  // the earliest begin of an event of an iteration
+  int64_t last_iteration_end_ns = INT64_MIN;  // the latest end of an event of an iteration
   int64_t compute_phases = 0;
   // DDP logging marks by iteration (See DdpTimings): the last forward (begin, end), the last
   // backward's begin, finalize_backward (begin, end), the first BucketLaunch.
@@ -108,7 +109,10 @@ std::vector<PhaseRole> phase_roles(const std::vector<std::string>& names) {
 
 void add_event(const Event& e, const std::vector<PhaseRole>& roles, RankScratch& s) {
   const bool in_iteration = e.iteration >= 0;
-  if (in_iteration) s.first_iteration_ns = std::min(s.first_iteration_ns, e.begin_ns);
+  if (in_iteration) {
+    s.first_iteration_ns = std::min(s.first_iteration_ns, e.begin_ns);
+    s.last_iteration_end_ns = std::max(s.last_iteration_end_ns, e.end_ns);
+  }
   switch (e.kind) {
     case EventKind::Phase: {
       const PhaseRole role = e.name >= 0 && static_cast<size_t>(e.name) < roles.size()
@@ -178,13 +182,16 @@ void finish_collectives(RankScratch& s, RankStats& out) {
   list = {};
 }
 
-// Memory at the peak, over the run and over the steps (Note [Memory at the peak]), and each
-// category's largest sample.
-void read_memory(Reader& reader, int32_t rank, int64_t first_iteration_ns, RankStats& out) {
+// Memory at the peak, over the run and over the steps (Note [Memory at the peak]), memory after
+// the steps, and each category's largest sample.
+void read_memory(Reader& reader, int32_t rank, const RankScratch& scratch, RankStats& out) {
   const auto samples = reader.memory(rank);
-  MemoryPeakFinder run, steps(first_iteration_ns);
+  MemoryPeakFinder run, steps(scratch.first_iteration_ns);
   std::array<int64_t, kMemoryCategoryCount> largest{};
   std::array<bool, kMemoryCategoryCount> seen{};
+  std::array<int64_t, kMemoryCategoryCount> after_steps{};
+  std::array<bool, kMemoryCategoryCount> seen_after_steps{};
+  int64_t after_steps_ns = kNone64;
   for (const MemorySample& sample : samples) {
     const auto category = static_cast<size_t>(sample.category);
     if (category >= kMemoryCategoryCount) continue;
@@ -192,9 +199,22 @@ void read_memory(Reader& reader, int32_t rank, int64_t first_iteration_ns, RankS
     steps.add(sample.ts_ns, sample.category, sample.bytes);
     largest[category] = seen[category] ? std::max(largest[category], sample.bytes) : sample.bytes;
     seen[category] = true;
+    if (is_stacked(sample.category) && sample.ts_ns <= scratch.last_iteration_end_ns) {
+      after_steps[category] = sample.bytes;
+      seen_after_steps[category] = true;
+      after_steps_ns = after_steps_ns == kNone64 ? sample.ts_ns : std::max(after_steps_ns, sample.ts_ns);
+    }
   }
   out.memory_peak = run.finish();
-  if (first_iteration_ns != INT64_MAX) out.step_memory_peak = steps.finish();
+  if (scratch.first_iteration_ns != INT64_MAX) out.step_memory_peak = steps.finish();
+  if (scratch.last_iteration_end_ns != INT64_MIN && after_steps_ns != kNone64) {
+    out.memory_after_steps.ts_ns = after_steps_ns;
+    for (size_t c = 0; c < kMemoryCategoryCount; ++c) {
+      if (!seen_after_steps[c]) continue;
+      out.memory_after_steps.categories.push_back({static_cast<MemoryCategory>(c), after_steps[c]});
+      out.memory_after_steps.total_bytes += after_steps[c];
+    }
+  }
   for (size_t c = 0; c < kMemoryCategoryCount; ++c) {
     if (seen[c]) out.category_max.push_back({static_cast<MemoryCategory>(c), largest[c]});
   }
@@ -383,7 +403,7 @@ RunStats compute_stats(Reader& reader) {
     out.status = ranks[r].status;
     out.dropped_events = ranks[r].dropped_events;
     read_metrics(reader, out.rank, scratch[r], max_iteration, bound);
-    read_memory(reader, out.rank, scratch[r].first_iteration_ns, out);
+    read_memory(reader, out.rank, scratch[r], out);
     finish_collectives(scratch[r], out);
     out.overlap = overlap_of(overlap_sets(std::move(scratch[r].all_compute),
                                           std::move(scratch[r].all_waits),

@@ -93,6 +93,12 @@ struct RankStats {
   // (construction can peak higher: the model is built, then broadcast or sharded). Not found
   // when the rank recorded no iteration.
   MemoryAtPeak step_memory_peak;
+  // Memory after the steps: each stacked category's bytes at the last sampled moment up to the
+  // end of the rank's last iteration, with total_bytes their sum and ts_ns that moment. What
+  // persists between steps (parameters, gradients, buffers, optimizer state; no activations, no
+  // temporaries of a step): what ZeRO's formulas count. Not found without an iteration or a
+  // category sample by then.
+  MemoryAtPeak memory_after_steps;
   // The largest sample of each category on its own, in MemoryCategory order (allocator and CUDA
   // read-outs included). Taken at different moments: they may add up to more than the peak.
   std::vector<CategoryBytes> category_max;

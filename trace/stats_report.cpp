@@ -76,6 +76,7 @@ ordered_json rank_json(const RankStats& r) {
                       {"collectives", std::move(collectives)},
                       {"peak_memory_bytes", std::move(peak)},
                       {"step_peak_memory_bytes", peak_json(r.step_memory_peak)},
+                      {"memory_after_steps_bytes", peak_json(r.memory_after_steps)},
                       {"category_max_bytes", std::move(category_max)},
                       {"overlap", overlap_json(r.overlap)},
                       {"clock_uncertainty_ms", double(r.clock_uncertainty_ns) / 1e6},
@@ -227,11 +228,8 @@ void append_step_summary(const RankStats& r, std::string& out) {
 }
 
 // "  peak memory 12.50 MiB; at that moment (MiB): parameters 1.00, ..." (Note [Memory at the peak]).
-void append_peak(const char* title, const MemoryAtPeak& peak, std::string& out) {
-  if (!peak.found()) {
-    out += format("  %s: no memory samples\n", title);
-    return;
-  }
+// "  TITLE 12.34 MiB; at that moment (MiB): parameters 1.00, ..." for memory at one moment.
+void append_memory(const char* title, const MemoryAtPeak& peak, std::string& out) {
   out += format("  %s %.2f MiB", title, mib(peak.total_bytes));
   if (peak.categories.empty()) {
     out += " (allocator total; no categories sampled)\n";
@@ -243,6 +241,14 @@ void append_peak(const char* title, const MemoryAtPeak& peak, std::string& out) 
     out += format("%s %s %.2f", i ? "," : "", category.c_str(), mib(peak.categories[i].bytes));
   }
   out += "\n";
+}
+
+void append_peak(const char* title, const MemoryAtPeak& peak, std::string& out) {
+  if (!peak.found()) {
+    out += format("  %s: no memory samples\n", title);
+    return;
+  }
+  append_memory(title, peak, out);
 }
 
 void append_rank(const RankStats& r, std::string& out) {
@@ -302,6 +308,7 @@ void append_rank(const RankStats& r, std::string& out) {
   if (r.step_memory_peak.found() && r.step_memory_peak.ts_ns != r.memory_peak.ts_ns) {
     append_peak("peak in the steps", r.step_memory_peak, out);
   }
+  if (r.memory_after_steps.found()) append_memory("memory after the steps", r.memory_after_steps, out);
 }
 
 }  // namespace

@@ -425,6 +425,28 @@ TEST(stats, MemoryAtThePeak) {
                                                {MemoryCategory::CudaAllocated, 99999}}));
 }
 
+// Memory after the steps: every stacked category's last value up to the end of the rank's last
+// iteration (rank 0's is at 21 ms; its last samples are at 8 ms), allocator and CUDA read-outs left
+// out; none for a rank without iterations.
+TEST(stats, MemoryAfterTheSteps) {
+  TempDir dir;
+  const RunStats s = known_stats(dir);
+  const MemoryAtPeak& after = s.ranks[0].memory_after_steps;
+  ASSERT_TRUE(after.found());
+  EXPECT_EQ(after.ts_ns, us(8000));
+  EXPECT_EQ(after.total_bytes, 7000);
+  EXPECT_EQ(pairs(after.categories), (P{{MemoryCategory::Parameters, 1000},
+                                        {MemoryCategory::Gradients, 2000},
+                                        {MemoryCategory::OptimizerState, 3000},
+                                        {MemoryCategory::Activations, 1000}}));
+  const auto j = nlohmann::json::parse(stats_json(s));
+  EXPECT_EQ(j["ranks"][0]["memory_after_steps_bytes"]["total"], 7000);
+  EXPECT_EQ(j["ranks"][0]["memory_after_steps_bytes"]["optimizer_state"], 3000);
+  EXPECT_NE(stats_text(s).find("memory after the steps 0.01 MiB; at that moment (MiB): parameters 0.00"),
+            std::string::npos)
+      << stats_text(s);
+}
+
 // The categories at the peak add up to the peak, on every rank, in the run and in the steps.
 TEST(stats, CategoriesAtThePeakSumToTheTotal) {
   TempDir dir;
@@ -501,7 +523,7 @@ TEST(statsJson, ContractKeysInOrder) {
             (Keys{"index", "name", "numel", "padded_numel", "shard_numel", "params"}));
   const auto& rank = j["ranks"][1];
   EXPECT_EQ(keys(rank), (Keys{"rank", "iterations", "collectives", "peak_memory_bytes",
-                              "step_peak_memory_bytes", "category_max_bytes", "overlap",
+                              "step_peak_memory_bytes", "memory_after_steps_bytes", "category_max_bytes", "overlap",
                               "clock_uncertainty_ms", "wait_ms", "transfer_ms", "buckets"}));
   EXPECT_EQ(keys(rank["iterations"][0]),
             (Keys{"iteration", "hooks", "step_ms", "loss", "collectives", "overlap", "wait_ms", "transfer_ms"}));
@@ -640,6 +662,7 @@ TEST(stats, IterationsFromAnyEventOrMetric) {
   EXPECT_TRUE(empty.ranks[2].iterations.empty());
   EXPECT_FALSE(empty.ranks[2].memory_peak.found());
   EXPECT_FALSE(empty.ranks[2].step_memory_peak.found());
+  EXPECT_FALSE(empty.ranks[2].memory_after_steps.found());
   EXPECT_TRUE(empty.ranks[2].category_max.empty());
   const auto j = nlohmann::json::parse(stats_json(empty));
   EXPECT_EQ(j["ranks"][0]["peak_memory_bytes"], (nlohmann::json{{"total", 0}}));
