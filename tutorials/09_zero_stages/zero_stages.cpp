@@ -4,13 +4,10 @@
 // `dpscope stats` reads them (RankStats::step_memory_peak).
 #include <torch/optim/sgd.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <map>
 #include <string>
 #include <vector>
 
-#include "engine/comm/link_model.h"
 #include "engine/models/models.h"
 #include "engine/train/parallel_model.h"
 #include "tutorials/common/report.h"
@@ -99,124 +96,6 @@ Result train_stage(tutorials::Session& session, const Settings& settings, const 
   return result;
 }
 
-std::string mib(int64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.2f", static_cast<double>(bytes) / (1 << 20));
-  return text;
-}
-
-const trace::MemoryAtPeak& step_peak(const Result& r, int rank) {
-  return tutorials::rank_stats(r.stats, rank).step_memory_peak;
-}
-
-void print_table(const std::vector<Result>& results) {
-  constexpr trace::MemoryCategory kShown[] = {
-      trace::MemoryCategory::Parameters,     trace::MemoryCategory::Gradients,
-      trace::MemoryCategory::Buckets,        trace::MemoryCategory::Shards,
-      trace::MemoryCategory::GradientShards, trace::MemoryCategory::FullParameters,
-      trace::MemoryCategory::FullGradients,  trace::MemoryCategory::OptimizerState,
-      trace::MemoryCategory::Activations,    trace::MemoryCategory::Data,
-      trace::MemoryCategory::Other,
-  };
-  std::printf("\nRank 0 at its peak in the steps, MiB by category (what each category held when the total\n"
-              "peaked; `dpscope stats` prints the same as \"peak in the steps\"):\n");
-  std::printf("  %-16s", "category");
-  for (const Result& r : results) std::printf(" %14s", r.stage.label.c_str());
-  std::printf("\n");
-  for (const trace::MemoryCategory category : kShown) {
-    bool any = false;
-    for (const Result& r : results) any |= step_peak(r, 0).bytes(category) != 0;
-    if (!any) continue;
-    std::printf("  %-16s", std::string(trace::to_string(category)).c_str());
-    for (const Result& r : results) std::printf(" %14s", mib(step_peak(r, 0).bytes(category)).c_str());
-    std::printf("\n");
-  }
-  std::printf("  %-16s", "peak (total)");
-  for (const Result& r : results) std::printf(" %14s", mib(step_peak(r, 0).total_bytes).c_str());
-  std::printf("\n  %-16s", "of DDP's");
-  const double ddp = static_cast<double>(step_peak(results.front(), 0).total_bytes);
-  for (const Result& r : results) {
-    std::printf(" %14.2f", static_cast<double>(step_peak(r, 0).total_bytes) / ddp);
-  }
-  std::printf("\n\nPeak in the steps per rank, MiB:\n");
-  for (const Result& r : results) {
-    std::printf("  %-14s", r.stage.label.c_str());
-    for (const trace::RankStats& rank : r.stats.ranks) {
-      std::printf("  rank %d %s", rank.rank, mib(rank.step_memory_peak.total_bytes).c_str());
-    }
-    std::printf("\n");
-  }
-}
-
-// The bytes rank 0 puts on the ring for collective `c` among `ranks` (the ring model of
-// docs/communication.md): an all-reduce 2(n-1)/n of its tensor, a reduce-scatter (n-1)/n of its
-// input, an all-gather (n-1) times its share, a broadcast its tensor.
-double sent_bytes(const trace::CollectiveStats& c, int ranks) {
-  const double n = ranks, s = static_cast<double>(c.bytes);
-  switch (c.op) {
-    case trace::CollectiveOp::AllReduce: return 2 * (n - 1) / n * s;
-    case trace::CollectiveOp::ReduceScatter: return (n - 1) / n * s;
-    case trace::CollectiveOp::AllGather: return (n - 1) * s;
-    case trace::CollectiveOp::Broadcast: return s;
-    case trace::CollectiveOp::Barrier: return 0;
-  }
-  return 0;
-}
-
-// ZeRO's communication: per step, the collectives rank 0 takes part in, the bytes it sends on
-// the ring, the time the emulated link is busy with them by the ring model (on a link), and the
-// time with a collective running (median of steps 2..).
-void print_communication(const std::vector<Result>& results, int ranks) {
-  std::printf("\nCommunication per step (rank 0, median of steps 2..; sent: the bytes rank 0 puts on the\n"
-              "ring, 2(n-1)/n of a tensor for an all-reduce, (n-1)/n for a reduce-scatter or an\n"
-              "all-gather; link ms: what the emulated link needs for them, by its ring model; comm ms:\n"
-              "time with a collective running, waits for the other rank included):\n");
-  std::printf("  %-14s %12s %12s %9s %9s %14s\n", "run", "collectives", "sent", "link ms", "comm ms",
-              "sent of DDP's");
-  double ddp_sent = 0;
-  for (const Result& r : results) {
-    const trace::RankStats& rank0 = tutorials::rank_stats(r.stats, 0);
-    const comm::LinkSpec link{r.stats.link_gbps, r.stats.link_latency_us};
-    struct StepTraffic {
-      int64_t collectives = 0;
-      double sent = 0;
-      double link_ms = 0;
-    };
-    std::map<int32_t, StepTraffic> per_step;
-    for (const trace::CollectiveStats& c : rank0.collectives) {
-      if (c.iteration == trace::kNone || c.op == trace::CollectiveOp::Broadcast) continue;
-      StepTraffic& step = per_step[c.iteration];
-      ++step.collectives;
-      step.sent += sent_bytes(c, ranks);
-      if (link.gbps > 0) step.link_ms += static_cast<double>(comm::link_model_ns(c.op, c.bytes, ranks, link)) / 1e6;
-    }
-    std::vector<int64_t> counts;
-    std::vector<double> sent, link_ms, comm;
-    for (const trace::IterationStats& it : rank0.iterations) {
-      if (it.iteration < 1) continue;  // iteration 0 builds plans and warms connections up
-      counts.push_back(per_step[it.iteration].collectives);
-      sent.push_back(per_step[it.iteration].sent);
-      link_ms.push_back(per_step[it.iteration].link_ms);
-      comm.push_back(it.overlap.comm_ms);
-    }
-    if (sent.empty()) continue;
-    for (auto* v : {&sent, &link_ms, &comm}) std::sort(v->begin(), v->end());
-    std::sort(counts.begin(), counts.end());
-    const double median_sent = sent[sent.size() / 2];
-    if (ddp_sent == 0) ddp_sent = median_sent;
-    char link_text[32] = "-";
-    if (link.gbps > 0) std::snprintf(link_text, sizeof(link_text), "%.2f", link_ms[link_ms.size() / 2]);
-    std::printf("  %-14s %12lld %12s %9s %9.2f %14.2f\n", r.stage.label.c_str(),
-                static_cast<long long>(counts[counts.size() / 2]),
-                tutorials::bytes_text(static_cast<int64_t>(median_sent)).c_str(), link_text,
-                comm[comm.size() / 2], median_sent / ddp_sent);
-  }
-  std::printf("  DDP all-reduces the gradients once: 2(n-1)/n N. FULL_SHARD gathers each unit's\n"
-              "  parameters twice (forward, and again for backward) and reduce-scatters its gradients:\n"
-              "  3(n-1)/n N, 1.5 times DDP's. SHARD_GRAD_OP keeps the parameters gathered in forward\n"
-              "  for backward: 2(n-1)/n N, as DDP.\n");
-}
-
 void run(tutorials::Session& session, const Settings& settings) {
   session.say("== %s: an MLP (%lld layers of %lld) with DDP, ZeRO-2 and ZeRO-3 on %d rank(s), %lld steps, "
               "SGD with momentum ==\n", kProgram, static_cast<long long>(settings.layers),
@@ -231,8 +110,14 @@ void run(tutorials::Session& session, const Settings& settings) {
   for (const Stage& stage : stages) results.push_back(train_stage(session, settings, stage));
   if (!session.leader()) return;
 
-  print_table(results);
-  print_communication(results, session.world_size());
+  std::vector<tutorials::LabelledRun> runs;
+  for (const Result& r : results) runs.push_back({r.stage.label, &r.stats});
+  tutorials::print_step_memory_peaks(runs);
+  tutorials::print_ring_traffic(runs, session.world_size());
+  std::printf("  DDP all-reduces the gradients once: 2(n-1)/n N. FULL_SHARD gathers each unit's\n"
+              "  parameters twice (forward, and again for backward) and reduce-scatters its gradients:\n"
+              "  3(n-1)/n N, 1.5 times DDP's. SHARD_GRAD_OP keeps the parameters gathered in forward\n"
+              "  for backward: 2(n-1)/n N, as DDP.\n");
   std::printf(
       "\nWhat each keeps per rank (N = the model's parameter bytes, W = %d ranks):\n"
       "  DDP            parameters N, gradients N, buckets N (the all-reduce buffers; a gradient\n"
@@ -242,9 +127,9 @@ void run(tutorials::Session& session, const Settings& settings) {
       "                 the unit being reduced (ZeRO-2: gradients and optimizer state sharded).\n"
       "  FULL_SHARD     the same shards, but each unit's full parameters only while it runs: one or\n"
       "                 two units' worth at a time (ZeRO-3: parameters sharded too).\n"
-      "  ZeRO-1 (optimizer state sharded, gradients all-reduced whole) is not a mode of PyTorch's\n"
-      "  FSDP, nor here: FSDP reduce-scatters gradients by construction, which is ZeRO-2 already.\n"
-      "  PyTorch offers ZeRO-1 as ZeroRedundancyOptimizer on top of DDP; dpscope does not have it.\n"
+      "  ZeRO-1 (optimizer state sharded, gradients whole) is not a mode of FSDP, which\n"
+      "  reduce-scatters gradients by construction (ZeRO-2 already): it is an optimizer,\n"
+      "  zero::ZeroRedundancyOptimizer, in tutorial 18 beside these three.\n"
       "\nOpen two: dpscope-view %s --compare %s\n",
       session.world_size(), results.front().run_file.c_str(), results.back().run_file.c_str());
 }

@@ -6,6 +6,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "engine/comm/link_model.h"
+
 namespace dpscope::tutorials {
 
 namespace {
@@ -140,6 +142,123 @@ void print_timeline(trace::Reader& reader, const trace::RunStats& stats, int ran
   }
   if (events.size() > max_lines) {
     std::printf("  ... and %zu more events (see them all in the viewer)\n", events.size() - max_lines);
+  }
+}
+
+// ---- Runs side by side
+
+namespace {
+
+std::string mib_text(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+const trace::MemoryAtPeak& step_peak(const LabelledRun& run, int rank) {
+  return rank_stats(*run.stats, rank).step_memory_peak;
+}
+
+}  // namespace
+
+void print_step_memory_peaks(const std::vector<LabelledRun>& runs) {
+  constexpr trace::MemoryCategory kShown[] = {
+      trace::MemoryCategory::Parameters,     trace::MemoryCategory::Gradients,
+      trace::MemoryCategory::Buckets,        trace::MemoryCategory::Shards,
+      trace::MemoryCategory::GradientShards, trace::MemoryCategory::FullParameters,
+      trace::MemoryCategory::FullGradients,  trace::MemoryCategory::OptimizerState,
+      trace::MemoryCategory::Activations,    trace::MemoryCategory::Data,
+      trace::MemoryCategory::Other,
+  };
+  if (runs.empty()) return;
+  int width = 14;  // each run's column: its label, and at least "12345.67"
+  for (const LabelledRun& run : runs) width = std::max(width, static_cast<int>(run.label.size()));
+  std::printf("\nRank 0 at its peak in the steps, MiB by category (what each category held when the total\n"
+              "peaked; `dpscope stats` prints the same as \"peak in the steps\"):\n");
+  std::printf("  %-16s", "category");
+  for (const LabelledRun& run : runs) std::printf(" %*s", width, run.label.c_str());
+  std::printf("\n");
+  for (const trace::MemoryCategory category : kShown) {
+    bool any = false;
+    for (const LabelledRun& run : runs) any |= step_peak(run, 0).bytes(category) != 0;
+    if (!any) continue;
+    std::printf("  %-16s", std::string(trace::to_string(category)).c_str());
+    for (const LabelledRun& run : runs) std::printf(" %*s", width, mib_text(step_peak(run, 0).bytes(category)).c_str());
+    std::printf("\n");
+  }
+  std::printf("  %-16s", "peak (total)");
+  for (const LabelledRun& run : runs) std::printf(" %*s", width, mib_text(step_peak(run, 0).total_bytes).c_str());
+  std::printf("\n  %-16s", ("of " + runs.front().label + "'s").c_str());
+  const double first = static_cast<double>(step_peak(runs.front(), 0).total_bytes);
+  for (const LabelledRun& run : runs) {
+    std::printf(" %*.2f", width, static_cast<double>(step_peak(run, 0).total_bytes) / first);
+  }
+  std::printf("\n\nPeak in the steps per rank, MiB:\n");
+  for (const LabelledRun& run : runs) {
+    std::printf("  %-*s", width, run.label.c_str());
+    for (const trace::RankStats& rank : run.stats->ranks) {
+      std::printf("  rank %d %s", rank.rank, mib_text(rank.step_memory_peak.total_bytes).c_str());
+    }
+    std::printf("\n");
+  }
+}
+
+double ring_bytes_sent(const trace::CollectiveStats& c, int ranks) {
+  const double n = ranks, s = static_cast<double>(c.bytes);
+  switch (c.op) {
+    case trace::CollectiveOp::AllReduce: return 2 * (n - 1) / n * s;
+    case trace::CollectiveOp::ReduceScatter: return (n - 1) / n * s;
+    case trace::CollectiveOp::AllGather: return (n - 1) * s;
+    case trace::CollectiveOp::Broadcast: return s;
+    case trace::CollectiveOp::Barrier: return 0;
+  }
+  return 0;
+}
+
+void print_ring_traffic(const std::vector<LabelledRun>& runs, int ranks) {
+  std::printf("\nCommunication per step (rank 0, median of steps 2..; sent: the bytes rank 0 puts on the\n"
+              "ring, 2(n-1)/n of a tensor for an all-reduce, (n-1)/n for a reduce-scatter or an\n"
+              "all-gather; link ms: what the emulated link needs for them, by its ring model; comm ms:\n"
+              "time with a collective running, waits for the other rank included):\n");
+  std::printf("  %-14s %12s %12s %9s %9s %14s\n", "run", "collectives", "sent", "link ms", "comm ms",
+              ("sent of " + runs.front().label + "'s").c_str());
+  double first_sent = 0;
+  for (const LabelledRun& run : runs) {
+    const trace::RankStats& rank0 = rank_stats(*run.stats, 0);
+    const comm::LinkSpec link{run.stats->link_gbps, run.stats->link_latency_us};
+    struct StepTraffic {
+      int64_t collectives = 0;
+      double sent = 0;
+      double link_ms = 0;
+    };
+    std::map<int32_t, StepTraffic> per_step;
+    for (const trace::CollectiveStats& c : rank0.collectives) {
+      if (c.iteration == trace::kNone || c.op == trace::CollectiveOp::Broadcast) continue;
+      StepTraffic& step = per_step[c.iteration];
+      ++step.collectives;
+      step.sent += ring_bytes_sent(c, ranks);
+      if (link.gbps > 0) step.link_ms += static_cast<double>(comm::link_model_ns(c.op, c.bytes, ranks, link)) / 1e6;
+    }
+    std::vector<int64_t> counts;
+    std::vector<double> sent, link_ms, comm_ms;
+    for (const trace::IterationStats& it : rank0.iterations) {
+      if (it.iteration < 1) continue;  // iteration 0 builds plans and warms connections up
+      counts.push_back(per_step[it.iteration].collectives);
+      sent.push_back(per_step[it.iteration].sent);
+      link_ms.push_back(per_step[it.iteration].link_ms);
+      comm_ms.push_back(it.overlap.comm_ms);
+    }
+    if (sent.empty()) continue;
+    for (auto* v : {&sent, &link_ms, &comm_ms}) std::sort(v->begin(), v->end());
+    std::sort(counts.begin(), counts.end());
+    const double median_sent = sent[sent.size() / 2];
+    if (first_sent == 0) first_sent = median_sent;
+    char link_text[32] = "-";
+    if (link.gbps > 0) std::snprintf(link_text, sizeof(link_text), "%.2f", link_ms[link_ms.size() / 2]);
+    std::printf("  %-14s %12lld %12s %9s %9.2f %14.2f\n", run.label.c_str(),
+                static_cast<long long>(counts[counts.size() / 2]),
+                bytes_text(static_cast<int64_t>(median_sent)).c_str(), link_text, comm_ms[comm_ms.size() / 2],
+                median_sent / first_sent);
   }
 }
 

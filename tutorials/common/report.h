@@ -40,6 +40,29 @@ void print_bucket_plan(const trace::RunStats& stats, const std::vector<trace::Bu
 void print_timeline(trace::Reader& reader, const trace::RunStats& stats, int rank,
                     int32_t iteration, size_t max_lines = 60);
 
+// ---- Runs side by side (ZeRO's stages: tutorials 09 and 18)
+
+// One finished run and what a table calls it.
+struct LabelledRun {
+  std::string label;
+  const trace::RunStats* stats;
+};
+
+// Rank 0's peak in the training steps (RankStats::step_memory_peak), MiB by category at that
+// moment, one column per run, with the total and its ratio to the first run's; then every
+// rank's peak. Categories that are 0 in every run are left out.
+void print_step_memory_peaks(const std::vector<LabelledRun>& runs);
+
+// The bytes rank 0 puts on the ring for collective `c` among `ranks` (the ring model of
+// docs/communication.md): an all-reduce 2(n-1)/n of its tensor, a reduce-scatter (n-1)/n of its
+// input, an all-gather (n-1) times its share, a broadcast its tensor.
+double ring_bytes_sent(const trace::CollectiveStats& c, int ranks);
+
+// Communication per training step, rank 0, median of steps 2..: collectives, the bytes it sends
+// on the ring, what the run's emulated link needs for them by its ring model ("-" without a
+// link), the time with a collective running, and the bytes against the first run's.
+void print_ring_traffic(const std::vector<LabelledRun>& runs, int ranks);
+
 // "660 B", "12.5 KiB", "2.00 MiB".
 std::string bytes_text(int64_t bytes);
 
