@@ -17,6 +17,10 @@ namespace dpscope::ddp {
 // If any rank differs, every rank throws DdpError (none hangs): the differing rank names the
 // parameter's index and name, its shape and strides and rank 0's; the others name the ranks that
 // differ. Collective: every rank calls it with its parameters in registration order.
+// PyTorch 1.13 (dist._verify_params_across_processes) all-gathers the parameter counts, then
+// broadcasts the shapes and strides and checks locally, so only the differing rank fails and the
+// others wait in the next collective until the timeout; the all-reduce that makes every rank fail
+// at once is dpscope's.
 void verify_params_across_ranks(comm::ProcessGroup& group, const std::vector<at::Tensor>& params,
                                 const std::vector<std::string>& names);
 
