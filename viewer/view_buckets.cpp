@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 
 #include "viewer/app.h"
 #include "viewer/lod.h"
@@ -69,7 +70,13 @@ void draw_buckets(App& app) {
   bool any = false;
   for (const auto& b : model.buckets) any = any || b.generation == 0;
   if (!any) {
-    ImGui::TextWrapped("No DDP buckets in this trace (an FSDP run keeps its flat parameters in the Units tab).");
+    const std::string strategy = model.meta_value("strategy", "?");
+    if (strategy == "fsdp") {
+      ImGui::TextWrapped("No DDP buckets in this trace: an FSDP run keeps its flat parameters in the Units tab.");
+    } else {
+      ImGui::TextWrapped("No DDP buckets in this trace (strategy %s): its collectives are in the timeline.",
+                         strategy.c_str());
+    }
     return;
   }
   if (model.ranks.empty()) return;
