@@ -137,6 +137,20 @@ std::string_view to_string(TraceLevel v);
 // Parses "off" | "summary" | "full"; false for anything else.
 bool parse_trace_level(std::string_view text, TraceLevel* out);
 
+// ---- The training step's names -------------------------------------------------------------
+// Phase and metric names that the analysis (compute, overlap, step time, DDP's timings), what-if,
+// the viewer (iterations, colours, narration) and the tests read by name. `dpscope train`, the
+// tutorials and synthetic traces record them; a program on the engine that records its own
+// steps must use them for its steps to be measured (See Note [Compute and exposed communication]).
+inline constexpr std::string_view kPhaseIteration = "iteration";    // one optimizer step
+inline constexpr std::string_view kPhaseForward = "forward";
+inline constexpr std::string_view kPhaseBackward = "backward";
+inline constexpr std::string_view kPhaseOptimizerStep = "optimizer_step";
+inline constexpr std::string_view kPhaseFinalizeBackward = "finalize_backward";  // DDP: buckets written back
+inline constexpr std::string_view kPhaseStragglerDelay = "straggler_delay";  // --straggler's sleep
+inline constexpr std::string_view kMetricStepMs = "step_ms";  // one step's wall time
+inline constexpr std::string_view kMetricLoss = "loss";       // summed over the step's backward passes
+
 // ---- Tables --------------------------------------------------------------------------------
 // One DDL statement per table. Times are int64 nanoseconds on the rank's steady clock, aligned
 // to rank 0 (see ranks.clock_offset_ns). Events have no indexes while a recorder writes, so

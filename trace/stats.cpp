@@ -98,11 +98,11 @@ enum class PhaseRole : uint8_t { Other, Forward, Backward, OptimizerStep, Iterat
 std::vector<PhaseRole> phase_roles(const std::vector<std::string>& names) {
   std::vector<PhaseRole> roles(names.size(), PhaseRole::Other);
   for (size_t id = 0; id < names.size(); ++id) {
-    if (names[id] == "forward") roles[id] = PhaseRole::Forward;
-    else if (names[id] == "backward") roles[id] = PhaseRole::Backward;
-    else if (names[id] == "optimizer_step") roles[id] = PhaseRole::OptimizerStep;
-    else if (names[id] == "iteration") roles[id] = PhaseRole::Iteration;
-    else if (names[id] == "finalize_backward") roles[id] = PhaseRole::Finalize;
+    if (names[id] == kPhaseForward) roles[id] = PhaseRole::Forward;
+    else if (names[id] == kPhaseBackward) roles[id] = PhaseRole::Backward;
+    else if (names[id] == kPhaseOptimizerStep) roles[id] = PhaseRole::OptimizerStep;
+    else if (names[id] == kPhaseIteration) roles[id] = PhaseRole::Iteration;
+    else if (names[id] == kPhaseFinalizeBackward) roles[id] = PhaseRole::Finalize;
   }
   return roles;
 }
@@ -265,8 +265,8 @@ void read_metrics(Reader& reader, int32_t rank, RankScratch& s, int32_t& max_ite
     if (m.iteration < 0) continue;
     bound.check(m.iteration, rank);
     max_iteration = std::max(max_iteration, m.iteration);
-    if (m.name == "step_ms") RankScratch::at(s.step_ms, m.iteration) = m.value;
-    else if (m.name == "loss") RankScratch::at(s.loss, m.iteration) = m.value;
+    if (m.name == kMetricStepMs) RankScratch::at(s.step_ms, m.iteration) = m.value;
+    else if (m.name == kMetricLoss) RankScratch::at(s.loss, m.iteration) = m.value;
   }
 }
 

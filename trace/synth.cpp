@@ -79,9 +79,10 @@ enum Name : NameId {
   kLoss,
   kStepMs,
 };
-constexpr const char* kNames[] = {
-    "ddp_init", "verify_model", "broadcast_state", "build_buckets", "rebuild_buckets", "iteration",
-    "forward",  "backward",     "optimizer_step",  "loss",          "step_ms"};
+constexpr std::string_view kNames[] = {
+    "ddp_init",      "verify_model",      "broadcast_state",    "build_buckets",
+    "rebuild_buckets", kPhaseIteration,   kPhaseForward,        kPhaseBackward,
+    kPhaseOptimizerStep, kMetricLoss,     kMetricStepMs};
 
 struct Model {
   std::vector<ParamInfo> params;

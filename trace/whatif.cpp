@@ -97,9 +97,9 @@ ReplayIteration replay_iteration(int32_t iteration, IterationEvents& ev, size_t 
   };
   for (const Event& p : ev.phases) {
     const std::string name = name_of(p);
-    if (name == "forward" || name == "backward" || name == "optimizer_step") {
+    if (name == kPhaseForward || name == kPhaseBackward || name == kPhaseOptimizerStep) {
       it.compute.push_back({p.begin_ns, p.end_ns});
-    } else if (name == "finalize_backward") {
+    } else if (name == kPhaseFinalizeBackward) {
       finalize = Interval{p.begin_ns, p.end_ns};
     }
   }

@@ -57,7 +57,7 @@ struct IterationEvents {
 };
 
 bool is_compute_phase(const std::string& name) {
-  return name == "forward" || name == "backward" || name == "optimizer_step";
+  return name == kPhaseForward || name == kPhaseBackward || name == kPhaseOptimizerStep;
 }
 
 // Builds the main thread's program of one iteration (Note [FSDP what-if replay]).
@@ -112,12 +112,12 @@ FsdpIteration build_iteration(int32_t iteration, IterationEvents& ev,
   int64_t backward_begin = INT64_MAX, backward_end = INT64_MIN;
   for (const Event& p : ev.phases) {
     const std::string name = p.name >= 0 && static_cast<size_t>(p.name) < names.size() ? names[p.name] : "";
-    if (!is_compute_phase(name) && name != "iteration") continue;
+    if (!is_compute_phase(name) && name != kPhaseIteration) continue;
     const auto mark = static_cast<int32_t>(it.mark_recorded_ns.size());
     it.mark_recorded_ns.push_back(p.begin_ns);
     it.mark_recorded_ns.push_back(p.end_ns);
     if (is_compute_phase(name)) it.phases.push_back({name, mark, mark + 1});
-    if (name == "backward") {
+    if (name == kPhaseBackward) {
       backward_begin = std::min(backward_begin, p.begin_ns);
       backward_end = std::max(backward_end, p.end_ns);
     }

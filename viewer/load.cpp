@@ -366,8 +366,8 @@ void read_rows(trace::Reader& reader, Model& model, std::pair<int64_t, int64_t> 
             [](const RankData& a, const RankData& b) { return a.info.rank < b.info.rank; });
   trace::NameId forward = kNone, iteration = kNone;
   for (size_t id = 0; id < model.names.size(); ++id) {
-    if (model.names[id] == "forward") forward = static_cast<trace::NameId>(id);
-    if (model.names[id] == "iteration") iteration = static_cast<trace::NameId>(id);
+    if (model.names[id] == trace::kPhaseForward) forward = static_cast<trace::NameId>(id);
+    if (model.names[id] == trace::kPhaseIteration) iteration = static_cast<trace::NameId>(id);
   }
   std::atomic<size_t> ranks_done{0};
   std::vector<Scratch> scratch(static_cast<size_t>(threads));

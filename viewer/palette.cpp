@@ -7,11 +7,11 @@ namespace dpscope::view {
 
 using trace::EventKind;
 
-ImU32 phase_color(const std::string& n) {
-  if (n == "forward") return IM_COL32(66, 133, 244, 255);
-  if (n == "backward") return IM_COL32(244, 160, 0, 255);
-  if (n == "optimizer_step") return IM_COL32(15, 157, 88, 255);
-  if (n == "iteration") return IM_COL32(70, 74, 92, 255);
+ImU32 phase_color(std::string_view n) {
+  if (n == trace::kPhaseForward) return IM_COL32(66, 133, 244, 255);
+  if (n == trace::kPhaseBackward) return IM_COL32(244, 160, 0, 255);
+  if (n == trace::kPhaseOptimizerStep) return IM_COL32(15, 157, 88, 255);
+  if (n == trace::kPhaseIteration) return IM_COL32(70, 74, 92, 255);
   return IM_COL32(150, 100, 200, 255);  // construction steps and the rest
 }
 

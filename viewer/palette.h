@@ -15,7 +15,7 @@ ImU32 span_color(const Model& model, const EventSpan& span);
 // A phase's colour by name ("forward", "backward", "optimizer_step", "iteration"; any other:
 // construction steps, finalize_backward, ...), a collective's by op: the timeline's and the
 // legend's.
-ImU32 phase_color(const std::string& name);
+ImU32 phase_color(std::string_view name);
 ImU32 collective_color(trace::CollectiveOp op);
 ImU32 hook_color(int bucket);  // buckets alternate between two yellows
 // A folded block of many narrow spans.

@@ -34,7 +34,7 @@ std::string phase_at(const Model& model, const std::vector<trace::Event>& events
   for (const trace::Event& e : events) {
     if (e.kind != EventKind::Phase || e.begin_ns > t || e.end_ns < t) continue;
     const std::string& name = model.name(e.name);
-    if (name == "iteration") continue;
+    if (name == trace::kPhaseIteration) continue;
     if (!inner || e.end_ns - e.begin_ns < inner->end_ns - inner->begin_ns) inner = &e;
   }
   return inner ? model.name(inner->name) : "";

@@ -52,11 +52,11 @@ void draw_legend(App& app) {
   }
   ImGui::BeginGroup();
   heading("phases (main lane)");
-  entry(phase_color("iteration"), "iteration");
-  entry(phase_color("forward"), "forward");
-  entry(phase_color("backward"), "backward");
-  entry(phase_color("optimizer_step"), "optimizer_step");
-  entry(phase_color("finalize_backward"), "finalize_backward, construction, other");
+  entry(phase_color(trace::kPhaseIteration), "iteration");
+  entry(phase_color(trace::kPhaseForward), "forward");
+  entry(phase_color(trace::kPhaseBackward), "backward");
+  entry(phase_color(trace::kPhaseOptimizerStep), "optimizer_step");
+  entry(phase_color(trace::kPhaseFinalizeBackward), "finalize_backward, construction, other");
   heading("inside backward");
   entry(hook_color(0), "gradient hook (buckets alternate");
   entry(hook_color(1), "  between two yellows)");

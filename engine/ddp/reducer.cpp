@@ -37,7 +37,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   ready_this_iteration_.assign(params_.size(), 0);
   local_used_map_ = at::zeros({static_cast<int64_t>(params_.size())}, at::kInt);
   hooks_per_param_.assign(params_.size(), 0);
-  if (recorder_) finalize_name_ = recorder_->name("finalize_backward");
+  if (recorder_) finalize_name_ = recorder_->name(trace::kPhaseFinalizeBackward);
   initialize_buckets(assignment.buckets, 0);
   install_hooks();
 }

@@ -202,13 +202,13 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
       data::DistributedSampler(train_set.size(), env.world_size, env.rank, true, config.seed),
       config.batch_size);
 
-  const trace::NameId iteration_name = recorder.name("iteration");
-  const trace::NameId forward_name = recorder.name("forward");
-  const trace::NameId backward_name = recorder.name("backward");
-  const trace::NameId straggler_name = recorder.name("straggler_delay");
-  const trace::NameId step_name = recorder.name("optimizer_step");
-  const trace::NameId loss_name = recorder.name("loss");
-  const trace::NameId step_ms_name = recorder.name("step_ms");
+  const trace::NameId iteration_name = recorder.name(trace::kPhaseIteration);
+  const trace::NameId forward_name = recorder.name(trace::kPhaseForward);
+  const trace::NameId backward_name = recorder.name(trace::kPhaseBackward);
+  const trace::NameId straggler_name = recorder.name(trace::kPhaseStragglerDelay);
+  const trace::NameId step_name = recorder.name(trace::kPhaseOptimizerStep);
+  const trace::NameId loss_name = recorder.name(trace::kMetricLoss);
+  const trace::NameId step_ms_name = recorder.name(trace::kMetricStepMs);
   const trace::NameId resident_name = recorder.name("resident_mb");
   if (env.rank == 0) {
     const std::string link =

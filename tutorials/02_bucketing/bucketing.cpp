@@ -149,7 +149,7 @@ void explain_reverse_order(const CapResult& cap) {
   const std::vector<std::string> names = reader.names();
   int64_t backward_begin = 0;
   for (const trace::Event& phase : reader.events_of_kind(trace::EventKind::Phase, 0)) {
-    if (phase.iteration == iteration && names.at(phase.name) == "backward") {
+    if (phase.iteration == iteration && names.at(phase.name) == trace::kPhaseBackward) {
       backward_begin = phase.begin_ns;
     }
   }

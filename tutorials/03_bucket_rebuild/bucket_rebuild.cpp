@@ -85,8 +85,8 @@ std::vector<BackwardTiming> backward_timings(trace::Reader& reader, int32_t iter
   const std::vector<std::string> names = reader.names();
   for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Phase, 0)) {
     if (e.iteration < 0 || e.iteration >= iterations) continue;
-    if (names.at(e.name) == "backward") begin[e.iteration] = e.begin_ns;
-    if (names.at(e.name) == "finalize_backward") timings[e.iteration].waited_ms = (e.end_ns - e.begin_ns) / 1e6;
+    if (names.at(e.name) == trace::kPhaseBackward) begin[e.iteration] = e.begin_ns;
+    if (names.at(e.name) == trace::kPhaseFinalizeBackward) timings[e.iteration].waited_ms = (e.end_ns - e.begin_ns) / 1e6;
   }
   for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Hook, 0)) {
     if (e.iteration < 0 || e.iteration >= iterations) continue;

@@ -124,7 +124,7 @@ void print_micro_steps(const std::string& path, int accumulate) {
   const std::vector<std::string> names = reader.names();
   std::vector<trace::Event> backwards;
   for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Phase, 0)) {
-    if (e.iteration == 0 && names.at(e.name) == "backward") backwards.push_back(e);
+    if (e.iteration == 0 && names.at(e.name) == trace::kPhaseBackward) backwards.push_back(e);
   }
   const std::vector<trace::Event> collectives = reader.events_of_kind(trace::EventKind::Collective, 0);
   std::printf("\nOptimizer step 0 of the no_sync run on rank 0, micro-step by micro-step:\n");

@@ -49,7 +49,7 @@ std::string train(tutorials::Session& session, const Settings& settings, int slo
   char json[96];
   std::snprintf(json, sizeof(json), "{\"straggler\":{\"rank\":%d,\"ms\":%g}}", slow_rank, delay_ms);
   run.describe("ddp", "mlp", *model, json);
-  const trace::NameId delay_name = run.recorder().name("straggler_delay");
+  const trace::NameId delay_name = run.recorder().name(trace::kPhaseStragglerDelay);
   {
     ddp::DdpOptions ddp_options;
     ddp_options.recorder = &run.recorder();

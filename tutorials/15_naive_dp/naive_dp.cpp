@@ -288,7 +288,7 @@ void print_when(const std::string& path, Variant variant, int32_t iteration) {
   const std::vector<std::string> names = reader.names();
   int64_t backward_begin = 0, backward_end = 0;
   for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Phase, 0)) {
-    if (e.iteration == iteration && names.at(e.name) == "backward") {
+    if (e.iteration == iteration && names.at(e.name) == trace::kPhaseBackward) {
       backward_begin = e.begin_ns;
       backward_end = e.end_ns;
     }

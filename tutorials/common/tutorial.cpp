@@ -259,16 +259,16 @@ std::string TracedRun::finish() {
 
 Step::Step(TracedRun& run, int32_t iteration)
     : run_(run), iteration_(iteration), begin_ns_(trace::now_ns()),
-      forward_name_(run.recorder().name("forward")),
-      backward_name_(run.recorder().name("backward")),
-      optimizer_name_(run.recorder().name("optimizer_step")) {}
+      forward_name_(run.recorder().name(trace::kPhaseForward)),
+      backward_name_(run.recorder().name(trace::kPhaseBackward)),
+      optimizer_name_(run.recorder().name(trace::kPhaseOptimizerStep)) {}
 
 Step::~Step() {
   trace::Recorder& recorder = run_.recorder();
   const int64_t end_ns = trace::now_ns();
-  recorder.phase(0, recorder.name("iteration"), begin_ns_, end_ns, iteration_);
-  recorder.metric(iteration_, recorder.name("loss"), loss_);
-  recorder.metric(iteration_, recorder.name("step_ms"), static_cast<double>(end_ns - begin_ns_) / 1e6);
+  recorder.phase(0, recorder.name(trace::kPhaseIteration), begin_ns_, end_ns, iteration_);
+  recorder.metric(iteration_, recorder.name(trace::kMetricLoss), loss_);
+  recorder.metric(iteration_, recorder.name(trace::kMetricStepMs), static_cast<double>(end_ns - begin_ns_) / 1e6);
 }
 
 void Step::backward(const at::Tensor& loss) {
