@@ -34,7 +34,8 @@ StragglerFinding find_stragglers(const std::vector<CollectiveMatch>& matches, in
     late = std::max(late, m.late_ns);
   }
   const auto steps = static_cast<int32_t>(lateness.size());
-  if (steps == 0) return finding;
+  finding.steps = steps;
+  if (steps < kMinimumStragglerSteps) return finding;
   std::map<int32_t, Straggler> by_rank;
   for (const auto& [iteration, ranks] : lateness) {
     int32_t last = kNone;
@@ -66,6 +67,11 @@ StragglerFinding find_stragglers(const std::vector<CollectiveMatch>& matches, in
 
 std::string stragglers_text(const StragglerFinding& finding) {
   char text[160];
+  if (finding.stragglers.empty() && finding.steps < kMinimumStragglerSteps) {
+    std::snprintf(text, sizeof(text), "none named (%d steady steps; naming one takes at least %d)", finding.steps,
+                  kMinimumStragglerSteps);
+    return text;
+  }
   if (finding.stragglers.empty()) {
     std::snprintf(text, sizeof(text), "none (no rank is consistently last, more than %.1f ms behind the rest)",
                   finding.threshold_ms);

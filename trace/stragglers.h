@@ -25,7 +25,8 @@ namespace dpscope::trace {
 // rest is the others' problem. One rank waiting at
 // the first bucket of every backward is what a slow rank costs the others: that wait is their
 // time (Note [Waiting and transfer]). Collectives of construction (no iteration) and mismatched
-// ones are not counted.
+// ones are not counted. With fewer than 3 steady steps nobody is named: one or two steps of a
+// loaded machine make a "consistent" last arriver from noise.
 struct Straggler {
   int32_t rank = 0;
   double late_ms = 0;        // mean lateness per steady step
@@ -34,8 +35,11 @@ struct Straggler {
   int32_t steps = 0;          // steady steps with matched collectives
 };
 
+inline constexpr int32_t kMinimumStragglerSteps = 3;
+
 struct StragglerFinding {
   double threshold_ms = 0;
+  int32_t steps = 0;  // steady steps with matched collectives
   std::vector<Straggler> stragglers;  // by late_ms, largest first; empty when none stands out
 };
 

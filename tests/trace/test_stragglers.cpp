@@ -93,6 +93,15 @@ TEST(stragglers, NoneWhenTheLastRankChangesFromStepToStep) {
   EXPECT_EQ(stragglers_text(f), "none (no rank is consistently last, more than 1.0 ms behind the rest)");
 }
 
+// Two steady steps name nobody, however late one rank is in both: too few to tell from noise.
+TEST(stragglers, TwoSteadyStepsNameNobody) {
+  const StragglerFinding two = find_stragglers(steps(4, [](int) { return 2; }, 30), 2, 4, {0, 0, 0});
+  EXPECT_TRUE(two.stragglers.empty());
+  EXPECT_EQ(two.steps, 2);
+  EXPECT_EQ(stragglers_text(two), "none named (2 steady steps; naming one takes at least 3)");
+  EXPECT_EQ(find_stragglers(steps(5, [](int) { return 2; }, 30), 2, 5, {0, 0, 0}).stragglers.size(), 1u);
+}
+
 // Every step, rank 0 is 2.5 ms late at one collective and rank 2 3 ms late at another: rank 2 is
 // the last arriver of every step, but only 0.5 ms behind rank 0 — noise of a step with many
 // collectives, not a straggler.
