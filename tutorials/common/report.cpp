@@ -172,7 +172,7 @@ void print_step_memory_peaks(const std::vector<LabelledRun>& runs) {
   };
   if (runs.empty()) return;
   int width = 14;  // each run's column: its label, and at least "12345.67"
-  for (const LabelledRun& run : runs) width = std::max(width, static_cast<int>(run.label.size()));
+  for (const LabelledRun& run : runs) width = std::max(width, static_cast<int>(run.label.size()) + 1);
   std::printf("\nRank 0 at its peak in the steps, MiB by category (what each category held when the total\n"
               "peaked; `dpscope stats` prints the same as \"peak in the steps\"):\n");
   std::printf("  %-16s", "category");
