@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Takes a tutorial's screenshot, the PNG next to its README: runs the tutorial on 2 ranks under
-# `dpscope launch` into a temporary trace directory, then has dpscope-view draw the trace headless
-# (--screenshot; under xvfb-run when there is no display) and write the PNG.
+# Takes a tutorial's screenshot, the PNG next to its README: runs the tutorial on 2 ranks (8 for the
+# scaling tutorial) under `dpscope launch` into a temporary trace directory, then has dpscope-view
+# draw the trace headless (--screenshot; under xvfb-run when there is no display) and write the PNG.
 set -euo pipefail
 
 usage() {
   cat <<'EOF'
 usage: tutorials/screenshot.sh [--bin DIR] [--out PNG] [--keep-traces DIR] NN [-- TUTORIAL ARGS...]
-  NN                 the tutorial's number (01 .. 13)
+  NN                 the tutorial's number (01 .. 18)
   --bin DIR          where dpscope, dpscope-view and the tutorials are (default: build/bin)
   --out PNG          where the PNG goes (default: tutorials/NN_topic/screenshot.png)
   --keep-traces DIR  write the traces there and keep them (default: /tmp/dpscope-tutorial-NN,
@@ -37,6 +37,7 @@ done
 # Which run each tutorial shows, and with what to compare it (the viewer aligns them on iterations);
 # the tutorials whose README runs them on an emulated link get the same link here.
 link=()
+ranks=2
 case "$number" in
   01) folder=01_toy_ddp;            view=(run.sqlite) ;;
   02) folder=02_bucketing;          view=(cap-1mb/run.sqlite --compare cap-25mb/run.sqlite)
@@ -57,7 +58,17 @@ case "$number" in
   12) folder=12_stragglers;         view=(slow-40ms/run.sqlite --iteration 4) ;;
   13) folder=13_whatif;             view=(cap-1mb/run.sqlite --whatif-cap-mb 25 --whatif-first-bucket-mb 25 --iteration 6 --fold 1)
       link=(--link-gbps 4 --link-latency-us 50) ;;
-  *) echo "screenshot.sh: no tutorial $number; choose 01 .. 13" >&2; exit 2 ;;
+  14) folder=14_collectives;         view=(primer/run.sqlite --iteration 0 --step 7)
+      link=(--link-gbps 2 --link-latency-us 500) ;;
+  15) folder=15_naive_dp;            view=(after-backward/run.sqlite --compare hooks/run.sqlite --iteration 4)
+      link=(--link-gbps 1 --link-latency-us 50) ;;
+  16) folder=16_scaling;             view=(run.sqlite --iteration 4 --fold 1,2,3,4,5,6)
+      link=(--link-gbps 0.2 --link-latency-us 50); ranks=8 ;;
+  17) folder=17_mixed_precision_offload; view=(fp32/run.sqlite --compare bf16/run.sqlite --iteration 4)
+      link=(--link-gbps 4 --link-latency-us 50) ;;
+  18) folder=18_zero1;               view=(ddp/run.sqlite --compare zero1/run.sqlite --iteration 2)
+      link=(--link-gbps 4 --link-latency-us 50) ;;
+  *) echo "screenshot.sh: no tutorial $number; choose 01 .. 18" >&2; exit 2 ;;
 esac
 program="$bin/tutorial-${folder//_/-}"
 for tool in "$bin/dpscope" "$bin/dpscope-view" "$program"; do
@@ -75,7 +86,7 @@ else
   trap 'rm -rf "$traces"' EXIT
 fi
 
-"$bin/dpscope" launch -n 2 "${link[@]}" --trace-dir "$traces" -- "$program" "$@" > "$traces/tutorial.log" 2>&1 ||
+"$bin/dpscope" launch -n "$ranks" "${link[@]}" --trace-dir "$traces" -- "$program" "$@" > "$traces/tutorial.log" 2>&1 ||
   { cat "$traces/tutorial.log" >&2; echo "screenshot.sh: tutorial $number failed (output above)" >&2; exit 1; }
 
 # Tutorial 11 writes no trace without a GPU (it says so and exits 0).
