@@ -39,34 +39,34 @@ done
 link=()
 ranks=2
 case "$number" in
-  01) folder=01_toy_ddp;            view=(run.sqlite) ;;
-  02) folder=02_bucketing;          view=(cap-1mb/run.sqlite --compare cap-25mb/run.sqlite)
-      link=(--link-gbps 2 --link-latency-us 50) ;;
-  03) folder=03_bucket_rebuild;     view=(by-size-guess/run.sqlite --compare gradient-copy/run.sqlite)
-      link=(--link-gbps 2 --link-latency-us 50) ;;
-  04) folder=04_unused_parameters;  view=(run.sqlite) ;;
-  05) folder=05_no_sync;            view=(no-sync/run.sqlite --compare sync-every-micro-step/run.sqlite)
-      link=(--link-gbps 1 --link-latency-us 50) ;;
-  06) folder=06_comm_hooks;         view=(allreduce/run.sqlite --compare powersgd/run.sqlite) ;;
-  07) folder=07_fsdp_basics;        view=(per-unit/run.sqlite --compare bucketed/run.sqlite) ;;
-  08) folder=08_fsdp_nesting_prefetch; view=(root-only/run.sqlite --compare nested/run.sqlite)
-      link=(--link-gbps 4 --link-latency-us 50) ;;
-  09) folder=09_zero_stages;        view=(ddp/run.sqlite --compare full-shard/run.sqlite)
-      link=(--link-gbps 4 --link-latency-us 50) ;;
-  10) folder=10_real_training;      view=(ddp/run.sqlite --compare fsdp/run.sqlite --iteration 150) ;;
-  11) folder=11_gpus;               view=(ddp/run.sqlite --compare fsdp/run.sqlite) ;;
-  12) folder=12_stragglers;         view=(slow-40ms/run.sqlite --iteration 4) ;;
-  13) folder=13_whatif;             view=(cap-1mb/run.sqlite --whatif-cap-mb 25 --whatif-first-bucket-mb 25 --iteration 6 --fold 1)
-      link=(--link-gbps 4 --link-latency-us 50) ;;
-  14) folder=14_collectives;         view=(primer/run.sqlite --iteration 0 --step 7)
+  01) folder=01_collectives;         view=(primer/run.sqlite --iteration 0 --step 7)
       link=(--link-gbps 2 --link-latency-us 500) ;;
-  15) folder=15_naive_dp;            view=(after-backward/run.sqlite --compare hooks/run.sqlite --iteration 4)
+  02) folder=02_naive_dp;            view=(after-backward/run.sqlite --compare hooks/run.sqlite --iteration 4)
       link=(--link-gbps 1 --link-latency-us 50) ;;
-  16) folder=16_scaling;             view=(run.sqlite --iteration 4 --fold 1,2,3,4,5,6)
+  03) folder=03_toy_ddp;            view=(run.sqlite) ;;
+  04) folder=04_bucketing;          view=(cap-1mb/run.sqlite --compare cap-25mb/run.sqlite)
+      link=(--link-gbps 2 --link-latency-us 50) ;;
+  05) folder=05_bucket_rebuild;     view=(by-size-guess/run.sqlite --compare gradient-copy/run.sqlite)
+      link=(--link-gbps 2 --link-latency-us 50) ;;
+  06) folder=06_unused_parameters;  view=(run.sqlite) ;;
+  07) folder=07_no_sync;            view=(no-sync/run.sqlite --compare sync-every-micro-step/run.sqlite)
+      link=(--link-gbps 1 --link-latency-us 50) ;;
+  08) folder=08_comm_hooks;         view=(allreduce/run.sqlite --compare powersgd/run.sqlite) ;;
+  09) folder=09_scaling;             view=(run.sqlite --iteration 4 --fold 1,2,3,4,5,6)
       link=(--link-gbps 0.2 --link-latency-us 50); ranks=8 ;;
-  17) folder=17_mixed_precision_offload; view=(fp32/run.sqlite --compare bf16/run.sqlite --iteration 4)
+  10) folder=10_fsdp_basics;        view=(per-unit/run.sqlite --compare bucketed/run.sqlite) ;;
+  11) folder=11_fsdp_nesting_prefetch; view=(root-only/run.sqlite --compare nested/run.sqlite)
       link=(--link-gbps 4 --link-latency-us 50) ;;
-  18) folder=18_zero1;               view=(ddp/run.sqlite --compare zero1/run.sqlite --iteration 2)
+  12) folder=12_zero_stages;        view=(ddp/run.sqlite --compare full-shard/run.sqlite)
+      link=(--link-gbps 4 --link-latency-us 50) ;;
+  13) folder=13_zero1;               view=(ddp/run.sqlite --compare zero1/run.sqlite --iteration 2)
+      link=(--link-gbps 4 --link-latency-us 50) ;;
+  14) folder=14_mixed_precision_offload; view=(fp32/run.sqlite --compare bf16/run.sqlite --iteration 4)
+      link=(--link-gbps 4 --link-latency-us 50) ;;
+  15) folder=15_real_training;      view=(ddp/run.sqlite --compare fsdp/run.sqlite --iteration 150) ;;
+  16) folder=16_gpus;               view=(ddp/run.sqlite --compare fsdp/run.sqlite) ;;
+  17) folder=17_stragglers;         view=(slow-40ms/run.sqlite --iteration 4) ;;
+  18) folder=18_whatif;             view=(cap-1mb/run.sqlite --whatif-cap-mb 25 --whatif-first-bucket-mb 25 --iteration 6 --fold 1)
       link=(--link-gbps 4 --link-latency-us 50) ;;
   *) echo "screenshot.sh: no tutorial $number; choose 01 .. 18" >&2; exit 2 ;;
 esac
@@ -89,9 +89,9 @@ fi
 "$bin/dpscope" launch -n "$ranks" "${link[@]}" --trace-dir "$traces" -- "$program" "$@" > "$traces/tutorial.log" 2>&1 ||
   { cat "$traces/tutorial.log" >&2; echo "screenshot.sh: tutorial $number failed (output above)" >&2; exit 1; }
 
-# Tutorial 11 writes no trace without a GPU (it says so and exits 0).
+# Tutorial 16 writes no trace without a GPU (it says so and exits 0).
 [[ -f "$traces/${view[0]}" ]] ||
-  { cat "$traces/tutorial.log" >&2; echo "screenshot.sh: tutorial $number wrote no $traces/${view[0]} (output above); tutorial 11 needs CUDA devices" >&2; exit 1; }
+  { cat "$traces/tutorial.log" >&2; echo "screenshot.sh: tutorial $number wrote no $traces/${view[0]} (output above); tutorial 16 needs CUDA devices" >&2; exit 1; }
 
 args=()
 for arg in "${view[@]}"; do

@@ -30,8 +30,8 @@ class LiveSource {
   // file is returned once it is whole (the scratch file is replaced, so a LiveFollower on it
   // loads it afresh). Cheap; call every frame.
   std::string poll();
-  // What it follows, in words, for the window's header: "waiting for traces/t02 (no trace
-  // yet)", "2 rank files of traces/t02, merged as they grow", "traces/t02/run.sqlite".
+  // What it follows, in words, for the window's header: "waiting for traces/t04 (no trace
+  // yet)", "2 rank files of traces/t04, merged as they grow", "traces/t04/run.sqlite".
   std::string status() const;
   // Merges done so far (tests).
   int merges() const { return merges_; }

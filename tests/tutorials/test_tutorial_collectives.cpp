@@ -1,4 +1,4 @@
-// test_tutorial_collectives: tutorial 14's claims. Every rank's numbers after broadcast,
+// test_tutorial_collectives: tutorial 01's claims. Every rank's numbers after broadcast,
 // all-reduce, reduce-scatter and all-gather are the hand-computed ones (2 and 3 ranks); the trace
 // counts each collective's bytes; an all-reduce and a reduce-scatter + all-gather agree bit for
 // bit on 2 ranks; the ring bytes follow 2(n-1)/n S and (n-1)/n S exactly; and on an emulated
@@ -18,7 +18,7 @@ using dpscope::testing::TempDir;
 
 namespace {
 
-constexpr const char* kTutorial = "tutorial-14-collectives";
+constexpr const char* kTutorial = "tutorial-01-collectives";
 constexpr int64_t kChunk = 2;  // the tutorial's default --chunk
 
 // The tutorial on `ranks` ranks (launch() always uses 2), tracing under `dir`.

@@ -1,4 +1,4 @@
-// Tutorial 17 (FSDP mixed precision and CPU offload) claims, from its traces: bf16 halves the
+// Tutorial 14 (FSDP mixed precision and CPU offload) claims, from its traces: bf16 halves the
 // all-gathers' bytes exactly and the reduce-scatters' too unless reduce_fp32 keeps them float32;
 // the gathered parameters, full gradients and activations shrink while the float32 shards and
 // optimizer state do not; CPU offload on the CPU changes nothing, and what it would move.
@@ -68,7 +68,7 @@ int64_t at_peak(const trace::RankStats& rank, trace::MemoryCategory category) {
 
 TEST(TutorialMixedPrecisionOffload, BytesMemoryLossAndOffloadAsTheReadmeStates) {
   TempDir dir;
-  const TutorialRun run = launch(dir, "tutorial-17-mixed-precision-offload", "--steps 4",
+  const TutorialRun run = launch(dir, "tutorial-14-mixed-precision-offload", "--steps 4",
                                  "--link-gbps 4 --link-latency-us 50");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const trace::RunStats fp32 = stats_of(run.trace_dir + "/fp32/run.sqlite");

@@ -1,4 +1,4 @@
-// test_tutorial_naive_dp: tutorial 15 on 2 ranks on the 1 Gb/s link its README uses. The three
+// test_tutorial_naive_dp: tutorial 02 on 2 ranks on the 1 Gb/s link its README uses. The three
 // runs compute the same gradients bit for bit; after-backward and hooks issue one all-reduce per
 // parameter, DDP one per bucket; after-backward issues them all once backward is over, hooks
 // during it, and that leaves hooks clearly less communication exposed.
@@ -42,7 +42,7 @@ double best_exposed_ms(const trace::RunStats& stats) {
 TEST(TutorialNaiveDp, SameGradientsOneAllReducePerParameterOrBucketAndHooksOverlap) {
   TempDir dir;
   const TutorialRun run =
-      launch(dir, "tutorial-15-naive-dp", "--steps 10", "--link-gbps 1 --link-latency-us 50");
+      launch(dir, "tutorial-02-naive-dp", "--steps 10", "--link-gbps 1 --link-latency-us 50");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("on an emulated link of 1 Gb/s and 50 us"), std::string::npos) << run.output;
 
@@ -66,7 +66,7 @@ TEST(TutorialNaiveDp, SameGradientsOneAllReducePerParameterOrBucketAndHooksOverl
     ASSERT_EQ(stats->iterations, 10) << stats->path;
     for (const auto& rank : stats->ranks) {
       for (int32_t it = 0; it < stats->iterations; ++it) {
-        // DDP's iteration 0 has one bucket, then the rebuilt plan (tutorial 03).
+        // DDP's iteration 0 has one bucket, then the rebuilt plan (tutorial 05).
         const int64_t per_bucket = it == 0 ? 1 : static_cast<int64_t>(rebuilt.size());
         EXPECT_EQ(all_reduces(rank, it), stats == &buckets ? per_bucket : params)
             << stats->path << " rank " << rank.rank << " iteration " << it;

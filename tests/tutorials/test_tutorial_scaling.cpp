@@ -1,4 +1,4 @@
-// Tutorial 16 (scaling): runs it on 1, 2 and 4 ranks on its README's emulated link, as the README's
+// Tutorial 09 (scaling): runs it on 1, 2 and 4 ranks on its README's emulated link, as the README's
 // loop does, and checks what it claims: the global batch's three factors, the all-reduce growing
 // with the rank count as the ring model says, and the cluster estimate's efficiency falling.
 #include <gtest/gtest.h>
@@ -61,7 +61,7 @@ TEST(TutorialScaling, GlobalBatchRingModelAndEfficiency) {
     const std::string trace_dir = dir.file("ranks-" + std::to_string(n));
     const auto result = dpscope::testing::run_command(
         "timeout 120 " + dpscope_bin() + " launch -n " + std::to_string(n) + " " + link + " --trace-dir " +
-        trace_dir + " -- " + DPSCOPE_BIN_DIR + "/tutorial-16-scaling --steps 6 --accumulate 2");
+        trace_dir + " -- " + DPSCOPE_BIN_DIR + "/tutorial-09-scaling --steps 6 --accumulate 2");
     ASSERT_EQ(result.exit_code, 0) << result.output;
     output[n] = result.output;
     stats[n] = stats_of(trace_dir + "/run.sqlite");

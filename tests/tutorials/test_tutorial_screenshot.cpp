@@ -1,5 +1,5 @@
 // test_tutorial_screenshot: the step that makes a tutorial's README screenshot works headless:
-// tutorials/screenshot.sh runs tutorial 01 under `dpscope launch` and has dpscope-view draw its
+// tutorials/screenshot.sh runs tutorial 03 under `dpscope launch` and has dpscope-view draw its
 // trace with --screenshot (in the suite's xvfb-run display, or under its own xvfb-run without one).
 #include <gtest/gtest.h>
 #include <stb_image.h>
@@ -16,7 +16,7 @@ using dpscope::testing::TempDir;
 
 namespace {
 
-TEST(TutorialScreenshot, Tutorial01Headless) {
+TEST(TutorialScreenshot, Tutorial03Headless) {
   if (!std::getenv("DISPLAY") && run_command("command -v xvfb-run").exit_code != 0) {
     GTEST_SKIP() << "no display and no xvfb-run: run the suite under `xvfb-run -a ctest`";
   }
@@ -24,7 +24,7 @@ TEST(TutorialScreenshot, Tutorial01Headless) {
   const std::string png = dir.file("screenshot.png");
   const auto result = run_command("timeout 120 " + std::string(DPSCOPE_SOURCE_DIR) +
                                   "/tutorials/screenshot.sh --bin " + DPSCOPE_BIN_DIR + " --out " + png +
-                                  " --keep-traces " + dir.file("traces") + " 01 -- --steps 1");
+                                  " --keep-traces " + dir.file("traces") + " 03 -- --steps 1");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("wrote " + png), std::string::npos) << result.output;
   EXPECT_TRUE(std::filesystem::exists(dir.file("traces/run.sqlite")));

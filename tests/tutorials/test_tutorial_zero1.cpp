@@ -1,4 +1,4 @@
-// Tutorial 18 (ZeRO-1) as a learner runs it, checked against what its README states: ZeRO-1
+// Tutorial 13 (ZeRO-1) as a learner runs it, checked against what its README states: ZeRO-1
 // trains as DDP does (bit for bit on 2 ranks), holds 1/n of DDP's optimizer state after the steps
 // and exactly ZeRO's formula, and sends DDP's bytes; ZeRO-3 sends 1.5 times them.
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@ int64_t after_steps(const trace::RunStats& stats, C category) {
 
 TEST(TutorialZero1, TrainsAsDdpWithAnNthOfItsOptimizerStateAndItsBytes) {
   TempDir dir;
-  const TutorialRun run = launch(dir, "tutorial-18-zero1", "--steps 3",
+  const TutorialRun run = launch(dir, "tutorial-13-zero1", "--steps 3",
                                  "--link-gbps 4 --link-latency-us 50");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("largest parameter difference\n[0] on any rank 0 (bit for bit)"), std::string::npos)

@@ -1,10 +1,11 @@
-// test_tutorials: every tutorial runs to completion on 2 ranks under `dpscope launch` with few
-// steps, and what it claims holds in the traces it wrote: one all-reduce per bucket (02), the
-// rebuilt plan and gradient views (03), the used-parameter map (04), no all-reduce in no_sync
-// micro-steps (05), half the bytes with fp16 (06), FSDP's gathers and reduce-scatters per unit
-// (07), nesting and SHARD_GRAD_OP (08), ZeRO-3 < ZeRO-2 < DDP in peak memory (09), 95 % on the
-// held-out digits with DDP and FSDP (10), a clear exit without a GPU (11), the slow rank
-// named and paid for by every rank (12), and a what-if prediction checked by a real run (13).
+// test_tutorials: the DDP and FSDP tutorials run to completion on 2 ranks under `dpscope launch`
+// with few steps, and what each claims holds in the traces it wrote: one all-reduce per bucket
+// (04), the rebuilt plan and gradient views (05), the used-parameter map (06), no all-reduce in
+// no_sync micro-steps (07), half the bytes with fp16 (08), FSDP's gathers and reduce-scatters per
+// unit (10), nesting and SHARD_GRAD_OP (11), ZeRO-3 < ZeRO-2 < DDP in peak memory (12), 95 % on
+// the held-out digits with DDP and FSDP (15), a clear exit without a GPU (16), the slow rank
+// named and paid for by every rank (17), and a what-if prediction checked by a real run (18).
+// Tutorials 01, 02, 09, 13 and 14 have test files of their own (test_tutorial_<topic>.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,9 +24,9 @@ using dpscope::testing::TempDir;
 namespace {
 
 
-TEST(Tutorials, ToyDdp01ConstructionAndOneIteration) {
+TEST(Tutorials, ToyDdp03ConstructionAndOneIteration) {
   TempDir dir;
-  const TutorialRun run = launch(dir, "tutorial-01-toy-ddp", "--steps 2");
+  const TutorialRun run = launch(dir, "tutorial-03-toy-ddp", "--steps 2");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   // Different random weights before DDP, rank 0's everywhere after its broadcast.
   EXPECT_NE(run.output.find("sum |weights|                      rank 0"), std::string::npos) << run.output;
@@ -51,10 +52,10 @@ TEST(Tutorials, ToyDdp01ConstructionAndOneIteration) {
   }
 }
 
-TEST(Tutorials, Bucketing02OneAllReducePerBucketForEachCap) {
+TEST(Tutorials, Bucketing04OneAllReducePerBucketForEachCap) {
   TempDir dir;
   // On the link its README runs it on: the tutorial's own process groups queue on it.
-  const TutorialRun run = launch(dir, "tutorial-02-bucketing", "--steps 3 --caps 25,4,1",
+  const TutorialRun run = launch(dir, "tutorial-04-bucketing", "--steps 3 --caps 25,4,1",
                                  "--link-gbps 2 --link-latency-us 50");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("on an emulated link of 2 Gb/s and 50 us"), std::string::npos) << run.output;
@@ -82,10 +83,10 @@ TEST(Tutorials, Bucketing02OneAllReducePerBucketForEachCap) {
   EXPECT_NE(run.output.find("Why reverse order"), std::string::npos) << run.output;
 }
 
-TEST(Tutorials, BucketRebuild03RebuiltPlanAndGradientViews) {
+TEST(Tutorials, BucketRebuild05RebuiltPlanAndGradientViews) {
   TempDir dir;
   // On the link its README runs it on, so that the all-reduces take a cluster's time.
-  const TutorialRun run = launch(dir, "tutorial-03-bucket-rebuild", "--steps 3",
+  const TutorialRun run = launch(dir, "tutorial-05-bucket-rebuild", "--steps 3",
                                  "--link-gbps 2 --link-latency-us 50");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const std::string copy_path = run.trace_dir + "/gradient-copy/run.sqlite";
@@ -156,9 +157,9 @@ TEST(Tutorials, BucketRebuild03RebuiltPlanAndGradientViews) {
   for (const trace::RunStats* stats : {&copy, &view}) expect_little_other(*stats);
 }
 
-TEST(Tutorials, UnusedParameters04UsedParameterMapEveryIteration) {
+TEST(Tutorials, UnusedParameters06UsedParameterMapEveryIteration) {
   TempDir dir;
-  const TutorialRun run = launch(dir, "tutorial-04-unused-parameters", "--steps 4");
+  const TutorialRun run = launch(dir, "tutorial-06-unused-parameters", "--steps 4");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("DdpError: Expected to have finished reduction in the prior iteration"),
             std::string::npos) << run.output;
@@ -188,10 +189,10 @@ TEST(Tutorials, UnusedParameters04UsedParameterMapEveryIteration) {
   EXPECT_GT(skipped, 0) << "with seed 0 some rank skips head_b in the first steps";
 }
 
-TEST(Tutorials, NoSync05NoAllReduceInNoSyncMicroSteps) {
+TEST(Tutorials, NoSync07NoAllReduceInNoSyncMicroSteps) {
   TempDir dir;
   // On the link its README runs it on, where the all-reduces' time is the lesson.
-  const TutorialRun run = launch(dir, "tutorial-05-no-sync", "--steps 3 --accumulate 4",
+  const TutorialRun run = launch(dir, "tutorial-07-no-sync", "--steps 3 --accumulate 4",
                                  "--link-gbps 1 --link-latency-us 50");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const std::string no_sync_path = run.trace_dir + "/no-sync/run.sqlite";
@@ -237,9 +238,9 @@ TEST(Tutorials, NoSync05NoAllReduceInNoSyncMicroSteps) {
   EXPECT_LT(last_number_on(run.output, "   sync-every-micro-step "), 1e-5) << run.output;
 }
 
-TEST(Tutorials, CommHooks06Fp16HalvesTheBytes) {
+TEST(Tutorials, CommHooks08Fp16HalvesTheBytes) {
   TempDir dir;
-  const TutorialRun run = launch(dir, "tutorial-06-comm-hooks", "--steps 3 --powersgd-start 2");
+  const TutorialRun run = launch(dir, "tutorial-08-comm-hooks", "--steps 3 --powersgd-start 2");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const trace::RunStats plain = stats_of(run.trace_dir + "/allreduce/run.sqlite");
   const trace::RunStats fp16 = stats_of(run.trace_dir + "/fp16/run.sqlite");
@@ -265,13 +266,13 @@ TEST(Tutorials, CommHooks06Fp16HalvesTheBytes) {
   }
 }
 
-// Tutorial 07 claims, for its MLP of 4 units (fc0, fc1, fc2 and the root holding fc3) under
+// Tutorial 10 claims, for its MLP of 4 units (fc0, fc1, fc2 and the root holding fc3) under
 // FULL_SHARD: 4 forward all-gathers and 3 backward ones (the root is never freed), one
 // reduce-scatter per unit without a bucket, fewer (bucketed) with one; shards that tile each
 // padded flat parameter.
-TEST(Tutorials, FsdpBasics07GathersAndReduceScattersPerUnit) {
+TEST(Tutorials, FsdpBasics10GathersAndReduceScattersPerUnit) {
   TempDir dir;
-  const TutorialRun run = launch(dir, "tutorial-07-fsdp-basics", "--steps 3");
+  const TutorialRun run = launch(dir, "tutorial-10-fsdp-basics", "--steps 3");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   trace::Reader per_unit(run.trace_dir + "/per-unit/run.sqlite");
   const auto units = per_unit.units();
@@ -325,12 +326,12 @@ TEST(Tutorials, FsdpBasics07GathersAndReduceScattersPerUnit) {
   EXPECT_NEAR(fsdp_sent / double(model_bytes), 1.49, 0.005) << "about 1.5x DDP's bytes";
 }
 
-// Tutorial 08 claims, from the traces: nested FULL_SHARD holds fewer full-parameter bytes at its
+// Tutorial 11 claims, from the traces: nested FULL_SHARD holds fewer full-parameter bytes at its
 // peak than one root unit (the whole model), and SHARD_GRAD_OP gathers each unit once per
 // iteration where FULL_SHARD gathers the nested units again for backward.
-TEST(Tutorials, NestingPrefetch08NestedHoldsLessAndGradOpGathersLess) {
+TEST(Tutorials, NestingPrefetch11NestedHoldsLessAndGradOpGathersLess) {
   TempDir dir;
-  const TutorialRun run = launch(dir, "tutorial-08-fsdp-nesting-prefetch", "--steps 2");
+  const TutorialRun run = launch(dir, "tutorial-11-fsdp-nesting-prefetch", "--steps 2");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const trace::RunStats root_only = stats_of(run.trace_dir + "/root-only/run.sqlite");
   const trace::RunStats nested = stats_of(run.trace_dir + "/nested/run.sqlite");
@@ -354,12 +355,12 @@ TEST(Tutorials, NestingPrefetch08NestedHoldsLessAndGradOpGathersLess) {
   for (const trace::RunStats* stats : {&root_only, &nested}) expect_little_other(*stats);
 }
 
-// Tutorial 09 claims that ZeRO-3 holds less at its peak than ZeRO-2, and ZeRO-2 less than DDP
+// Tutorial 12 claims that ZeRO-3 holds less at its peak than ZeRO-2, and ZeRO-2 less than DDP
 // (the allocator's peaks it prints), and that SHARD_GRAD_OP keeps more full parameters at once
 // than FULL_SHARD (the traces' peak of full_parameters).
-TEST(Tutorials, ZeroStages09FullShardBelowShardGradOpBelowDdp) {
+TEST(Tutorials, ZeroStages12FullShardBelowShardGradOpBelowDdp) {
   TempDir dir;
-  const TutorialRun run = launch(dir, "tutorial-09-zero-stages", "--steps 3", "--link-gbps 4 --link-latency-us 50");
+  const TutorialRun run = launch(dir, "tutorial-12-zero-stages", "--steps 3", "--link-gbps 4 --link-latency-us 50");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   // Communication per step: "[0]", collectives, sent MiB, link ms, comm ms, sent of DDP's.
   // FULL_SHARD sends 1.5 times DDP's bytes (two all-gathers and a reduce-scatter against one
@@ -397,11 +398,11 @@ TEST(Tutorials, ZeroStages09FullShardBelowShardGradOpBelowDdp) {
   for (const trace::RunStats* stats : {&ddp, &grad_op, &full}) expect_little_other(*stats);
 }
 
-// Tutorial 10 claims a real training: the CNN reaches 95 % on the held-out last 20 % of the digits
+// Tutorial 15 claims a real training: the CNN reaches 95 % on the held-out last 20 % of the digits
 // with DDP and with FSDP, and records the accuracy and the loss of every step in each trace.
 TEST(Tutorials, RealTrainingReaches95PercentWithDdpAndFsdp) {
   TempDir dir;
-  const TutorialRun run = launch(dir, "tutorial-10-real-training", "");
+  const TutorialRun run = launch(dir, "tutorial-15-real-training", "");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   for (const std::string part : {"ddp", "fsdp"}) {
     trace::Reader reader(run.trace_dir + "/" + part + "/run.sqlite");
@@ -441,12 +442,12 @@ TEST(Tutorials, RealTrainingReaches95PercentWithDdpAndFsdp) {
 
 namespace {
 
-// Tutorial 12 claims that one slow rank slows every rank by about its delay, that the others
+// Tutorial 17 claims that one slow rank slows every rank by about its delay, that the others
 // spend the delay waiting at their all-reduces while it waits for nobody, and that the analysis
 // names it (Note [Stragglers]); the even run names nobody.
-TEST(Tutorials, Stragglers12EveryRankPaysTheDelayAndTheSlowOneIsNamed) {
+TEST(Tutorials, Stragglers17EveryRankPaysTheDelayAndTheSlowOneIsNamed) {
   TempDir dir;
-  const TutorialRun run = launch(dir, "tutorial-12-stragglers", "--steps 6 --delays-ms 0 30");
+  const TutorialRun run = launch(dir, "tutorial-17-stragglers", "--steps 6 --delays-ms 0 30");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const trace::RunStats even = stats_of(run.trace_dir + "/even/run.sqlite");
   const trace::RunStats slow = stats_of(run.trace_dir + "/slow-30ms/run.sqlite");
@@ -473,13 +474,13 @@ TEST(Tutorials, Stragglers12EveryRankPaysTheDelayAndTheSlowOneIsNamed) {
   EXPECT_NE(run.output.find("<- last"), std::string::npos) << run.output;
 }
 
-// Tutorial 13 claims that caps below the tensors' size make one plan (the same prediction), that
+// Tutorial 18 claims that caps below the tensors' size make one plan (the same prediction), that
 // the recorded cap's prediction is the recorded step, and that the checked cap's real run lands
 // near its prediction (a loose bound here: the suite runs beside other tests; bench/whatif.sh
 // holds the 15 % bar on an idle machine).
-TEST(Tutorials, Whatif13PredictsFromTheTraceAndChecksOneCap) {
+TEST(Tutorials, Whatif18PredictsFromTheTraceAndChecksOneCap) {
   TempDir dir;
-  const TutorialRun run = launch(dir, "tutorial-13-whatif", "--steps 10", "--link-gbps 4 --link-latency-us 50");
+  const TutorialRun run = launch(dir, "tutorial-18-whatif", "--steps 10", "--link-gbps 4 --link-latency-us 50");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto row = [&](const std::string& cap) { return numbers_on(run.output, "   " + cap + "        "); };
   const std::vector<double> small = row("0.25"), recorded = row("   1"), four = row("   4");
@@ -500,11 +501,11 @@ TEST(Tutorials, Whatif13PredictsFromTheTraceAndChecksOneCap) {
   EXPECT_TRUE(std::filesystem::exists(run.trace_dir + "/cap-" + m[1].str() + "mb/run.sqlite"));
 }
 
-// Tutorial 11 claims that without a GPU it says so — that the build is CPU-only — and exits 0.
+// Tutorial 16 claims that without a GPU it says so — that the build is CPU-only — and exits 0.
 // (This build is CPU-only; a CUDA build would train on its devices instead.)
-TEST(Tutorials, Gpus11SaysSoAndExitsZeroWithoutCuda) {
+TEST(Tutorials, Gpus16SaysSoAndExitsZeroWithoutCuda) {
   TempDir dir;
-  const TutorialRun run = launch(dir, "tutorial-11-gpus", "--steps 2");
+  const TutorialRun run = launch(dir, "tutorial-16-gpus", "--steps 2");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("no GPU to run on (this build is CPU-only"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("over NCCL instead of Gloo"), std::string::npos) << run.output;

@@ -161,7 +161,7 @@ TEST(ViewerPlayback, TheNarrationSaysWhatHappensToGradientsBucketsAndCollectives
 }
 
 // A bucket that fills before the one ahead of it was launched waits (PyTorch <= 1.11's guess in
-// tutorial 03 does this); once bucket 0 goes, bucket 1 follows.
+// tutorial 05 does this); once bucket 0 goes, bucket 1 follows.
 TEST(ViewerPlayback, AFullBucketWaitsForTheBucketsBeforeIt) {
   Model model;
   model.names = {"", "backward"};

@@ -40,7 +40,7 @@ void print_bucket_plan(const trace::RunStats& stats, const std::vector<trace::Bu
 void print_timeline(trace::Reader& reader, const trace::RunStats& stats, int rank,
                     int32_t iteration, size_t max_lines = 60);
 
-// ---- Runs side by side (ZeRO's stages: tutorials 09 and 18)
+// ---- Runs side by side (ZeRO's stages: tutorials 12 and 13)
 
 // One finished run and what a table calls it.
 struct LabelledRun {

@@ -1,0 +1,259 @@
+// Tutorial 05: the first iteration's buckets, the rebuild, and gradient_as_bucket_view. A model
+// whose forward uses its layers in the reverse of their registration order defeats the bucket
+// plan PyTorch <= 1.11 guessed for iteration 0; PyTorch >= 1.12 does not guess (one bucket), and
+// after iteration 0 both rebuild the buckets from the order gradients really arrived. Then the
+// same training with gradient_as_bucket_view, where .grad is a view of the bucket: one copy less.
+#include <ATen/ops/relu.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "engine/ddp/distributed_data_parallel.h"
+#include "engine/models/models.h"
+#include "tutorials/common/report.h"
+#include "tutorials/common/tutorial.h"
+
+using namespace dpscope;
+
+namespace {
+
+constexpr const char* kProgram = "tutorial-05-bucket-rebuild";
+constexpr int64_t kFeatures = 64;
+constexpr int64_t kClasses = 10;
+
+// layer0 .. layer{n-1} registered in that order, but forward runs layer{n-1} first and layer0
+// last — as a decoder walking an encoder's layer list backwards does, or any module whose
+// members are declared in another order than they are used. DDP only sees registration order.
+class ReversedStack final : public models::Model {
+ public:
+  ReversedStack(int64_t layers, int64_t width) {
+    for (int64_t i = 0; i < layers; ++i) {
+      const int64_t in = i == layers - 1 ? kFeatures : width;
+      const int64_t out = i == 0 ? kClasses : width;
+      layers_.push_back(register_module("layer" + std::to_string(i), torch::nn::Linear(in, out)));
+    }
+  }
+  at::Tensor forward(const at::Tensor& x) override {
+    at::Tensor h = x;
+    for (size_t i = layers_.size(); i-- > 1;) h = at::relu(layers_[i](h));
+    return layers_[0](h);
+  }
+
+ private:
+  std::vector<torch::nn::Linear> layers_;
+};
+
+// The three trainings, each its own traced run.
+enum class Variant {
+  kBySizeGuess,   // PyTorch <= 1.11's first iteration (--initial-buckets by-size)
+  kGradientCopy,  // PyTorch >= 1.12, DDP's defaults
+  kGradientView,  // the same with gradient_as_bucket_view
+};
+
+const char* run_name(Variant variant) {
+  switch (variant) {
+    case Variant::kBySizeGuess: return "by-size-guess";
+    case Variant::kGradientCopy: return "gradient-copy";
+    case Variant::kGradientView: return "gradient-view";
+  }
+  return "";
+}
+
+struct Settings {
+  int64_t layers = 8;
+  int64_t width = 512;
+  double cap_mb = 1;
+  // Enough work per step that backward lasts about as long as the all-reduces on the link the
+  // README runs on, so what hides behind backward shows.
+  int64_t batch_size = 256;
+};
+
+// When, in one iteration's backward, gradients were ready and buckets were sent (rank 0).
+struct BackwardTiming {
+  double last_gradient_ms = 0;  // after backward began
+  double first_launch_ms = 0;
+  int64_t launched_after_last_gradient = 0;  // buckets whose all-reduce began only then
+  double waited_ms = 0;  // finalize_backward: waiting for the all-reduces after the last gradient
+};
+
+std::vector<BackwardTiming> backward_timings(trace::Reader& reader, int32_t iterations) {
+  std::vector<BackwardTiming> timings(iterations);
+  std::vector<int64_t> begin(iterations, 0);
+  const std::vector<std::string> names = reader.names();
+  for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Phase, 0)) {
+    if (e.iteration < 0 || e.iteration >= iterations) continue;
+    if (names.at(e.name) == trace::kPhaseBackward) begin[e.iteration] = e.begin_ns;
+    if (names.at(e.name) == trace::kPhaseFinalizeBackward) timings[e.iteration].waited_ms = (e.end_ns - e.begin_ns) / 1e6;
+  }
+  for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Hook, 0)) {
+    if (e.iteration < 0 || e.iteration >= iterations) continue;
+    BackwardTiming& t = timings[e.iteration];
+    // A hook begins when autograd hands it the gradient; it may end later, after launching buckets.
+    t.last_gradient_ms = std::max(t.last_gradient_ms, (e.begin_ns - begin[e.iteration]) / 1e6);
+  }
+  for (const trace::Event& e : reader.events_of_kind(trace::EventKind::BucketLaunch, 0)) {
+    if (e.iteration < 0 || e.iteration >= iterations) continue;
+    BackwardTiming& t = timings[e.iteration];
+    const double launch_ms = (e.begin_ns - begin[e.iteration]) / 1e6;
+    if (e.bucket == 0) t.first_launch_ms = launch_ms;
+    t.launched_after_last_gradient += launch_ms >= t.last_gradient_ms;
+  }
+  return timings;
+}
+
+// With views, the gradients of one bucket share one storage (the bucket's flat buffer), each
+// starting at its bucket offset: the all-reduce's result is the gradient, nothing is copied back.
+// Without, every .grad has a storage of its own.
+void report_gradient_storages(tutorials::Session& session, ddp::DistributedDataParallel& ddp,
+                              bool gradient_as_bucket_view) {
+  std::set<const void*> storages;
+  bool all_at_offset = true;
+  const auto& params = ddp.parameters();
+  for (const ddp::Reducer::BucketView& bucket : ddp.reducer().buckets()) {
+    const at::Tensor first = params[bucket.params[0]].grad();
+    for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
+      const at::Tensor grad = params[bucket.params[slot]].grad();
+      storages.insert(grad.storage().data());
+      const int64_t expected = first.storage_offset() + bucket.offsets[slot] - bucket.offsets[0];
+      all_at_offset = all_at_offset && grad.is_alias_of(first) && grad.storage_offset() == expected;
+    }
+  }
+  session.say("%-25s %zu gradients in %zu storages (%zu buckets)%s\n",
+              gradient_as_bucket_view ? "gradient_as_bucket_view:" : "default (copy):",
+              params.size(), storages.size(), ddp.reducer().buckets().size(),
+              all_at_offset ? ", each a view of its bucket at the bucket's offset" : "");
+}
+
+// Trains the model; returns the run file (rank 0). Except for the guess, it then says where each
+// rank's gradients live (report_gradient_storages).
+std::string train(tutorials::Session& session, const Settings& settings, Variant variant) {
+  const bool gradient_as_bucket_view = variant == Variant::kGradientView;
+  const tutorials::CommonOptions& options = session.options();
+  session.seed_per_rank(options.seed);
+  std::shared_ptr<models::Model> model = std::make_shared<ReversedStack>(settings.layers, settings.width);
+  model->to(session.device());
+
+  tutorials::TracedRun run(session, run_name(variant));
+  run.describe("ddp", "reversed-stack", *model,
+               variant == Variant::kGradientView  ? "{\"gradient_as_bucket_view\":true}"
+               : variant == Variant::kBySizeGuess ? "{\"initial_buckets\":\"by-size\"}"
+                                                  : "{}");
+  {
+    ddp::DdpOptions ddp_options;
+    ddp_options.bucket_cap_bytes = static_cast<int64_t>(settings.cap_mb * 1024 * 1024);
+    if (variant == Variant::kBySizeGuess) ddp_options.initial_buckets = ddp::InitialBuckets::kBySize;
+    ddp_options.gradient_as_bucket_view = gradient_as_bucket_view;
+    ddp_options.recorder = &run.recorder();
+    ddp::DistributedDataParallel ddp(model, run.group(), ddp_options);
+
+    tutorials::ShardedBatches batches(
+        data::make_synthetic_classification(2048, kFeatures, kClasses, options.seed), session,
+        settings.batch_size, options.seed);
+    torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05));
+    for (int32_t iteration = 0; iteration < options.steps; ++iteration) {
+      const data::Dataset batch = batches.next();
+      tutorials::Step step(run, iteration);
+      tutorials::zero_grad(optimizer);
+      // The rebuild happens here, at the start of iteration 1's forward: rank 0 broadcasts the
+      // order its gradients arrived in during iteration 0, and every rank re-buckets by it.
+      const at::Tensor loss = step.forward(
+          [&] { return model->loss(ddp.forward([&] { return model->forward(batch.x); }), batch.y); });
+      step.backward(loss);
+      step.optimizer_step(optimizer);
+    }
+
+    if (variant != Variant::kBySizeGuess) report_gradient_storages(session, ddp, gradient_as_bucket_view);
+  }
+  return run.finish();
+}
+
+void print_backward_row(const char* iteration, const char* plan, const BackwardTiming& t) {
+  std::printf("   %-10s %-27s %13.2f %13.2f %12lld %12.2f\n", iteration, plan, t.last_gradient_ms,
+              t.first_launch_ms, static_cast<long long>(t.launched_after_last_gradient),
+              t.waited_ms);
+}
+
+void run(tutorials::Session& session, const Settings& settings) {
+  session.say("== %s: %lld layers registered layer0..layer%lld, run layer%lld first, %d rank(s) ==\n\n",
+              kProgram, static_cast<long long>(settings.layers),
+              static_cast<long long>(settings.layers - 1), static_cast<long long>(settings.layers - 1),
+              session.world_size());
+  const std::string guess_run = train(session, settings, Variant::kBySizeGuess);
+  const std::string copy_run = train(session, settings, Variant::kGradientCopy);
+  const std::string view_run = train(session, settings, Variant::kGradientView);
+  if (!session.leader()) return;
+
+  trace::Reader reader(copy_run);
+  const trace::RunStats stats = trace::compute_stats(reader);
+  trace::Reader guess_reader(guess_run);
+  const trace::RunStats guess_stats = trace::compute_stats(guess_reader);
+  const long long last_layer = settings.layers - 1;
+  std::printf("\n1. Iteration 0's plan (PyTorch >= 1.12): one bucket, since nobody knows yet in what "
+              "order\n   the gradients will arrive:\n");
+  tutorials::print_bucket_plan(stats, tutorials::bucket_plan(stats, 0));
+  std::printf("\n   PyTorch <= 1.11 guessed instead (--initial-buckets by-size): registration order, "
+              "reversed:\n");
+  tutorials::print_bucket_plan(guess_stats, tutorials::bucket_plan(guess_stats, 0));
+  std::printf("   Bucket 0 holds layer%lld, whose gradients come last (it ran first in forward), and\n"
+              "   buckets are sent strictly in order: the guess sends nothing before the end.\n",
+              last_layer);
+  std::printf("\n2. The plan rebuilt after iteration 0, in the order gradients arrived on rank 0:\n");
+  tutorials::print_bucket_plan(stats, tutorials::bucket_plan(stats, 1));
+  std::printf("   (The 1 MiB first-bucket limit now applies to the gradients that come first.)\n");
+
+  std::printf("\n3. Backward on rank 0 (ms after backward began; all-reduces begun after the last "
+              "gradient;\n   the wait for them at the end of backward):\n");
+  std::printf("   %-10s %-27s %13s %13s %12s %12s\n", "iteration", "plan", "last gradient",
+              "bucket 0 sent", "sent after", "waited ms");
+  const std::vector<BackwardTiming> guess = backward_timings(guess_reader, 1);
+  print_backward_row("0", "by-size guess (<= 1.11)", guess.at(0));
+  const std::vector<BackwardTiming> timings = backward_timings(reader, stats.iterations);
+  for (size_t i = 0; i < timings.size(); ++i) {
+    print_backward_row(std::to_string(i).c_str(), i == 0 ? "one bucket (>= 1.12)" : "rebuilt",
+                       timings[i]);
+  }
+  std::printf("   In iteration 0 both send everything after backward: the guess's wrong order costs "
+              "as\n   much as not guessing. Rebuilt, bucket 0 goes out early and the wait shrinks.\n");
+
+  const trace::RunStats view_stats = tutorials::read_stats(view_run);
+  const trace::RankStats& copy0 = tutorials::rank_stats(stats, 0);
+  const trace::RankStats& view0 = tutorials::rank_stats(view_stats, 0);
+  std::printf("\n4. Rank 0's memory at its peak in the steps (dpscope stats: \"peak in the steps\"):\n");
+  std::printf("   %-26s %12s %12s %12s\n", "", "gradients", "buckets", "total");
+  for (const auto& [title, rank] : {std::pair{"default (copy into bucket)", &copy0},
+                                    std::pair{"gradient_as_bucket_view", &view0}}) {
+    const trace::MemoryAtPeak& peak = rank->step_memory_peak;
+    std::printf("   %-26s %12s %12s %12s\n", title,
+                tutorials::bytes_text(peak.bytes(trace::MemoryCategory::Gradients)).c_str(),
+                tutorials::bytes_text(peak.bytes(trace::MemoryCategory::Buckets)).c_str(),
+                tutorials::bytes_text(peak.total_bytes).c_str());
+  }
+  std::printf("   With views the gradients live in the buckets: one model's worth of memory and one "
+              "copy\n   per gradient per step less.\n");
+  std::printf("\ntraces:\n  %s\n  %s\n  %s\ncompare: dpscope-view %s --compare %s\n",
+              guess_run.c_str(), copy_run.c_str(), view_run.c_str(), guess_run.c_str(),
+              copy_run.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tutorials::CommonOptions options;
+  options.steps = 4;
+  Settings settings;
+  CLI::App app{"Tutorial 05: the first iteration's buckets, the rebuild after it, and "
+               "gradient_as_bucket_view"};
+  tutorials::add_common_options(app, options);
+  app.add_option("--layers", settings.layers, "Layers of the stack")->check(CLI::Range(2, 64))->capture_default_str();
+  app.add_option("--width", settings.width, "Width of the layers")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--batch-size", settings.batch_size, "Samples per rank and step")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--bucket-cap-mb", settings.cap_mb, "DDP's bucket cap in MiB")->check(CLI::PositiveNumber)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  return tutorials::guarded_main(kProgram, [&] {
+    tutorials::Session session(kProgram, options, argc, argv);
+    run(session, settings);
+  });
+}

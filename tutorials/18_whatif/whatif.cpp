@@ -1,0 +1,155 @@
+// Tutorial 18: what-if. Record one DDP run, ask its trace what other bucket caps would have cost
+// (the replay behind `dpscope whatif`: the recorded gradient ready times, PyTorch's bucket plan
+// for each cap, an all-reduce cost fitted to the trace's own), then train the most different
+// cap for real and hold the prediction to the measurement.
+#include <torch/optim/sgd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "engine/ddp/distributed_data_parallel.h"
+#include "engine/models/models.h"
+#include "trace/whatif.h"
+#include "tutorials/common/report.h"
+#include "tutorials/common/tutorial.h"
+
+using namespace dpscope;
+
+namespace {
+
+constexpr const char* kProgram = "tutorial-18-whatif";
+constexpr double kMiB = 1024.0 * 1024.0;
+
+struct Settings {
+  double recorded_cap_mb = 1;
+  std::vector<double> caps_mb = {0.25, 1, 4, 25, 100};
+  int64_t hidden = 1024;
+  int64_t layers = 3;
+  int64_t batch_size = 32;
+};
+
+std::string cap_text(double cap_mb) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "cap-%gmb", cap_mb);
+  return text;
+}
+
+// Trains the MLP under DDP with buckets of `cap_mb` (the first one too); the run file on rank 0.
+std::string train_with_cap(tutorials::Session& session, const Settings& settings, double cap_mb) {
+  models::ModelConfig config;
+  config.name = "mlp";
+  config.hidden = settings.hidden;
+  config.layers = settings.layers;
+  std::shared_ptr<models::Model> model = session.build_model(config);
+  tutorials::TracedRun run(session, cap_text(cap_mb));
+  char json[96];
+  std::snprintf(json, sizeof(json), "{\"bucket_cap_mb\":%g,\"first_bucket_mb\":%g}", cap_mb, cap_mb);
+  run.describe("ddp", "mlp", *model, json);
+  {
+    ddp::DdpOptions ddp_options;
+    ddp_options.bucket_cap_bytes = static_cast<int64_t>(cap_mb * kMiB);
+    ddp_options.first_bucket_bytes = static_cast<int64_t>(cap_mb * kMiB);
+    ddp_options.recorder = &run.recorder();
+    ddp::DistributedDataParallel ddp(model, run.group(), ddp_options);
+    tutorials::ShardedBatches batches(data::make_synthetic_classification(2048, 64, 10, session.options().seed),
+                                      session, settings.batch_size, session.options().seed);
+    torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05));
+    for (int32_t iteration = 0; iteration < session.options().steps; ++iteration) {
+      const data::Dataset batch = batches.next();
+      tutorials::Step step(run, iteration);
+      tutorials::zero_grad(optimizer);
+      const at::Tensor loss = step.forward(
+          [&] { return model->loss(ddp.forward([&] { return model->forward(batch.x); }), batch.y); });
+      step.backward(loss);
+      step.optimizer_step(optimizer);
+    }
+  }
+  return run.finish();
+}
+
+struct Forecast {
+  double cap_mb = 0;
+  size_t buckets = 0;
+  double step_ms = 0, exposed_ms = 0;
+};
+
+// What the recorded run's trace predicts for every cap (first bucket = cap), on rank 0.
+std::vector<Forecast> forecast(const std::string& recorded, const Settings& settings) {
+  trace::Reader reader(recorded);
+  const trace::RunStats stats = trace::compute_stats(reader);
+  const trace::ReplayTrace replay = trace::load_replay_trace(reader, stats, 0);
+  const trace::AllReduceModel cost = trace::fit_allreduce_model(replay);
+  std::printf("\nFrom the recorded trace alone (cap %g MiB, %zu steady steps): an all-reduce costs\n"
+              "%.0f us + bytes at %.2f Gb/s, fitted to its %lld all-reduces (error %.0f %% of their time).\n",
+              settings.recorded_cap_mb, replay.iterations.size(), cost.latency_us(), cost.gbps(),
+              static_cast<long long>(cost.samples), cost.fit_error_pct);
+  std::printf("  %8s %8s %18s %22s\n", "cap MiB", "buckets", "predicted step ms", "predicted exposed ms");
+  std::vector<Forecast> out;
+  for (const double cap : settings.caps_mb) {
+    trace::BucketLimits limits;
+    limits.bucket_cap_bytes = static_cast<int64_t>(cap * kMiB);
+    limits.first_bucket_bytes = static_cast<int64_t>(cap * kMiB);
+    const trace::Prediction p = trace::predict(replay, trace::plan_for(replay, limits), cost);
+    out.push_back({cap, p.bucket_bytes.size(), p.predicted_step_ms, p.predicted_exposed_comm_ms});
+    std::printf("  %8g %8zu %18.2f %22.2f%s\n", cap, p.bucket_bytes.size(), p.predicted_step_ms,
+                p.predicted_exposed_comm_ms, cap == settings.recorded_cap_mb ? "   (recorded)" : "");
+  }
+  return out;
+}
+
+void run(tutorials::Session& session, const Settings& settings) {
+  session.say("== %s: DDP on %d rank(s), mlp hidden %lld x %lld layers, %lld steps ==\n", kProgram,
+              session.world_size(), static_cast<long long>(settings.hidden), static_cast<long long>(settings.layers),
+              static_cast<long long>(session.options().steps));
+  const std::string recorded = train_with_cap(session, settings, settings.recorded_cap_mb);
+  // Rank 0 reads the trace and picks the cap whose prediction differs most from the recording;
+  // every rank learns it (the check run is collective).
+  double check_cap = 0;
+  std::vector<Forecast> forecasts;
+  double recorded_step = 0;
+  if (session.leader()) {
+    recorded_step = trace::step_summary(tutorials::rank_stats(tutorials::read_stats(recorded), 0)).median_ms;
+    forecasts = forecast(recorded, settings);
+    double farthest = -1;
+    for (const Forecast& f : forecasts) {
+      if (f.cap_mb != settings.recorded_cap_mb && std::fabs(f.step_ms - recorded_step) > farthest) farthest = std::fabs(f.step_ms - recorded_step), check_cap = f.cap_mb;
+    }
+  }
+  check_cap = session.gather(check_cap)[0];
+  session.say("\nChecking the prediction that differs most from the recorded %.2f ms: cap %g MiB, trained for real.\n",
+              recorded_step, check_cap);
+  const std::string checked = train_with_cap(session, settings, check_cap);
+  if (!session.leader()) return;
+  const double measured = trace::step_summary(tutorials::rank_stats(tutorials::read_stats(checked), 0)).median_ms;
+  for (const Forecast& f : forecasts) {
+    if (f.cap_mb != check_cap) continue;
+    std::printf("  cap %g MiB: predicted %.2f ms, measured %.2f ms (%+.1f %%)\n", check_cap, f.step_ms, measured,
+                100.0 * (f.step_ms - measured) / measured);
+  }
+  std::printf("\ntraces:\n  %s\n  %s\n", recorded.c_str(), checked.c_str());
+  std::printf("look: dpscope-view %s --whatif-cap-mb %g --whatif-first-bucket-mb %g\n"
+              "      (the predicted all-reduces under the recorded ones)\n",
+              recorded.c_str(), check_cap, check_cap);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tutorials::CommonOptions options;
+  options.steps = 20;
+  Settings settings;
+  CLI::App app{"Tutorial 18: what-if: predict other bucket caps from one trace, then check one"};
+  tutorials::add_common_options(app, options);
+  app.add_option("--recorded-cap-mb", settings.recorded_cap_mb, "The recorded run's bucket cap (and first bucket), MiB")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--caps", settings.caps_mb, "The caps to predict, MiB")->check(CLI::PositiveNumber)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  return tutorials::guarded_main(kProgram, [&] {
+    tutorials::Session session(kProgram, options, argc, argv);
+    run(session, settings);
+  });
+}
