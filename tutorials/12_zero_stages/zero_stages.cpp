@@ -1,5 +1,6 @@
-// Tutorial 12: ZeRO's stages side by side. Trains one MLP with DDP, FSDP SHARD_GRAD_OP (ZeRO-2)
-// and FSDP FULL_SHARD (ZeRO-3) on the same ranks and data, and prints each rank's peak memory in
+// Tutorial 12: ZeRO's stages side by side. Trains one MLP with DDP (with and without
+// gradient_as_bucket_view), FSDP SHARD_GRAD_OP (ZeRO-2) and FSDP FULL_SHARD (ZeRO-3) on the same
+// ranks and data, and prints each rank's peak memory in
 // the training steps with what it held at that moment by category, read from the runs' traces as
 // `dpscope stats` reads them (RankStats::step_memory_peak).
 #include <torch/optim/sgd.h>
@@ -24,7 +25,8 @@ struct Settings {
   // Deep enough that SHARD_GRAD_OP, which keeps every unit's full parameters until its backward,
   // visibly holds more than FULL_SHARD's one or two units at a time.
   int64_t layers = 6;
-  // Every Linear of the MLP (66,560 elements and up) is a unit; the root is left empty.
+  // Every hidden Linear of the MLP (66,560 elements and up) is a unit; the output layer (10,250)
+  // stays in the root.
   int64_t wrap_min_params = 50000;
   // No reduce-scatter bucket: a bucket holds full-size gradients until it is flushed, and one big
   // enough to collect every unit would hold the whole model's gradients — DDP's cost — at the end
@@ -38,6 +40,7 @@ struct Stage {
   std::string label;  // what the table says
   train::Strategy strategy;
   std::string sharding;
+  bool gradient_as_bucket_view = false;  // DDP: the gradients are views of the buckets
 };
 
 struct Result {
@@ -59,6 +62,7 @@ Result train_stage(tutorials::Session& session, const Settings& settings, const 
   config.sharding = stage.sharding;
   config.wrap_min_params = settings.wrap_min_params;
   config.reduce_bucket_mb = settings.reduce_bucket_mb;
+  config.gradient_as_bucket_view = stage.gradient_as_bucket_view;
 
   Result result;
   result.stage = stage;
@@ -67,8 +71,9 @@ Result train_stage(tutorials::Session& session, const Settings& settings, const 
   std::snprintf(json, sizeof(json), "{\"sharding\":\"%s\",\"wrap_min_params\":%lld,\"reduce_bucket_mb\":%g}",
                 stage.sharding.c_str(), static_cast<long long>(settings.wrap_min_params),
                 settings.reduce_bucket_mb);
+  const char* ddp_json = stage.gradient_as_bucket_view ? "{\"gradient_as_bucket_view\":true}" : "{}";
   run.describe(stage.strategy == train::Strategy::Fsdp ? "fsdp" : "ddp", "mlp", *model,
-               stage.strategy == train::Strategy::Fsdp ? json : "{}");
+               stage.strategy == train::Strategy::Fsdp ? json : ddp_json);
   {
     const std::unique_ptr<train::ParallelModel> parallel = train::make_parallel_model(
         config, model, run.group(), &run.recorder(), &run.memory_sampler());
@@ -103,6 +108,7 @@ void run(tutorials::Session& session, const Settings& settings) {
               static_cast<long long>(session.options().steps));
   const std::vector<Stage> stages = {
       {"ddp", "DDP", train::Strategy::Ddp, "full"},
+      {"ddp-bucket-view", "DDP (view)", train::Strategy::Ddp, "full", true},
       {"grad-op", "SHARD_GRAD_OP", train::Strategy::Fsdp, "grad_op"},
       {"full-shard", "FULL_SHARD", train::Strategy::Fsdp, "full"},
   };
@@ -113,6 +119,14 @@ void run(tutorials::Session& session, const Settings& settings) {
   std::vector<tutorials::LabelledRun> runs;
   for (const Result& r : results) runs.push_back({r.stage.label, &r.stats});
   tutorials::print_step_memory_peaks(runs);
+  // What stays between steps shows DDP's bucket copy without the moments a step adds to it.
+  std::printf("\nAfter the steps (what rank 0 keeps between steps, as `dpscope stats` prints \"memory after\n"
+              "the steps\"), MiB:");
+  for (const Result& r : results) {
+    std::printf("  %s %.2f", r.stage.label.c_str(),
+                static_cast<double>(tutorials::rank_stats(r.stats, 0).memory_after_steps.total_bytes) / (1 << 20));
+  }
+  std::printf("\n");
   tutorials::print_ring_traffic(runs, session.world_size());
   std::printf("  DDP all-reduces the gradients once: 2(n-1)/n N. FULL_SHARD gathers each unit's\n"
               "  parameters twice (forward, and again for backward) and reduce-scatters its gradients:\n"
@@ -121,10 +135,14 @@ void run(tutorials::Session& session, const Settings& settings) {
   std::printf(
       "\nWhat each keeps per rank (N = the model's parameter bytes, W = %d ranks):\n"
       "  DDP            parameters N, gradients N, buckets N (the all-reduce buffers; a gradient\n"
-      "                 copy unless gradient_as_bucket_view, tutorial 05), momentum N.\n"
+      "                 copy), momentum N.\n"
+      "  DDP (view)     the same with gradient_as_bucket_view (tutorial 05): the gradients are views\n"
+      "                 of the buckets, one copy less.\n"
       "  SHARD_GRAD_OP  shards N/W, gradient shards N/W, momentum N/W; full parameters of every\n"
       "                 unit from forward to backward (N at the end of forward), full gradients of\n"
       "                 the unit being reduced (ZeRO-2: gradients and optimizer state sharded).\n"
+      "                 Its parameters, shards and full ones together, are more than DDP's N\n"
+      "                 early in backward: it saves on gradients and momentum, not parameters.\n"
       "  FULL_SHARD     the same shards, but each unit's full parameters only while it runs: one or\n"
       "                 two units' worth at a time (ZeRO-3: parameters sharded too).\n"
       "  ZeRO-1 (optimizer state sharded, gradients whole) is not a mode of FSDP, which\n"
