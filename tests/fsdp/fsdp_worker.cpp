@@ -25,31 +25,12 @@
 #include "engine/fsdp/fully_sharded_data_parallel.h"
 #include "engine/models/models.h"
 #include "engine/train/trainer.h"
+#include "tests/rank_worker.h"
 
 using namespace dpscope;
+using namespace dpscope::testing::worker;
 
 namespace {
-
-int rank = 0;
-int world = 1;
-int failures = 0;
-
-void fail(const std::string& what) {
-  std::printf("rank %d: FAIL %s\n", rank, what.c_str());
-  std::fflush(stdout);
-  ++failures;
-}
-
-struct ExpectedError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-at::Tensor inputs(int64_t key) {
-  at::Tensor i = torch::arange(8, at::kFloat).unsqueeze(1);
-  at::Tensor j = torch::arange(64, at::kFloat).unsqueeze(0);
-  return torch::sin(0.37 * (i + 1) * (j + 1) + 0.11 * static_cast<double>(key));
-}
-at::Tensor labels(int64_t key) { return (torch::arange(8, at::kLong) + key) % 10; }
 
 std::shared_ptr<models::Model> mlp(int64_t hidden, uint64_t seed) {
   torch::manual_seed(seed);

@@ -9,10 +9,12 @@
 #include <string>
 
 #include "tests/test_util.h"
+#include "tests/worker_checks.h"
 #include "tests/torch_oracle.h"
 #include "trace/reader.h"
 
 using dpscope::testing::dpscope_bin;
+using dpscope::testing::expect_error_on_every_rank;
 using dpscope::testing::have_python_torch;
 using dpscope::testing::max_abs_diff;
 using dpscope::testing::run_command;
@@ -27,18 +29,6 @@ dpscope::testing::CommandResult launch(int world, const std::string& args, const
                                        const std::string& traces = "traces") {
   return run_command("timeout 120 " + dpscope_bin() + " launch -n " + std::to_string(world) +
                      " --trace-dir " + dir.file(traces) + " -- " + kWorker + " " + args);
-}
-
-// Every rank printed "rank R: error: ..." containing `text`, and the launch failed.
-void expect_error_on_every_rank(const dpscope::testing::CommandResult& run, int world,
-                                const std::string& text) {
-  EXPECT_NE(run.exit_code, 0) << run.output;
-  for (int r = 0; r < world; ++r) {
-    const std::string prefix = "rank " + std::to_string(r) + ": error: ";
-    const size_t at = run.output.find(prefix);
-    ASSERT_NE(at, std::string::npos) << "rank " << r << " printed no error:\n" << run.output;
-    EXPECT_NE(run.output.find(text, at), std::string::npos) << run.output;
-  }
 }
 
 void reshard_case(int saved_world, int loaded_world) {

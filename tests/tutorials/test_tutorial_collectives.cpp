@@ -21,18 +21,6 @@ namespace {
 constexpr const char* kTutorial = "tutorial-01-collectives";
 constexpr int64_t kChunk = 2;  // the tutorial's default --chunk
 
-// The tutorial on `ranks` ranks (launch() always uses 2), tracing under `dir`.
-TutorialRun launch_on(int ranks, const TempDir& dir, const std::string& args, const std::string& launch_args = "") {
-  TutorialRun run;
-  run.trace_dir = dir.file("traces");
-  const auto result = run_command("timeout 120 " + dpscope_bin() + " launch -n " + std::to_string(ranks) + " " +
-                                  launch_args + " --trace-dir " + run.trace_dir + " -- " + DPSCOPE_BIN_DIR + "/" +
-                                  kTutorial + " " + args);
-  run.exit_code = result.exit_code;
-  run.output = result.output;
-  return run;
-}
-
 std::vector<double> numbers_in(const std::string& text) {
   std::vector<double> numbers;
   std::istringstream in(text);
@@ -111,7 +99,8 @@ using Op = trace::CollectiveOp;
 TEST(TutorialCollectives, TwoRanksByHandBitForBitRingBytesAndTheLinksAlphaBeta) {
   TempDir dir;
   const int64_t steps = 9;
-  const TutorialRun run = launch_on(2, dir, "--steps " + std::to_string(steps), "--link-gbps 2 --link-latency-us 500");
+  const TutorialRun run =
+      launch(dir, kTutorial, "--steps " + std::to_string(steps), "--link-gbps 2 --link-latency-us 500", 2);
   ASSERT_EQ(run.exit_code, 0) << run.output;
   expect_part_1_by_hand(run.output, 2);
   EXPECT_NE(run.output.find("identical: yes, all 262144 floats bit for bit on every rank"), std::string::npos)
@@ -147,7 +136,7 @@ TEST(TutorialCollectives, TwoRanksByHandBitForBitRingBytesAndTheLinksAlphaBeta) 
 // bytes in the trace, and the ring model of 3 ranks fitted on the same link.
 TEST(TutorialCollectives, ThreeRanksByHandRingBytesAndTheLinksAlphaBeta) {
   TempDir dir;
-  const TutorialRun run = launch_on(3, dir, "--steps 7", "--link-gbps 2 --link-latency-us 500");
+  const TutorialRun run = launch(dir, kTutorial, "--steps 7", "--link-gbps 2 --link-latency-us 500", 3);
   ASSERT_EQ(run.exit_code, 0) << run.output;
   expect_part_1_by_hand(run.output, 3);
   EXPECT_NE(run.output.find("identical: "), std::string::npos) << run.output;

@@ -58,13 +58,11 @@ TEST(TutorialScaling, GlobalBatchRingModelAndEfficiency) {
   std::map<int, std::string> output;
   std::map<int, trace::RunStats> stats;
   for (const int n : rank_counts) {
-    const std::string trace_dir = dir.file("ranks-" + std::to_string(n));
-    const auto result = dpscope::testing::run_command(
-        "timeout 120 " + dpscope_bin() + " launch -n " + std::to_string(n) + " " + link + " --trace-dir " +
-        trace_dir + " -- " + DPSCOPE_BIN_DIR + "/tutorial-09-scaling --steps 6 --accumulate 2");
-    ASSERT_EQ(result.exit_code, 0) << result.output;
-    output[n] = result.output;
-    stats[n] = stats_of(trace_dir + "/run.sqlite");
+    const TutorialRun run = launch(dir, "tutorial-09-scaling", "--steps 6 --accumulate 2", link, n,
+                                   "ranks-" + std::to_string(n));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    output[n] = run.output;
+    stats[n] = stats_of(run.trace_dir + "/run.sqlite");
   }
 
   // global batch = micro-batch x accumulation steps x ranks, the global batch fixed (strong scaling).

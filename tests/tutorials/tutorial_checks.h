@@ -27,13 +27,15 @@ struct TutorialRun {
   std::string trace_dir;
 };
 
-// `tutorial ARGS` on 2 ranks, tracing under `dir`, with the launcher's `launch_args` (an emulated
-// link); never longer than 120 s.
+// `tutorial ARGS` on `ranks` ranks, tracing under `dir`/`traces`, with the launcher's
+// `launch_args` (an emulated link); never longer than 120 s.
 inline TutorialRun launch(const TempDir& dir, const std::string& tutorial, const std::string& args,
-                          const std::string& launch_args = "") {
+                          const std::string& launch_args = "", int ranks = 2,
+                          const std::string& traces = "traces") {
   TutorialRun run;
-  run.trace_dir = dir.file("traces");
-  const auto result = run_command("timeout 120 " + dpscope_bin() + " launch -n 2 " + launch_args +
+  run.trace_dir = dir.file(traces);
+  const auto result = run_command("timeout 120 " + dpscope_bin() + " launch -n " + std::to_string(ranks) + " " +
+                                  launch_args +
                                   " --trace-dir " + run.trace_dir + " -- " + DPSCOPE_BIN_DIR + "/" +
                                   tutorial + " " + args);
   run.exit_code = result.exit_code;

@@ -6,8 +6,10 @@
 #include <string>
 
 #include "tests/test_util.h"
+#include "tests/worker_checks.h"
 
 using dpscope::testing::dpscope_bin;
+using dpscope::testing::expect_error_on_every_rank;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
 
@@ -18,16 +20,6 @@ const std::string kWorker = std::string(DPSCOPE_BIN_DIR) + "/zero_worker";
 dpscope::testing::CommandResult launch(int world, const std::string& mode, const TempDir& dir) {
   return run_command("timeout 120 " + dpscope_bin() + " launch -n " + std::to_string(world) +
                      " --trace-dir " + dir.file("traces") + " -- " + kWorker + " " + mode);
-}
-
-void expect_error_on_every_rank(const dpscope::testing::CommandResult& run, int world, const std::string& text) {
-  EXPECT_NE(run.exit_code, 0) << run.output;
-  for (int r = 0; r < world; ++r) {
-    const std::string prefix = "rank " + std::to_string(r) + ": error: ";
-    const size_t at = run.output.find(prefix);
-    ASSERT_NE(at, std::string::npos) << "rank " << r << " printed no error:\n" << run.output;
-    EXPECT_NE(run.output.find(text, at), std::string::npos) << run.output;
-  }
 }
 
 TEST(Zero1, EqualsDdpBitForBitOnTwoRanks) {

@@ -24,32 +24,14 @@
 #include "engine/models/models.h"
 #include "engine/train/trainer.h"
 #include "engine/zero/zero_redundancy_optimizer.h"
+#include "tests/rank_worker.h"
 
 using namespace dpscope;
+using namespace dpscope::testing::worker;
 
 namespace {
 
-int rank = 0;
-int world = 1;
-int failures = 0;
-
-void fail(const std::string& what) {
-  std::printf("rank %d: FAIL %s\n", rank, what.c_str());
-  std::fflush(stdout);
-  ++failures;
-}
-
-struct ExpectedError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// Rank r's batch of step s: a formula, so every run and the single process see the same rows.
-at::Tensor inputs(int64_t key) {
-  at::Tensor i = torch::arange(8, at::kFloat).unsqueeze(1);
-  at::Tensor j = torch::arange(64, at::kFloat).unsqueeze(0);
-  return torch::sin(0.37 * (i + 1) * (j + 1) + 0.11 * static_cast<double>(key));
-}
-at::Tensor labels(int64_t key) { return (torch::arange(8, at::kLong) + key) % 10; }
+// Rank r's batch of step s: the same rows in every run and in the single process.
 int64_t key(int r, int step) { return r * 100 + step; }
 
 // The same model on every rank and in every run (seeded alike; DDP's and ZeRO's broadcasts keep
