@@ -83,6 +83,28 @@ TEST(Tutorials, Bucketing04OneAllReducePerBucketForEachCap) {
   EXPECT_NE(run.output.find("Why reverse order"), std::string::npos) << run.output;
 }
 
+// With the GPT-shaped model (README, "With a model shaped like the ones people train"): 54
+// tensors; at a 0.25 MiB cap the rebuilt plan has 10 buckets, the first 1 MiB one holding the head
+// and the last block, each MLP weight with its bias alone, the embeddings in the last.
+TEST(Tutorials, Bucketing04GptPlanFollowsTheBlocks) {
+  TempDir dir;
+  const TutorialRun run = launch(dir, "tutorial-04-bucketing", "--model gpt --caps 0.25 --steps 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const trace::RunStats stats = stats_of(run.trace_dir + "/cap-0.25mb/run.sqlite");
+  ASSERT_EQ(stats.params.size(), 54u);
+  const auto rebuilt = plan(stats, 1);
+  ASSERT_EQ(rebuilt.size(), 10u);
+  EXPECT_GE(rebuilt[0].bytes, 1 << 20);
+  EXPECT_TRUE(holds(stats, rebuilt[0], "lm_head.")) << run.output;
+  EXPECT_TRUE(holds(stats, rebuilt[0], "block3.")) << run.output;
+  ASSERT_EQ(rebuilt[1].params.size(), 2u);
+  EXPECT_EQ(param_name(stats, rebuilt[1].params[0]), "block2.mlp_fc.bias");
+  EXPECT_EQ(param_name(stats, rebuilt[1].params[1]), "block2.mlp_fc.weight");
+  EXPECT_TRUE(holds(stats, rebuilt.back(), "wte.")) << run.output;
+  EXPECT_TRUE(holds(stats, rebuilt.back(), "wpe.")) << run.output;
+  for (const auto& rank : stats.ranks) EXPECT_EQ(all_reduces(rank, 1), 10) << "rank " << rank.rank;
+}
+
 TEST(Tutorials, BucketRebuild05RebuiltPlanAndGradientViews) {
   TempDir dir;
   // On the link its README runs it on, so that the all-reduces take a cluster's time.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
@@ -19,12 +20,41 @@ namespace {
 constexpr const char* kProgram = "tutorial-04-bucketing";
 
 struct Settings {
+  std::string model = "mlp";  // mlp, or gpt: a model shaped like the ones people train
   std::vector<double> caps_mb = {25, 4, 1};
   double first_bucket_mb = 1;
-  int64_t hidden = 512;
-  int64_t layers = 8;
-  int64_t batch_size = 256;
+  std::optional<int64_t> hidden;  // unset: mlp 512, gpt its own default (128)
+  std::optional<int64_t> layers;  // unset: mlp 8, gpt its own default (4 blocks)
+  std::optional<int64_t> batch_size;  // unset: mlp 256 rows, gpt 16 sequences of 64 characters
 };
+
+// The model and its data: the MLP on synthetic rows, or the GPT on the text in data/ (its
+// vocabulary sizes the embedding).
+struct Workload {
+  models::ModelConfig config;
+  data::Dataset data;
+  int64_t batch_size = 0;
+};
+
+Workload workload(const Settings& settings, uint64_t seed) {
+  Workload w;
+  w.config.name = settings.model;
+  if (settings.model == "gpt") {
+    w.config.hidden = settings.hidden;
+    w.config.layers = settings.layers;
+    w.config = models::with_defaults(w.config);
+    data::TextSamples text = data::load_text(data::find_text_file(), *w.config.sequence);
+    w.config.vocab = static_cast<int64_t>(text.vocabulary.size());
+    w.data = std::move(text.samples);
+    w.batch_size = settings.batch_size.value_or(16);
+  } else {
+    w.config.hidden = settings.hidden.value_or(512);
+    w.config.layers = settings.layers.value_or(8);
+    w.data = data::make_synthetic_classification(2048, 64, 10, seed);
+    w.batch_size = settings.batch_size.value_or(256);
+  }
+  return w;
+}
 
 std::string cap_text(double mb) {
   char text[32];
@@ -46,22 +76,19 @@ struct CapResult {
 };
 
 // Trains the MLP for `steps` under DDP with this cap; returns the run file (on rank 0).
-std::string train_with_cap(tutorials::Session& session, const Settings& settings, double cap_mb) {
+std::string train_with_cap(tutorials::Session& session, const Settings& settings, const Workload& work,
+                           double cap_mb) {
   const tutorials::CommonOptions& options = session.options();
   // The same seed for every cap, so every run trains the same model on the same data.
   session.seed_per_rank(options.seed);
-  models::ModelConfig config;
-  config.name = "mlp";
-  config.hidden = settings.hidden;
-  config.layers = settings.layers;
-  std::shared_ptr<models::Model> model = models::make_model(config);
+  std::shared_ptr<models::Model> model = models::make_model(work.config);
   model->to(session.device());
 
   tutorials::TracedRun run(session, cap_text(cap_mb));
   char json[128];
   std::snprintf(json, sizeof(json), "{\"bucket_cap_mb\":%g,\"first_bucket_mb\":%g}", cap_mb,
                 settings.first_bucket_mb);
-  run.describe("ddp", "mlp", *model, json);
+  run.describe("ddp", work.config.name, *model, json);
   {
     ddp::DdpOptions ddp_options;
     ddp_options.bucket_cap_bytes = static_cast<int64_t>(cap_mb * 1024 * 1024);
@@ -70,9 +97,7 @@ std::string train_with_cap(tutorials::Session& session, const Settings& settings
     ddp_options.recorder = &run.recorder();
     ddp::DistributedDataParallel ddp(model, run.group(), ddp_options);
 
-    tutorials::ShardedBatches batches(
-        data::make_synthetic_classification(2048, 64, 10, options.seed), session,
-        settings.batch_size, options.seed);
+    tutorials::ShardedBatches batches(work.data, session, work.batch_size, options.seed);
     torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05));
     for (int32_t iteration = 0; iteration < options.steps; ++iteration) {
       const data::Dataset batch = batches.next();
@@ -186,12 +211,14 @@ void explain_reverse_order(const CapResult& cap) {
 }
 
 void run(tutorials::Session& session, const Settings& settings) {
-  session.say("== %s: one MLP (%lld layers of %lld), %zu bucket caps, %d rank(s) ==\n", kProgram,
-              static_cast<long long>(settings.layers), static_cast<long long>(settings.hidden),
+  const Workload work = workload(settings, session.options().seed);
+  session.say("== %s: one %s (%lld %s of %lld), %zu bucket caps, %d rank(s) ==\n", kProgram,
+              work.config.name.c_str(), static_cast<long long>(*work.config.layers),
+              work.config.name == "gpt" ? "blocks" : "layers", static_cast<long long>(*work.config.hidden),
               settings.caps_mb.size(), session.world_size());
   std::vector<CapResult> results;
   for (const double cap_mb : settings.caps_mb) {
-    const std::string path = train_with_cap(session, settings, cap_mb);
+    const std::string path = train_with_cap(session, settings, work, cap_mb);
     if (session.leader()) results.push_back(read_cap(cap_mb, path));
   }
   if (!session.leader()) return;
@@ -244,11 +271,16 @@ int main(int argc, char** argv) {
   app.add_option("--first-bucket-mb", settings.first_bucket_mb, "The first bucket's limit, in MiB")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--batch-size", settings.batch_size, "Samples per rank and step")
-      ->check(CLI::PositiveNumber)
+  app.add_option("--model", settings.model,
+                 "mlp, or gpt: a GPT-shaped character model on data/opticks.txt.gz, tensors from 512 B to 256 KiB")
+      ->check(CLI::IsMember({"mlp", "gpt"}))
       ->capture_default_str();
-  app.add_option("--hidden", settings.hidden, "Width of the MLP's layers")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--layers", settings.layers, "Hidden layers of the MLP")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--batch-size", settings.batch_size, "Samples per rank and step (mlp 256 rows, gpt 16 sequences)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--hidden", settings.hidden, "Width: the MLP's layers (512), the GPT's residual stream (128)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--layers", settings.layers, "The MLP's hidden layers (8), the GPT's blocks (4)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   return tutorials::guarded_main(kProgram, [&] {
     tutorials::Session session(kProgram, options, argc, argv);
