@@ -380,6 +380,32 @@ TEST(Tutorials, NestingPrefetch11NestedHoldsLessAndGradOpGathersLess) {
 // Tutorial 12 claims that ZeRO-3 holds less at its peak than ZeRO-2, and ZeRO-2 less than DDP
 // (the allocator's peaks it prints), and that SHARD_GRAD_OP keeps more full parameters at once
 // than FULL_SHARD (the traces' peak of full_parameters).
+// With the GPT-shaped model (README, "a unit per block"): 5 units (4 blocks and the root); nested
+// FULL_SHARD gathers each block twice and holds at most two blocks and the root full, root-only the
+// whole model; activations are most of the peak.
+TEST(Tutorials, NestingPrefetch11GptUnitPerBlock) {
+  TempDir dir;
+  const TutorialRun run = launch(dir, "tutorial-11-fsdp-nesting-prefetch", "--model gpt --steps 3");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  trace::Reader nested_reader(run.trace_dir + "/nested/run.sqlite");
+  const auto units = nested_reader.units();
+  ASSERT_EQ(units.size(), 5u);
+  int64_t block_elements = 0;
+  for (const auto& unit : units) {
+    if (unit.name.rfind("block", 0) == 0) block_elements = std::max(block_elements, unit.numel);
+  }
+  EXPECT_GT(block_elements, 100000);
+  EXPECT_EQ(collectives_with(nested_reader, 0, 2, trace::CollectiveOp::AllGather), 9);
+  const trace::RunStats nested = stats_of(run.trace_dir + "/nested/run.sqlite");
+  const trace::RunStats root_only = stats_of(run.trace_dir + "/root-only/run.sqlite");
+  const int64_t model_bytes = peak_of(root_only.ranks.at(0), trace::MemoryCategory::FullParameters);
+  EXPECT_LE(peak_of(nested.ranks.at(0), trace::MemoryCategory::FullParameters),
+            2 * 4 * block_elements + model_bytes / 8);
+  EXPECT_LT(peak_of(nested.ranks.at(0), trace::MemoryCategory::FullParameters), model_bytes);
+  const trace::MemoryAtPeak& peak = nested.ranks.at(0).step_memory_peak;
+  EXPECT_GT(peak.bytes(trace::MemoryCategory::Activations), peak.total_bytes / 2);
+}
+
 TEST(Tutorials, ZeroStages12FullShardBelowShardGradOpBelowDdp) {
   TempDir dir;
   const TutorialRun run = launch(dir, "tutorial-12-zero-stages", "--steps 3", "--link-gbps 4 --link-latency-us 50");

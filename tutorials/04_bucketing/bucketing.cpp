@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
-#include <optional>
 
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
+#include "tutorials/common/workload.h"
 
 using namespace dpscope;
 
@@ -23,38 +23,11 @@ struct Settings {
   std::string model = "mlp";  // mlp, or gpt: a model shaped like the ones people train
   std::vector<double> caps_mb = {25, 4, 1};
   double first_bucket_mb = 1;
-  std::optional<int64_t> hidden;  // unset: mlp 512, gpt its own default (128)
-  std::optional<int64_t> layers;  // unset: mlp 8, gpt its own default (4 blocks)
-  std::optional<int64_t> batch_size;  // unset: mlp 256 rows, gpt 16 sequences of 64 characters
+  tutorials::WorkloadSizes sizes;  // unset: the MLP's 512 x 8 layers, 256 rows; the GPT's own
 };
 
-// The model and its data: the MLP on synthetic rows, or the GPT on the text in data/ (its
-// vocabulary sizes the embedding).
-struct Workload {
-  models::ModelConfig config;
-  data::Dataset data;
-  int64_t batch_size = 0;
-};
-
-Workload workload(const Settings& settings, uint64_t seed) {
-  Workload w;
-  w.config.name = settings.model;
-  if (settings.model == "gpt") {
-    w.config.hidden = settings.hidden;
-    w.config.layers = settings.layers;
-    w.config = models::with_defaults(w.config);
-    data::TextSamples text = data::load_text(data::find_text_file(), *w.config.sequence);
-    w.config.vocab = static_cast<int64_t>(text.vocabulary.size());
-    w.data = std::move(text.samples);
-    w.batch_size = settings.batch_size.value_or(16);
-  } else {
-    w.config.hidden = settings.hidden.value_or(512);
-    w.config.layers = settings.layers.value_or(8);
-    w.data = data::make_synthetic_classification(2048, 64, 10, seed);
-    w.batch_size = settings.batch_size.value_or(256);
-  }
-  return w;
-}
+// The MLP's sizes here: wide and deep enough that its gradients take the link a while.
+const tutorials::WorkloadSizes kMlp{512, 8, 256};
 
 std::string cap_text(double mb) {
   char text[32];
@@ -76,7 +49,7 @@ struct CapResult {
 };
 
 // Trains the MLP for `steps` under DDP with this cap; returns the run file (on rank 0).
-std::string train_with_cap(tutorials::Session& session, const Settings& settings, const Workload& work,
+std::string train_with_cap(tutorials::Session& session, const Settings& settings, const tutorials::Workload& work,
                            double cap_mb) {
   const tutorials::CommonOptions& options = session.options();
   // The same seed for every cap, so every run trains the same model on the same data.
@@ -211,9 +184,10 @@ void explain_reverse_order(const CapResult& cap) {
 }
 
 void run(tutorials::Session& session, const Settings& settings) {
-  const Workload work = workload(settings, session.options().seed);
+  const tutorials::Workload work =
+      tutorials::make_workload(settings.model, settings.sizes, kMlp, session.options().seed);
   session.say("== %s: one %s (%lld %s of %lld), %zu bucket caps, %d rank(s) ==\n", kProgram,
-              work.config.name.c_str(), static_cast<long long>(*work.config.layers),
+              work.config.name == "gpt" ? "GPT" : "MLP", static_cast<long long>(*work.config.layers),
               work.config.name == "gpt" ? "blocks" : "layers", static_cast<long long>(*work.config.hidden),
               settings.caps_mb.size(), session.world_size());
   std::vector<CapResult> results;
@@ -275,11 +249,11 @@ int main(int argc, char** argv) {
                  "mlp, or gpt: a GPT-shaped character model on data/opticks.txt.gz, tensors from 512 B to 256 KiB")
       ->check(CLI::IsMember({"mlp", "gpt"}))
       ->capture_default_str();
-  app.add_option("--batch-size", settings.batch_size, "Samples per rank and step (mlp 256 rows, gpt 16 sequences)")
+  app.add_option("--batch-size", settings.sizes.batch_size, "Samples per rank and step (mlp 256 rows, gpt 16 sequences)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--hidden", settings.hidden, "Width: the MLP's layers (512), the GPT's residual stream (128)")
+  app.add_option("--hidden", settings.sizes.hidden, "Width: the MLP's layers (512), the GPT's residual stream (128)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--layers", settings.layers, "The MLP's hidden layers (8), the GPT's blocks (4)")
+  app.add_option("--layers", settings.sizes.layers, "The MLP's hidden layers (8), the GPT's blocks (4)")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   return tutorials::guarded_main(kProgram, [&] {

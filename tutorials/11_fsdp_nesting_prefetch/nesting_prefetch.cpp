@@ -4,6 +4,7 @@
 #include <torch/optim/sgd.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "engine/train/parallel_model.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
+#include "tutorials/common/workload.h"
 
 using namespace dpscope;
 
@@ -19,11 +21,19 @@ namespace {
 constexpr const char* kProgram = "tutorial-11-fsdp-nesting-prefetch";
 
 struct Settings {
-  int64_t hidden = 1024;
-  int64_t layers = 4;
-  int64_t wrap_min_params = 50000;  // nested runs: every Linear (66,560 elements and up) a unit
-  int64_t batch_size = 32;
+  std::string model = "mlp";  // mlp, or gpt: a model shaped like the ones people train
+  tutorials::WorkloadSizes sizes;  // unset: the MLP's 1024 x 4 layers, 32 rows; the GPT's own
+  // Nested runs: a submodule with at least this many elements is a unit. Unset: 50,000 for the
+  // MLP (every Linear, 66,560 elements and up), 100,000 for the GPT (every block, about 198,000;
+  // its Linears, 66,048 at most, stay in their block).
+  std::optional<int64_t> wrap_min_params;
 };
+
+const tutorials::WorkloadSizes kMlp{1024, 4, 32};
+
+int64_t wrap_min_params(const Settings& settings) {
+  return settings.wrap_min_params.value_or(settings.model == "gpt" ? 100000 : 50000);
+}
 
 struct Setting {
   std::string part;       // the trace folder
@@ -47,18 +57,15 @@ struct Outcome {
   double exposed_ms = 0;
 };
 
-std::string train(tutorials::Session& session, const Settings& settings, const Setting& setting) {
+std::string train(tutorials::Session& session, const Settings& settings, const tutorials::Workload& work,
+                  const Setting& setting) {
   const tutorials::CommonOptions& options = session.options();
-  models::ModelConfig model_config;
-  model_config.name = "mlp";
-  model_config.hidden = settings.hidden;
-  model_config.layers = settings.layers;
-  const std::shared_ptr<models::Model> model = session.build_model(model_config);
+  const std::shared_ptr<models::Model> model = session.build_model(work.config);
 
   train::TrainConfig config;
   config.strategy = train::Strategy::Fsdp;
   config.sharding = setting.sharding;
-  config.wrap_min_params = setting.nested ? settings.wrap_min_params : 0;
+  config.wrap_min_params = setting.nested ? wrap_min_params(settings) : 0;
   config.backward_prefetch = setting.prefetch;
   // No reduce-scatter bucket: it would hold full gradients until the end of backward (tutorial 12).
   config.reduce_bucket_mb = 0;
@@ -68,12 +75,11 @@ std::string train(tutorials::Session& session, const Settings& settings, const S
   std::snprintf(json, sizeof(json), "{\"sharding\":\"%s\",\"wrap_min_params\":%lld,\"backward_prefetch\":\"%s\"}",
                 setting.sharding.c_str(), static_cast<long long>(config.wrap_min_params),
                 setting.prefetch.c_str());
-  run.describe("fsdp", "mlp", *model, json);
+  run.describe("fsdp", work.config.name, *model, json);
   {
     const std::unique_ptr<train::ParallelModel> parallel = train::make_parallel_model(
         config, model, run.group(), &run.recorder(), &run.memory_sampler());
-    tutorials::ShardedBatches batches(data::make_synthetic_classification(2048, 64, 10, options.seed),
-                                      session, settings.batch_size, options.seed);
+    tutorials::ShardedBatches batches(work.data, session, work.batch_size, options.seed);
     torch::optim::SGD optimizer(parallel->optimizer_parameters(), torch::optim::SGDOptions(0.05));
     for (int32_t i = 0; i < options.steps; ++i) {
       const data::Dataset batch = batches.next();
@@ -113,13 +119,17 @@ Outcome read_outcome(const Setting& setting, const std::string& path, int32_t la
 }
 
 void run(tutorials::Session& session, const Settings& settings) {
-  session.say("== %s: an MLP (%lld layers of %lld) under FSDP on %d rank(s), five settings, %lld steps "
-              "each ==\n", kProgram, static_cast<long long>(settings.layers),
-              static_cast<long long>(settings.hidden), session.world_size(),
+  const tutorials::Workload work =
+      tutorials::make_workload(settings.model, settings.sizes, kMlp, session.options().seed);
+  const bool gpt = work.config.name == "gpt";
+  session.say("== %s: %s (%lld %s of %lld) under FSDP on %d rank(s), five settings, %lld steps "
+              "each ==\n", kProgram, gpt ? "a GPT" : "an MLP", static_cast<long long>(*work.config.layers),
+              gpt ? "blocks" : "layers", static_cast<long long>(*work.config.hidden), session.world_size(),
               static_cast<long long>(session.options().steps));
   const std::vector<Setting> settings_list = {
       {"root-only", false, "full", "pre", "one unit: the whole model"},
-      {"nested", true, "full", "pre", "every Linear a unit (FULL_SHARD, BACKWARD_PRE)"},
+      {"nested", true, "full", "pre",
+       gpt ? "every block a unit (FULL_SHARD, BACKWARD_PRE)" : "every Linear a unit (FULL_SHARD, BACKWARD_PRE)"},
       {"grad-op", true, "grad_op", "pre", "nested, SHARD_GRAD_OP: no reshard after forward"},
       {"prefetch-post", true, "full", "post", "nested, BACKWARD_POST"},
       {"prefetch-none", true, "full", "none", "nested, no backward prefetch"},
@@ -127,7 +137,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   std::vector<Outcome> outcomes;
   const int32_t last = static_cast<int32_t>(session.options().steps - 1);
   for (const Setting& setting : settings_list) {
-    const std::string path = train(session, settings, setting);
+    const std::string path = train(session, settings, work, setting);
     if (session.leader()) outcomes.push_back(read_outcome(setting, path, last));
   }
   if (!session.leader()) return;
@@ -168,12 +178,20 @@ int main(int argc, char** argv) {
   Settings settings;
   CLI::App app{"Tutorial 11: FSDP nesting, reshard_after_forward and backward prefetch, from the memory graph"};
   tutorials::add_common_options(app, options);
-  app.add_option("--hidden", settings.hidden, "MLP width")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--layers", settings.layers, "MLP hidden layers")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--wrap-min-params", settings.wrap_min_params,
-                 "In the nested runs, a submodule with at least this many parameter elements becomes a unit")
-      ->check(CLI::PositiveNumber)
+  app.add_option("--model", settings.model,
+                 "mlp, or gpt: a GPT-shaped character model on data/opticks.txt.gz, a unit per block")
+      ->check(CLI::IsMember({"mlp", "gpt"}))
       ->capture_default_str();
+  app.add_option("--hidden", settings.sizes.hidden, "Width: the MLP's layers (1024), the GPT's residual stream (128)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--layers", settings.sizes.layers, "The MLP's hidden layers (4), the GPT's blocks (4)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", settings.sizes.batch_size, "Samples per rank and step (mlp 32 rows, gpt 16 sequences)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--wrap-min-params", settings.wrap_min_params,
+                 "In the nested runs, a submodule with at least this many parameter elements becomes a unit "
+                 "(mlp 50000: every Linear; gpt 100000: every block)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   return tutorials::guarded_main(kProgram, [&] {
     tutorials::Session session(kProgram, options, argc, argv);
