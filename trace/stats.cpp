@@ -191,7 +191,8 @@ void read_memory(Reader& reader, int32_t rank, const RankScratch& scratch, RankS
   std::array<bool, kMemoryCategoryCount> seen{};
   std::array<int64_t, kMemoryCategoryCount> after_steps{};
   std::array<bool, kMemoryCategoryCount> seen_after_steps{};
-  int64_t after_steps_ns = kNone64;
+  bool any_after_steps = false;
+  int64_t after_steps_ns = INT64_MIN;  // the last sample up to the end of the last iteration
   for (const MemorySample& sample : samples) {
     const auto category = static_cast<size_t>(sample.category);
     if (category >= kMemoryCategoryCount) continue;
@@ -202,17 +203,20 @@ void read_memory(Reader& reader, int32_t rank, const RankScratch& scratch, RankS
     if (is_stacked(sample.category) && sample.ts_ns <= scratch.last_iteration_end_ns) {
       after_steps[category] = sample.bytes;
       seen_after_steps[category] = true;
-      after_steps_ns = after_steps_ns == kNone64 ? sample.ts_ns : std::max(after_steps_ns, sample.ts_ns);
+      after_steps_ns = std::max(after_steps_ns, sample.ts_ns);
+      any_after_steps = true;
     }
   }
   out.memory_peak = run.finish();
   if (scratch.first_iteration_ns != INT64_MAX) out.step_memory_peak = steps.finish();
-  if (scratch.last_iteration_end_ns != INT64_MIN && after_steps_ns != kNone64) {
+  if (any_after_steps) {
     out.memory_after_steps.ts_ns = after_steps_ns;
     for (size_t c = 0; c < kMemoryCategoryCount; ++c) {
       if (!seen_after_steps[c]) continue;
       out.memory_after_steps.categories.push_back({static_cast<MemoryCategory>(c), after_steps[c]});
-      out.memory_after_steps.total_bytes += after_steps[c];
+      // Saturating, as the peak is: a damaged file may hold sizes near INT64_MAX.
+      out.memory_after_steps.total_bytes =
+          detail::saturating_add(out.memory_after_steps.total_bytes, after_steps[c]);
     }
   }
   for (size_t c = 0; c < kMemoryCategoryCount; ++c) {

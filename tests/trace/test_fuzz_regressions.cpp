@@ -84,6 +84,8 @@ TEST(FuzzRegressions, HugeMemorySamplesSaturateTheStackedPeak) {
   const RunStats stats = compute_stats(reader);
   ASSERT_EQ(stats.ranks.size(), 2u);
   EXPECT_EQ(stats.ranks[0].memory_peak.total_bytes, kMax);
+  ASSERT_TRUE(stats.ranks[0].memory_after_steps.found());
+  EXPECT_EQ(stats.ranks[0].memory_after_steps.total_bytes, kMax);
 }
 
 // Times at both ends of int64_t: slice lengths, overlap, the Chrome export's relative times and
