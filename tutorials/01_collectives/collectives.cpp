@@ -125,13 +125,6 @@ std::string row_text(const std::vector<double>& row) {
   return text + "]";
 }
 
-// The bytes one rank sends for a collective by the ring model of link_model.h: the model's time
-// on a link that carries one byte per nanosecond (8 Gb/s) without latency. `bytes` as
-// ProcessGroup counts them: for an all-gather, one rank's share.
-int64_t ring_bytes_per_rank(Op op, int64_t bytes, int ranks) {
-  return comm::link_model_ns(op, bytes, ranks, comm::LinkSpec{8, 0});
-}
-
 // The collectives of `op` that rank 0 ran in `iteration`, in issue order.
 std::vector<trace::CollectiveStats> collectives_of(const trace::RunStats& stats, int32_t iteration, Op op) {
   std::vector<trace::CollectiveStats> found;
@@ -211,9 +204,9 @@ void print_parts_2_and_3(tutorials::Session& session, const at::Tensor& tensor,
 
   std::printf("\n3. Bytes on the wire: what each rank sends, by the ring model (engine/comm/link_model.h),\n"
               "   for S = %s on %d ranks:\n", bytes_text(s).c_str(), n);
-  const int64_t all_reduce = ring_bytes_per_rank(Op::AllReduce, s, n);
-  const int64_t scatter = ring_bytes_per_rank(Op::ReduceScatter, s, n);
-  const int64_t gather = ring_bytes_per_rank(Op::AllGather, s / n, n);
+  const int64_t all_reduce = tutorials::ring_bytes_sent(Op::AllReduce, s, n);
+  const int64_t scatter = tutorials::ring_bytes_sent(Op::ReduceScatter, s, n);
+  const int64_t gather = tutorials::ring_bytes_sent(Op::AllGather, s / n, n);
   std::printf("  ring all-reduce       2(n-1)/n x S  %10lld B\n", static_cast<long long>(all_reduce));
   std::printf("  ring reduce-scatter    (n-1)/n x S  %10lld B\n", static_cast<long long>(scatter));
   std::printf("  ring all-gather        (n-1)/n x S  %10lld B\n", static_cast<long long>(gather));
@@ -223,7 +216,7 @@ void print_parts_2_and_3(tutorials::Session& session, const at::Tensor& tensor,
   const int more_ranks[] = {2, 3, 4, 8, 16, 64, 1024};
   for (const int ranks : more_ranks) std::printf(" %5d ranks", ranks);
   std::printf("\n   ");
-  for (const int ranks : more_ranks) std::printf(" %11s", bytes_text(ring_bytes_per_rank(Op::AllReduce, s, ranks)).c_str());
+  for (const int ranks : more_ranks) std::printf(" %11s", bytes_text(tutorials::ring_bytes_sent(Op::AllReduce, s, ranks)).c_str());
   std::printf("\n  Each of 2(n-1) steps sends a chunk of S/n: more ranks, more steps, smaller chunks. A rank\n"
               "  never sends more than 2 x S, however many ranks share the work; what grows with n is\n"
               "  the number of steps, each paying the link's latency once.\n");
@@ -275,7 +268,7 @@ void print_part_4(tutorials::Session& session, const std::string& path, int64_t 
                 predicted > 0 ? 100 * fit.intercept_ns / predicted : 0.0);
   }
   const int n = session.world_size();
-  const double bus_factor = double(ring_bytes_per_rank(Op::AllReduce, 1 << 30, n)) / double(1 << 30);
+  const double bus_factor = double(tutorials::ring_bytes_sent(Op::AllReduce, 1 << 30, n)) / double(1 << 30);
   std::printf("  latency (alpha)      %8.1f us\n", fit.latency_us());
   if (fit.ns_per_byte <= 0) {
     std::printf("  the times do not grow with the bytes here: no bandwidth to fit\n");

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,20 +46,11 @@ struct Settings {
   double bucket_cap_mb = 1;
 };
 
-// Every gradient of one step, concatenated, in plain memory outside LibTorch's allocator, so that
-// the traces' memory shows the training alone.
-using FlatGradients = std::vector<float>;
-
-FlatGradients flatten_gradients(const std::vector<at::Tensor>& params) {
-  int64_t numel = 0;
-  for (const at::Tensor& p : params) numel += p.numel();
-  FlatGradients flat(static_cast<size_t>(numel));
-  float* next = flat.data();
-  for (const at::Tensor& p : params) {
-    std::memcpy(next, p.grad().data_ptr<float>(), p.numel() * sizeof(float));
-    next += p.numel();
-  }
-  return flat;
+// Every gradient of one step, concatenated, outside LibTorch's allocator.
+std::vector<float> flatten_gradients(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> grads;
+  for (const at::Tensor& p : params) grads.push_back(p.grad());
+  return tutorials::untracked_copy(grads);
 }
 
 // Checks this rank's gradients, step by step, against those of the first variant it trained:
@@ -72,11 +62,11 @@ class GradientCheck {
     largest_ = 0;
   }
   void check(const std::vector<at::Tensor>& params) {
-    FlatGradients now = flatten_gradients(params);
+    std::vector<float> now = flatten_gradients(params);
     if (step_ == reference_.size()) {
       reference_.push_back(std::move(now));
     } else {
-      const FlatGradients& first = reference_[step_];
+      const std::vector<float>& first = reference_[step_];
       for (size_t i = 0; i < now.size(); ++i) {
         largest_ = std::max(largest_, std::fabs(double(now[i]) - double(first[i])));
       }
@@ -86,7 +76,7 @@ class GradientCheck {
   double largest_difference() const { return largest_; }
 
  private:
-  std::vector<FlatGradients> reference_;
+  std::vector<std::vector<float>> reference_;
   size_t step_ = 0;
   double largest_ = 0;
 };

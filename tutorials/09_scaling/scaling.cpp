@@ -63,11 +63,9 @@ double thread_cpu_ms() {
   return static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) / 1e6;
 }
 
-double median_of_steady_steps(std::vector<double> per_step) {
-  per_step.erase(per_step.begin(), per_step.begin() + trace::steady_from(per_step.size()));
-  std::sort(per_step.begin(), per_step.end());
-  const size_t n = per_step.size();
-  return n % 2 ? per_step[n / 2] : (per_step[n / 2 - 1] + per_step[n / 2]) / 2;
+// The median over the steady steps, as `dpscope stats` takes the step time's (trace::summarize_steps).
+double median_of_steady_steps(const std::vector<double>& per_step) {
+  return trace::summarize_steps(per_step).median_ms;
 }
 
 // Trains the MLP for --steps optimizer steps under DDP with one gradient bucket, so that the

@@ -90,18 +90,6 @@ double train_steps(tutorials::Session& session, tutorials::TracedRun& run, const
   return loss_value;
 }
 
-// The parameters, flat, in memory of the C++ heap: the tutorial's own copy stays out of the
-// tracked categories, so the runs after it show no memory of it.
-std::vector<float> snapshot(models::Model& model) {
-  std::vector<float> values;
-  for (const at::Tensor& p : model.parameters()) {
-    const at::Tensor flat = p.detach().contiguous().view(-1);
-    const float* data = flat.data_ptr<float>();
-    values.insert(values.end(), data, data + flat.numel());
-  }
-  return values;
-}
-
 Result train_stage(tutorials::Session& session, const Settings& settings, Stage stage) {
   models::ModelConfig model_config;
   model_config.name = "mlp";
@@ -122,7 +110,7 @@ Result train_stage(tutorials::Session& session, const Settings& settings, Stage 
     result.shard_numel = optimizer.shard_numel();
     result.last_loss = train_steps(
         session, run, settings, *model, optimizer, [&](const at::Tensor& x) { return model->forward(x); }, [] {});
-    result.final = snapshot(*model);
+    result.final = tutorials::untracked_copy(model->parameters());
   } else {
     train::TrainConfig config;
     config.strategy = stage == Stage::Ddp ? train::Strategy::Ddp : train::Strategy::Fsdp;
@@ -139,7 +127,7 @@ Result train_stage(tutorials::Session& session, const Settings& settings, Stage 
     result.last_loss = train_steps(
         session, run, settings, *model, optimizer, [&](const at::Tensor& x) { return parallel->forward(x); },
         [&] { parallel->finish_backward(); });
-    if (stage == Stage::Ddp) result.final = snapshot(*model);
+    if (stage == Stage::Ddp) result.final = tutorials::untracked_copy(model->parameters());
   }
   result.run_file = run.finish();
   if (session.leader()) result.stats = tutorials::read_stats(result.run_file);

@@ -2,6 +2,7 @@
 #include "tutorials/common/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
@@ -203,16 +204,17 @@ void print_step_memory_peaks(const std::vector<LabelledRun>& runs) {
   }
 }
 
-double ring_bytes_sent(const trace::CollectiveStats& c, int ranks) {
-  const double n = ranks, s = static_cast<double>(c.bytes);
-  switch (c.op) {
-    case trace::CollectiveOp::AllReduce: return 2 * (n - 1) / n * s;
-    case trace::CollectiveOp::ReduceScatter: return (n - 1) / n * s;
-    case trace::CollectiveOp::AllGather: return (n - 1) * s;
-    case trace::CollectiveOp::Broadcast: return s;
-    case trace::CollectiveOp::Barrier: return 0;
+int64_t ring_bytes_sent(trace::CollectiveOp op, int64_t bytes, int ranks) {
+  const double n = ranks, s = static_cast<double>(bytes);
+  double sent = 0;
+  switch (op) {
+    case trace::CollectiveOp::AllReduce: sent = 2 * (n - 1) / n * s; break;
+    case trace::CollectiveOp::ReduceScatter: sent = (n - 1) / n * s; break;
+    case trace::CollectiveOp::AllGather: sent = (n - 1) * s; break;
+    case trace::CollectiveOp::Broadcast: sent = s; break;
+    case trace::CollectiveOp::Barrier: break;
   }
-  return 0;
+  return static_cast<int64_t>(std::llround(sent));
 }
 
 void print_ring_traffic(const std::vector<LabelledRun>& runs, int ranks) {
@@ -236,7 +238,7 @@ void print_ring_traffic(const std::vector<LabelledRun>& runs, int ranks) {
       if (c.iteration == trace::kNone || c.op == trace::CollectiveOp::Broadcast) continue;
       StepTraffic& step = per_step[c.iteration];
       ++step.collectives;
-      step.sent += ring_bytes_sent(c, ranks);
+      step.sent += static_cast<double>(ring_bytes_sent(c.op, c.bytes, ranks));
       if (link.gbps > 0) step.link_ms += static_cast<double>(comm::link_model_ns(c.op, c.bytes, ranks, link)) / 1e6;
     }
     std::vector<int64_t> counts;

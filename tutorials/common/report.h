@@ -53,10 +53,11 @@ struct LabelledRun {
 // rank's peak. Categories that are 0 in every run are left out.
 void print_step_memory_peaks(const std::vector<LabelledRun>& runs);
 
-// The bytes rank 0 puts on the ring for collective `c` among `ranks` (the ring model of
-// docs/communication.md): an all-reduce 2(n-1)/n of its tensor, a reduce-scatter (n-1)/n of its
-// input, an all-gather (n-1) times its share, a broadcast its tensor.
-double ring_bytes_sent(const trace::CollectiveStats& c, int ranks);
+// The bytes one rank puts on the ring for a collective of `op` among `ranks` (the ring model of
+// docs/communication.md), `bytes` as the trace counts them: an all-reduce 2(n-1)/n of its tensor,
+// a reduce-scatter (n-1)/n of its input, an all-gather (n-1) times one rank's share, a broadcast
+// its tensor, a barrier nothing.
+int64_t ring_bytes_sent(trace::CollectiveOp op, int64_t bytes, int ranks);
 
 // Communication per training step, rank 0, median of steps 2..: collectives, the bytes it sends
 // on the ring, what the run's emulated link needs for them by its ring model ("-" without a

@@ -293,6 +293,16 @@ void Step::optimizer_step(torch::optim::Optimizer& optimizer) {
   run_.sample_memory();
 }
 
+std::vector<float> untracked_copy(const std::vector<at::Tensor>& tensors) {
+  std::vector<float> values;
+  for (const at::Tensor& t : tensors) {
+    const at::Tensor flat = t.detach().contiguous();
+    const float* data = flat.data_ptr<float>();
+    values.insert(values.end(), data, data + flat.numel());
+  }
+  return values;
+}
+
 // ---- ShardedBatches --------------------------------------------------------------------------
 
 ShardedBatches::ShardedBatches(data::Dataset dataset, const Session& session, int64_t batch_size,

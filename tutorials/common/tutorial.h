@@ -209,6 +209,11 @@ class Step {
 // bucket (gradient_as_bucket_view): the training loop's own (engine/train/trainer.h).
 using train::zero_grad;
 
+// `tensors` (float32) concatenated into plain memory outside LibTorch's allocator: a tutorial's
+// own copy of parameters or gradients to compare runs with, kept out of the traces' memory so that
+// they show the training alone.
+std::vector<float> untracked_copy(const std::vector<at::Tensor>& tensors);
+
 // ---- Data --------------------------------------------------------------------------------------
 
 // This rank's batches of `dataset`, as PyTorch's DataLoader(batch_size) over a
