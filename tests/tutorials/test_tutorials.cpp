@@ -536,9 +536,10 @@ TEST(Tutorials, Stragglers17EveryRankPaysTheDelayAndTheSlowOneIsNamed) {
 }
 
 // Tutorial 18 claims that caps below the tensors' size make one plan (the same prediction), that
-// the recorded cap's prediction is the recorded step, and that the checked cap's real run lands
-// near its prediction (a loose bound here: the suite runs beside other tests; bench/whatif.sh
-// holds the 15 % bar on an idle machine).
+// the recorded cap's prediction is the recorded step, that one bucket costs more than the
+// recorded plan (nothing overlaps), and that the checked cap is trained for real. How near the
+// real run lands is timing between two runs, which the suite's neighbours move by tens of
+// percent: bench/whatif.sh holds that bar (15 %) on an idle machine.
 TEST(Tutorials, Whatif18PredictsFromTheTraceAndChecksOneCap) {
   TempDir dir;
   const TutorialRun run = launch(dir, "tutorial-18-whatif", "--steps 10", "--link-gbps 4 --link-latency-us 50");
@@ -558,7 +559,13 @@ TEST(Tutorials, Whatif18PredictsFromTheTraceAndChecksOneCap) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(run.output, m, checked)) << run.output;
   const double predicted = std::stod(m[2]), measured = std::stod(m[3]);
-  EXPECT_NEAR(predicted, measured, 0.4 * measured) << run.output;
+  const std::vector<double> checked_row = row(std::string(6 - m[1].str().size(), ' ') + m[1].str());
+  ASSERT_GE(checked_row.size(), 5u) << run.output;
+  EXPECT_EQ(checked_row[2], 1) << "the cap that differs most is one bucket";
+  EXPECT_EQ(checked_row[3], predicted) << "the check quotes the table's prediction";
+  EXPECT_GT(predicted, recorded[3]) << "one bucket overlaps nothing, so its step is longer";
+  EXPECT_GT(checked_row[4], recorded[4]) << "and more of its communication is exposed";
+  EXPECT_GT(measured, 0) << run.output;
   EXPECT_TRUE(std::filesystem::exists(run.trace_dir + "/cap-" + m[1].str() + "mb/run.sqlite"));
 }
 
