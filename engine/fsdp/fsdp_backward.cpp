@@ -51,8 +51,8 @@ const std::vector<int32_t>& FullyShardedDataParallel::backward_order() {
 }
 
 void FullyShardedDataParallel::pre_backward(Unit& unit) {
-  if (unit.pre_backward_done) return;
-  unit.pre_backward_done = true;
+  if (unit.reached(UnitPass::BackwardStarted)) return;
+  unit.reach(UnitPass::BackwardStarted);
   if (!callback_queued_) {
     callback_queued_ = true;
     torch::autograd::Engine::get_default_engine().queue_callback([this] { final_callback(); });
@@ -70,7 +70,7 @@ void FullyShardedDataParallel::pre_backward(Unit& unit) {
 void FullyShardedDataParallel::post_backward(Unit& unit) {
   c10::NoGradGuard no_grad;
   fault::reached("backward");  // See Note [Fault points]
-  unit.post_backward_done = true;
+  unit.reach(UnitPass::BackwardDone);
   finish_completed_reductions();
   FlatParameter& flat = *unit.flat;
   at::Tensor& full_grad = flat.full().mutable_grad();
@@ -152,13 +152,13 @@ void FullyShardedDataParallel::final_callback() {
     recording_order_ = false;
   }
   // Units prefetched but not used, or used in forward but not in this backward.
-  for (auto& unit : units_) {
-    reshard(*unit);
-    unit->forwarded = false;
-    unit->pre_backward_done = false;
-    unit->post_backward_done = false;
-  }
+  for (auto& unit : units_) end_pass(*unit);
   sample_memory();
+}
+
+void FullyShardedDataParallel::end_pass(Unit& unit) {
+  reshard(unit);
+  unit.pass = UnitPass::NotYet;
 }
 
 }  // namespace dpscope::fsdp

@@ -139,6 +139,8 @@ void FullyShardedDataParallel::build_units(const WrapPlan& plan) {
     unit->parent = unit_plan.parent;
     unit->module = unit_plan.module;
     unit->flat = std::make_unique<FlatParameter>(unit_plan, config);
+    // See Note [Unit lifecycle]: a full parameter that is the shard's own storage never moves.
+    if (unit->flat->full_aliases_shard()) unit->residency = Residency::Full;
     const bool root = i + 1 == plan.units.size();
     // The root's backward begins as soon as forward ends: freeing it would only gather it again.
     unit->reshard_after_forward = sharding_ == ShardingStrategy::FullShard && !root;
@@ -236,11 +238,7 @@ void FullyShardedDataParallel::begin_root_forward() {
   }
   // A forward whose backward never ran leaves units full and marked; start from sharded.
   for (auto& unit : units_) {
-    if (!unit->forwarded) continue;
-    reshard(*unit);
-    unit->forwarded = false;
-    unit->pre_backward_done = false;
-    unit->post_backward_done = false;
+    if (unit->reached(UnitPass::Forwarded)) end_pass(*unit);
   }
 }
 
@@ -251,7 +249,7 @@ void FullyShardedDataParallel::pre_forward(Unit& unit) {
         std::find(forward_order_.begin(), forward_order_.end(), unit.index) == forward_order_.end()) {
       forward_order_.push_back(unit.index);
     }
-    unit.forwarded = true;
+    unit.reach(UnitPass::Forwarded);
   }
   unshard(unit, 0);
   if (options_.forward_prefetch && !recording_order_) {
@@ -277,7 +275,7 @@ comm::CollectiveTag FullyShardedDataParallel::tag(const Unit& unit, uint8_t flag
 
 void FullyShardedDataParallel::issue_gather(Unit& unit, uint8_t flags) {
   FlatParameter& flat = *unit.flat;
-  if (flat.empty() || unit.gather_work || flat.is_materialized()) return;
+  if (flat.empty() || unit.residency != Residency::Sharded) return;
   if (options_.limit_all_gathers > 0) {
     while (static_cast<int>(gathers_in_flight_.size()) >= options_.limit_all_gathers) {
       wait_gather(*gathers_in_flight_.front());
@@ -287,12 +285,12 @@ void FullyShardedDataParallel::issue_gather(Unit& unit, uint8_t flags) {
   if (!flat.config().sharded) {
     // NO_SHARD with mixed precision or offload: the full parameter is a cast copy of the shard.
     flat.fill_full_from_shard();
-    unit.full_begin_ns = trace::now_ns();
+    move_to(unit, Residency::Full);
     sample_memory();
     return;
   }
   unit.gather_input = flat.shard_for_gather();
-  unit.gather_begin_ns = trace::now_ns();
+  move_to(unit, Residency::Gathering);
   unit.gather_work = group_->all_gather(flat.full().detach(), unit.gather_input, tag(unit, flags));
   gathers_in_flight_.push_back(&unit);
   sample_memory();
@@ -305,9 +303,7 @@ void FullyShardedDataParallel::wait_gather(Unit& unit) {
   gathers_in_flight_.erase(std::find(gathers_in_flight_.begin(), gathers_in_flight_.end(), &unit));
   work->wait();
   unit.gather_input = at::Tensor();
-  const int64_t now = trace::now_ns();
-  record_state(unit, trace::UnitState::Gathering, unit.gather_begin_ns, now);
-  unit.full_begin_ns = now;
+  move_to(unit, Residency::Full);
 }
 
 void FullyShardedDataParallel::unshard(Unit& unit, uint8_t flags) {
@@ -321,11 +317,21 @@ void FullyShardedDataParallel::reshard(Unit& unit) {
   if (flat.full_aliases_shard() || flat.empty()) return;
   // Never free memory an all-gather still writes into.
   wait_gather(unit);
-  if (!flat.is_materialized()) return;
+  if (unit.residency != Residency::Full) return;
   flat.free_full();
-  record_state(unit, trace::UnitState::Full, unit.full_begin_ns, trace::now_ns());
-  unit.full_begin_ns = 0;
+  move_to(unit, Residency::Sharded);
   sample_memory();
+}
+
+void FullyShardedDataParallel::move_to(Unit& unit, Residency next) {
+  const int64_t now = trace::now_ns();
+  if (unit.residency == Residency::Gathering) {
+    record_state(unit, trace::UnitState::Gathering, unit.residency_since_ns, now);
+  } else if (unit.residency == Residency::Full) {
+    record_state(unit, trace::UnitState::Full, unit.residency_since_ns, now);
+  }
+  unit.residency = next;
+  unit.residency_since_ns = now;
 }
 
 void FullyShardedDataParallel::prefetch_after(const Unit& unit, const std::vector<int32_t>& order,
@@ -335,8 +341,8 @@ void FullyShardedDataParallel::prefetch_after(const Unit& unit, const std::vecto
   Unit& next = *units_[static_cast<size_t>(*(it + 1))];
   // A unit whose pass already came (autograd may run the units in another order than the one
   // recorded) would be gathered only to be freed again.
-  const bool done = (flags & trace::kFlagBackward) ? next.pre_backward_done || next.post_backward_done
-                                                   : next.forwarded;
+  const bool done = next.reached((flags & trace::kFlagBackward) ? UnitPass::BackwardStarted
+                                                                : UnitPass::Forwarded);
   if (!done) issue_gather(next, flags | trace::kFlagPrefetch);
 }
 

@@ -16,6 +16,7 @@
 #include "engine/comm/process_group.h"
 #include "engine/fsdp/flat_param.h"
 #include "engine/fsdp/fsdp_options.h"
+#include "engine/fsdp/fsdp_unit.h"
 #include "engine/fsdp/reduce_scatter_bucketer.h"
 #include "trace/recorder.h"
 
@@ -126,32 +127,11 @@ class FullyShardedDataParallel {
   int32_t iteration() const { return iteration_; }
 
  private:
-  struct Unit;
   // A NO_SHARD all-reduce on its way: every rank keeps the whole gradient.
   struct PendingReduction {
     Unit* unit = nullptr;
     comm::WorkHandle work;
     at::Tensor grad;  // reduced in place
-  };
-  struct Unit {
-    int32_t index = 0;
-    std::string name;
-    int32_t parent = -1;
-    torch::nn::Module* module = nullptr;
-    std::unique_ptr<FlatParameter> flat;
-    bool reshard_after_forward = true;
-    trace::LaneId lane = 0;
-    // Gathering.
-    comm::WorkHandle gather_work;
-    at::Tensor gather_input;  // kept alive until the all-gather is done
-    int64_t gather_begin_ns = 0;
-    int64_t full_begin_ns = 0;  // 0: not full
-    // Per iteration / per backward.
-    bool forwarded = false;
-    bool pre_backward_done = false;
-    bool post_backward_done = false;
-    int64_t reduce_begin_ns = 0;
-    uintptr_t post_hook_key = 0;
   };
 
   // ---- Forward (fully_sharded_data_parallel.cpp).
@@ -167,6 +147,9 @@ class FullyShardedDataParallel {
   void unshard(Unit& unit, uint8_t flags);
   void reshard(Unit& unit);
   void wait_gather(Unit& unit);
+  // The one place a unit's residency changes: records the span that ends (Gathering or Full)
+  // and starts the next. See Note [Unit lifecycle].
+  void move_to(Unit& unit, Residency next);
   void prefetch_after(const Unit& unit, const std::vector<int32_t>& order, uint8_t flags);
 
   // ---- Backward (fsdp_backward.cpp).
@@ -174,6 +157,9 @@ class FullyShardedDataParallel {
   void pre_backward(Unit& unit);
   void post_backward(Unit& unit);
   void final_callback();
+  // The unit's forward and backward are over (or abandoned): free what is still full and set its
+  // pass back to NotYet. See Note [Unit lifecycle].
+  void end_pass(Unit& unit);
   // Hands the shards the results of reductions that are already done (no waiting), freeing their
   // full gradients early.
   void finish_completed_reductions();
