@@ -2,6 +2,7 @@
 // TrainConfig and runs engine/train's loop; under `dpscope launch` or torchrun each rank runs one.
 // The options need no LibTorch (train_config.h): DPSCOPE_TRAIN_OPTIONS_ONLY builds them without
 // the engine, for parsing only (the CLI fuzzer); running then says the engine is missing.
+#include <array>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "cli/commands.h"
 #if defined(DPSCOPE_HAVE_ENGINE) || defined(DPSCOPE_TRAIN_OPTIONS_ONLY)
 #define DPSCOPE_TRAIN_OPTIONS 1
+#include "engine/train/mode_spelling.h"
 #include "engine/train/train_config.h"
 #endif
 #ifdef DPSCOPE_HAVE_ENGINE
@@ -47,11 +49,28 @@ std::string own_command_line() {
 }  // namespace
 #endif
 
+namespace {
+
+// A flag that names one of `modes`, checked against their one spelling (train::mode_spellings).
+template <typename Mode, size_t N>
+CLI::Option* add_mode_option(CLI::App* cmd, const std::string& name, std::string& text,
+                             const std::array<Mode, N>& modes, const std::string& help) {
+  return cmd->add_option(name, text, help)
+      ->check(CLI::IsMember(train::mode_spellings(modes)))
+      ->capture_default_str();
+}
+
+}  // namespace
+
 void add_train_command(CLI::App& app, CommandMode mode) {
   struct Options {
     train::TrainConfig config;
     std::string strategy = "ddp";
     std::string initial_buckets = "pytorch";
+    std::string comm_hook{ddp::to_string(ddp::CommHookKind::None)};
+    std::string sharding{fsdp::to_string(fsdp::ShardingStrategy::FullShard)};
+    std::string mixed_precision{fsdp::to_string(fsdp::ComputePrecision::Fp32)};
+    std::string backward_prefetch{fsdp::to_string(fsdp::BackwardPrefetch::Pre)};
     std::string trace_level = "full";
     bool no_broadcast_buffers = false;
     std::string straggler;  // "RANK:MS", parsed by train::parse_straggler
@@ -131,23 +150,20 @@ void add_train_command(CLI::App& app, CommandMode mode) {
   cmd->add_flag("--static-graph", c.static_graph, "The set of used parameters never changes");
   cmd->add_flag("--no-broadcast-buffers", o->no_broadcast_buffers,
                 "Do not broadcast rank 0's buffers before each forward");
-  cmd->add_option("--comm-hook", c.comm_hook, "none | allreduce | fp16 | bf16 | powersgd")
-      ->check(CLI::IsMember({"none", "allreduce", "fp16", "bf16", "powersgd"}))
-      ->capture_default_str();
-  cmd->add_option("--sharding", c.sharding, "FSDP: full (ZeRO-3) | grad_op (ZeRO-2) | no_shard")
-      ->check(CLI::IsMember({"full", "grad_op", "no_shard"}))
-      ->capture_default_str();
+  add_mode_option(cmd, "--comm-hook", o->comm_hook, ddp::kCommHookKinds,
+                  "DDP: how each bucket is reduced (none: the Reducer's own all-reduce)");
+  add_mode_option(cmd, "--sharding", o->sharding, fsdp::kShardingStrategies,
+                  "FSDP: full (ZeRO-3), grad_op (ZeRO-2) or no_shard (DDP-like)");
   cmd->add_option("--wrap-min-params", c.wrap_min_params,
                   "FSDP: wrap each submodule with at least N parameters as its own unit (0: root only)")
       ->capture_default_str();
-  cmd->add_option("--mixed-precision", c.mixed_precision, "FSDP: none | fp16 | bf16 compute")
-      ->check(CLI::IsMember({"none", "fp16", "bf16"}))
-      ->capture_default_str();
+  add_mode_option(cmd, "--mixed-precision", o->mixed_precision, fsdp::kComputePrecisions,
+                  "FSDP: the dtype units compute in (none: float32)");
   cmd->add_flag("--reduce-fp32", c.reduce_fp32, "FSDP mixed precision: reduce-scatter in float32");
   cmd->add_flag("--cpu-offload", c.cpu_offload, "FSDP: keep shards and their gradients on the CPU");
-  cmd->add_option("--backward-prefetch", c.backward_prefetch, "FSDP: pre | post | none")
-      ->check(CLI::IsMember({"pre", "post", "none"}))
-      ->capture_default_str();
+  add_mode_option(cmd, "--backward-prefetch", o->backward_prefetch, fsdp::kBackwardPrefetches,
+                  "FSDP: gather the next unit when a unit's backward begins (pre), when its "
+                  "gradient is complete (post), or not ahead (none)");
   cmd->add_flag("--forward-prefetch", c.forward_prefetch,
                 "FSDP: gather the next unit when a unit's forward begins");
   cmd->add_option("--limit-all-gathers", c.limit_all_gathers,
@@ -178,6 +194,10 @@ void add_train_command(CLI::App& app, CommandMode mode) {
     config.strategy = o->strategy == "fsdp" ? train::Strategy::Fsdp : train::Strategy::Ddp;
     config.broadcast_buffers = !o->no_broadcast_buffers;
     config.initial_buckets = *ddp::parse_initial_buckets(o->initial_buckets);
+    config.comm_hook = *train::parse_mode(ddp::kCommHookKinds, o->comm_hook);
+    config.sharding = *train::parse_mode(fsdp::kShardingStrategies, o->sharding);
+    config.mixed_precision = *train::parse_mode(fsdp::kComputePrecisions, o->mixed_precision);
+    config.backward_prefetch = *train::parse_mode(fsdp::kBackwardPrefetches, o->backward_prefetch);
     // FSDP has buckets of its own (--reduce-bucket-mb): DDP's bucket flags would be ignored.
     for (const CLI::Option* option : o->ddp_bucket_options) {
       if (config.strategy == train::Strategy::Fsdp && option->count()) {

@@ -1,6 +1,6 @@
 // The simple DDP communication hooks — all-reduce, fp16 and bf16 compression — as PyTorch 1.13's
 // torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py defines them, and
-// make_comm_hook(), which picks a hook by the name `dpscope train --comm-hook` takes.
+// make_comm_hook(), which builds the hook a CommHookKind names (`dpscope train --comm-hook`).
 #include "engine/ddp/comm_hook.h"
 
 #include <ATen/core/Tensor.h>
@@ -46,7 +46,7 @@ void check_bucket(const comm::ProcessGroup& group, const GradBucket& bucket,
 // PyTorch's _allreduce_fut: divide first (to avoid overflow, especially in fp16), then sum.
 class AllReduceHook final : public CommHook {
  public:
-  std::string_view name() const override { return "allreduce"; }
+  std::string_view name() const override { return to_string(CommHookKind::AllReduce); }
   std::unique_ptr<PendingReduction> launch(comm::ProcessGroup& group,
                                            GradBucket& bucket) override {
     check_bucket(group, bucket, name());
@@ -81,26 +81,27 @@ class CompressHook final : public CommHook {
 std::unique_ptr<CommHook> make_allreduce_hook() { return std::make_unique<AllReduceHook>(); }
 
 std::unique_ptr<CommHook> make_fp16_compress_hook() {
-  return std::make_unique<CompressHook>(c10::ScalarType::Half, "fp16");
+  return std::make_unique<CompressHook>(c10::ScalarType::Half, to_string(CommHookKind::Fp16));
 }
 
 std::unique_ptr<CommHook> make_bf16_compress_hook() {
-  return std::make_unique<CompressHook>(c10::ScalarType::BFloat16, "bf16");
+  return std::make_unique<CompressHook>(c10::ScalarType::BFloat16, to_string(CommHookKind::Bf16));
 }
 
-std::unique_ptr<CommHook> make_comm_hook(std::string_view name) {
-  if (name == "none") return nullptr;
-  if (name == "allreduce") return make_allreduce_hook();
-  if (name == "fp16") return make_fp16_compress_hook();
-  if (name == "bf16") return make_bf16_compress_hook();
-  if (name == "powersgd") {
-    PowerSGDOptions options;
-    options.matrix_approximation_rank = 1;
-    options.start_powersgd_iter = 2;
-    return make_powersgd_hook(options);
+std::unique_ptr<CommHook> make_comm_hook(CommHookKind kind) {
+  switch (kind) {
+    case CommHookKind::None: return nullptr;
+    case CommHookKind::AllReduce: return make_allreduce_hook();
+    case CommHookKind::Fp16: return make_fp16_compress_hook();
+    case CommHookKind::Bf16: return make_bf16_compress_hook();
+    case CommHookKind::PowerSgd: {
+      PowerSGDOptions options;
+      options.matrix_approximation_rank = 1;
+      options.start_powersgd_iter = 2;
+      return make_powersgd_hook(options);
+    }
   }
-  throw std::invalid_argument("unknown comm hook '" + std::string(name) +
-                              "': choose one of none, allreduce, fp16, bf16, powersgd");
+  return nullptr;
 }
 
 }  // namespace dpscope::ddp

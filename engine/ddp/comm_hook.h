@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/comm/process_group.h"
+#include "engine/ddp/comm_hook_kind.h"
 
 namespace dpscope::ddp {
 
@@ -78,9 +79,8 @@ struct PowerSGDOptions {
 };
 std::unique_ptr<CommHook> make_powersgd_hook(const PowerSGDOptions& options);
 
-// The hook for `dpscope train --comm-hook`: "none" (null: the Reducer's own all-reduce),
-// "allreduce", "fp16", "bf16", "powersgd" (with default options except start iteration 2 and
-// rank 1). Throws std::invalid_argument naming the choices otherwise.
-std::unique_ptr<CommHook> make_comm_hook(std::string_view name);
+// The hook for `dpscope train --comm-hook`: null for None (the Reducer's own all-reduce);
+// PowerSGD with default options except start iteration 2 and rank 1.
+std::unique_ptr<CommHook> make_comm_hook(CommHookKind kind);
 
 }  // namespace dpscope::ddp

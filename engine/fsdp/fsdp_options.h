@@ -1,6 +1,6 @@
 // FSDP's options, as PyTorch's FullyShardedDataParallel names them: the sharding strategy, the
 // wrap policy, mixed precision, CPU offload, prefetching and the reduce-scatter bucket — and the
-// error every FSDP failure throws.
+// error every FSDP failure throws. The modes' enums and spellings are in fsdp_modes.h.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+
+#include "engine/fsdp/fsdp_modes.h"
 
 namespace torch::nn {
 class Module;
@@ -29,27 +31,6 @@ class FsdpError : public std::runtime_error {
   explicit FsdpError(const std::string& message) : std::runtime_error(message) {}
 };
 
-// What each rank keeps between uses of a unit (ZeRO's stages).
-enum class ShardingStrategy {
-  FullShard,    // ZeRO-3: parameters, gradients and optimizer state sharded; full parameters
-                // gathered for forward, freed, gathered again for backward
-  ShardGradOp,  // ZeRO-2: like FullShard, but the full parameters stay from forward to backward
-  NoShard,      // DDP-like: every rank keeps everything; gradients are all-reduced
-};
-std::string_view to_string(ShardingStrategy strategy);
-// "full" | "grad_op" | "no_shard"; throws FsdpError naming the choices otherwise.
-ShardingStrategy parse_sharding(std::string_view text);
-
-// When backward gathers the next unit's parameters ahead of need.
-enum class BackwardPrefetch {
-  None,
-  Pre,   // BACKWARD_PRE: when this unit's backward begins (more overlap, more memory)
-  Post,  // BACKWARD_POST: when this unit's gradient is complete
-};
-std::string_view to_string(BackwardPrefetch prefetch);
-// "none" | "pre" | "post".
-BackwardPrefetch parse_backward_prefetch(std::string_view text);
-
 // Mixed precision: compute in `param_dtype` from a low-precision copy of each shard; reduce
 // gradients in `reduce_dtype`; keep buffers in `buffer_dtype`. Everything float32: off.
 struct MixedPrecision {
@@ -58,8 +39,9 @@ struct MixedPrecision {
   c10::ScalarType buffer_dtype = c10::ScalarType::Float;
   bool enabled() const { return param_dtype != c10::ScalarType::Float; }
 };
-// "none" | "fp16" | "bf16"; reduce_fp32 keeps reduce-scatters in float32.
-MixedPrecision parse_mixed_precision(std::string_view text, bool reduce_fp32);
+// `dpscope train --mixed-precision P [--reduce-fp32]`: parameters and buffers in P, reductions
+// in P too unless `reduce_fp32` keeps them in float32 (fsdp_options.cpp).
+MixedPrecision mixed_precision_for(ComputePrecision precision, bool reduce_fp32);
 
 // Decides whether a submodule becomes a unit of its own. Called innermost first with the
 // module's qualified name and the number of its parameter elements not already in a unit.

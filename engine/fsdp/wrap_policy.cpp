@@ -1,5 +1,5 @@
-// Unit planning (wrap_policy.h) and the option parsers of fsdp_options.h: the auto-wrap walk over
-// the module tree, and the strings of `dpscope train`'s FSDP flags.
+// Unit planning (wrap_policy.h): the size-based policy and the auto-wrap walk over the module
+// tree, innermost first.
 #include "engine/fsdp/wrap_policy.h"
 
 #include <unordered_set>
@@ -7,53 +7,6 @@
 #include "engine/models/models.h"
 
 namespace dpscope::fsdp {
-
-std::string_view to_string(ShardingStrategy strategy) {
-  switch (strategy) {
-    case ShardingStrategy::FullShard: return "full";
-    case ShardingStrategy::ShardGradOp: return "grad_op";
-    case ShardingStrategy::NoShard: return "no_shard";
-  }
-  return "?";
-}
-
-ShardingStrategy parse_sharding(std::string_view text) {
-  if (text == "full") return ShardingStrategy::FullShard;
-  if (text == "grad_op") return ShardingStrategy::ShardGradOp;
-  if (text == "no_shard") return ShardingStrategy::NoShard;
-  throw FsdpError("unknown --sharding '" + std::string(text) + "'; choose full, grad_op or no_shard");
-}
-
-std::string_view to_string(BackwardPrefetch prefetch) {
-  switch (prefetch) {
-    case BackwardPrefetch::None: return "none";
-    case BackwardPrefetch::Pre: return "pre";
-    case BackwardPrefetch::Post: return "post";
-  }
-  return "?";
-}
-
-BackwardPrefetch parse_backward_prefetch(std::string_view text) {
-  if (text == "none") return BackwardPrefetch::None;
-  if (text == "pre") return BackwardPrefetch::Pre;
-  if (text == "post") return BackwardPrefetch::Post;
-  throw FsdpError("unknown --backward-prefetch '" + std::string(text) + "'; choose pre, post or none");
-}
-
-MixedPrecision parse_mixed_precision(std::string_view text, bool reduce_fp32) {
-  MixedPrecision mp;
-  if (text == "none") return mp;
-  if (text == "fp16") {
-    mp.param_dtype = c10::ScalarType::Half;
-  } else if (text == "bf16") {
-    mp.param_dtype = c10::ScalarType::BFloat16;
-  } else {
-    throw FsdpError("unknown --mixed-precision '" + std::string(text) + "'; choose none, fp16 or bf16");
-  }
-  mp.buffer_dtype = mp.param_dtype;
-  mp.reduce_dtype = reduce_fp32 ? c10::ScalarType::Float : mp.param_dtype;
-  return mp;
-}
 
 WrapPolicy size_based_wrap_policy(int64_t min_params) {
   return [min_params](const std::string&, const torch::nn::Module&, int64_t numel) {

@@ -2,8 +2,6 @@
 // the way `dpscope train` documents its flags.
 #include "engine/train/parallel_model.h"
 
-#include <stdexcept>
-
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/fsdp/fully_sharded_data_parallel.h"
 
@@ -100,37 +98,21 @@ class FsdpModel final : public ParallelModel {
  private:
   static fsdp::FsdpOptions options(const TrainConfig& config, trace::Recorder* recorder,
                                    memory::MemorySampler* sampler) {
-    try {
-      fsdp::FsdpOptions options;
-      options.sharding = fsdp::parse_sharding(config.sharding);
-      if (config.wrap_min_params < 0) {
-        throw std::invalid_argument("--wrap-min-params must be 0 (wrap nothing) or more");
-      }
-      if (config.wrap_min_params > 0) {
-        options.wrap_policy = fsdp::size_based_wrap_policy(config.wrap_min_params);
-      }
-      options.mixed_precision = fsdp::parse_mixed_precision(config.mixed_precision, config.reduce_fp32);
-      options.cpu_offload = config.cpu_offload;
-      options.backward_prefetch = fsdp::parse_backward_prefetch(config.backward_prefetch);
-      options.forward_prefetch = config.forward_prefetch;
-      if (config.limit_all_gathers < 0) {
-        throw std::invalid_argument("--limit-all-gathers must be 0 (no limit) or more");
-      }
-      options.limit_all_gathers = config.limit_all_gathers;
-      if (config.limit_reduce_scatters < 0) {
-        throw std::invalid_argument("--limit-reduce-scatters must be 0 (no limit) or more");
-      }
-      options.limit_reduce_scatters = config.limit_reduce_scatters;
-      if (config.reduce_bucket_mb < 0) {
-        throw std::invalid_argument("--reduce-bucket-mb must be 0 (no bucketing) or more");
-      }
-      options.reduce_bucket_bytes = static_cast<int64_t>(config.reduce_bucket_mb * 1024 * 1024);
-      options.recorder = recorder;
-      options.memory_sampler = sampler;
-      return options;
-    } catch (const fsdp::FsdpError& error) {
-      throw std::invalid_argument(error.what());
+    fsdp::FsdpOptions options;
+    options.sharding = config.sharding;
+    if (config.wrap_min_params > 0) {
+      options.wrap_policy = fsdp::size_based_wrap_policy(config.wrap_min_params);
     }
+    options.mixed_precision = fsdp::mixed_precision_for(config.mixed_precision, config.reduce_fp32);
+    options.cpu_offload = config.cpu_offload;
+    options.backward_prefetch = config.backward_prefetch;
+    options.forward_prefetch = config.forward_prefetch;
+    options.limit_all_gathers = config.limit_all_gathers;
+    options.limit_reduce_scatters = config.limit_reduce_scatters;
+    options.reduce_bucket_bytes = static_cast<int64_t>(config.reduce_bucket_mb * 1024 * 1024);
+    options.recorder = recorder;
+    options.memory_sampler = sampler;
+    return options;
   }
 
   std::shared_ptr<models::Model> model_;

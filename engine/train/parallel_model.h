@@ -42,8 +42,9 @@ class ParallelModel {
   virtual std::string describe() const = 0;
 };
 
-// Builds the wrapper `config.strategy` names around `model`, with the config's options. Collective
-// (construction broadcasts rank 0's state). Throws std::invalid_argument naming a bad flag.
+// Builds the wrapper `config.strategy` names around `model`, with the config's options, which
+// validate_train_config has accepted (run_training checks them first; a tutorial writes its own).
+// Collective (construction broadcasts rank 0's state).
 std::unique_ptr<ParallelModel> make_parallel_model(const TrainConfig& config,
                                                    std::shared_ptr<models::Model> model,
                                                    std::shared_ptr<comm::ProcessGroup> group,

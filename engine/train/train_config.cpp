@@ -76,7 +76,7 @@ void validate_train_config(const TrainConfig& c) {
                                 "with a CUDA LibTorch); use --device cpu");
   }
   if (c.strategy == Strategy::Fsdp) {
-    const char* ddp_only = c.comm_hook != "none"        ? "--comm-hook"
+    const char* ddp_only = c.comm_hook != ddp::CommHookKind::None        ? "--comm-hook"
                            : c.initial_buckets != ddp::InitialBuckets::kPyTorch
                                ? "--initial-buckets"
                            : c.find_unused_parameters   ? "--find-unused-parameters"
@@ -87,7 +87,6 @@ void validate_train_config(const TrainConfig& c) {
       throw std::invalid_argument(std::string(ddp_only) + " is a DDP option; drop it or use "
                                   "--strategy ddp");
     }
-    // The FSDP wrapper checks these too (parallel_model.cpp), once the world is up.
     require(c.wrap_min_params >= 0, "--wrap-min-params must be 0 (wrap nothing) or more");
     require(c.limit_all_gathers >= 0, "--limit-all-gathers must be 0 (no limit) or more");
     require(c.limit_reduce_scatters >= 0, "--limit-reduce-scatters must be 0 (no limit) or more");

@@ -7,7 +7,9 @@
 #include <optional>
 #include <string>
 
+#include "engine/ddp/comm_hook_kind.h"
 #include "engine/ddp/initial_buckets.h"
+#include "engine/fsdp/fsdp_modes.h"
 #include "engine/models/model_config.h"
 #include "trace/schema.h"
 
@@ -58,15 +60,15 @@ struct TrainConfig {
   bool gradient_as_bucket_view = false;
   bool static_graph = false;
   bool broadcast_buffers = true;
-  std::string comm_hook = "none";
+  ddp::CommHookKind comm_hook = ddp::CommHookKind::None;
 
   // FSDP.
-  std::string sharding = "full";  // full | grad_op | no_shard
+  fsdp::ShardingStrategy sharding = fsdp::ShardingStrategy::FullShard;
   int64_t wrap_min_params = 0;    // wrap each submodule with at least this many; 0: root only
-  std::string mixed_precision = "none";  // none | fp16 | bf16
+  fsdp::ComputePrecision mixed_precision = fsdp::ComputePrecision::Fp32;
   bool reduce_fp32 = false;
   bool cpu_offload = false;
-  std::string backward_prefetch = "pre";  // pre | post | none
+  fsdp::BackwardPrefetch backward_prefetch = fsdp::BackwardPrefetch::Pre;
   bool forward_prefetch = false;
   int limit_all_gathers = 0;  // 0: no limit
   int limit_reduce_scatters = 1;  // 0: no limit

@@ -60,11 +60,11 @@ std::string config_json(const TrainConfig& c) {
                 c.bucket_cap_mb, c.first_bucket_mb,
                 std::string(ddp::to_string(c.initial_buckets)).c_str(), c.find_unused_parameters ? "true" : "false",
                 c.gradient_as_bucket_view ? "true" : "false", c.static_graph ? "true" : "false",
-                c.broadcast_buffers ? "true" : "false", c.comm_hook.c_str(),
-                c.strategy == Strategy::Fsdp ? "fsdp" : "ddp", c.sharding.c_str(),
-                static_cast<long long>(c.wrap_min_params), c.mixed_precision.c_str(),
+                c.broadcast_buffers ? "true" : "false", std::string(ddp::to_string(c.comm_hook)).c_str(),
+                c.strategy == Strategy::Fsdp ? "fsdp" : "ddp", std::string(fsdp::to_string(c.sharding)).c_str(),
+                static_cast<long long>(c.wrap_min_params), std::string(fsdp::to_string(c.mixed_precision)).c_str(),
                 c.reduce_fp32 ? "true" : "false", c.cpu_offload ? "true" : "false",
-                c.backward_prefetch.c_str(), c.forward_prefetch ? "true" : "false",
+                std::string(fsdp::to_string(c.backward_prefetch)).c_str(), c.forward_prefetch ? "true" : "false",
                 c.limit_all_gathers, c.limit_reduce_scatters, c.reduce_bucket_mb);
   std::string json = buffer;
   char straggler[96] = "null";

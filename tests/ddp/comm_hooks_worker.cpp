@@ -172,18 +172,19 @@ std::vector<float> expected_mean(c10::ScalarType type, const std::vector<at::Ten
 void run_simple(comm::ProcessGroup& group) {
   const Layout layout = {{{16, 10}, {8}}, {{1001}}, {{3, 4, 5}, {2}}};
   struct Case {
-    std::string name;
+    ddp::CommHookKind kind;
     c10::ScalarType type;
     float tolerance;  // relative, for odd elements with more than 2 ranks
   };
-  const Case cases[] = {{"allreduce", c10::ScalarType::Float, 1e-6f},
-                        {"fp16", c10::ScalarType::Half, 2e-3f},
-                        {"bf16", c10::ScalarType::BFloat16, 1e-2f}};
+  const Case cases[] = {{ddp::CommHookKind::AllReduce, c10::ScalarType::Float, 1e-6f},
+                        {ddp::CommHookKind::Fp16, c10::ScalarType::Half, 2e-3f},
+                        {ddp::CommHookKind::Bf16, c10::ScalarType::BFloat16, 1e-2f}};
   int32_t iteration = 0;
   for (const Case& c : cases) {
-    std::unique_ptr<ddp::CommHook> hook = ddp::make_comm_hook(c.name);
-    if (!hook || hook->name() != c.name) {
-      std::printf("rank %d: FAIL make_comm_hook(%s) gave the wrong hook\n", rank, c.name.c_str());
+    const std::string name(ddp::to_string(c.kind));
+    std::unique_ptr<ddp::CommHook> hook = ddp::make_comm_hook(c.kind);
+    if (!hook || hook->name() != name) {
+      std::printf("rank %d: FAIL make_comm_hook(%s) gave the wrong hook\n", rank, name.c_str());
       ++failures;
       continue;
     }
@@ -208,7 +209,7 @@ void run_simple(comm::ProcessGroup& group) {
         const std::vector<float> expected = expected_mean(c.type, inputs);
         const std::vector<float> got = values_of(buckets[b].buffer);
         if (buckets[b].buffer.scalar_type() != at::kFloat) {
-          std::printf("rank %d: FAIL %s changed the bucket's dtype\n", rank, c.name.c_str());
+          std::printf("rank %d: FAIL %s changed the bucket's dtype\n", rank, name.c_str());
           ++failures;
         }
         for (size_t i = 0; i < expected.size(); ++i) {
@@ -217,7 +218,7 @@ void run_simple(comm::ProcessGroup& group) {
           if (!(std::abs(got[i] - expected[i]) <= allowed)) {
             std::printf("rank %d: FAIL %s iteration %d bucket %zu element %zu: got %.9g, "
                         "expected %.9g (%s)\n",
-                        rank, c.name.c_str(), it, b, i, got[i], expected[i],
+                        rank, name.c_str(), it, b, i, got[i], expected[i],
                         exact ? "exact" : "within tolerance");
             ++failures;
             break;
@@ -314,10 +315,10 @@ void run_powersgd(comm::ProcessGroup& group, const std::string& oracle_dir) {
 void run_trace(comm::ProcessGroup& group) {
   const Layout layout = {{{16, 10}, {8}}, {{32, 20}}};
   std::vector<std::unique_ptr<ddp::CommHook>> hooks;
-  hooks.push_back(ddp::make_comm_hook("allreduce"));
-  hooks.push_back(ddp::make_comm_hook("fp16"));
-  hooks.push_back(ddp::make_comm_hook("bf16"));
-  std::unique_ptr<ddp::CommHook> powersgd = ddp::make_comm_hook("powersgd");
+  hooks.push_back(ddp::make_comm_hook(ddp::CommHookKind::AllReduce));
+  hooks.push_back(ddp::make_comm_hook(ddp::CommHookKind::Fp16));
+  hooks.push_back(ddp::make_comm_hook(ddp::CommHookKind::Bf16));
+  std::unique_ptr<ddp::CommHook> powersgd = ddp::make_comm_hook(ddp::CommHookKind::PowerSgd);
   for (int32_t it = 0; it < 6; ++it) {
     ddp::CommHook& hook = it < 3 ? *hooks[it] : *powersgd;
     std::vector<std::vector<float>> mine(layout.size());

@@ -409,7 +409,7 @@ void run_join(std::shared_ptr<comm::ProcessGroup> group, const std::string& vari
   options.bucket_cap_bytes = 1024;
   options.first_bucket_bytes = 512;
   ddp::DistributedDataParallel ddp(model, group, options);
-  if (variant == "fp16") ddp.register_comm_hook(ddp::make_comm_hook("fp16"));
+  if (variant == "fp16") ddp.register_comm_hook(ddp::make_comm_hook(ddp::CommHookKind::Fp16));
   // For tests/ddp/join_oracle.py (PyTorch's Join from the same start): DDP_WORKER_SAVE_DIR.
   const char* save_dir = std::getenv("DDP_WORKER_SAVE_DIR");
   if (save_dir && rank == 0) save_state(*model, std::string(save_dir) + "/init.pt");

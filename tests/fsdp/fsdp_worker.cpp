@@ -124,7 +124,7 @@ void noparams(comm::World& w) {
 void fp16(comm::World& w) {
   auto model = mlp(33, 1);
   fsdp::FsdpOptions options = nested();
-  options.mixed_precision = fsdp::parse_mixed_precision("fp16", false);
+  options.mixed_precision = fsdp::mixed_precision_for(fsdp::ComputePrecision::Fp16, false);
   try {
     fsdp::FullyShardedDataParallel fsdp(model, w.group, options);
   } catch (const fsdp::FsdpError& error) {

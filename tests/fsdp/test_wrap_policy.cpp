@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/fsdp/wrap_policy.h"
+#include "engine/train/mode_spelling.h"
 #include "engine/models/forward_hooks.h"
 #include "engine/models/models.h"
 
@@ -124,15 +125,30 @@ TEST(WrapPolicy, FrozenParameterIsRefused) {
   }
 }
 
-TEST(WrapPolicy, OptionParsers) {
-  EXPECT_EQ(fsdp::parse_sharding("grad_op"), fsdp::ShardingStrategy::ShardGradOp);
-  EXPECT_EQ(fsdp::parse_backward_prefetch("post"), fsdp::BackwardPrefetch::Post);
-  const fsdp::MixedPrecision bf16 = fsdp::parse_mixed_precision("bf16", true);
+TEST(WrapPolicy, ModesHaveOneSpellingEach) {
+  EXPECT_EQ(dpscope::train::parse_mode(fsdp::kShardingStrategies, "grad_op"), fsdp::ShardingStrategy::ShardGradOp);
+  EXPECT_EQ(dpscope::train::parse_mode(fsdp::kBackwardPrefetches, "post"), fsdp::BackwardPrefetch::Post);
+  EXPECT_EQ(dpscope::train::parse_mode(fsdp::kComputePrecisions, "bf16"), fsdp::ComputePrecision::Bf16);
+  EXPECT_FALSE(dpscope::train::parse_mode(fsdp::kShardingStrategies, "zero3").has_value());
+  EXPECT_FALSE(dpscope::train::parse_mode(fsdp::kComputePrecisions, "fp8").has_value());
+  for (fsdp::ShardingStrategy mode : fsdp::kShardingStrategies) {
+    EXPECT_EQ(dpscope::train::parse_mode(fsdp::kShardingStrategies, fsdp::to_string(mode)), mode);
+  }
+  for (fsdp::BackwardPrefetch mode : fsdp::kBackwardPrefetches) {
+    EXPECT_EQ(dpscope::train::parse_mode(fsdp::kBackwardPrefetches, fsdp::to_string(mode)), mode);
+  }
+  EXPECT_EQ(dpscope::train::mode_spellings(fsdp::kComputePrecisions),
+            (std::vector<std::string>{"none", "fp16", "bf16"}));
+}
+
+TEST(WrapPolicy, MixedPrecisionDtypesFollowTheComputePrecision) {
+  const fsdp::MixedPrecision bf16 = fsdp::mixed_precision_for(fsdp::ComputePrecision::Bf16, true);
   EXPECT_EQ(bf16.param_dtype, c10::ScalarType::BFloat16);
+  EXPECT_EQ(bf16.buffer_dtype, c10::ScalarType::BFloat16);
   EXPECT_EQ(bf16.reduce_dtype, c10::ScalarType::Float);
-  EXPECT_FALSE(fsdp::parse_mixed_precision("none", false).enabled());
-  EXPECT_THROW(fsdp::parse_sharding("zero3"), fsdp::FsdpError);
-  EXPECT_THROW(fsdp::parse_mixed_precision("fp8", false), fsdp::FsdpError);
+  const fsdp::MixedPrecision fp16 = fsdp::mixed_precision_for(fsdp::ComputePrecision::Fp16, false);
+  EXPECT_EQ(fp16.reduce_dtype, c10::ScalarType::Half);
+  EXPECT_FALSE(fsdp::mixed_precision_for(fsdp::ComputePrecision::Fp32, false).enabled());
 }
 
 TEST(ForwardHooks, CallModuleRunsHooksAroundTheModule) {

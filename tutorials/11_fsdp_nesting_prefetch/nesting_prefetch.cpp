@@ -38,8 +38,8 @@ int64_t wrap_min_params(const Settings& settings) {
 struct Setting {
   std::string part;       // the trace folder
   bool nested = true;     // every Linear a unit, or the root only
-  std::string sharding;   // full | grad_op
-  std::string prefetch;   // pre | post | none
+  fsdp::ShardingStrategy sharding;
+  fsdp::BackwardPrefetch prefetch;
   std::string what;
 };
 
@@ -73,8 +73,9 @@ std::string train(tutorials::Session& session, const Settings& settings, const t
   tutorials::TracedRun run(session, setting.part);
   char json[160];
   std::snprintf(json, sizeof(json), "{\"sharding\":\"%s\",\"wrap_min_params\":%lld,\"backward_prefetch\":\"%s\"}",
-                setting.sharding.c_str(), static_cast<long long>(config.wrap_min_params),
-                setting.prefetch.c_str());
+                std::string(fsdp::to_string(setting.sharding)).c_str(),
+                static_cast<long long>(config.wrap_min_params),
+                std::string(fsdp::to_string(setting.prefetch)).c_str());
   run.describe("fsdp", work.config.name, *model, json);
   {
     const std::unique_ptr<train::ParallelModel> parallel = train::make_parallel_model(
@@ -127,12 +128,16 @@ void run(tutorials::Session& session, const Settings& settings) {
               gpt ? "blocks" : "layers", static_cast<long long>(*work.config.hidden), session.world_size(),
               static_cast<long long>(session.options().steps));
   const std::vector<Setting> settings_list = {
-      {"root-only", false, "full", "pre", "one unit: the whole model"},
-      {"nested", true, "full", "pre",
+      {"root-only", false, fsdp::ShardingStrategy::FullShard, fsdp::BackwardPrefetch::Pre,
+       "one unit: the whole model"},
+      {"nested", true, fsdp::ShardingStrategy::FullShard, fsdp::BackwardPrefetch::Pre,
        gpt ? "every block a unit (FULL_SHARD, BACKWARD_PRE)" : "every Linear a unit (FULL_SHARD, BACKWARD_PRE)"},
-      {"grad-op", true, "grad_op", "pre", "nested, SHARD_GRAD_OP: no reshard after forward"},
-      {"prefetch-post", true, "full", "post", "nested, BACKWARD_POST"},
-      {"prefetch-none", true, "full", "none", "nested, no backward prefetch"},
+      {"grad-op", true, fsdp::ShardingStrategy::ShardGradOp, fsdp::BackwardPrefetch::Pre,
+       "nested, SHARD_GRAD_OP: no reshard after forward"},
+      {"prefetch-post", true, fsdp::ShardingStrategy::FullShard, fsdp::BackwardPrefetch::Post,
+       "nested, BACKWARD_POST"},
+      {"prefetch-none", true, fsdp::ShardingStrategy::FullShard, fsdp::BackwardPrefetch::None,
+       "nested, no backward prefetch"},
   };
   std::vector<Outcome> outcomes;
   const int32_t last = static_cast<int32_t>(session.options().steps - 1);

@@ -114,12 +114,12 @@ Result train_stage(tutorials::Session& session, const Settings& settings, Stage 
   } else {
     train::TrainConfig config;
     config.strategy = stage == Stage::Ddp ? train::Strategy::Ddp : train::Strategy::Fsdp;
-    config.sharding = stage == Stage::Zero2 ? "grad_op" : "full";
+    config.sharding = stage == Stage::Zero2 ? fsdp::ShardingStrategy::ShardGradOp : fsdp::ShardingStrategy::FullShard;
     config.wrap_min_params = settings.wrap_min_params;
     config.reduce_bucket_mb = 0;  // each unit's gradient goes out when ready (tutorial 12)
     run.describe(stage == Stage::Ddp ? "ddp" : "fsdp", "mlp", *model,
                  stage == Stage::Ddp ? "{\"optimizer\":\"adam\"}"
-                                     : (std::string("{\"optimizer\":\"adam\",\"sharding\":\"") + config.sharding +
+                                     : (std::string("{\"optimizer\":\"adam\",\"sharding\":\"") + std::string(fsdp::to_string(config.sharding)) +
                                         "\",\"reduce_bucket_mb\":0}").c_str());
     const std::unique_ptr<train::ParallelModel> parallel =
         train::make_parallel_model(config, model, run.group(), &run.recorder(), &run.memory_sampler());

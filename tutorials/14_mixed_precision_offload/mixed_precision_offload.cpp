@@ -34,7 +34,7 @@ struct Settings {
 struct Setting {
   std::string part;   // trace folder
   std::string label;  // what the tables say
-  std::string mixed_precision;
+  fsdp::ComputePrecision mixed_precision;
   bool reduce_fp32 = false;
   bool cpu_offload = false;
 };
@@ -55,7 +55,7 @@ Result train_setting(tutorials::Session& session, const Settings& settings, cons
 
   train::TrainConfig config;
   config.strategy = train::Strategy::Fsdp;
-  config.sharding = "full";
+  config.sharding = fsdp::ShardingStrategy::FullShard;
   config.wrap_min_params = settings.wrap_min_params;
   config.mixed_precision = setting.mixed_precision;
   config.reduce_fp32 = setting.reduce_fp32;
@@ -71,7 +71,7 @@ Result train_setting(tutorials::Session& session, const Settings& settings, cons
   std::snprintf(json, sizeof(json),
                 "{\"sharding\":\"full\",\"wrap_min_params\":%lld,\"mixed_precision\":\"%s\","
                 "\"reduce_fp32\":%s,\"cpu_offload\":%s,\"reduce_bucket_mb\":0}",
-                static_cast<long long>(settings.wrap_min_params), setting.mixed_precision.c_str(),
+                static_cast<long long>(settings.wrap_min_params), std::string(fsdp::to_string(setting.mixed_precision)).c_str(),
                 setting.reduce_fp32 ? "true" : "false", setting.cpu_offload ? "true" : "false");
   run.describe("fsdp", "mlp", *model, json);
   {
@@ -210,10 +210,10 @@ void run(tutorials::Session& session, const Settings& settings) {
               static_cast<long long>(settings.layers), static_cast<long long>(settings.hidden),
               session.world_size(), static_cast<long long>(steps));
   const std::vector<Setting> all = {
-      {"fp32", "fp32", "none", false, false},
-      {"bf16", "bf16", "bf16", false, false},
-      {"bf16-reduce-fp32", "bf16 reduce_fp32", "bf16", true, false},
-      {"fp32-offload", "fp32 cpu_offload", "none", false, true},
+      {"fp32", "fp32", fsdp::ComputePrecision::Fp32, false, false},
+      {"bf16", "bf16", fsdp::ComputePrecision::Bf16, false, false},
+      {"bf16-reduce-fp32", "bf16 reduce_fp32", fsdp::ComputePrecision::Bf16, true, false},
+      {"fp32-offload", "fp32 cpu_offload", fsdp::ComputePrecision::Fp32, false, true},
   };
   std::vector<Result> results;
   for (const Setting& setting : all) results.push_back(train_setting(session, settings, setting));

@@ -55,7 +55,7 @@ Outcome train_once(tutorials::Session& session, const Settings& settings, train:
   // The flags of `dpscope train` as a struct: what make_parallel_model reads.
   train::TrainConfig config;
   config.strategy = strategy;
-  config.sharding = "full";
+  config.sharding = fsdp::ShardingStrategy::FullShard;
   config.wrap_min_params = settings.wrap_min_params;
 
   tutorials::TracedRun run(session, fsdp ? "fsdp" : "ddp");

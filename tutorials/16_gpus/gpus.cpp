@@ -36,7 +36,7 @@ std::string train_on_gpu(tutorials::Session& session, train::Strategy strategy, 
   config.strategy = strategy;
   config.backend = "nccl";
   config.device = "cuda";
-  config.sharding = "full";
+  config.sharding = fsdp::ShardingStrategy::FullShard;
   config.wrap_min_params = 100;  // every layer of the CNN a unit, as in tutorial 15
 
   tutorials::TracedRun run(session, fsdp ? "fsdp" : "ddp");
