@@ -4,12 +4,14 @@
 // no_sync micro-steps (07), half the bytes with fp16 (08), FSDP's gathers and reduce-scatters per
 // unit (10), nesting and SHARD_GRAD_OP (11), ZeRO-3 < ZeRO-2 < DDP in peak memory (12), 95 % on
 // the held-out digits with DDP and FSDP (15), a clear exit without a GPU (16), the slow rank
-// named and paid for by every rank (17), and a what-if prediction checked by a real run (18).
+// named and paid for by every rank (17), and a what-if prediction checked by a real run (18);
+// 04, 05, 11, 12 and 18 also with the GPT-shaped model (--model gpt).
 // Tutorials 01, 02, 09, 13 and 14 have test files of their own (test_tutorial_<topic>.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -177,6 +179,61 @@ TEST(Tutorials, BucketRebuild05RebuiltPlanAndGradientViews) {
   EXPECT_NEAR(copy_row[3], mib(copy.ranks.at(0).step_memory_peak.total_bytes), 0.006) << run.output;
   EXPECT_NEAR(view_row[3], mib(view.ranks.at(0).step_memory_peak.total_bytes), 0.006) << run.output;
   for (const trace::RunStats* stats : {&copy, &view}) expect_little_other(*stats);
+}
+
+// With the GPT-shaped model (README, "With a model shaped like the ones people train"): iteration
+// 0's one bucket of 54 tensors is rebuilt into 4 of 18, 14, 18 and 4 tensors — the first limit's
+// 1 MiB from the head to block2.mlp_proj, the embeddings closing the last — and the guess, right
+// for a GPT, sends its bucket 0 during iteration 0's backward where one bucket waits for its end.
+TEST(Tutorials, BucketRebuild05GptRebuiltPlanCutsTheBlocks) {
+  TempDir dir;
+  const TutorialRun run = launch(dir, "tutorial-05-bucket-rebuild", "--model gpt --steps 2",
+                                 "--link-gbps 0.5 --link-latency-us 50");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string copy_path = run.trace_dir + "/gradient-copy/run.sqlite";
+  const std::string guess_path = run.trace_dir + "/by-size-guess/run.sqlite";
+  const trace::RunStats copy = stats_of(copy_path);
+  ASSERT_EQ(copy.params.size(), 54u);
+  const auto initial = plan(copy, 0);
+  ASSERT_EQ(initial.size(), 1u);
+  EXPECT_EQ(initial.front().params.size(), 54u);
+  const auto rebuilt = plan(copy, 1);
+  std::vector<size_t> tensors;
+  for (const auto& bucket : rebuilt) tensors.push_back(bucket.params.size());
+  ASSERT_EQ(tensors, (std::vector<size_t>{18, 14, 18, 4})) << run.output;
+  EXPECT_GE(rebuilt.front().bytes, 1 << 20);
+  EXPECT_EQ(param_name(copy, rebuilt.front().params.front()), "lm_head.bias");
+  EXPECT_EQ(param_name(copy, rebuilt.front().params.back()), "block2.mlp_proj.weight");
+  EXPECT_EQ(param_name(copy, rebuilt.back().params.back()), "wte.weight");
+  for (const std::string line : {"1.05 MiB  18 tensors  lm_head ln_f block3 block2.mlp_proj",
+                                 "76.5 KiB   4 tensors  block0.ln_1 wpe wte", "A block is 774.5 KiB",
+                                 "54 gradients in 4 storages (4 buckets)"}) {
+    EXPECT_NE(run.output.find(line), std::string::npos) << line << "\n" << run.output;
+  }
+  // The guess: backward's order, its first limit on the embeddings and block0, the head's
+  // remainder in bucket 0.
+  const trace::RunStats guess = stats_of(guess_path);
+  const auto guessed = plan(guess, 0);
+  ASSERT_EQ(guessed.size(), 4u);
+  EXPECT_EQ(guessed.front().params.size(), 5u);
+  EXPECT_TRUE(holds(guess, guessed.front(), "lm_head."));
+  EXPECT_TRUE(holds(guess, guessed.back(), "wte."));
+  EXPECT_TRUE(holds(guess, guessed.back(), "block0."));
+  // Within each run: when bucket 0 left against the last gradient of rank 0's backward.
+  const auto bucket0_before_last_gradient = [](const std::string& path, int32_t iteration) {
+    trace::Reader reader(path);
+    int64_t last_hook = 0, bucket0_launch = 0;
+    for (const auto& hook : reader.events_of_kind(trace::EventKind::Hook, 0)) {
+      if (hook.iteration == iteration) last_hook = std::max(last_hook, hook.begin_ns);
+    }
+    for (const auto& launch : reader.events_of_kind(trace::EventKind::BucketLaunch, 0)) {
+      if (launch.iteration == iteration && launch.bucket == 0) bucket0_launch = launch.begin_ns;
+    }
+    return bucket0_launch < last_hook;
+  };
+  EXPECT_FALSE(bucket0_before_last_gradient(copy_path, 0)) << "one bucket waits for the end";
+  EXPECT_TRUE(bucket0_before_last_gradient(guess_path, 0)) << "the guess is right for a GPT";
+  EXPECT_TRUE(bucket0_before_last_gradient(copy_path, 1)) << "rebuilt";
 }
 
 TEST(Tutorials, UnusedParameters06UsedParameterMapEveryIteration) {
@@ -377,9 +434,6 @@ TEST(Tutorials, NestingPrefetch11NestedHoldsLessAndGradOpGathersLess) {
   for (const trace::RunStats* stats : {&root_only, &nested}) expect_little_other(*stats);
 }
 
-// Tutorial 12 claims that ZeRO-3 holds less at its peak than ZeRO-2, and ZeRO-2 less than DDP
-// (the allocator's peaks it prints), and that SHARD_GRAD_OP keeps more full parameters at once
-// than FULL_SHARD (the traces' peak of full_parameters).
 // With the GPT-shaped model (README, "a unit per block"): 5 units (4 blocks and the root); nested
 // FULL_SHARD gathers each block twice and holds at most two blocks and the root full, root-only the
 // whole model; activations are most of the peak.
@@ -406,6 +460,9 @@ TEST(Tutorials, NestingPrefetch11GptUnitPerBlock) {
   EXPECT_GT(peak.bytes(trace::MemoryCategory::Activations), peak.total_bytes / 2);
 }
 
+// Tutorial 12 claims that ZeRO-3 holds less at its peak than ZeRO-2, and ZeRO-2 less than DDP
+// (the allocator's peaks it prints), and that SHARD_GRAD_OP keeps more full parameters at once
+// than FULL_SHARD (the traces' peak of full_parameters).
 TEST(Tutorials, ZeroStages12FullShardBelowShardGradOpBelowDdp) {
   TempDir dir;
   const TutorialRun run = launch(dir, "tutorial-12-zero-stages", "--steps 3", "--link-gbps 4 --link-latency-us 50");
@@ -457,6 +514,66 @@ TEST(Tutorials, ZeroStages12FullShardBelowShardGradOpBelowDdp) {
   EXPECT_NEAR(peaks[3], mib(grad_op.ranks.at(0).step_memory_peak.total_bytes), 0.006) << run.output;
   EXPECT_NEAR(peaks[4], mib(full.ranks.at(0).step_memory_peak.total_bytes), 0.006) << run.output;
   for (const trace::RunStats* stats : {&ddp, &ddp_view, &grad_op, &full}) expect_little_other(*stats);
+}
+
+// With the GPT-shaped model (README, "a unit per block"): 5 units, each padded on its own (the
+// root's 30,807 elements to 30,808), 411,948 elements of shards per rank; at the peak FULL_SHARD
+// holds the root and one block full, SHARD_GRAD_OP every unit, DDP four copies of the model, and
+// activations are most of it; FULL_SHARD's root is gathered once: 9 all-gathers, 1.48 x DDP's bytes.
+TEST(Tutorials, ZeroStages12GptUnitsPaddedOneByOne) {
+  TempDir dir;
+  const TutorialRun run =
+      launch(dir, "tutorial-12-zero-stages", "--model gpt --steps 3", "--link-gbps 4 --link-latency-us 50");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const trace::RunStats ddp = stats_of(run.trace_dir + "/ddp/run.sqlite");
+  const trace::RunStats grad_op = stats_of(run.trace_dir + "/grad-op/run.sqlite");
+  const trace::RunStats full = stats_of(run.trace_dir + "/full-shard/run.sqlite");
+  ASSERT_EQ(full.units.size(), 5u);
+  int64_t shard_elements = 0, padded_elements = 0;
+  for (const auto& u : full.units) {
+    const bool root = u.unit.name == "root";
+    EXPECT_EQ(u.unit.numel, root ? 30807 : 198272) << u.unit.name;
+    EXPECT_EQ(u.unit.padded_numel, root ? 30808 : 198272) << u.unit.name;
+    shard_elements += u.unit.shard_numel;
+    padded_elements += u.unit.padded_numel;
+  }
+  EXPECT_EQ(shard_elements, 411948);
+  const std::vector<double> shards_line = numbers_on(run.output, "Each rank's shards:");
+  ASSERT_GE(shards_line.size(), 2u) << run.output;  // "[0]", elements, MiB, padding
+  EXPECT_EQ(shards_line[1], 411948) << run.output;
+
+  const int64_t model_bytes = 3295580;  // 823,895 float32 parameters
+  const trace::MemoryAtPeak& ddp_peak = ddp.ranks.at(0).step_memory_peak;
+  for (const auto category : {trace::MemoryCategory::Parameters, trace::MemoryCategory::Gradients,
+                              trace::MemoryCategory::Buckets, trace::MemoryCategory::OptimizerState}) {
+    EXPECT_EQ(ddp_peak.bytes(category), model_bytes) << static_cast<int>(category);
+  }
+  EXPECT_GT(ddp_peak.bytes(trace::MemoryCategory::Activations), ddp_peak.total_bytes / 2);
+  for (const trace::RunStats* fsdp : {&grad_op, &full}) {
+    const trace::MemoryAtPeak& peak = fsdp->ranks.at(0).step_memory_peak;
+    EXPECT_EQ(peak.bytes(trace::MemoryCategory::Shards), 4 * shard_elements) << fsdp->path;
+    EXPECT_EQ(peak.bytes(trace::MemoryCategory::OptimizerState), 4 * shard_elements) << fsdp->path;
+  }
+  EXPECT_EQ(grad_op.ranks.at(0).step_memory_peak.bytes(trace::MemoryCategory::FullParameters), 4 * padded_elements);
+  EXPECT_EQ(full.ranks.at(0).step_memory_peak.bytes(trace::MemoryCategory::FullParameters), 4 * (30808 + 198272))
+      << "the root and one block";
+  const std::vector<double> peaks = numbers_on(run.output, "peak (total)");
+  ASSERT_EQ(peaks.size(), 5u) << run.output;  // "[0]" and DDP, DDP (view), SHARD_GRAD_OP, FULL_SHARD
+  EXPECT_LT(peaks[4], peaks[3]) << run.output;
+  EXPECT_LT(peaks[3], peaks[1]) << run.output;
+  EXPECT_NEAR(peaks[4], mib(full.ranks.at(0).step_memory_peak.total_bytes), 0.006) << run.output;
+
+  trace::Reader full_reader(run.trace_dir + "/full-shard/run.sqlite");
+  trace::Reader grad_op_reader(run.trace_dir + "/grad-op/run.sqlite");
+  EXPECT_EQ(collectives_with(full_reader, 0, 2, trace::CollectiveOp::AllGather), 9);
+  EXPECT_EQ(collectives_with(full_reader, 0, 2, trace::CollectiveOp::ReduceScatter), 5);
+  EXPECT_EQ(collectives_with(grad_op_reader, 0, 2, trace::CollectiveOp::AllGather), 5);
+  const auto table = run.output.find("Communication per step");
+  ASSERT_NE(table, std::string::npos) << run.output;
+  const std::vector<double> full_comm = numbers_on(run.output.substr(table), "   FULL_SHARD ");
+  ASSERT_EQ(full_comm.size(), 6u) << run.output;  // "[0]", collectives, sent, link ms, comm ms, of DDP's
+  EXPECT_EQ(full_comm[1], 14) << run.output;
+  EXPECT_NEAR(full_comm[5], 1.48, 0.001) << run.output;
 }
 
 // Tutorial 15 claims a real training: the CNN reaches 95 % on the held-out last 20 % of the digits
@@ -566,6 +683,50 @@ TEST(Tutorials, Whatif18PredictsFromTheTraceAndChecksOneCap) {
   EXPECT_GT(predicted, recorded[3]) << "one bucket overlaps nothing, so its step is longer";
   EXPECT_GT(checked_row[4], recorded[4]) << "and more of its communication is exposed";
   EXPECT_GT(measured, 0) << run.output;
+  EXPECT_TRUE(std::filesystem::exists(run.trace_dir + "/cap-" + m[1].str() + "mb/run.sqlite"));
+}
+
+// With the GPT-shaped model (README, "With a model shaped like the ones people train"): its 54
+// tensors of many sizes make a plan of their own for each of 0.25, 1 and 4 MiB (13, 4 and 1
+// buckets); the smaller the cap, the less communication the prediction leaves exposed; the cap
+// whose prediction differs most is trained for real.
+TEST(Tutorials, Whatif18GptEveryCapItsOwnPlan) {
+  TempDir dir;
+  const TutorialRun run =
+      launch(dir, "tutorial-18-whatif", "--model gpt --steps 10", "--link-gbps 0.5 --link-latency-us 50");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  // A row, as rank 0 prints it under the launcher: the cap right-aligned in 8 columns.
+  const auto row = [&](const std::string& cap) {
+    return numbers_on(run.output, "[0]   " + std::string(8 - cap.size(), ' ') + cap + " ");
+  };
+  const std::vector<double> small = row("0.25"), recorded = row("1"), four = row("4");
+  ASSERT_GE(small.size(), 5u) << run.output;  // [0], cap, buckets, step, exposed
+  ASSERT_GE(recorded.size(), 5u) << run.output;
+  ASSERT_GE(four.size(), 5u) << run.output;
+  EXPECT_EQ(small[2], 13) << run.output;
+  EXPECT_EQ(recorded[2], 4) << run.output;
+  EXPECT_EQ(four[2], 1) << run.output;
+  EXPECT_LT(small[4], recorded[4]) << "a smaller last bucket: less exposed";
+  EXPECT_LT(recorded[4], four[4]) << "one bucket overlaps nothing";
+  const trace::RunStats stats = stats_of(run.trace_dir + "/cap-1mb/run.sqlite");
+  ASSERT_EQ(stats.params.size(), 54u);
+  EXPECT_EQ(plan(stats, 1).size(), 4u) << "the recorded plan is the table's";
+  EXPECT_NEAR(recorded[3], trace::step_summary(stats.ranks.at(0)).median_ms,
+              0.15 * trace::step_summary(stats.ranks.at(0)).median_ms)
+      << "the recorded cap predicts the recorded step";
+  // The cap checked for real is the one whose prediction differs most from the recorded step:
+  // one bucket on an idle machine (the README's), on a loaded one it can be 0.25 MiB.
+  const std::regex checked(R"(cap ([0-9.]+) MiB: predicted ([0-9.]+) ms, measured ([0-9.]+) ms)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.output, m, checked)) << run.output;
+  const std::vector<double> checked_row = row(m[1].str());
+  ASSERT_GE(checked_row.size(), 5u) << run.output;
+  EXPECT_EQ(checked_row[3], std::stod(m[2])) << "the check quotes the table's prediction";
+  const double recorded_step = trace::step_summary(stats.ranks.at(0)).median_ms;
+  for (const std::string cap : {"0.25", "1", "4", "25", "100"}) {
+    EXPECT_LE(std::abs(row(cap).at(3) - recorded_step), std::abs(checked_row[3] - recorded_step) + 0.01)
+        << "cap " << cap << " differs more than the checked one\n" << run.output;
+  }
   EXPECT_TRUE(std::filesystem::exists(run.trace_dir + "/cap-" + m[1].str() + "mb/run.sqlite"));
 }
 

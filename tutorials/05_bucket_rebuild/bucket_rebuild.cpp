@@ -3,18 +3,21 @@
 // plan PyTorch <= 1.11 guessed for iteration 0; PyTorch >= 1.12 does not guess (one bucket), and
 // after iteration 0 both rebuild the buckets from the order gradients really arrived. Then the
 // same training with gradient_as_bucket_view, where .grad is a view of the bucket: one copy less.
+// --model gpt does the same with a model shaped like the ones people train, whose plans go by block.
 #include <ATen/ops/relu.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
+#include "tutorials/common/workload.h"
 
 using namespace dpscope;
 
@@ -63,13 +66,33 @@ const char* run_name(Variant variant) {
 }
 
 struct Settings {
-  int64_t layers = 8;
-  int64_t width = 512;
+  // reversed-stack, or gpt: a model shaped like the ones people train, run in registration order
+  std::string model = "reversed-stack";
+  tutorials::WorkloadSizes sizes;  // unset: the stack's 8 layers of 512, 256 rows; the GPT's own
   double cap_mb = 1;
-  // Enough work per step that backward lasts about as long as the all-reduces on the link the
-  // README runs on, so what hides behind backward shows.
-  int64_t batch_size = 256;
 };
+
+// The stack's sizes: enough work per step that backward lasts about as long as the all-reduces on
+// the link the README runs on, so what hides behind backward shows.
+const tutorials::WorkloadSizes kStack{512, 8, 256};
+
+bool is_gpt(const tutorials::Workload& work) { return work.config.name == "gpt"; }
+
+tutorials::Workload make_workload(const Settings& settings, uint64_t seed) {
+  if (settings.model == "gpt") return tutorials::make_workload("gpt", settings.sizes, {}, seed);
+  tutorials::Workload work;
+  work.config.name = "reversed-stack";
+  work.config.hidden = settings.sizes.hidden.value_or(*kStack.hidden);
+  work.config.layers = settings.sizes.layers.value_or(*kStack.layers);
+  work.data = data::make_synthetic_classification(2048, kFeatures, kClasses, seed);
+  work.batch_size = settings.sizes.batch_size.value_or(*kStack.batch_size);
+  return work;
+}
+
+std::shared_ptr<models::Model> make_model(const tutorials::Workload& work) {
+  if (is_gpt(work)) return models::make_model(work.config);
+  return std::make_shared<ReversedStack>(*work.config.layers, *work.config.hidden);
+}
 
 // When, in one iteration's backward, gradients were ready and buckets were sent (rank 0).
 struct BackwardTiming {
@@ -129,15 +152,16 @@ void report_gradient_storages(tutorials::Session& session, ddp::DistributedDataP
 
 // Trains the model; returns the run file (rank 0). Except for the guess, it then says where each
 // rank's gradients live (report_gradient_storages).
-std::string train(tutorials::Session& session, const Settings& settings, Variant variant) {
+std::string train(tutorials::Session& session, const Settings& settings, const tutorials::Workload& work,
+                  Variant variant) {
   const bool gradient_as_bucket_view = variant == Variant::kGradientView;
   const tutorials::CommonOptions& options = session.options();
   session.seed_per_rank(options.seed);
-  std::shared_ptr<models::Model> model = std::make_shared<ReversedStack>(settings.layers, settings.width);
+  std::shared_ptr<models::Model> model = make_model(work);
   model->to(session.device());
 
   tutorials::TracedRun run(session, run_name(variant));
-  run.describe("ddp", "reversed-stack", *model,
+  run.describe("ddp", work.config.name, *model,
                variant == Variant::kGradientView  ? "{\"gradient_as_bucket_view\":true}"
                : variant == Variant::kBySizeGuess ? "{\"initial_buckets\":\"by-size\"}"
                                                   : "{}");
@@ -149,9 +173,7 @@ std::string train(tutorials::Session& session, const Settings& settings, Variant
     ddp_options.recorder = &run.recorder();
     ddp::DistributedDataParallel ddp(model, run.group(), ddp_options);
 
-    tutorials::ShardedBatches batches(
-        data::make_synthetic_classification(2048, kFeatures, kClasses, options.seed), session,
-        settings.batch_size, options.seed);
+    tutorials::ShardedBatches batches(work.data, session, work.batch_size, options.seed);
     torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05));
     for (int32_t iteration = 0; iteration < options.steps; ++iteration) {
       const data::Dataset batch = batches.next();
@@ -176,34 +198,83 @@ void print_backward_row(const char* iteration, const char* plan, const BackwardT
               t.waited_ms);
 }
 
-void run(tutorials::Session& session, const Settings& settings) {
-  session.say("== %s: %lld layers registered layer0..layer%lld, run layer%lld first, %d rank(s) ==\n\n",
-              kProgram, static_cast<long long>(settings.layers),
-              static_cast<long long>(settings.layers - 1), static_cast<long long>(settings.layers - 1),
-              session.world_size());
-  const std::string guess_run = train(session, settings, Variant::kBySizeGuess);
-  const std::string copy_run = train(session, settings, Variant::kGradientCopy);
-  const std::string view_run = train(session, settings, Variant::kGradientView);
-  if (!session.leader()) return;
+// The model's top-level module of a parameter ("block2" of "block2.mlp_fc.weight") and the module
+// holding it ("block2.mlp_fc").
+std::string top_module(const std::string& param) { return param.substr(0, param.find('.')); }
+std::string module_of(const std::string& param) { return param.substr(0, param.rfind('.')); }
 
-  trace::Reader reader(copy_run);
-  const trace::RunStats stats = trace::compute_stats(reader);
-  trace::Reader guess_reader(guess_run);
-  const trace::RunStats guess_stats = trace::compute_stats(guess_reader);
-  const long long last_layer = settings.layers - 1;
+// The bytes of the parameters of top-level module `top` (float32).
+int64_t module_bytes(const trace::RunStats& stats, const std::string& top) {
+  int64_t bytes = 0;
+  for (const trace::ParamInfo& param : stats.params) {
+    if (top_module(param.name) == top) bytes += 4 * param.numel;
+  }
+  return bytes;
+}
+
+// "lm_head ln_f block3 block2.mlp_proj": the modules whose tensors a bucket holds, in slot order;
+// a top-level module (a block, an embedding, the head) by its name when the bucket holds all its
+// tensors, else each of its modules in the bucket.
+std::string modules_text(const trace::RunStats& stats, const trace::BucketInfo& bucket) {
+  std::map<std::string, size_t> in_model, in_bucket;
+  for (const trace::ParamInfo& param : stats.params) ++in_model[top_module(param.name)];
+  for (const int32_t p : bucket.params) ++in_bucket[top_module(stats.params.at(p).name)];
+  std::vector<std::string> parts;
+  for (const int32_t p : bucket.params) {
+    const std::string& name = stats.params.at(p).name;
+    const std::string top = top_module(name);
+    const std::string part = in_bucket[top] == in_model[top] ? top : module_of(name);
+    if (std::find(parts.begin(), parts.end(), part) == parts.end()) parts.push_back(part);
+  }
+  std::string text;
+  for (const std::string& part : parts) text += (text.empty() ? "" : " ") + part;
+  return text;
+}
+
+// The stack's plans name every tensor; the GPT's 54 would not fit a line, so its plans name the
+// blocks (and the parts of blocks) each bucket holds.
+void print_plan(const tutorials::Workload& work, const trace::RunStats& stats, int generation) {
+  const std::vector<trace::BucketInfo> plan = tutorials::bucket_plan(stats, generation);
+  if (!is_gpt(work)) {
+    tutorials::print_bucket_plan(stats, plan);
+    return;
+  }
+  for (const trace::BucketInfo& bucket : plan) {
+    std::printf("  bucket %d  %10s  %2zu tensors  %s\n", bucket.index, tutorials::bytes_text(bucket.bytes).c_str(),
+                bucket.params.size(), modules_text(stats, bucket).c_str());
+  }
+}
+
+void print_plans(const tutorials::Workload& work, const trace::RunStats& stats, const trace::RunStats& guess_stats) {
   std::printf("\n1. Iteration 0's plan (PyTorch >= 1.12): one bucket, since nobody knows yet in what "
               "order\n   the gradients will arrive:\n");
-  tutorials::print_bucket_plan(stats, tutorials::bucket_plan(stats, 0));
+  print_plan(work, stats, 0);
   std::printf("\n   PyTorch <= 1.11 guessed instead (--initial-buckets by-size): registration order, "
               "reversed:\n");
-  tutorials::print_bucket_plan(guess_stats, tutorials::bucket_plan(guess_stats, 0));
-  std::printf("   Bucket 0 holds layer%lld, whose gradients come last (it ran first in forward), and\n"
-              "   buckets are sent strictly in order: the guess sends nothing before the end.\n",
-              last_layer);
+  print_plan(work, guess_stats, 0);
+  if (is_gpt(work)) {
+    std::printf("   The GPT runs its modules in the order it registers them, so the guess has backward's\n"
+                "   order, head first, embeddings last. Only its 1 MiB first-bucket limit falls at the\n"
+                "   wrong end, on the embeddings and block0, whose gradients come last: bucket 0 is the\n"
+                "   remainder.\n");
+  } else {
+    std::printf("   Bucket 0 holds layer%lld, whose gradients come last (it ran first in forward), and\n"
+                "   buckets are sent strictly in order: the guess sends nothing before the end.\n",
+                static_cast<long long>(*work.config.layers - 1));
+  }
   std::printf("\n2. The plan rebuilt after iteration 0, in the order gradients arrived on rank 0:\n");
-  tutorials::print_bucket_plan(stats, tutorials::bucket_plan(stats, 1));
+  print_plan(work, stats, 1);
   std::printf("   (The 1 MiB first-bucket limit now applies to the gradients that come first.)\n");
+  if (is_gpt(work)) {
+    std::printf("   A block is %s: the buckets cut blocks wherever their bytes fall, each block's\n"
+                "   modules in backward's order (mlp_proj first, ln_1 last), and the embeddings, whose\n"
+                "   gradients come last, close the last bucket.\n",
+                tutorials::bytes_text(module_bytes(stats, "block0")).c_str());
+  }
+}
 
+void print_backward(trace::Reader& reader, const trace::RunStats& stats, trace::Reader& guess_reader,
+                    const tutorials::Workload& work) {
   std::printf("\n3. Backward on rank 0 (ms after backward began; all-reduces begun after the last "
               "gradient;\n   the wait for them at the end of backward):\n");
   std::printf("   %-10s %-27s %13s %13s %12s %12s\n", "iteration", "plan", "last gradient",
@@ -215,11 +286,18 @@ void run(tutorials::Session& session, const Settings& settings) {
     print_backward_row(std::to_string(i).c_str(), i == 0 ? "one bucket (>= 1.12)" : "rebuilt",
                        timings[i]);
   }
-  std::printf("   In iteration 0 both send everything after backward: the guess's wrong order costs "
-              "as\n   much as not guessing. Rebuilt, bucket 0 goes out early and the wait shrinks.\n");
+  if (is_gpt(work)) {
+    std::printf("   In iteration 0 the guess, right for the GPT, sends during backward, and one bucket\n"
+                "   waits for the whole model's all-reduce: what PyTorch >= 1.12 gives up, for one\n"
+                "   iteration, to be safe. Rebuilt, bucket 0 goes out early and the wait shrinks.\n");
+  } else {
+    std::printf("   In iteration 0 both send everything after backward: the guess's wrong order costs "
+                "as\n   much as not guessing. Rebuilt, bucket 0 goes out early and the wait shrinks.\n");
+  }
+}
 
-  const trace::RunStats view_stats = tutorials::read_stats(view_run);
-  const trace::RankStats& copy0 = tutorials::rank_stats(stats, 0);
+void print_memory(const trace::RunStats& copy_stats, const trace::RunStats& view_stats) {
+  const trace::RankStats& copy0 = tutorials::rank_stats(copy_stats, 0);
   const trace::RankStats& view0 = tutorials::rank_stats(view_stats, 0);
   std::printf("\n4. Rank 0's memory at its peak in the steps (dpscope stats: \"peak in the steps\"):\n");
   std::printf("   %-26s %12s %12s %12s\n", "", "gradients", "buckets", "total");
@@ -233,6 +311,31 @@ void run(tutorials::Session& session, const Settings& settings) {
   }
   std::printf("   With views the gradients live in the buckets: one model's worth of memory and one "
               "copy\n   per gradient per step less.\n");
+}
+
+void run(tutorials::Session& session, const Settings& settings) {
+  const tutorials::Workload work = make_workload(settings, session.options().seed);
+  if (is_gpt(work)) {
+    session.say("== %s: a GPT (%lld blocks of %lld), %d rank(s) ==\n\n", kProgram,
+                static_cast<long long>(*work.config.layers), static_cast<long long>(*work.config.hidden),
+                session.world_size());
+  } else {
+    const long long layers = *work.config.layers;
+    session.say("== %s: %lld layers registered layer0..layer%lld, run layer%lld first, %d rank(s) ==\n\n",
+                kProgram, layers, layers - 1, layers - 1, session.world_size());
+  }
+  const std::string guess_run = train(session, settings, work, Variant::kBySizeGuess);
+  const std::string copy_run = train(session, settings, work, Variant::kGradientCopy);
+  const std::string view_run = train(session, settings, work, Variant::kGradientView);
+  if (!session.leader()) return;
+
+  trace::Reader reader(copy_run);
+  const trace::RunStats stats = trace::compute_stats(reader);
+  trace::Reader guess_reader(guess_run);
+  const trace::RunStats guess_stats = trace::compute_stats(guess_reader);
+  print_plans(work, stats, guess_stats);
+  print_backward(reader, stats, guess_reader, work);
+  print_memory(stats, tutorials::read_stats(view_run));
   std::printf("\ntraces:\n  %s\n  %s\n  %s\ncompare: dpscope-view %s --compare %s\n",
               guess_run.c_str(), copy_run.c_str(), view_run.c_str(), guess_run.c_str(),
               copy_run.c_str());
@@ -247,9 +350,16 @@ int main(int argc, char** argv) {
   CLI::App app{"Tutorial 05: the first iteration's buckets, the rebuild after it, and "
                "gradient_as_bucket_view"};
   tutorials::add_common_options(app, options);
-  app.add_option("--layers", settings.layers, "Layers of the stack")->check(CLI::Range(2, 64))->capture_default_str();
-  app.add_option("--width", settings.width, "Width of the layers")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch-size", settings.batch_size, "Samples per rank and step")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--model", settings.model,
+                 "reversed-stack, or gpt: a GPT-shaped character model on data/opticks.txt.gz, 54 tensors")
+      ->check(CLI::IsMember({"reversed-stack", "gpt"}))
+      ->capture_default_str();
+  app.add_option("--layers", settings.sizes.layers, "The stack's layers (8), the GPT's blocks (4)")
+      ->check(CLI::Range(2, 64));
+  app.add_option("--width", settings.sizes.hidden, "Width: the stack's layers (512), the GPT's residual stream (128)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", settings.sizes.batch_size, "Samples per rank and step (stack 256 rows, gpt 16 sequences)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--bucket-cap-mb", settings.cap_mb, "DDP's bucket cap in MiB")->check(CLI::PositiveNumber)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return tutorials::guarded_main(kProgram, [&] {

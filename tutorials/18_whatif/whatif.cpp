@@ -1,7 +1,8 @@
 // Tutorial 18: what-if. Record one DDP run, ask its trace what other bucket caps would have cost
 // (the replay behind `dpscope whatif`: the recorded gradient ready times, PyTorch's bucket plan
 // for each cap, an all-reduce cost fitted to the trace's own), then train the most different
-// cap for real and hold the prediction to the measurement.
+// cap for real and hold the prediction to the measurement. --model gpt records a model shaped like
+// the ones people train, whose 54 tensors of many sizes make a different plan for every cap.
 #include <torch/optim/sgd.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "trace/whatif.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
+#include "tutorials/common/workload.h"
 
 using namespace dpscope;
 
@@ -24,12 +26,14 @@ constexpr const char* kProgram = "tutorial-18-whatif";
 constexpr double kMiB = 1024.0 * 1024.0;
 
 struct Settings {
+  std::string model = "mlp";  // mlp, or gpt: a model shaped like the ones people train
+  tutorials::WorkloadSizes sizes;  // unset: the MLP's 1024 x 3 layers, 32 rows; the GPT's own
   double recorded_cap_mb = 1;
   std::vector<double> caps_mb = {0.25, 1, 4, 25, 100};
-  int64_t hidden = 1024;
-  int64_t layers = 3;
-  int64_t batch_size = 32;
 };
+
+// The MLP's sizes here: tensors of about 4 MiB, far apart in size from the caps below them.
+const tutorials::WorkloadSizes kMlp{1024, 3, 32};
 
 std::string cap_text(double cap_mb) {
   char text[32];
@@ -37,25 +41,20 @@ std::string cap_text(double cap_mb) {
   return text;
 }
 
-// Trains the MLP under DDP with buckets of `cap_mb` (the first one too); the run file on rank 0.
-std::string train_with_cap(tutorials::Session& session, const Settings& settings, double cap_mb) {
-  models::ModelConfig config;
-  config.name = "mlp";
-  config.hidden = settings.hidden;
-  config.layers = settings.layers;
-  std::shared_ptr<models::Model> model = session.build_model(config);
+// Trains the model under DDP with buckets of `cap_mb` (the first one too); the run file on rank 0.
+std::string train_with_cap(tutorials::Session& session, const tutorials::Workload& work, double cap_mb) {
+  std::shared_ptr<models::Model> model = session.build_model(work.config);
   tutorials::TracedRun run(session, cap_text(cap_mb));
   char json[96];
   std::snprintf(json, sizeof(json), "{\"bucket_cap_mb\":%g,\"first_bucket_mb\":%g}", cap_mb, cap_mb);
-  run.describe("ddp", "mlp", *model, json);
+  run.describe("ddp", work.config.name, *model, json);
   {
     ddp::DdpOptions ddp_options;
     ddp_options.bucket_cap_bytes = static_cast<int64_t>(cap_mb * kMiB);
     ddp_options.first_bucket_bytes = static_cast<int64_t>(cap_mb * kMiB);
     ddp_options.recorder = &run.recorder();
     ddp::DistributedDataParallel ddp(model, run.group(), ddp_options);
-    tutorials::ShardedBatches batches(data::make_synthetic_classification(2048, 64, 10, session.options().seed),
-                                      session, settings.batch_size, session.options().seed);
+    tutorials::ShardedBatches batches(work.data, session, work.batch_size, session.options().seed);
     torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05));
     for (int32_t iteration = 0; iteration < session.options().steps; ++iteration) {
       const data::Dataset batch = batches.next();
@@ -101,10 +100,14 @@ std::vector<Forecast> forecast(const std::string& recorded, const Settings& sett
 }
 
 void run(tutorials::Session& session, const Settings& settings) {
-  session.say("== %s: DDP on %d rank(s), mlp hidden %lld x %lld layers, %lld steps ==\n", kProgram,
-              session.world_size(), static_cast<long long>(settings.hidden), static_cast<long long>(settings.layers),
+  const tutorials::Workload work =
+      tutorials::make_workload(settings.model, settings.sizes, kMlp, session.options().seed);
+  const bool gpt = work.config.name == "gpt";
+  session.say("== %s: DDP on %d rank(s), %s hidden %lld x %lld %s, %lld steps ==\n", kProgram,
+              session.world_size(), work.config.name.c_str(), static_cast<long long>(*work.config.hidden),
+              static_cast<long long>(*work.config.layers), gpt ? "blocks" : "layers",
               static_cast<long long>(session.options().steps));
-  const std::string recorded = train_with_cap(session, settings, settings.recorded_cap_mb);
+  const std::string recorded = train_with_cap(session, work, settings.recorded_cap_mb);
   // Rank 0 reads the trace and picks the cap whose prediction differs most from the recording;
   // every rank learns it (the check run is collective).
   double check_cap = 0;
@@ -121,7 +124,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   check_cap = session.gather(check_cap)[0];
   session.say("\nChecking the prediction that differs most from the recorded %.2f ms: cap %g MiB, trained for real.\n",
               recorded_step, check_cap);
-  const std::string checked = train_with_cap(session, settings, check_cap);
+  const std::string checked = train_with_cap(session, work, check_cap);
   if (!session.leader()) return;
   const double measured = trace::step_summary(tutorials::rank_stats(tutorials::read_stats(checked), 0)).median_ms;
   for (const Forecast& f : forecasts) {
@@ -147,6 +150,16 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--caps", settings.caps_mb, "The caps to predict, MiB")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--model", settings.model,
+                 "mlp, or gpt: a GPT-shaped character model on data/opticks.txt.gz, tensors from 512 B to 256 KiB")
+      ->check(CLI::IsMember({"mlp", "gpt"}))
+      ->capture_default_str();
+  app.add_option("--hidden", settings.sizes.hidden, "Width: the MLP's layers (1024), the GPT's residual stream (128)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--layers", settings.sizes.layers, "The MLP's hidden layers (3), the GPT's blocks (4)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", settings.sizes.batch_size, "Samples per rank and step (mlp 32 rows, gpt 16 sequences)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   return tutorials::guarded_main(kProgram, [&] {
     tutorials::Session session(kProgram, options, argc, argv);

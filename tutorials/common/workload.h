@@ -1,6 +1,6 @@
 // The model and data a tutorial trains: the MLP on synthetic rows, or a model shaped like the ones
 // people train, the GPT-shaped character model of `dpscope train --model gpt`, on the text in
-// data/ (tutorials 04 and 11 offer both with --model).
+// data/ (tutorials 04, 11, 12 and 18 offer both with --model; 05 its own stack or the GPT).
 #pragma once
 
 #include <cstdint>
