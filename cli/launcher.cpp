@@ -191,6 +191,9 @@ pid_t start_rank(const LaunchOptions& o, int local_rank, int port, const std::st
   ::setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
   ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
   ::setenv("DPSCOPE_TRACE_DIR", trace_dir.c_str(), 1);
+  // No torchrun agent hosts a store here: rank 0 does (comm::StoreHost::Rank0), whatever a shell
+  // started inside torchrun passed on.
+  ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
   if (o.link_gbps && o.link_latency_us) {
     ::setenv(comm::kLinkGbpsEnv, comm::link_value_text(*o.link_gbps).c_str(), 1);
     ::setenv(comm::kLinkLatencyEnv, comm::link_value_text(*o.link_latency_us).c_str(), 1);
