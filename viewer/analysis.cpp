@@ -16,7 +16,70 @@ namespace dpscope::view {
 using trace::EventKind;
 using trace::kNone;
 
-const EventSpan& span_of(const Model& model, const SpanRef& ref) {
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The first span of `kind` on lane `li` of rank `ri` with this bucket (and seq, unless kNone)
+// beginning in [from, to].
+SpanRef find_on_lane(const Model& model, int32_t ri, int32_t li, EventKind kind, int32_t bucket,
+                     int32_t seq, int64_t from, int64_t to) {
+  const Lane& lane = model.ranks[size_t(ri)].lanes[size_t(li)];
+  for (int row = 0; row < lane.rows(); ++row) {
+    auto first = std::lower_bound(
+        lane.spans.begin() + std::ptrdiff_t(lane.row_begin(row)),
+        lane.spans.begin() + std::ptrdiff_t(lane.row_end(row)), from,
+        [](const Span& s, int64_t t) { return s.begin_ns < t; });
+    for (auto it = first; it != lane.spans.begin() + std::ptrdiff_t(lane.row_end(row)); ++it) {
+      if (it->begin_ns > to) break;
+      if (it->kind == kind && it->bucket() == bucket && (seq == kNone || it->seq() == seq)) {
+        return {ri, li, it - lane.spans.begin()};
+      }
+    }
+  }
+  return {};
+}
+
+// Every collective span by its seq (Span::seq), each list by rank: ranks are visited in order.
+std::map<int32_t, std::vector<SpanRef>> collective_spans_by_seq(const Model& model) {
+  std::map<int32_t, std::vector<SpanRef>> by_seq;
+  for (size_t ri = 0; ri < model.ranks.size(); ++ri) {
+    const RankData& rank = model.ranks[ri];
+    for (size_t li = 0; li < rank.lanes.size(); ++li) {
+      const Lane& lane = rank.lanes[li];
+      for (size_t i = 0; i < lane.spans.size(); ++i) {
+        const Span& s = lane.spans[i];
+        if (s.kind != EventKind::Collective || s.seq() == kNone) continue;
+        by_seq[s.seq()].push_back({static_cast<int32_t>(ri), static_cast<int32_t>(li), static_cast<int64_t>(i)});
+      }
+    }
+  }
+  return by_seq;
+}
+
+// The trace's matches (indices into stats.matches) by the low 32 bits of their sequence number,
+// which is what a span keeps; with several groups in one file, the first group's.
+std::unordered_map<int32_t, int64_t> matches_by_seq(const trace::RunStats& stats) {
+  std::unordered_map<int32_t, int64_t> by_seq;
+  for (size_t m = 0; m < stats.matches.size(); ++m) {
+    by_seq.emplace(static_cast<int32_t>(stats.matches[m].seq), static_cast<int64_t>(m));
+  }
+  return by_seq;
+}
+
+// A span's op or unit state as a number; -1 for a kind without one, or an unknown one.
+int op_or_state(const Span& s) {
+  if (const auto op = s.op()) return int(*op);
+  if (const auto state = s.state()) return int(*state);
+  return -1;
+}
+
+}  // namespace
+
+const Span& span_of(const Model& model, const SpanRef& ref) {
   return model.ranks[static_cast<size_t>(ref.rank)]
       .lanes[static_cast<size_t>(ref.lane)]
       .spans[static_cast<size_t>(ref.index)];
@@ -49,28 +112,8 @@ const trace::RankStats* Analysis::rank(const Model& model, size_t rank_index) co
 Analysis analyze(const Model& model, trace::RunStats stats) {
   Analysis a;
   a.stats = std::move(stats);
-  std::map<int32_t, std::vector<SpanRef>> seqs;
-  for (size_t ri = 0; ri < model.ranks.size(); ++ri) {
-    const RankData& rank = model.ranks[ri];
-    for (size_t li = 0; li < rank.lanes.size(); ++li) {
-      const Lane& lane = rank.lanes[li];
-      for (size_t i = 0; i < lane.spans.size(); ++i) {
-        const EventSpan& s = lane.spans[i];
-        if (s.kind != EventKind::Collective || s.seq_or_iteration == kNone) continue;
-        seqs[s.seq_or_iteration].push_back(
-            {static_cast<int32_t>(ri), static_cast<int32_t>(li), static_cast<int64_t>(i)});
-      }
-    }
-  }
-  // The trace's matches by the low 32 bits of their sequence number (what a span keeps); with
-  // several groups in one file, the first group's.
-  std::unordered_map<int32_t, int64_t> match_of_seq;
-  for (size_t m = 0; m < a.stats.matches.size(); ++m) {
-    match_of_seq.emplace(static_cast<int32_t>(a.stats.matches[m].seq), static_cast<int64_t>(m));
-  }
-  for (auto& [seq, refs] : seqs) {
-    std::sort(refs.begin(), refs.end(),
-              [](const SpanRef& x, const SpanRef& y) { return x.rank < y.rank; });
+  const std::unordered_map<int32_t, int64_t> match_of_seq = matches_by_seq(a.stats);
+  for (auto& [seq, refs] : collective_spans_by_seq(model)) {
     CollectiveSpans c;
     c.seq = seq;
     c.spans = std::move(refs);
@@ -87,56 +130,27 @@ Analysis analyze_file(const Model& model) {
   return analyze(model, trace::compute_stats(reader));
 }
 
-namespace {
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// The first span of `kind` on lane `lane_index` of rank `ri` with this bucket (and seq, unless
-// kNone) beginning in [from, to].
-SpanRef find_on_lane(const Model& model, int32_t ri, int32_t li, EventKind kind, int16_t bucket,
-                     int32_t seq, int64_t from, int64_t to) {
-  const Lane& lane = model.ranks[size_t(ri)].lanes[size_t(li)];
-  for (int row = 0; row < lane.rows(); ++row) {
-    auto first = std::lower_bound(
-        lane.spans.begin() + std::ptrdiff_t(lane.row_begin(row)),
-        lane.spans.begin() + std::ptrdiff_t(lane.row_end(row)), from,
-        [](const EventSpan& s, int64_t t) { return s.begin_ns < t; });
-    for (auto it = first; it != lane.spans.begin() + std::ptrdiff_t(lane.row_end(row)); ++it) {
-      if (it->begin_ns > to) break;
-      if (it->kind == kind && it->bucket_or_unit == bucket && (seq == kNone || it->seq_or_iteration == seq)) {
-        return {ri, li, it - lane.spans.begin()};
-      }
-    }
-  }
-  return {};
-}
-
-}  // namespace
-
 std::vector<Flow> flows_of(const Model& model, const Analysis& analysis, const SpanRef& selected) {
   std::vector<Flow> flows;
   if (!selected.valid()) return flows;
-  const EventSpan& s = span_of(model, selected);
+  const Span& s = span_of(model, selected);
   const RankData& rank = model.ranks[size_t(selected.rank)];
-  int32_t seq = s.seq_or_iteration;
+  int32_t seq = s.seq();
   SpanRef collective;
-  if (s.kind == EventKind::Hook && s.bucket_or_unit != kNone) {
+  if (s.kind == EventKind::Hook && s.bucket() != kNone) {
     const int32_t it = rank.iteration_at(s.begin_ns);
     const IterationSpan* span = rank.find_iteration(it);
     const int64_t until = span ? span->end_ns : s.end_ns + int64_t{10'000'000'000};
     const SpanRef ready = find_on_lane(model, selected.rank, selected.lane, EventKind::BucketReady,
-                                       s.bucket_or_unit, kNone, s.begin_ns, until);
+                                       s.bucket(), kNone, s.begin_ns, until);
     if (!ready.valid()) return flows;
     flows.push_back({selected, ready, Flow::HookToBucket});
     const SpanRef launch =
         find_on_lane(model, selected.rank, selected.lane, EventKind::BucketLaunch,
-                     s.bucket_or_unit, kNone, span_of(model, ready).begin_ns, until);
+                     s.bucket(), kNone, span_of(model, ready).begin_ns, until);
     if (!launch.valid()) return flows;
     flows.push_back({ready, launch, Flow::BucketToLaunch});
-    seq = span_of(model, launch).seq_or_iteration;
+    seq = span_of(model, launch).seq();
     if (const CollectiveSpans* m = analysis.match(seq)) {
       for (const SpanRef& r : m->spans) {
         if (r.rank == selected.rank) collective = r;
@@ -164,24 +178,19 @@ std::vector<Flow> flows_of(const Model& model, const Analysis& analysis, const S
 }
 
 std::vector<RangeRow> summarize_range(const Model& model, int64_t t0, int64_t t1) {
-  // Key by (kind, name, op) first; labels are made once per key at the end.
+  // Key by (kind, name, op or state) first; labels are made once per key at the end.
   std::map<std::tuple<int, int32_t, int>, std::pair<int64_t, double>> by_key;
-  std::map<std::tuple<int, int32_t, int>, EventSpan> sample;
+  std::map<std::tuple<int, int32_t, int>, Span> sample;
   for (const RankData& rank : model.ranks) {
     for (const Lane& lane : rank.lanes) {
       for (int row = 0; row < lane.rows(); ++row) {
         auto it = std::lower_bound(lane.spans.begin() + std::ptrdiff_t(lane.row_begin(row)),
                                    lane.spans.begin() + std::ptrdiff_t(lane.row_end(row)), t0,
-                                   [](const EventSpan& s, int64_t t) { return s.begin_ns < t; });
+                                   [](const Span& s, int64_t t) { return s.begin_ns < t; });
         const auto end = lane.spans.begin() + std::ptrdiff_t(lane.row_end(row));
         for (; it != end && it->begin_ns <= t1; ++it) {
           if (it->end_ns > t1) continue;
-          const bool named = it->kind == EventKind::Phase || it->kind == EventKind::Mark;
-          const bool with_op = it->kind == EventKind::Collective ||
-                               it->kind == EventKind::CollectiveWait ||
-                               it->kind == EventKind::UnitState;
-          auto key = std::make_tuple(int(it->kind), named ? it->name : kNone,
-                                     with_op ? int(it->op) : -1);
+          auto key = std::make_tuple(int(it->kind), it->name(), op_or_state(*it));
           auto& entry = by_key[key];
           ++entry.first;
           entry.second += double(it->end_ns - it->begin_ns);
@@ -226,26 +235,31 @@ FindQuery::FindQuery(const Model& model, const std::string& text) {
   }
   for (int op = 0; op < trace::kCollectiveOpCount; ++op) {
     const std::string name(trace::to_string(static_cast<trace::CollectiveOp>(op)));
-    op_match_[int(EventKind::Collective)][op] = name.find(needle) != std::string::npos;
-    op_match_[int(EventKind::CollectiveWait)][op] =
-        ("wait " + name).find(needle) != std::string::npos;
+    collective_match_[op] = name.find(needle) != std::string::npos;
+    wait_match_[op] = ("wait " + name).find(needle) != std::string::npos;
   }
   for (int st = 0; st < trace::kUnitStateCount; ++st) {
     const std::string name(trace::to_string(static_cast<trace::UnitState>(st)));
-    op_match_[int(EventKind::UnitState)][st] = name.find(needle) != std::string::npos;
+    state_match_[st] = name.find(needle) != std::string::npos;
   }
 }
 
-bool FindQuery::matches(const EventSpan& s) const {
+bool FindQuery::matches(const Span& s) const {
   if (text_.empty()) return false;
   const int k = static_cast<int>(s.kind);
   if (k < 0 || k >= trace::kEventKindCount) return false;
   if (kind_match_[k]) return true;
-  if (s.kind == EventKind::Phase || s.kind == EventKind::Mark) {
-    return s.name >= 0 && static_cast<size_t>(s.name) < name_match_.size() &&
-           name_match_[static_cast<size_t>(s.name)];
+  switch (s.kind) {
+    case EventKind::Phase:
+    case EventKind::Mark: {
+      const trace::NameId name = s.name();
+      return name >= 0 && static_cast<size_t>(name) < name_match_.size() && name_match_[static_cast<size_t>(name)];
+    }
+    case EventKind::Collective: return s.op() && collective_match_[int(*s.op())];
+    case EventKind::CollectiveWait: return s.op() && wait_match_[int(*s.op())];
+    case EventKind::UnitState: return s.state() && state_match_[int(*s.state())];
+    default: return false;
   }
-  return op_match_[k][s.op] != 0;
 }
 
 FindResult find_spans(const Model& model, const FindQuery& query, size_t limit) {

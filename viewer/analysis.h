@@ -26,11 +26,11 @@ struct SpanRef {
     return rank == o.rank && lane == o.lane && index == o.index;
   }
 };
-const EventSpan& span_of(const Model& model, const SpanRef& ref);
+const Span& span_of(const Model& model, const SpanRef& ref);
 
 // One collective of the trace's matching (trace/collective_match.h) with the spans that draw it.
 struct CollectiveSpans {
-  int32_t seq = 0;             // the low 32 bits of the sequence number, as EventSpan holds it
+  int32_t seq = 0;             // the low 32 bits of the sequence number, as Span::seq holds it
   std::vector<SpanRef> spans;  // one per rank that ran it, by rank
   // The trace's match of this collective: an index into Analysis::stats.matches; -1 when the
   // analysis read none for it (a live file that grew since).
@@ -86,14 +86,16 @@ class FindQuery {
   FindQuery(const Model& model, const std::string& text);
   bool empty() const { return text_.empty(); }
   const std::string& text() const { return text_; }
-  // O(1): looks the span's kind / name / op up in tables built by the constructor.
-  bool matches(const EventSpan& span) const;
+  // O(1): looks the span's kind / name / op / state up in tables built by the constructor.
+  bool matches(const Span& span) const;
 
  private:
   std::string text_;
   bool kind_match_[trace::kEventKindCount] = {};
-  std::vector<uint8_t> name_match_;                  // by NameId, for phases and marks
-  uint8_t op_match_[trace::kEventKindCount][256] = {};  // by (kind, op), for ops and states
+  std::vector<uint8_t> name_match_;                        // by NameId, for phases and marks
+  bool collective_match_[trace::kCollectiveOpCount] = {};  // by op: "allreduce"
+  bool wait_match_[trace::kCollectiveOpCount] = {};        // by op: "wait allreduce"
+  bool state_match_[trace::kUnitStateCount] = {};          // by unit state
 };
 
 struct FindResult {

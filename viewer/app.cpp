@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
-#include <tuple>
 
 #include "trace/error.h"
 #include "trace/stats.h"
@@ -17,31 +16,6 @@
 #include "viewer/lod.h"
 
 namespace dpscope::view {
-
-DetailSource::DetailSource(const std::string& path) : reader_(path) {}
-
-const trace::Event* DetailSource::event(const Model& model, const SpanRef& ref) {
-  const auto key = std::make_tuple(ref.rank, ref.lane, ref.index);
-  auto it = by_ref_.find(key);
-  if (it != by_ref_.end()) return &it->second;
-  const EventSpan& s = span_of(model, ref);
-  for (const trace::Event& e : reader_.events(s.rank, s.lane, s.begin_ns, s.begin_ns)) {
-    if (e.begin_ns == s.begin_ns && e.end_ns == s.end_ns && e.kind == s.kind &&
-        (e.seq != trace::kNone64 ? static_cast<int32_t>(e.seq) : e.iteration) == s.seq_or_iteration) {
-      return &(by_ref_[key] = e);
-    }
-  }
-  return nullptr;
-}
-
-const std::vector<trace::Event>& DetailSource::events(int32_t rank, const Lane& lane, int64_t t0,
-                                                      int64_t t1) {
-  const auto key = std::make_tuple(rank, int32_t{lane.info.lane}, t0, t1);
-  auto it = ranges_.find(key);
-  if (it != ranges_.end()) return it->second;
-  if (ranges_.size() > 256) ranges_.clear();
-  return ranges_[key] = reader_.events(rank, lane.info.lane, t0, t1, lane.longest_ns);
-}
 
 void OpenTrace::set_model(std::shared_ptr<const Model> m) {
   model = std::move(m);
@@ -151,12 +125,12 @@ std::pair<double, double> App::bucket_range() const {
     for (int row = 0; row < lane.rows(); ++row) {
       auto it = std::lower_bound(lane.spans.begin() + std::ptrdiff_t(lane.row_begin(row)),
                                  lane.spans.begin() + std::ptrdiff_t(lane.row_end(row)), mid,
-                                 [](const EventSpan& s, double t) { return double(s.begin_ns) < t; });
+                                 [](const Span& s, double t) { return double(s.begin_ns) < t; });
       for (int k = 0; k < 64 && it != lane.spans.begin() + std::ptrdiff_t(lane.row_end(row));
            ++k, ++it) {
         if (it->kind != trace::EventKind::Collective) continue;
         const double d = std::fabs(double(it->begin_ns) - mid) +
-                         (it->op == uint8_t(trace::CollectiveOp::AllReduce) ? 0 : 1e12);
+                         (it->op() == trace::CollectiveOp::AllReduce ? 0 : 1e12);
         if (d < best_distance) {
           best_distance = d;
           const double length = double(it->end_ns - it->begin_ns);

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "trace/reader.h"
 #include "viewer/analysis.h"
+#include "viewer/detail_source.h"
 #include "viewer/live.h"
 #include "viewer/live_source.h"
 #include "viewer/model.h"
@@ -22,23 +22,6 @@
 #include "viewer/whatif_lanes.h"
 
 namespace dpscope::view {
-
-// Full rows behind the loaded EventSpans, read on demand for tooltips, details and the buckets
-// panel (one indexed query each, cached). Thread-safety: owns a trace::Reader, so UI thread only.
-class DetailSource {
- public:
-  explicit DetailSource(const std::string& path);
-  // Every column of the event behind `ref`; nullptr if the file no longer has it.
-  const trace::Event* event(const Model& model, const SpanRef& ref);
-  // Every event of lane `lane` of `rank` overlapping [t0, t1], by begin (cached per key).
-  // `lane` is the loaded lane (its longest span bounds the query, so no lane is scanned whole).
-  const std::vector<trace::Event>& events(int32_t rank, const Lane& lane, int64_t t0, int64_t t1);
-
- private:
-  trace::Reader reader_;
-  std::map<std::tuple<int32_t, int32_t, int64_t>, trace::Event> by_ref_;
-  std::map<std::tuple<int32_t, int32_t, int64_t, int64_t>, std::vector<trace::Event>> ranges_;
-};
 
 // One open trace: its model, its analysis (computed on a background thread after loading, with
 // the collectives' payloads read there too; null until ready) and the offset that places its

@@ -23,7 +23,7 @@ SpanRef span_of_event(const Model& model, int rank_index, const trace::Event& e)
     for (int row = 0; row < lane.rows(); ++row) {
       const int64_t hit = span_at(lane, row, e.begin_ns, 0);
       if (hit < 0) continue;
-      const EventSpan& s = lane.spans[size_t(hit)];
+      const Span& s = lane.spans[size_t(hit)];
       if (s.kind == e.kind && s.begin_ns == e.begin_ns) return {rank_index, int32_t(li), hit};
     }
   }

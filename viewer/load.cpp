@@ -47,7 +47,7 @@ struct Sample {
 
 // One chunk's rows of one rank, in id (rowid) order, with counts that size pass 2's storage.
 struct RankRows {
-  std::vector<EventSpan> spans;
+  std::vector<trace::EventSpan> spans;
   std::vector<uint32_t> lane_counts;  // spans per lane id
   std::vector<Sample> samples;
   std::array<uint32_t, kCategories> category_counts{};
@@ -55,7 +55,7 @@ struct RankRows {
 
 // Scratch that one building thread reuses from lane to lane and rank to rank.
 struct Scratch {
-  std::vector<std::vector<EventSpan>> lanes;  // a rank's spans per lane before sorting
+  std::vector<std::vector<Span>> lanes;  // a rank's spans per lane before sorting
   std::vector<uint16_t> span_rows;
 };
 
@@ -137,9 +137,9 @@ void read_chunk(trace::Reader& reader, Chunk& chunk, size_t ranks_hint,
   chunk.ranks.reserve(ranks_hint);
   RankRows* last = nullptr;
   int32_t last_rank = kNone;
-  reader.scan_event_spans(chunk.first, chunk.last, [&](const EventSpan* rows, size_t n) {
+  reader.scan_event_spans(chunk.first, chunk.last, [&](const trace::EventSpan* rows, size_t n) {
     for (size_t k = 0; k < n; ++k) {
-      const EventSpan& s = rows[k];
+      const trace::EventSpan& s = rows[k];
       if (s.rank < 0 || s.lane < 0) continue;
       if (s.rank != last_rank) {
         last = &rows_of(chunk, s.rank);
@@ -197,15 +197,14 @@ void find_memory_peak(RankData& rank) {
   rank.memory_peak_ns = peak.found() ? peak.ts_ns : 0;
 }
 
-// Iterations from the "iteration" phases (their seq_or_iteration is the iteration number), or
-// failing those from one forward to the next.
+// Iterations from the "iteration" phases, or failing those from one forward to the next.
 void build_iterations(RankData& rank, trace::NameId iteration, trace::NameId forward) {
   rank.iterations.clear();
   for (const Lane& lane : rank.lanes) {
-    for (const EventSpan& s : lane.spans) {
-      if (s.kind == EventKind::Phase && s.name == iteration && iteration != kNone &&
-          s.seq_or_iteration != kNone) {
-        rank.iterations.push_back({s.seq_or_iteration, s.begin_ns, s.end_ns});
+    for (const Span& s : lane.spans) {
+      if (s.kind == EventKind::Phase && s.name() == iteration && iteration != kNone &&
+          s.iteration() != kNone) {
+        rank.iterations.push_back({s.iteration(), s.begin_ns, s.end_ns});
       }
     }
   }
@@ -215,8 +214,8 @@ void build_iterations(RankData& rank, trace::NameId iteration, trace::NameId for
   // No "iteration" phases: an iteration runs from one forward to the next.
   std::vector<int64_t> starts;
   for (const Lane& lane : rank.lanes) {
-    for (const EventSpan& s : lane.spans) {
-      if (s.kind == EventKind::Phase && s.name == forward) starts.push_back(s.begin_ns);
+    for (const Span& s : lane.spans) {
+      if (s.kind == EventKind::Phase && s.name() == forward) starts.push_back(s.begin_ns);
     }
   }
   std::sort(starts.begin(), starts.end());
@@ -250,8 +249,9 @@ void build_rank(RankData& rank, std::vector<Chunk>& chunks, Scratch& scratch,
   for (size_t l = 0; l < added.size(); ++l) {
     scratch.lanes[l].clear();
     if (!added[l]) continue;
-    // A lane that had spans (update_model) is sorted again with the new ones.
-    const std::vector<EventSpan>& old = rank.lanes[l].spans;
+    // A lane that had spans (update_model) is sorted again with the new ones, which come after
+    // them in the file.
+    const std::vector<Span>& old = rank.lanes[l].spans;
     scratch.lanes[l].reserve(old.size() + added[l]);
     scratch.lanes[l].insert(scratch.lanes[l].end(), old.begin(), old.end());
   }
@@ -262,7 +262,9 @@ void build_rank(RankData& rank, std::vector<Chunk>& chunks, Scratch& scratch,
   for (Chunk& c : chunks) {
     if (number >= c.ranks.size()) continue;
     RankRows& rows = c.ranks[number];
-    for (const EventSpan& s : rows.spans) scratch.lanes[static_cast<size_t>(s.lane)].push_back(s);
+    for (const trace::EventSpan& s : rows.spans) {
+      scratch.lanes[static_cast<size_t>(s.lane)].push_back(Span::from_trace(s));
+    }
     for (const Sample& s : rows.samples) {
       rank.memory[s.category].ts.push_back(s.ts);
       rank.memory[s.category].bytes.push_back(s.bytes);
@@ -275,7 +277,9 @@ void build_rank(RankData& rank, std::vector<Chunk>& chunks, Scratch& scratch,
     lane.info.rank = rank.info.rank;
     lane.info.lane = static_cast<trace::LaneId>(l);
     if (lane.info.name.empty()) lane.info.name = "lane " + std::to_string(l);
-    if (l < added.size() && added[l]) build_rows(lane, scratch.lanes[l], scratch.span_rows);
+    if (l < added.size() && added[l]) {
+      build_rows(lane, scratch.lanes[l], scratch.span_rows, lane.spans.size());
+    }
     rank.events += static_cast<int64_t>(lane.spans.size());
   }
   for (size_t m = 0; m < kCategories; ++m) {

@@ -24,7 +24,7 @@ size_t first_beginning_at(const Lane& lane, size_t from, size_t to, double t) {
   const auto last = lane.spans.begin() + static_cast<std::ptrdiff_t>(to);
   return static_cast<size_t>(
       std::lower_bound(first, last, t,
-                       [](const EventSpan& s, double t) { return double(s.begin_ns) < t; }) -
+                       [](const Span& s, double t) { return double(s.begin_ns) < t; }) -
       lane.spans.begin());
 }
 
@@ -36,7 +36,7 @@ void fold_row(const Lane& lane, int row, const TimeMap& map, double min_px,
   const auto t_lo = static_cast<int64_t>(std::floor(map.t0));
   size_t i = first_visible(lane, row, t_lo);
   while (i < end) {
-    const EventSpan& s = lane.spans[i];
+    const Span& s = lane.spans[i];
     if (double(s.begin_ns) > map.t1) break;
     const double x0 = map.x(double(s.begin_ns));
     const double x1 = map.x(double(s.end_ns));
@@ -59,7 +59,7 @@ void fold_row(const Lane& lane, int row, const TimeMap& map, double min_px,
         continue;
       }
       if (j >= end) break;
-      const EventSpan& n = lane.spans[j];
+      const Span& n = lane.spans[j];
       const double nx0 = map.x(double(n.begin_ns)), nx1 = map.x(double(n.end_ns));
       if (nx1 - nx0 >= min_px || nx0 > block_x1 + min_px) break;
       block_x1 = std::max(block_x1, nx1);
@@ -76,7 +76,7 @@ int64_t span_at(const Lane& lane, int row, int64_t t, int64_t slack_ns) {
   int64_t best = -1;
   int64_t best_distance = INT64_MAX;
   for (; i < lane.row_end(row); ++i) {
-    const EventSpan& s = lane.spans[i];
+    const Span& s = lane.spans[i];
     if (s.begin_ns > t + slack_ns) break;
     if (s.begin_ns <= t && t <= s.end_ns) return static_cast<int64_t>(i);
     const int64_t d = t < s.begin_ns ? s.begin_ns - t : t - s.end_ns;

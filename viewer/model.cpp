@@ -15,7 +15,7 @@ using trace::kNone;
 // a malformed lane cannot make row assignment quadratic. Real lanes nest a few levels deep.
 constexpr size_t kMaxSliceRows = 64;
 
-bool span_before(const EventSpan& a, const EventSpan& b) {
+bool span_before(const Span& a, const Span& b) {
   if (a.begin_ns != b.begin_ns) return a.begin_ns < b.begin_ns;
   return a.end_ns > b.end_ns;  // the enclosing span first
 }
@@ -23,12 +23,12 @@ bool span_before(const EventSpan& a, const EventSpan& b) {
 // Spans arrive in the order they were recorded: by end, with parents after their children.
 // That is nearly sorted by begin, so an insertion sort moves each parent back past its few
 // children; on input that is far from sorted it gives up and falls back to std::stable_sort.
-void sort_spans(std::vector<EventSpan>& spans) {
+void sort_spans(std::vector<Span>& spans) {
   const size_t n = spans.size();
   size_t budget = 16 * n + 1024;
   for (size_t i = 1; i < n; ++i) {
     if (!span_before(spans[i], spans[i - 1])) continue;
-    EventSpan moving = spans[i];
+    Span moving = spans[i];
     size_t j = i;
     while (j > 0 && span_before(moving, spans[j - 1])) {
       spans[j] = spans[j - 1];
@@ -40,6 +40,45 @@ void sort_spans(std::vector<EventSpan>& spans) {
       }
     }
     spans[j] = moving;
+  }
+}
+
+// Before sorting, a span's same_begin_index holds its place in file order among the lane's
+// spans (see Note [Span to event]): a span numbered before keeps its index (below kUnnumbered;
+// those come first in the file), the others get kUnnumbered + their place among themselves (a
+// lane holds far fewer than 2^31 spans). number_same_begin turns that place into the place
+// among the spans that begin at the same time.
+constexpr uint32_t kUnnumbered = 1u << 31;
+
+// Whether trace::Reader::events can return the span's event: not one that ends before it
+// begins. See Note [Span to event].
+bool findable(const Span& s) { return s.end_ns >= s.begin_ns; }
+
+// Sets each span's same_begin_index from the file-order place it holds. `spans` is sorted by
+// begin, so the spans that begin together are neighbours; they rarely number more than one.
+void number_same_begin(std::vector<Span>& spans) {
+  std::vector<uint32_t> places;
+  for (size_t first = 0, last = 0; first < spans.size(); first = last) {
+    last = first + 1;
+    while (last < spans.size() && spans[last].begin_ns == spans[first].begin_ns) ++last;
+    if (last - first == 1) {
+      spans[first].same_begin_index = findable(spans[first]) ? 0 : Span::kNoEvent;
+      continue;
+    }
+    places.clear();
+    for (size_t i = first; i < last; ++i) {
+      if (findable(spans[i])) places.push_back(spans[i].same_begin_index);
+    }
+    std::sort(places.begin(), places.end());
+    for (size_t i = first; i < last; ++i) {
+      Span& s = spans[i];
+      if (!findable(s)) {
+        s.same_begin_index = Span::kNoEvent;
+        continue;
+      }
+      const auto place = std::lower_bound(places.begin(), places.end(), s.same_begin_index);
+      s.same_begin_index = static_cast<uint32_t>(place - places.begin());
+    }
   }
 }
 
@@ -96,39 +135,38 @@ const RankData* Model::rank(int32_t rank) const {
   return nullptr;
 }
 
-std::string span_label(const Model& model, const EventSpan& span) {
+std::string span_label(const Model& model, const Span& span) {
   switch (span.kind) {
     case EventKind::Phase:
     case EventKind::Mark: {
-      const std::string& n = model.name(span.name);
+      const std::string& n = model.name(span.name());
       return n.empty() ? std::string(trace::to_string(span.kind)) : n;
     }
     case EventKind::Collective:
-      return span.op < trace::kCollectiveOpCount
-                 ? std::string(trace::to_string(static_cast<trace::CollectiveOp>(span.op)))
-                 : "collective";
+      return span.op() ? std::string(trace::to_string(*span.op())) : "collective";
     case EventKind::CollectiveWait:
-      return span.op < trace::kCollectiveOpCount
-                 ? "wait " + std::string(trace::to_string(static_cast<trace::CollectiveOp>(span.op)))
-                 : "wait";
+      return span.op() ? "wait " + std::string(trace::to_string(*span.op())) : "wait";
     case EventKind::UnitState:
-      return span.op < trace::kUnitStateCount
-                 ? std::string(trace::to_string(static_cast<trace::UnitState>(span.op)))
-                 : "unit_state";
+      return span.state() ? std::string(trace::to_string(*span.state())) : "unit_state";
     default:
       return std::string(trace::to_string(span.kind));
   }
 }
 
 void build_rows(Lane& lane) {
-  std::vector<EventSpan> spans;
+  std::vector<Span> spans;
   spans.swap(lane.spans);
   std::vector<uint16_t> span_rows;
-  build_rows(lane, spans, span_rows);
+  build_rows(lane, spans, span_rows, 0);
 }
 
-void build_rows(Lane& lane, std::vector<EventSpan>& spans, std::vector<uint16_t>& span_rows) {
+void build_rows(Lane& lane, std::vector<Span>& spans, std::vector<uint16_t>& span_rows,
+                size_t numbered) {
+  for (size_t i = numbered; i < spans.size(); ++i) {
+    spans[i].same_begin_index = kUnnumbered + static_cast<uint32_t>(i - numbered);
+  }
   sort_spans(spans);
+  number_same_begin(spans);
   // Each slice takes the lowest free row below every row whose open span encloses it
   // (Note [Lane rows]); instants go to their own row. row_end[r] is the end of the last span
   // placed in row r: spans come by begin, so that span is the only one of row r still open.
@@ -136,7 +174,7 @@ void build_rows(Lane& lane, std::vector<EventSpan>& spans, std::vector<uint16_t>
   std::vector<int64_t> row_end;
   bool instants = false;
   for (size_t i = 0; i < spans.size(); ++i) {
-    const EventSpan& s = spans[i];
+    const Span& s = spans[i];
     if (s.begin_ns == s.end_ns) {
       span_rows[i] = 0xffff;
       instants = true;

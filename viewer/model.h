@@ -13,10 +13,9 @@
 
 #include "trace/records.h"
 #include "trace/schema.h"
+#include "viewer/span.h"
 
 namespace dpscope::view {
-
-using trace::EventSpan;
 
 // Note [Lane rows]
 // A lane's spans are nested (iteration > backward > hook), so a lane is drawn as rows, plus one
@@ -32,7 +31,7 @@ using trace::EventSpan;
 // lod.cpp, view_timeline.cpp, view_find.cpp and analysis.cpp read it.
 struct Lane {
   trace::LaneInfo info;
-  std::vector<EventSpan> spans;    // rows one after another, see Note [Lane rows]
+  std::vector<Span> spans;         // rows one after another, see Note [Lane rows]
   std::vector<int64_t> end_max;    // running max of end_ns within each row
   std::vector<uint32_t> row_start; // row r is spans[row_start[r], row_start[r + 1])
   bool has_instant_row = false;    // the last row holds the lane's instants
@@ -133,15 +132,19 @@ std::shared_ptr<const Model> update_model(const Model& previous, LoadProgress* p
 // The text a span is known by in the timeline, find and range statistics: the phase or mark
 // name, "hook", "bucket_ready", the collective's op ("allreduce"), "wait allreduce", a unit
 // state ("gathering"). Pure.
-std::string span_label(const Model& model, const EventSpan& span);
+std::string span_label(const Model& model, const Span& span);
 
-// Sorts spans of one lane into rows (Note [Lane rows]) and fills end_max and row_start. Input
-// order does not matter, but spans nearly sorted by begin (as a recorder writes them) sort in
-// about linear time. Pure; thread-safe on distinct lanes.
+// Sorts the spans of one lane into rows (Note [Lane rows]), fills end_max and row_start, and
+// numbers each span's same_begin_index (Note [Span to event]), for which lane.spans must be in
+// file order (events.id). Spans nearly sorted by begin (as a recorder writes them) sort in about
+// linear time. Pure; thread-safe on distinct lanes.
 void build_rows(Lane& lane);
-// The same for the spans in `spans` (which replace lane.spans, and are left sorted by begin);
-// `spans` and `span_rows` are scratch the caller may reuse across lanes, so that loading a big
-// file allocates each lane's storage once (load.cpp).
-void build_rows(Lane& lane, std::vector<EventSpan>& spans, std::vector<uint16_t>& span_rows);
+// The same for the spans in `spans` (which replace lane.spans, and are left sorted by begin):
+// the first `numbered` of them already carry their same_begin_index and come before the others
+// in the file (update_model's lanes that gained rows), the others are in file order. `spans`
+// and `span_rows` are scratch the caller may reuse across lanes, so that loading a big file
+// allocates each lane's storage once (load.cpp).
+void build_rows(Lane& lane, std::vector<Span>& spans, std::vector<uint16_t>& span_rows,
+                size_t numbered);
 
 }  // namespace dpscope::view

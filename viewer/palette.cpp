@@ -30,16 +30,16 @@ ImU32 hook_color(int bucket) {
   return bucket % 2 ? IM_COL32(230, 200, 60, 255) : IM_COL32(200, 170, 30, 255);
 }
 
-ImU32 span_color(const Model& model, const EventSpan& s) {
+ImU32 span_color(const Model& model, const Span& s) {
   switch (s.kind) {
-    case EventKind::Phase: return phase_color(model.name(s.name));
-    case EventKind::Hook: return hook_color(s.bucket_or_unit);
+    case EventKind::Phase: return phase_color(model.name(s.name()));
+    case EventKind::Hook: return hook_color(s.bucket());
     case EventKind::BucketReady: return kBucketReadyColor;
     case EventKind::BucketLaunch: return kBucketLaunchColor;
     case EventKind::BucketDone: return kBucketDoneColor;
-    case EventKind::Collective: return collective_color(static_cast<trace::CollectiveOp>(s.op));
+    case EventKind::Collective: return collective_color(s.op().value_or(trace::CollectiveOp::AllReduce));
     case EventKind::CollectiveWait: return kWaitColor;
-    case EventKind::UnitState: return unit_state_color(s.op);
+    case EventKind::UnitState: return unit_state_color(s.state());
     case EventKind::Mark: return kMarkColor;
   }
   return IM_COL32(128, 128, 128, 255);
@@ -66,13 +66,14 @@ ImU32 memory_color(int category) {
                                                                   : IM_COL32(128, 128, 128, 255);
 }
 
-ImU32 unit_state_color(int state) {
-  switch (state) {
-    case 0: return IM_COL32(0, 150, 220, 255);   // gathering
-    case 1: return IM_COL32(15, 157, 88, 255);   // full
-    case 2: return IM_COL32(200, 60, 170, 255);  // reducing
-    default: return IM_COL32(105, 110, 128, 255);  // sharded: readable against the dark panels
+ImU32 unit_state_color(std::optional<trace::UnitState> state) {
+  if (!state) return IM_COL32(105, 110, 128, 255);  // sharded: readable against the dark panels
+  switch (*state) {
+    case trace::UnitState::Gathering: return IM_COL32(0, 150, 220, 255);
+    case trace::UnitState::Full: return IM_COL32(15, 157, 88, 255);
+    case trace::UnitState::Reducing: return IM_COL32(200, 60, 170, 255);
   }
+  return IM_COL32(105, 110, 128, 255);
 }
 
 namespace {

@@ -4,6 +4,7 @@
 
 #include <imgui.h>
 
+#include <optional>
 #include <string>
 
 #include "viewer/model.h"
@@ -11,7 +12,7 @@
 namespace dpscope::view {
 
 // The fill colour of a span on the timeline. Pure.
-ImU32 span_color(const Model& model, const EventSpan& span);
+ImU32 span_color(const Model& model, const Span& span);
 // A phase's colour by name ("forward", "backward", "optimizer_step", "iteration"; any other:
 // construction steps, finalize_backward, ...), a collective's by op: the timeline's and the
 // legend's.
@@ -22,8 +23,8 @@ ImU32 hook_color(int bucket);  // buckets alternate between two yellows
 inline constexpr ImU32 kFoldColor = IM_COL32(120, 124, 136, 255);
 // A memory category's colour in the stacked graph and its legend.
 ImU32 memory_color(int category);
-// A unit state's colour (trace::UnitState), or the "sharded" colour for anything else.
-ImU32 unit_state_color(int state);
+// A unit state's colour, or the "sharded" colour for none (between states, or unknown).
+ImU32 unit_state_color(std::optional<trace::UnitState> state);
 // Bucket instants, waits.
 inline constexpr ImU32 kBucketReadyColor = IM_COL32(255, 235, 120, 255);
 inline constexpr ImU32 kBucketLaunchColor = IM_COL32(255, 120, 80, 255);

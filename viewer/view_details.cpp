@@ -22,7 +22,7 @@ void field(const char* name, int64_t value) {
 void event_fields(App& app, const Pick& pick) {
   OpenTrace& t = app.traces[size_t(pick.trace)];
   const Model& model = *t.model;
-  const EventSpan& s = span_of(model, pick.span);
+  const Span& s = span_of(model, pick.span);
   const RankData& rank = model.ranks[size_t(pick.span.rank)];
   const Lane& lane = rank.lanes[size_t(pick.span.lane)];
   ImGui::Text("%s", span_label(model, s).c_str());
@@ -69,7 +69,7 @@ void event_fields(App& app, const Pick& pick) {
     field("flags", flags);
   }
   if (t.analysis && s.kind == trace::EventKind::Collective) {
-    const CollectiveSpans* c = t.analysis->match(s.seq_or_iteration);
+    const CollectiveSpans* c = t.analysis->match(s.seq());
     if (const trace::CollectiveMatch* m = c ? t.analysis->trace_match(*c) : nullptr) {
       field("skew", format_duration(double(m->skew_ns)) + " across " + std::to_string(m->ranks.size()) + " ranks");
       if (!m->mismatch && m->ranks.size() > 1) {
@@ -116,7 +116,7 @@ void draw_details(App& app) {
   ImGui::Separator();
   ImGui::Text("flows");
   for (const Flow& flow : flows) {
-    const EventSpan& to = span_of(*t.model, flow.to);
+    const Span& to = span_of(*t.model, flow.to);
     const char* what = flow.kind == Flow::HookToBucket ? "bucket ready"
                        : flow.kind == Flow::BucketToLaunch ? "launched"
                        : flow.kind == Flow::LaunchToCollective ? "runs as"

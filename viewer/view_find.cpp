@@ -24,7 +24,7 @@ void draw_find(App& app) {
   while (clipper.Step()) {
     for (int i = clipper.DisplayStart; i < clipper.DisplayEnd; ++i) {
       const SpanRef& ref = app.find_result.first[size_t(i)];
-      const EventSpan& s = span_of(model, ref);
+      const Span& s = span_of(model, ref);
       const RankData& rank = model.ranks[size_t(ref.rank)];
       ImGui::TableNextRow();
       ImGui::TableNextColumn();

@@ -75,9 +75,10 @@ void draw_legend(App& app) {
   ImGui::BeginGroup();
   heading("FSDP unit states");
   for (int state = 0; state < trace::kUnitStateCount; ++state) {
-    entry(unit_state_color(state), std::string(trace::to_string(static_cast<trace::UnitState>(state))).c_str());
+    const auto unit_state = static_cast<trace::UnitState>(state);
+    entry(unit_state_color(unit_state), std::string(trace::to_string(unit_state)).c_str());
   }
-  entry(unit_state_color(-1), "sharded (between states)");
+  entry(unit_state_color(std::nullopt), "sharded (between states)");
   heading("memory (stacked; lines: totals)");
   for (int c = 0; c < trace::kMemoryCategoryCount; ++c) {
     const auto category = static_cast<trace::MemoryCategory>(c);

@@ -96,7 +96,7 @@ void draw_row(Frame& f, int trace, int rank_index, const Lane& lane, int lane_in
       }
       continue;
     }
-    const EventSpan& s = lane.spans[item.first];
+    const Span& s = lane.spans[item.first];
     const ImU32 color = span_color(model, s);
     if (instants) {
       const float x = item.x0;
@@ -116,7 +116,7 @@ void draw_row(Frame& f, int trace, int rank_index, const Lane& lane, int lane_in
     if (sel.trace == trace && sel.span == ref) outline = kSelectedColor;
     else if (is_main && f.app.find.matches(s)) outline = kFoundColor;
     else if (s.kind == trace::EventKind::Collective && t.analysis) {
-      const CollectiveSpans* c = t.analysis->match(s.seq_or_iteration);
+      const CollectiveSpans* c = t.analysis->match(s.seq());
       if (c && t.analysis->mismatch(*c)) outline = kMismatchColor;
     }
     if (outline) {
@@ -154,8 +154,8 @@ void draw_flows(Frame& f) {
   if (!t.analysis) return;
   const double offset = double(t.offset_ns);
   for (const Flow& flow : flows_of(*t.model, *t.analysis, sel.span)) {
-    const EventSpan& a = span_of(*t.model, flow.from);
-    const EventSpan& b = span_of(*t.model, flow.to);
+    const Span& a = span_of(*t.model, flow.from);
+    const Span& b = span_of(*t.model, flow.to);
     const float ya = row_y(f, sel.trace, flow.from), yb = row_y(f, sel.trace, flow.to);
     if (std::isnan(ya) || std::isnan(yb)) continue;
     const bool twin = flow.kind == Flow::SameCollective;
@@ -295,110 +295,132 @@ void drag_playhead(Frame& f, float y0) {
   if (hot) ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeEW);
 }
 
-}  // namespace
+// The pointer over a panel's lanes, for picking (read once per panel).
+struct Pointer {
+  bool over_lanes = false;  // the lanes' child window is hovered
+  float y = 0;
+  double t = 0;             // axis time under the pointer
+};
 
-// One trace's panel, `height` pixels tall (0: the rest of the timeline).
-void draw_trace_panel(App& app, int trace, float height) {
-  Frame f{app, trace, ImGui::GetWindowDrawList(), {}, 0, 0, 0, {}, {}};
-  const ImVec2 origin = ImGui::GetCursorScreenPos();
-  const ImVec2 avail = ImGui::GetContentRegionAvail();
+// The panel's ruler across the top: time and iterations, the playhead's handle. Sets f.map and
+// f.right from the panel's size.
+void draw_panel_ruler(Frame& f, ImVec2 origin, ImVec2 avail) {
   // The lanes below scroll vertically: keep their scrollbar's width clear on the right.
   const float lanes_w = avail.x - ImGui::GetStyle().ScrollbarSize;
-  f.map = TimeMap{app.view_t0, app.view_t1, origin.x + sz.label_width, std::max(10.0f, lanes_w - sz.label_width)};
+  f.map = TimeMap{f.app.view_t0, f.app.view_t1, origin.x + sz.label_width, std::max(10.0f, lanes_w - sz.label_width)};
   f.right = origin.x + lanes_w;
   draw_ruler(f, origin.y);
   draw_iteration_markers(f, origin.y + sz.ruler_iteration_row, origin.y + sz.ruler_height);
   drag_playhead(f, origin.y);
   ImGui::Dummy(ImVec2(avail.x, sz.ruler_height));
+}
 
-  const std::string lanes_id = "lanes " + std::to_string(trace);
-  ImGui::BeginChild(lanes_id.c_str(), ImVec2(0, height > 0 ? height - sz.ruler_height : 0), false,
-                    ImGuiWindowFlags_NoScrollWithMouse);
-  f.draw = ImGui::GetWindowDrawList();
-  const ImVec2 top = ImGui::GetCursorScreenPos();
-  const ImVec2 win = ImGui::GetWindowPos();
-  f.clip_y0 = win.y;
-  f.clip_y1 = win.y + ImGui::GetWindowHeight();
-  const bool hovered_area = ImGui::IsWindowHovered();
-  const float mouse_y = ImGui::GetIO().MousePos.y;
-  const double mouse_t = f.map.t(ImGui::GetIO().MousePos.x);
-  float y = top.y;
-  for (size_t ti = size_t(trace); ti == size_t(trace); ++ti) {
-    const OpenTrace& t = app.traces[ti];
-    const Model& model = *t.model;
-    if (app.traces.size() > 1) {
-      const std::string title = (ti == 0 ? "A: " : "B: ") + model.path;
-      f.draw->AddRectFilled(ImVec2(origin.x, y), ImVec2(f.right, y + sz.header_height), theme().run_title);
-      f.draw->AddText(ImVec2(origin.x + 4, y + 2), theme().run_title_text, title.c_str());
-      y += sz.header_height;
-    }
-    for (size_t ri = 0; ri < model.ranks.size(); ++ri) {
-      const RankData& rank = model.ranks[ri];
-      bool& collapsed = app.collapsed[{int(ti), int(ri)}];
-      char header[160];
-      std::snprintf(header, sizeof(header), "%s rank %d  %s %s  %s", collapsed ? "+" : "-",
-                    rank.info.rank, rank.info.host.c_str(), rank.info.device.c_str(),
-                    rank.info.status.c_str());
-      const bool on_screen = y + sz.header_height >= f.clip_y0 && y <= f.clip_y1;
-      if (on_screen) {
-        f.draw->AddRectFilled(ImVec2(origin.x, y), ImVec2(f.right, y + sz.header_height), theme().rank_header);
-        f.draw->AddText(ImVec2(origin.x + 4, y + 2), theme().rank_header_text, header);
-        if (hovered_area && ImGui::IsMouseClicked(ImGuiMouseButton_Left) &&
-            ImGui::IsMouseHoveringRect(ImVec2(origin.x, y), ImVec2(origin.x + sz.label_width, y + sz.header_height))) {
-          collapsed = !collapsed;
-        }
-      }
-      y += sz.header_height;
-      if (collapsed) continue;
-      for (size_t li = 0; li < rank.lanes.size(); ++li) {
-        const Lane& lane = rank.lanes[li];
-        if (lane.spans.empty()) continue;
-        const float lane_y0 = y;
-        for (int row = 0; row < lane.rows(); ++row) {
-          const float h = row_height(lane, row);
-          if (y + h >= f.clip_y0 && y <= f.clip_y1) {
-            draw_row(f, int(ti), int(ri), lane, int(li), row, y);
-            f.rows.push_back({int(ti), int(ri), int(li), row, y, y + h});
-            if (hovered_area && mouse_y >= y && mouse_y < y + h && mouse_t >= f.map.t0) {
-              const double local = to_trace(app, int(ti), mouse_t);
-              const int64_t hit = span_at(lane, row, int64_t(local), int64_t(4 * f.map.ns_per_px()));
-              if (hit >= 0) app.hovered = {int(ti), {int(ri), int(li), hit}};
-            }
-          }
-          y += h;
-        }
-        draw_lane_name(f, origin.x, lane, theme().text, lane_y0, y);
-      }
-      // The what-if lanes under the recorded ones (main trace only): whatif_lanes.h.
-      for (const Lane* whatif_lane : {&app.whatif_lane(ri, false), &app.whatif_lane(ri, true)}) {
-        if (ti != 0 || whatif_lane->spans.empty()) continue;
-        const Lane& lane = *whatif_lane;
-        const float lane_y0 = y;
-        float lane_h = 0;
-        for (int row = 0; row < lane.rows(); ++row) lane_h += row_height(lane, row);
-        if (y + lane_h >= f.clip_y0 && y <= f.clip_y1) {
-          f.draw->AddRectFilled(ImVec2(origin.x, y), ImVec2(f.right, y + lane_h), theme().whatif_band);
-        }
-        for (int row = 0; row < lane.rows(); ++row) {
-          const float h = row_height(lane, row);
-          if (y + h >= f.clip_y0 && y <= f.clip_y1) draw_row(f, int(ti), int(ri), lane, kNotALane, row, y);
-          y += h;
-        }
-        draw_lane_name(f, origin.x, lane, kWhatifTextColor, lane_y0, y);
-      }
-      if (y + sz.memory_height >= f.clip_y0 && y <= f.clip_y1) {
-        draw_memory_graph(app, int(ti), rank, f.map.x0, y, f.map.width, sz.memory_height);
-        f.draw->AddText(ImVec2(origin.x + 12, y), theme().text, "memory");
-        // The peak's size beside the graph, not on it (its moment: the red line in the graph).
-        const std::string peak = "peak " + format_bytes(rank.memory_peak_bytes);
-        f.draw->AddText(ImVec2(origin.x + 12, y + ImGui::GetTextLineHeight()), kPeakColor, peak.c_str());
-      }
-      y += sz.memory_height + 4;
-    }
+// With --compare, the run's title band ("A: path") at y; returns the y below it.
+float draw_run_title(Frame& f, float left, float y) {
+  if (f.app.traces.size() <= 1) return y;
+  const std::string title = (f.trace == 0 ? "A: " : "B: ") + f.app.traces[size_t(f.trace)].model->path;
+  f.draw->AddRectFilled(ImVec2(left, y), ImVec2(f.right, y + sz.header_height), theme().run_title);
+  f.draw->AddText(ImVec2(left + 4, y + 2), theme().run_title_text, title.c_str());
+  return y + sz.header_height;
+}
+
+// A rank group's header at y ("- rank 0  host cpu  status"); a click on its label folds or
+// unfolds the group. Returns whether the group is folded.
+bool draw_rank_header(Frame& f, float left, int rank_index, const Pointer& pointer, float y) {
+  const RankData& rank = f.app.traces[size_t(f.trace)].model->ranks[size_t(rank_index)];
+  bool& collapsed = f.app.collapsed[{f.trace, rank_index}];
+  if (y + sz.header_height < f.clip_y0 || y > f.clip_y1) return collapsed;
+  char header[160];
+  std::snprintf(header, sizeof(header), "%s rank %d  %s %s  %s", collapsed ? "+" : "-", rank.info.rank,
+                rank.info.host.c_str(), rank.info.device.c_str(), rank.info.status.c_str());
+  f.draw->AddRectFilled(ImVec2(left, y), ImVec2(f.right, y + sz.header_height), theme().rank_header);
+  f.draw->AddText(ImVec2(left + 4, y + 2), theme().rank_header_text, header);
+  if (pointer.over_lanes && ImGui::IsMouseClicked(ImGuiMouseButton_Left) &&
+      ImGui::IsMouseHoveringRect(ImVec2(left, y), ImVec2(left + sz.label_width, y + sz.header_height))) {
+    collapsed = !collapsed;
   }
-  const float content_bottom = y;
-  draw_iteration_markers(f, top.y, std::min(content_bottom, f.clip_y1));
-  // Playhead and measured range across every lane.
+  return collapsed;
+}
+
+// The rank's recorded lanes from y, row by row; the span under the pointer becomes the hovered
+// one. Returns the y below them.
+float draw_recorded_lanes(Frame& f, float left, int rank_index, const Pointer& pointer, float y) {
+  const RankData& rank = f.app.traces[size_t(f.trace)].model->ranks[size_t(rank_index)];
+  for (size_t li = 0; li < rank.lanes.size(); ++li) {
+    const Lane& lane = rank.lanes[li];
+    if (lane.spans.empty()) continue;
+    const float lane_y0 = y;
+    for (int row = 0; row < lane.rows(); ++row) {
+      const float h = row_height(lane, row);
+      if (y + h >= f.clip_y0 && y <= f.clip_y1) {
+        draw_row(f, f.trace, rank_index, lane, int(li), row, y);
+        f.rows.push_back({f.trace, rank_index, int(li), row, y, y + h});
+        if (pointer.over_lanes && pointer.y >= y && pointer.y < y + h && pointer.t >= f.map.t0) {
+          const double local = to_trace(f.app, f.trace, pointer.t);
+          const int64_t hit = span_at(lane, row, int64_t(local), int64_t(4 * f.map.ns_per_px()));
+          if (hit >= 0) f.app.hovered = {f.trace, {rank_index, int(li), hit}};
+        }
+      }
+      y += h;
+    }
+    draw_lane_name(f, left, lane, theme().text, lane_y0, y);
+  }
+  return y;
+}
+
+// The rank's what-if lanes (main trace only, whatif_lanes.h) from y on their own band. Returns
+// the y below them.
+float draw_whatif_lanes(Frame& f, float left, int rank_index, float y) {
+  if (f.trace != 0) return y;
+  for (const Lane* whatif_lane : {&f.app.whatif_lane(size_t(rank_index), false),
+                                  &f.app.whatif_lane(size_t(rank_index), true)}) {
+    if (whatif_lane->spans.empty()) continue;
+    const Lane& lane = *whatif_lane;
+    const float lane_y0 = y;
+    float lane_h = 0;
+    for (int row = 0; row < lane.rows(); ++row) lane_h += row_height(lane, row);
+    if (y + lane_h >= f.clip_y0 && y <= f.clip_y1) {
+      f.draw->AddRectFilled(ImVec2(left, y), ImVec2(f.right, y + lane_h), theme().whatif_band);
+    }
+    for (int row = 0; row < lane.rows(); ++row) {
+      const float h = row_height(lane, row);
+      if (y + h >= f.clip_y0 && y <= f.clip_y1) draw_row(f, f.trace, rank_index, lane, kNotALane, row, y);
+      y += h;
+    }
+    draw_lane_name(f, left, lane, kWhatifTextColor, lane_y0, y);
+  }
+  return y;
+}
+
+// The rank's memory graph at y, its peak's size beside it. Returns the y below it.
+float draw_rank_memory(Frame& f, float left, int rank_index, float y) {
+  const RankData& rank = f.app.traces[size_t(f.trace)].model->ranks[size_t(rank_index)];
+  if (y + sz.memory_height >= f.clip_y0 && y <= f.clip_y1) {
+    draw_memory_graph(f.app, f.trace, rank, f.map.x0, y, f.map.width, sz.memory_height);
+    f.draw->AddText(ImVec2(left + 12, y), theme().text, "memory");
+    // The peak's size beside the graph, not on it (its moment: the red line in the graph).
+    const std::string peak = "peak " + format_bytes(rank.memory_peak_bytes);
+    f.draw->AddText(ImVec2(left + 12, y + ImGui::GetTextLineHeight()), kPeakColor, peak.c_str());
+  }
+  return y + sz.memory_height + 4;
+}
+
+// One rank's group from y: its header, then unless folded its lanes, what-if lanes and memory.
+// Returns the y below it.
+float draw_rank_group(Frame& f, float left, int rank_index, const Pointer& pointer, float y) {
+  const bool collapsed = draw_rank_header(f, left, rank_index, pointer, y);
+  y += sz.header_height;
+  if (collapsed) return y;
+  y = draw_recorded_lanes(f, left, rank_index, pointer, y);
+  y = draw_whatif_lanes(f, left, rank_index, y);
+  return draw_rank_memory(f, left, rank_index, y);
+}
+
+// What lies over every lane from y0 to y1: iteration lines, the playhead, the measured range and
+// the selection's flows.
+void draw_overlays(Frame& f, float y0, float y1) {
+  const App& app = f.app;
+  draw_iteration_markers(f, y0, std::min(y1, f.clip_y1));
   const float px = float(f.map.x(double(app.playhead)));
   if (px >= f.map.x0 && px <= f.right) {
     f.draw->AddLine(ImVec2(px, f.clip_y0), ImVec2(px, f.clip_y1), kPlayheadColor);
@@ -416,12 +438,37 @@ void draw_trace_panel(App& app, int trace, float height) {
   f.draw->PushClipRect(ImVec2(float(f.map.x0), f.clip_y0), ImVec2(f.right, f.clip_y1), true);
   draw_flows(f);
   f.draw->PopClipRect();
-  handle_mouse(f, hovered_area);
-  if (app.hovered.valid() && hovered_area) draw_span_tooltip(app, app.hovered);
+}
+
+// One trace's panel, `height` pixels tall (0: the rest of the timeline): its ruler, then its
+// lanes in a child window that scrolls vertically, the overlays, the mouse and the tooltip.
+void draw_trace_panel(App& app, int trace, float height) {
+  Frame f{app, trace, ImGui::GetWindowDrawList(), {}, 0, 0, 0, {}, {}};
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  draw_panel_ruler(f, origin, ImGui::GetContentRegionAvail());
+
+  const std::string lanes_id = "lanes " + std::to_string(trace);
+  ImGui::BeginChild(lanes_id.c_str(), ImVec2(0, height > 0 ? height - sz.ruler_height : 0), false,
+                    ImGuiWindowFlags_NoScrollWithMouse);
+  f.draw = ImGui::GetWindowDrawList();
+  const ImVec2 top = ImGui::GetCursorScreenPos();
+  const ImVec2 win = ImGui::GetWindowPos();
+  f.clip_y0 = win.y;
+  f.clip_y1 = win.y + ImGui::GetWindowHeight();
+  const Pointer pointer{ImGui::IsWindowHovered(), ImGui::GetIO().MousePos.y, f.map.t(ImGui::GetIO().MousePos.x)};
+  float y = draw_run_title(f, origin.x, top.y);
+  for (size_t ri = 0; ri < app.traces[size_t(trace)].model->ranks.size(); ++ri) {
+    y = draw_rank_group(f, origin.x, int(ri), pointer, y);
+  }
+  draw_overlays(f, top.y, y);
+  handle_mouse(f, pointer.over_lanes);
+  if (app.hovered.valid() && pointer.over_lanes) draw_span_tooltip(app, app.hovered);
   ImGui::SetCursorScreenPos(top);
-  ImGui::Dummy(ImVec2(1, content_bottom - top.y));
+  ImGui::Dummy(ImVec2(1, y - top.y));
   ImGui::EndChild();
 }
+
+}  // namespace
 
 void draw_timeline(App& app) {
   scale_sizes(ImGui::GetFontSize());

@@ -28,10 +28,11 @@ void draw_units(App& app) {
   ImGui::SetNextItemWidth(90);
   ImGui::SliderInt("rank", &app.focus_rank, 0, int(model.ranks.size()) - 1);
   ImGui::SameLine();
-  for (int s = -1; s < trace::kUnitStateCount; ++s) {
+  ImGui::TextColored(ImColor(unit_state_color(std::nullopt)), "sharded");
+  for (int s = 0; s < trace::kUnitStateCount; ++s) {
+    const auto state = static_cast<trace::UnitState>(s);
     ImGui::SameLine();
-    ImGui::TextColored(ImColor(unit_state_color(s)), "%s",
-                       s < 0 ? "sharded" : std::string(trace::to_string(static_cast<trace::UnitState>(s))).c_str());
+    ImGui::TextColored(ImColor(unit_state_color(state)), "%s", std::string(trace::to_string(state)).c_str());
   }
   const int64_t playhead = app.playhead - t.offset_ns;
   const float label_w = 150;
@@ -43,25 +44,24 @@ void draw_units(App& app) {
     const ImVec2 p = ImGui::GetCursorScreenPos();
     TimeMap m = map;
     m.x0 = p.x + label_w;
-    draw->AddRectFilled(ImVec2(m.x0, p.y), ImVec2(m.x0 + width, p.y + 14), unit_state_color(-1));
+    draw->AddRectFilled(ImVec2(m.x0, p.y), ImVec2(m.x0 + width, p.y + 14), unit_state_color(std::nullopt));
     const char* now = "sharded";
     for (int row = 0; row < lane->rows(); ++row) {
       items.clear();
       fold_row(*lane, row, m, 2, items);
       for (const DrawItem& item : items) {
-        const EventSpan& s = lane->spans[item.first];
+        const Span& s = lane->spans[item.first];
         const float x0 = std::max(item.x0, float(m.x0));
         const float x1 = std::min(std::max(item.x1, item.x0 + 1), float(m.x0) + width);
         if (x1 > x0) {
-          draw->AddRectFilled(ImVec2(x0, p.y), ImVec2(x1, p.y + 14), item.count > 1 ? kFoldColor : unit_state_color(s.op));
+          draw->AddRectFilled(ImVec2(x0, p.y), ImVec2(x1, p.y + 14), item.count > 1 ? kFoldColor : unit_state_color(s.state()));
         }
       }
       // The state just after the playhead: on a step where one state ends and the next begins
       // (gathered -> full), the panel says what the narration line says, the new one.
       const int64_t hit = span_at(*lane, row, playhead + 1, 0);
-      if (hit >= 0 && lane->spans[size_t(hit)].op < trace::kUnitStateCount) {
-        now = trace::to_string(static_cast<trace::UnitState>(lane->spans[size_t(hit)].op)).data();
-      }
+      if (hit < 0) continue;
+      if (const auto state = lane->spans[size_t(hit)].state()) now = trace::to_string(*state).data();
     }
     const float px = float(m.x(double(playhead)));
     if (px >= m.x0 && px <= m.x0 + width) draw->AddLine(ImVec2(px, p.y), ImVec2(px, p.y + 14), kPlayheadColor, 2);

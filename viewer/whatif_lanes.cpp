@@ -22,21 +22,7 @@ std::string mb_text(double mb) {
   return text;
 }
 
-// A span of a what-if lane.
-EventSpan span(int32_t rank, trace::EventKind kind, trace::CollectiveOp op, int32_t bucket_or_unit, int64_t begin,
-               int64_t end) {
-  EventSpan s;
-  s.begin_ns = begin;
-  s.end_ns = end;
-  s.rank = static_cast<int16_t>(rank);
-  s.lane = kWhatifLaneId;
-  s.kind = kind;
-  s.op = static_cast<uint8_t>(op);
-  s.bucket_or_unit = static_cast<int16_t>(bucket_or_unit);
-  return s;
-}
-
-Lane lane_of(std::vector<EventSpan> spans, int32_t rank, const std::string& name) {
+Lane lane_of(std::vector<Span> spans, int32_t rank, const std::string& name) {
   Lane lane;
   lane.info.rank = rank;
   lane.info.lane = kWhatifLaneId;
@@ -55,23 +41,21 @@ std::string cost_text(const trace::AllReduceModel& cost, const char* what) {
 }
 
 // One rank of a DDP trace: the plan for the request's limits; its all-reduces and tail waits.
-std::vector<EventSpan> replay_ddp(trace::Reader& reader, const trace::RunStats& stats, int32_t rank,
-                                  const WhatifRequest& request, WhatifLanes& lanes, bool first) {
+std::vector<Span> replay_ddp(trace::Reader& reader, const trace::RunStats& stats, int32_t rank,
+                             const WhatifRequest& request, WhatifLanes& lanes, bool first) {
   const trace::ReplayTrace replay = trace::load_replay_trace(reader, stats, rank);
   const trace::AllReduceModel cost = trace::fit_allreduce_model(replay);
   trace::BucketLimits limits = replay.recorded_limits.value_or(trace::BucketLimits{});
   limits.bucket_cap_bytes = static_cast<int64_t>(request.bucket_cap_mb * kMiB);
   if (request.first_bucket_mb > 0) limits.first_bucket_bytes = static_cast<int64_t>(request.first_bucket_mb * kMiB);
   const trace::Prediction p = trace::predict(replay, trace::plan_for(replay, limits), cost);
-  std::vector<EventSpan> spans;
+  std::vector<Span> spans;
   for (const trace::IterationPrediction& it : p.iterations) {
-    for (size_t b = 0; b < it.buckets.size(); ++b) {
-      spans.push_back(span(rank, trace::EventKind::Collective, trace::CollectiveOp::AllReduce, int32_t(b),
-                           it.buckets[b].start_ns, it.buckets[b].end_ns));
+    for (const auto& bucket : it.buckets) {
+      spans.push_back(Span::collective(bucket.start_ns, bucket.end_ns, trace::CollectiveOp::AllReduce, trace::kNone));
     }
     for (const trace::Interval& wait : it.predicted_waits) {
-      spans.push_back(span(rank, trace::EventKind::CollectiveWait, trace::CollectiveOp::AllReduce, trace::kNone,
-                           wait.begin_ns, wait.end_ns));
+      spans.push_back(Span::collective_wait(wait.begin_ns, wait.end_ns, trace::CollectiveOp::AllReduce, trace::kNone));
     }
   }
   if (first) {
@@ -87,24 +71,23 @@ std::vector<EventSpan> replay_ddp(trace::Reader& reader, const trace::RunStats& 
 
 // One rank of an FSDP trace: its all-gathers and reduce-scatters as the request's prefetch and
 // all-gather limit would schedule them, and the main thread's waits.
-std::vector<EventSpan> replay_fsdp(trace::Reader& reader, const trace::RunStats& stats, int32_t rank,
-                                   const WhatifRequest& request, WhatifLanes& lanes, bool first) {
+std::vector<Span> replay_fsdp(trace::Reader& reader, const trace::RunStats& stats, int32_t rank,
+                              const WhatifRequest& request, WhatifLanes& lanes, bool first) {
   const trace::FsdpReplayTrace replay = trace::load_fsdp_replay_trace(reader, stats, rank);
   const trace::FsdpCostModel cost = trace::fit_fsdp_cost_model(replay);
   trace::FsdpSettings settings = replay.recorded.settings;
   if (request.backward_prefetch) settings.backward_prefetch = *request.backward_prefetch;
   if (request.limit_all_gathers) settings.limit_all_gathers = *request.limit_all_gathers;
   const trace::FsdpPrediction p = trace::predict_fsdp(replay, settings, cost);
-  std::vector<EventSpan> spans;
+  std::vector<Span> spans;
   for (size_t i = 0; i < p.iterations.size() && i < replay.iterations.size(); ++i) {
     const trace::FsdpIterationPrediction& it = p.iterations[i];
     for (const trace::FsdpScheduledCollective& c : it.collectives) {
       const trace::FsdpCollective& recorded = replay.iterations[i].collectives[size_t(c.collective)];
-      spans.push_back(span(rank, trace::EventKind::Collective, recorded.op, recorded.unit, c.start_ns, c.end_ns));
+      spans.push_back(Span::collective(c.start_ns, c.end_ns, recorded.op, trace::kNone));
     }
     for (const trace::Interval& wait : it.waits) {
-      spans.push_back(span(rank, trace::EventKind::CollectiveWait, trace::CollectiveOp::AllGather, trace::kNone,
-                           wait.begin_ns, wait.end_ns));
+      spans.push_back(Span::collective_wait(wait.begin_ns, wait.end_ns, trace::CollectiveOp::AllGather, trace::kNone));
     }
   }
   if (first) {
@@ -162,7 +145,7 @@ std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, cons
     bool first = true;
     for (size_t r = 0; r < model.ranks.size(); ++r) {
       const int32_t rank = model.ranks[r].info.rank;
-      std::vector<EventSpan> spans, waits, comm_spans;
+      std::vector<Span> spans, waits, comm_spans;
       try {
         spans = lanes->fsdp ? replay_fsdp(reader, stats, rank, request, *lanes, first)
                             : replay_ddp(reader, stats, rank, request, *lanes, first);
@@ -172,7 +155,7 @@ std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, cons
       }
       first = false;
       // The waits in a lane of their own: they overlap the collectives they wait for.
-      for (const EventSpan& s : spans) (s.kind == trace::EventKind::CollectiveWait ? waits : comm_spans).push_back(s);
+      for (const Span& s : spans) (s.kind == trace::EventKind::CollectiveWait ? waits : comm_spans).push_back(s);
       lanes->by_rank[r].comm = lane_of(std::move(comm_spans), rank, lanes->title());
       lanes->by_rank[r].waits = lane_of(std::move(waits), rank, "what-if: waits");
     }

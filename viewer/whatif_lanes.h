@@ -38,8 +38,8 @@ struct WhatifLanes {
   // by_rank[i] belongs to model.ranks[i]: its what-if lanes, rows built as Note [Lane rows] says;
   // empty lanes for a rank the replay refused.
   struct RankLanes {
-    // The predicted collectives (EventKind::Collective: DDP's all-reduces with the new plan's
-    // bucket index, FSDP's all-gathers and reduce-scatters with their unit; no seq, so no flows).
+    // The predicted collectives (EventKind::Collective: DDP's all-reduces of the new plan's
+    // buckets, FSDP's all-gathers and reduce-scatters; no seq, so no flows, and no event behind).
     Lane comm;
     Lane waits;  // the main thread's predicted waits for them (EventKind::CollectiveWait)
   };

@@ -21,14 +21,13 @@ using dpscope::testing::TempDir;
 
 namespace {
 
-EventSpan span(EventKind kind, int64_t begin, int64_t end, int16_t rank = 0, int16_t lane = 0) {
-  EventSpan s;
-  s.kind = kind;
-  s.begin_ns = begin;
-  s.end_ns = end;
-  s.rank = rank;
-  s.lane = lane;
-  return s;
+// A span of `kind` as the reader hands one over with none of its kind's fields set.
+Span span(EventKind kind, int64_t begin, int64_t end) {
+  dpscope::trace::EventSpan row;
+  row.kind = kind;
+  row.begin_ns = begin;
+  row.end_ns = end;
+  return Span::from_trace(row);
 }
 
 // A lane of `n` back-to-back 10 ns hooks starting at 0, in one row.
@@ -116,6 +115,87 @@ TEST(ViewerRows, FarFromSortedInputStillSorts) {
   build_rows(lane);
   ASSERT_EQ(lane.rows(), 1);
   for (size_t i = 1; i < lane.spans.size(); ++i) EXPECT_LT(lane.spans[i - 1].begin_ns, lane.spans[i].begin_ns);
+}
+
+// Note [Span fields]: each kind keeps its own fields of the reader's packed columns, and every
+// other accessor answers none.
+TEST(ViewerSpans, EachKindKeepsItsOwnFieldsAndAnswersNoneForTheOthers) {
+  using dpscope::trace::CollectiveOp;
+  using dpscope::trace::kNone;
+  using dpscope::trace::UnitState;
+  auto row = [](EventKind kind, int32_t seq_or_iteration, int16_t bucket_or_unit, uint8_t op) {
+    dpscope::trace::EventSpan r;
+    r.kind = kind;
+    r.name = 3;
+    r.seq_or_iteration = seq_or_iteration;
+    r.bucket_or_unit = bucket_or_unit;
+    r.op = op;
+    return Span::from_trace(r);
+  };
+  const Span phase = row(EventKind::Phase, 7, kNone, 0xff);
+  EXPECT_EQ(phase.name(), 3);
+  EXPECT_EQ(phase.iteration(), 7);
+  EXPECT_EQ(phase.seq(), kNone);
+  EXPECT_EQ(phase.bucket(), kNone);
+  const Span hook = row(EventKind::Hook, 7, 2, 0xff);
+  EXPECT_EQ(hook.bucket(), 2);
+  EXPECT_EQ(hook.seq(), kNone);
+  EXPECT_EQ(hook.iteration(), kNone);
+  EXPECT_EQ(hook.name(), kNone);
+  const Span launch = row(EventKind::BucketLaunch, 11, 1, 0xff);
+  EXPECT_EQ(launch.bucket(), 1);
+  EXPECT_EQ(launch.seq(), 11);
+  const Span gather = row(EventKind::Collective, 42, 5, uint8_t(CollectiveOp::AllGather));
+  EXPECT_EQ(gather.seq(), 42);
+  EXPECT_EQ(gather.op(), CollectiveOp::AllGather);
+  EXPECT_EQ(gather.bucket(), kNone);
+  EXPECT_EQ(gather.unit(), kNone);
+  EXPECT_EQ(gather.iteration(), kNone);
+  EXPECT_FALSE(gather.state());
+  const Span full = row(EventKind::UnitState, 7, 2, uint8_t(UnitState::Full));
+  EXPECT_EQ(full.unit(), 2);
+  EXPECT_EQ(full.state(), UnitState::Full);
+  EXPECT_EQ(full.bucket(), kNone);
+  EXPECT_FALSE(full.op());
+  // An op the file lacks is none, and the span is labelled by its kind.
+  Model model;
+  const Span unknown = row(EventKind::Collective, 1, kNone, 0xff);
+  EXPECT_FALSE(unknown.op());
+  EXPECT_EQ(span_label(model, unknown), "collective");
+  EXPECT_EQ(span_label(model, row(EventKind::UnitState, 1, 0, 9)), "unit_state");
+}
+
+// Note [Span to event]: spans that begin together are numbered in the order the file holds
+// them, whatever their rows; a span ending before it begins has no event to look up; spans
+// added to a numbered lane (update_model) come after the ones it had.
+TEST(ViewerRows, SpansThatBeginTogetherAreNumberedInFileOrder) {
+  Lane lane;
+  // File order. Buckets name the spans here.
+  lane.spans = {Span::hook(10, 20, 0), Span::hook(10, 20, 1), Span::phase(10, 30, 0, 0),
+                Span::bucket_ready(10, 10, 3), Span::hook(10, 5, 4), Span::hook(40, 50, 5)};
+  build_rows(lane);
+  std::map<int32_t, uint32_t> index_of;  // by bucket
+  for (const Span& s : lane.spans) index_of[s.kind == EventKind::Phase ? -2 : s.bucket()] = s.same_begin_index;
+  EXPECT_EQ(index_of[0], 0u);
+  EXPECT_EQ(index_of[1], 1u);
+  EXPECT_EQ(index_of[-2], 2u);  // the phase: first in its rows, third in the file
+  EXPECT_EQ(index_of[3], 3u);
+  EXPECT_EQ(index_of[4], Span::kNoEvent);
+  EXPECT_EQ(index_of[5], 0u);
+
+  std::vector<Span> grown = lane.spans;
+  grown.push_back(Span::hook(10, 20, 6));
+  grown.push_back(Span::hook(40, 45, 7));
+  std::vector<uint16_t> rows;
+  build_rows(lane, grown, rows, lane.spans.size());
+  index_of.clear();
+  for (const Span& s : lane.spans) index_of[s.kind == EventKind::Phase ? -2 : s.bucket()] = s.same_begin_index;
+  EXPECT_EQ(index_of[0], 0u);
+  EXPECT_EQ(index_of[-2], 2u);
+  EXPECT_EQ(index_of[3], 3u);
+  EXPECT_EQ(index_of[6], 4u);
+  EXPECT_EQ(index_of[5], 0u);
+  EXPECT_EQ(index_of[7], 1u);
 }
 
 TEST(ViewerLod, FirstVisibleIsABinarySearchOnEndMax) {
@@ -299,13 +379,13 @@ TEST(ViewerAnalysis, SyntheticCollectivesMatchOnEveryRankAndFlowsLeadThere) {
   // marks the bucket ready and launches it before it returns: the instants lie inside it).
   int completing = 0;
   for (size_t i = 0; i < main.spans.size(); ++i) {
-    const EventSpan& s = main.spans[i];
+    const Span& s = main.spans[i];
     if (s.kind != EventKind::Hook || s.begin_ns < it->begin_ns || s.end_ns > it->end_ns) continue;
     const auto hook_flows = flows_of(*model, a, {1, 0, int64_t(i)});
     ASSERT_GE(hook_flows.size(), 3u) << "hook at " << s.begin_ns;
     EXPECT_EQ(hook_flows[0].kind, Flow::HookToBucket);
-    const EventSpan& ready = span_of(*model, hook_flows[0].to);
-    EXPECT_EQ(ready.bucket_or_unit, s.bucket_or_unit);
+    const Span& ready = span_of(*model, hook_flows[0].to);
+    EXPECT_EQ(ready.bucket(), s.bucket());
     completing += ready.begin_ns <= s.end_ns;
   }
   EXPECT_GT(completing, 0) << "no hook completed its bucket inside its span";
@@ -322,9 +402,7 @@ TEST(ViewerAnalysis, TheTracesMismatchesMarkTheSpans) {
     rank.info.rank = r;
     rank.lanes.resize(2);
     for (int16_t seq = 0; seq < (r == 0 ? 3 : 2); ++seq) {
-      EventSpan s = span(EventKind::Collective, 100 * seq, 100 * seq + 50, r, 1);
-      s.op = uint8_t(dpscope::trace::CollectiveOp::AllReduce);
-      s.seq_or_iteration = seq;
+      const Span s = Span::collective(100 * seq, 100 * seq + 50, dpscope::trace::CollectiveOp::AllReduce, seq);
       rank.lanes[1].spans.push_back(s);
       dpscope::trace::CollectiveStats c;
       c.grp = 0;
@@ -361,7 +439,7 @@ TEST(ViewerAnalysis, RangeSummaryAndFindCountEverySpan) {
   const auto allreduce = find_spans(*model, FindQuery(*model, "AllReduce"), 5);
   EXPECT_GT(allreduce.total, 0);
   for (const SpanRef& r : allreduce.first) {
-    const EventSpan& s = span_of(*model, r);
+    const Span& s = span_of(*model, r);
     EXPECT_TRUE(s.kind == EventKind::Collective || s.kind == EventKind::CollectiveWait);
   }
   EXPECT_EQ(find_spans(*model, FindQuery(*model, "forward"), 0).total, model->iterations * 2);
@@ -374,7 +452,7 @@ TEST(ViewerAnalysis, RangeSummaryAndFindCountEverySpan) {
   ASSERT_EQ(waits.first.size(), 50u);
   int64_t latest_listed = 0;
   for (size_t i = 0; i < waits.first.size(); ++i) {
-    const EventSpan& s = span_of(*model, waits.first[i]);
+    const Span& s = span_of(*model, waits.first[i]);
     if (i > 0) EXPECT_GE(s.begin_ns, latest_listed) << "match " << i;
     latest_listed = s.begin_ns;
   }

@@ -1,16 +1,24 @@
 // Loading into the viewer's Model beyond test_core.cpp: update_model (--live) reads only the rows
 // a growing file gained and ends where a fresh load does, a replaced file loads afresh, the
-// reader's bulk scans stop and pass errors through, and the collectives' payloads are read.
+// reader's bulk scans stop and pass errors through, the collectives' payloads are read, and every
+// span finds its own event again (what the tooltip and Details show), also beside its twins.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "tests/test_util.h"
 #include "trace/error.h"
 #include "trace/reader.h"
 #include "trace/recorder.h"
 #include "trace/synth.h"
+#include "trace/writer.h"
 #include "viewer/analysis.h"
+#include "viewer/detail_source.h"
 #include "viewer/model.h"
 
 using namespace dpscope::view;
@@ -83,10 +91,12 @@ void expect_same_drawing(const Model& a, const Model& b) {
       EXPECT_EQ(x.lanes[l].end_max, y.lanes[l].end_max) << "lane " << l;
       ASSERT_EQ(x.lanes[l].spans.size(), y.lanes[l].spans.size());
       for (size_t i = 0; i < x.lanes[l].spans.size(); ++i) {
-        const EventSpan& s = x.lanes[l].spans[i];
-        const EventSpan& t = y.lanes[l].spans[i];
+        const Span& s = x.lanes[l].spans[i];
+        const Span& t = y.lanes[l].spans[i];
         EXPECT_TRUE(s.begin_ns == t.begin_ns && s.end_ns == t.end_ns && s.kind == t.kind &&
-                    s.name == t.name && s.seq_or_iteration == t.seq_or_iteration && s.op == t.op)
+                    s.name() == t.name() && s.iteration() == t.iteration() && s.seq() == t.seq() &&
+                    s.bucket() == t.bucket() && s.op() == t.op() && s.unit() == t.unit() &&
+                    s.state() == t.state() && s.same_begin_index == t.same_begin_index)
             << "lane " << l << " span " << i;
       }
     }
@@ -106,7 +116,138 @@ void expect_same_drawing(const Model& a, const Model& b) {
   }
 }
 
+// Events the timeline cannot tell apart (same times, kind, seq, iteration and bucket) on two
+// ranks, on two lanes of each, and twice on the same lane; only `value` (which the viewer does
+// not load) tells them apart, growing in the order they are written. On each rank's main lane,
+// from t: two hooks, then the backward phase enclosing them (a parent is recorded after its
+// children, and begins with them), two bucket_ready instants inside; on its comm lane two
+// all-reduces of the same seq in two process groups.
+class TwinsTrace {
+ public:
+  explicit TwinsTrace(const std::string& path) : writer_(path) {
+    writer_.begin();
+    writer_.add_name(kBackward, "backward");
+    for (int16_t rank = 0; rank < 2; ++rank) {
+      RankInfo info;
+      info.rank = rank;
+      writer_.put_rank(info);
+      writer_.add_lane(LaneInfo{rank, kMain, "main", LaneKind::Host});
+      writer_.add_lane(LaneInfo{rank, kComm, "comm", LaneKind::Comm});
+    }
+    writer_.commit();
+  }
+  // Writes the twins of every rank from t, and commits them.
+  void write_twins(int64_t t) {
+    writer_.begin();
+    for (int16_t rank = 0; rank < 2; ++rank) {
+      add(rank, kMain, EventKind::Hook, t, t + 100);
+      add(rank, kMain, EventKind::Hook, t, t + 100);
+      add(rank, kMain, EventKind::Phase, t, t + 300).name = kBackward;
+      add(rank, kMain, EventKind::BucketReady, t + 50, t + 50);
+      add(rank, kMain, EventKind::BucketReady, t + 50, t + 50);
+      for (int16_t group = 0; group < 2; ++group) add(rank, kComm, EventKind::Collective, t + 120, t + 180).grp = group;
+    }
+    flush();
+  }
+  // One more hook on rank 0's main lane beginning at t (after the twins in the file).
+  void write_hook(int64_t t) {
+    writer_.begin();
+    add(0, kMain, EventKind::Hook, t, t + 100);
+    flush();
+  }
+  int64_t written() const { return next_value_ - 1; }
+
+ private:
+  static constexpr NameId kBackward = 0;
+  static constexpr LaneId kMain = 0, kComm = 1;
+  Event& add(int16_t rank, LaneId lane, EventKind kind, int64_t begin, int64_t end) {
+    Event e;
+    e.rank = rank;
+    e.lane = lane;
+    e.kind = kind;
+    e.begin_ns = begin;
+    e.end_ns = end;
+    e.iteration = 0;
+    if (kind == EventKind::Hook || kind == EventKind::BucketReady) e.bucket = 0;
+    if (kind == EventKind::Collective) {
+      e.op = uint8_t(CollectiveOp::AllReduce);
+      e.seq = 5;
+    }
+    e.value = next_value_++;
+    pending_.push_back(e);
+    return pending_.back();
+  }
+  void flush() {
+    for (const Event& e : pending_) writer_.add_event(e);
+    pending_.clear();
+    writer_.commit();
+  }
+  Writer writer_;
+  std::vector<Event> pending_;
+  int64_t next_value_ = 1;
+};
+
+// What the tooltip and Details show for each span of `model` is that span's own event: one of
+// its rank, lane, kind and times, a different one for every span, and spans that begin together
+// on a lane in the file's order. `events`: how many the file holds.
+void expect_each_span_shows_its_own_event(const Model& model, int64_t events) {
+  DetailSource details(model.path);
+  std::set<int64_t> shown;
+  std::map<std::tuple<size_t, size_t, int64_t>, std::map<uint32_t, int64_t>> by_begin;
+  for (size_t ri = 0; ri < model.ranks.size(); ++ri) {
+    const RankData& rank = model.ranks[ri];
+    for (size_t li = 0; li < rank.lanes.size(); ++li) {
+      const Lane& lane = rank.lanes[li];
+      for (size_t i = 0; i < lane.spans.size(); ++i) {
+        const Span& s = lane.spans[i];
+        const Event* e = details.event(model, {int32_t(ri), int32_t(li), int64_t(i)});
+        ASSERT_NE(e, nullptr) << "rank " << ri << " lane " << li << " span " << i;
+        EXPECT_EQ(e->rank, rank.info.rank);
+        EXPECT_EQ(e->lane, lane.info.lane);
+        EXPECT_EQ(e->kind, s.kind);
+        EXPECT_EQ(e->begin_ns, s.begin_ns);
+        EXPECT_EQ(e->end_ns, s.end_ns);
+        EXPECT_TRUE(shown.insert(e->value).second) << "two spans show the event of value " << e->value;
+        by_begin[{ri, li, s.begin_ns}][s.same_begin_index] = e->value;
+      }
+    }
+  }
+  EXPECT_EQ(int64_t(shown.size()), events);
+  for (const auto& [place, values] : by_begin) {
+    int64_t previous = 0;
+    for (const auto& [index, value] : values) {
+      EXPECT_GT(value, previous) << "twins at " << std::get<2>(place) << " out of file order";
+      previous = value;
+    }
+  }
+}
+
 }  // namespace
+
+TEST(ViewerDetails, EverySpanShowsItsOwnEventBesideTwinsOnOtherRanksLanesAndItsOwnLane) {
+  TempDir dir;
+  const std::string path = dir.file("twins.sqlite");
+  TwinsTrace trace(path);
+  trace.write_twins(1000);
+  const auto model = load_model(path);
+  ASSERT_EQ(model->events, trace.written());
+  expect_each_span_shows_its_own_event(*model, trace.written());
+}
+
+// update_model numbers the new rows after the ones it had, as a fresh load does.
+TEST(ViewerDetails, ANewEventBeginningBesideLoadedOnesShowsItsOwnAfterAnUpdate) {
+  TempDir dir;
+  const std::string path = dir.file("twins.sqlite");
+  TwinsTrace trace(path);
+  trace.write_twins(1000);
+  const auto first = load_model(path);
+  trace.write_hook(1000);
+  trace.write_twins(5000);
+  const auto updated = update_model(*first);
+  ASSERT_EQ(updated->events, trace.written());
+  expect_same_drawing(*updated, *load_model(path));
+  expect_each_span_shows_its_own_event(*updated, trace.written());
+}
 
 TEST(ViewerLoad, UpdateReadsOnlyTheNewRowsOfAGrowingFile) {
   TempDir dir;
