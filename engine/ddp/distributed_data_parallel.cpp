@@ -10,8 +10,9 @@
 
 #include "engine/ddp/join.h"
 #include "engine/fault/fault_injection.h"
-#include "engine/ddp/model_verification.h"
 #include "engine/memory/tracking_allocator.h"
+#include "engine/replica/broadcast_coalesced.h"
+#include "engine/replica/model_verification.h"
 
 namespace dpscope::ddp {
 
@@ -28,7 +29,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   collect_parameters();
   {
     trace::ScopedPhase phase(recorder, 0, "ddp.verify_model", trace::kNone);
-    verify_params_across_ranks(*group_, params_, names_);
+    try {
+      replica::verify_params_across_ranks(*group_, params_, names_, "DistributedDataParallel");
+    } catch (const replica::ModelMismatchError& error) {
+      throw DdpError(error.what());
+    }
   }
   fault::reached("construction");  // See Note [Fault points]
   {
@@ -43,7 +48,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
       if (synced.insert(param.unsafeGetTensorImpl()).second) state.push_back(param);
     }
     for (const at::Tensor& buffer : buffers_) state.push_back(buffer);
-    broadcast_coalesced(*group_, state, 0, kBroadcastBufferBytes, 2, construction);
+    replica::broadcast_coalesced(*group_, state, 0, replica::kBroadcastBufferBytes, 2, construction);
   }
   if (memory::TrackingAllocator* allocator = memory::TrackingAllocator::installed()) {
     for (const at::Tensor& param : module_->parameters(true)) {
@@ -119,7 +124,7 @@ void DistributedDataParallel::sync_buffers(int authoritative_rank) {
   trace::Recorder* recorder = options_.recorder;
   const int64_t begin_ns = trace::now_ns();
   c10::NoGradGuard no_grad;
-  broadcast_coalesced(*group_, buffers_, authoritative_rank, kBroadcastBufferBytes, 2,
+  replica::broadcast_coalesced(*group_, buffers_, authoritative_rank, replica::kBroadcastBufferBytes, 2,
                       comm::CollectiveTag{iteration_, trace::kNone, trace::kNone, 0});
   if (recorder) recorder->phase(0, forward_sync_name_, begin_ns, trace::now_ns(), iteration_);
 }

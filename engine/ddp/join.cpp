@@ -7,7 +7,7 @@
 
 #include <unordered_set>
 
-#include "engine/ddp/model_verification.h"
+#include "engine/replica/broadcast_coalesced.h"
 
 namespace dpscope::ddp {
 
@@ -72,7 +72,7 @@ void Join::join() {
     if (seen.insert(param.unsafeGetTensorImpl()).second) state.push_back(param);
   }
   for (const at::Tensor& buffer : ddp_.buffers_) state.push_back(buffer);
-  broadcast_coalesced(ddp_.group(), state, authoritative, kBroadcastBufferBytes, 2,
+  replica::broadcast_coalesced(ddp_.group(), state, authoritative, replica::kBroadcastBufferBytes, 2,
                       {ddp_.iteration(), trace::kNone, trace::kNone, 0});
 }
 

@@ -10,7 +10,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "engine/ddp/model_verification.h"
+#include "engine/replica/broadcast_coalesced.h"
+#include "engine/replica/model_verification.h"
 #include "engine/fault/fault_injection.h"
 #include "engine/memory/memory_sampler.h"
 #include "engine/models/forward_hooks.h"
@@ -79,12 +80,16 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<torch::nn::Mo
   const comm::CollectiveTag construction{trace::kNone, trace::kNone, trace::kNone, 0};
   if (options_.sync_module_states) {
     trace::ScopedPhase phase(recorder, 0, "fsdp.sync_module_states", trace::kNone);
-    ddp::verify_params_across_ranks(*group_, params, names);
+    try {
+      replica::verify_params_across_ranks(*group_, params, names, "FullyShardedDataParallel");
+    } catch (const replica::ModelMismatchError& error) {
+      throw FsdpError(error.what());
+    }
     fault::reached("construction");  // See Note [Fault points]
     c10::NoGradGuard no_grad;
     std::vector<at::Tensor> state = params;
     state.insert(state.end(), buffers_.begin(), buffers_.end());
-    ddp::broadcast_coalesced(*group_, state, 0, ddp::kBroadcastBufferBytes, 2, construction);
+    replica::broadcast_coalesced(*group_, state, 0, replica::kBroadcastBufferBytes, 2, construction);
   }
   {
     trace::ScopedPhase phase(recorder, 0, "fsdp.flatten", trace::kNone);

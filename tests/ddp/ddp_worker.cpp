@@ -40,7 +40,7 @@
 #include "engine/comm/world.h"
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/ddp/join.h"
-#include "engine/ddp/model_verification.h"
+#include "engine/replica/broadcast_coalesced.h"
 #include "engine/memory/memory_sampler.h"
 #include "engine/memory/tracking_allocator.h"
 #include "trace/recorder.h"
@@ -582,7 +582,7 @@ void run_broadcast(std::shared_ptr<comm::ProcessGroup> group) {
           tensors.push_back(mine);
         }
         const int64_t seq_before = group->next_seq();
-        ddp::broadcast_coalesced(*group, tensors, root, buffer_bytes, in_flight);
+        replica::broadcast_coalesced(*group, tensors, root, buffer_bytes, in_flight);
         const int64_t broadcasts = group->next_seq() - seq_before;
         const std::string what = "broadcast root " + std::to_string(root) + " in_flight " +
                                  std::to_string(in_flight) + " buffer " +

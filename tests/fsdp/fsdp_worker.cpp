@@ -8,6 +8,7 @@
 //   clip              clip_grad_norm against the norm of the global gradient computed here
 //   noparams          a module without parameters: expected error
 //   fp16              fp16 compute on the CPU: expected error
+//   mismatch          rank 1 builds a wider mlp: expected error
 //   forward_only      a forward with grad but no backward, then a normal step and an evaluation
 // Prints "rank R: FAIL ..." per failed check and exits 1; an expected error is printed as
 // "rank R: error: MESSAGE" and exits 3 after a barrier.
@@ -121,6 +122,17 @@ void noparams(comm::World& w) {
   fail("a module without parameters was accepted");
 }
 
+// Rank 1 builds a wider model: every rank refuses it at construction, in FSDP's own words.
+void mismatch(comm::World& w) {
+  auto model = mlp(rank == 1 ? 34 : 33, 1);
+  try {
+    fsdp::FullyShardedDataParallel fsdp(model, w.group, nested());
+  } catch (const fsdp::FsdpError& error) {
+    throw ExpectedError(error.what());
+  }
+  fail("models that differ across ranks were accepted");
+}
+
 void fp16(comm::World& w) {
   auto model = mlp(33, 1);
   fsdp::FsdpOptions options = nested();
@@ -167,6 +179,7 @@ int main(int argc, char** argv) {
     else if (mode == "clip") clip(w);
     else if (mode == "noparams") noparams(w);
     else if (mode == "fp16") fp16(w);
+    else if (mode == "mismatch") mismatch(w);
     else if (mode == "forward_only") forward_only(w);
     else {
       std::fprintf(stderr, "fsdp_worker: unknown mode '%s'\n", mode.c_str());

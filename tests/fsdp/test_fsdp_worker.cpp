@@ -71,6 +71,12 @@ TEST(FsdpWorker, ModuleWithoutParameters) {
   expect_error_on_every_rank(launch(2, "noparams", dir), 2, "has no parameters");
 }
 
+TEST(FsdpWorker, ModelsThatDifferAcrossRanks) {
+  TempDir dir;
+  expect_error_on_every_rank(launch(2, "mismatch", dir), 2,
+                             "FullyShardedDataParallel model verification failed");
+}
+
 TEST(FsdpWorker, Fp16OnCpu) {
   TempDir dir;
   expect_error_on_every_rank(launch(2, "fp16", dir), 2, "use --mixed-precision bf16 on the CPU");
