@@ -31,8 +31,8 @@
 
 #include "engine/comm/store_util.h"
 
-#if NCCL_VERSION_CODE < NCCL_VERSION(2, 10, 0)
-#error "dpscope's nccl backend needs NCCL 2.10 or newer (ncclAvg, ncclBfloat16)"
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 13, 0)
+#error "the nccl backend needs NCCL 2.13 or newer (ncclAvg, ncclBfloat16, ncclGetLastError)"
 #endif
 
 // Note [Streams]
