@@ -150,6 +150,7 @@ inline constexpr std::string_view kPhaseFinalizeBackward = "finalize_backward"; 
 inline constexpr std::string_view kPhaseStragglerDelay = "straggler_delay";  // --straggler's sleep
 inline constexpr std::string_view kMetricStepMs = "step_ms";  // one step's wall time
 inline constexpr std::string_view kMetricLoss = "loss";       // summed over the step's backward passes
+inline constexpr std::string_view kMetricResidentMb = "resident_mb";  // the process's resident memory, MiB
 
 // ---- Tables --------------------------------------------------------------------------------
 // One DDL statement per table. Times are int64 nanoseconds on the rank's steady clock, aligned

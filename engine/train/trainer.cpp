@@ -10,7 +10,6 @@
 #include <torch/utils.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -26,8 +25,8 @@
 #include "engine/fault/fault_injection.h"
 #include "engine/train/parallel_model.h"
 #include "engine/train/trace_files.h"
+#include "engine/train/traced_step.h"
 #include "engine/memory/memory_sampler.h"
-#include "engine/memory/optimizer_memory.h"
 #include "engine/memory/tracking_allocator.h"
 #include "trace/flush_guard.h"
 #include "trace/stats.h"
@@ -202,14 +201,6 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
       data::DistributedSampler(train_set.size(), env.world_size, env.rank, true, config.seed),
       config.batch_size);
 
-  const trace::NameId iteration_name = recorder.name(trace::kPhaseIteration);
-  const trace::NameId forward_name = recorder.name(trace::kPhaseForward);
-  const trace::NameId backward_name = recorder.name(trace::kPhaseBackward);
-  const trace::NameId straggler_name = recorder.name(trace::kPhaseStragglerDelay);
-  const trace::NameId step_name = recorder.name(trace::kPhaseOptimizerStep);
-  const trace::NameId loss_name = recorder.name(trace::kMetricLoss);
-  const trace::NameId step_ms_name = recorder.name(trace::kMetricStepMs);
-  const trace::NameId resident_name = recorder.name("resident_mb");
   if (env.rank == 0) {
     const std::string link =
         world.link ? " on an emulated " + comm::link_value_text(world.link->spec().gbps) +
@@ -226,60 +217,28 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
 
   std::vector<double> step_ms;
   for (int64_t step = 0; step < config.steps; ++step) {
-    const int32_t iteration = static_cast<int32_t>(step);
-    const auto start = std::chrono::steady_clock::now();
-    const int64_t iteration_begin = trace::now_ns();
-    double loss_value = 0;
+    TracedStep traced(recorder, sampler, static_cast<int32_t>(step));  // Note [A traced step]
     zero_grad(optimizer);
     for (int micro = 0; micro < config.grad_accum; ++micro) {
       const data::Dataset batch = train_set.rows(batches.next());
       std::unique_ptr<ParallelModel::SyncSuspension> no_sync;
       if (micro + 1 < config.grad_accum) no_sync = parallel->no_sync();
-      at::Tensor loss;
-      {
-        trace::ScopedPhase phase(recorder, 0, forward_name, iteration);
-        const at::Tensor logits = parallel->forward(batch.x);
-        memory::CategoryScope activations(memory::MemoryCategory::Activations);
-        loss = model->loss(logits, batch.y) / config.grad_accum;
-        if (straggler_ms > 0 && micro + 1 == config.grad_accum) {
-          // Work the others cannot see: they wait for this rank at its first bucket. A sleep,
-          // not a busy loop, so that on a laptop the other ranks keep their cores.
-          trace::ScopedPhase delay(recorder, 0, straggler_name, iteration);
-          std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(straggler_ms));
-        }
-      }
-      sampler.sample();
-      {
-        trace::ScopedPhase phase(recorder, 0, backward_name, iteration);
-        memory::CategoryScope activations(memory::MemoryCategory::Activations);
-        loss.backward();
-      }
-      loss_value += loss.item<double>();
+      const at::Tensor loss = traced.forward([&] {
+        at::Tensor micro_loss = model->loss(parallel->forward(batch.x), batch.y) / config.grad_accum;
+        if (straggler_ms > 0 && micro + 1 == config.grad_accum) traced.delay(straggler_ms);
+        return micro_loss;
+      });
+      traced.backward(loss);
     }
     parallel->finish_backward();
-    sampler.sample();
-    {
-      trace::ScopedPhase phase(recorder, 0, step_name, iteration);
-      memory::CategoryScope state(memory::MemoryCategory::OptimizerState);
-      fault::reached("optimizer_step");  // See Note [Fault points]
-      optimizer.step();
-    }
-    if (step == 0) memory::count_optimizer_state(optimizer);  // made by the first step
-    sampler.sample();
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    recorder.phase(0, iteration_name, iteration_begin, trace::now_ns(), iteration);
-    recorder.metric(iteration, loss_name, loss_value);
-    recorder.metric(iteration, step_ms_name, ms);
-    if (const int64_t resident = memory::resident_bytes(); resident >= 0) {
-      recorder.metric(iteration, resident_name, static_cast<double>(resident) / (1 << 20));
-    }
+    traced.optimizer_step(optimizer);
+    const double ms = traced.finish();
     step_ms.push_back(ms);
-    result.final_loss = loss_value;
+    result.final_loss = traced.loss();
     if (env.rank == 0 && config.progress_every > 0 &&
         ((step + 1) % config.progress_every == 0 || step + 1 == config.steps)) {
       std::printf("step %lld/%lld  loss %.4f  %.2f ms\n", static_cast<long long>(step + 1),
-                  static_cast<long long>(config.steps), loss_value, ms);
+                  static_cast<long long>(config.steps), traced.loss(), ms);
       std::fflush(stdout);
     }
   }

@@ -17,7 +17,6 @@
 #include <stdexcept>
 #include <thread>
 
-#include "engine/memory/optimizer_memory.h"
 #include "engine/models/models.h"
 #include "trace/merge.h"
 
@@ -256,42 +255,6 @@ std::string TracedRun::finish() {
 }
 
 // ---- Step ------------------------------------------------------------------------------------
-
-Step::Step(TracedRun& run, int32_t iteration)
-    : run_(run), iteration_(iteration), begin_ns_(trace::now_ns()),
-      forward_name_(run.recorder().name(trace::kPhaseForward)),
-      backward_name_(run.recorder().name(trace::kPhaseBackward)),
-      optimizer_name_(run.recorder().name(trace::kPhaseOptimizerStep)) {}
-
-Step::~Step() {
-  trace::Recorder& recorder = run_.recorder();
-  const int64_t end_ns = trace::now_ns();
-  recorder.phase(0, recorder.name(trace::kPhaseIteration), begin_ns_, end_ns, iteration_);
-  recorder.metric(iteration_, recorder.name(trace::kMetricLoss), loss_);
-  recorder.metric(iteration_, recorder.name(trace::kMetricStepMs), static_cast<double>(end_ns - begin_ns_) / 1e6);
-}
-
-void Step::backward(const at::Tensor& loss) {
-  {
-    trace::ScopedPhase phase(run_.recorder(), 0, backward_name_, iteration_);
-    // Gradients are made by backward; DDP retags the ones it keeps as gradients or buckets.
-    memory::CategoryScope activations(memory::MemoryCategory::Activations);
-    loss.backward();
-  }
-  loss_ += loss.item<double>();
-  run_.sample_memory();
-}
-
-void Step::optimizer_step(torch::optim::Optimizer& optimizer) {
-  {
-    trace::ScopedPhase phase(run_.recorder(), 0, optimizer_name_, iteration_);
-    memory::CategoryScope state(memory::MemoryCategory::OptimizerState);
-    optimizer.step();
-  }
-  // The optimizer's state tensors are made inside step(), maybe on a LibTorch worker thread.
-  memory::count_optimizer_state(optimizer);
-  run_.sample_memory();
-}
 
 std::vector<float> untracked_copy(const std::vector<at::Tensor>& tensors) {
   std::vector<float> values;

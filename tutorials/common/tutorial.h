@@ -21,6 +21,7 @@
 #include "engine/memory/memory_sampler.h"
 #include "engine/memory/tracking_allocator.h"
 #include "engine/models/models.h"
+#include "engine/train/traced_step.h"
 #include "engine/train/trainer.h"
 #include "trace/recorder.h"
 
@@ -106,8 +107,6 @@ class Session {
 
 // ---- Traced runs -----------------------------------------------------------------------------
 
-class Step;
-
 // One traced run inside a tutorial: this rank's trace file <trace_dir>[/<part>]/rank<R>.sqlite,
 // a new process group whose collectives it records, and memory samples by category. A tutorial
 // that compares settings makes one TracedRun per setting (part "cap-1mb", ...), each its own
@@ -158,51 +157,18 @@ class TracedRun {
   bool finished_ = false;
 };
 
-// One training step — one optimizer step, with gradient accumulation several forward/backward
-// passes — recorded as `dpscope train` records its steps: the phase "iteration" around
-// "forward", "backward" and "optimizer_step" phases, the metrics "loss" and "step_ms", and memory
-// samples between phases. These are the names `dpscope stats` and the viewer measure overlap
+// One training step of a TracedRun, recorded as `dpscope train` records its steps (Note [A traced
+// step], engine/train/traced_step.h): the phases `dpscope stats` and the viewer measure overlap
 // and step time with. Strategy-agnostic: call the wrapper inside forward().
 //   tutorials::Step step(run, iteration);
 //   at::Tensor loss = step.forward([&] { return model->loss(ddp.forward([&] {...}), y); });
 //   step.backward(loss);
 //   step.optimizer_step(optimizer);
 // The iteration phase and the metrics are recorded when the Step is destroyed.
-class Step {
+class Step : public train::TracedStep {
  public:
-  Step(TracedRun& run, int32_t iteration);
-  ~Step();
-  Step(const Step&) = delete;
-  Step& operator=(const Step&) = delete;
-
-  // Runs `forward` (which returns the loss or the outputs) as the "forward" phase; what it
-  // allocates counts as activations.
-  template <typename Forward>
-  auto forward(Forward&& forward) {
-    auto result = [&] {
-      trace::ScopedPhase phase(run_.recorder(), 0, forward_name_, iteration_);
-      memory::CategoryScope activations(memory::MemoryCategory::Activations);
-      return forward();
-    }();
-    run_.sample_memory();
-    return result;
-  }
-  // loss.backward() as the "backward" phase; adds the loss to the step's loss.
-  void backward(const at::Tensor& loss);
-  // optimizer.step() as the "optimizer_step" phase; its state counts as optimizer state.
-  void optimizer_step(torch::optim::Optimizer& optimizer);
-
-  int32_t iteration() const { return iteration_; }
-  double loss() const { return loss_; }  // summed over the backward passes of the step
-
- private:
-  TracedRun& run_;
-  int32_t iteration_;
-  int64_t begin_ns_;
-  double loss_ = 0;
-  trace::NameId forward_name_;
-  trace::NameId backward_name_;
-  trace::NameId optimizer_name_;
+  Step(TracedRun& run, int32_t iteration)
+      : TracedStep(run.recorder(), run.memory_sampler(), iteration) {}
 };
 
 // torch.optim.Optimizer.zero_grad(set_to_none=False), also for gradients that are views of a DDP
