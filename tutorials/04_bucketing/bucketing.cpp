@@ -245,16 +245,7 @@ int main(int argc, char** argv) {
   app.add_option("--first-bucket-mb", settings.first_bucket_mb, "The first bucket's limit, in MiB")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--model", settings.model,
-                 "mlp, or gpt: a GPT-shaped character model on data/opticks.txt.gz, tensors from 512 B to 256 KiB")
-      ->check(CLI::IsMember({"mlp", "gpt"}))
-      ->capture_default_str();
-  app.add_option("--batch-size", settings.sizes.batch_size, "Samples per rank and step (mlp 256 rows, gpt 16 sequences)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--hidden", settings.sizes.hidden, "Width: the MLP's layers (512), the GPT's residual stream (128)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--layers", settings.sizes.layers, "The MLP's hidden layers (8), the GPT's blocks (4)")
-      ->check(CLI::PositiveNumber);
+  tutorials::add_workload_options(app, settings.model, settings.sizes, kMlp, "tensors from 512 B to 256 KiB");
   CLI11_PARSE(app, argc, argv);
   return tutorials::guarded_main(kProgram, [&] {
     tutorials::Session session(kProgram, options, argc, argv);

@@ -216,16 +216,7 @@ int main(int argc, char** argv) {
   Settings settings;
   CLI::App app{"Tutorial 12: ZeRO side by side — DDP, SHARD_GRAD_OP and FULL_SHARD memory by category"};
   tutorials::add_common_options(app, options);
-  app.add_option("--model", settings.model,
-                 "mlp, or gpt: a GPT-shaped character model on data/opticks.txt.gz, a unit per block")
-      ->check(CLI::IsMember({"mlp", "gpt"}))
-      ->capture_default_str();
-  app.add_option("--hidden", settings.sizes.hidden, "Width: the MLP's layers (1024), the GPT's residual stream (128)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--layers", settings.sizes.layers, "The MLP's hidden layers (6), the GPT's blocks (4)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", settings.sizes.batch_size, "Samples per rank and step (mlp 32 rows, gpt 16 sequences)")
-      ->check(CLI::PositiveNumber);
+  tutorials::add_workload_options(app, settings.model, settings.sizes, kMlp, "a unit per block");
   app.add_option("--wrap-min-params", settings.wrap_min_params,
                  "A submodule with at least this many parameter elements becomes a unit "
                  "(mlp 50000: every hidden Linear; gpt 100000: every block)")

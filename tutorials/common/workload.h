@@ -6,9 +6,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "engine/data/dataset.h"
 #include "engine/models/model_config.h"
+
+namespace CLI {
+class App;
+}
 
 namespace dpscope::tutorials {
 
@@ -31,5 +36,11 @@ struct WorkloadSizes {
 // another name, and what data::load_text throws when the text is missing.
 Workload make_workload(const std::string& model, const WorkloadSizes& sizes, const WorkloadSizes& mlp_defaults,
                        uint64_t seed);
+
+// The flags that choose a workload: --model mlp|gpt into `model`, --hidden, --layers and
+// --batch-size into `sizes`, their help naming `mlp_defaults` and the GPT's; `gpt_lesson` says in
+// --model's help what the GPT shows in this tutorial ("a unit per block").
+void add_workload_options(CLI::App& app, std::string& model, WorkloadSizes& sizes,
+                          const WorkloadSizes& mlp_defaults, std::string_view gpt_lesson);
 
 }  // namespace dpscope::tutorials
