@@ -244,20 +244,18 @@ void merge_rank_files(const LaunchOptions& o, const std::string& trace_dir,
   }
 }
 
-}  // namespace
-
-void validate_launch_options(const LaunchOptions& options) { validate(options); }
-
-int run_launch(const LaunchOptions& o) {
-  validate(o);
-  std::optional<ReservedPort> reserved;  // See Note [Reserved port]
-  if (!o.master_port) reserved.emplace();
-  const int port = o.master_port ? o.master_port : reserved->port();
+// The directory the ranks write their traces into (--trace-dir or a new one), created.
+std::string create_trace_dir(const LaunchOptions& o) {
   const std::string trace_dir = o.trace_dir.empty() ? default_trace_dir() : o.trace_dir;
   std::error_code error;
   std::filesystem::create_directories(trace_dir, error);
   if (error) throw CliFailure("launch: cannot create the trace directory " + trace_dir + ": " + error.message());
+  return trace_dir;
+}
 
+// From here until release_stop_signals(), SIGINT and SIGTERM do not end the launcher: on_signal
+// writes them into g_signal_pipe for RankSupervisor to pass on to the ranks.
+void catch_stop_signals() {
   if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw CliFailure("launch: pipe failed");
   struct sigaction action = {};
   action.sa_handler = on_signal;
@@ -268,117 +266,213 @@ int run_launch(const LaunchOptions& o) {
   // Past a file-size limit (ulimit -f) the merge then fails with a message instead of the
   // launcher being killed mid-merge.
   ::signal(SIGXFSZ, SIG_IGN);
+}
 
-  std::vector<Rank> ranks(static_cast<size_t>(o.nproc));
+void release_stop_signals() {
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+  ::close(g_signal_pipe[0]);
+  ::close(g_signal_pipe[1]);
+}
+
+// This node's ranks, in local-rank order, and the read ends of their stdout and stderr.
+struct NodeRanks {
+  std::vector<Rank> ranks;
   std::vector<Stream> streams;
+};
+
+NodeRanks start_ranks(const LaunchOptions& o, int port, const std::string& trace_dir) {
+  NodeRanks node;
+  node.ranks.resize(static_cast<size_t>(o.nproc));
   for (int local = 0; local < o.nproc; ++local) {
     int out_pipe[2], err_pipe[2];
     if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
       throw CliFailure("launch: cannot create pipes for rank output (too many open files?)");
     }
-    Rank& r = ranks[static_cast<size_t>(local)];
+    Rank& r = node.ranks[static_cast<size_t>(local)];
     r.rank = o.node_rank * o.nproc + local;
     r.pid = start_rank(o, local, port, trace_dir, out_pipe[1], err_pipe[1]);
     r.running = r.pid > 0;
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
-    streams.push_back(Stream{out_pipe[0], r.rank, &std::cout, {}});
-    streams.push_back(Stream{err_pipe[0], r.rank, &std::cerr, {}});
+    node.streams.push_back(Stream{out_pipe[0], r.rank, &std::cout, {}});
+    node.streams.push_back(Stream{err_pipe[0], r.rank, &std::cerr, {}});
   }
+  return node;
+}
 
-  std::string first_failure;
-  int interrupted_by = 0;
-  bool stopping = false;
-  Clock::time_point kill_at = Clock::time_point::max();
-  Clock::time_point all_exited_at = Clock::time_point::max();
-  auto stop_all = [&](int signal_number) {
-    for (const Rank& r : ranks) {
-      if (r.pid > 0) ::kill(-r.pid, signal_number);
-    }
-    if (!stopping) kill_at = Clock::now() + std::chrono::seconds(o.stop_grace_seconds);
-    stopping = true;
-  };
+// How the ranks ended, for the launcher's report.
+struct Outcome {
+  std::string first_failure;  // the first rank that failed, and how; empty when none did
+  int interrupted_by = 0;     // the first SIGINT/SIGTERM the launcher got; 0 when none
+};
 
+// Waits until this node's ranks have ended, forwarding their output; passes the launcher's
+// SIGINT/SIGTERM on to them, and stops them all when one fails (SIGTERM, then SIGKILL after
+// --stop-grace). Runs on the launcher's only thread.
+class RankSupervisor {
+ public:
+  RankSupervisor(const LaunchOptions& o, NodeRanks& node) : o_(o), node_(node) {}
+  Outcome run();
+
+ private:
+  void forward_output();
+  void pass_on_signals();
+  void reap_ranks();
+  void kill_after_grace();
+  bool output_outlived_ranks();
+  void abandon_output();
+  void stop_all(int signal_number);
+  bool any_running() const;
+  bool any_output_open() const;
+
+  const LaunchOptions& o_;
+  NodeRanks& node_;
+  Outcome outcome_;
+  bool stopping_ = false;
+  Clock::time_point kill_at_ = Clock::time_point::max();
+  Clock::time_point all_exited_at_ = Clock::time_point::max();
+};
+
+Outcome RankSupervisor::run() {
   for (;;) {
-    std::vector<pollfd> fds;
-    std::vector<Stream*> owners;
-    for (Stream& s : streams) {
-      if (s.fd >= 0) {
-        fds.push_back(pollfd{s.fd, POLLIN, 0});
-        owners.push_back(&s);
-      }
-    }
-    fds.push_back(pollfd{g_signal_pipe[0], POLLIN, 0});
-    ::poll(fds.data(), fds.size(), 100);
-    for (size_t i = 0; i < owners.size(); ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      char buffer[65536];
-      const ssize_t n = ::read(owners[i]->fd, buffer, sizeof(buffer));
-      if (n > 0) {
-        owners[i]->forward(buffer, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        owners[i]->finish();
-      }
-    }
-    unsigned char signal_byte;
-    while (::read(g_signal_pipe[0], &signal_byte, 1) == 1) {
-      if (!interrupted_by) interrupted_by = signal_byte;
-      stop_all(signal_byte);  // the ranks flush their traces on SIGINT/SIGTERM
-    }
-    int status;
-    pid_t pid;
-    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-      for (Rank& r : ranks) {
-        if (r.pid != pid) continue;
-        r.running = false;
-        r.status = status;
-        const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        if (failed && first_failure.empty() && !interrupted_by) {
-          first_failure = "rank " + std::to_string(r.rank) + " (pid " + std::to_string(pid) +
-                          ") " + describe_end(status);
-          std::cerr << "dpscope launch: " << first_failure << "; stopping the other ranks\n";
-          stop_all(SIGTERM);
-        }
-      }
-    }
-    const bool any_running =
-        std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.running; });
-    const bool any_open =
-        std::any_of(streams.begin(), streams.end(), [](const Stream& s) { return s.fd >= 0; });
-    if (!any_running && !any_open) break;
-    // Every rank is gone but something it started still holds its output open: stop waiting.
-    if (!any_running) {
-      if (all_exited_at == Clock::time_point::max()) all_exited_at = Clock::now();
-      if (Clock::now() - all_exited_at > std::chrono::seconds(2)) {
-        if (stopping) stop_all(SIGKILL);
-        for (Stream& s : streams) {
-          if (s.fd >= 0) s.finish();
-        }
-        break;
-      }
-    }
-    if (any_running && Clock::now() >= kill_at) {
-      std::cerr << "dpscope launch: ranks still running " << o.stop_grace_seconds
-                << " s after being asked to stop; killing them\n";
-      stop_all(SIGKILL);
-      kill_at = Clock::time_point::max();
+    forward_output();
+    pass_on_signals();
+    reap_ranks();
+    if (any_running()) {
+      kill_after_grace();
+    } else if (!any_output_open()) {
+      return outcome_;
+    } else if (output_outlived_ranks()) {
+      abandon_output();
+      return outcome_;
     }
   }
-  ::signal(SIGINT, SIG_DFL);
-  ::signal(SIGTERM, SIG_DFL);
-  ::close(g_signal_pipe[0]);
-  ::close(g_signal_pipe[1]);
+}
 
-  merge_rank_files(o, trace_dir, ranks);
-  if (interrupted_by) {
-    std::cerr << "dpscope launch: interrupted (signal " << interrupted_by << "); every rank stopped\n";
-    return 128 + interrupted_by;
+// Waits up to 100 ms for output or a signal, then forwards the output that came.
+void RankSupervisor::forward_output() {
+  std::vector<pollfd> fds;
+  std::vector<Stream*> owners;
+  for (Stream& s : node_.streams) {
+    if (s.fd >= 0) {
+      fds.push_back(pollfd{s.fd, POLLIN, 0});
+      owners.push_back(&s);
+    }
   }
-  if (!first_failure.empty()) {
-    std::cerr << "dpscope launch: failed: " << first_failure << "\n";
+  fds.push_back(pollfd{g_signal_pipe[0], POLLIN, 0});
+  ::poll(fds.data(), fds.size(), 100);
+  for (size_t i = 0; i < owners.size(); ++i) {
+    if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    char buffer[65536];
+    const ssize_t n = ::read(owners[i]->fd, buffer, sizeof(buffer));
+    if (n > 0) {
+      owners[i]->forward(buffer, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      owners[i]->finish();
+    }
+  }
+}
+
+void RankSupervisor::pass_on_signals() {
+  unsigned char signal_byte;
+  while (::read(g_signal_pipe[0], &signal_byte, 1) == 1) {
+    if (!outcome_.interrupted_by) outcome_.interrupted_by = signal_byte;
+    stop_all(signal_byte);  // the ranks flush their traces on SIGINT/SIGTERM
+  }
+}
+
+// Records how each ended rank ended; the first failure (unless interrupted) stops the others.
+void RankSupervisor::reap_ranks() {
+  int status;
+  pid_t pid;
+  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    for (Rank& r : node_.ranks) {
+      if (r.pid != pid) continue;
+      r.running = false;
+      r.status = status;
+      const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      if (failed && outcome_.first_failure.empty() && !outcome_.interrupted_by) {
+        outcome_.first_failure = "rank " + std::to_string(r.rank) + " (pid " +
+                                 std::to_string(pid) + ") " + describe_end(status);
+        std::cerr << "dpscope launch: " << outcome_.first_failure << "; stopping the other ranks\n";
+        stop_all(SIGTERM);
+      }
+    }
+  }
+}
+
+void RankSupervisor::kill_after_grace() {
+  if (Clock::now() < kill_at_) return;
+  std::cerr << "dpscope launch: ranks still running " << o_.stop_grace_seconds
+            << " s after being asked to stop; killing them\n";
+  stop_all(SIGKILL);
+  kill_at_ = Clock::time_point::max();
+}
+
+// Every rank is gone but something it started still holds its output open: true once that has
+// lasted 2 s, so the launcher stops waiting.
+bool RankSupervisor::output_outlived_ranks() {
+  if (all_exited_at_ == Clock::time_point::max()) all_exited_at_ = Clock::now();
+  return Clock::now() - all_exited_at_ > std::chrono::seconds(2);
+}
+
+void RankSupervisor::abandon_output() {
+  if (stopping_) stop_all(SIGKILL);
+  for (Stream& s : node_.streams) {
+    if (s.fd >= 0) s.finish();
+  }
+}
+
+// Sends signal_number to every rank's process group; the first stop starts the grace period.
+void RankSupervisor::stop_all(int signal_number) {
+  for (const Rank& r : node_.ranks) {
+    if (r.pid > 0) ::kill(-r.pid, signal_number);
+  }
+  if (!stopping_) kill_at_ = Clock::now() + std::chrono::seconds(o_.stop_grace_seconds);
+  stopping_ = true;
+}
+
+bool RankSupervisor::any_running() const {
+  return std::any_of(node_.ranks.begin(), node_.ranks.end(),
+                     [](const Rank& r) { return r.running; });
+}
+
+bool RankSupervisor::any_output_open() const {
+  return std::any_of(node_.streams.begin(), node_.streams.end(),
+                     [](const Stream& s) { return s.fd >= 0; });
+}
+
+// Prints how the run ended when it did not succeed; returns the launcher's exit status.
+int report_end(const Outcome& outcome) {
+  if (outcome.interrupted_by) {
+    std::cerr << "dpscope launch: interrupted (signal " << outcome.interrupted_by
+              << "); every rank stopped\n";
+    return 128 + outcome.interrupted_by;
+  }
+  if (!outcome.first_failure.empty()) {
+    std::cerr << "dpscope launch: failed: " << outcome.first_failure << "\n";
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+void validate_launch_options(const LaunchOptions& options) { validate(options); }
+
+int run_launch(const LaunchOptions& o) {
+  validate(o);
+  std::optional<ReservedPort> reserved;  // held until the ranks end; See Note [Reserved port]
+  if (!o.master_port) reserved.emplace();
+  const int port = o.master_port ? o.master_port : reserved->port();
+  const std::string trace_dir = create_trace_dir(o);
+  catch_stop_signals();
+  NodeRanks node = start_ranks(o, port, trace_dir);
+  const Outcome outcome = RankSupervisor(o, node).run();
+  release_stop_signals();
+  merge_rank_files(o, trace_dir, node.ranks);
+  return report_end(outcome);
 }
 
 }  // namespace dpscope::cli

@@ -102,55 +102,91 @@ std::string where(const comm::ProcessGroup& group, const GradBucket& bucket) {
   return "rank " + std::to_string(group.rank()) + ", bucket " + std::to_string(bucket.index);
 }
 
+// The gradients worth compressing, as n x m matrices grouped by shape in order of first
+// appearance (PyTorch's shape_to_tensors), and the sizes of the P and Q memory they need.
+struct CompressedMatrices {
+  struct ShapeGroup {
+    int64_t n = 0, m = 0, rank = 0;
+    std::vector<at::Tensor> matrices;
+  };
+  std::vector<ShapeGroup> by_shape;
+  int64_t total_ps = 0;  // sum of n * rank
+  int64_t total_qs = 0;  // sum of m * rank
+
+  void add(const at::Tensor& matrix, int64_t n, int64_t m, int64_t rank) {
+    auto group = std::find_if(by_shape.begin(), by_shape.end(),
+                              [&](const ShapeGroup& entry) { return entry.n == n && entry.m == m; });
+    if (group == by_shape.end()) group = by_shape.insert(by_shape.end(), ShapeGroup{n, m, rank, {}});
+    group->matrices.push_back(matrix);
+    total_ps += n * rank;
+    total_qs += m * rank;
+  }
+};
+
+// Where Q starts this iteration: drawn afresh, or last iteration's (warm start).
+enum class QStart { Random, Reused };
+
+void check_flat_buffer(const comm::ProcessGroup& group, const GradBucket& bucket) {
+  const at::Tensor& input = bucket.buffer;
+  if (!input.defined() || input.dim() != 1 || !input.is_contiguous()) {
+    throw std::invalid_argument("PowerSGD on " + where(group, bucket) +
+                                ": the bucket's buffer must be a defined, contiguous 1-D tensor "
+                                "(the Reducer's flat bucket)");
+  }
+}
+
+// A vanilla all-reduce before start_powersgd_iter (default._allreduce_fut).
+class VanillaReduction final : public PendingReduction {
+ public:
+  explicit VanillaReduction(comm::WorkHandle work) : work_(std::move(work)) {}
+  void wait() override { work_->wait(); }
+
+ private:
+  comm::WorkHandle work_;
+};
+
+std::unique_ptr<PendingReduction> launch_vanilla_allreduce(comm::ProcessGroup& group,
+                                                           GradBucket& bucket) {
+  bucket.buffer.div_(group.size());
+  return std::make_unique<VanillaReduction>(
+      group.all_reduce(bucket.buffer, comm::ReduceOp::Sum, bucket.tag));
+}
+
 }  // namespace
 
-// The part of powerSGD_hook that PyTorch chains on the first collective's future
-// (unpack_uncompressed_tensors_and_allreduce_ps, compute_qs, decompress), run by wait().
+// One bucket's pass through powerSGD_hook once compression has started. PowerSGDHook::launch()
+// runs the steps up to P = M Q (under the hook's mutex) and issues the first collectives; wait()
+// runs what PyTorch chains on their future (unpack_uncompressed_tensors_and_allreduce_ps,
+// compute_qs, decompress).
 class PowerSGDReduction final : public PendingReduction {
  public:
   PowerSGDReduction(PowerSGDHook& hook, comm::ProcessGroup& group, GradBucket& bucket)
       : hook_(hook), group_(group), bucket_(bucket) {}
 
+  // launch()'s steps, in this order, under hook_.mutex_.
+  void add_error_feedback();
+  CompressedMatrices split_gradients();
+  void concatenate_uncompressed();
+  QStart claim_p_and_q_memory(const CompressedMatrices& compressed);
+  void view_ps_and_qs(const CompressedMatrices& compressed);
+  void initialize_qs(QStart start);
+  void compute_ps();
+  // launch()'s last step, after the mutex is released.
+  void allreduce_uncompressed_and_ps();
+
   void wait() override {
-    const int world = group_.size();
-    // unpack_uncompressed_tensors_and_allreduce_ps: sum, then divide.
-    if (uncompressed_work_) {
-      uncompressed_work_->wait();
-      uncompressed_memory_.div_(world);
-      int64_t offset = 0;
-      for (at::Tensor& tensor : uncompressed_tensors_) {
-        tensor.copy_(uncompressed_memory_.narrow(0, offset, tensor.numel()).view_as(tensor));
-        offset += tensor.numel();
-      }
-    }
-    if (p_work_) p_work_->wait();
-    // compute_qs: orthogonalize the summed Ps, Q = M^T P, all-reduce Q.
-    for (at::Tensor& p : ps_) powersgd::orthogonalize(p, hook_.options_.orthogonalization_epsilon);
-    for (size_t i = 0; i < matrices_.size(); ++i) {
-      at::bmm_out(qs_[i], matrices_[i].transpose(1, 2), ps_[i]);
-    }
-    // The second collective of this bucket, from wait() (Note [Hook collective order]).
-    if (q_memory_.numel() > 0) {
-      group_.all_reduce(q_memory_, comm::ReduceOp::Sum, bucket_.tag)->wait();
-    }
-    // decompress: average Q, M = P Q^T written through the gradient views into the buffer.
-    q_memory_.div_(world);
-    for (size_t i = 0; i < matrices_.size(); ++i) {
-      at::bmm_out(matrices_[i], ps_[i], qs_[i].transpose(1, 2));
-    }
-    std::lock_guard<std::mutex> lock(hook_.mutex_);
-    if (hook_.options_.use_error_feedback) {
-      hook_.error_[bucket_.index] = input_copy_.sub(bucket_.buffer);
-    }
-    if (!hook_.options_.warm_start) {
-      hook_.p_memory_.clear();
-      hook_.q_memory_.clear();
-    }
-    hook_.maybe_increase_iter(bucket_);
+    unpack_uncompressed();
+    compute_qs();
+    decompress();
+    update_hook_state();
   }
 
  private:
-  friend class PowerSGDHook;
+  void unpack_uncompressed();
+  void compute_qs();
+  void decompress();
+  void update_hook_state();
+
   PowerSGDHook& hook_;
   comm::ProcessGroup& group_;
   GradBucket& bucket_;
@@ -163,15 +199,186 @@ class PowerSGDReduction final : public PendingReduction {
   comm::WorkHandle uncompressed_work_, p_work_;
 };
 
-// A vanilla all-reduce before start_powersgd_iter (default._allreduce_fut).
-class VanillaReduction final : public PendingReduction {
- public:
-  explicit VanillaReduction(comm::WorkHandle work) : work_(std::move(work)) {}
-  void wait() override { work_->wait(); }
+// The local error of the last compressed iteration is added back, and the result kept to
+// compute this iteration's error in update_hook_state().
+void PowerSGDReduction::add_error_feedback() {
+  if (!hook_.options_.use_error_feedback) return;
+  at::Tensor input = bucket_.buffer;
+  const int64_t total_length = input.size(0);
+  auto error = hook_.error_.find(bucket_.index);
+  if (error != hook_.error_.end()) {
+    if (error->second.numel() != total_length) {
+      throw std::runtime_error(
+          "PowerSGD on " + where(group_, bucket_) + ": the bucket has " +
+          std::to_string(total_length) + " elements but its error feedback was kept for " +
+          std::to_string(error->second.numel()) +
+          "; buckets changed after compression started. Start PowerSGD after DDP rebuilds "
+          "its buckets (start_powersgd_iter >= 2)");
+    }
+    input.add_(error->second);
+  } else {
+    hook_.error_[bucket_.index] = at::zeros({total_length}, input.options());
+  }
+  input_copy_ = input.clone();
+}
 
- private:
-  comm::WorkHandle work_;
-};
+// Step I: each gradient viewed as a matrix (dim 0 x the rest) is compressed when
+// should_compress says it saves enough, else all-reduced as it is; counts compression_stats.
+CompressedMatrices PowerSGDReduction::split_gradients() {
+  CompressedMatrices compressed;
+  for (size_t i = 0; i < bucket_.gradients.size(); ++i) {
+    const at::Tensor& tensor = bucket_.gradients[i];
+    if (!tensor.defined() || !tensor.is_alias_of(bucket_.buffer)) {
+      throw std::invalid_argument(
+          "PowerSGD on " + where(group_, bucket_) + ": gradient " + std::to_string(i) +
+          " is not a view of the bucket's buffer; PowerSGD writes the averaged gradients "
+          "through these views, so pass views of GradBucket::buffer");
+    }
+    // tensor.view(tensor.shape[0], -1); a 0-d or empty tensor is never compressed.
+    const int64_t n = tensor.dim() > 0 ? tensor.size(0) : 1;
+    const int64_t m = n > 0 ? tensor.numel() / n : 0;
+    const int64_t rank = std::min<int64_t>({n, m, hook_.options_.matrix_approximation_rank});
+    const powersgd::CompressionDecision decision =
+        powersgd::should_compress(n, m, rank, hook_.options_.min_compression_rate);
+    hook_.numel_before_ += decision.uncompressed_numel;
+    if (decision.compress) {
+      compressed.add(tensor.view({n, m}), n, m, rank);
+      hook_.numel_after_ += decision.compressed_numel;
+    } else {
+      uncompressed_tensors_.push_back(tensor);
+      hook_.numel_after_ += decision.uncompressed_numel;
+    }
+  }
+  return compressed;
+}
+
+// Step II: the uncompressed tensors in one contiguous tensor, to all-reduce them at once.
+void PowerSGDReduction::concatenate_uncompressed() {
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& tensor : uncompressed_tensors_) flat.push_back(tensor.reshape({-1}));
+  uncompressed_memory_ = flat.empty() ? at::empty({0}, bucket_.buffer.options()) : at::cat(flat);
+}
+
+// Step III: the bucket's P and Q memory, kept across iterations with warm start (Q is reused),
+// else allocated afresh.
+QStart PowerSGDReduction::claim_p_and_q_memory(const CompressedMatrices& compressed) {
+  const int32_t index = bucket_.index;
+  QStart start = QStart::Reused;
+  if (!hook_.options_.warm_start || hook_.p_memory_.find(index) == hook_.p_memory_.end()) {
+    start = QStart::Random;
+    hook_.p_memory_[index] = at::empty({compressed.total_ps}, bucket_.buffer.options());
+    hook_.q_memory_[index] = at::empty({compressed.total_qs}, bucket_.buffer.options());
+  }
+  p_memory_ = hook_.p_memory_[index];
+  q_memory_ = hook_.q_memory_[index];
+  if (p_memory_.numel() != compressed.total_ps || q_memory_.numel() != compressed.total_qs) {
+    throw std::runtime_error("PowerSGD on " + where(group_, bucket_) +
+                             ": the bucket's P/Q memory (" + std::to_string(p_memory_.numel()) +
+                             "/" + std::to_string(q_memory_.numel()) +
+                             " elements) does not fit its gradients (" +
+                             std::to_string(compressed.total_ps) + "/" +
+                             std::to_string(compressed.total_qs) +
+                             "); buckets changed after compression started. Start PowerSGD after "
+                             "DDP rebuilds its buckets (start_powersgd_iter >= 2)");
+  }
+  return start;
+}
+
+// Each compressed matrix as a batch of one, with its P and Q as views of the memory, laid out
+// shape group by shape group.
+void PowerSGDReduction::view_ps_and_qs(const CompressedMatrices& compressed) {
+  int64_t p_offset = 0;
+  int64_t q_offset = 0;
+  for (const CompressedMatrices::ShapeGroup& group : compressed.by_shape) {
+    const int64_t n = group.n, m = group.m, rank = group.rank;
+    for (const at::Tensor& matrix : group.matrices) {
+      matrices_.push_back(matrix.unsqueeze(0));
+      ps_.push_back(p_memory_.narrow(0, p_offset, n * rank).view({1, n, rank}));
+      qs_.push_back(q_memory_.narrow(0, q_offset, m * rank).view({1, m, rank}));
+      p_offset += n * rank;
+      q_offset += m * rank;
+    }
+  }
+}
+
+// Q orthogonalized: last iteration's, or drawn from a normal distribution seeded like PyTorch.
+void PowerSGDReduction::initialize_qs(QStart start) {
+  const double epsilon = hook_.options_.orthogonalization_epsilon;
+  if (start == QStart::Reused) {
+    for (at::Tensor& q : qs_) powersgd::orthogonalize(q, epsilon);
+    return;
+  }
+  // torch.manual_seed(state.rng.randint(1_000_000_000)) inside fork_rng: a fresh CPU
+  // generator, drawn once per bucket even when nothing is compressed.
+  const int64_t seed = hook_.rng_.randint(1'000'000'000);
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed));
+  for (at::Tensor& q : qs_) {
+    q.copy_(at::randn(q.sizes(), generator, bucket_.buffer.options().device(at::kCPU)));
+    powersgd::orthogonalize(q, epsilon);
+  }
+}
+
+void PowerSGDReduction::compute_ps() {
+  for (size_t i = 0; i < matrices_.size(); ++i) at::bmm_out(ps_[i], matrices_[i], qs_[i]);
+}
+
+// The uncompressed tensors, then P (PyTorch issues P once the first is done; the order on the
+// wire is the same). Collectives of 0 elements are skipped.
+void PowerSGDReduction::allreduce_uncompressed_and_ps() {
+  if (uncompressed_memory_.numel() > 0) {
+    uncompressed_work_ = group_.all_reduce(uncompressed_memory_, comm::ReduceOp::Sum, bucket_.tag);
+  }
+  if (p_memory_.numel() > 0) {
+    p_work_ = group_.all_reduce(p_memory_, comm::ReduceOp::Sum, bucket_.tag);
+  }
+}
+
+// unpack_uncompressed_tensors_and_allreduce_ps: sum, then divide, written back through the views.
+void PowerSGDReduction::unpack_uncompressed() {
+  if (!uncompressed_work_) return;
+  uncompressed_work_->wait();
+  uncompressed_memory_.div_(group_.size());
+  int64_t offset = 0;
+  for (at::Tensor& tensor : uncompressed_tensors_) {
+    tensor.copy_(uncompressed_memory_.narrow(0, offset, tensor.numel()).view_as(tensor));
+    offset += tensor.numel();
+  }
+}
+
+// compute_qs: orthogonalize the summed Ps, Q = M^T P, all-reduce Q.
+void PowerSGDReduction::compute_qs() {
+  if (p_work_) p_work_->wait();
+  for (at::Tensor& p : ps_) powersgd::orthogonalize(p, hook_.options_.orthogonalization_epsilon);
+  for (size_t i = 0; i < matrices_.size(); ++i) {
+    at::bmm_out(qs_[i], matrices_[i].transpose(1, 2), ps_[i]);
+  }
+  // The second collective of this bucket, from wait() (Note [Hook collective order]).
+  if (q_memory_.numel() > 0) {
+    group_.all_reduce(q_memory_, comm::ReduceOp::Sum, bucket_.tag)->wait();
+  }
+}
+
+// decompress: average Q, M = P Q^T written through the gradient views into the buffer.
+void PowerSGDReduction::decompress() {
+  q_memory_.div_(group_.size());
+  for (size_t i = 0; i < matrices_.size(); ++i) {
+    at::bmm_out(matrices_[i], ps_[i], qs_[i].transpose(1, 2));
+  }
+}
+
+// The new local error (the input after error feedback minus the result), P and Q memory dropped
+// without warm start, and the iteration counted.
+void PowerSGDReduction::update_hook_state() {
+  std::lock_guard<std::mutex> lock(hook_.mutex_);
+  if (hook_.options_.use_error_feedback) {
+    hook_.error_[bucket_.index] = input_copy_.sub(bucket_.buffer);
+  }
+  if (!hook_.options_.warm_start) {
+    hook_.p_memory_.clear();
+    hook_.q_memory_.clear();
+  }
+  hook_.maybe_increase_iter(bucket_);
+}
 
 PowerSGDHook::PowerSGDHook(const PowerSGDOptions& options)
     : options_(options), rng_(options.random_seed) {
@@ -212,156 +419,26 @@ void PowerSGDHook::maybe_increase_iter(const GradBucket& bucket) {
   if (bucket.is_last) ++iter_;
 }
 
+// powerSGD_hook step by step; each step is a PowerSGDReduction method above.
 std::unique_ptr<PendingReduction> PowerSGDHook::launch(comm::ProcessGroup& group,
                                                        GradBucket& bucket) {
-  at::Tensor input = bucket.buffer;
-  if (!input.defined() || input.dim() != 1 || !input.is_contiguous()) {
-    throw std::invalid_argument("PowerSGD on " + where(group, bucket) +
-                                ": the bucket's buffer must be a defined, contiguous 1-D tensor "
-                                "(the Reducer's flat bucket)");
-  }
-  const int world = group.size();
+  check_flat_buffer(group, bucket);
   std::unique_lock<std::mutex> lock(mutex_);
-
   if (iter_ < options_.start_powersgd_iter) {
     maybe_increase_iter(bucket);
     lock.unlock();
-    input.div_(world);
-    return std::make_unique<VanillaReduction>(
-        group.all_reduce(input, comm::ReduceOp::Sum, bucket.tag));
+    return launch_vanilla_allreduce(group, bucket);
   }
-
   auto reduction = std::make_unique<PowerSGDReduction>(*this, group, bucket);
-  const int32_t index = bucket.index;
-  const int64_t total_length = input.size(0);
-  const at::TensorOptions options = input.options();
-
-  // Error feedback: the local error of the last compressed iteration is added back.
-  if (options_.use_error_feedback) {
-    auto error = error_.find(index);
-    if (error != error_.end()) {
-      if (error->second.numel() != total_length) {
-        throw std::runtime_error(
-            "PowerSGD on " + where(group, bucket) + ": the bucket has " +
-            std::to_string(total_length) + " elements but its error feedback was kept for " +
-            std::to_string(error->second.numel()) +
-            "; buckets changed after compression started. Start PowerSGD after DDP rebuilds "
-            "its buckets (start_powersgd_iter >= 2)");
-      }
-      input.add_(error->second);
-    } else {
-      error_[index] = at::zeros({total_length}, options);
-    }
-    reduction->input_copy_ = input.clone();
-  }
-
-  // Split the gradients: matrices worth compressing, grouped by shape in order of first
-  // appearance (PyTorch's shape_to_tensors), and the rest.
-  std::vector<std::pair<std::pair<int64_t, int64_t>, std::vector<at::Tensor>>> by_shape;
-  int64_t total_ps = 0;
-  int64_t total_qs = 0;
-  for (size_t i = 0; i < bucket.gradients.size(); ++i) {
-    const at::Tensor& tensor = bucket.gradients[i];
-    if (!tensor.defined() || !tensor.is_alias_of(input)) {
-      throw std::invalid_argument(
-          "PowerSGD on " + where(group, bucket) + ": gradient " + std::to_string(i) +
-          " is not a view of the bucket's buffer; PowerSGD writes the averaged gradients "
-          "through these views, so pass views of GradBucket::buffer");
-    }
-    // tensor.view(tensor.shape[0], -1); a 0-d or empty tensor is never compressed.
-    const int64_t n = tensor.dim() > 0 ? tensor.size(0) : 1;
-    const int64_t m = n > 0 ? tensor.numel() / n : 0;
-    const int64_t rank = std::min<int64_t>({n, m, options_.matrix_approximation_rank});
-    const powersgd::CompressionDecision decision =
-        powersgd::should_compress(n, m, rank, options_.min_compression_rate);
-    numel_before_ += decision.uncompressed_numel;
-    if (decision.compress) {
-      at::Tensor matrix = tensor.view({n, m});
-      auto group_of = std::find_if(by_shape.begin(), by_shape.end(),
-                                   [&](const auto& entry) { return entry.first == std::make_pair(n, m); });
-      if (group_of == by_shape.end()) {
-        by_shape.push_back({{n, m}, {}});
-        group_of = by_shape.end() - 1;
-      }
-      group_of->second.push_back(matrix);
-      total_ps += n * rank;
-      total_qs += m * rank;
-      numel_after_ += decision.compressed_numel;
-    } else {
-      reduction->uncompressed_tensors_.push_back(tensor);
-      numel_after_ += decision.uncompressed_numel;
-    }
-  }
-  {
-    std::vector<at::Tensor> flat;
-    for (const at::Tensor& tensor : reduction->uncompressed_tensors_) {
-      flat.push_back(tensor.reshape({-1}));
-    }
-    reduction->uncompressed_memory_ =
-        flat.empty() ? at::empty({0}, options) : at::cat(flat);
-  }
-
-  // P and Q memory: kept across iterations with warm start (Q is reused), else drawn afresh.
-  bool need_randomize_qs = false;
-  if (!options_.warm_start || p_memory_.find(index) == p_memory_.end()) {
-    need_randomize_qs = true;
-    p_memory_[index] = at::empty({total_ps}, options);
-    q_memory_[index] = at::empty({total_qs}, options);
-  }
-  at::Tensor p_memory = p_memory_[index];
-  at::Tensor q_memory = q_memory_[index];
-  if (p_memory.numel() != total_ps || q_memory.numel() != total_qs) {
-    throw std::runtime_error("PowerSGD on " + where(group, bucket) + ": the bucket's P/Q memory (" +
-                             std::to_string(p_memory.numel()) + "/" +
-                             std::to_string(q_memory.numel()) + " elements) does not fit its " +
-                             "gradients (" + std::to_string(total_ps) + "/" +
-                             std::to_string(total_qs) +
-                             "); buckets changed after compression started. Start PowerSGD after "
-                             "DDP rebuilds its buckets (start_powersgd_iter >= 2)");
-  }
-  int64_t p_offset = 0;
-  int64_t q_offset = 0;
-  for (const auto& [shape, matrices] : by_shape) {
-    const auto [n, m] = shape;
-    const int64_t rank = std::min<int64_t>({n, m, options_.matrix_approximation_rank});
-    for (const at::Tensor& matrix : matrices) {
-      reduction->matrices_.push_back(matrix.unsqueeze(0));
-      reduction->ps_.push_back(p_memory.narrow(0, p_offset, n * rank).view({1, n, rank}));
-      reduction->qs_.push_back(q_memory.narrow(0, q_offset, m * rank).view({1, m, rank}));
-      p_offset += n * rank;
-      q_offset += m * rank;
-    }
-  }
-
-  const double epsilon = options_.orthogonalization_epsilon;
-  if (!need_randomize_qs) {
-    for (at::Tensor& q : reduction->qs_) powersgd::orthogonalize(q, epsilon);
-  } else {
-    // torch.manual_seed(state.rng.randint(1_000_000_000)) inside fork_rng: a fresh CPU
-    // generator, drawn once per bucket even when nothing is compressed.
-    const int64_t seed = rng_.randint(1'000'000'000);
-    at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed));
-    for (at::Tensor& q : reduction->qs_) {
-      q.copy_(at::randn(q.sizes(), generator, options.device(at::kCPU)));
-      powersgd::orthogonalize(q, epsilon);
-    }
-  }
-  for (size_t i = 0; i < reduction->matrices_.size(); ++i) {
-    at::bmm_out(reduction->ps_[i], reduction->matrices_[i], reduction->qs_[i]);
-  }
-  reduction->p_memory_ = p_memory;
-  reduction->q_memory_ = q_memory;
+  reduction->add_error_feedback();
+  const CompressedMatrices compressed = reduction->split_gradients();
+  reduction->concatenate_uncompressed();
+  const QStart q_start = reduction->claim_p_and_q_memory(compressed);
+  reduction->view_ps_and_qs(compressed);
+  reduction->initialize_qs(q_start);
+  reduction->compute_ps();
   lock.unlock();
-
-  // The uncompressed tensors, then P (PyTorch issues P once the first is done; the order on the
-  // wire is the same). Collectives of 0 elements are skipped.
-  if (reduction->uncompressed_memory_.numel() > 0) {
-    reduction->uncompressed_work_ =
-        group.all_reduce(reduction->uncompressed_memory_, comm::ReduceOp::Sum, bucket.tag);
-  }
-  if (p_memory.numel() > 0) {
-    reduction->p_work_ = group.all_reduce(p_memory, comm::ReduceOp::Sum, bucket.tag);
-  }
+  reduction->allreduce_uncompressed_and_ps();
   return reduction;
 }
 
