@@ -82,15 +82,7 @@ std::string train(tutorials::Session& session, const Settings& settings, const t
         config, model, run.group(), &run.recorder(), &run.memory_sampler());
     tutorials::ShardedBatches batches(work.data, session, work.batch_size, options.seed);
     torch::optim::SGD optimizer(parallel->optimizer_parameters(), torch::optim::SGDOptions(0.05));
-    for (int32_t i = 0; i < options.steps; ++i) {
-      const data::Dataset batch = batches.next();
-      tutorials::Step step(run, i);
-      tutorials::zero_grad(optimizer);
-      const at::Tensor loss = step.forward([&] { return model->loss(parallel->forward(batch.x), batch.y); });
-      step.backward(loss);
-      parallel->finish_backward();
-      step.optimizer_step(optimizer);
-    }
+    tutorials::train_steps(run, *parallel, *model, optimizer, batches, options.steps);
   }
   return run.finish();
 }

@@ -95,15 +95,7 @@ Result train_stage(tutorials::Session& session, const Settings& settings, const 
     // FSDP flattens it): a fresh allocator peak, so the memory sampler records the steps' own
     // peak at the moment it happens (Note [Memory at the peak]).
     memory::TrackingAllocator::installed()->reset_peak();
-    for (int32_t i = 0; i < options.steps; ++i) {
-      const data::Dataset batch = batches.next();
-      tutorials::Step step(run, i);
-      tutorials::zero_grad(optimizer);
-      const at::Tensor loss = step.forward([&] { return model->loss(parallel->forward(batch.x), batch.y); });
-      step.backward(loss);
-      parallel->finish_backward();
-      step.optimizer_step(optimizer);
-    }
+    tutorials::train_steps(run, *parallel, *model, optimizer, batches, options.steps);
   }
   result.run_file = run.finish();
   if (session.leader()) result.stats = tutorials::read_stats(result.run_file);

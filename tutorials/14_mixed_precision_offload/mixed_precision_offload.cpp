@@ -83,15 +83,7 @@ Result train_setting(tutorials::Session& session, const Settings& settings, cons
     torch::optim::SGD optimizer(parallel->optimizer_parameters(), torch::optim::SGDOptions(settings.lr).momentum(0.9));
     // The steps' own peak, not construction's (Note [Memory at the peak]).
     memory::TrackingAllocator::installed()->reset_peak();
-    for (int32_t i = 0; i < options.steps; ++i) {
-      const data::Dataset batch = batches.next();
-      tutorials::Step step(run, i);
-      tutorials::zero_grad(optimizer);
-      const at::Tensor loss = step.forward([&] { return model->loss(parallel->forward(batch.x), batch.y); });
-      step.backward(loss);
-      parallel->finish_backward();
-      step.optimizer_step(optimizer);
-    }
+    tutorials::train_steps(run, *parallel, *model, optimizer, batches, options.steps);
   }
   result.run_file = run.finish();
   if (session.leader()) result.stats = tutorials::read_stats(result.run_file);

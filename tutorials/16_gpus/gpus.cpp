@@ -47,15 +47,7 @@ std::string train_on_gpu(tutorials::Session& session, train::Strategy strategy, 
     session.say("%s: %s\n", fsdp ? "FSDP" : "DDP", parallel->describe().c_str());
     tutorials::ShardedBatches batches(train_set, session, 32, options.seed);
     torch::optim::SGD optimizer(parallel->optimizer_parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
-    for (int32_t i = 0; i < options.steps; ++i) {
-      const data::Dataset batch = batches.next();
-      tutorials::Step step(run, i);
-      tutorials::zero_grad(optimizer);
-      const at::Tensor loss = step.forward([&] { return model->loss(parallel->forward(batch.x), batch.y); });
-      step.backward(loss);
-      parallel->finish_backward();
-      step.optimizer_step(optimizer);
-    }
+    tutorials::train_steps(run, *parallel, *model, optimizer, batches, options.steps);
   }
   return run.finish();
 }

@@ -285,4 +285,17 @@ data::Dataset ShardedBatches::next() {
   return batch;
 }
 
+void train_steps(TracedRun& run, train::ParallelModel& parallel, models::Model& model,
+                 torch::optim::Optimizer& optimizer, ShardedBatches& batches, int64_t steps) {
+  for (int32_t i = 0; i < steps; ++i) {
+    const data::Dataset batch = batches.next();
+    Step step(run, i);
+    zero_grad(optimizer);
+    const at::Tensor loss = step.forward([&] { return model.loss(parallel.forward(batch.x), batch.y); });
+    step.backward(loss);
+    parallel.finish_backward();
+    step.optimizer_step(optimizer);
+  }
+}
+
 }  // namespace dpscope::tutorials

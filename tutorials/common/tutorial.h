@@ -21,6 +21,7 @@
 #include "engine/memory/memory_sampler.h"
 #include "engine/memory/tracking_allocator.h"
 #include "engine/models/models.h"
+#include "engine/train/parallel_model.h"
 #include "engine/train/traced_step.h"
 #include "engine/train/trainer.h"
 #include "trace/recorder.h"
@@ -197,5 +198,12 @@ class ShardedBatches {
   data::EpochBatches batches_;
   at::Device device_;
 };
+
+// `steps` traced steps (iterations 0, 1, ...) of `parallel` (DDP or FSDP from
+// train::make_parallel_model) around `model`, one batch of `batches` each: zero_grad, forward,
+// backward, finish_backward, the optimizer's step — the loop of `dpscope train` without
+// accumulation, for the tutorials whose lesson is not the loop itself.
+void train_steps(TracedRun& run, train::ParallelModel& parallel, models::Model& model,
+                 torch::optim::Optimizer& optimizer, ShardedBatches& batches, int64_t steps);
 
 }  // namespace dpscope::tutorials
