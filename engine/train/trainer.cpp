@@ -125,112 +125,95 @@ void zero_grad(torch::optim::Optimizer& optimizer) {
 
 namespace {
 
-// Everything after the trace is open: a failure here is recorded as the rank's status.
-void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
-                const std::optional<fault::FaultSpec>& fault, const TraceFiles& trace_files,
-                trace::Recorder& recorder, TrainResult& result) {
-  memory::TrackingAllocator* allocator =
-      config.trace_level == trace::TraceLevel::Full ? &memory::TrackingAllocator::install() : nullptr;
-  memory::MemorySampler sampler(&recorder, allocator);
-
-  comm::WorldOptions world_options;
-  world_options.backend = config.backend.empty() ? comm::default_backend()
-                                                 : comm::parse_backend(config.backend);
-  world_options.recorder = &recorder;
-  world_options.link =
-      comm::check_link(config.link_gbps, config.link_latency_us, "--link-gbps", "--link-latency-us");
-  comm::World world = comm::init_world(world_options);
-  if (config.straggler && config.straggler->rank >= env.world_size) {
-    throw std::invalid_argument("--straggler: rank " + std::to_string(config.straggler->rank) +
-                                " is not in this run of " + std::to_string(env.world_size) +
-                                " ranks; pick one of 0.." + std::to_string(env.world_size - 1));
-  }
-  // See StragglerSpec: this rank's extra milliseconds of work per step, if it is the slow one.
-  const double straggler_ms =
-      config.straggler && config.straggler->rank == env.rank ? config.straggler->ms : 0;
-
+// The run's metadata: how it was started and configured, as `dpscope stats` and the viewer show it.
+void record_run_meta(trace::Recorder& recorder, const TrainConfig& config, const comm::LaunchEnv& env,
+                     comm::Backend backend, bool fault_injected) {
   recorder.set_meta("command_line", config.command_line);
   recorder.set_meta("config", config_json(config));
   recorder.set_meta("strategy", config.strategy == Strategy::Fsdp ? "fsdp" : "ddp");
-  recorder.set_meta("backend", std::string(comm::to_string(world_options.backend)));
+  recorder.set_meta("backend", std::string(comm::to_string(backend)));
   recorder.set_meta("world_size", std::to_string(env.world_size));
   recorder.set_meta("model", config.model.name);
   recorder.set_meta("trace_level", std::string(trace::to_string(config.trace_level)));
   recorder.set_meta("device", config.device);
-  if (fault) recorder.set_meta("fault_injected", std::getenv("DPSCOPE_FAULT"));
+  if (fault_injected) recorder.set_meta("fault_injected", std::getenv("DPSCOPE_FAULT"));
   if (config.straggler) {
     char straggler[64];
     std::snprintf(straggler, sizeof(straggler), "%d:%g", config.straggler->rank, config.straggler->ms);
     recorder.set_meta("straggler", straggler);
   }
+}
 
+// This rank's extra milliseconds of work per step (See StragglerSpec): 0 unless it is the slow one.
+double straggler_ms_of(const TrainConfig& config, const comm::LaunchEnv& env) {
+  if (!config.straggler) return 0;
+  if (config.straggler->rank >= env.world_size) {
+    throw std::invalid_argument("--straggler: rank " + std::to_string(config.straggler->rank) +
+                                " is not in this run of " + std::to_string(env.world_size) +
+                                " ranks; pick one of 0.." + std::to_string(env.world_size - 1));
+  }
+  return config.straggler->rank == env.rank ? config.straggler->ms : 0;
+}
+
+// The model `config` names, sized for `all` (its features or vocabulary), initialised this rank's
+// own way: DDP's (FSDP's) broadcast makes rank 0's the common start.
+std::shared_ptr<models::Model> build_model(const TrainConfig& config, const comm::LaunchEnv& env,
+                                           const RunData& run_data) {
   models::ModelConfig model_config = models::with_defaults(config.model);
-  RunData run_data = load_data(config, model_config);
-  const data::Dataset& all = run_data.all;
-  const int64_t train_rows = all.size() - static_cast<int64_t>(all.size() * config.eval_fraction);
-  const data::Dataset train_set = all.slice(0, train_rows);
-  const data::Dataset eval_set = all.slice(train_rows, all.size());
-
   if (run_data.vocab > 0) {
     model_config.vocab = run_data.vocab;
   } else {
-    model_config.input_features = all.x.size(1);
+    model_config.input_features = run_data.all.x.size(1);
   }
   if (model_config.name == "toy") model_config.classes = 5;
-  // Every rank initialises its own way; DDP's broadcast makes rank 0's the common start.
   torch::manual_seed(config.seed + 1000 * static_cast<uint64_t>(env.rank));
-  std::shared_ptr<models::Model> model;
-  {
-    memory::CategoryScope parameters(memory::MemoryCategory::Parameters);
-    model = models::make_model(model_config);
-  }
-  const std::string summary = models::summarize(config.model.name, *model);
-  recorder.set_meta("model_summary", summary);
+  memory::CategoryScope parameters(memory::MemoryCategory::Parameters);
+  return models::make_model(model_config);
+}
 
-  const std::unique_ptr<ParallelModel> parallel =
-      make_parallel_model(config, model, world.group, &recorder, &sampler);
-  sampler.sample();
-  if (!config.save_init.empty()) {
-    const auto state = parallel->full_state();  // collective: every rank takes part
-    if (env.rank == 0) save_tensors(state, config.save_init);
-  }
+// Rank 0's opening line: the model, the wrapper, the backend and link, the ranks and steps.
+void print_start(const TrainConfig& config, const comm::LaunchEnv& env, const comm::World& world,
+                 comm::Backend backend, const std::string& summary, const ParallelModel& parallel) {
+  if (env.rank != 0) return;
+  const std::string link =
+      world.link ? " on an emulated " + comm::link_value_text(world.link->spec().gbps) + " Gb/s, " +
+                       comm::link_value_text(world.link->spec().latency_us) + " us link"
+                 : "";
+  std::printf("train: %s, %s over %s%s, %d rank(s), %lld steps of %lld per rank\n",
+              summary.c_str(), parallel.describe().c_str(),
+              std::string(comm::to_string(backend)).c_str(), link.c_str(), env.world_size,
+              static_cast<long long>(config.steps), static_cast<long long>(config.batch_size));
+  std::fflush(stdout);
+}
 
-  torch::optim::SGD optimizer(parallel->optimizer_parameters(),
+// The steps, each a TracedStep (Note [A traced step]) of grad_accum micro-steps, the first
+// K - 1 under no_sync. Returns each step's milliseconds; sets result.final_loss.
+std::vector<double> run_steps(const TrainConfig& config, const comm::LaunchEnv& env,
+                              const data::Dataset& train_set, models::Model& model,
+                              ParallelModel& parallel, trace::Recorder& recorder,
+                              memory::MemorySampler& sampler, TrainResult& result) {
+  const double straggler_ms = straggler_ms_of(config, env);
+  torch::optim::SGD optimizer(parallel.optimizer_parameters(),
                               torch::optim::SGDOptions(config.lr).momentum(config.momentum));
   data::EpochBatches batches(
       data::DistributedSampler(train_set.size(), env.world_size, env.rank, true, config.seed),
       config.batch_size);
-
-  if (env.rank == 0) {
-    const std::string link =
-        world.link ? " on an emulated " + comm::link_value_text(world.link->spec().gbps) +
-                         " Gb/s, " + comm::link_value_text(world.link->spec().latency_us) +
-                         " us link"
-                   : "";
-    std::printf("train: %s, %s over %s%s, %d rank(s), %lld steps of %lld per rank\n",
-                summary.c_str(), parallel->describe().c_str(),
-                std::string(comm::to_string(world_options.backend)).c_str(), link.c_str(),
-                env.world_size, static_cast<long long>(config.steps),
-                static_cast<long long>(config.batch_size));
-    std::fflush(stdout);
-  }
-
   std::vector<double> step_ms;
   for (int64_t step = 0; step < config.steps; ++step) {
-    TracedStep traced(recorder, sampler, static_cast<int32_t>(step));  // Note [A traced step]
+    TracedStep traced(recorder, sampler, static_cast<int32_t>(step));
     zero_grad(optimizer);
     for (int micro = 0; micro < config.grad_accum; ++micro) {
       const data::Dataset batch = train_set.rows(batches.next());
       std::unique_ptr<ParallelModel::SyncSuspension> no_sync;
-      if (micro + 1 < config.grad_accum) no_sync = parallel->no_sync();
+      if (micro + 1 < config.grad_accum) no_sync = parallel.no_sync();
       const at::Tensor loss = traced.forward([&] {
-        at::Tensor micro_loss = model->loss(parallel->forward(batch.x), batch.y) / config.grad_accum;
+        at::Tensor micro_loss = model.loss(parallel.forward(batch.x), batch.y) / config.grad_accum;
         if (straggler_ms > 0 && micro + 1 == config.grad_accum) traced.delay(straggler_ms);
         return micro_loss;
       });
       traced.backward(loss);
     }
-    parallel->finish_backward();
+    parallel.finish_backward();
     traced.optimizer_step(optimizer);
     const double ms = traced.finish();
     step_ms.push_back(ms);
@@ -242,38 +225,29 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
       std::fflush(stdout);
     }
   }
+  return step_ms;
+}
 
-  if (eval_set.size() > 0) {
-    c10::NoGradGuard no_grad;
-    model->eval();
-    const at::Tensor logits = parallel->forward(eval_set.x);
-    result.eval_accuracy =
-        static_cast<double>(model->correct(logits, eval_set.y)) / static_cast<double>(eval_set.y.numel());
-    model->train();
-    if (env.rank == 0) {
-      std::printf("accuracy %.4f on the last %lld rows\n", result.eval_accuracy,
-                  static_cast<long long>(eval_set.size()));
-    }
-    recorder.metric(static_cast<int32_t>(config.steps - 1), recorder.name("accuracy"), result.eval_accuracy);
+// Accuracy on the held-out rows (--eval-fraction), printed on rank 0 and recorded.
+void evaluate(const TrainConfig& config, const comm::LaunchEnv& env, const data::Dataset& eval_set,
+              models::Model& model, ParallelModel& parallel, trace::Recorder& recorder,
+              TrainResult& result) {
+  c10::NoGradGuard no_grad;
+  model.eval();
+  const at::Tensor logits = parallel.forward(eval_set.x);
+  result.eval_accuracy =
+      static_cast<double>(model.correct(logits, eval_set.y)) / static_cast<double>(eval_set.y.numel());
+  model.train();
+  if (env.rank == 0) {
+    std::printf("accuracy %.4f on the last %lld rows\n", result.eval_accuracy,
+                static_cast<long long>(eval_set.size()));
   }
-  if (!config.save_final.empty()) {
-    const auto state = parallel->full_state();  // collective: every rank takes part
-    if (env.rank == 0) save_tensors(state, config.save_final);
-  }
+  recorder.metric(static_cast<int32_t>(config.steps - 1), recorder.name("accuracy"), result.eval_accuracy);
+}
 
-  result.step_ms_median = trace::summarize_steps(step_ms).median_ms;  // Note [Steady steps]
-  // The peak as the trace records it (Note [Memory at the peak]): the allocator's snapshot, whose
-  // categories sum to its total, so this line and `dpscope stats` agree.
-  std::optional<memory::TrackingAllocator::PeakSnapshot> peak;
-  if (allocator) peak = allocator->peak_snapshot();
-  result.peak_memory_bytes = peak ? peak->bytes[static_cast<size_t>(memory::MemoryCategory::AllocatorTotal)]
-                                  : sampler.peak(memory::MemoryCategory::AllocatorTotal);
-  // Every rank finishes its collectives before the group goes away, and closes its file before
-  // rank 0 merges them (Note [Trace files of a run]).
-  world.group->barrier()->wait();
-  recorder.close();
-  world.group->barrier()->wait();
-  const std::string trace_line = finish_trace_files(trace_files, env);
+// The run's last lines: the peak with its categories, the median step, the trace files.
+void print_end(const TrainResult& result, const std::optional<memory::TrackingAllocator::PeakSnapshot>& peak,
+               const std::string& trace_line) {
   if (result.peak_memory_bytes > 0) {
     std::string breakdown;
     for (const trace::MemoryCategory c : trace::kStackedCategories) {
@@ -292,7 +266,64 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
   std::fflush(stdout);
 }
 
-// The rank's status in its trace: the error, unless Ctrl-C or SIGTERM is why it failed.
+// Everything after the trace is open: a failure here is recorded as the rank's status.
+void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
+                const std::optional<fault::FaultSpec>& fault, const TraceFiles& trace_files,
+                trace::Recorder& recorder, TrainResult& result) {
+  memory::TrackingAllocator* allocator =
+      config.trace_level == trace::TraceLevel::Full ? &memory::TrackingAllocator::install() : nullptr;
+  memory::MemorySampler sampler(&recorder, allocator);
+
+  comm::WorldOptions world_options;
+  world_options.backend = config.backend.empty() ? comm::default_backend()
+                                                 : comm::parse_backend(config.backend);
+  world_options.recorder = &recorder;
+  world_options.link =
+      comm::check_link(config.link_gbps, config.link_latency_us, "--link-gbps", "--link-latency-us");
+  comm::World world = comm::init_world(world_options);
+  straggler_ms_of(config, env);  // refuses a slow rank outside the run before anything is built
+  record_run_meta(recorder, config, env, world_options.backend, fault.has_value());
+
+  const RunData run_data = load_data(config, models::with_defaults(config.model));
+  const int64_t train_rows =
+      run_data.all.size() - static_cast<int64_t>(run_data.all.size() * config.eval_fraction);
+  const data::Dataset train_set = run_data.all.slice(0, train_rows);
+  const data::Dataset eval_set = run_data.all.slice(train_rows, run_data.all.size());
+  const std::shared_ptr<models::Model> model = build_model(config, env, run_data);
+  const std::string summary = models::summarize(config.model.name, *model);
+  recorder.set_meta("model_summary", summary);
+
+  const std::unique_ptr<ParallelModel> parallel =
+      make_parallel_model(config, model, world.group, &recorder, &sampler);
+  sampler.sample();
+  if (!config.save_init.empty()) {
+    const auto state = parallel->full_state();  // collective: every rank takes part
+    if (env.rank == 0) save_tensors(state, config.save_init);
+  }
+  print_start(config, env, world, world_options.backend, summary, *parallel);
+  const std::vector<double> step_ms =
+      run_steps(config, env, train_set, *model, *parallel, recorder, sampler, result);
+  if (eval_set.size() > 0) evaluate(config, env, eval_set, *model, *parallel, recorder, result);
+  if (!config.save_final.empty()) {
+    const auto state = parallel->full_state();  // collective: every rank takes part
+    if (env.rank == 0) save_tensors(state, config.save_final);
+  }
+
+  result.step_ms_median = trace::summarize_steps(step_ms).median_ms;  // Note [Steady steps]
+  // The peak as the trace records it (Note [Memory at the peak]): the allocator's snapshot, whose
+  // categories sum to its total, so this line and `dpscope stats` agree.
+  std::optional<memory::TrackingAllocator::PeakSnapshot> peak;
+  if (allocator) peak = allocator->peak_snapshot();
+  result.peak_memory_bytes = peak ? peak->bytes[static_cast<size_t>(memory::MemoryCategory::AllocatorTotal)]
+                                  : sampler.peak(memory::MemoryCategory::AllocatorTotal);
+  // Every rank finishes its collectives before the group goes away, and closes its file before
+  // rank 0 merges them (Note [Trace files of a run]).
+  world.group->barrier()->wait();
+  recorder.close();
+  world.group->barrier()->wait();
+  print_end(result, peak, finish_trace_files(trace_files, env));
+}
+
 void close_after_failure(trace::Recorder& recorder, const std::string& error) {
   const std::string stopped_by = trace::stop_signal_status();
   recorder.close(stopped_by.empty() ? "failed: " + error : stopped_by);
