@@ -60,30 +60,28 @@ CLI::Option* add_mode_option(CLI::App* cmd, const std::string& name, std::string
       ->capture_default_str();
 }
 
-}  // namespace
+// `dpscope train`'s flags: the TrainConfig they fill, and the text of those parsed after.
+struct TrainFlags {
+  train::TrainConfig config;
+  std::string strategy = "ddp";
+  std::string initial_buckets = "pytorch";
+  std::string comm_hook{ddp::to_string(ddp::CommHookKind::None)};
+  std::string sharding{fsdp::to_string(fsdp::ShardingStrategy::FullShard)};
+  std::string mixed_precision{fsdp::to_string(fsdp::ComputePrecision::Fp32)};
+  std::string backward_prefetch{fsdp::to_string(fsdp::BackwardPrefetch::Pre)};
+  std::string trace_level = "full";
+  bool no_broadcast_buffers = false;
+  std::string straggler;  // "RANK:MS", parsed by train::parse_straggler
+  double link_gbps = 0;
+  double link_latency_us = 0;
+  CLI::Option* link_gbps_option = nullptr;
+  CLI::Option* link_latency_option = nullptr;
+  std::vector<CLI::Option*> ddp_bucket_options;  // refused with --strategy fsdp
+};
 
-void add_train_command(CLI::App& app, CommandMode mode) {
-  struct Options {
-    train::TrainConfig config;
-    std::string strategy = "ddp";
-    std::string initial_buckets = "pytorch";
-    std::string comm_hook{ddp::to_string(ddp::CommHookKind::None)};
-    std::string sharding{fsdp::to_string(fsdp::ShardingStrategy::FullShard)};
-    std::string mixed_precision{fsdp::to_string(fsdp::ComputePrecision::Fp32)};
-    std::string backward_prefetch{fsdp::to_string(fsdp::BackwardPrefetch::Pre)};
-    std::string trace_level = "full";
-    bool no_broadcast_buffers = false;
-    std::string straggler;  // "RANK:MS", parsed by train::parse_straggler
-    double link_gbps = 0;
-    double link_latency_us = 0;
-    CLI::Option* link_gbps_option = nullptr;
-    CLI::Option* link_latency_option = nullptr;
-    std::vector<CLI::Option*> ddp_bucket_options;  // refused with --strategy fsdp
-  };
-  auto o = std::make_shared<Options>();
-  train::TrainConfig& c = o->config;
-  CLI::App* cmd = app.add_subcommand(
-      "train", "One rank of a training run (run it under `dpscope launch -n N --`)");
+// The model and its data.
+void add_model_options(CLI::App* cmd, TrainFlags& f) {
+  train::TrainConfig& c = f.config;
   cmd->add_option("--model", c.model.name,
                   "toy | mlp | cnn | transformer | branch (an MLP with a head some batches skip) | "
                   "gpt (a GPT-2-shaped character-level language model; --data text)")
@@ -107,36 +105,49 @@ void add_train_command(CLI::App& app, CommandMode mode) {
   cmd->add_option("--eval-fraction", c.eval_fraction,
                   "Hold out the last fraction of the rows and report accuracy on it at the end")
       ->capture_default_str();
+}
+
+// Steps, batches, the optimizer, the strategy, the backend and the emulated link or straggler.
+void add_run_options(CLI::App* cmd, TrainFlags& f) {
+  train::TrainConfig& c = f.config;
   cmd->add_option("--steps", c.steps, "Optimizer steps")->capture_default_str();
   cmd->add_option("--batch-size", c.batch_size, "Samples per rank per micro-step")->capture_default_str();
+  cmd->add_option("--grad-accum", c.grad_accum,
+                  "Micro-steps per optimizer step (K-1 under no_sync, then one synced)")
+      ->capture_default_str();
   cmd->add_option("--lr", c.lr, "SGD learning rate")->capture_default_str();
   cmd->add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--seed", c.seed, "Seed of the sampler, the synthetic data and the init")
       ->capture_default_str();
   cmd->add_option("--threads", c.threads, "Intra-op threads per rank (default: cores / local ranks)");
-  cmd->add_option("--strategy", o->strategy, "ddp | fsdp")
+  cmd->add_option("--strategy", f.strategy, "ddp | fsdp")
       ->check(CLI::IsMember({"ddp", "fsdp"}))
       ->capture_default_str();
   cmd->add_option("--backend", c.backend, "gloo | nccl (default: nccl with CUDA devices, else gloo)")
       ->check(CLI::IsMember({"gloo", "nccl"}));
   cmd->add_option("--device", c.device, "cpu | cuda")->capture_default_str();
-  o->link_gbps_option = cmd->add_option(
-      "--link-gbps", o->link_gbps,
+  f.link_gbps_option = cmd->add_option(
+      "--link-gbps", f.link_gbps,
       "Emulate a link of G gigabits per second: collectives complete when it would have carried "
       "them (with --link-latency-us; default: $DPSCOPE_LINK_GBPS, else off)");
-  o->link_latency_option = cmd->add_option(
-      "--link-latency-us", o->link_latency_us,
+  f.link_latency_option = cmd->add_option(
+      "--link-latency-us", f.link_latency_us,
       "The emulated link's latency per message, microseconds (with --link-gbps; default: "
       "$DPSCOPE_LINK_LATENCY_US)");
-  cmd->add_option("--straggler", o->straggler,
+  cmd->add_option("--straggler", f.straggler,
                   "RANK:MS: rank RANK works MS milliseconds longer each step, before its backward "
                   "(a slow rank for the straggler analysis of `dpscope stats`)");
-  o->ddp_bucket_options = {
+}
+
+// DDP's options (refused with --strategy fsdp: validate_train_config, config_from).
+void add_ddp_options(CLI::App* cmd, TrainFlags& f) {
+  train::TrainConfig& c = f.config;
+  f.ddp_bucket_options = {
       cmd->add_option("--bucket-cap-mb", c.bucket_cap_mb, "DDP bucket size cap (MiB)")
           ->capture_default_str(),
       cmd->add_option("--first-bucket-mb", c.first_bucket_mb, "DDP first bucket cap (MiB)")
           ->capture_default_str(),
-      cmd->add_option("--initial-buckets", o->initial_buckets,
+      cmd->add_option("--initial-buckets", f.initial_buckets,
                       "DDP's first iteration: pytorch (PyTorch >= 1.12: one bucket, then buckets "
                       "rebuilt from the order gradients arrived) | by-size (PyTorch <= 1.11: "
                       "buckets by size in reverse registration order from the start)")
@@ -148,20 +159,25 @@ void add_train_command(CLI::App& app, CommandMode mode) {
   cmd->add_flag("--gradient-as-bucket-view", c.gradient_as_bucket_view,
                 "Gradients are views into the buckets (no copy)");
   cmd->add_flag("--static-graph", c.static_graph, "The set of used parameters never changes");
-  cmd->add_flag("--no-broadcast-buffers", o->no_broadcast_buffers,
+  cmd->add_flag("--no-broadcast-buffers", f.no_broadcast_buffers,
                 "Do not broadcast rank 0's buffers before each forward");
-  add_mode_option(cmd, "--comm-hook", o->comm_hook, ddp::kCommHookKinds,
+  add_mode_option(cmd, "--comm-hook", f.comm_hook, ddp::kCommHookKinds,
                   "DDP: how each bucket is reduced (none: the Reducer's own all-reduce)");
-  add_mode_option(cmd, "--sharding", o->sharding, fsdp::kShardingStrategies,
+}
+
+// FSDP's options.
+void add_fsdp_options(CLI::App* cmd, TrainFlags& f) {
+  train::TrainConfig& c = f.config;
+  add_mode_option(cmd, "--sharding", f.sharding, fsdp::kShardingStrategies,
                   "FSDP: full (ZeRO-3), grad_op (ZeRO-2) or no_shard (DDP-like)");
   cmd->add_option("--wrap-min-params", c.wrap_min_params,
                   "FSDP: wrap each submodule with at least N parameters as its own unit (0: root only)")
       ->capture_default_str();
-  add_mode_option(cmd, "--mixed-precision", o->mixed_precision, fsdp::kComputePrecisions,
+  add_mode_option(cmd, "--mixed-precision", f.mixed_precision, fsdp::kComputePrecisions,
                   "FSDP: the dtype units compute in (none: float32)");
   cmd->add_flag("--reduce-fp32", c.reduce_fp32, "FSDP mixed precision: reduce-scatter in float32");
   cmd->add_flag("--cpu-offload", c.cpu_offload, "FSDP: keep shards and their gradients on the CPU");
-  add_mode_option(cmd, "--backward-prefetch", o->backward_prefetch, fsdp::kBackwardPrefetches,
+  add_mode_option(cmd, "--backward-prefetch", f.backward_prefetch, fsdp::kBackwardPrefetches,
                   "FSDP: gather the next unit when a unit's backward begins (pre), when its "
                   "gradient is complete (post), or not ahead (none)");
   cmd->add_flag("--forward-prefetch", c.forward_prefetch,
@@ -175,13 +191,15 @@ void add_train_command(CLI::App& app, CommandMode mode) {
   cmd->add_option("--reduce-bucket-mb", c.reduce_bucket_mb,
                   "FSDP: reduce-scatter bucket over all ranks, MiB (0: no bucketing)")
       ->capture_default_str();
-  cmd->add_option("--grad-accum", c.grad_accum,
-                  "Micro-steps per optimizer step (K-1 under no_sync, then one synced)")
-      ->capture_default_str();
+}
+
+// The trace, the checkpoints and the progress lines.
+void add_trace_options(CLI::App* cmd, TrainFlags& f) {
+  train::TrainConfig& c = f.config;
   cmd->add_option("--trace", c.trace,
                   "Trace file (.sqlite) or directory for rank<R>.sqlite (default: "
                   "$DPSCOPE_TRACE_DIR, else traces/train-<model>.sqlite)");
-  cmd->add_option("--trace-level", o->trace_level, "off | summary | full")
+  cmd->add_option("--trace-level", f.trace_level, "off | summary | full")
       ->check(CLI::IsMember({"off", "summary", "full"}))
       ->capture_default_str();
   cmd->add_option("--save-init", c.save_init,
@@ -189,26 +207,45 @@ void add_train_command(CLI::App& app, CommandMode mode) {
   cmd->add_option("--save-final", c.save_final, "Rank 0 writes the final parameters");
   cmd->add_option("--progress-every", c.progress_every, "Progress line every N steps (0: none)")
       ->capture_default_str();
-  cmd->callback([o, mode] {
-    train::TrainConfig config = o->config;
-    config.strategy = o->strategy == "fsdp" ? train::Strategy::Fsdp : train::Strategy::Ddp;
-    config.broadcast_buffers = !o->no_broadcast_buffers;
-    config.initial_buckets = *ddp::parse_initial_buckets(o->initial_buckets);
-    config.comm_hook = *train::parse_mode(ddp::kCommHookKinds, o->comm_hook);
-    config.sharding = *train::parse_mode(fsdp::kShardingStrategies, o->sharding);
-    config.mixed_precision = *train::parse_mode(fsdp::kComputePrecisions, o->mixed_precision);
-    config.backward_prefetch = *train::parse_mode(fsdp::kBackwardPrefetches, o->backward_prefetch);
-    // FSDP has buckets of its own (--reduce-bucket-mb): DDP's bucket flags would be ignored.
-    for (const CLI::Option* option : o->ddp_bucket_options) {
-      if (config.strategy == train::Strategy::Fsdp && option->count()) {
-        throw std::invalid_argument(option->get_name() + " is a DDP option; FSDP's reduce-scatter "
-                                    "bucket is --reduce-bucket-mb; drop it or use --strategy ddp");
-      }
+}
+
+// The TrainConfig the parsed flags give; refuses DDP's bucket flags with FSDP.
+train::TrainConfig config_from(const TrainFlags& f) {
+  train::TrainConfig config = f.config;
+  config.strategy = f.strategy == "fsdp" ? train::Strategy::Fsdp : train::Strategy::Ddp;
+  config.broadcast_buffers = !f.no_broadcast_buffers;
+  config.initial_buckets = *ddp::parse_initial_buckets(f.initial_buckets);
+  config.comm_hook = *train::parse_mode(ddp::kCommHookKinds, f.comm_hook);
+  config.sharding = *train::parse_mode(fsdp::kShardingStrategies, f.sharding);
+  config.mixed_precision = *train::parse_mode(fsdp::kComputePrecisions, f.mixed_precision);
+  config.backward_prefetch = *train::parse_mode(fsdp::kBackwardPrefetches, f.backward_prefetch);
+  // FSDP has buckets of its own (--reduce-bucket-mb): DDP's bucket flags would be ignored.
+  for (const CLI::Option* option : f.ddp_bucket_options) {
+    if (config.strategy == train::Strategy::Fsdp && option->count()) {
+      throw std::invalid_argument(option->get_name() + " is a DDP option; FSDP's reduce-scatter "
+                                  "bucket is --reduce-bucket-mb; drop it or use --strategy ddp");
     }
-    if (!o->straggler.empty()) config.straggler = train::parse_straggler(o->straggler);
-    if (o->link_gbps_option->count()) config.link_gbps = o->link_gbps;
-    if (o->link_latency_option->count()) config.link_latency_us = o->link_latency_us;
-    trace::parse_trace_level(o->trace_level, &config.trace_level);
+  }
+  if (!f.straggler.empty()) config.straggler = train::parse_straggler(f.straggler);
+  if (f.link_gbps_option->count()) config.link_gbps = f.link_gbps;
+  if (f.link_latency_option->count()) config.link_latency_us = f.link_latency_us;
+  trace::parse_trace_level(f.trace_level, &config.trace_level);
+  return config;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, CommandMode mode) {
+  auto flags = std::make_shared<TrainFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "train", "One rank of a training run (run it under `dpscope launch -n N --`)");
+  add_model_options(cmd, *flags);
+  add_run_options(cmd, *flags);
+  add_ddp_options(cmd, *flags);
+  add_fsdp_options(cmd, *flags);
+  add_trace_options(cmd, *flags);
+  cmd->callback([flags, mode] {
+    train::TrainConfig config = config_from(*flags);
     if (mode == CommandMode::Validate) {
       train::validate_train_config(config);  // run_training's own first step
       return;
