@@ -70,12 +70,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   // See Note [Bucket order]: gradients become ready roughly in reverse registration order.
   std::reverse(assignment.buckets.begin(), assignment.buckets.end());
   std::reverse(assignment.size_limits.begin(), assignment.size_limits.end());
-  ReducerOptions reducer_options;
-  reducer_options.bucket_cap_bytes = options_.bucket_cap_bytes;
-  reducer_options.first_bucket_bytes = options_.first_bucket_bytes;
-  reducer_options.find_unused_parameters = options_.find_unused_parameters;
-  reducer_options.gradient_as_bucket_view = options_.gradient_as_bucket_view;
-  reducer_options.static_graph = options_.static_graph;
+  const ReducerOptions& reducer_options = options_;
   reducer_ = std::make_unique<Reducer>(params_, names_, expect_sparse_, assignment, *group_,
                                        reducer_options, recorder);
 }
@@ -125,7 +120,7 @@ void DistributedDataParallel::sync_buffers(int authoritative_rank) {
   const int64_t begin_ns = trace::now_ns();
   c10::NoGradGuard no_grad;
   replica::broadcast_coalesced(*group_, buffers_, authoritative_rank, replica::kBroadcastBufferBytes, 2,
-                      comm::CollectiveTag{iteration_, trace::kNone, trace::kNone, 0});
+                      collective_tag(iteration_));
   if (recorder) recorder->phase(0, forward_sync_name_, begin_ns, trace::now_ns(), iteration_);
 }
 
@@ -143,11 +138,7 @@ void DistributedDataParallel::pre_forward() {
 void DistributedDataParallel::post_forward(const std::vector<at::Tensor>& outputs) {
   if (c10::GradMode::is_enabled() && require_backward_grad_sync_) {
     require_forward_param_sync_ = true;
-    if (options_.find_unused_parameters && !options_.static_graph) {
-      reducer_->prepare_for_backward(outputs);
-    } else {
-      reducer_->prepare_for_backward({});
-    }
+    reducer_->prepare_for_backward(outputs);  // walks the graph only with GraphMode::kFindUnused
     ++iteration_;
   } else {
     require_forward_param_sync_ = false;

@@ -19,14 +19,11 @@
 
 namespace dpscope::ddp {
 
-struct DdpOptions {
-  int64_t bucket_cap_bytes = kDefaultBucketBytes;       // PyTorch: bucket_cap_mb (25)
-  int64_t first_bucket_bytes = kDefaultFirstBucketBytes;
+// DDP's options: the Reducer's (bucket sizes, find_unused_parameters, gradient_as_bucket_view,
+// static_graph; reducer.h), handed to it as they are, and what the module itself does.
+struct DdpOptions : ReducerOptions {
   // Iteration 0's plan; See Note [The first iteration's buckets].
   InitialBuckets initial_buckets = InitialBuckets::kPyTorch;
-  bool find_unused_parameters = false;
-  bool gradient_as_bucket_view = false;
-  bool static_graph = false;
   bool broadcast_buffers = true;  // rank 0's buffers to every rank before each synced forward
   trace::Recorder* recorder = nullptr;  // may be null: nothing recorded
 };

@@ -23,8 +23,7 @@ Join::~Join() {
 int64_t Join::all_reduce_count(int64_t value) {
   at::Tensor tensor = at::empty({1}, at::kLong);
   tensor.fill_(value);
-  ddp_.group().all_reduce(tensor, comm::ReduceOp::Sum,
-                          {ddp_.iteration(), trace::kNone, trace::kNone, 0})->wait();
+  ddp_.group().all_reduce(tensor, comm::ReduceOp::Sum, collective_tag(ddp_.iteration()))->wait();
   return tensor.item<int64_t>();
 }
 
@@ -33,8 +32,7 @@ void Join::notify_not_joined() { all_reduce_count(1); }
 int Join::find_common_rank(int rank, bool candidate) {
   at::Tensor tensor = at::empty({1}, at::kLong);
   tensor.fill_(candidate ? rank : -1);
-  ddp_.group().all_reduce(tensor, comm::ReduceOp::Max,
-                          {ddp_.iteration(), trace::kNone, trace::kNone, 0})->wait();
+  ddp_.group().all_reduce(tensor, comm::ReduceOp::Max, collective_tag(ddp_.iteration()))->wait();
   const int64_t common = tensor.item<int64_t>();
   if (common < 0) {
     throw DdpError("Join: no rank is a candidate to sync from; at least one rank must still be "
@@ -73,7 +71,7 @@ void Join::join() {
   }
   for (const at::Tensor& buffer : ddp_.buffers_) state.push_back(buffer);
   replica::broadcast_coalesced(ddp_.group(), state, authoritative, replica::kBroadcastBufferBytes, 2,
-                      {ddp_.iteration(), trace::kNone, trace::kNone, 0});
+                      collective_tag(ddp_.iteration()));
 }
 
 }  // namespace dpscope::ddp

@@ -27,7 +27,8 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
       expect_sparse_(std::move(expect_sparse)),
       group_(group),
       options_(options),
-      recorder_(recorder) {
+      recorder_(recorder),
+      rebuild_(dynamic_graph_find_unused() ? BucketRebuild::kNever : BucketRebuild::kPending) {
   if (names_.size() != params_.size() || expect_sparse_.size() != params_.size()) {
     throw DdpError("Reducer: " + std::to_string(params_.size()) + " parameters but " +
                    std::to_string(names_.size()) + " names and " +
@@ -89,11 +90,9 @@ void Reducer::set_iteration(int32_t iteration) {
 void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++num_backward_;
-  expect_autograd_hooks_ = true;
-  finalize_queued_ = false;
+  enter(BackwardPhase::kPrepared);
   ready_order_.clear();
   reset_bucket_counting();
-  has_marked_unused_parameters_ = false;
   std::fill(ready_this_iteration_.begin(), ready_this_iteration_.end(), 0);
   div_factor_ = group_.size();
   if (dynamic_graph_find_unused()) {
@@ -104,25 +103,24 @@ void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
 
 void Reducer::autograd_hook(size_t index) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!expect_autograd_hooks_) return;  // backward without a synced forward (no_sync)
+  if (!expects_hooks()) return;  // backward without a synced forward (no_sync)
   fault::reached("backward");  // See Note [Fault points]
   const int64_t begin_ns = trace::now_ns();
   ready_order_.push_back(static_cast<int64_t>(index));
-  if (dynamic_graph_find_unused() || static_graph_first_iteration()) {
-    if (grad_of(index).defined()) local_used_map_.data_ptr<int32_t>()[index] = 1;
+  if (reduces_used_map() && grad_of(index).defined()) {
+    local_used_map_.data_ptr<int32_t>()[index] = 1;
   }
   if (static_graph_first_iteration()) {
     // The first iteration of a static graph only counts hooks; everything is reduced at once
     // after backward (delay_all_reduce), and the counts say when a parameter is ready later.
     ++hooks_per_param_[index];
-    if (!finalize_queued_) {
-      finalize_queued_ = true;
+    if (phase_ == BackwardPhase::kPrepared) {
+      enter(BackwardPhase::kCountingHooks);
       torch::autograd::Engine::get_default_engine().queue_callback([this] { delay_all_reduce(); });
     }
     return;
   }
-  if (!has_marked_unused_parameters_) {
-    has_marked_unused_parameters_ = true;
+  if (phase_ == BackwardPhase::kPrepared) {
     for (const int64_t unused : unused_parameters_) mark_variable_ready(unused);
   }
   if (static_graph_after_first_iteration()) {
@@ -143,6 +141,17 @@ void Reducer::autograd_hook(size_t index) {
 }
 
 void Reducer::mark_variable_ready(size_t index) {
+  put_gradient_in_bucket(index);
+  const Locator& where = locators_[index];
+  Bucket& bucket = buckets_[where.bucket];
+  if (!bucket.sparse) {
+    bucket.filled_bytes += bucket.lengths[where.slot] * bucket.gradients.element_size();
+  }
+  if (--bucket.pending == 0) mark_bucket_ready(where.bucket);
+  if (next_bucket_ == buckets_.size()) queue_finalize();
+}
+
+void Reducer::put_gradient_in_bucket(size_t index) {
   if (ready_this_iteration_[index]) {
     throw DdpError(
         "Expected to mark a variable ready only once. Parameter " + std::to_string(index) + " (" +
@@ -152,17 +161,14 @@ void Reducer::mark_variable_ready(size_t index) {
         "iterations, or stop sharing it");
   }
   ready_this_iteration_[index] = 1;
-  require_finalize_ = true;
-  const Locator& where = locators_[index];
-  Bucket& bucket = buckets_[where.bucket];
+  if (phase_ == BackwardPhase::kPrepared || phase_ == BackwardPhase::kCountingHooks) {
+    enter(BackwardPhase::kReducing);
+  }
   if (expect_sparse_[index]) {
     mark_variable_ready_sparse(index);
   } else {
     mark_variable_ready_dense(index);
   }
-  bucket.filled_bytes += bucket.sparse ? 0 : bucket.lengths[where.slot] * bucket.gradients.element_size();
-  if (--bucket.pending == 0) mark_bucket_ready(where.bucket);
-  if (next_bucket_ == buckets_.size()) queue_finalize();
 }
 
 void Reducer::mark_variable_ready_dense(size_t index) {
@@ -223,7 +229,7 @@ void Reducer::mark_bucket_ready(size_t bucket_index) {
 
 void Reducer::all_reduce_bucket(size_t bucket_index) {
   Bucket& bucket = buckets_[bucket_index];
-  const comm::CollectiveTag tag{iteration_, static_cast<int32_t>(bucket_index), trace::kNone, 0};
+  const comm::CollectiveTag tag = collective_tag(iteration_, static_cast<int32_t>(bucket_index));
   if (recorder_) {
     recorder_->bucket_event(trace::EventKind::BucketLaunch, 0, trace::now_ns(), iteration_,
                             static_cast<int32_t>(bucket_index), group_.next_seq());
@@ -253,13 +259,13 @@ GradBucket Reducer::hook_bucket(size_t bucket_index, at::Tensor buffer,
   hook_bucket.params.assign(bucket.variables.begin(), bucket.variables.end());
   hook_bucket.is_last = bucket_index + 1 == buckets_.size();
   hook_bucket.iteration = iteration_;
-  hook_bucket.tag = {iteration_, static_cast<int32_t>(bucket_index), trace::kNone, 0};
+  hook_bucket.tag = collective_tag(iteration_, static_cast<int32_t>(bucket_index));
   return hook_bucket;
 }
 
 void Reducer::queue_finalize() {
-  if (finalize_queued_) return;
-  finalize_queued_ = true;
+  if (phase_ == BackwardPhase::kFinalizeQueued) return;
+  enter(BackwardPhase::kFinalizeQueued);
   if (dynamic_graph_find_unused()) all_reduce_local_used_map();
   torch::autograd::Engine::get_default_engine().queue_callback([this] {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -276,13 +282,7 @@ void Reducer::delay_all_reduce() {
   unused_parameters_.clear();
   for (size_t index = 0; index < params_.size(); ++index) {
     if (hooks_per_param_[index] == 0) unused_parameters_.push_back(static_cast<int64_t>(index));
-    require_finalize_ = true;
-    ready_this_iteration_[index] = 1;
-    if (expect_sparse_[index]) {
-      mark_variable_ready_sparse(index);
-    } else {
-      mark_variable_ready_dense(index);
-    }
+    put_gradient_in_bucket(index);
   }
   for (next_bucket_ = 0; next_bucket_ < buckets_.size(); ++next_bucket_) {
     buckets_[next_bucket_].pending = 0;
@@ -293,8 +293,7 @@ void Reducer::delay_all_reduce() {
 
 void Reducer::finalize_backward() {
   const int64_t begin_ns = trace::now_ns();
-  expect_autograd_hooks_ = false;
-  require_finalize_ = false;
+  enter(BackwardPhase::kIdle);
   memory::TrackingAllocator* allocator = memory::TrackingAllocator::installed();
   for (size_t index = 0; index < buckets_.size(); ++index) {
     Bucket& bucket = buckets_[index];
@@ -314,20 +313,18 @@ void Reducer::finalize_backward() {
                               static_cast<int32_t>(index));
     }
   }
-  if (dynamic_graph_find_unused() || static_graph_first_iteration()) {
+  if (reduces_used_map()) {
     if (local_used_work_) local_used_work_->wait();
     local_used_work_.reset();
     local_used_map_.zero_();
   }
-  if (static_graph_first_iteration()) hooks_pending_this_iteration_ = hooks_per_param_;
   if (recorder_) recorder_->phase(0, finalize_name_, begin_ns, trace::now_ns(), iteration_);
 }
 
 void Reducer::finalize_bucket_dense(Bucket& bucket) {
   for (size_t slot = 0; slot < bucket.variables.size(); ++slot) {
     const int64_t index = bucket.variables[slot];
-    const bool unused = (options_.static_graph || options_.find_unused_parameters) &&
-                        globally_unused(index);
+    const bool unused = tracks_unused_parameters() && globally_unused(index);
     if (unused) continue;  // a parameter no rank used keeps its .grad untouched
     at::Tensor& grad = grad_of(index);
     const at::Tensor& view = bucket.views_in[slot];  // reduced in place

@@ -31,13 +31,64 @@ class DdpError : public std::runtime_error {
   explicit DdpError(const std::string& message) : std::runtime_error(message) {}
 };
 
+// What the options say about the autograd graph, which decides how the Reducer learns that a
+// parameter got no gradient. static_graph wins over find_unused_parameters, as in PyTorch.
+enum class GraphMode : uint8_t {
+  kAllUsed,     // neither option: every parameter must get a gradient in every synced backward
+  kFindUnused,  // find_unused_parameters: the graph is walked after each forward; no rebuild
+  kStatic,      // static_graph: the first backward counts hooks, later ones reuse the counts
+};
+
+// The Reducer's options, as PyTorch's DDP arguments. DdpOptions extends them with what the DDP
+// module itself does (distributed_data_parallel.h).
 struct ReducerOptions {
-  int64_t bucket_cap_bytes = kDefaultBucketBytes;
+  int64_t bucket_cap_bytes = kDefaultBucketBytes;  // PyTorch: bucket_cap_mb (25)
   int64_t first_bucket_bytes = kDefaultFirstBucketBytes;
   bool find_unused_parameters = false;
-  bool gradient_as_bucket_view = false;
+  bool gradient_as_bucket_view = false;  // each .grad is a view of its bucket slot: no copy
   bool static_graph = false;
+
+  GraphMode graph_mode() const {
+    if (static_graph) return GraphMode::kStatic;
+    return find_unused_parameters ? GraphMode::kFindUnused : GraphMode::kAllUsed;
+  }
 };
+
+// The tag DDP records with a collective of `iteration`: of bucket `bucket`, or of none (the
+// rebuild's broadcast, the used-parameter map, buffers, Join's agreements).
+inline comm::CollectiveTag collective_tag(int32_t iteration, int32_t bucket = trace::kNone) {
+  return {iteration, bucket, trace::kNone, 0};
+}
+
+// Note [Reducer states]
+// Besides its buckets and per-parameter tables, the Reducer's state is three enums: one fixed by
+// the options, two that each change in one place.
+//  - GraphMode, from the options (ReducerOptions::graph_mode). With kStatic the first synced
+//    backward (num_backward_ == 1) only counts each parameter's hooks and reduces everything at
+//    its end (delay_all_reduce); later backwards take a parameter as ready at its last counted
+//    hook.
+//  - BackwardPhase, how far the current synced backward has come; changed only by enter():
+//        Idle --prepare_for_backward--> Prepared --a gradient marked ready--> Reducing
+//             --last bucket launched: finalize queued--> FinalizeQueued --finalize_backward--> Idle
+//    A static graph's first backward only counts hooks until its end:
+//        Prepared --first hook: delay_all_reduce queued--> CountingHooks
+//                 --delay_all_reduce marks every gradient ready--> Reducing --finalize--> Idle
+//    Hooks do nothing while Idle (no_sync, or a backward of an unsynced forward). A hook that
+//    finds the phase Prepared first marks the unused parameters ready (marking one moves the
+//    phase on, so this happens once per backward). While Reducing or FinalizeQueued the
+//    reduction is unfinished: rebuild_buckets (before every synced forward) and
+//    check_reduction_finished throw, naming the parameters without a gradient, so
+//    prepare_for_backward comes only from Idle, Prepared or CountingHooks (a forward whose
+//    backward never ran or stopped).
+//  - BucketRebuild, the one-time rebuild from the arrival order (See Note [The first
+//    iteration's buckets]); set by the constructor, changed only by rebuild_buckets:
+//        Pending --rebuild_buckets after a backward recorded the order--> Done
+//    or Never with kFindUnused (the set of gradients may change from one iteration to the next).
+// The used-parameter map keeps a flag of its own, local_used_map_reduced_: whether the map
+// already holds the sum over ranks, so that finalizing waits for that all-reduce only when some
+// parameter is unused here.
+enum class BackwardPhase : uint8_t { kIdle, kPrepared, kCountingHooks, kReducing, kFinalizeQueued };
+enum class BucketRebuild : uint8_t { kNever, kPending, kDone };
 
 // Note [Bucket order]
 // Every rank must issue the same all-reduces in the same order, or the n-th collective of one
@@ -76,9 +127,9 @@ class Reducer {
   // first iteration, when that applies (not with find_unused_parameters unless static_graph).
   // Returns true when it rebuilt. Collective when it rebuilds (every rank calls it).
   bool rebuild_buckets();
-  // After a synced forward: the next backward reduces. `outputs` are the forward's outputs; with
-  // find_unused_parameters (and no static graph) the autograd graph is walked from them and the
-  // parameters it does not reach are marked ready when backward starts.
+  // After a synced forward (and after rebuild_buckets): the next backward reduces. `outputs` are
+  // the forward's outputs; with GraphMode::kFindUnused the autograd graph is walked from them and
+  // the parameters it does not reach are marked ready when backward starts.
   void prepare_for_backward(const std::vector<at::Tensor>& outputs);
   // Throws the error rebuild_buckets() would throw if the last backward left parameters
   // without gradients; a training loop may call it right after backward to fail at that step.
@@ -86,10 +137,10 @@ class Reducer {
   // The iteration recorded with hooks, bucket events and collectives.
   void set_iteration(int32_t iteration);
 
-  // ---- Join (uneven inputs): what a rank that ran out of data does in place of a backward,
-  // so that the ranks still training find their all-reduces matched. Issues, in the same order
-  // as a real backward, an all-reduce of zeros for every bucket (and of the used-parameter map
-  // with find_unused_parameters). Waits for them.
+  // ---- Join (uneven inputs, reducer_join.cpp): what a rank that ran out of data does in place
+  // of a backward, so that the ranks still training find their all-reduces matched. Issues, in
+  // the same order as a real backward, an all-reduce of zeros for every bucket (and of the
+  // used-parameter map with GraphMode::kFindUnused). Waits for them.
   void match_all_reduce_for_joined_rank();
   // A joined rank that never ran a backward has no arrival order for the rebuild: it takes
   // registration order, so that it rebuilds (a collective) when the training ranks do.
@@ -105,7 +156,7 @@ class Reducer {
     bool sparse;
   };
   std::vector<BucketView> buckets() const;
-  bool has_rebuilt_buckets() const { return has_rebuilt_buckets_; }
+  bool has_rebuilt_buckets() const { return rebuild_ == BucketRebuild::kDone; }
   // The gradient arrival order of the last backward (parameter indices).
   std::vector<int64_t> last_ready_order() const;
   int64_t bucket_bytes_total() const;
@@ -136,13 +187,23 @@ class Reducer {
   // Autograd hooks (reducer.cpp).
   void install_hooks();
   void autograd_hook(size_t index);
+  // The only place phase_ changes; See Note [Reducer states].
+  void enter(BackwardPhase next) { phase_ = next; }
+  // Parameter `index` is ready in this backward: its gradient goes into its bucket, the bucket
+  // launches when full and every bucket before it launched, and finalize is queued after the
+  // last launch.
   void mark_variable_ready(size_t index);
+  // What marking a parameter ready and delay_all_reduce share: the check that it is marked once,
+  // and its gradient copied (or divided in place) into its bucket slot.
+  void put_gradient_in_bucket(size_t index);
   void mark_variable_ready_dense(size_t index);
   void mark_variable_ready_sparse(size_t index);
   void mark_bucket_ready(size_t bucket_index);
   void all_reduce_bucket(size_t bucket_index);
   void finalize_backward();
   void finalize_bucket_dense(Bucket& bucket);
+  // The end of a static graph's first backward: every gradient into its bucket, every bucket
+  // launched in order, then finalize.
   void delay_all_reduce();
   void queue_finalize();
   // What a comm hook gets for bucket `bucket_index`: `buffer` and its per-parameter `gradients`.
@@ -161,18 +222,28 @@ class Reducer {
   void all_reduce_local_used_map();
   bool globally_unused(int64_t index);
   void ensure_prior_reduction_finished();
+
+  // The predicates every site asks; See Note [Reducer states].
+  bool expects_hooks() const { return phase_ != BackwardPhase::kIdle; }
+  bool reduction_unfinished() const {
+    return phase_ == BackwardPhase::kReducing || phase_ == BackwardPhase::kFinalizeQueued;
+  }
   bool dynamic_graph_find_unused() const {
-    return !options_.static_graph && options_.find_unused_parameters;
+    return options_.graph_mode() == GraphMode::kFindUnused;
   }
   bool static_graph_first_iteration() const {
-    return options_.static_graph && num_backward_ == 1;
+    return options_.graph_mode() == GraphMode::kStatic && num_backward_ == 1;
   }
   bool static_graph_after_first_iteration() const {
-    return options_.static_graph && num_backward_ > 1;
+    return options_.graph_mode() == GraphMode::kStatic && num_backward_ > 1;
   }
-  bool should_rebuild_buckets() const {
-    return (options_.static_graph || !options_.find_unused_parameters) && !has_rebuilt_buckets_;
+  // Whether this backward marks the parameters that got a gradient and all-reduces that map.
+  bool reduces_used_map() const {
+    return dynamic_graph_find_unused() || static_graph_first_iteration();
   }
+  // Whether some parameter may have got no gradient on any rank (its .grad is then left alone).
+  bool tracks_unused_parameters() const { return options_.graph_mode() != GraphMode::kAllUsed; }
+  bool should_rebuild_buckets() const { return rebuild_ == BucketRebuild::kPending; }
 
   at::Tensor& grad_of(size_t index);
 
@@ -191,10 +262,7 @@ class Reducer {
   std::vector<Bucket> buckets_;
   std::vector<Locator> locators_;
   size_t next_bucket_ = 0;
-  bool expect_autograd_hooks_ = false;
-  bool require_finalize_ = false;
-  bool finalize_queued_ = false;
-  bool has_marked_unused_parameters_ = false;
+  BackwardPhase phase_ = BackwardPhase::kIdle;  // See Note [Reducer states]
   int64_t num_backward_ = 0;  // synced backward passes prepared so far
   int32_t iteration_ = 0;
   double div_factor_ = 1;
@@ -210,8 +278,8 @@ class Reducer {
   std::vector<int> hooks_pending_this_iteration_;
 
   std::vector<int32_t> initial_bucket_of_;  // each parameter's bucket in the initial plan
-  bool has_rebuilt_buckets_ = false;
-  std::vector<int64_t> rebuilt_param_indices_;
+  BucketRebuild rebuild_;                   // See Note [Reducer states]
+  std::vector<int64_t> rebuilt_param_indices_;  // the arrival order, while rebuild_ is kPending
 
   // Trace names, interned once.
   trace::NameId finalize_name_ = trace::kNone;

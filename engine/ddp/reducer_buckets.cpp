@@ -3,13 +3,11 @@
 // bucket and parameter tables in the trace.
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
-#include <ATen/ops/zeros_like.h>
 
 #include <sstream>
 
 #include "engine/comm/dtype.h"
 #include "engine/ddp/reducer.h"
-#include "engine/ddp/reductions.h"
 #include "engine/memory/tracking_allocator.h"
 
 namespace dpscope::ddp {
@@ -125,7 +123,7 @@ bool Reducer::rebuild_buckets() {
       specs, {options_.first_bucket_bytes, options_.bucket_cap_bytes}, expect_sparse_,
       rebuilt_param_indices_);
   const auto plan = sync_bucket_indices(std::move(assignment.buckets));
-  has_rebuilt_buckets_ = true;
+  rebuild_ = BucketRebuild::kDone;
   rebuilt_param_indices_.clear();
   initialize_buckets(plan, 1);
   return true;
@@ -144,8 +142,7 @@ std::vector<std::vector<int64_t>> Reducer::sync_bucket_indices(
     data[1 + b] = static_cast<int64_t>(plan[b].size());
     for (const int64_t index : plan[b]) data[position++] = index;
   }
-  group_.broadcast(packed, 0, comm::CollectiveTag{iteration_, trace::kNone, trace::kNone, 0})
-      ->wait();
+  group_.broadcast(packed, 0, collective_tag(iteration_))->wait();
   std::vector<std::vector<int64_t>> synced(static_cast<size_t>(data[0]));
   position = 1 + count;
   for (size_t b = 0; b < synced.size(); ++b) {
@@ -208,49 +205,6 @@ int64_t Reducer::bucket_bytes_total() const {
   int64_t total = 0;
   for (const Bucket& bucket : buckets_) total += bucket.sparse ? 0 : bucket.bytes;
   return total;
-}
-
-void Reducer::push_all_rebuilt_params() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!should_rebuild_buckets() || !rebuilt_param_indices_.empty()) return;
-  for (size_t index = 0; index < params_.size(); ++index) {
-    rebuilt_param_indices_.push_back(static_cast<int64_t>(index));
-  }
-}
-
-void Reducer::match_all_reduce_for_joined_rank() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  // The same collectives as a backward, in the same order (See Note [Bucket order]), on zeros:
-  // a joined rank contributes nothing to the sum.
-  std::vector<std::unique_ptr<PendingReduction>> reductions;
-  std::vector<GradBucket> hook_buckets(buckets_.size());
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    const Bucket& bucket = buckets_[b];
-    const comm::CollectiveTag tag{iteration_, static_cast<int32_t>(b), trace::kNone, 0};
-    const at::Tensor& first = params_[bucket.variables.front()];
-    if (bucket.sparse) {
-      reductions.push_back(launch_sparse_all_reduce_zeros(group_, first, tag));
-      continue;
-    }
-    at::Tensor zeros = at::zeros_like(bucket.gradients);
-    if (!comm_hook_) {
-      reductions.push_back(launch_sum_all_reduce(group_, zeros, tag));
-      continue;
-    }
-    std::vector<at::Tensor> views;
-    for (size_t slot = 0; slot < bucket.variables.size(); ++slot) {
-      views.push_back(zeros.narrow(0, bucket.offsets[slot], bucket.lengths[slot])
-                          .view(params_[bucket.variables[slot]].sizes()));
-    }
-    hook_buckets[b] = hook_bucket(b, zeros, std::move(views));
-    reductions.push_back(comm_hook_->launch(group_, hook_buckets[b]));
-  }
-  for (auto& reduction : reductions) reduction->wait();
-  if (options_.find_unused_parameters && !options_.static_graph) {
-    at::Tensor unused_map = at::zeros_like(local_used_map_);
-    group_.all_reduce(unused_map, comm::ReduceOp::Sum, {iteration_, trace::kNone, trace::kNone, 0})
-        ->wait();
-  }
 }
 
 }  // namespace dpscope::ddp

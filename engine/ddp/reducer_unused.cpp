@@ -34,8 +34,7 @@ void Reducer::search_unused_parameters(const std::vector<at::Tensor>& outputs) {
 void Reducer::all_reduce_local_used_map() {
   // Reduce a copy: this rank's own map stays readable while the sum is in flight.
   at::Tensor reduced = local_used_map_.clone();
-  local_used_work_ = group_.all_reduce(reduced, comm::ReduceOp::Sum,
-                                       {iteration_, trace::kNone, trace::kNone, 0});
+  local_used_work_ = group_.all_reduce(reduced, comm::ReduceOp::Sum, collective_tag(iteration_));
   local_used_map_reduced_ = false;
   reduced_used_map_ = reduced;
 }
@@ -53,22 +52,27 @@ bool Reducer::globally_unused(int64_t index) {
 
 void Reducer::ensure_prior_reduction_finished() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!require_finalize_) return;
+  if (!reduction_unfinished()) return;
   std::ostringstream message;
   message << "Expected to have finished reduction in the prior iteration before starting a new "
              "one. ";
-  if (options_.static_graph) {
-    message << "This error indicates that your training graph has changed in this iteration, "
-               "e.g., one parameter is used in first iteration, but then got unused in the second "
-               "iteration. This is not compatible with static_graph: construct DDP without it. ";
-  } else if (!options_.find_unused_parameters) {
-    message << "This error indicates that your module has parameters that were not used in "
-               "producing loss. You can enable unused parameter detection with "
-               "find_unused_parameters (dpscope train --find-unused-parameters), and by making "
-               "sure all forward outputs participate in calculating loss. ";
-  } else {
-    message << "Since find_unused_parameters is enabled, this likely means that not all forward "
-               "outputs participate in computing loss; make them all do. ";
+  switch (options_.graph_mode()) {
+    case GraphMode::kStatic:
+      message << "This error indicates that your training graph has changed in this iteration, "
+                 "e.g., one parameter is used in first iteration, but then got unused in the "
+                 "second iteration. This is not compatible with static_graph: construct DDP "
+                 "without it. ";
+      break;
+    case GraphMode::kAllUsed:
+      message << "This error indicates that your module has parameters that were not used in "
+                 "producing loss. You can enable unused parameter detection with "
+                 "find_unused_parameters (dpscope train --find-unused-parameters), and by making "
+                 "sure all forward outputs participate in calculating loss. ";
+      break;
+    case GraphMode::kFindUnused:
+      message << "Since find_unused_parameters is enabled, this likely means that not all "
+                 "forward outputs participate in computing loss; make them all do. ";
+      break;
   }
   message << "Parameter indices which did not receive grad for rank " << group_.rank() << ":";
   std::string names;
