@@ -316,7 +316,9 @@ void Reducer::finalize_backward() {
   if (reduces_used_map()) {
     if (local_used_work_) local_used_work_->wait();
     local_used_work_.reset();
-    local_used_map_.zero_();
+    // As PyTorch: the map starts again only where it is reduced again; a static graph keeps its
+    // first iteration's for good (zeroed, every parameter would read as unused from then on).
+    if (dynamic_graph_find_unused()) local_used_map_.zero_();
   }
   if (recorder_) recorder_->phase(0, finalize_name_, begin_ns, trace::now_ns(), iteration_);
 }

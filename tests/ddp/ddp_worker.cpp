@@ -13,7 +13,8 @@
 //   nosync                         3 micro-steps per step, 2 under no_sync
 //   trace                          momentum SGD with memory sampling, small buckets (full trace)
 //   broadcast                      broadcast_coalesced with tiny buffers, several dtypes
-//   static shared|changing         static_graph with a shared layer / a graph that changes
+//   static shared|changing|unused  static_graph with a shared layer / a graph that changes / a
+//                                  layer that never gets a gradient
 // Prints "rank R: FAIL ..." per failed check and exits 1 if any; an expected error is printed as
 // "rank R: error: MESSAGE", then every rank meets at a barrier and exits 3. Traces into
 // $DPSCOPE_TRACE_DIR/rank<R>.sqlite when that is set.
@@ -605,6 +606,17 @@ void run_broadcast(std::shared_ptr<comm::ProcessGroup> group) {
 
 void run_static(std::shared_ptr<comm::ProcessGroup> group, const std::string& variant) {
   const bool changing = variant == "changing";
+  if (variant == "unused") {
+    // The idle layer is unused in every iteration, so the graph is static; the used parameters'
+    // gradients must be averaged in every iteration, not only in the first.
+    ddp::DdpOptions options;
+    options.static_graph = true;
+    options.bucket_cap_bytes = 1024;
+    options.first_bucket_bytes = 512;
+    train_and_compare([] { return std::make_shared<Mlp>(16, false, true); }, options, 4, 1e-5,
+                      "static unused", group);
+    return;
+  }
   Builder builder = [changing] { return std::make_shared<SharedNet>(changing); };
   ddp::DdpOptions options;
   options.static_graph = true;

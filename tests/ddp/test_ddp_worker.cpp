@@ -414,6 +414,14 @@ TEST(DdpWorker, StaticGraphSharedWeight) {
   expect_trained_alike(launch(2, "static shared", dir.file("traces")), 2);
 }
 
+// PyTorch keeps the first iteration's used-parameter map under static_graph and zeroes it only
+// with find_unused_parameters: zeroed here too, every later iteration took every parameter for
+// unused and averaged nothing.
+TEST(DdpWorker, StaticGraphWithALayerNeverUsed) {
+  TempDir dir;
+  expect_trained_alike(launch(2, "static unused", dir.file("traces")), 2);
+}
+
 TEST(DdpWorker, StaticGraphThatChanges) {
   TempDir dir;
   const WorkerRun run = launch(2, "static changing", dir.file("traces"));
