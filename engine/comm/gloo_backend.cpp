@@ -119,6 +119,8 @@ class GlooProcessGroup final : public ProcessGroup {
   ~GlooProcessGroup() override;
 
   std::string backend_name() const override { return "gloo"; }
+  // The CPU, and CUDA tensors too: they are staged through host copies (host_copy).
+  bool takes(c10::Device device) const override { return device.is_cpu() || device.is_cuda(); }
   const std::shared_ptr<gloo::rendezvous::Context>& context() const { return context_; }
 
  protected:

@@ -315,7 +315,8 @@ class NcclProcessGroup final : public ProcessGroup {
 NcclProcessGroup::NcclProcessGroup(std::shared_ptr<c10d::Store> store, int rank, int size,
                                    ProcessGroupOptions options, int device_index)
     : ProcessGroup(std::move(store), rank, size, std::move(options), "nccl stream",
-                   trace::LaneKind::Stream),
+                   trace::LaneKind::Stream,
+                   c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_index))),
       prefix_(group_instance_prefix("nccl", this->options().group_id)),
       device_(checked_device(rank, device_index)),
       comm_stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device_)) {

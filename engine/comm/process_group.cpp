@@ -26,6 +26,16 @@ std::string_view to_string(ReduceOp op) {
   return "unknown";
 }
 
+std::string CallSite::str() const {
+  const std::string path = file ? file : "";
+  size_t best = std::string::npos;
+  for (const char* top : {"/engine/", "/tests/", "/tutorials/", "/cli/", "/bench/"}) {
+    const size_t at = path.rfind(top);
+    if (at != std::string::npos && (best == std::string::npos || at > best)) best = at;
+  }
+  return (best == std::string::npos ? path : path.substr(best + 1)) + ":" + std::to_string(line);
+}
+
 bool check_collectives_from_env() {
   const char* value = std::getenv("DPSCOPE_CHECK_COLLECTIVES");
   return value && std::string(value) == "1";
@@ -169,8 +179,9 @@ int64_t Work::timeout_ns() const {
 
 ProcessGroup::ProcessGroup(std::shared_ptr<c10d::Store> store, int rank, int size,
                            ProcessGroupOptions options, std::string_view lane_name,
-                           trace::LaneKind lane_kind)
-    : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)) {
+                           trace::LaneKind lane_kind, c10::Device device)
+    : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)),
+      device_(device) {
   if (size_ < 1 || rank_ < 0 || rank_ >= size_) {
     throw CommError("process group '" + options_.name + "': rank " + std::to_string(rank_) +
                     " is outside 0.." + std::to_string(size_ - 1));
@@ -185,6 +196,25 @@ ProcessGroup::ProcessGroup(std::shared_ptr<c10d::Store> store, int rank, int siz
 ProcessGroup::~ProcessGroup() { stop_heartbeat(); }
 
 void ProcessGroup::run_on_waiting_thread(const Work&) {}
+
+at::Tensor ProcessGroup::host_to_device(const at::Tensor& host) {
+  return host.to(device_).contiguous();
+}
+
+at::Tensor ProcessGroup::device_to_host(const at::Tensor& on_device) {
+  return on_device.to(at::Device(at::kCPU));
+}
+
+void ProcessGroup::check_device(const at::Tensor& tensor, trace::CollectiveOp op,
+                                CallSite site) const {
+  if (takes(tensor.device())) return;
+  throw CommError(std::string(trace::to_string(op)) + " on rank " + std::to_string(rank_) +
+                  " issued at " + site.str() + ": a tensor on " + tensor.device().str() +
+                  ", but the " + backend_name() + " group '" + options_.name + "' runs on " +
+                  device_.str() + "; make it on the group's device (data from the model's "
+                  "parameters is there already; values read back on the host go through "
+                  "comm::HostValues)");
+}
 
 void ProcessGroup::stop_heartbeat() {
   {
@@ -251,44 +281,51 @@ std::string ProcessGroup::ranks_not_heard_from(int64_t seq) {
   return "ranks not heard from: " + out.str();
 }
 
-WorkHandle ProcessGroup::broadcast(at::Tensor tensor, int root, CollectiveTag tag) {
+WorkHandle ProcessGroup::broadcast(at::Tensor tensor, int root, CollectiveTag tag, CallSite site) {
   if (root < 0 || root >= size_) {
     throw CommError("broadcast on rank " + std::to_string(rank_) + ": root " +
                     std::to_string(root) + " is outside 0.." + std::to_string(size_ - 1));
   }
-  return issue(trace::CollectiveOp::Broadcast, ReduceOp::Sum, root, tensor, tensor, tag);
+  return issue(trace::CollectiveOp::Broadcast, ReduceOp::Sum, root, tensor, tensor, tag,
+               ScatterInput::Keep, site);
 }
 
-WorkHandle ProcessGroup::all_reduce(at::Tensor tensor, ReduceOp op, CollectiveTag tag) {
-  return issue(trace::CollectiveOp::AllReduce, op, 0, tensor, tensor, tag);
+WorkHandle ProcessGroup::all_reduce(at::Tensor tensor, ReduceOp op, CollectiveTag tag,
+                                    CallSite site) {
+  return issue(trace::CollectiveOp::AllReduce, op, 0, tensor, tensor, tag, ScatterInput::Keep,
+               site);
 }
 
-WorkHandle ProcessGroup::all_gather(at::Tensor output, at::Tensor input, CollectiveTag tag) {
+WorkHandle ProcessGroup::all_gather(at::Tensor output, at::Tensor input, CollectiveTag tag,
+                                    CallSite site) {
   if (output.defined() && input.defined() && output.numel() != input.numel() * size_) {
     throw CommError("all_gather on rank " + std::to_string(rank_) + ": output has " +
                     std::to_string(output.numel()) + " elements, expected " +
                     std::to_string(size_) + " x " + std::to_string(input.numel()));
   }
-  return issue(trace::CollectiveOp::AllGather, ReduceOp::Sum, 0, input, output, tag);
+  return issue(trace::CollectiveOp::AllGather, ReduceOp::Sum, 0, input, output, tag,
+               ScatterInput::Keep, site);
 }
 
 WorkHandle ProcessGroup::reduce_scatter(at::Tensor output, at::Tensor input, ReduceOp op,
-                                        CollectiveTag tag, ScatterInput input_use) {
+                                        CollectiveTag tag, ScatterInput input_use,
+                                        CallSite site) {
   if (output.defined() && input.defined() && input.numel() != output.numel() * size_) {
     throw CommError("reduce_scatter on rank " + std::to_string(rank_) + ": input has " +
                     std::to_string(input.numel()) + " elements, expected " +
                     std::to_string(size_) + " x " + std::to_string(output.numel()));
   }
-  return issue(trace::CollectiveOp::ReduceScatter, op, 0, input, output, tag, input_use);
+  return issue(trace::CollectiveOp::ReduceScatter, op, 0, input, output, tag, input_use, site);
 }
 
-WorkHandle ProcessGroup::barrier(CollectiveTag tag) {
-  return issue(trace::CollectiveOp::Barrier, ReduceOp::Sum, 0, at::Tensor(), at::Tensor(), tag);
+WorkHandle ProcessGroup::barrier(CollectiveTag tag, CallSite site) {
+  return issue(trace::CollectiveOp::Barrier, ReduceOp::Sum, 0, at::Tensor(), at::Tensor(), tag,
+               ScatterInput::Keep, site);
 }
 
 WorkHandle ProcessGroup::issue(trace::CollectiveOp op, ReduceOp reduce, int root,
                                at::Tensor input, at::Tensor output, CollectiveTag tag,
-                               ScatterInput input_use) {
+                               ScatterInput input_use, CallSite site) {
   const std::string what = std::string(trace::to_string(op)) + " on rank " + std::to_string(rank_);
   int64_t bytes = 0;
   trace::DType dtype = trace::DType::UInt8;
@@ -300,8 +337,9 @@ WorkHandle ProcessGroup::issue(trace::CollectiveOp op, ReduceOp reduce, int root
       }
     }
     if (input.scalar_type() != output.scalar_type() || input.device() != output.device()) {
-      throw CommError(what + ": input and output differ in dtype or device");
+      throw CommError(what + " issued at " + site.str() + ": input and output differ in dtype or device");
     }
+    check_device(input, op, site);
     dtype = to_trace_dtype(input.scalar_type());
     bytes = static_cast<int64_t>(input.numel()) * static_cast<int64_t>(input.element_size());
   }
@@ -312,6 +350,7 @@ WorkHandle ProcessGroup::issue(trace::CollectiveOp op, ReduceOp reduce, int root
   request->input = std::move(input);
   request->output = std::move(output);
   request->input_use = input_use;
+  request->site = site;
   // Sequence numbers and queue order are assigned together (Note [Collective order]).
   std::lock_guard<std::mutex> lock(issue_mutex_);
   request->work = std::make_shared<Work>(*this, op, next_seq_++, bytes, dtype, tag);

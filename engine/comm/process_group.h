@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <atomic>
 #include <chrono>
@@ -40,6 +41,20 @@ struct CollectiveTag {
   int32_t bucket = trace::kNone;
   int32_t unit = trace::kNone;
   uint8_t flags = 0;  // trace::EventFlag bits
+};
+
+// Where the engine issued a collective: the file and line of the call, filled in by the compiler
+// as std::source_location would be (a default argument of every collective). Named in the error
+// a group raises for a tensor on the wrong device, and kept for test groups that check callers.
+struct CallSite {
+  const char* file = "";
+  int line = 0;
+  static constexpr CallSite here(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return {file, line};
+  }
+  // "engine/ddp/reducer.cpp:245": the path from the repository's top folder when the file lies
+  // under engine/, tests/, tutorials/, cli/ or bench/, else as the compiler gave it.
+  std::string str() const;
 };
 
 // The error of a collective: a backend failure, a mismatch found by the check mode, or a
@@ -158,6 +173,19 @@ bool check_collectives_from_env();
 // took, as if a communication thread had run it, with trace::kFlagRanOnWaiter. A collective the backend's threads already
 // run, or that must wait for an earlier one, is waited for as before.
 
+// Note [Collective tensors on the group's device]
+// Every tensor the engine hands a collective lives on the group's device(): NCCL runs only on
+// its GPU, and PyTorch's DDP and FSDP likewise move their metadata (model verification's shapes,
+// the rebuild order, the used-parameter map) to the device of the process group. Data tensors
+// (buckets, flat parameters, shards, compressed buffers) are there already, because they are
+// made from the model's parameters. Values computed on the host and read back on the host go
+// through comm::HostValues (host_values.h): it copies them to the device, runs the collective and
+// copies the result back, the one place such a round trip is written. ProcessGroup::issue refuses
+// a tensor on any other device, naming the call site; the Gloo group also takes CUDA tensors and
+// stages them through host memory itself. tests/device_generic runs DDP and FSDP with the model
+// on LibTorch's meta device over a group on meta that refuses anything else and that serves
+// HostValues only, which proves every path device-generic without a GPU.
+
 // Note [Collective order]
 // Collectives of one group run in the order they were issued, like work on a stream: every
 // rank issues the same collectives in the same order (DDP's buckets in index order, FSDP's
@@ -185,18 +213,36 @@ class ProcessGroup {
   // ---- Collectives. Each is asynchronous: it returns once the collective is queued.
   // Tensors must be contiguous and stay alive and untouched until the Work is done.
   // Copies root's `tensor` into every rank's `tensor`.
-  WorkHandle broadcast(at::Tensor tensor, int root, CollectiveTag tag = {});
+  // Every collective takes tensors on device() (Note [Collective tensors on the group's device]);
+  // `site` names the caller in errors and is filled in by the compiler.
+  WorkHandle broadcast(at::Tensor tensor, int root, CollectiveTag tag = {},
+                       CallSite site = CallSite::here());
   // Reduces `tensor` across ranks in place. Average divides the sum by the group size.
-  WorkHandle all_reduce(at::Tensor tensor, ReduceOp op, CollectiveTag tag = {});
+  WorkHandle all_reduce(at::Tensor tensor, ReduceOp op, CollectiveTag tag = {},
+                        CallSite site = CallSite::here());
   // Gathers every rank's `input` into the flat `output` (size() * input.numel(), rank order).
-  WorkHandle all_gather(at::Tensor output, at::Tensor input, CollectiveTag tag = {});
+  WorkHandle all_gather(at::Tensor output, at::Tensor input, CollectiveTag tag = {},
+                        CallSite site = CallSite::here());
   // Reduces the flat `input` (size() * output.numel()) across ranks and leaves chunk rank() of
   // the result in `output`. With ScatterInput::Workspace the input's contents are undefined
   // afterwards (FSDP hands over gradients it frees anyway, saving the backend's copy).
   WorkHandle reduce_scatter(at::Tensor output, at::Tensor input, ReduceOp op,
-                            CollectiveTag tag = {}, ScatterInput input_use = ScatterInput::Keep);
+                            CollectiveTag tag = {}, ScatterInput input_use = ScatterInput::Keep,
+                            CallSite site = CallSite::here());
   // Completes when every rank has reached it.
-  WorkHandle barrier(CollectiveTag tag = {});
+  WorkHandle barrier(CollectiveTag tag = {}, CallSite site = CallSite::here());
+
+  // ---- Devices (Note [Collective tensors on the group's device]).
+  // Where the group's collectives take their tensors: cpu for Gloo, cuda:<i> for NCCL.
+  c10::Device device() const { return device_; }
+  // Whether a collective takes a tensor on `device`: device() only, unless a backend stages
+  // others itself (Gloo takes CUDA tensors through host copies).
+  virtual bool takes(c10::Device device) const { return device == device_; }
+  // For comm::HostValues only: a copy of the CPU tensor `host` on device() (`host` itself when
+  // that is the CPU), and a CPU copy of such a tensor after its collective. A test group whose
+  // device holds no values (meta) overrides both to keep the host values beside it.
+  virtual at::Tensor host_to_device(const at::Tensor& host);
+  virtual at::Tensor device_to_host(const at::Tensor& on_device);
 
   // The sequence number the next collective will get (collectives issued so far).
   int64_t next_seq() const { return issued_.load(std::memory_order_relaxed); }
@@ -206,8 +252,10 @@ class ProcessGroup {
   c10d::Store& store() { return *store_; }
 
  protected:
+  // `device`: where the group's collectives take their tensors (device()).
   ProcessGroup(std::shared_ptr<c10d::Store> store, int rank, int size, ProcessGroupOptions options,
-               std::string_view lane_name, trace::LaneKind lane_kind);
+               std::string_view lane_name, trace::LaneKind lane_kind,
+               c10::Device device = c10::Device(c10::kCPU));
 
   // One collective for the backend to run. Inputs are validated before a backend sees them.
   struct Request {
@@ -217,6 +265,7 @@ class ProcessGroup {
     at::Tensor input;   // broadcast/all_reduce: the tensor itself; barrier: undefined
     at::Tensor output;  // all_gather/reduce_scatter: the output; otherwise == input
     ScatterInput input_use = ScatterInput::Keep;  // reduce_scatter
+    CallSite site;
     WorkHandle work;
   };
   // Runs `request` after every request queued before it (or, where a backend allows it, while
@@ -237,8 +286,9 @@ class ProcessGroup {
  private:
   friend class Work;
   WorkHandle issue(trace::CollectiveOp op, ReduceOp reduce, int root, at::Tensor input,
-                   at::Tensor output, CollectiveTag tag,
-                   ScatterInput input_use = ScatterInput::Keep);
+                   at::Tensor output, CollectiveTag tag, ScatterInput input_use, CallSite site);
+  // Throws CommError naming `site` when `tensor` is on a device the group does not take.
+  void check_device(const at::Tensor& tensor, trace::CollectiveOp op, CallSite site) const;
   void check_collective(const Work& work);
   void compare_through_store(const Work& work);
   // For a timeout message: the ranks whose heartbeat says they have not started `seq` yet.
@@ -250,6 +300,7 @@ class ProcessGroup {
   const int rank_;
   const int size_;
   ProcessGroupOptions options_;
+  const c10::Device device_;
   trace::LaneId comm_lane_ = 0;
 
   std::mutex issue_mutex_;

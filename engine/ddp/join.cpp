@@ -7,6 +7,7 @@
 
 #include <unordered_set>
 
+#include "engine/comm/host_values.h"
 #include "engine/replica/broadcast_coalesced.h"
 
 namespace dpscope::ddp {
@@ -23,8 +24,10 @@ Join::~Join() {
 int64_t Join::all_reduce_count(int64_t value) {
   at::Tensor tensor = at::empty({1}, at::kLong);
   tensor.fill_(value);
-  ddp_.group().all_reduce(tensor, comm::ReduceOp::Sum, collective_tag(ddp_.iteration()))->wait();
-  return tensor.item<int64_t>();
+  return comm::HostValues::all_reduce(ddp_.group(), tensor, comm::ReduceOp::Sum,
+                                      collective_tag(ddp_.iteration()))
+      .wait()
+      .item<int64_t>();
 }
 
 void Join::notify_not_joined() { all_reduce_count(1); }
@@ -32,8 +35,10 @@ void Join::notify_not_joined() { all_reduce_count(1); }
 int Join::find_common_rank(int rank, bool candidate) {
   at::Tensor tensor = at::empty({1}, at::kLong);
   tensor.fill_(candidate ? rank : -1);
-  ddp_.group().all_reduce(tensor, comm::ReduceOp::Max, collective_tag(ddp_.iteration()))->wait();
-  const int64_t common = tensor.item<int64_t>();
+  const int64_t common = comm::HostValues::all_reduce(ddp_.group(), tensor, comm::ReduceOp::Max,
+                                                      collective_tag(ddp_.iteration()))
+                             .wait()
+                             .item<int64_t>();
   if (common < 0) {
     throw DdpError("Join: no rank is a candidate to sync from; at least one rank must still be "
                    "training or be the last to join");

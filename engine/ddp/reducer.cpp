@@ -314,8 +314,8 @@ void Reducer::finalize_backward() {
     }
   }
   if (reduces_used_map()) {
-    if (local_used_work_) local_used_work_->wait();
-    local_used_work_.reset();
+    if (local_used_sum_) local_used_sum_->work()->wait();
+    local_used_sum_.reset();
     // As PyTorch: the map starts again only where it is reduced again; a static graph keeps its
     // first iteration's for good (zeroed, every parameter would read as unused from then on).
     if (dynamic_graph_find_unused()) local_used_map_.zero_();

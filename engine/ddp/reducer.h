@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/comm/host_values.h"
 #include "engine/comm/process_group.h"
 #include "engine/ddp/bucket_assignment.h"
 #include "engine/ddp/comm_hook.h"
@@ -270,9 +272,8 @@ class Reducer {
   std::vector<int64_t> unused_parameters_;
   std::vector<char> ready_this_iteration_;
   std::vector<int64_t> ready_order_;
-  at::Tensor local_used_map_;       // int32 per parameter: used in this backward
-  at::Tensor reduced_used_map_;     // its sum over ranks, once local_used_work_ is done
-  comm::WorkHandle local_used_work_;
+  at::Tensor local_used_map_;  // int32 per parameter, on the host: used in this backward
+  std::optional<comm::HostValues> local_used_sum_;  // its sum over ranks, in flight
   bool local_used_map_reduced_ = false;
   std::vector<int> hooks_per_param_;            // static graph: hooks seen in the first iteration
   std::vector<int> hooks_pending_this_iteration_;

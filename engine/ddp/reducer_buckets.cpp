@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "engine/comm/dtype.h"
+#include "engine/comm/host_values.h"
 #include "engine/ddp/reducer.h"
 #include "engine/memory/tracking_allocator.h"
 
@@ -142,7 +143,8 @@ std::vector<std::vector<int64_t>> Reducer::sync_bucket_indices(
     data[1 + b] = static_cast<int64_t>(plan[b].size());
     for (const int64_t index : plan[b]) data[position++] = index;
   }
-  group_.broadcast(packed, 0, collective_tag(iteration_))->wait();
+  packed = comm::HostValues::broadcast(group_, packed, 0, collective_tag(iteration_)).wait();
+  data = packed.data_ptr<int64_t>();
   std::vector<std::vector<int64_t>> synced(static_cast<size_t>(data[0]));
   position = 1 + count;
   for (size_t b = 0; b < synced.size(); ++b) {

@@ -37,8 +37,9 @@ void Reducer::match_all_reduce_for_joined_rank() {
   }
   for (auto& reduction : reductions) reduction->wait();
   if (dynamic_graph_find_unused()) {
-    at::Tensor unused_map = at::zeros_like(local_used_map_);
-    group_.all_reduce(unused_map, comm::ReduceOp::Sum, collective_tag(iteration_))->wait();
+    comm::HostValues::all_reduce(group_, at::zeros_like(local_used_map_), comm::ReduceOp::Sum,
+                                 collective_tag(iteration_))
+        .wait();
   }
 }
 

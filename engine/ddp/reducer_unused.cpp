@@ -32,19 +32,19 @@ void Reducer::search_unused_parameters(const std::vector<at::Tensor>& outputs) {
 }
 
 void Reducer::all_reduce_local_used_map() {
-  // Reduce a copy: this rank's own map stays readable while the sum is in flight.
-  at::Tensor reduced = local_used_map_.clone();
-  local_used_work_ = group_.all_reduce(reduced, comm::ReduceOp::Sum, collective_tag(iteration_));
+  // Reduce a copy: this rank's own map stays readable while the sum is in flight. The map lives
+  // on the host and is summed on the group's device (Note [Collective tensors on the group's
+  // device]), as PyTorch's local_used_map_dev_.
+  local_used_sum_ = comm::HostValues::all_reduce(group_, local_used_map_.clone(),
+                                                 comm::ReduceOp::Sum, collective_tag(iteration_));
   local_used_map_reduced_ = false;
-  reduced_used_map_ = reduced;
 }
 
 bool Reducer::globally_unused(int64_t index) {
   if (local_used_map_.data_ptr<int32_t>()[index] != 0) return false;
   if (!local_used_map_reduced_) {
     // Wait only when some parameter is unused here: models that use everything never wait.
-    if (local_used_work_) local_used_work_->wait();
-    local_used_map_.copy_(reduced_used_map_);
+    if (local_used_sum_) local_used_map_.copy_(local_used_sum_->wait());
     local_used_map_reduced_ = true;
   }
   return local_used_map_.data_ptr<int32_t>()[index] == 0;

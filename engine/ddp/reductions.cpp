@@ -8,7 +8,10 @@
 #include <ATen/ops/zeros.h>
 
 #include <algorithm>
+#include <optional>
 #include <vector>
+
+#include "engine/comm/host_values.h"
 
 namespace dpscope::ddp {
 
@@ -35,23 +38,22 @@ class SparseReduction final : public PendingReduction {
         tag_(tag) {
     at::Tensor nnz = at::empty({1}, at::kLong);
     nnz.fill_(indices_.size(1));
-    counts_ = at::empty({group_.size()}, at::kLong);
-    counts_work_ = group_.all_gather(counts_, nnz, tag_);
+    counts_.emplace(comm::HostValues::all_gather(group_, nnz, tag_));
   }
 
   void wait() override {
-    counts_work_->wait();
+    const at::Tensor counts_on_host = counts_->wait();
     const int world = group_.size();
-    const int64_t* counts = counts_.data_ptr<int64_t>();
+    const int64_t* counts = counts_on_host.data_ptr<int64_t>();
     const int64_t max_nnz = *std::max_element(counts, counts + world);
     const int64_t sparse_dim = indices_.size(0);
     const int64_t row_numel = dense_row_numel();
 
-    at::Tensor indices = at::zeros({sparse_dim, max_nnz}, at::kLong);
+    at::Tensor indices = at::zeros({sparse_dim, max_nnz}, indices_.options());
     indices.narrow(1, 0, indices_.size(1)).copy_(indices_);
     at::Tensor values = at::zeros({max_nnz * row_numel}, values_.options());
     values.narrow(0, 0, values_.numel()).copy_(values_.reshape({-1}));
-    at::Tensor all_indices = at::empty({world * sparse_dim * max_nnz}, at::kLong);
+    at::Tensor all_indices = at::empty({world * sparse_dim * max_nnz}, indices_.options());
     at::Tensor all_values = at::empty({world * max_nnz * row_numel}, values_.options());
     comm::WorkHandle indices_work = group_.all_gather(all_indices, indices.reshape({-1}), tag_);
     comm::WorkHandle values_work = group_.all_gather(all_values, values, tag_);
@@ -90,8 +92,7 @@ class SparseReduction final : public PendingReduction {
   at::Tensor values_;
   double divide_by_;
   comm::CollectiveTag tag_;
-  at::Tensor counts_;
-  comm::WorkHandle counts_work_;
+  std::optional<comm::HostValues> counts_;  // every rank's number of nonzeros, in flight
 };
 
 }  // namespace
@@ -117,7 +118,7 @@ std::unique_ptr<PendingReduction> launch_sparse_all_reduce_zeros(comm::ProcessGr
   // An empty sparse tensor with the parameter's layout: no indices, no values.
   std::vector<int64_t> value_shape{0};
   for (int64_t d = 1; d < param.dim(); ++d) value_shape.push_back(param.size(d));
-  at::Tensor empty = at::sparse_coo_tensor(at::empty({1, 0}, at::kLong),
+  at::Tensor empty = at::sparse_coo_tensor(at::empty({1, 0}, param.options().dtype(at::kLong)),
                                            at::empty(value_shape, param.options()), param.sizes());
   return launch_sparse_all_reduce(group, std::move(empty), 1.0, tag);
 }

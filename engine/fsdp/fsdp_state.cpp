@@ -3,6 +3,7 @@
 // every rank's shard.
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full_like.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
@@ -76,8 +77,12 @@ int saved_world_size(const std::string& dir) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, at::Tensor>> FullyShardedDataParallel::full_state_dict(int root) {
+std::vector<std::pair<std::string, at::Tensor>> FullyShardedDataParallel::full_state_dict(
+    int root, StateCopies copies) {
   c10::NoGradGuard no_grad;
+  const auto copy = [copies](const at::Tensor& tensor) {
+    return copies == StateCopies::OnHost ? tensor.cpu().clone() : tensor.clone();
+  };
   std::unordered_map<std::string, at::Tensor> full_params;
   for (const auto& unit : units_) {
     const FlatParameter& flat = *unit->flat;
@@ -90,11 +95,9 @@ std::vector<std::pair<std::string, at::Tensor>> FullyShardedDataParallel::full_s
     }
     if (group_->rank() != root) continue;
     for (size_t k = 0; k < flat.params().size(); ++k) {
-      full_params[flat.param_names()[k]] =
+      full_params[flat.param_names()[k]] = copy(
           full.narrow(0, flat.offsets()[k], flat.params()[k].numel())
-              .view(flat.params()[k].sizes())
-              .cpu()
-              .clone();
+              .view(flat.params()[k].sizes()));
     }
   }
   std::vector<std::pair<std::string, at::Tensor>> state;
@@ -104,9 +107,9 @@ std::vector<std::pair<std::string, at::Tensor>> FullyShardedDataParallel::full_s
     if (it != full_params.end()) state.emplace_back(item.key(), it->second);
   }
   for (const auto& item : module_->named_buffers()) {
-    at::Tensor buffer = item.value().detach().cpu();
+    at::Tensor buffer = item.value().detach();
     if (buffer.is_floating_point()) buffer = buffer.to(c10::ScalarType::Float);
-    state.emplace_back(item.key(), buffer.contiguous().clone());
+    state.emplace_back(item.key(), copy(buffer.contiguous()));
   }
   return state;
 }
@@ -187,26 +190,27 @@ void FullyShardedDataParallel::load_sharded_state(const std::string& dir) {
   }
 }
 
-double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
+at::Tensor FullyShardedDataParallel::clip_grad_norm(double max_norm) {
   c10::NoGradGuard no_grad;
-  double local = 0;
-  for (const at::Tensor& shard : parameters()) {
-    if (shard.grad().defined()) local += shard.grad().to(c10::ScalarType::Double).pow(2).sum().item<double>();
+  // All on the gradients' device, as PyTorch's FSDP.clip_grad_norm_: the host never waits for a
+  // value (Note [Collective tensors on the group's device]). Squares are summed in float64, shard
+  // after shard, then over ranks.
+  const std::vector<at::Tensor> shards = parameters();
+  const c10::Device device = shards.empty() ? group_->device() : shards.front().device();
+  at::Tensor total_squares = at::zeros({1}, at::TensorOptions(device).dtype(at::kDouble));
+  for (const at::Tensor& shard : shards) {
+    if (shard.grad().defined()) total_squares += shard.grad().to(at::kDouble).pow(2).sum();
   }
-  double total_squares = local;
   if (sharding_ != ShardingStrategy::NoShard) {
-    at::Tensor sum = at::scalar_tensor(local, at::TensorOptions().dtype(c10::ScalarType::Double)).reshape({1});
-    group_->all_reduce(sum, comm::ReduceOp::Sum, {iteration_, trace::kNone, trace::kNone, 0})->wait();
-    total_squares = sum.item<double>();
+    group_->all_reduce(total_squares, comm::ReduceOp::Sum, comm::CollectiveTag{iteration_})->wait();
   }
-  const double total = std::sqrt(total_squares);
-  const double coefficient = max_norm / (total + 1e-6);
-  if (coefficient < 1) {
-    for (const at::Tensor& shard : parameters()) {
-      if (shard.grad().defined()) shard.grad().mul_(coefficient);
-    }
+  const at::Tensor total = total_squares.sqrt();
+  // Multiplying by a coefficient clamped to 1 leaves a gradient within the bound as it was.
+  const at::Tensor coefficient = at::full_like(total, max_norm).div(total + 1e-6).clamp_max(1.0);
+  for (const at::Tensor& shard : shards) {
+    if (shard.grad().defined()) shard.grad().mul_(coefficient);
   }
-  return total;
+  return total.reshape({});
 }
 
 }  // namespace dpscope::fsdp

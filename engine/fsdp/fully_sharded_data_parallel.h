@@ -95,9 +95,13 @@ class FullyShardedDataParallel {
   std::vector<at::Tensor> parameters() const;
 
   // ---- State (fsdp_state.cpp). All collective: every rank calls them.
-  // The full parameters by qualified name, and the buffers, in float32 on the CPU; on rank
-  // `root` only (other ranks get an empty list).
-  std::vector<std::pair<std::string, at::Tensor>> full_state_dict(int root = 0);
+  // Where full_state_dict leaves its copies: on the host (PyTorch's offload_to_cpu, what a
+  // checkpoint file needs), or on the parameters' device.
+  enum class StateCopies { OnHost, OnDevice };
+  // The full parameters by qualified name, and the buffers, in float32; on rank `root` only
+  // (other ranks get an empty list).
+  std::vector<std::pair<std::string, at::Tensor>> full_state_dict(
+      int root = 0, StateCopies copies = StateCopies::OnHost);
   // Writes this rank's shards to DIR/shard-rank<R>-of-<W>.pt (torch::pickle_save of a
   // c10::Dict<std::string, at::Tensor>, with the unit layout). Throws FsdpError naming the file.
   void save_sharded_state(const std::string& dir);
@@ -107,8 +111,9 @@ class FullyShardedDataParallel {
   void load_sharded_state(const std::string& dir);
   // Scales the shards' gradients so that the norm of the whole gradient is at most `max_norm`
   // (torch.nn.utils.clip_grad_norm_ across shards: squares summed over ranks). Returns the total
-  // norm before clipping.
-  double clip_grad_norm(double max_norm);
+  // norm before clipping, a float64 scalar on the gradients' device, as PyTorch does: nothing
+  // waits for it until the caller reads it (.item<double>()).
+  at::Tensor clip_grad_norm(double max_norm);
 
   // ---- Introspection.
   torch::nn::Module& module() { return *module_; }

@@ -3,13 +3,20 @@
 #include <ATen/Context.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <torch/version.h>
 
 #include "engine/memory/memory_sampler.h"
 
 namespace dpscope::memory {
 
+// The statistics' types moved from the CUDA allocator to c10's device-generic one in LibTorch 2.6.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+using StatType = c10::CachingDeviceAllocator::StatType;
+#else
+using StatType = c10::cuda::CUDACachingAllocator::StatType;
+#endif
+
 CudaMemoryStats cuda_memory_stats(int device) {
-  using c10::cuda::CUDACachingAllocator::StatType;
   if (device < 0 || device >= static_cast<int>(c10::cuda::device_count())) return {};
   // The caching allocator sizes its per-device tables when CUDA is first initialized; before
   // that getDeviceStats rejects every device. Initializing is once per process, then free.

@@ -3,6 +3,8 @@
 // counting, retagging and freeing need neither a lock nor a lookup (Note [Memory categories]).
 #include "engine/memory/tracking_allocator.h"
 
+#include <cstring>
+
 #include <ATen/core/Tensor.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/alignment.h>
@@ -74,7 +76,13 @@ TrackingAllocator* TrackingAllocator::installed() {
   return g_installed.load(std::memory_order_acquire);
 }
 
-c10::DataPtr TrackingAllocator::allocate(size_t bytes) const {
+#if DPSCOPE_LIBTORCH_2_3
+void TrackingAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  std::memcpy(dest, src, count);
+}
+#endif
+
+c10::DataPtr TrackingAllocator::allocate(size_t bytes) DPSCOPE_ALLOCATE_CONST {
   const c10::Device cpu(c10::DeviceType::CPU);
   // Like the default CPU allocator: nothing to allocate, a null pointer, nothing counted.
   if (bytes == 0) return {nullptr, nullptr, nullptr, cpu};

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <c10/core/Allocator.h>
+#include <torch/version.h>
 
 #include <array>
 #include <atomic>
@@ -15,6 +16,16 @@
 namespace at {
 class Tensor;
 }
+
+// LibTorch 2.3 made c10::Allocator::allocate non-const and added the pure virtual copy_data;
+// 1.13 (Debian's) has neither. The build follows the LibTorch it is given (docs/gpu.md).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define DPSCOPE_LIBTORCH_2_3 1
+#define DPSCOPE_ALLOCATE_CONST
+#else
+#define DPSCOPE_LIBTORCH_2_3 0
+#define DPSCOPE_ALLOCATE_CONST const
+#endif
 
 namespace dpscope::memory {
 
@@ -43,7 +54,12 @@ class TrackingAllocator final : public c10::Allocator {
   // The base allocator's block with a 64-byte header in front (size, category, the base's
   // context and deleter; Note [Allocation header] in tracking_allocator.cpp), so the data keeps
   // the base's 64-byte alignment. Zero bytes: a null DataPtr, nothing counted (as LibTorch's own).
-  c10::DataPtr allocate(size_t bytes) const override;
+  c10::DataPtr allocate(size_t bytes) DPSCOPE_ALLOCATE_CONST override;
+#if DPSCOPE_LIBTORCH_2_3
+  // LibTorch 2.3 and later ask every allocator how to copy what it allocated (tensor clones of
+  // raw storage): host memory, so a memcpy.
+  void copy_data(void* dest, const void* src, std::size_t count) const override;
+#endif
   // Frees what raw_allocate() returned (the context is the data pointer).
   c10::DeleterFnPtr raw_deleter() const override { return &TrackingAllocator::free; }
 

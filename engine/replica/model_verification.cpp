@@ -8,6 +8,8 @@
 
 #include <sstream>
 
+#include "engine/comm/host_values.h"
+
 
 namespace dpscope::replica {
 
@@ -95,14 +97,16 @@ std::string first_difference(const std::vector<int64_t>& mine, const std::vector
 void verify_params_across_ranks(comm::ProcessGroup& group, const std::vector<at::Tensor>& params,
                                 const std::vector<std::string>& names, std::string_view wrapper) {
   const std::vector<int64_t> mine = describe(params);
+  // The shapes travel on the group's device and back (Note [Collective tensors on the group's
+  // device]), as PyTorch's _verify_param_shape_across_processes does.
   at::Tensor length = at::empty({1}, at::kLong);
   length.fill_(static_cast<int64_t>(mine.size()));
-  group.broadcast(length, 0)->wait();
-  at::Tensor root = at::empty({length.item<int64_t>()}, at::kLong);
+  length = comm::HostValues::broadcast(group, length, 0).wait();
+  at::Tensor root = at::zeros({length.item<int64_t>()}, at::kLong);
   if (group.rank() == 0) {
     std::copy(mine.begin(), mine.end(), root.data_ptr<int64_t>());
   }
-  group.broadcast(root, 0)->wait();
+  root = comm::HostValues::broadcast(group, root, 0).wait();
   const std::vector<int64_t> root_meta(root.data_ptr<int64_t>(),
                                        root.data_ptr<int64_t>() + root.numel());
   const std::string difference = first_difference(mine, root_meta, params, names, group.rank());
@@ -111,7 +115,7 @@ void verify_params_across_ranks(comm::ProcessGroup& group, const std::vector<at:
   // next collective.
   at::Tensor differs = at::zeros({group.size()}, at::kLong);
   if (!difference.empty()) differs.data_ptr<int64_t>()[group.rank()] = 1;
-  group.all_reduce(differs, comm::ReduceOp::Max)->wait();
+  differs = comm::HostValues::all_reduce(group, differs, comm::ReduceOp::Max).wait();
   std::string bad_ranks;
   for (int r = 0; r < group.size(); ++r) {
     if (differs.data_ptr<int64_t>()[r]) bad_ranks += (bad_ranks.empty() ? "" : ", ") + std::to_string(r);

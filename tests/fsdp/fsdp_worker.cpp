@@ -101,11 +101,11 @@ void clip(comm::World& w) {
   const int64_t key = rank * 100;
   const at::Tensor out = fsdp.forward(inputs(key), [&](const at::Tensor& x) { return model->forward(x); });
   model->loss(out, labels(key)).backward();
-  const double total = fsdp.clip_grad_norm(expected / 2);
+  const double total = fsdp.clip_grad_norm(expected / 2).item<double>();
   if (std::abs(total - expected) > 1e-5 * expected) {
     fail("clip_grad_norm total " + std::to_string(total) + ", expected " + std::to_string(expected));
   }
-  const double after = fsdp.clip_grad_norm(1e9);
+  const double after = fsdp.clip_grad_norm(1e9).item<double>();
   if (std::abs(after - expected / 2) > 1e-4 * expected) {
     fail("after clipping to " + std::to_string(expected / 2) + " the norm is " + std::to_string(after));
   }
