@@ -182,13 +182,30 @@ bool screenshot(const std::string& viewer, const std::string& traces, const std:
   return true;
 }
 
-// `dpscope train`'s device flags: NCCL on the GPUs where this LibTorch sees CUDA devices, else
-// Gloo on the CPU (named, so that a CUDA device without a CUDA build is not tried).
-std::string device_args() {
-#ifdef DPSCOPE_HAVE_ENGINE
-  if (torch::cuda::device_count() > 0) return "--backend nccl --device cuda";
+// Where the demo trains: `dpscope train`'s device flags, and the line that tells the user.
+struct DeviceChoice {
+  std::string train_args;
+  std::string line;
+};
+
+// NCCL on the GPUs when this build has CUDA and the host has a GPU for every rank (NCCL cannot
+// put two ranks on one GPU), else Gloo on the CPU. Both named, so that nothing is left to a
+// default.
+DeviceChoice choose_device(int ranks) {
+  const std::string cpu = "--backend gloo --device cpu";
+#ifdef DPSCOPE_HAVE_CUDA
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  if (gpus >= ranks) {
+    return {"--backend nccl --device cuda",
+            "on " + std::to_string(ranks) + " of this host's " + std::to_string(gpus) +
+                " GPUs, one per rank, with NCCL"};
+  }
+  return {cpu, "on the CPU with Gloo: this host has " + std::to_string(gpus) + " GPU(s) for " +
+                   std::to_string(ranks) + " ranks, and NCCL needs one per rank (--ranks " +
+                   std::to_string(std::max(1, gpus)) + " would use them)"};
+#else
+  return {cpu, "on the CPU with Gloo (this build has no CUDA; docs/gpu.md builds one)"};
 #endif
-  return "--backend gloo --device cpu";
 }
 
 // `dpscope launch`'s link flags, empty with --no-link.
@@ -217,6 +234,8 @@ void run_demo(const DemoOptions& options) {
       {"DDP", "ddp", "--strategy ddp"},
       {"FSDP FULL_SHARD", "fsdp", "--strategy fsdp --sharding full --wrap-min-params 2000"},
   };
+  const DeviceChoice device = choose_device(options.ranks);
+  std::cout << "dpscope demo: " << options.ranks << " ranks " << device.line << "\n\n" << std::flush;
   std::vector<RunSummary> summaries;
   std::vector<Figures> figures;
   int number = 1;
@@ -230,7 +249,7 @@ void run_demo(const DemoOptions& options) {
         shell_quoted(dir) + link_args(options) + " -- " + shell_quoted(dpscope) +
         " train --model mlp --data digits --eval-fraction 0.2 --lr 0.1 --momentum 0.9 --steps " +
         std::to_string(options.steps) + " --progress-every " +
-        std::to_string(std::max<int64_t>(1, options.steps / 3)) + " " + device_args() + " " +
+        std::to_string(std::max<int64_t>(1, options.steps / 3)) + " " + device.train_args + " " +
         run.train_args;
     std::cout << "== " << number++ << ". " << run.title << ": the MLP on the digits, "
               << options.ranks << " ranks\n   " << command << "\n" << std::flush;

@@ -123,9 +123,13 @@ void add_run_options(CLI::App* cmd, TrainFlags& f) {
   cmd->add_option("--strategy", f.strategy, "ddp | fsdp")
       ->check(CLI::IsMember({"ddp", "fsdp"}))
       ->capture_default_str();
-  cmd->add_option("--backend", c.backend, "gloo | nccl (default: nccl with CUDA devices, else gloo)")
+  cmd->add_option("--backend", c.backend,
+                  "gloo | nccl (default: nccl with --device cuda, gloo on the CPU; gloo with "
+                  "--device cuda stages tensors through host memory)")
       ->check(CLI::IsMember({"gloo", "nccl"}));
-  cmd->add_option("--device", c.device, "cpu | cuda")->capture_default_str();
+  cmd->add_option("--device", c.device,
+                  "cpu | cuda: each rank on its own GPU, cuda:LOCAL_RANK (a CUDA build; docs/gpu.md)")
+      ->capture_default_str();
   f.link_gbps_option = cmd->add_option(
       "--link-gbps", f.link_gbps,
       "Emulate a link of G gigabits per second: collectives complete when it would have carried "

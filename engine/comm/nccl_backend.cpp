@@ -54,6 +54,11 @@
 //  2. Compute waits for communication only when asked: wait_on_stream() makes the current stream
 //     wait for the collective's end event (no host synchronisation); Work::wait() blocks the host
 //     until the watcher saw the end event complete, after which any stream may use the result.
+//     FSDP waits on the stream for a unit's all-gather before its forward and for the
+//     reduce-scatters it accumulates at the end of backward, as fairscale's FSDP orders its
+//     all-gather and post-backward streams with events; its rate limits (limit_all_gathers,
+//     limit_reduce_scatters) wait on the host, as PyTorch's do. DDP's Reducer waits on the host
+//     for each bucket (PyTorch's lets the stream wait), so a GPU trace's host lanes show that wait.
 //  3. The host waits for communication on the watcher thread only: it polls the end events in
 //     order (they complete in order: one stream) and finishes each Work when its end event has
 //     completed.

@@ -12,6 +12,11 @@
 
 namespace dpscope::data {
 
+Dataset Dataset::to(c10::Device device) const {
+  memory::CategoryScope data(memory::MemoryCategory::Data);
+  return {x.to(device), y.to(device)};
+}
+
 Dataset Dataset::rows(const std::vector<int64_t>& indices) const {
   const int64_t n = size();
   for (size_t i = 0; i < indices.size(); ++i) {

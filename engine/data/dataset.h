@@ -22,6 +22,9 @@ struct Dataset {
   Dataset rows(const std::vector<int64_t>& indices) const;
   // Rows [begin, end), as views of x and y (no copy). Throws std::out_of_range for a bad range.
   Dataset slice(int64_t begin, int64_t end) const;
+  // x and y on `device` (themselves when they are there already). The data set stays on the
+  // host; a training loop moves each batch, as a PyTorch loop moves what its loader yields.
+  Dataset to(c10::Device device) const;
 };
 
 // ---- Digits -------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "engine/comm/nccl_backend.h"
 #include "engine/fsdp/fully_sharded_data_parallel.h"
 #include "engine/fault/fault_injection.h"
 #include "engine/memory/tracking_allocator.h"
@@ -145,7 +146,9 @@ void FullyShardedDataParallel::final_callback() {
     std::vector<std::unique_ptr<PendingReduction>> pending = std::move(pending_reductions_);
     pending_reductions_.clear();
     for (auto& reduction : pending) {
-      reduction->work->wait();
+      // The shard's gradient is accumulated on the compute stream, after the reduction ends on
+      // the GPU (See Note [Streams] in nccl_backend.cpp).
+      comm::wait_on_stream(reduction->work);
       accumulate_shard_grad(*reduction->unit, reduction->grad);
     }
     step_finished_ = true;

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/comm/nccl_backend.h"
 #include "engine/replica/broadcast_coalesced.h"
 #include "engine/replica/model_verification.h"
 #include "engine/fault/fault_injection.h"
@@ -306,7 +307,9 @@ void FullyShardedDataParallel::wait_gather(Unit& unit) {
   const comm::WorkHandle work = std::move(unit.gather_work);
   unit.gather_work.reset();
   gathers_in_flight_.erase(std::find(gathers_in_flight_.begin(), gathers_in_flight_.end(), &unit));
-  work->wait();
+  // As fairscale's FSDP: the all-gather runs on its own stream, and the compute stream waits for
+  // it on the GPU, not the host (See Note [Streams] in nccl_backend.cpp); Gloo waits on the host.
+  comm::wait_on_stream(work);
   unit.gather_input = at::Tensor();
   move_to(unit, Residency::Full);
 }

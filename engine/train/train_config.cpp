@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "engine/comm/link_model.h"
 #include "engine/models/model_config.h"
@@ -44,6 +45,27 @@ StragglerSpec parse_straggler(const std::string& text) {
   return spec;
 }
 
+// --device and --backend together: "cpu" or "cuda"; cuda only in a CUDA build (else one line
+// saying how to get one); nccl only with cuda. (run_device.h picks the device itself.)
+static void check_device_and_backend(std::string_view device, std::string_view backend) {
+  if (device != "cpu" && device != "cuda") {
+    throw std::invalid_argument("--device must be cpu or cuda, not '" + std::string(device) + "'");
+  }
+  if (!backend.empty() && backend != "gloo" && backend != "nccl") {
+    throw std::invalid_argument("--backend must be gloo or nccl, not '" + std::string(backend) + "'");
+  }
+#ifndef DPSCOPE_HAVE_CUDA
+  if (device == "cuda") {
+    throw std::invalid_argument("--device cuda: this build has no CUDA (its LibTorch is CPU-only); "
+                                "build against a CUDA LibTorch (docs/gpu.md), or use --device cpu");
+  }
+#endif
+  if (backend == "nccl" && device != "cuda") {
+    throw std::invalid_argument("--backend nccl runs on GPUs: add --device cuda, or use --backend "
+                                "gloo on the CPU");
+  }
+}
+
 void validate_train_config(const TrainConfig& c) {
   auto require = [](bool ok, const std::string& message) {
     if (!ok) throw std::invalid_argument(message);
@@ -70,11 +92,7 @@ void validate_train_config(const TrainConfig& c) {
                                 c.model.name + " model trains on digits or synthetic data)");
   }
   comm::check_link(c.link_gbps, c.link_latency_us, "--link-gbps", "--link-latency-us");
-  require(c.device == "cpu" || c.device == "cuda", "--device must be cpu or cuda");
-  if (c.device == "cuda") {
-    throw std::invalid_argument("--device cuda: this build trains on CPU only (the GPU path comes "
-                                "with a CUDA LibTorch); use --device cpu");
-  }
+  check_device_and_backend(c.device, c.backend);
   if (c.strategy == Strategy::Fsdp) {
     const char* ddp_only = c.comm_hook != ddp::CommHookKind::None        ? "--comm-hook"
                            : c.initial_buckets != ddp::InitialBuckets::kPyTorch

@@ -44,8 +44,8 @@ struct TrainConfig {
   int grad_accum = 1;
 
   Strategy strategy = Strategy::Ddp;
-  std::string backend;  // "" = default (nccl with CUDA devices, else gloo)
-  std::string device = "cpu";
+  std::string backend;  // "" = the device's own: nccl with --device cuda, gloo on the CPU
+  std::string device = "cpu";  // or "cuda": cuda:LOCAL_RANK (run_device.h)
   // The link to emulate (--link-gbps, --link-latency-us; Note [Link emulation]): both or
   // neither. Neither: the one DPSCOPE_LINK_GBPS and DPSCOPE_LINK_LATENCY_US give, if any.
   std::optional<double> link_gbps;

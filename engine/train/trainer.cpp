@@ -24,6 +24,7 @@
 #include "engine/data/distributed_sampler.h"
 #include "engine/fault/fault_injection.h"
 #include "engine/train/parallel_model.h"
+#include "engine/train/run_device.h"
 #include "engine/train/trace_files.h"
 #include "engine/train/traced_step.h"
 #include "engine/memory/memory_sampler.h"
@@ -158,7 +159,7 @@ double straggler_ms_of(const TrainConfig& config, const comm::LaunchEnv& env) {
 // The model `config` names, sized for `all` (its features or vocabulary), initialised this rank's
 // own way: DDP's (FSDP's) broadcast makes rank 0's the common start.
 std::shared_ptr<models::Model> build_model(const TrainConfig& config, const comm::LaunchEnv& env,
-                                           const RunData& run_data) {
+                                           const RunData& run_data, c10::Device device) {
   models::ModelConfig model_config = models::with_defaults(config.model);
   if (run_data.vocab > 0) {
     model_config.vocab = run_data.vocab;
@@ -168,7 +169,10 @@ std::shared_ptr<models::Model> build_model(const TrainConfig& config, const comm
   if (model_config.name == "toy") model_config.classes = 5;
   torch::manual_seed(config.seed + 1000 * static_cast<uint64_t>(env.rank));
   memory::CategoryScope parameters(memory::MemoryCategory::Parameters);
-  return models::make_model(model_config);
+  // Initialised on the CPU, from the same generator whatever the device, then moved.
+  std::shared_ptr<models::Model> model = models::make_model(model_config);
+  model->to(device);
+  return model;
 }
 
 // Rank 0's opening line: the model, the wrapper, the backend and link, the ranks and steps.
@@ -189,7 +193,8 @@ void print_start(const TrainConfig& config, const comm::LaunchEnv& env, const co
 // The steps, each a TracedStep (Note [A traced step]) of grad_accum micro-steps, the first
 // K - 1 under no_sync. Returns each step's milliseconds; sets result.final_loss.
 std::vector<double> run_steps(const TrainConfig& config, const comm::LaunchEnv& env,
-                              const data::Dataset& train_set, models::Model& model,
+                              c10::Device device, const data::Dataset& train_set,
+                              models::Model& model,
                               ParallelModel& parallel, trace::Recorder& recorder,
                               memory::MemorySampler& sampler, TrainResult& result) {
   const double straggler_ms = straggler_ms_of(config, env);
@@ -203,7 +208,7 @@ std::vector<double> run_steps(const TrainConfig& config, const comm::LaunchEnv& 
     TracedStep traced(recorder, sampler, static_cast<int32_t>(step));
     zero_grad(optimizer);
     for (int micro = 0; micro < config.grad_accum; ++micro) {
-      const data::Dataset batch = train_set.rows(batches.next());
+      const data::Dataset batch = train_set.rows(batches.next()).to(device);
       std::unique_ptr<ParallelModel::SyncSuspension> no_sync;
       if (micro + 1 < config.grad_accum) no_sync = parallel.no_sync();
       const at::Tensor loss = traced.forward([&] {
@@ -229,14 +234,15 @@ std::vector<double> run_steps(const TrainConfig& config, const comm::LaunchEnv& 
 }
 
 // Accuracy on the held-out rows (--eval-fraction), printed on rank 0 and recorded.
-void evaluate(const TrainConfig& config, const comm::LaunchEnv& env, const data::Dataset& eval_set,
-              models::Model& model, ParallelModel& parallel, trace::Recorder& recorder,
-              TrainResult& result) {
+void evaluate(const TrainConfig& config, const comm::LaunchEnv& env, c10::Device device,
+              const data::Dataset& eval_set, models::Model& model, ParallelModel& parallel,
+              trace::Recorder& recorder, TrainResult& result) {
   c10::NoGradGuard no_grad;
   model.eval();
-  const at::Tensor logits = parallel.forward(eval_set.x);
-  result.eval_accuracy =
-      static_cast<double>(model.correct(logits, eval_set.y)) / static_cast<double>(eval_set.y.numel());
+  const data::Dataset on_device = eval_set.to(device);
+  const at::Tensor logits = parallel.forward(on_device.x);
+  result.eval_accuracy = static_cast<double>(model.correct(logits, on_device.y)) /
+                         static_cast<double>(eval_set.y.numel());
   model.train();
   if (env.rank == 0) {
     std::printf("accuracy %.4f on the last %lld rows\n", result.eval_accuracy,
@@ -267,16 +273,17 @@ void print_end(const TrainResult& result, const std::optional<memory::TrackingAl
 }
 
 // Everything after the trace is open: a failure here is recorded as the rank's status.
-void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
+void train_rank(const TrainConfig& config, const comm::LaunchEnv& env, c10::Device device,
                 const std::optional<fault::FaultSpec>& fault, const TraceFiles& trace_files,
                 trace::Recorder& recorder, TrainResult& result) {
   memory::TrackingAllocator* allocator =
       config.trace_level == trace::TraceLevel::Full ? &memory::TrackingAllocator::install() : nullptr;
-  memory::MemorySampler sampler(&recorder, allocator);
+  // On a GPU the tracking allocator sees only host memory; the CUDA caching allocator's bytes are
+  // sampled beside it (cuda_allocated, cuda_reserved).
+  memory::MemorySampler sampler(&recorder, allocator, device.is_cuda() ? device.index() : -1);
 
   comm::WorldOptions world_options;
-  world_options.backend = config.backend.empty() ? comm::default_backend()
-                                                 : comm::parse_backend(config.backend);
+  world_options.backend = backend_for(config.backend, device);
   world_options.recorder = &recorder;
   world_options.link =
       comm::check_link(config.link_gbps, config.link_latency_us, "--link-gbps", "--link-latency-us");
@@ -289,7 +296,7 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
       run_data.all.size() - static_cast<int64_t>(run_data.all.size() * config.eval_fraction);
   const data::Dataset train_set = run_data.all.slice(0, train_rows);
   const data::Dataset eval_set = run_data.all.slice(train_rows, run_data.all.size());
-  const std::shared_ptr<models::Model> model = build_model(config, env, run_data);
+  const std::shared_ptr<models::Model> model = build_model(config, env, run_data, device);
   const std::string summary = models::summarize(config.model.name, *model);
   recorder.set_meta("model_summary", summary);
 
@@ -302,8 +309,10 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env,
   }
   print_start(config, env, world, world_options.backend, summary, *parallel);
   const std::vector<double> step_ms =
-      run_steps(config, env, train_set, *model, *parallel, recorder, sampler, result);
-  if (eval_set.size() > 0) evaluate(config, env, eval_set, *model, *parallel, recorder, result);
+      run_steps(config, env, device, train_set, *model, *parallel, recorder, sampler, result);
+  if (eval_set.size() > 0) {
+    evaluate(config, env, device, eval_set, *model, *parallel, recorder, result);
+  }
   if (!config.save_final.empty()) {
     const auto state = parallel->full_state();  // collective: every rank takes part
     if (env.rank == 0) save_tensors(state, config.save_final);
@@ -334,6 +343,7 @@ void close_after_failure(trace::Recorder& recorder, const std::string& error) {
 TrainResult run_training(const TrainConfig& config) {
   validate_train_config(config);
   const comm::LaunchEnv env = comm::read_launch_env();
+  const c10::Device device = select_run_device(config.device, env);
   const std::optional<fault::FaultSpec> fault = fault::arm_from_environment(env.rank);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   at::set_num_threads(config.threads > 0
@@ -355,11 +365,11 @@ TrainResult run_training(const TrainConfig& config) {
   recorder_options.path = result.trace_path;
   recorder_options.rank = env.rank;
   recorder_options.local_rank = env.local_rank;
-  recorder_options.device = config.device;
+  recorder_options.device = device.str();
   recorder_options.level = config.trace_level;
   trace::Recorder recorder(recorder_options);
   try {
-    train_rank(config, env, fault, trace_files, recorder, result);
+    train_rank(config, env, device, fault, trace_files, recorder, result);
   } catch (const c10::Error& error) {
     close_after_failure(recorder, error.what_without_backtrace());
     throw;

@@ -85,6 +85,22 @@ TEST(CliParse, CommandChecksRunInValidateMode) {
             std::string::npos);
 }
 
+// --device and --backend (engine/train/train_config.cpp): the device's backend by default, nccl
+// only on GPUs, and in a build without CUDA (as this one and the parse test are) one line on how
+// to get one.
+TEST(CliParse, TrainChecksDeviceAndBackendTogether) {
+  EXPECT_NE(error_of<std::invalid_argument>({"train", "--device", "cuda"})
+                .find("this build has no CUDA (its LibTorch is CPU-only); build against a CUDA "
+                      "LibTorch (docs/gpu.md), or use --device cpu"),
+            std::string::npos);
+  EXPECT_NE(error_of<std::invalid_argument>({"train", "--backend", "nccl"})
+                .find("--backend nccl runs on GPUs: add --device cuda"),
+            std::string::npos);
+  EXPECT_NE(error_of<std::invalid_argument>({"train", "--device", "gpu"})
+                .find("--device must be cpu or cuda, not 'gpu'"),
+            std::string::npos);
+}
+
 // The model's sizes and data (engine/models/model_config.h), checked before anything runs: each
 // message names the flag.
 TEST(CliParse, TrainChecksTheModelsSizesAndData) {
