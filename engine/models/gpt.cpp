@@ -82,7 +82,7 @@ class GptBlockImpl final : public Model {
     const at::Tensor key_t = k.transpose(-2, -1);
     const at::Tensor scores = at::matmul(q, key_t) / std::sqrt(static_cast<double>(head_width));
     // Causal: position t attends to positions 0..t; the future is masked before the softmax.
-    const at::Tensor future = at::ones({length, length}, at::kBool).triu(1);
+    const at::Tensor future = at::ones({length, length}, scores.options().dtype(at::kBool)).triu(1);
     const at::Tensor masked = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
     const at::Tensor weights = at::softmax(masked, -1);
     const at::Tensor mixed = at::matmul(weights, v);
