@@ -132,15 +132,24 @@ Figures print_summary(const DemoRun& run, const RunSummary& summary) {
               "meanwhile; mean of the ranks, steps %d..)\n",
               comm_ms / ranks, exposed_ms / ranks, comm_ms > 0 ? 100 * exposed_ms / comm_ms : 0.0,
               steps.from_iteration + 1);
+  // On GPUs the categories count host memory only: the GPU's peak is the CUDA caching allocator's
+  // (cuda_allocated), without categories.
+  const bool gpu = stats.ranks.front().sampled_gpu_memory();
   std::string peaks;
   for (const trace::RankStats& rank : stats.ranks) {
+    const int64_t peak = gpu ? rank.largest(trace::MemoryCategory::CudaAllocated)
+                             : rank.memory_peak.total_bytes;
     char part[32];
-    std::snprintf(part, sizeof(part), "%.2f", mib(rank.memory_peak.total_bytes));
+    std::snprintf(part, sizeof(part), "%.2f", mib(peak));
     peaks += (peaks.empty() ? "" : " / ") + std::string(part);
-    figures.peak_mib = std::max(figures.peak_mib, mib(rank.memory_peak.total_bytes));
+    figures.peak_mib = std::max(figures.peak_mib, mib(peak));
   }
   const trace::MemoryAtPeak& first = stats.ranks.front().memory_peak;
-  if (first.found()) {
+  if (gpu) {
+    std::printf("  peak memory     %s MiB of GPU memory (cuda_allocated; ranks %d..%d; by category "
+                "only on the CPU, docs/gpu.md)\n",
+                peaks.c_str(), stats.ranks.front().rank, stats.ranks.back().rank);
+  } else if (first.found()) {
     std::printf("  peak memory     %s MiB (ranks %d..%d)\n", peaks.c_str(), stats.ranks.front().rank,
                 stats.ranks.back().rank);
     std::string parts;

@@ -182,6 +182,24 @@ void finish_collectives(RankScratch& s, RankStats& out) {
   list = {};
 }
 
+}  // namespace
+
+int64_t RankStats::largest(MemoryCategory category) const {
+  for (const CategoryBytes& c : category_max) {
+    if (c.category == category) return c.bytes;
+  }
+  return 0;
+}
+
+bool RankStats::sampled_gpu_memory() const {
+  for (const CategoryBytes& c : category_max) {
+    if (c.category == MemoryCategory::CudaAllocated) return true;
+  }
+  return false;
+}
+
+namespace {
+
 // Memory at the peak, over the run and over the steps (Note [Memory at the peak]), memory after
 // the steps, and each category's largest sample.
 void read_memory(Reader& reader, int32_t rank, const RankScratch& scratch, RankStats& out) {

@@ -102,6 +102,12 @@ struct RankStats {
   // The largest sample of each category on its own, in MemoryCategory order (allocator and CUDA
   // read-outs included). Taken at different moments: they may add up to more than the peak.
   std::vector<CategoryBytes> category_max;
+  // The largest sample of `category` (0 when it has none).
+  int64_t largest(MemoryCategory category) const;
+  // Whether the rank trained on a GPU: it sampled the CUDA caching allocator (cuda_allocated).
+  // Its stacked categories then count host memory only; the GPU's is cuda_allocated (no
+  // categories: the tracking allocator sees the CPU allocator alone).
+  bool sampled_gpu_memory() const;
   OverlapStats overlap;  // over every slice of the rank, construction included
   // Phase slices named forward, backward or optimizer_step: without any, compute (and with it
   // overlap and exposure) is unknown, not zero, and the report says so.

@@ -309,6 +309,12 @@ void append_rank(const RankStats& r, std::string& out) {
     append_peak("peak in the steps", r.step_memory_peak, out);
   }
   if (r.memory_after_steps.found()) append_memory("memory after the steps", r.memory_after_steps, out);
+  if (r.sampled_gpu_memory()) {
+    out += format("  GPU memory (CUDA caching allocator): largest cuda_allocated %.2f MiB, "
+                  "cuda_reserved %.2f MiB; the memory above is the host's only (docs/gpu.md)\n",
+                  mib(r.largest(MemoryCategory::CudaAllocated)),
+                  mib(r.largest(MemoryCategory::CudaReserved)));
+  }
 }
 
 }  // namespace

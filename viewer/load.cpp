@@ -194,6 +194,8 @@ void find_memory_peak(RankData& rank) {
   }
   const trace::MemoryAtPeak peak = finder.finish();
   rank.memory_peak_bytes = peak.total_bytes;
+  const MemorySeries& gpu = rank.memory[static_cast<size_t>(trace::MemoryCategory::CudaAllocated)];
+  for (const int64_t bytes : gpu.bytes) rank.gpu_memory_peak_bytes = std::max(rank.gpu_memory_peak_bytes, bytes);
   rank.memory_peak_ns = peak.found() ? peak.ts_ns : 0;
 }
 

@@ -66,6 +66,9 @@ struct RankData {
   // Memory at the peak as trace/memory_peak.h defines it (what `dpscope stats` calls the peak).
   int64_t memory_peak_bytes = 0;
   int64_t memory_peak_ns = 0;     // when it was reached
+  // The largest cuda_allocated sample, -1 when the rank sampled none (it trained on the CPU). On
+  // a GPU the stacked categories count host memory only (trace::RankStats::sampled_gpu_memory).
+  int64_t gpu_memory_peak_bytes = -1;
   std::vector<IterationSpan> iterations;  // by begin_ns
   int64_t events = 0;
   // The iteration whose span holds time t, or kNone (construction, between iterations).

@@ -57,6 +57,13 @@ void draw_memory_at_peak(const Analysis& a) {
     }
   }
   ImGui::EndTable();
+  for (const trace::RankStats& r : a.stats.ranks) {
+    if (!r.sampled_gpu_memory()) continue;
+    ImGui::TextWrapped("rank %d on a GPU: the categories above are host memory; GPU memory (CUDA caching "
+                "allocator) peaked at %.2f MiB allocated, %.2f MiB reserved",
+                r.rank, double(r.largest(trace::MemoryCategory::CudaAllocated)) / double(1 << 20),
+                double(r.largest(trace::MemoryCategory::CudaReserved)) / double(1 << 20));
+  }
 }
 
 // Who the ranks wait for (Note [Stragglers]) and each rank's collective time split at the last

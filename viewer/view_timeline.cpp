@@ -398,9 +398,16 @@ float draw_rank_memory(Frame& f, float left, int rank_index, float y) {
   if (y + sz.memory_height >= f.clip_y0 && y <= f.clip_y1) {
     draw_memory_graph(f.app, f.trace, rank, f.map.x0, y, f.map.width, sz.memory_height);
     f.draw->AddText(ImVec2(left + 12, y), theme().text, "memory");
-    // The peak's size beside the graph, not on it (its moment: the red line in the graph).
-    const std::string peak = "peak " + format_bytes(rank.memory_peak_bytes);
-    f.draw->AddText(ImVec2(left + 12, y + ImGui::GetTextLineHeight()), kPeakColor, peak.c_str());
+    // The peak's size beside the graph, not on it (its moment: the red line in the graph). On a
+    // GPU the categories are the host's, and the GPU's own peak is cuda_allocated's.
+    const bool gpu = rank.gpu_memory_peak_bytes >= 0;
+    const std::string peak = (gpu ? "host " : "peak ") + format_bytes(rank.memory_peak_bytes);
+    const float line = ImGui::GetTextLineHeight();
+    f.draw->AddText(ImVec2(left + 12, y + line), kPeakColor, peak.c_str());
+    if (gpu) {
+      const std::string gpu_peak = "GPU " + format_bytes(rank.gpu_memory_peak_bytes);
+      f.draw->AddText(ImVec2(left + 12, y + 2 * line), theme().text, gpu_peak.c_str());
+    }
   }
   return y + sz.memory_height + 4;
 }

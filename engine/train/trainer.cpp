@@ -253,7 +253,7 @@ void evaluate(const TrainConfig& config, const comm::LaunchEnv& env, c10::Device
 
 // The run's last lines: the peak with its categories, the median step, the trace files.
 void print_end(const TrainResult& result, const std::optional<memory::TrackingAllocator::PeakSnapshot>& peak,
-               const std::string& trace_line) {
+               const memory::MemorySampler& sampler, c10::Device device, const std::string& trace_line) {
   if (result.peak_memory_bytes > 0) {
     std::string breakdown;
     for (const trace::MemoryCategory c : trace::kStackedCategories) {
@@ -264,8 +264,14 @@ void print_end(const TrainResult& result, const std::optional<memory::TrackingAl
                     static_cast<double>(peak->bytes[static_cast<size_t>(c)]) / (1 << 20));
       breakdown += part;
     }
-    std::printf("peak_memory_mb %.3f (%s)\n",
-                static_cast<double>(result.peak_memory_bytes) / (1 << 20), breakdown.c_str());
+    std::printf("peak_memory_mb %.3f (%s%s)\n",
+                static_cast<double>(result.peak_memory_bytes) / (1 << 20),
+                device.is_cuda() ? "host memory: " : "", breakdown.c_str());
+  }
+  if (device.is_cuda()) {
+    std::printf("peak_cuda_memory_mb %.3f (cuda_allocated; reserved %.3f)\n",
+                static_cast<double>(sampler.peak(memory::MemoryCategory::CudaAllocated)) / (1 << 20),
+                static_cast<double>(sampler.peak(memory::MemoryCategory::CudaReserved)) / (1 << 20));
   }
   std::printf("step_ms %.3f\n", result.step_ms_median);
   if (!trace_line.empty()) std::printf("%s\n", trace_line.c_str());
@@ -330,7 +336,7 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env, c10::Devi
   world.group->barrier()->wait();
   recorder.close();
   world.group->barrier()->wait();
-  print_end(result, peak, finish_trace_files(trace_files, env));
+  print_end(result, peak, sampler, device, finish_trace_files(trace_files, env));
 }
 
 void close_after_failure(trace::Recorder& recorder, const std::string& error) {

@@ -688,6 +688,45 @@ TEST(stats, IterationsFromAnyEventOrMetric) {
 }
 
 // Long runs show their first and last iterations; the JSON keeps them all.
+// A run on a GPU samples the CUDA caching allocator; the categories count host memory only, and
+// the report says where the GPU's memory is (docs/gpu.md).
+TEST(statsText, GpuMemoryFromTheCudaCachingAllocator) {
+  TempDir dir;
+  const std::string path = dir.file("gpu.dpscope");
+  {
+    Writer w(path);
+    w.begin();
+    w.put_rank(rank_row(0, "complete", 0));
+    w.add_memory(sample(0, 0, MemoryCategory::Data, 1 << 20));
+    w.add_memory(sample(0, 0, MemoryCategory::CudaAllocated, 64 << 20));
+    w.add_memory(sample(0, 0, MemoryCategory::CudaReserved, 80 << 20));
+    w.add_memory(sample(0, 10, MemoryCategory::CudaAllocated, 66 << 20));
+    w.add_memory(sample(0, 10, MemoryCategory::CudaReserved, 80 << 20));
+    w.commit();
+    w.finish();
+  }
+  Reader reader(path);
+  const RunStats s = compute_stats(reader);
+  ASSERT_TRUE(s.ranks[0].sampled_gpu_memory());
+  EXPECT_EQ(s.ranks[0].largest(MemoryCategory::CudaAllocated), 66 << 20);
+  EXPECT_EQ(s.ranks[0].largest(MemoryCategory::Parameters), 0);
+  const std::string text = stats_text(s);
+  EXPECT_NE(text.find("GPU memory (CUDA caching allocator): largest cuda_allocated 66.00 MiB, "
+                      "cuda_reserved 80.00 MiB; the memory above is the host's only"),
+            std::string::npos)
+      << text;
+}
+
+// In the known run only rank 1 sampled cuda_allocated: only its section has the line.
+TEST(statsText, GpuMemoryLineOnlyForRanksThatSampledIt) {
+  TempDir dir;
+  const std::string text = stats_text(known_stats(dir));
+  const size_t rank1 = text.find("\nrank 1");
+  ASSERT_NE(rank1, std::string::npos) << text;
+  EXPECT_GT(text.find("GPU memory"), rank1) << text;
+  EXPECT_NE(text.find("GPU memory"), std::string::npos) << text;
+}
+
 TEST(statsText, LongRunsElided) {
   TempDir dir;
   const std::string path = dir.file("long.dpscope");

@@ -11,6 +11,7 @@
 #include "trace/error.h"
 #include "trace/reader.h"
 #include "trace/synth.h"
+#include "trace/writer.h"
 #include "viewer/analysis.h"
 #include "viewer/lod.h"
 #include "viewer/model.h"
@@ -324,6 +325,36 @@ TEST(ViewerModel, LoadsASyntheticRunCompletely) {
   }
   EXPECT_LT(model->t_begin, model->t_end);
   EXPECT_EQ(model->ranks[1].iteration_at(model->ranks[1].iterations[3].begin_ns + 1), 3);
+}
+
+// On a GPU the categories are host memory; the model keeps the GPU's own peak (cuda_allocated)
+// beside it, which the memory graph's labels and the Stats panel show. A CPU run has none.
+TEST(ViewerModel, GpuMemoryPeakBesideTheHostPeak) {
+  namespace trace = dpscope::trace;
+  TempDir dir;
+  const std::string path = dir.file("gpu.sqlite");
+  {
+    trace::Writer w(path);
+    w.begin();
+    trace::RankInfo rank;
+    rank.rank = 0;
+    rank.host = "localhost";
+    rank.device = "cuda:0";
+    rank.status = "complete";
+    w.put_rank(rank);
+    w.add_memory(trace::MemorySample{0, 1000, trace::MemoryCategory::Data, 1 << 20});
+    w.add_memory(trace::MemorySample{0, 1000, trace::MemoryCategory::CudaAllocated, 64 << 20});
+    w.add_memory(trace::MemorySample{0, 2000, trace::MemoryCategory::CudaAllocated, 66 << 20});
+    w.add_memory(trace::MemorySample{0, 3000, trace::MemoryCategory::CudaAllocated, 65 << 20});
+    w.commit();
+    w.finish();
+  }
+  const auto gpu = load_model(path);
+  ASSERT_EQ(gpu->ranks.size(), 1u);
+  EXPECT_EQ(gpu->ranks[0].memory_peak_bytes, 1 << 20);
+  EXPECT_EQ(gpu->ranks[0].gpu_memory_peak_bytes, 66 << 20);
+  const auto cpu = synth_model(dir, 1, 2000);
+  EXPECT_EQ(cpu->ranks[0].gpu_memory_peak_bytes, -1);
 }
 
 TEST(ViewerModel, BadFilesThrowNamingTheFile) {
