@@ -276,19 +276,10 @@ void run_whatif(const Options& o, const std::optional<comm::LinkSpec>& link) {
   }
   std::vector<Case> cases;
   for (const double cap : kSweepCapsMb) cases.push_back(predict_case(replay, limits_for(cap), model));
-  size_t best = 0;
-  for (size_t i = 1; i < cases.size(); ++i) {
-    if (cases[i].prediction.predicted_step_ms < cases[best].prediction.predicted_step_ms) best = i;
-  }
+  const size_t best =
+      fastest_case(cases, [](const auto& c) { return c.prediction.predicted_step_ms; });
   if (o.json) {
-    nlohmann::json rows = nlohmann::json::array();
-    for (size_t i = 0; i < cases.size(); ++i) {
-      nlohmann::json j = case_json(replay, cases[i], model, false);
-      j["best"] = i == best;
-      rows.push_back(j);
-    }
-    std::cout << rows.dump() << "\n";
-    std::cout.flush();
+    print_sweep_json(cases, best, [&](const auto& c) { return case_json(replay, c, model, false); });
     return;
   }
   std::printf("whatif --sweep %s\n", header.c_str());

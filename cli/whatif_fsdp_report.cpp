@@ -175,19 +175,9 @@ void run_fsdp_whatif(const FsdpWhatifRequest& request, trace::Reader& reader,
                                                  trace::BackwardPrefetchMode::kNone}) {
     for (const int32_t limit : kSweepLimits) cases.push_back(trace::predict_fsdp(replay, {mode, limit}, model));
   }
-  size_t best = 0;
-  for (size_t i = 1; i < cases.size(); ++i) {
-    if (cases[i].predicted_step_ms < cases[best].predicted_step_ms) best = i;
-  }
+  const size_t best = fastest_case(cases, [](const auto& c) { return c.predicted_step_ms; });
   if (request.json) {
-    nlohmann::json rows = nlohmann::json::array();
-    for (size_t i = 0; i < cases.size(); ++i) {
-      nlohmann::json j = case_json(replay, model, cases[i], false);
-      j["best"] = i == best;
-      rows.push_back(j);
-    }
-    std::cout << rows.dump() << "\n";
-    std::cout.flush();
+    print_sweep_json(cases, best, [&](const auto& c) { return case_json(replay, model, c, false); });
     return;
   }
   std::printf("whatif --sweep %s\n", header.c_str());

@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <iostream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/comm/link_model.h"
 #include "trace/reader.h"
@@ -29,6 +31,29 @@ nlohmann::json iterations_json(const Prediction& p) {
                     {"predicted_exposed_comm_ms", it.predicted.exposed_comm_ms}});
   }
   return rows;
+}
+
+// A sweep's fastest case: the index of the least `predicted_step_ms(case)` (the first of ties).
+template <typename Case, typename PredictedStepMs>
+size_t fastest_case(const std::vector<Case>& cases, PredictedStepMs predicted_step_ms) {
+  size_t best = 0;
+  for (size_t i = 1; i < cases.size(); ++i) {
+    if (predicted_step_ms(cases[i]) < predicted_step_ms(cases[best])) best = i;
+  }
+  return best;
+}
+
+// A sweep's JSON on stdout: one row per case (`row(case)`), the fastest marked "best".
+template <typename Case, typename Row>
+void print_sweep_json(const std::vector<Case>& cases, size_t best, Row row) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    nlohmann::json j = row(cases[i]);
+    j["best"] = i == best;
+    rows.push_back(j);
+  }
+  std::cout << rows.dump() << "\n";
+  std::cout.flush();
 }
 
 // The measured-against-predicted table both halves of whatif print: the medians, then each

@@ -168,6 +168,16 @@ double median_of(std::vector<double> values) {
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
+ReplayOrigin replay_origin(const std::string& path, const RunStats& stats, int32_t rank) {
+  ReplayOrigin origin;
+  origin.path = path;
+  origin.world_size = stats.world_size;
+  origin.rank = rank;
+  origin.link_gbps = stats.link_gbps;
+  origin.link_latency_us = stats.link_latency_us;
+  return origin;
+}
+
 const RankStats& replayable_rank(const std::string& path, const RunStats& stats, int32_t rank) {
   const auto found = std::find_if(stats.ranks.begin(), stats.ranks.end(), [&](const RankStats& r) { return r.rank == rank; });
   if (found == stats.ranks.end()) {
@@ -213,10 +223,7 @@ ReplayTrace load_replay_trace(Reader& reader, const RunStats& stats, int32_t ran
                              "--trace-level full");
   }
   const RankStats& rank_stats = replayable_rank(path, stats, rank);
-  trace.rank = rank;
-  trace.world_size = stats.world_size;
-  trace.link_gbps = stats.link_gbps;
-  trace.link_latency_us = stats.link_latency_us;
+  static_cast<ReplayOrigin&>(trace) = replay_origin(path, stats, rank);
   for (const ParamInfo& p : stats.params) {
     trace.gradients.push_back(
         {static_cast<int32_t>(p.dtype), 0, p.numel * element_size(p.dtype), p.sparse});
@@ -332,7 +339,6 @@ Prediction predict(const ReplayTrace& trace, const BucketPlan& plan, const AllRe
       prediction.buckets_timed_as_recorded += recorded_twin[b] != kNone ? 1 : 0;
     }
   }
-  std::vector<double> measured_step, predicted_step, measured_exposed, predicted_exposed;
   for (const ReplayIteration& it : trace.iterations) {
     IterationPrediction out;
     out.iteration = it.iteration;
@@ -387,16 +393,9 @@ Prediction predict(const ReplayTrace& trace, const BucketPlan& plan, const AllRe
     out.measured = it.measured;
     out.measured_step_ms = it.measured_step_ms;
     out.predicted_step_ms = it.measured_step_ms + delta / 1e6;
-    measured_step.push_back(out.measured_step_ms);
-    predicted_step.push_back(out.predicted_step_ms);
-    measured_exposed.push_back(out.measured.exposed_comm_ms);
-    predicted_exposed.push_back(out.predicted.exposed_comm_ms);
     prediction.iterations.push_back(std::move(out));
   }
-  prediction.measured_step_ms = median_of(measured_step);
-  prediction.predicted_step_ms = median_of(predicted_step);
-  prediction.measured_exposed_comm_ms = median_of(measured_exposed);
-  prediction.predicted_exposed_comm_ms = median_of(predicted_exposed);
+  summarize_iterations(prediction);
   return prediction;
 }
 

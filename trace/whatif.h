@@ -83,17 +83,24 @@ struct ReplayIteration {
   std::vector<RecordedAllReduce> allreduces;
 };
 
-// Everything whatif needs of a trace, read once (load_replay_trace).
-struct ReplayTrace {
+// What every replayed trace records of its run (DDP's ReplayTrace and FSDP's FsdpReplayTrace).
+struct ReplayOrigin {
   std::string path;
   int32_t world_size = 0;
-  int32_t rank = 0;                   // the rank replayed
+  int32_t rank = 0;                            // the rank replayed
+  double link_gbps = 0, link_latency_us = 0;   // the emulated link, 0 when none
+};
+
+// The origin of a replay of `rank` of `stats`' run (read from `path`).
+ReplayOrigin replay_origin(const std::string& path, const RunStats& stats, int32_t rank);
+
+// Everything whatif needs of a trace, read once (load_replay_trace).
+struct ReplayTrace : ReplayOrigin {
   std::vector<GradientDesc> gradients;  // by parameter index
   std::vector<std::string> param_names;
   std::vector<int64_t> arrival_order;  // parameter indices in the order rank 0's hooks fired
   BucketPlan recorded_plan;            // the trace's rebuilt plan (its initial one if none)
   std::optional<BucketLimits> recorded_limits;  // from meta config, when recorded
-  double link_gbps = 0, link_latency_us = 0;    // the emulated link, 0 when none
   std::vector<ReplayIteration> iterations;     // the steady iterations of `rank`
   // Every recorded bucket all-reduce of the steady iterations on every rank: (bytes, ns).
   std::vector<std::pair<int64_t, int64_t>> allreduce_samples;
@@ -190,5 +197,22 @@ Prediction predict(const ReplayTrace& trace, const BucketPlan& plan, const AllRe
 
 // The median of `values` (0 for none). Pure.
 double median_of(std::vector<double> values);
+
+// Sets a prediction's summary, the medians over its iterations of the measured and predicted
+// step and exposed communication: DDP's Prediction and FSDP's FsdpPrediction alike.
+template <typename PredictionOfIterations>
+void summarize_iterations(PredictionOfIterations& prediction) {
+  std::vector<double> measured_step, predicted_step, measured_exposed, predicted_exposed;
+  for (const auto& it : prediction.iterations) {
+    measured_step.push_back(it.measured_step_ms);
+    predicted_step.push_back(it.predicted_step_ms);
+    measured_exposed.push_back(it.measured.exposed_comm_ms);
+    predicted_exposed.push_back(it.predicted.exposed_comm_ms);
+  }
+  prediction.measured_step_ms = median_of(std::move(measured_step));
+  prediction.predicted_step_ms = median_of(std::move(predicted_step));
+  prediction.measured_exposed_comm_ms = median_of(std::move(measured_exposed));
+  prediction.predicted_exposed_comm_ms = median_of(std::move(predicted_exposed));
+}
 
 }  // namespace dpscope::trace

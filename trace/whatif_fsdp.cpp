@@ -171,20 +171,12 @@ FsdpPrediction predict_fsdp(const FsdpReplayTrace& trace, const FsdpSettings& se
                             const FsdpCostModel& model) {
   FsdpPrediction prediction;
   prediction.settings = settings;
-  std::vector<double> measured_step, predicted_step, measured_exposed, predicted_exposed;
   for (const FsdpIteration& it : trace.iterations) {
     FsdpIterationPrediction out = IterationReplay(it, settings, model, trace.launch_offset_ns).run();
-    measured_step.push_back(out.measured_step_ms);
-    predicted_step.push_back(out.predicted_step_ms);
-    measured_exposed.push_back(out.measured.exposed_comm_ms);
-    predicted_exposed.push_back(out.predicted.exposed_comm_ms);
     prediction.max_gathers_in_flight = std::max(prediction.max_gathers_in_flight, out.max_gathers_in_flight);
     prediction.iterations.push_back(std::move(out));
   }
-  prediction.measured_step_ms = median_of(measured_step);
-  prediction.predicted_step_ms = median_of(predicted_step);
-  prediction.measured_exposed_comm_ms = median_of(measured_exposed);
-  prediction.predicted_exposed_comm_ms = median_of(predicted_exposed);
+  summarize_iterations(prediction);
   return prediction;
 }
 

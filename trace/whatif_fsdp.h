@@ -129,12 +129,8 @@ struct FsdpRecordedConfig {
 };
 
 // Everything the FSDP replay needs of a trace, read once (load_fsdp_replay_trace).
-struct FsdpReplayTrace {
-  std::string path;
-  int32_t world_size = 0;
-  int32_t rank = 0;  // the rank replayed
+struct FsdpReplayTrace : ReplayOrigin {
   FsdpRecordedConfig recorded;
-  double link_gbps = 0, link_latency_us = 0;  // the emulated link, 0 when none
   std::vector<std::string> unit_names;        // by unit index
   std::vector<FsdpIteration> iterations;      // the steady iterations of `rank`
   // Every all-gather and reduce-scatter of the steady iterations on every rank: (bytes, ns), the

@@ -228,10 +228,7 @@ FsdpReplayTrace load_fsdp_replay_trace(Reader& reader, const RunStats& stats, in
                       "with --grad-accum 1");
   }
   const RankStats& rank_stats = replayable_rank(path, stats, rank);
-  trace.rank = rank;
-  trace.world_size = stats.world_size;
-  trace.link_gbps = stats.link_gbps;
-  trace.link_latency_us = stats.link_latency_us;
+  static_cast<ReplayOrigin&>(trace) = replay_origin(path, stats, rank);
   for (const UnitStats& u : stats.units) {
     if (u.unit.index >= static_cast<int32_t>(trace.unit_names.size())) {
       trace.unit_names.resize(static_cast<size_t>(u.unit.index) + 1);

@@ -25,7 +25,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   }
   trace::Recorder* recorder = options_.recorder;
   if (recorder) forward_sync_name_ = recorder->name("ddp.sync_buffers");
-  const comm::CollectiveTag construction{trace::kNone, trace::kNone, trace::kNone, 0};
+  const comm::CollectiveTag construction{};  // of no iteration, bucket or unit
   collect_parameters();
   {
     trace::ScopedPhase phase(recorder, 0, "ddp.verify_model", trace::kNone);

@@ -78,7 +78,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<torch::nn::Mo
                     "multiply there); use --mixed-precision bf16 on the CPU, fp16 on CUDA devices");
   }
 
-  const comm::CollectiveTag construction{trace::kNone, trace::kNone, trace::kNone, 0};
+  const comm::CollectiveTag construction{};  // of no iteration, bucket or unit
   if (options_.sync_module_states) {
     trace::ScopedPhase phase(recorder, 0, "fsdp.sync_module_states", trace::kNone);
     try {

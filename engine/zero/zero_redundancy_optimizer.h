@@ -77,7 +77,7 @@ class ZeroRedundancyOptimizer : public torch::optim::Optimizer {
 
  private:
   void attach_gradients();
-  comm::CollectiveTag tag() const { return {iteration_, trace::kNone, trace::kNone, 0}; }
+  comm::CollectiveTag tag() const { return comm::CollectiveTag{iteration_}; }
 
   std::shared_ptr<comm::ProcessGroup> group_;
   std::vector<at::Tensor> parameters_;

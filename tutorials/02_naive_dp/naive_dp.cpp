@@ -196,14 +196,9 @@ Outcome train(tutorials::Session& session, const Settings& settings, Variant var
   const std::vector<at::Tensor> params = model->parameters();
 
   tutorials::TracedRun run(session, part_name(variant));
-  char json[96];
-  if (variant == Variant::Buckets) {
-    std::snprintf(json, sizeof(json), "{\"sync\":\"buckets\",\"bucket_cap_mb\":%g}",
-                  settings.bucket_cap_mb);
-  } else {
-    std::snprintf(json, sizeof(json), "{\"sync\":\"%s\"}", part_name(variant));
-  }
-  run.describe(variant == Variant::Buckets ? "ddp" : "naive-dp", "mlp", *model, json);
+  nlohmann::json described = {{"sync", part_name(variant)}};
+  if (variant == Variant::Buckets) described["bucket_cap_mb"] = settings.bucket_cap_mb;
+  run.describe(variant == Variant::Buckets ? "ddp" : "naive-dp", "mlp", *model, described);
   const trace::NameId sync_name = run.recorder().name("sync_gradients");
   Outcome outcome;
   {

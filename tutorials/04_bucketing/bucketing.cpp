@@ -58,10 +58,8 @@ std::string train_with_cap(tutorials::Session& session, const Settings& settings
   model->to(session.device());
 
   tutorials::TracedRun run(session, cap_text(cap_mb));
-  char json[128];
-  std::snprintf(json, sizeof(json), "{\"bucket_cap_mb\":%g,\"first_bucket_mb\":%g}", cap_mb,
-                settings.first_bucket_mb);
-  run.describe("ddp", work.config.name, *model, json);
+  run.describe("ddp", work.config.name, *model,
+               {{"bucket_cap_mb", cap_mb}, {"first_bucket_mb", settings.first_bucket_mb}});
   {
     ddp::DdpOptions ddp_options;
     ddp_options.bucket_cap_bytes = static_cast<int64_t>(cap_mb * 1024 * 1024);

@@ -54,10 +54,8 @@ Outcome train(tutorials::Session& session, const Settings& settings, Mode mode) 
                                                     : settings.micro_batch;
 
   tutorials::TracedRun run(session, part_name(mode));
-  char json[128];
-  std::snprintf(json, sizeof(json), "{\"grad_accum\":%d,\"batch_size\":%lld,\"no_sync\":%s}", micro_steps,
-                static_cast<long long>(batch_size), mode == Mode::NoSync ? "true" : "false");
-  run.describe("ddp", "mlp", *model, json);
+  run.describe("ddp", "mlp", *model,
+               {{"grad_accum", micro_steps}, {"batch_size", batch_size}, {"no_sync", mode == Mode::NoSync}});
   Outcome outcome;
   {
     ddp::DdpOptions ddp_options;

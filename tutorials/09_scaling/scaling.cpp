@@ -83,11 +83,8 @@ std::pair<std::string, std::vector<double>> train(tutorials::Session& session, c
   session.say("model: %s\n", models::summarize("mlp", *model).c_str());
 
   tutorials::TracedRun run(session);
-  char json[128];
-  std::snprintf(json, sizeof(json), "{\"micro_batch\":%lld,\"grad_accum\":%lld,\"global_batch\":%lld}",
-                static_cast<long long>(batch.micro), static_cast<long long>(batch.accumulate),
-                static_cast<long long>(batch.global()));
-  run.describe("ddp", "mlp", *model, json);
+  run.describe("ddp", "mlp", *model,
+               {{"micro_batch", batch.micro}, {"grad_accum", batch.accumulate}, {"global_batch", batch.global()}});
   std::vector<double> compute_cpu_ms;
   {
     ddp::DdpOptions ddp_options;

@@ -41,13 +41,11 @@ std::string train(tutorials::Session& session, const Settings& settings, const s
   const std::shared_ptr<models::Model> model = session.build_model(config);
 
   tutorials::TracedRun run(session, part);
-  char json[200];
-  std::snprintf(json, sizeof(json),
-                "{\"sharding\":\"full\",\"wrap_min_params\":%lld,\"backward_prefetch\":\"%s\","
-                "\"reduce_bucket_mb\":%g}",
-                static_cast<long long>(settings.wrap_min_params), settings.backward_prefetch.c_str(),
-                bucket_mb);
-  run.describe("fsdp", "mlp", *model, json);
+  run.describe("fsdp", "mlp", *model,
+               {{"sharding", "full"},
+                {"wrap_min_params", settings.wrap_min_params},
+                {"backward_prefetch", settings.backward_prefetch},
+                {"reduce_bucket_mb", bucket_mb}});
   {
     fsdp::FsdpOptions fsdp_options;
     fsdp_options.sharding = fsdp::ShardingStrategy::FullShard;

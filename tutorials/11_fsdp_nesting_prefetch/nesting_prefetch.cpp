@@ -71,12 +71,10 @@ std::string train(tutorials::Session& session, const Settings& settings, const t
   config.reduce_bucket_mb = 0;
 
   tutorials::TracedRun run(session, setting.part);
-  char json[160];
-  std::snprintf(json, sizeof(json), "{\"sharding\":\"%s\",\"wrap_min_params\":%lld,\"backward_prefetch\":\"%s\"}",
-                std::string(fsdp::to_string(setting.sharding)).c_str(),
-                static_cast<long long>(config.wrap_min_params),
-                std::string(fsdp::to_string(setting.prefetch)).c_str());
-  run.describe("fsdp", work.config.name, *model, json);
+  run.describe("fsdp", work.config.name, *model,
+               {{"sharding", fsdp::to_string(setting.sharding)},
+                {"wrap_min_params", config.wrap_min_params},
+                {"backward_prefetch", fsdp::to_string(setting.prefetch)}});
   {
     const std::unique_ptr<train::ParallelModel> parallel = train::make_parallel_model(
         config, model, run.group(), &run.recorder(), &run.memory_sampler());

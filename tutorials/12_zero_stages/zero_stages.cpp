@@ -76,14 +76,16 @@ Result train_stage(tutorials::Session& session, const Settings& settings, const 
   Result result;
   result.stage = stage;
   tutorials::TracedRun run(session, stage.part);
-  char json[160];
-  std::snprintf(json, sizeof(json), "{\"sharding\":\"%s\",\"wrap_min_params\":%lld,\"reduce_bucket_mb\":%g}",
-                std::string(fsdp::to_string(stage.sharding)).c_str(),
-                static_cast<long long>(config.wrap_min_params),
-                settings.reduce_bucket_mb);
-  const char* ddp_json = stage.gradient_as_bucket_view ? "{\"gradient_as_bucket_view\":true}" : "{}";
-  run.describe(stage.strategy == train::Strategy::Fsdp ? "fsdp" : "ddp", work.config.name, *model,
-               stage.strategy == train::Strategy::Fsdp ? json : ddp_json);
+  const bool fsdp = stage.strategy == train::Strategy::Fsdp;
+  nlohmann::json described = nlohmann::json::object();
+  if (fsdp) {
+    described = {{"sharding", fsdp::to_string(stage.sharding)},
+                 {"wrap_min_params", config.wrap_min_params},
+                 {"reduce_bucket_mb", settings.reduce_bucket_mb}};
+  } else if (stage.gradient_as_bucket_view) {
+    described = {{"gradient_as_bucket_view", true}};
+  }
+  run.describe(fsdp ? "fsdp" : "ddp", work.config.name, *model, described);
   {
     const std::unique_ptr<train::ParallelModel> parallel = train::make_parallel_model(
         config, model, run.group(), &run.recorder(), &run.memory_sampler());

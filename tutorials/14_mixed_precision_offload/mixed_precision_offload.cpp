@@ -67,13 +67,13 @@ Result train_setting(tutorials::Session& session, const Settings& settings, cons
   Result result;
   result.setting = setting;
   tutorials::TracedRun run(session, setting.part);
-  char json[192];
-  std::snprintf(json, sizeof(json),
-                "{\"sharding\":\"full\",\"wrap_min_params\":%lld,\"mixed_precision\":\"%s\","
-                "\"reduce_fp32\":%s,\"cpu_offload\":%s,\"reduce_bucket_mb\":0}",
-                static_cast<long long>(settings.wrap_min_params), std::string(fsdp::to_string(setting.mixed_precision)).c_str(),
-                setting.reduce_fp32 ? "true" : "false", setting.cpu_offload ? "true" : "false");
-  run.describe("fsdp", "mlp", *model, json);
+  run.describe("fsdp", "mlp", *model,
+               {{"sharding", "full"},
+                {"wrap_min_params", settings.wrap_min_params},
+                {"mixed_precision", fsdp::to_string(setting.mixed_precision)},
+                {"reduce_fp32", setting.reduce_fp32},
+                {"cpu_offload", setting.cpu_offload},
+                {"reduce_bucket_mb", 0}});
   {
     const std::unique_ptr<train::ParallelModel> parallel = train::make_parallel_model(
         config, model, run.group(), &run.recorder(), &run.memory_sampler());

@@ -59,12 +59,15 @@ Outcome train_once(tutorials::Session& session, const Settings& settings, train:
   config.wrap_min_params = settings.wrap_min_params;
 
   tutorials::TracedRun run(session, fsdp ? "fsdp" : "ddp");
-  char json[160];
-  std::snprintf(json, sizeof(json),
-                "{\"lr\":%g,\"momentum\":%g,\"batch_size\":%lld,\"eval_fraction\":%g%s}", settings.lr,
-                settings.momentum, static_cast<long long>(settings.batch_size), settings.eval_fraction,
-                fsdp ? ",\"sharding\":\"full\",\"wrap\":\"every layer\"" : "");
-  run.describe(fsdp ? "fsdp" : "ddp", "cnn", *model, json);
+  nlohmann::json described = {{"lr", settings.lr},
+                              {"momentum", settings.momentum},
+                              {"batch_size", settings.batch_size},
+                              {"eval_fraction", settings.eval_fraction}};
+  if (fsdp) {
+    described["sharding"] = "full";
+    described["wrap"] = "every layer";
+  }
+  run.describe(fsdp ? "fsdp" : "ddp", "cnn", *model, described);
   {
     const std::unique_ptr<train::ParallelModel> parallel = train::make_parallel_model(
         config, model, run.group(), &run.recorder(), &run.memory_sampler());

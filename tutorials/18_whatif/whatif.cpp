@@ -45,9 +45,7 @@ std::string cap_text(double cap_mb) {
 std::string train_with_cap(tutorials::Session& session, const tutorials::Workload& work, double cap_mb) {
   std::shared_ptr<models::Model> model = session.build_model(work.config);
   tutorials::TracedRun run(session, cap_text(cap_mb));
-  char json[96];
-  std::snprintf(json, sizeof(json), "{\"bucket_cap_mb\":%g,\"first_bucket_mb\":%g}", cap_mb, cap_mb);
-  run.describe("ddp", work.config.name, *model, json);
+  run.describe("ddp", work.config.name, *model, {{"bucket_cap_mb", cap_mb}, {"first_bucket_mb", cap_mb}});
   {
     ddp::DdpOptions ddp_options;
     ddp_options.bucket_cap_bytes = static_cast<int64_t>(cap_mb * kMiB);

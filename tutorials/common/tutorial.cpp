@@ -219,11 +219,11 @@ TracedRun::~TracedRun() {
 }
 
 void TracedRun::describe(std::string_view strategy, std::string_view model_name,
-                         torch::nn::Module& model, std::string_view config_json) {
+                         torch::nn::Module& model, const nlohmann::json& config) {
   recorder_->set_meta("strategy", strategy);
   recorder_->set_meta("model", model_name);
   recorder_->set_meta("model_summary", models::summarize(std::string(model_name), model));
-  recorder_->set_meta("config", config_json);
+  recorder_->set_meta("config", config.dump());
 }
 
 std::string TracedRun::finish() {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -131,9 +132,10 @@ class TracedRun {
   const std::string& run_file() const { return run_file_; }
 
   // What `dpscope stats` and the viewer show as the run: strategy ("ddp", "fsdp"), the model's
-  // name and one-line summary, and the settings as a JSON object.
+  // name and one-line summary, and the settings (meta `config`, with `dpscope train`'s key names
+  // where they mean the same, so that whatif and the viewer read them alike).
   void describe(std::string_view strategy, std::string_view model_name, torch::nn::Module& model,
-                std::string_view config_json = "{}");
+                const nlohmann::json& config = nlohmann::json::object());
   // Records the bytes each memory category holds now (Step does it between phases).
   void sample_memory() { memory_sampler_.sample(); }
   // The run's memory sampler, for a wrapper that samples memory itself (FSDP's
