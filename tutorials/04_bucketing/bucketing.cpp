@@ -70,15 +70,7 @@ std::string train_with_cap(tutorials::Session& session, const Settings& settings
 
     tutorials::ShardedBatches batches(work.data, session, work.batch_size, options.seed);
     torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05));
-    for (int32_t iteration = 0; iteration < options.steps; ++iteration) {
-      const data::Dataset batch = batches.next();
-      tutorials::Step step(run, iteration);
-      tutorials::zero_grad(optimizer);
-      const at::Tensor loss = step.forward(
-          [&] { return model->loss(ddp.forward([&] { return model->forward(batch.x); }), batch.y); });
-      step.backward(loss);
-      step.optimizer_step(optimizer);
-    }
+    tutorials::train_steps(run, ddp, *model, optimizer, batches, options.steps);
   }
   return run.finish();
 }

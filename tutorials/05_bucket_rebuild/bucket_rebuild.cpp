@@ -175,17 +175,9 @@ std::string train(tutorials::Session& session, const Settings& settings, const t
 
     tutorials::ShardedBatches batches(work.data, session, work.batch_size, options.seed);
     torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05));
-    for (int32_t iteration = 0; iteration < options.steps; ++iteration) {
-      const data::Dataset batch = batches.next();
-      tutorials::Step step(run, iteration);
-      tutorials::zero_grad(optimizer);
-      // The rebuild happens here, at the start of iteration 1's forward: rank 0 broadcasts the
-      // order its gradients arrived in during iteration 0, and every rank re-buckets by it.
-      const at::Tensor loss = step.forward(
-          [&] { return model->loss(ddp.forward([&] { return model->forward(batch.x); }), batch.y); });
-      step.backward(loss);
-      step.optimizer_step(optimizer);
-    }
+    // The rebuild happens in ddp.forward at the start of iteration 1: rank 0 broadcasts the order
+    // its gradients arrived in during iteration 0, and every rank re-buckets by it.
+    tutorials::train_steps(run, ddp, *model, optimizer, batches, options.steps);
 
     if (variant != Variant::kBySizeGuess) report_gradient_storages(session, ddp, gradient_as_bucket_view);
   }

@@ -75,15 +75,7 @@ Outcome train(tutorials::Session& session, const Settings& settings, const std::
     tutorials::ShardedBatches batches(data::make_synthetic_classification(2048, 64, 10, options.seed),
                                       session, 32, options.seed);
     torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05));
-    for (int32_t iteration = 0; iteration < options.steps; ++iteration) {
-      const data::Dataset batch = batches.next();
-      tutorials::Step step(run, iteration);
-      tutorials::zero_grad(optimizer);
-      const at::Tensor loss = step.forward(
-          [&] { return model->loss(ddp.forward([&] { return model->forward(batch.x); }), batch.y); });
-      step.backward(loss);
-      step.optimizer_step(optimizer);
-    }
+    tutorials::train_steps(run, ddp, *model, optimizer, batches, options.steps);
     if (powersgd) outcome.compression_rate = powersgd->compression_rate();
   }
   for (const at::Tensor& p : model->parameters()) outcome.final_parameters.push_back(p.detach().clone().cpu());

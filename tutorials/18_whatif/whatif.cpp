@@ -54,15 +54,7 @@ std::string train_with_cap(tutorials::Session& session, const tutorials::Workloa
     ddp::DistributedDataParallel ddp(model, run.group(), ddp_options);
     tutorials::ShardedBatches batches(work.data, session, work.batch_size, session.options().seed);
     torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05));
-    for (int32_t iteration = 0; iteration < session.options().steps; ++iteration) {
-      const data::Dataset batch = batches.next();
-      tutorials::Step step(run, iteration);
-      tutorials::zero_grad(optimizer);
-      const at::Tensor loss = step.forward(
-          [&] { return model->loss(ddp.forward([&] { return model->forward(batch.x); }), batch.y); });
-      step.backward(loss);
-      step.optimizer_step(optimizer);
-    }
+    tutorials::train_steps(run, ddp, *model, optimizer, batches, session.options().steps);
   }
   return run.finish();
 }

@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
 #include "trace/merge.h"
 
@@ -294,6 +295,19 @@ void train_steps(TracedRun& run, train::ParallelModel& parallel, models::Model& 
     const at::Tensor loss = step.forward([&] { return model.loss(parallel.forward(batch.x), batch.y); });
     step.backward(loss);
     parallel.finish_backward();
+    step.optimizer_step(optimizer);
+  }
+}
+
+void train_steps(TracedRun& run, ddp::DistributedDataParallel& ddp, models::Model& model,
+                 torch::optim::Optimizer& optimizer, ShardedBatches& batches, int64_t steps) {
+  for (int32_t i = 0; i < steps; ++i) {
+    const data::Dataset batch = batches.next();
+    Step step(run, i);
+    zero_grad(optimizer);
+    const at::Tensor loss = step.forward(
+        [&] { return model.loss(ddp.forward([&] { return model.forward(batch.x); }), batch.y); });
+    step.backward(loss);
     step.optimizer_step(optimizer);
   }
 }

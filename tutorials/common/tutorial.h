@@ -27,6 +27,10 @@
 #include "engine/train/trainer.h"
 #include "trace/recorder.h"
 
+namespace dpscope::ddp {
+class DistributedDataParallel;
+}
+
 namespace dpscope::tutorials {
 
 // ---- Options and main -----------------------------------------------------------------------
@@ -206,6 +210,9 @@ class ShardedBatches {
 // backward, finish_backward, the optimizer's step — the loop of `dpscope train` without
 // accumulation, for the tutorials whose lesson is not the loop itself.
 void train_steps(TracedRun& run, train::ParallelModel& parallel, models::Model& model,
+                 torch::optim::Optimizer& optimizer, ShardedBatches& batches, int64_t steps);
+// The same loop for a DDP the tutorial built itself, to show the options its lesson is about.
+void train_steps(TracedRun& run, ddp::DistributedDataParallel& ddp, models::Model& model,
                  torch::optim::Optimizer& optimizer, ShardedBatches& batches, int64_t steps);
 
 }  // namespace dpscope::tutorials
