@@ -21,6 +21,27 @@ bool bucket_size_ok(double mb, bool zero_ok) {
   return std::isfinite(mb) && (zero_ok ? mb >= 0 : mb > 0) && mb <= kMaxBucketMb;
 }
 
+// --device and --backend together: "cpu" or "cuda"; cuda only in a CUDA build (else one line
+// saying how to get one); nccl only with cuda. (run_device.h picks the device itself.)
+void check_device_and_backend(std::string_view device, std::string_view backend) {
+  if (device != "cpu" && device != "cuda") {
+    throw std::invalid_argument("--device must be cpu or cuda, not '" + std::string(device) + "'");
+  }
+  if (!backend.empty() && backend != "gloo" && backend != "nccl") {
+    throw std::invalid_argument("--backend must be gloo or nccl, not '" + std::string(backend) + "'");
+  }
+#ifndef DPSCOPE_HAVE_CUDA
+  if (device == "cuda") {
+    throw std::invalid_argument("--device cuda: this build has no CUDA (its LibTorch is CPU-only); "
+                                "build against a CUDA LibTorch (docs/gpu.md), or use --device cpu");
+  }
+#endif
+  if (backend == "nccl" && device != "cuda") {
+    throw std::invalid_argument("--backend nccl runs on GPUs: add --device cuda, or use --backend "
+                                "gloo on the CPU");
+  }
+}
+
 }  // namespace
 
 StragglerSpec parse_straggler(const std::string& text) {
@@ -43,27 +64,6 @@ StragglerSpec parse_straggler(const std::string& text) {
   }
   if (spec.rank < 0 || !(spec.ms > 0 && spec.ms <= 60000)) throw bad();
   return spec;
-}
-
-// --device and --backend together: "cpu" or "cuda"; cuda only in a CUDA build (else one line
-// saying how to get one); nccl only with cuda. (run_device.h picks the device itself.)
-static void check_device_and_backend(std::string_view device, std::string_view backend) {
-  if (device != "cpu" && device != "cuda") {
-    throw std::invalid_argument("--device must be cpu or cuda, not '" + std::string(device) + "'");
-  }
-  if (!backend.empty() && backend != "gloo" && backend != "nccl") {
-    throw std::invalid_argument("--backend must be gloo or nccl, not '" + std::string(backend) + "'");
-  }
-#ifndef DPSCOPE_HAVE_CUDA
-  if (device == "cuda") {
-    throw std::invalid_argument("--device cuda: this build has no CUDA (its LibTorch is CPU-only); "
-                                "build against a CUDA LibTorch (docs/gpu.md), or use --device cpu");
-  }
-#endif
-  if (backend == "nccl" && device != "cuda") {
-    throw std::invalid_argument("--backend nccl runs on GPUs: add --device cuda, or use --backend "
-                                "gloo on the CPU");
-  }
 }
 
 void validate_train_config(const TrainConfig& c) {
