@@ -1,6 +1,6 @@
 // The Gloo backend (see gloo_backend.h): communication threads per group run the queued
 // collectives in order (Note [Gloo overlap]) with Gloo's options-style collectives and, for
-// reduce-scatter, Gloo's halving-doubling algorithm (GlooReduceScatter, Note [Gloo
+// reduce-scatter, a ring of our own on the same unbound buffers (ring_reduce_scatter, Note [Gloo
 // reduce-scatter]).
 #include "engine/comm/gloo_backend.h"
 
@@ -32,10 +32,10 @@
 namespace dpscope::comm {
 namespace {
 
-// reduce_scatter runs in segments of at most this many bytes of input (all ranks' chunks): Gloo's
-// algorithm counts elements and bytes in int and allocates two more buffers of the segment's
-// size, so this bounds both the sizes it sees and the memory it takes.
-constexpr int64_t kSegmentBytes = int64_t{8} << 20;
+// A reduce_scatter whose input must be kept runs in blocks of at most this many bytes of input
+// (all ranks' chunks), each copied into scratch: this bounds the scratch memory. Each block is a
+// ring of its own (n - 1 more latencies), so blocks are large.
+constexpr int64_t kScratchBytes = int64_t{16} << 20;
 
 // Our own refusal of a request (an unsupported dtype or op). Every rank refuses the same
 // request, so unlike a Gloo failure it leaves the group usable.
@@ -101,10 +101,10 @@ at::Tensor host_copy(const at::Tensor& tensor, c10::ScalarType type) {
 // run only if it and every running one are all-reduces of disjoint memory (DDP's buckets: the
 // next bucket's all-reduce starts while the previous one is still in flight, which is what
 // PyTorch's DDP gets from its two Gloo threads). Everything else waits until all earlier requests
-// are done, so reduce-scatter (whose GlooReduceScatter takes slots from the context's counter),
-// barrier, broadcast and all-gather keep strict stream order. Gloo matches concurrent
-// collectives across ranks by tag (the seq), and every rank starts them in the same order, so
-// the lowest unfinished collective is always running on every rank that issued it: no deadlock.
+// are done, so reduce-scatter, barrier, broadcast and all-gather keep strict stream order. Gloo
+// matches concurrent collectives across ranks by tag (the seq), and every rank starts them in
+// the same order, so the lowest unfinished collective is always running on every rank that
+// issued it: no deadlock.
 // A Work finishes only after every earlier Work (done results wait in the queue), so a caller
 // that waits for the last collective may rely on all earlier ones, as with one thread. A
 // collective is traced on the lane of the concurrency slot it ran in: slot 0 is the group's
@@ -429,13 +429,15 @@ void GlooProcessGroup::run_reduce_scatter(Request& request) {
   const int ranks = size();
   const c10::ScalarType type = reduction_type(request.input.scalar_type());
   const int64_t element = static_cast<int64_t>(c10::elementSize(type));
-  const int64_t segment = std::max<int64_t>(1, kSegmentBytes / (ranks * element));
   const at::Tensor rows =
       (request.input.is_cpu() ? request.input : request.input.to(at::kCPU)).view({ranks, n});
-  // In one segment, an input the caller gave up (ScatterInput::Workspace) is reduced in place;
-  // otherwise every segment is copied into scratch, as Gloo's algorithm overwrites its buffer.
-  const bool in_place = request.input_use == ScatterInput::Workspace && n <= segment &&
+  // An input the caller gave up (ScatterInput::Workspace, FSDP's) is reduced in place, in one
+  // ring; otherwise every block is copied into scratch, as the ring reduces into the rows it is
+  // given.
+  const bool in_place = request.input_use == ScatterInput::Workspace &&
                         request.input.is_cpu() && request.input.scalar_type() == type;
+  const int64_t segment =
+      in_place ? n : std::max<int64_t>(1, kScratchBytes / (ranks * element));
   const at::Tensor scratch = in_place ? rows.view({-1})
                                       : at::empty({ranks * std::min(segment, n)},
                                                   rows.options().dtype(type));
@@ -446,15 +448,13 @@ void GlooProcessGroup::run_reduce_scatter(Request& request) {
     if (!in_place) block.view({ranks, s}).copy_(rows.narrow(1, begin, s));
     dispatch_reduction(type, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      GlooReduceScatter<T> algorithm(context_, static_cast<T*>(block.data_ptr()),
-                                     static_cast<int>(ranks * s),
-                                     std::vector<int>(ranks, static_cast<int>(s)),
-                                     request.reduce == ReduceOp::Max
-                                         ? gloo::ReductionFunction<T>::max
-                                         : gloo::ReductionFunction<T>::sum);
-      algorithm.run();
+      ring_reduce_scatter<T>(*context_, static_cast<T*>(block.data_ptr()),
+                             static_cast<size_t>(s),
+                             request.reduce == ReduceOp::Max ? gloo::ReductionFunction<T>::max
+                                                             : gloo::ReductionFunction<T>::sum,
+                             static_cast<uint32_t>(request.work->seq()), options().timeout);
     });
-    output.narrow(0, begin, s).copy_(block.narrow(0, 0, s));
+    output.narrow(0, begin, s).copy_(block.narrow(0, rank() * s, s));
   }
   if (!output.is_same(request.output)) request.output.copy_(output);
   if (request.reduce == ReduceOp::Average) request.output.div_(ranks);
@@ -467,12 +467,12 @@ void GlooProcessGroup::run_barrier(Request& request) {
   gloo::barrier(opts);
 }
 
-// A wait on Gloo's bound buffers (GlooReduceScatter's) fails as soon as the peer's connection
-// closes, even when the awaited bytes arrived before; so a rank that finished its last
-// collective waits here, through the store, until every rank has finished theirs before it
-// closes its connections. Bounded, so that ranks destroying groups in different orders or a
-// peer that never gets here cost seconds, not a hang. A broken group skips it: its peers may be
-// gone.
+// A rank that closes its connections while a peer's last collective still reads from them can
+// fail that collective (a close with bytes left unread resets the connection); so a rank that
+// finished its last collective waits here, through the store, until every rank has finished
+// theirs before it closes its connections. Bounded, so that ranks destroying groups in different
+// orders or a peer that never gets here cost seconds, not a hang. A broken group skips it: its
+// peers may be gone.
 void GlooProcessGroup::leave() {
   // A peer that never leaves (it crashed or still runs) or a store host that is gone: close
   // anyway, our own collectives are all done.

@@ -28,8 +28,8 @@ namespace dpscope::comm {
 // The group reduces (all_reduce and reduce_scatter: sum, average, max) float32, float64,
 // float16, bfloat16 (in float32) and int32 and int64 (no average) tensors; other dtypes fail that
 // collective with a CommError naming the dtype and leave the group usable. broadcast, all_gather
-// and barrier take any dtype. reduce_scatter is a true reduce-scatter on Gloo's halving-doubling
-// algorithm (Note [Gloo reduce-scatter] in gloo_reduce_scatter.h). CUDA tensors are staged
+// and barrier take any dtype. reduce_scatter is a ring over Gloo's unbound buffers, as NCCL's
+// (Note [Gloo reduce-scatter] in gloo_reduce_scatter.h). CUDA tensors are staged
 // through host memory. A collective that fails in Gloo (a peer gone, a timeout) marks the group
 // broken: later collectives fail at once, naming the first failure. Thread-safety: ProcessGroup's.
 //

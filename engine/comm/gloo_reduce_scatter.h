@@ -1,156 +1,116 @@
-// GlooReduceScatter: Gloo's halving-doubling reduce-scatter (gloo/reduce_scatter.h), whose
-// schedule Debian's Gloo runs with a race that corrupts results; this runs the same schedule on
-// the same buffers without it. See Note [Gloo reduce-scatter]. Only engine/comm/ includes it.
+// ring_reduce_scatter: the Gloo backend's reduce-scatter, a ring over Gloo's unbound buffers (the
+// transport gloo::allreduce and gloo::allgather use), instead of Debian's Gloo's halving-doubling
+// ReduceScatter. See Note [Gloo reduce-scatter]. Only engine/comm/ includes it.
 #pragma once
 
-#include <gloo/reduce_scatter.h>
+#include <gloo/algorithm.h>
+#include <gloo/context.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
 
 #include <algorithm>
-#include <cstring>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
 namespace dpscope::comm {
 
 // Note [Gloo reduce-scatter]
-// What gloo::ReduceScatterHalvingDoubling<T>(context, {buf}, count, recvElems, fn).run() does in
-// Debian's Gloo (0.0~git20220518.5b14351; read from gloo/reduce_scatter.h and measured with
-// ranks on one host):
-// - recvElems partitions the reduced [0, count) in rank order: rank r gets elements
-//   [recvElems[0] + ... + recvElems[r-1], + recvElems[r]). They land at the START of buf,
-//   buf[0, recvElems[r]), not at their offset; the rest of buf is left holding partial sums.
-// - The ranks form binary blocks, largest first (7 ranks: 0-3, 4-5, 6). Each block does
-//   recursive halving (partner rank ^ 2^i) over count cut into 2^floor(log2 size) chunks of
-//   ceil(count / 2^floor(log2 size)); a smaller block then sends its partial sums to the next
-//   larger one, so the largest block ends with one fully reduced chunk per rank, at the
-//   bit-reversed chunk index (rank 1 of 4 holds chunk 2). A distribution phase sends every rank
-//   the pieces of those chunks that its recvElems range covers.
-// - Equal recvElems of 1, 3, 7, 1001 per rank, world sizes 1..8, and uneven positive recvElems
-//   (60 random cases, 2..7 ranks) give correct results with small messages and nothing else
-//   run on the context before (but see the race below).
-//   A recvElems entry of 0 inside another rank's chunk ([1,0,2] on 3 ranks, [5,0,5,0] on 4)
-//   hangs: the holder sends a zero-length piece and waits for an acknowledgement that never
-//   comes. So it is not non-power-of-two sizes that fail, but zero counts, for any size.
-// - The race: sends are asynchronous (the transport reads buf until the bytes are in the
-//   socket), yet the distribution phase copies into buf[0, ...) without waiting for the earlier
-//   sends from that region, and run() returns without waiting for the sends to the next larger
-//   block at all. A send is deferred to Gloo's event loop whenever an earlier one on that pair is
-//   still queued or the socket cannot take it at once, and Gloo shrinks each socket's send buffer
-//   to the kernel's minimum of a few KiB (it sets SO_SNDBUF to the size of the first message, a
-//   52-byte notification; strace shows it), so after a collective with messages of a few KiB even
-//   an 8-byte send gets EAGAIN and is deferred. Measured: on 3 and 5 ranks after an all-gather of
-//   8 KiB per rank, about one reduce-scatter in three had rank 0 add the value the last rank had
-//   just written to its buf[0] instead of that rank's partial sum (or freed memory, when the
-//   algorithm was destroyed first); on 2 ranks with 8 MiB per rank and no other collective, a run
-//   gave rank 0 32780 wrong elements at the end of its chunk.
-// - A second race, harmless but real (ThreadSanitizer reports it): every notification buffer,
-//   sent and received, is the one int dummy_, and send() sends its whole 4 bytes, so Gloo's event
-//   loop thread recv()s a peer's notification into dummy_ while this thread writev()s dummy_ to
-//   another peer.
-// GlooReduceScatter keeps Gloo's construction (blocks, slots, buffers, distribution maps) and
-// runs the same schedule, waiting for its sends from buf before the distribution phase writes
-// into it, and for every send before returning. Its notifications carry no bytes (send(0, 0):
-// a zero-length message on the slot completes the peer's waitRecv all the same), so dummy_ is
-// never read or written. reduce_scatter uses it with equal, non-empty
-// counts (an empty collective skips communication), so no padding is needed.
+// Debian's Gloo (0.0~git20220518.5b14351) has a reduce-scatter, ReduceScatterHalvingDoubling,
+// that dpscope does not use, for two reasons measured with ranks on one host:
+// - It races: its sends are asynchronous, yet its distribution phase writes into the buffer
+//   they read from without waiting for them, and run() returns before its sends to the next
+//   larger block are done. After an 8 KiB all-gather on 3 and 5 ranks, about one reduce-scatter
+//   in three added the wrong value; on 2 ranks, an 8 MiB one gave 32780 wrong elements. A
+//   recvElems entry of 0 hangs it.
+// - It runs on bound buffers, and every send on a bound buffer sizes the connection's socket
+//   send buffer to that message (tcp::Pair::send sets SO_SNDBUF whenever a message is larger
+//   than any before). Setting SO_SNDBUF turns off the kernel's auto-tuning for good, and the
+//   unbound buffers of every later all-reduce and all-gather on the same connections never
+//   resize it. After one reduce-scatter of small messages (16 KiB in all), a 2.4 MB all-reduce on
+//   2 ranks took 50 to 480 ms instead of about 4 ms, and a 4.8 MB one on 4 ranks 3 to 4 s instead
+//   of about 11 ms, at every later call: the bytes crawl through a send buffer of a few KiB.
+// ring_reduce_scatter is the ring NCCL runs and the link model charges ((n - 1) steps of S/n,
+// Note [Link emulation]), on unbound buffers only, so no socket is ever resized:
+// - The input is n rows of `count` elements (rank-major); rank r ends with the reduction of every
+//   rank's row r in its own row r. The other rows are left holding partial results.
+// - At step k (0 <= k <= n - 2) rank r sends row (r + k + 1) mod n to rank r - 1 and reduces the
+//   row (r + k + 2) mod n it receives from rank r + 1 into its own: the direction of Gloo's ring
+//   all-reduce. Row r + 1 is sent as it was given; every other row is written once (at the step
+//   before it is sent, or last: row r) and never after it is sent, so a send never reads memory
+//   being written.
+// - So row c is reduced in ring order, ((x[c-1] + x[c-2]) + ...) + x[c], the same order on every
+//   rank and in every run, and the order in which Gloo's ring all-reduce adds the elements of its
+//   c-th chunk: where the all-reduce's chunks and these rows cover the same elements (all but a
+//   few at each boundary; Gloo rounds its chunks up), reduce-scatter and all-reduce give the same
+//   bits on any number of ranks, as they always do on 2 (x[0] + x[1] either way).
+// - Each row moves in segments of at most kRingSegmentBytes, two receives in flight: a segment
+//   reduced at step k is sent on at step k + 1 at once, so the ring is pipelined as Gloo's own
+//   all-reduce ring is. Messages between two ranks on one slot match in order (Gloo's unbound
+//   buffers queue them), so the receiver's segments line up with the sender's.
 //
-// Thread-safety: an instance is constructed and run by one thread. The ranks of the context must
-// construct their instances in the same order (each takes 4 * size * (size - 1) slots from the
-// context's int slot counter, which therefore allows about 2^31 / that many instances).
+// Thread-safety: one call at a time per context and slot; every rank of the context must make the
+// call with the same slot, count and element type. Blocks until this rank's row is reduced and
+// its sends are out; throws gloo::IoException on a timeout or a broken connection.
+constexpr size_t kRingSegmentBytes = size_t{1} << 20;
+
+// A slot prefix of dpscope's own, next to Gloo's (gloo/types.h uses 0x01 to 0x08).
+constexpr uint8_t kRingReduceScatterSlotPrefix = 0x21;
+
 template <typename T>
-class GlooReduceScatter : public gloo::ReduceScatterHalvingDoubling<T> {
-  using Base = gloo::ReduceScatterHalvingDoubling<T>;
+void ring_reduce_scatter(gloo::Context& context, T* rows, size_t count,
+                         const gloo::ReductionFunction<T>* fn, uint32_t tag,
+                         std::chrono::milliseconds timeout) {
+  const int n = context.size;
+  if (n == 1 || count == 0) return;  // the input is the result
+  const int me = context.rank;
+  const int left = (me + n - 1) % n;  // sends go here
+  const int right = (me + 1) % n;     // receives come from here
+  const uint64_t slot = gloo::Slot::build(kRingReduceScatterSlotPrefix, tag);
 
- public:
-  // Reduces the count elements at `buffer` across the context with `fn`; rank r's counts[r]
-  // elements of the result end up at buffer[0, counts[r]). Every count must be positive.
-  GlooReduceScatter(const std::shared_ptr<gloo::Context>& context, T* buffer, int count,
-                    std::vector<int> counts, const gloo::ReductionFunction<T>* fn)
-      : Base(context, {buffer}, count, std::move(counts), fn) {}
+  const size_t segment = std::max<size_t>(1, std::min(count, kRingSegmentBytes / sizeof(T)));
+  const size_t segments = (count + segment - 1) / segment;
+  const size_t steps = static_cast<size_t>(n - 1);
+  auto row = [&](size_t step, size_t ahead) {  // row (me + step + ahead) mod n
+    return (static_cast<size_t>(me) + step + ahead) % static_cast<size_t>(n);
+  };
+  auto length = [&](size_t j) { return std::min(segment, count - j * segment); };
 
-  void run() override {
-    if (this->contextSize_ == 1) return;  // the input is the result
-    T* const buffer = this->ptrs_[0];
-    const size_t count = static_cast<size_t>(this->count_);
-    const int me = this->context_->rank;
-    const uint32_t steps = this->stepsWithinBlock_;
+  std::unique_ptr<gloo::transport::UnboundBuffer> data =
+      context.createUnboundBuffer(rows, static_cast<size_t>(n) * count * sizeof(T));
+  std::vector<T> scratch(2 * segment);
+  std::unique_ptr<gloo::transport::UnboundBuffer> received =
+      context.createUnboundBuffer(scratch.data(), scratch.size() * sizeof(T));
 
-    // 1. Recursive halving within this rank's binary block.
-    size_t scratch = 0;  // where the received half of step i lies in recvBuf_
-    size_t half = steps > 0 ? this->chunkSize_ << (this->steps_ - 1) : count;
-    for (uint32_t i = 0; i < steps; ++i) {
-      if (this->sendOffsets_[i] < count) {
-        this->sendDataBufs_[i]->send(this->sendOffsets_[i] * sizeof(T),
-                                     this->sendCounts_[i] * sizeof(T));
-      }
-      if (this->recvOffsets_[i] < count) {
-        this->recvDataBufs_[i]->waitRecv();
-        this->fn_->call(&buffer[this->recvOffsets_[i]], &this->recvBuf_[scratch],
-                        this->recvCounts_[i]);
-      }
-      scratch += half;
-      half >>= 1;
-      this->sendNotificationBufs_[i]->send(0, 0);  // zero bytes: see the Note
+  // Receives are numbered q = step * segments + j and land in half q % 2 of scratch.
+  const size_t total = steps * segments;
+  auto post_receive = [&](size_t q) {
+    if (q < total) {
+      received->recv(right, slot, (q % 2) * segment * sizeof(T), length(q % segments) * sizeof(T));
     }
+  };
+  size_t sends = 0;
+  auto send_segment = [&](size_t r, size_t j) {
+    data->send(left, slot, (r * count + j * segment) * sizeof(T), length(j) * sizeof(T));
+    ++sends;
+  };
 
-    // 2. Add the next smaller block's partial sums (a rank with a smaller block has steps > 0).
-    if (this->nextSmallerBlockSize_ != 0 && this->smallerBlockRecvDataBuf_ != nullptr) {
-      this->smallerBlockRecvDataBuf_->waitRecv();
-      this->fn_->call(&buffer[this->recvOffsets_[steps - 1]], &this->recvBuf_[scratch],
-                      this->recvCounts_[steps - 1]);
-    }
-
-    // 3. Hand this block's partial sums to the next larger block.
-    const size_t held = steps > 0 ? this->recvCounts_[steps - 1] : count;
-    const size_t held_at = steps > 0 ? this->recvOffsets_[steps - 1] : 0;
-    const size_t piece = this->sendCountToLargerBlock_;
-    auto sends_to_larger = [&](auto&& each) {
-      if (this->nextLargerBlockSize_ == 0 || held == 0) return;
-      for (size_t i = 0; i < this->largerBlockSendDataBufs_.size(); ++i) {
-        if (piece * i < held) each(i);
-      }
-    };
-    sends_to_larger([&](size_t i) {
-      this->largerBlockSendDataBufs_[i]->send((held_at + i * piece) * sizeof(T),
-                                              std::min(piece, held - piece * i) * sizeof(T));
-    });
-
-    // 4. Send the pieces of this rank's reduced chunk to the ranks that own them.
-    size_t index = 0;
-    for (const auto& to : this->distMapForSend_) {
-      if (to.rank != me) {
-        this->distSendDataBufs_[index++]->send(to.offset * sizeof(T), to.itemCount * sizeof(T));
-      }
-    }
-
-    // The fix: every send so far reads from buffer, whose start step 5 overwrites.
-    for (uint32_t i = 0; i < steps; ++i) {
-      if (this->sendOffsets_[i] < count) this->sendDataBufs_[i]->waitSend();
-    }
-    sends_to_larger([&](size_t i) { this->largerBlockSendDataBufs_[i]->waitSend(); });
-    for (auto& sent : this->distSendDataBufs_) sent->waitSend();
-
-    // 5. Collect this rank's pieces at the start of buffer, acknowledging each remote one.
-    index = 0;
-    size_t out = 0;
-    size_t notify = steps;
-    for (const auto& from : this->distMapForRecv_) {
-      if (from.rank != me) {
-        this->distRecvDataBufs_[index++]->waitRecv();
-        std::memcpy(static_cast<void*>(&buffer[out]), &this->recvBufDist_[from.offset],
-                    from.itemCount * sizeof(T));
-        this->sendNotificationBufs_[notify++]->send(0, 0);  // zero bytes: see the Note
-      } else if (from.offset != out) {
-        std::memmove(static_cast<void*>(&buffer[out]), &buffer[from.offset],
-                     from.itemCount * sizeof(T));
-      }
-      out += from.itemCount;
-    }
-
-    // 6. Wait until every peer has consumed what it was sent, and our acknowledgements are out.
-    for (auto& received : this->recvNotificationBufs_) received->waitRecv();
-    for (auto& sent : this->sendNotificationBufs_) sent->waitSend();
+  post_receive(0);
+  post_receive(1);
+  for (size_t j = 0; j < segments; ++j) send_segment(row(0, 1), j);
+  for (size_t q = 0; q < total; ++q) {
+    const size_t step = q / segments;
+    const size_t j = q % segments;
+    received->waitRecv(timeout);
+    const size_t r = row(step, 2);
+    fn->call(rows + r * count + j * segment, scratch.data() + (q % 2) * segment, length(j));
+    post_receive(q + 2);
+    if (step + 1 < steps) send_segment(r, j);
   }
-};
+  for (size_t i = 0; i < sends; ++i) data->waitSend(timeout);
+}
 
 }  // namespace dpscope::comm

@@ -5,16 +5,21 @@
 // baseline of bench_comm), and traces the group's collectives into
 // $DPSCOPE_TRACE_DIR/rank<RANK>.sqlite when that is set. Rank 0 prints
 // "expect SEQ OP DTYPE BYTES" for every collective, which the test compares with the trace.
-// Prints one line per failed case and exits 1 if any failed.
+// Also checks that reduce-scatter leaves the sockets' send buffers to the kernel (Note [Gloo
+// reduce-scatter]). Prints one line per failed case and exits 1 if any failed.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -374,6 +379,54 @@ void run_destroyed_with_work_queued(std::shared_ptr<c10d::Store> store) {
   wait_and_verify(issued, "allreduce/max on a re-created group");
 }
 
+// SO_SNDBUF of every socket this process holds, by "fd socket:[inode]".
+std::map<std::string, int> socket_send_buffers() {
+  std::map<std::string, int> sizes;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
+    if (error || target.rfind("socket:", 0) != 0) continue;
+    const int fd = std::stoi(entry.path().filename().string());
+    int size = 0;
+    socklen_t length = sizeof(size);
+    if (::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, &length) == 0) {
+      sizes[std::to_string(fd) + " " + target] = size;
+    }
+  }
+  return sizes;
+}
+
+// Reduce-scatters of a few KiB on a fresh group must not shrink any socket's send buffer: the
+// kernel only grows one it tunes itself. Gloo's bound buffers set SO_SNDBUF to their message's
+// size, which froze the group's connections at a few KiB for every later collective (Note [Gloo
+// reduce-scatter]).
+void run_reduce_scatter_leaves_send_buffers(std::shared_ptr<c10d::Store> store) {
+  if (world == 1) return;
+  comm::ProcessGroupOptions options;
+  options.group_id = 2;
+  options.name = "sndbuf";
+  options.timeout = std::chrono::seconds(60);
+  std::shared_ptr<comm::ProcessGroup> group = comm::make_gloo_group(store, rank, world, options);
+  at::Tensor warm = make(at::kFloat, 64, rank);
+  group->all_reduce(warm, ReduceOp::Sum)->wait();  // every connection is up
+  const std::map<std::string, int> before = socket_send_buffers();
+  for (int i = 0; i < 3; ++i) {
+    at::Tensor input = make(at::kFloat, 1000 * world, rank);
+    at::Tensor output = at::empty({1000}, input.options());
+    group->reduce_scatter(output, input, ReduceOp::Sum)->wait();
+  }
+  const std::map<std::string, int> after = socket_send_buffers();
+  for (const auto& [socket, size] : before) {
+    auto now = after.find(socket);
+    if (now != after.end() && now->second < size) {
+      std::printf("rank %d: FAIL reduce-scatter shrank the send buffer of fd %s from %d to %d "
+                  "bytes\n",
+                  rank, socket.c_str(), size, now->second);
+      ++failures;
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -410,6 +463,7 @@ int main() {
       run_raw_on_group_connections(*group);
       run_refusals(*group);
       run_destroyed_with_work_queued(store);
+      run_reduce_scatter_leaves_send_buffers(store);
     }
     if (recorder) recorder->close(failures ? "failed" : "complete");
   } catch (const std::exception& error) {

@@ -105,8 +105,6 @@ void run_identical(comm::ProcessGroup& plain, comm::ProcessGroup& linked) {
   int salt = 0;
   for (int64_t n : {int64_t{1000} * world_size, int64_t{300000} * world_size}) {
     for (c10::ScalarType type : {at::kFloat, at::kBFloat16}) {
-      // Reduce-scatter first: a large all-reduce right after a small reduce-scatter stalls for
-      // seconds on 4 ranks of this Gloo backend, with or without the link (not what this tests).
       compare(plain, linked, CollectiveOp::ReduceScatter, ReduceOp::Sum, type, n, ++salt);
       compare(plain, linked, CollectiveOp::AllReduce, ReduceOp::Sum, type, n, ++salt);
       compare(plain, linked, CollectiveOp::AllReduce, ReduceOp::Average, type, n, ++salt);

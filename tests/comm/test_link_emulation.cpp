@@ -202,7 +202,7 @@ namespace {
 // Links slow enough that the model's time dominates the real collective's on a busy 2-core
 // machine. 2 ranks on 0.5 Gb/s, 100 us: a 1 MiB all-reduce takes 17 ms, a 16 MiB one 269 ms
 // (Gloo over loopback: a fifth of that). 4 ranks on 0.25 Gb/s: a 16 MiB reduce-scatter takes
-// 403 ms; Gloo's (halving-doubling, 8 MiB segments) has taken 100 to 205 ms there.
+// 403 ms; the real one (Note [Gloo reduce-scatter]) takes 20 to 80 ms there.
 constexpr const char* kLatencyUs = "100";
 
 struct Measured {
