@@ -1,7 +1,7 @@
 // test_tutorial_collectives: tutorial 01's claims. Every rank's numbers after broadcast,
 // all-reduce, reduce-scatter and all-gather are the hand-computed ones (2 and 3 ranks); the trace
 // counts each collective's bytes; an all-reduce and a reduce-scatter + all-gather agree bit for
-// bit on 2 ranks; the ring bytes follow 2(n-1)/n S and (n-1)/n S exactly; and on an emulated
+// bit on 2 ranks, and on 3 but for the floats at their chunk boundaries; the ring bytes follow 2(n-1)/n S and (n-1)/n S exactly; and on an emulated
 // link the fitted latency and bandwidth are the ring model of the link, on 2 and 3 ranks.
 #include <gtest/gtest.h>
 
@@ -139,7 +139,15 @@ TEST(TutorialCollectives, ThreeRanksByHandRingBytesAndTheLinksAlphaBeta) {
   const TutorialRun run = launch(dir, kTutorial, "--steps 7", "--link-gbps 2 --link-latency-us 500", 3);
   ASSERT_EQ(run.exit_code, 0) << run.output;
   expect_part_1_by_hand(run.output, 3);
-  EXPECT_NE(run.output.find("identical: "), std::string::npos) << run.output;
+  // The reduce-scatter's ring adds in the order of Gloo's all-reduce ring: only the floats where
+  // their chunk boundaries differ (87381 against Gloo's 87382 per chunk) can come out different
+  // (Note [Gloo reduce-scatter]); a reduce-scatter in another order differs in tens of thousands.
+  std::smatch differ;
+  if (run.output.find("identical: yes") == std::string::npos) {
+    ASSERT_TRUE(std::regex_search(run.output, differ, std::regex(R"(identical: no, (\d+) of)")))
+        << run.output;
+    EXPECT_LE(std::stoi(differ[1]), 3) << run.output;
+  }
   // 1 MiB rounded down to whole chunks of 3 ranks: 262143 floats.
   expect_ring_bytes(run.output, 3, 262143 * 4);
   const trace::RunStats primer = stats_of(run.trace_dir + "/primer/run.sqlite");
