@@ -423,7 +423,7 @@ TEST(ViewerAnalysis, SyntheticCollectivesMatchOnEveryRankAndFlowsLeadThere) {
 }
 
 // The viewer ties the trace's matches to its spans by sequence number; a collective the trace
-// calls a mismatch is one in the viewer too (the matching itself: tests/trace/test_stats.cpp).
+// calls a mismatch is one in the viewer too (the matching itself: tests/trace/test_stats_ddp.cpp).
 TEST(ViewerAnalysis, TheTracesMismatchesMarkTheSpans) {
   auto model = std::make_shared<Model>();
   dpscope::trace::RunStats stats;
