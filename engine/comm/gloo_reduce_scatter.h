@@ -30,9 +30,9 @@ namespace dpscope::comm {
 //   send buffer to that message (tcp::Pair::send sets SO_SNDBUF whenever a message is larger
 //   than any before). Setting SO_SNDBUF turns off the kernel's auto-tuning for good, and the
 //   unbound buffers of every later all-reduce and all-gather on the same connections never
-//   resize it. After one reduce-scatter of small messages (16 KiB in all), a 2.4 MB all-reduce on
-//   2 ranks took 50 to 480 ms instead of about 4 ms, and a 4.8 MB one on 4 ranks 3 to 4 s instead
-//   of about 11 ms, at every later call: the bytes crawl through a send buffer of a few KiB.
+//   resize it. After three reduce-scatters of 16 KiB, a 4 MiB all-reduce took 11 to 23 times
+//   longer on 2 ranks and 3 s instead of 8 ms on 4, at every later call: the bytes crawl through
+//   a send buffer of 8 KiB (bench_reduce_scatter, bench/README.md).
 // ring_reduce_scatter is the ring NCCL runs and the link model charges ((n - 1) steps of S/n,
 // Note [Link emulation]), on unbound buffers only, so no socket is ever resized:
 // - The input is n rows of `count` elements (rank-major); rank r ends with the reduction of every
@@ -52,8 +52,8 @@ namespace dpscope::comm {
 //   all-reduce ring is. Messages between two ranks on one slot match in order (Gloo's unbound
 //   buffers queue them), so the receiver's segments line up with the sender's.
 //
-// Thread-safety: one call at a time per context and slot; every rank of the context must make the
-// call with the same slot, count and element type. Blocks until this rank's row is reduced and
+// Thread-safety: one call at a time per context and tag; every rank of the context must make the
+// call with the same tag, count and element type. Blocks until this rank's row is reduced and
 // its sends are out; throws gloo::IoException on a timeout or a broken connection.
 constexpr size_t kRingSegmentBytes = size_t{1} << 20;
 
