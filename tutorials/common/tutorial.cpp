@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 #include <thread>
 
@@ -286,30 +287,40 @@ data::Dataset ShardedBatches::next() {
   return batch;
 }
 
-void train_steps(TracedRun& run, train::ParallelModel& parallel, models::Model& model,
-                 torch::optim::Optimizer& optimizer, ShardedBatches& batches, int64_t steps) {
+namespace {
+
+// The traced loop both train_steps run: `forward` maps a batch's inputs to the model's output
+// through the wrapper, `finish_backward` runs between backward and the optimizer step.
+void traced_steps(TracedRun& run, models::Model& model, torch::optim::Optimizer& optimizer,
+                  ShardedBatches& batches, int64_t steps,
+                  const std::function<at::Tensor(const at::Tensor&)>& forward,
+                  const std::function<void()>& finish_backward) {
   for (int32_t i = 0; i < steps; ++i) {
     const data::Dataset batch = batches.next();
     Step step(run, i);
     zero_grad(optimizer);
-    const at::Tensor loss = step.forward([&] { return model.loss(parallel.forward(batch.x), batch.y); });
+    const at::Tensor loss = step.forward([&] { return model.loss(forward(batch.x), batch.y); });
     step.backward(loss);
-    parallel.finish_backward();
+    finish_backward();
     step.optimizer_step(optimizer);
   }
 }
 
+}  // namespace
+
+void train_steps(TracedRun& run, train::ParallelModel& parallel, models::Model& model,
+                 torch::optim::Optimizer& optimizer, ShardedBatches& batches, int64_t steps) {
+  traced_steps(
+      run, model, optimizer, batches, steps,
+      [&](const at::Tensor& x) { return parallel.forward(x); },
+      [&] { parallel.finish_backward(); });
+}
+
 void train_steps(TracedRun& run, ddp::DistributedDataParallel& ddp, models::Model& model,
                  torch::optim::Optimizer& optimizer, ShardedBatches& batches, int64_t steps) {
-  for (int32_t i = 0; i < steps; ++i) {
-    const data::Dataset batch = batches.next();
-    Step step(run, i);
-    zero_grad(optimizer);
-    const at::Tensor loss = step.forward(
-        [&] { return model.loss(ddp.forward([&] { return model.forward(batch.x); }), batch.y); });
-    step.backward(loss);
-    step.optimizer_step(optimizer);
-  }
+  traced_steps(
+      run, model, optimizer, batches, steps,
+      [&](const at::Tensor& x) { return ddp.forward([&] { return model.forward(x); }); }, [] {});
 }
 
 }  // namespace dpscope::tutorials
