@@ -436,14 +436,14 @@ void GlooProcessGroup::run_reduce_scatter(Request& request) {
   // given.
   const bool in_place = request.input_use == ScatterInput::Workspace &&
                         request.input.is_cpu() && request.input.scalar_type() == type;
-  const int64_t segment =
+  const int64_t block_size =
       in_place ? n : std::max<int64_t>(1, kScratchBytes / (ranks * element));
   const at::Tensor scratch = in_place ? rows.view({-1})
-                                      : at::empty({ranks * std::min(segment, n)},
+                                      : at::empty({ranks * std::min(block_size, n)},
                                                   rows.options().dtype(type));
   at::Tensor output = host_copy(request.output, type);
-  for (int64_t begin = 0; begin < n; begin += segment) {
-    const int64_t s = std::min(segment, n - begin);
+  for (int64_t begin = 0; begin < n; begin += block_size) {
+    const int64_t s = std::min(block_size, n - begin);
     at::Tensor block = scratch.narrow(0, 0, ranks * s);
     if (!in_place) block.view({ranks, s}).copy_(rows.narrow(1, begin, s));
     dispatch_reduction(type, [&](auto tag) {
