@@ -467,7 +467,8 @@ TEST(Tutorials, ZeroStages12FullShardBelowShardGradOpBelowDdp) {
   TempDir dir;
   const TutorialRun run = launch(dir, "tutorial-12-zero-stages", "--steps 3", "--link-gbps 4 --link-latency-us 50");
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  // Communication per step: "[0]", collectives, sent MiB, link ms, comm ms, sent of DDP's.
+  // Communication per step: "[0]", collectives, sent MiB, link ms, comm ms, exposed ms, sent of
+  // DDP's.
   // FULL_SHARD sends 1.5 times DDP's bytes (two all-gathers and a reduce-scatter against one
   // all-reduce), SHARD_GRAD_OP as much as DDP; the link's own time follows the bytes.
   const auto table = run.output.find("Communication per step");
@@ -476,11 +477,11 @@ TEST(Tutorials, ZeroStages12FullShardBelowShardGradOpBelowDdp) {
   const std::vector<double> ddp_comm = numbers_on(communication, "   DDP ");
   const std::vector<double> grad_op_comm = numbers_on(communication, "   SHARD_GRAD_OP ");
   const std::vector<double> full_comm = numbers_on(communication, "   FULL_SHARD ");
-  ASSERT_EQ(ddp_comm.size(), 6u) << run.output;
-  ASSERT_EQ(grad_op_comm.size(), 6u) << run.output;
-  ASSERT_EQ(full_comm.size(), 6u) << run.output;
-  EXPECT_NEAR(grad_op_comm[5], 1.0, 0.02) << run.output;
-  EXPECT_NEAR(full_comm[5], 1.5, 0.02) << run.output;
+  ASSERT_EQ(ddp_comm.size(), 7u) << run.output;
+  ASSERT_EQ(grad_op_comm.size(), 7u) << run.output;
+  ASSERT_EQ(full_comm.size(), 7u) << run.output;
+  EXPECT_NEAR(grad_op_comm[6], 1.0, 0.02) << run.output;
+  EXPECT_NEAR(full_comm[6], 1.5, 0.02) << run.output;
   EXPECT_NEAR(full_comm[3] / ddp_comm[3], 1.5, 0.1) << "link ms: " << run.output;
   const std::vector<double> peaks = numbers_on(run.output, "peak (total)");
   ASSERT_EQ(peaks.size(), 5u) << run.output;  // "[0]" and DDP, DDP (view), SHARD_GRAD_OP, FULL_SHARD
@@ -571,9 +572,9 @@ TEST(Tutorials, ZeroStages12GptUnitsPaddedOneByOne) {
   const auto table = run.output.find("Communication per step");
   ASSERT_NE(table, std::string::npos) << run.output;
   const std::vector<double> full_comm = numbers_on(run.output.substr(table), "   FULL_SHARD ");
-  ASSERT_EQ(full_comm.size(), 6u) << run.output;  // "[0]", collectives, sent, link ms, comm ms, of DDP's
+  ASSERT_EQ(full_comm.size(), 7u) << run.output;  // "[0]", collectives, sent, link ms, comm ms, of DDP's
   EXPECT_EQ(full_comm[1], 14) << run.output;
-  EXPECT_NEAR(full_comm[5], 1.48, 0.001) << run.output;
+  EXPECT_NEAR(full_comm[6], 1.48, 0.001) << run.output;
 }
 
 // Tutorial 15 claims a real training: the CNN reaches 95 % on the held-out last 20 % of the digits
