@@ -13,7 +13,8 @@ int64_t MemoryAtPeak::bytes(MemoryCategory category) const {
   return 0;
 }
 
-MemoryPeakFinder::MemoryPeakFinder(int64_t window_begin_ns) : window_begin_ns_(window_begin_ns) {}
+MemoryPeakFinder::MemoryPeakFinder(int64_t window_begin_ns, int64_t window_end_ns)
+    : window_begin_ns_(window_begin_ns), window_end_ns_(window_end_ns) {}
 
 void MemoryPeakFinder::add(int64_t ts_ns, MemoryCategory category, int64_t bytes) {
   const auto c = static_cast<size_t>(category);
@@ -28,7 +29,7 @@ void MemoryPeakFinder::add(int64_t ts_ns, MemoryCategory category, int64_t bytes
 
 void MemoryPeakFinder::close_moment() {
   moment_open_ = false;
-  if (moment_ns_ < window_begin_ns_) return;
+  if (moment_ns_ < window_begin_ns_ || moment_ns_ > window_end_ns_) return;
   if (any_stacked_) {
     int64_t total = 0;
     for (MemoryCategory c : kStackedCategories) {

@@ -40,12 +40,12 @@ struct MemoryAtPeak {
   int64_t bytes(MemoryCategory category) const;
 };
 
-// Finds the peak of one rank's samples fed in time order (ties in any order). `window_begin_ns`
-// limits where the peak may lie (state before it still counts: a category sampled earlier holds
-// its value into the window). Plain value; not thread-safe.
+// Finds the peak of one rank's samples fed in time order (ties in any order). The window
+// [window_begin_ns, window_end_ns] limits where the peak may lie (state before it still counts: a
+// category sampled earlier holds its value into the window). Plain value; not thread-safe.
 class MemoryPeakFinder {
  public:
-  explicit MemoryPeakFinder(int64_t window_begin_ns = INT64_MIN);
+  explicit MemoryPeakFinder(int64_t window_begin_ns = INT64_MIN, int64_t window_end_ns = INT64_MAX);
   void add(int64_t ts_ns, MemoryCategory category, int64_t bytes);
   // The peak over everything added. Call once, after the last add().
   MemoryAtPeak finish();
@@ -53,6 +53,7 @@ class MemoryPeakFinder {
  private:
   void close_moment();
   int64_t window_begin_ns_;
+  int64_t window_end_ns_;
   int64_t moment_ns_ = kNone64;  // timestamp of the samples being applied
   bool moment_open_ = false;
   std::array<int64_t, kMemoryCategoryCount> current_{};

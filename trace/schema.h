@@ -19,6 +19,17 @@ inline constexpr int32_t kApplicationId = 0x44505343;  // "DPSC"
 
 // A column value that is SQL NULL is held as kNone in memory (iteration of construction work,
 // the bucket of a phase, ...).
+//
+// Note [Work outside iterations]
+// An event's iteration is the optimizer step whose work it is. Work outside every step has
+// none (kNone): construction, an evaluation forward (gradients off: DDP's buffer broadcast,
+// FSDP's all-gathers and unit states), gathering a full state dict. The engine tags it so
+// (DistributedDataParallel::pre_forward, FullyShardedDataParallel's WorkScope), and the trainer
+// records an evaluation's span as an `evaluation` phase of no iteration. Everything per
+// iteration relies on it: the collectives and comm of a step, its unit states, what-if's
+// replay, and the memory windows of the steps (trace/stats.cpp), which end with the last
+// iteration's last event — an evaluation after the last step would otherwise count in its
+// figures and in the steps' peak.
 inline constexpr int32_t kNone = -1;
 inline constexpr int64_t kNone64 = -1;
 
@@ -148,6 +159,7 @@ inline constexpr std::string_view kPhaseBackward = "backward";
 inline constexpr std::string_view kPhaseOptimizerStep = "optimizer_step";
 inline constexpr std::string_view kPhaseFinalizeBackward = "finalize_backward";  // DDP: buckets written back
 inline constexpr std::string_view kPhaseStragglerDelay = "straggler_delay";  // --straggler's sleep
+inline constexpr std::string_view kPhaseEvaluation = "evaluation";  // held-out forward, no iteration
 inline constexpr std::string_view kMetricStepMs = "step_ms";  // one step's wall time
 inline constexpr std::string_view kMetricLoss = "loss";       // summed over the step's backward passes
 inline constexpr std::string_view kMetricResidentMb = "resident_mb";  // the process's resident memory, MiB

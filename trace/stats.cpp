@@ -204,7 +204,9 @@ namespace {
 // the steps, and each category's largest sample.
 void read_memory(Reader& reader, int32_t rank, const RankScratch& scratch, RankStats& out) {
   const auto samples = reader.memory(rank);
-  MemoryPeakFinder run, steps(scratch.first_iteration_ns);
+  // The steps end with the last iteration's last event: an evaluation after them is no step's
+  // (Note [Work outside iterations]).
+  MemoryPeakFinder run, steps(scratch.first_iteration_ns, scratch.last_iteration_end_ns);
   std::array<int64_t, kMemoryCategoryCount> largest{};
   std::array<bool, kMemoryCategoryCount> seen{};
   std::array<int64_t, kMemoryCategoryCount> after_steps{};

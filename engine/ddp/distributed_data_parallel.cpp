@@ -115,13 +115,13 @@ bool DistributedDataParallel::will_sync_buffers() const {
   return require_forward_param_sync_ && options_.broadcast_buffers && !buffers_.empty();
 }
 
-void DistributedDataParallel::sync_buffers(int authoritative_rank) {
+void DistributedDataParallel::sync_buffers(int authoritative_rank, int32_t iteration) {
   trace::Recorder* recorder = options_.recorder;
   const int64_t begin_ns = trace::now_ns();
   c10::NoGradGuard no_grad;
   replica::broadcast_coalesced(*group_, buffers_, authoritative_rank, replica::kBroadcastBufferBytes, 2,
-                      collective_tag(iteration_));
-  if (recorder) recorder->phase(0, forward_sync_name_, begin_ns, trace::now_ns(), iteration_);
+                      collective_tag(iteration));
+  if (recorder) recorder->phase(0, forward_sync_name_, begin_ns, trace::now_ns(), iteration);
 }
 
 void DistributedDataParallel::pre_forward() {
@@ -130,7 +130,9 @@ void DistributedDataParallel::pre_forward() {
   if (join_) join_->notify_not_joined();
   if (grad_enabled) reducer_->rebuild_buckets();
   if (will_sync_buffers()) {
-    sync_buffers(join_ ? join_->find_common_rank(group_->rank(), true) : 0);
+    // An evaluation forward's broadcast is no iteration's (Note [Work outside iterations]).
+    sync_buffers(join_ ? join_->find_common_rank(group_->rank(), true) : 0,
+                 grad_enabled ? iteration_ : trace::kNone);
   }
   if (join_) join_->share_requires_sync(require_backward_grad_sync_);
 }

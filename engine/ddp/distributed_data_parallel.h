@@ -88,7 +88,9 @@ class DistributedDataParallel {
   void pre_forward();
   void post_forward(const std::vector<at::Tensor>& outputs);
   bool will_sync_buffers() const;
-  void sync_buffers(int authoritative_rank);
+  // Broadcasts the buffers from `authoritative_rank`, recorded with `iteration` (kNone for an
+  // evaluation forward's: See Note [Work outside iterations] in trace/schema.h).
+  void sync_buffers(int authoritative_rank, int32_t iteration);
   void collect_parameters();
 
   std::shared_ptr<torch::nn::Module> module_;

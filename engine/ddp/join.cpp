@@ -57,7 +57,7 @@ void Join::join() {
     is_last_joiner = false;
     reducer.set_iteration(ddp_.iteration_);
     reducer.rebuild_buckets();
-    if (ddp_.will_sync_buffers()) ddp_.sync_buffers(find_common_rank(ddp_.group().rank(), false));
+    if (ddp_.will_sync_buffers()) ddp_.sync_buffers(find_common_rank(ddp_.group().rank(), false), ddp_.iteration_);
     const bool should_sync = all_reduce_count(0) > 0;
     ddp_.require_forward_param_sync_ = should_sync;
     if (!should_sync) continue;

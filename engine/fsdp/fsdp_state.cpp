@@ -80,6 +80,7 @@ int saved_world_size(const std::string& dir) {
 std::vector<std::pair<std::string, at::Tensor>> FullyShardedDataParallel::full_state_dict(
     int root, StateCopies copies) {
   c10::NoGradGuard no_grad;
+  const ScopedWork work(*this, WorkScope::OutsideIterations);  // See Note [Work outside iterations]
   const auto copy = [copies](const at::Tensor& tensor) {
     return copies == StateCopies::OnHost ? tensor.cpu().clone() : tensor.clone();
   };

@@ -218,6 +218,8 @@ FullyShardedDataParallel::NoSyncGuard::~NoSyncGuard() {
 at::Tensor FullyShardedDataParallel::forward(
     const at::Tensor& input, const std::function<at::Tensor(const at::Tensor&)>& run) {
   Unit& root = *units_.back();
+  // An evaluation forward is no iteration's work (Note [Work outside iterations]).
+  const ScopedWork work(*this, c10::GradMode::is_enabled() ? work_scope_ : WorkScope::OutsideIterations);
   begin_root_forward();
   const MixedPrecision& mp = options_.mixed_precision;
   const at::Tensor cast_input =
@@ -275,8 +277,12 @@ at::Tensor FullyShardedDataParallel::post_forward(Unit& unit, at::Tensor output)
 
 // ---- Gathering and freeing ------------------------------------------------------------------
 
+int32_t FullyShardedDataParallel::traced_iteration() const {
+  return work_scope_ == WorkScope::Iteration ? iteration_ : trace::kNone;
+}
+
 comm::CollectiveTag FullyShardedDataParallel::tag(const Unit& unit, uint8_t flags) const {
-  return {iteration_, trace::kNone, unit.index, flags};
+  return {traced_iteration(), trace::kNone, unit.index, flags};
 }
 
 void FullyShardedDataParallel::issue_gather(Unit& unit, uint8_t flags) {
@@ -364,7 +370,7 @@ void FullyShardedDataParallel::record_state(const Unit& unit, trace::UnitState s
   event.kind = trace::EventKind::UnitState;
   event.begin_ns = begin_ns;
   event.end_ns = std::max(begin_ns, end_ns);
-  event.iteration = iteration_;
+  event.iteration = traced_iteration();
   event.unit = unit.index;
   event.lane = unit.lane;
   event.op = static_cast<uint8_t>(state);

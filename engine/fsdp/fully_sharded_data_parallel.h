@@ -178,6 +178,25 @@ class FullyShardedDataParallel {
   void remove_post_backward_hooks();
 
   // ---- Trace.
+  // What the work in progress belongs to: a training iteration, or none (an evaluation forward,
+  // a state dict's gathers). See Note [Work outside iterations] in trace/schema.h.
+  enum class WorkScope { Iteration, OutsideIterations };
+  // Sets the scope for its lifetime and restores the previous one.
+  class ScopedWork {
+   public:
+    ScopedWork(FullyShardedDataParallel& fsdp, WorkScope scope) : fsdp_(fsdp), previous_(fsdp.work_scope_) {
+      fsdp_.work_scope_ = scope;
+    }
+    ~ScopedWork() { fsdp_.work_scope_ = previous_; }
+    ScopedWork(const ScopedWork&) = delete;
+    ScopedWork& operator=(const ScopedWork&) = delete;
+
+   private:
+    FullyShardedDataParallel& fsdp_;
+    WorkScope previous_;
+  };
+  // The iteration recorded with collectives and unit states: iteration_, or kNone outside them.
+  int32_t traced_iteration() const;
   void record_state(const Unit& unit, trace::UnitState state, int64_t begin_ns, int64_t end_ns);
   void sample_memory();
   comm::CollectiveTag tag(const Unit& unit, uint8_t flags) const;
@@ -203,6 +222,7 @@ class FullyShardedDataParallel {
   bool callback_queued_ = false;
   bool step_finished_ = false;  // a synced backward ended: the next forward begins an iteration
   int32_t iteration_ = 0;
+  WorkScope work_scope_ = WorkScope::Iteration;
   double predivide_ = 1;
   double postdivide_ = 1;
 

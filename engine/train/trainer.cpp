@@ -240,7 +240,12 @@ void evaluate(const TrainConfig& config, const comm::LaunchEnv& env, c10::Device
   c10::NoGradGuard no_grad;
   model.eval();
   const data::Dataset on_device = eval_set.to(device);
-  const at::Tensor logits = parallel.forward(on_device.x);
+  at::Tensor logits;
+  {
+    // Outside every iteration, so that no step's figures count it (Note [Work outside iterations]).
+    const trace::ScopedPhase phase(recorder, 0, recorder.name(trace::kPhaseEvaluation), trace::kNone);
+    logits = parallel.forward(on_device.x);
+  }
   result.eval_accuracy = static_cast<double>(model.correct(logits, on_device.y)) /
                          static_cast<double>(eval_set.y.numel());
   model.train();

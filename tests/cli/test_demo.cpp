@@ -28,7 +28,8 @@ bool is_png(const std::string& path) {
   return in && std::string(signature + 1, 3) == "PNG";
 }
 
-// Every rank's peak on each "  peak memory     a / b / c / d MiB (ranks 0..3)" line, in order.
+// Every rank's peak on each "  peak memory     a / b / c / d MiB in the steps (ranks 0..3)" line,
+// in order.
 std::vector<std::vector<double>> peak_lines(const std::string& output) {
   std::vector<std::vector<double>> lines;
   std::istringstream in(output);
@@ -80,15 +81,16 @@ TEST(Demo, TrainsBothStrategiesAndWritesScreenshotsWithoutDisplay) {
                            "emulated link 4 Gb/s, 50 \u00b5s"}) {
     EXPECT_NE(result.output.find(word), std::string::npos) << word << "\n" << result.output;
   }
-  // The summary's memory is the traces' (as `dpscope stats` has it), and the engine names what it
-  // holds: "other" is at most 10 % of every rank's peak.
+  // The summary's memory is the traces' peak in the steps (as `dpscope stats` has it; the
+  // evaluation after them is no step's), and the engine names what it holds: "other" is at most
+  // 10 % of every rank's peak.
   const std::vector<std::vector<double>> printed = peak_lines(result.output);
   ASSERT_EQ(printed.size(), 2u) << result.output;
   for (size_t run = 0; run < 2; ++run) {
     const trace::RunStats& stats = run == 0 ? ddp : fsdp;
     ASSERT_EQ(printed[run].size(), stats.ranks.size()) << result.output;
     for (size_t r = 0; r < stats.ranks.size(); ++r) {
-      const trace::MemoryAtPeak& peak = stats.ranks[r].memory_peak;
+      const trace::MemoryAtPeak& peak = stats.ranks[r].step_memory_peak;
       EXPECT_NEAR(printed[run][r], double(peak.total_bytes) / double(1 << 20), 0.006) << "rank " << r;
       EXPECT_LE(peak.bytes(trace::MemoryCategory::Other), peak.total_bytes / 10)
           << (run == 0 ? "DDP" : "FSDP") << " rank " << r << ": other "

@@ -4,6 +4,7 @@
 // flags — each within a time limit, so a hang fails instead of blocking the suite.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -12,6 +13,7 @@
 #include "tests/worker_checks.h"
 #include "tests/torch_oracle.h"
 #include "trace/reader.h"
+#include "trace/stats.h"
 
 using dpscope::testing::dpscope_bin;
 using dpscope::testing::expect_error_on_every_rank;
@@ -182,6 +184,60 @@ TEST(FsdpTrain, TraceContentTwoRanks) {
   ASSERT_EQ(stats.exit_code, 0) << stats.output;
   EXPECT_NE(stats.output.find("\"strategy\":\"fsdp\""), std::string::npos) << stats.output;
   EXPECT_NE(stats.output.find("\"name\":\"fc1\""), std::string::npos);
+}
+
+// The evaluation after the last step (--eval-fraction) gathers every unit again, with gradients
+// off: its all-gathers and unit states belong to no iteration, inside an `evaluation` phase, so
+// the last step counts only its own (Note [Work outside iterations]); and the steps' memory peak
+// lies inside the steps although the evaluation forwards 128 rows at once against a step's 16.
+TEST(FsdpTrain, EvaluationAfterTheStepsIsNoIterationsWork) {
+  TempDir dir;
+  const int world = 2;
+  const auto run = train(world, "--model mlp --hidden 33 --strategy fsdp --wrap-min-params 100 "
+                                "--eval-fraction 0.5", dir);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string path = dir.file("traces/run.sqlite");
+  trace::Reader reader(path);
+  const std::vector<std::string> names = reader.names();
+  std::map<int32_t, std::pair<int64_t, int64_t>> steps_and_evaluation;  // by rank: their ends
+  for (int r = 0; r < world; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    int64_t evaluation_begin = -1, evaluation_end = -1, last_iteration_end = -1;
+    for (const auto& e : reader.events_of_kind(trace::EventKind::Phase, r)) {
+      const std::string& name = names.at(static_cast<size_t>(e.name));
+      if (name == trace::kPhaseEvaluation) {
+        EXPECT_EQ(e.iteration, trace::kNone);
+        evaluation_begin = e.begin_ns;
+        evaluation_end = e.end_ns;
+      }
+      if (name == trace::kPhaseIteration) last_iteration_end = std::max(last_iteration_end, e.end_ns);
+    }
+    ASSERT_GT(evaluation_begin, 0) << "no evaluation phase";
+    EXPECT_GE(evaluation_begin, last_iteration_end);
+    steps_and_evaluation[r] = {last_iteration_end, evaluation_begin};
+    std::map<int32_t, int> gathers;  // by iteration
+    for (const auto& e : reader.events_of_kind(trace::EventKind::Collective, r)) {
+      if (e.op != static_cast<uint8_t>(trace::CollectiveOp::AllGather)) continue;
+      ++gathers[e.iteration];
+      const bool in_evaluation = e.begin_ns >= evaluation_begin && e.end_ns <= evaluation_end;
+      EXPECT_EQ(e.iteration == trace::kNone, in_evaluation) << "all-gather seq " << e.seq;
+    }
+    EXPECT_EQ(gathers[2], gathers[1]) << "the last step has a step's gathers, no more";
+    EXPECT_EQ(gathers[trace::kNone], 3) << "the evaluation gathers fc0, fc1 and fc2 once";
+    for (const auto& e : reader.events_of_kind(trace::EventKind::UnitState, r)) {
+      EXPECT_EQ(e.iteration == trace::kNone, e.begin_ns >= evaluation_begin) << "unit " << e.unit;
+    }
+  }
+  const trace::RunStats stats = trace::compute_stats(reader);
+  for (const trace::RankStats& rank : stats.ranks) {
+    SCOPED_TRACE("rank " + std::to_string(rank.rank));
+    const auto [steps_end, evaluation_begin] = steps_and_evaluation.at(rank.rank);
+    ASSERT_TRUE(rank.step_memory_peak.found());
+    EXPECT_LE(rank.step_memory_peak.ts_ns, steps_end);
+    EXPECT_GE(rank.memory_peak.ts_ns, evaluation_begin) << "the run peaks in the evaluation";
+    EXPECT_GT(rank.memory_peak.total_bytes, rank.step_memory_peak.total_bytes);
+    EXPECT_EQ(rank.iterations.size(), 3u);
+  }
 }
 
 TEST(FsdpTrain, WrapPolicyThatWrapsNothing) {

@@ -1,5 +1,5 @@
-// compute_stats' memory figures: the categories at each rank's peak (they add up to it), after
-// the steps, each category's largest value, and MemoryPeakFinder's fallbacks.
+// compute_stats' memory figures: the categories at each rank's peak (they add up to it), in and
+// after the steps, each category's largest value, and MemoryPeakFinder's window and fallbacks.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -85,6 +85,44 @@ TEST(stats, CategoriesAtThePeakSumToTheTotal) {
   }
 }
 
+// An evaluation after the last step (a phase and an all-gather of no iteration, forwarding all
+// its rows at once) peaks higher than the step: the run's peak is the evaluation's, the steps'
+// peak and the memory after the steps are the step's, and the step's comm is its own
+// (Note [Work outside iterations]).
+TEST(stats, EvaluationAfterTheLastStepIsNoStepsWork) {
+  TempDir dir;
+  const RunStats s = stats_of_trace(dir, "evaluation.dpscope", [](Writer& w) {
+    w.put_rank(rank_row(0, "complete", 0));
+    w.add_lane(LaneInfo{0, 0, "main", LaneKind::Host});
+    w.add_lane(LaneInfo{0, 1, "gloo", LaneKind::Comm});
+    add_names(w);
+    w.add_name(kSetup + 1, "evaluation");
+    w.add_event(phase(0, kIteration, 1000, 5000, 0));
+    w.add_event(phase(0, kForward, 1000, 2000, 0));
+    w.add_event(phase(0, kBackward, 2000, 4000, 0));
+    w.add_event(collective(0, CollectiveOp::AllReduce, 0, 0, 400, 3000, 4500, 0));
+    w.add_event(phase(0, kSetup + 1, 6000, 8000, kNone));
+    w.add_event(collective(0, CollectiveOp::AllGather, 0, 1, 400, 6000, 7000, kNone));
+    w.add_memory(sample(0, 0, MemoryCategory::Parameters, 1000));
+    w.add_memory(sample(0, 0, MemoryCategory::Activations, 0));
+    w.add_memory(sample(0, 2000, MemoryCategory::Activations, 3000));
+    w.add_memory(sample(0, 4000, MemoryCategory::Activations, 0));
+    w.add_memory(sample(0, 7000, MemoryCategory::Activations, 9000));
+    w.add_memory(sample(0, 8000, MemoryCategory::Activations, 0));
+  });
+  ASSERT_EQ(s.ranks.size(), 1u);
+  const RankStats& r = s.ranks[0];
+  EXPECT_EQ(r.memory_peak.total_bytes, 10000);
+  EXPECT_EQ(r.memory_peak.ts_ns, us(7000));
+  EXPECT_EQ(r.step_memory_peak.total_bytes, 4000);
+  EXPECT_EQ(r.step_memory_peak.ts_ns, us(2000));
+  EXPECT_EQ(r.memory_after_steps.total_bytes, 1000);
+  ASSERT_EQ(r.iterations.size(), 1u);
+  EXPECT_EQ(r.iterations[0].overlap.comm_ms, 1.5);
+  EXPECT_EQ(r.iterations[0].collectives[static_cast<int>(CollectiveOp::AllGather)], 0);
+  EXPECT_EQ(r.overlap.comm_ms, 2.5);  // the run's figures take everything
+}
+
 TEST(MemoryPeakFinder, WindowKeepsEarlierValuesAndAllocatorOnlyFallsBack) {
   MemoryPeakFinder steps(100);
   steps.add(0, MemoryCategory::Parameters, 5000);  // construction: outside the window
@@ -98,6 +136,14 @@ TEST(MemoryPeakFinder, WindowKeepsEarlierValuesAndAllocatorOnlyFallsBack) {
   EXPECT_EQ(peak.ts_ns, 150);
   EXPECT_EQ(peak.bytes(MemoryCategory::Parameters), 5000);
   EXPECT_EQ(peak.bytes(MemoryCategory::Activations), 700);
+
+  MemoryPeakFinder bounded(100, 180);  // the moment at 200 is after the window
+  bounded.add(0, MemoryCategory::Parameters, 5000);
+  bounded.add(150, MemoryCategory::Activations, 700);
+  bounded.add(200, MemoryCategory::Activations, 9000);
+  const MemoryAtPeak bounded_peak = bounded.finish();
+  EXPECT_EQ(bounded_peak.total_bytes, 5700);
+  EXPECT_EQ(bounded_peak.ts_ns, 150);
 
   MemoryPeakFinder allocator_only;
   allocator_only.add(10, MemoryCategory::AllocatorTotal, 40);

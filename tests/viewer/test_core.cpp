@@ -287,7 +287,9 @@ TEST(ViewerLod, RulerLabelsNeverOverlapAtAnyZoomOrWidth) {
         bool named = false;
         for (const RulerLabel& label : ruler.labels) named = named || label.row == 1;
         const bool in_view = centre >= t0 && centre <= t0 + span;
-        if (in_view && map.x(centre) + 7 * 6 < map.x0 + map.width) EXPECT_TRUE(named) << at;
+        if (in_view && map.x(centre) + 7 * 6 < map.x0 + map.width) {
+          EXPECT_TRUE(named) << at;
+        }
       }
     }
   }
@@ -484,7 +486,9 @@ TEST(ViewerAnalysis, RangeSummaryAndFindCountEverySpan) {
   int64_t latest_listed = 0;
   for (size_t i = 0; i < waits.first.size(); ++i) {
     const Span& s = span_of(*model, waits.first[i]);
-    if (i > 0) EXPECT_GE(s.begin_ns, latest_listed) << "match " << i;
+    if (i > 0) {
+      EXPECT_GE(s.begin_ns, latest_listed) << "match " << i;
+    }
     latest_listed = s.begin_ns;
   }
   const auto all = find_spans(*model, FindQuery(*model, "allreduce"), size_t(waits.total));

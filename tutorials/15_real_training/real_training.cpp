@@ -14,6 +14,7 @@
 #include "engine/data/dataset.h"
 #include "engine/models/models.h"
 #include "engine/train/parallel_model.h"
+#include "trace/recorder.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 
@@ -92,8 +93,13 @@ Outcome train_once(tutorials::Session& session, const Settings& settings, train:
     model->eval();
     const at::Tensor x = eval_set.x.to(session.device());
     const at::Tensor y = eval_set.y.to(session.device());
-    outcome.accuracy = static_cast<double>(model->correct(parallel->forward(x), y)) /
-                       static_cast<double>(eval_set.size());
+    at::Tensor logits;
+    {
+      // No iteration's work: recorded as an `evaluation` phase (Note [Work outside iterations]).
+      const trace::ScopedPhase phase(run.recorder(), 0, run.recorder().name(trace::kPhaseEvaluation), trace::kNone);
+      logits = parallel->forward(x);
+    }
+    outcome.accuracy = static_cast<double>(model->correct(logits, y)) / static_cast<double>(eval_set.size());
     model->train();
     run.recorder().metric(static_cast<int32_t>(options.steps - 1), run.recorder().name("accuracy"),
                           outcome.accuracy);
@@ -105,7 +111,7 @@ Outcome train_once(tutorials::Session& session, const Settings& settings, train:
 }
 
 // The loss of each of the `steps` steps, averaged over the ranks (each recorded its own batch's),
-// from the trace. (The trace has one iteration more: DDP counts the evaluation's forward too.)
+// from the trace.
 std::vector<double> loss_curve(const std::string& run_file, int64_t steps) {
   const trace::RunStats stats = tutorials::read_stats(run_file);
   std::vector<double> curve(static_cast<size_t>(steps), 0.0);
