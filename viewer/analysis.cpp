@@ -109,6 +109,12 @@ const trace::RankStats* Analysis::rank(const Model& model, size_t rank_index) co
   return nullptr;
 }
 
+bool Analysis::steps_peak_elsewhere() const {
+  return std::any_of(stats.ranks.begin(), stats.ranks.end(), [](const trace::RankStats& r) {
+    return r.step_memory_peak.found() && r.step_memory_peak.ts_ns != r.memory_peak.ts_ns;
+  });
+}
+
 Analysis analyze(const Model& model, trace::RunStats stats) {
   Analysis a;
   a.stats = std::move(stats);

@@ -49,6 +49,10 @@ struct Analysis {
   bool mismatch(const CollectiveSpans& c) const;
   // The statistics of Model::ranks[rank_index], or null when the analysis has no such rank.
   const trace::RankStats* rank(const Model& model, size_t rank_index) const;
+  // Whether some rank's peak in the steps is another moment than its run's peak (construction or
+  // an evaluation after the steps peaked higher: Note [Work outside iterations]); the Stats panel
+  // then shows both.
+  bool steps_peak_elsewhere() const;
 };
 
 // Ties `stats` (compute_stats of the model's file) to the model's collective spans: one pass over

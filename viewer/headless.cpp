@@ -192,6 +192,23 @@ std::string overlap_json(const App& app) {
   return out + "]";
 }
 
+// The Stats panel's memory tables as drawn: per rank the peak's total and, when the panel shows
+// the peak in the steps too, that one's (null otherwise).
+std::string memory_json(const App& app) {
+  const std::shared_ptr<const Analysis>& analysis = app.traces[0].analysis;
+  if (!analysis) return "[]";
+  const bool steps_shown = analysis->steps_peak_elsewhere();
+  std::string out = "[";
+  for (const trace::RankStats& r : analysis->stats.ranks) {
+    if (out.size() > 1) out += ", ";
+    out += "{\"rank\": " + std::to_string(r.rank) + ", \"peak_bytes\": " +
+           std::to_string(r.memory_peak.total_bytes) + ", \"steps_peak_bytes\": " +
+           (steps_shown && r.step_memory_peak.found() ? std::to_string(r.step_memory_peak.total_bytes) : "null") +
+           "}";
+  }
+  return out + "]";
+}
+
 // The Stats panel's straggler line as drawn: "" before the analysis, or with one rank.
 std::string stragglers_line(const App& app) {
   const std::shared_ptr<const Analysis>& analysis = app.traces[0].analysis;
@@ -285,9 +302,11 @@ int run_headless(Window& window, App& app, const HeadlessOptions& options, doubl
                                           : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
   // link_text has no quote or backslash to escape.
   std::printf("{\"open_ms\": %.1f, \"frames\": %d, \"frame_ms_median\": %.2f, \"frame_ms_max\": %.2f, "
-              "\"link\": \"%s\", \"narration\": \"%s\", \"overlap\": %s, \"stragglers\": \"%s\", \"whatif\": %s}\n",
+              "\"link\": \"%s\", \"narration\": \"%s\", \"overlap\": %s, \"memory\": %s, \"stragglers\": \"%s\", "
+              "\"whatif\": %s}\n",
               open_ms, frames, median, sorted.back(), app.link().c_str(),
-              json_escaped(app.narration).c_str(), overlap_json(app).c_str(), json_escaped(stragglers_line(app)).c_str(), whatif_json(app).c_str());
+              json_escaped(app.narration).c_str(), overlap_json(app).c_str(), memory_json(app).c_str(),
+              json_escaped(stragglers_line(app)).c_str(), whatif_json(app).c_str());
   std::fflush(stdout);
   return 0;
 }

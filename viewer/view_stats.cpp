@@ -27,36 +27,48 @@ void overlap_cells(const trace::OverlapStats& o) {
   ImGui::TableNextColumn(); ImGui::Text("%.2f", o.exposed_comm_ms);
 }
 
-// Each rank's memory at its peak (Note [Memory at the peak]): the total, then every category's
-// bytes at that moment, so the row adds up.
-void draw_memory_at_peak(const Analysis& a) {
-  ImGui::Text("memory at the peak (MiB; each category at the moment the rank's total peaked)");
+// Each rank's memory at a peak (Note [Memory at the peak]) — the run's, or the one in the steps
+// (Note [Work outside iterations]) — as a table: the total, then every category's bytes at that
+// moment, so the row adds up.
+void draw_peak_table(const Analysis& a, const char* id, trace::MemoryAtPeak trace::RankStats::*peak_of) {
   std::vector<trace::MemoryCategory> shown;
   for (const trace::RankStats& r : a.stats.ranks) {
-    for (const trace::CategoryBytes& c : r.memory_peak.categories) {
+    for (const trace::CategoryBytes& c : (r.*peak_of).categories) {
       if (c.bytes != 0 && std::find(shown.begin(), shown.end(), c.category) == shown.end()) shown.push_back(c.category);
     }
   }
   std::sort(shown.begin(), shown.end());
-  if (!ImGui::BeginTable("memory at peak", int(shown.size()) + 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) return;
+  if (!ImGui::BeginTable(id, int(shown.size()) + 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) return;
   ImGui::TableSetupColumn("rank");
   ImGui::TableSetupColumn("total");
   for (trace::MemoryCategory c : shown) ImGui::TableSetupColumn(std::string(trace::to_string(c)).c_str());
   ImGui::TableHeadersRow();
   for (const trace::RankStats& r : a.stats.ranks) {
+    const trace::MemoryAtPeak& peak = r.*peak_of;
     ImGui::TableNextRow();
     ImGui::TableNextColumn(); ImGui::Text("%d", r.rank);
     ImGui::TableNextColumn();
-    if (!r.memory_peak.found()) {
+    if (!peak.found()) {
       ImGui::TextDisabled("no samples");
       continue;
     }
-    ImGui::Text("%.2f", double(r.memory_peak.total_bytes) / double(1 << 20));
+    ImGui::Text("%.2f", double(peak.total_bytes) / double(1 << 20));
     for (trace::MemoryCategory c : shown) {
-      ImGui::TableNextColumn(); ImGui::Text("%.2f", double(r.memory_peak.bytes(c)) / double(1 << 20));
+      ImGui::TableNextColumn(); ImGui::Text("%.2f", double(peak.bytes(c)) / double(1 << 20));
     }
   }
   ImGui::EndTable();
+}
+
+// Memory at each rank's peak, and, where some rank's steps peak elsewhere (construction or an
+// evaluation outside them peaked higher), at the peak in the steps too, as `dpscope stats` prints.
+void draw_memory_at_peak(const Analysis& a) {
+  ImGui::Text("memory at the peak (MiB; each category at the moment the rank's total peaked)");
+  draw_peak_table(a, "memory at peak", &trace::RankStats::memory_peak);
+  if (a.steps_peak_elsewhere()) {
+    ImGui::Text("peak in the steps (MiB; from the first iteration to the end of the last)");
+    draw_peak_table(a, "memory at step peak", &trace::RankStats::step_memory_peak);
+  }
   for (const trace::RankStats& r : a.stats.ranks) {
     if (!r.sampled_gpu_memory()) continue;
     ImGui::TextWrapped("rank %d on a GPU: the categories above are host memory; GPU memory (CUDA caching "

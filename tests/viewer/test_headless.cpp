@@ -370,7 +370,7 @@ TEST(ViewerHeadless, TheStatsPanelShowsWhatDpscopeStatsComputes) {
   const std::vector<std::pair<std::string, std::string>> runs = {
       {"ddp-small-buckets", "--strategy ddp --bucket-cap-mb 0.02 --first-bucket-mb 0.01"},
       {"ddp-one-bucket", "--strategy ddp --bucket-cap-mb 25 --link-gbps 4 --link-latency-us 50"},
-      {"fsdp", "--strategy fsdp --wrap-min-params 100"},
+      {"fsdp", "--strategy fsdp --wrap-min-params 100 --eval-fraction 0.5"},
       {"ddp-straggler", "--strategy ddp --straggler 1:30"},
   };
   for (const auto& [name, flags] : runs) {
@@ -429,6 +429,14 @@ TEST(ViewerHeadless, TheStatsPanelShowsWhatDpscopeStatsComputes) {
         if (key != "total" && key != "ts_ns") sum += value.get<int64_t>();
       }
       EXPECT_EQ(sum, computed["peak_memory_bytes"]["total"].get<int64_t>()) << "rank " << r;
+      // The panel's memory tables: the peak, and the peak in the steps where the FSDP run's
+      // evaluation of half the rows, after the steps, peaked higher than any step.
+      const nlohmann::json memory = json_line(shown.output)["memory"][r];
+      EXPECT_EQ(memory["peak_bytes"], computed["peak_memory_bytes"]["total"]) << "rank " << r;
+      if (name == "fsdp") {
+        EXPECT_EQ(memory["steps_peak_bytes"], computed["step_peak_memory_bytes"]["total"]) << "rank " << r;
+        EXPECT_LT(memory["steps_peak_bytes"].get<int64_t>(), memory["peak_bytes"].get<int64_t>()) << "rank " << r;
+      }
     }
     if (name == "ddp-small-buckets") {
       EXPECT_GT(stats["ranks"][0]["buckets"].size(), 1u) << "several buckets";
