@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tests/test_util.h"
+#include "tests/trace_event.h"
 #include "trace/writer.h"
 
 namespace dpscope::trace {
@@ -77,14 +78,8 @@ void write_trace(const std::string& path) {
     w.add_lane(LaneInfo{r, 0, "main", LaneKind::Host});
     w.add_lane(LaneInfo{r, 1, "gloo", LaneKind::Comm});
     const auto add = [&](EventKind kind, NameId name, int64_t begin, int64_t end, LaneId lane) {
-      Event e;
-      e.rank = r;
-      e.lane = lane;
-      e.kind = kind;
+      Event e = dpscope::testing::trace_event(r, lane, kind, begin, end, 0);
       e.name = name;
-      e.begin_ns = begin;
-      e.end_ns = end;
-      e.iteration = 0;
       e.bucket = kind == EventKind::Phase ? kNone : 0;
       e.param = kind == EventKind::Hook ? 0 : kNone;
       if (kind == EventKind::Collective) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/trace_event.h"
 #include "trace/synth.h"
 #include "trace/writer.h"
 
@@ -22,17 +23,7 @@ using namespace dpscope::trace;
 enum SeedName : NameId { kForward = 1, kBackward, kOptimizerStep, kIteration, kFinalize, kLoss,
                          kStepMs, kVerify };
 
-inline Event seed_event(int16_t rank, LaneId lane, EventKind kind, int64_t begin, int64_t end,
-                        int32_t iteration) {
-  Event e;
-  e.rank = rank;
-  e.lane = lane;
-  e.kind = kind;
-  e.begin_ns = begin;
-  e.end_ns = end;
-  e.iteration = iteration;
-  return e;
-}
+using dpscope::testing::trace_event;
 
 // One rank's rows of a two-iteration DDP (or, with fsdp, FSDP) run. Rank r's times are shifted.
 inline void write_rank_rows(Writer& w, int16_t rank, bool fsdp) {
@@ -52,10 +43,10 @@ inline void write_rank_rows(Writer& w, int16_t rank, bool fsdp) {
   w.add_lane(LaneInfo{rank, 2, "autograd", LaneKind::Host});
   if (fsdp) w.add_lane(LaneInfo{rank, 3, "unit 0", LaneKind::Unit});
   const int64_t shift = rank * 13;
-  Event verify = seed_event(rank, 0, EventKind::Phase, 10 + shift, 90 + shift, kNone);
+  Event verify = trace_event(rank, 0, EventKind::Phase, 10 + shift, 90 + shift, kNone);
   verify.name = kVerify;
   w.add_event(verify);
-  Event broadcast = seed_event(rank, 1, EventKind::Collective, 20 + shift, 60 + shift, kNone);
+  Event broadcast = trace_event(rank, 1, EventKind::Collective, 20 + shift, 60 + shift, kNone);
   broadcast.op = static_cast<uint8_t>(CollectiveOp::Broadcast);
   broadcast.grp = 0;
   broadcast.seq = 0;
@@ -70,13 +61,13 @@ inline void write_rank_rows(Writer& w, int16_t rank, bool fsdp) {
         {kBackward, {t + 2100, t + 6000}},    {kFinalize, {t + 5000, t + 6500}},
         {kOptimizerStep, {t + 6600, t + 8000}}};
     for (const auto& [name, span] : phases) {
-      Event e = seed_event(rank, 0, EventKind::Phase, span.first, span.second, it);
+      Event e = trace_event(rank, 0, EventKind::Phase, span.first, span.second, it);
       e.name = name;
       w.add_event(e);
     }
     if (!fsdp) {
       for (int32_t p = 3; p >= 0; --p) {
-        Event hook = seed_event(rank, 2, EventKind::Hook, t + 2200 + (3 - p) * 300,
+        Event hook = trace_event(rank, 2, EventKind::Hook, t + 2200 + (3 - p) * 300,
                                 t + 2300 + (3 - p) * 300, it);
         hook.param = p;
         hook.bucket = p / 2;
@@ -85,14 +76,14 @@ inline void write_rank_rows(Writer& w, int16_t rank, bool fsdp) {
       }
       for (int32_t b = 1; b >= 0; --b) {
         const int64_t at = t + 2900 + (1 - b) * 600;
-        Event ready = seed_event(rank, 2, EventKind::BucketReady, at, at, it);
+        Event ready = trace_event(rank, 2, EventKind::BucketReady, at, at, it);
         ready.bucket = b;
         w.add_event(ready);
-        Event launch = seed_event(rank, 2, EventKind::BucketLaunch, at + 10, at + 10, it);
+        Event launch = trace_event(rank, 2, EventKind::BucketLaunch, at + 10, at + 10, it);
         launch.bucket = b;
         launch.seq = 1 + it * 2 + (1 - b);
         w.add_event(launch);
-        Event all_reduce = seed_event(rank, 1, EventKind::Collective, at + 20, at + 1500, it);
+        Event all_reduce = trace_event(rank, 1, EventKind::Collective, at + 20, at + 1500, it);
         all_reduce.op = static_cast<uint8_t>(CollectiveOp::AllReduce);
         all_reduce.grp = 0;
         all_reduce.seq = launch.seq;
@@ -101,12 +92,12 @@ inline void write_rank_rows(Writer& w, int16_t rank, bool fsdp) {
         all_reduce.enqueue_ns = at + 10;
         all_reduce.bucket = b;
         w.add_event(all_reduce);
-        Event done = seed_event(rank, 0, EventKind::BucketDone, at + 1600, at + 1600, it);
+        Event done = trace_event(rank, 0, EventKind::BucketDone, at + 1600, at + 1600, it);
         done.bucket = b;
         w.add_event(done);
       }
     } else {
-      Event gather = seed_event(rank, 1, EventKind::Collective, t + 150, t + 900, it);
+      Event gather = trace_event(rank, 1, EventKind::Collective, t + 150, t + 900, it);
       gather.op = static_cast<uint8_t>(CollectiveOp::AllGather);
       gather.grp = 0;
       gather.seq = 1 + it * 2;
@@ -115,7 +106,7 @@ inline void write_rank_rows(Writer& w, int16_t rank, bool fsdp) {
       gather.unit = 0;
       gather.flags = kFlagPrefetch;
       w.add_event(gather);
-      Event scatter = seed_event(rank, 1, EventKind::Collective, t + 4000, t + 5500, it);
+      Event scatter = trace_event(rank, 1, EventKind::Collective, t + 4000, t + 5500, it);
       scatter.op = static_cast<uint8_t>(CollectiveOp::ReduceScatter);
       scatter.grp = 0;
       scatter.seq = 2 + it * 2;
@@ -125,19 +116,19 @@ inline void write_rank_rows(Writer& w, int16_t rank, bool fsdp) {
       scatter.flags = kFlagBackward | kFlagBucketed;
       w.add_event(scatter);
       for (uint8_t state = 0; state < kUnitStateCount; ++state) {
-        Event unit = seed_event(rank, 3, EventKind::UnitState, t + 150 + state * 2000,
+        Event unit = trace_event(rank, 3, EventKind::UnitState, t + 150 + state * 2000,
                                 t + 1000 + state * 2000, it);
         unit.unit = 0;
         unit.op = state;
         w.add_event(unit);
       }
     }
-    Event wait = seed_event(rank, 0, EventKind::CollectiveWait, t + 6000, t + 6400, it);
+    Event wait = trace_event(rank, 0, EventKind::CollectiveWait, t + 6000, t + 6400, it);
     wait.op = static_cast<uint8_t>(fsdp ? CollectiveOp::ReduceScatter : CollectiveOp::AllReduce);
     wait.grp = 0;
     wait.seq = 2 + it * 2;
     w.add_event(wait);
-    Event mark = seed_event(rank, 0, EventKind::Mark, t + 8500, t + 8500, it);
+    Event mark = trace_event(rank, 0, EventKind::Mark, t + 8500, t + 8500, it);
     mark.value = 7;
     w.add_event(mark);
     for (int c : {0, 1, 2, 8, 10}) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tests/test_util.h"
+#include "tests/trace_event.h"
 #include "trace/reader.h"
 #include "trace/stats.h"
 #include "trace/writer.h"
@@ -21,28 +22,18 @@ constexpr int64_t us(int64_t v) { return v * 1000; }
 
 enum Names : NameId { kForward = 1, kBackward, kOptimizerStep, kIteration, kLoss, kStepMs, kSetup };
 
-inline Event slice(int16_t rank, LaneId lane, EventKind kind, int64_t begin, int64_t end,
-                   int32_t iteration) {
-  Event e;
-  e.rank = rank;
-  e.lane = lane;
-  e.kind = kind;
-  e.begin_ns = begin;
-  e.end_ns = end;
-  e.iteration = iteration;
-  return e;
-}
+using testing::trace_event;
 
 inline Event phase(int16_t rank, NameId name, int64_t begin_us, int64_t end_us,
                    int32_t iteration) {
-  Event e = slice(rank, 0, EventKind::Phase, us(begin_us), us(end_us), iteration);
+  Event e = trace_event(rank, 0, EventKind::Phase, us(begin_us), us(end_us), iteration);
   e.name = name;
   return e;
 }
 
 inline Event hook(int16_t rank, int32_t param, int32_t bucket, int64_t begin_us,
                   int32_t iteration) {
-  Event e = slice(rank, 2, EventKind::Hook, us(begin_us), us(begin_us + 100), iteration);
+  Event e = trace_event(rank, 2, EventKind::Hook, us(begin_us), us(begin_us + 100), iteration);
   e.param = param;
   e.bucket = bucket;
   e.value = 220;
@@ -51,7 +42,7 @@ inline Event hook(int16_t rank, int32_t param, int32_t bucket, int64_t begin_us,
 
 inline Event bucket_event(int16_t rank, EventKind kind, int32_t bucket, int64_t at_us,
                           int32_t iteration) {
-  Event e = slice(rank, 2, kind, us(at_us), us(at_us), iteration);
+  Event e = trace_event(rank, 2, kind, us(at_us), us(at_us), iteration);
   e.bucket = bucket;
   return e;
 }
@@ -59,7 +50,7 @@ inline Event bucket_event(int16_t rank, EventKind kind, int32_t bucket, int64_t 
 inline Event collective(int16_t rank, CollectiveOp op, int16_t grp, int64_t seq, int64_t bytes,
                         int64_t begin_us, int64_t end_us, int32_t iteration,
                         int32_t bucket = kNone) {
-  Event e = slice(rank, 1, EventKind::Collective, us(begin_us), us(end_us), iteration);
+  Event e = trace_event(rank, 1, EventKind::Collective, us(begin_us), us(end_us), iteration);
   e.op = static_cast<uint8_t>(op);
   e.grp = grp;
   e.seq = seq;
@@ -185,7 +176,7 @@ inline void fill_known_trace(Writer& w) {
   w.add_event(hook(0, 1, 1, 5000, 0));
   w.add_event(hook(0, 0, 1, 6000, 0));
   w.add_event(collective(0, CollectiveOp::AllReduce, 0, 2, 440, 6500, 7500, 0, 1));
-  Event wait = slice(0, 0, EventKind::CollectiveWait, us(7000), us(7500), 0);
+  Event wait = trace_event(0, 0, EventKind::CollectiveWait, us(7000), us(7500), 0);
   wait.op = static_cast<uint8_t>(CollectiveOp::AllReduce);
   wait.seq = 2;
   w.add_event(wait);

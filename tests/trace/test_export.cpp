@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/test_util.h"
+#include "tests/trace_event.h"
 #include "trace/error.h"
 #include "trace/export_chrome.h"
 #include "trace/reader.h"
@@ -27,14 +28,7 @@ constexpr int64_t kBase = 5'000'000'000;
 enum Names : NameId { kForward = 1, kBackward, kOdd, kBadUtf8 };
 
 Event event(int16_t rank, LaneId lane, EventKind kind, int64_t begin, int64_t end) {
-  Event e;
-  e.rank = rank;
-  e.lane = lane;
-  e.kind = kind;
-  e.begin_ns = kBase + begin;
-  e.end_ns = kBase + end;
-  e.iteration = 0;
-  return e;
+  return testing::trace_event(rank, lane, kind, kBase + begin, kBase + end, 0);
 }
 
 Event hook(int32_t param, int32_t bucket, int64_t begin, int64_t end) {

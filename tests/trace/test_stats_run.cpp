@@ -85,7 +85,7 @@ TEST(stats, WaitInsidePhaseIsExposedCommunication) {
     add_names(w);
     w.add_event(phase(0, kBackward, 0, 10000, 0));
     w.add_event(collective(0, CollectiveOp::AllReduce, 0, 0, 400, 6000, 9000, 0));
-    w.add_event(slice(0, 0, EventKind::CollectiveWait, us(8000), us(10000), 0));
+    w.add_event(trace_event(0, 0, EventKind::CollectiveWait, us(8000), us(10000), 0));
   });
   ASSERT_EQ(s.ranks.size(), 1u);
   EXPECT_EQ(s.ranks[0].overlap.compute_ms, 8.0);
@@ -185,7 +185,7 @@ TEST(stats, IterationsFromAnyEventOrMetric) {
   EXPECT_EQ(j["run"]["strategy"], "");
 
   const RunStats marked = stats_of("mark.dpscope", [](Writer& w) {
-    w.add_event(slice(2, 0, EventKind::Mark, us(5), us(5), 4));
+    w.add_event(trace_event(2, 0, EventKind::Mark, us(5), us(5), 4));
   });
   EXPECT_EQ(marked.iterations, 5);
   ASSERT_EQ(marked.ranks[0].iterations.size(), 5u);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tests/test_util.h"
+#include "tests/trace_event.h"
 #include "trace/error.h"
 #include "trace/reader.h"
 #include "trace/recorder.h"
@@ -161,13 +162,7 @@ class TwinsTrace {
   static constexpr NameId kBackward = 0;
   static constexpr LaneId kMain = 0, kComm = 1;
   Event& add(int16_t rank, LaneId lane, EventKind kind, int64_t begin, int64_t end) {
-    Event e;
-    e.rank = rank;
-    e.lane = lane;
-    e.kind = kind;
-    e.begin_ns = begin;
-    e.end_ns = end;
-    e.iteration = 0;
+    Event e = dpscope::testing::trace_event(rank, lane, kind, begin, end, 0);
     if (kind == EventKind::Hook || kind == EventKind::BucketReady) e.bucket = 0;
     if (kind == EventKind::Collective) {
       e.op = uint8_t(CollectiveOp::AllReduce);
