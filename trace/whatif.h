@@ -142,11 +142,12 @@ struct AllReduceModel {
 // pays for them too); an intercept below zero is dropped and the line refitted through the
 // origin. Samples whose time does not grow with bytes (loopback on a busy laptop) give a flat
 // model, their mean whatever the bytes (ns_per_byte 0; line_text says so). `what` names the
-// collectives in messages ("bucket all-reduces"). Throws WhatifError naming `path` when there
-// are no samples, or when they all carry the same bytes (latency and bandwidth cannot be told
-// apart); each says to pass --link-gbps and --link-latency-us instead. Pure.
+// collectives in messages ("bucket all-reduces"). Throws WhatifError naming the origin's path
+// when there are no samples, or when they all carry the same bytes (latency and bandwidth cannot
+// be told apart); each says to pass --link-gbps and --link-latency-us instead, with the emulated
+// link's own numbers when the trace was recorded on one. Pure.
 AllReduceModel fit_collective_model(const std::vector<std::pair<int64_t, int64_t>>& samples,
-                                    const std::string& path, const std::string& what);
+                                    const ReplayOrigin& origin, const std::string& what);
 // fit_collective_model over trace.allreduce_samples. Pure.
 AllReduceModel fit_allreduce_model(const ReplayTrace& trace);
 

@@ -34,8 +34,8 @@ int64_t FsdpCostModel::duration_ns(const FsdpCollective& c) const {
 }
 
 FsdpCostModel fit_fsdp_cost_model(const FsdpReplayTrace& trace) {
-  return {fit_collective_model(trace.allgather_samples, trace.path, "all-gathers"),
-          fit_collective_model(trace.reduce_scatter_samples, trace.path, "reduce-scatters")};
+  return {fit_collective_model(trace.allgather_samples, trace, "all-gathers"),
+          fit_collective_model(trace.reduce_scatter_samples, trace, "reduce-scatters")};
 }
 
 namespace {

@@ -27,9 +27,17 @@ std::string AllReduceModel::line_text() const {
 }
 
 AllReduceModel fit_collective_model(const std::vector<std::pair<int64_t, int64_t>>& samples,
-                                    const std::string& path, const std::string& what) {
-  const std::string fix = "; pass --link-gbps and --link-latency-us to cost the " + what +
-                          " with the ring model of a link instead";
+                                    const ReplayOrigin& origin, const std::string& what) {
+  const std::string& path = origin.path;
+  std::string fix = "; pass --link-gbps and --link-latency-us to cost the " + what +
+                    " with the ring model of a link instead";
+  if (origin.link_gbps > 0) {
+    char flags[160];
+    std::snprintf(flags, sizeof(flags),
+                  "; pass --link-gbps %g --link-latency-us %g (the emulated link it was recorded on) to cost the ",
+                  origin.link_gbps, origin.link_latency_us);
+    fix = flags + what + " with that link's ring model instead";
+  }
   if (samples.empty()) {
     throw WhatifError(path + ": no " + what + " in the steady iterations to fit a cost model to" +
                       fix);
@@ -67,7 +75,7 @@ AllReduceModel fit_collective_model(const std::vector<std::pair<int64_t, int64_t
 }
 
 AllReduceModel fit_allreduce_model(const ReplayTrace& trace) {
-  return fit_collective_model(trace.allreduce_samples, trace.path, "bucket all-reduces");
+  return fit_collective_model(trace.allreduce_samples, trace, "bucket all-reduces");
 }
 
 AllReduceModel link_allreduce_model(double gbps, double latency_us, double intercept_ns,

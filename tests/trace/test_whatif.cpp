@@ -32,6 +32,7 @@ struct Spec {
   int iterations = 4;
   bool hooks = true;
   bool same_sizes = false;  // every parameter 4000 bytes: no bandwidth can be fitted
+  bool emulated_link = false;  // recorded on an emulated 4 Gb/s, 50 us link
 };
 
 constexpr int64_t kBase = 1'000'000'000;
@@ -44,6 +45,10 @@ void write_trace(const std::string& path, const Spec& spec) {
   w.set_meta("world_size", "1");
   w.set_meta("trace_level", spec.hooks ? "full" : "summary");
   w.set_meta("config", R"({"first_bucket_bytes":4000,"bucket_cap_bytes":8000})");
+  if (spec.emulated_link) {
+    w.set_meta("link_gbps", "4");
+    w.set_meta("link_latency_us", "50");
+  }
   RankInfo rank;
   rank.status = "complete";
   w.put_rank(rank);
@@ -244,6 +249,12 @@ TEST(Whatif, RefusesTracesItCannotReplay) {
   EXPECT_NE(message.find("cannot be told apart"), std::string::npos) << message;
   EXPECT_NE(message.find("--link-gbps"), std::string::npos) << message;
   EXPECT_NE(message.find("t.sqlite"), std::string::npos) << message;
+  // Recorded on an emulated link, the fix names that link's numbers.
+  same.emulated_link = true;
+  const std::string on_link = refusal(same);
+  EXPECT_NE(on_link.find("pass --link-gbps 4 --link-latency-us 50 (the emulated link it was recorded on)"),
+            std::string::npos)
+      << on_link;
 }
 
 }  // namespace

@@ -255,7 +255,8 @@ void print_part_4(tutorials::Session& session, const std::string& path, int64_t 
   // emulated link never ends one early, so the fastest is the closest to what the link costs.
   std::vector<std::pair<int64_t, int64_t>> fastest;  // (bytes, ns)
   for (const auto& [bytes, ns] : durations) fastest.emplace_back(bytes, *std::min_element(ns.begin(), ns.end()));
-  const trace::AllReduceModel fit = trace::fit_collective_model(fastest, path, "all-reduces");
+  const trace::AllReduceModel fit =
+      trace::fit_collective_model(fastest, trace::replay_origin(path, stats, 0), "all-reduces");
   std::printf("\n4. Latency and bandwidth: all-reduces of %s to %s, %lld of each, timed by the trace\n"
               "   (rank 0, the fastest of each size), and the line t = alpha + bytes x beta through them\n"
               "   (least squares over the sizes, trace/whatif.h's fit):\n",
