@@ -132,14 +132,14 @@ Figures print_summary(const DemoRun& run, const RunSummary& summary) {
               "meanwhile; mean of the ranks, steps %d..)\n",
               comm_ms / ranks, exposed_ms / ranks, comm_ms > 0 ? 100 * exposed_ms / comm_ms : 0.0,
               steps.from_iteration + 1);
-  // On GPUs the categories count host memory only: the GPU's peak is the CUDA caching allocator's
-  // (cuda_allocated), without categories. On the CPU the peak in the steps: the held-out rows'
-  // evaluation after them forwards all its rows at once and is no step's (Note [Work outside
-  // iterations]).
+  // The peak in the steps: the held-out rows' evaluation after them forwards all its rows at
+  // once and is no step's (Note [Work outside iterations]). On GPUs the categories count host
+  // memory only: the GPU's peak is the CUDA caching allocator's (cuda_allocated), without
+  // categories.
   const bool gpu = stats.ranks.front().sampled_gpu_memory();
   std::string peaks;
   for (const trace::RankStats& rank : stats.ranks) {
-    const int64_t peak = gpu ? rank.largest(trace::MemoryCategory::CudaAllocated)
+    const int64_t peak = gpu ? rank.largest_in_steps(trace::MemoryCategory::CudaAllocated)
                              : rank.step_memory_peak.total_bytes;
     char part[32];
     std::snprintf(part, sizeof(part), "%.2f", mib(peak));
@@ -148,7 +148,7 @@ Figures print_summary(const DemoRun& run, const RunSummary& summary) {
   }
   const trace::MemoryAtPeak& first = stats.ranks.front().step_memory_peak;
   if (gpu) {
-    std::printf("  peak memory     %s MiB of GPU memory (cuda_allocated; ranks %d..%d; by category "
+    std::printf("  peak memory     %s MiB of GPU memory in the steps (cuda_allocated; ranks %d..%d; by category "
                 "only on the CPU, docs/gpu.md)\n",
                 peaks.c_str(), stats.ranks.front().rank, stats.ranks.back().rank);
   } else if (first.found()) {

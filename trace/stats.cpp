@@ -184,11 +184,21 @@ void finish_collectives(RankScratch& s, RankStats& out) {
 
 }  // namespace
 
-int64_t RankStats::largest(MemoryCategory category) const {
-  for (const CategoryBytes& c : category_max) {
+namespace {
+
+int64_t bytes_of(const std::vector<CategoryBytes>& list, MemoryCategory category) {
+  for (const CategoryBytes& c : list) {
     if (c.category == category) return c.bytes;
   }
   return 0;
+}
+
+}  // namespace
+
+int64_t RankStats::largest(MemoryCategory category) const { return bytes_of(category_max, category); }
+
+int64_t RankStats::largest_in_steps(MemoryCategory category) const {
+  return bytes_of(step_category_max, category);
 }
 
 bool RankStats::sampled_gpu_memory() const {
@@ -209,6 +219,15 @@ void read_memory(Reader& reader, int32_t rank, const RankScratch& scratch, RankS
   MemoryPeakFinder run, steps(scratch.first_iteration_ns, scratch.last_iteration_end_ns);
   std::array<int64_t, kMemoryCategoryCount> largest{};
   std::array<bool, kMemoryCategoryCount> seen{};
+  // In the steps: the largest value each category held from the first iteration's begin to the
+  // last one's end, the value sampled before the begin included.
+  const bool any_steps = scratch.first_iteration_ns != INT64_MAX;
+  std::array<int64_t, kMemoryCategoryCount> largest_in_steps{};
+  std::array<bool, kMemoryCategoryCount> seen_in_steps{};
+  const auto add_in_steps = [&](size_t category, int64_t bytes) {
+    largest_in_steps[category] = seen_in_steps[category] ? std::max(largest_in_steps[category], bytes) : bytes;
+    seen_in_steps[category] = true;
+  };
   std::array<int64_t, kMemoryCategoryCount> after_steps{};
   std::array<bool, kMemoryCategoryCount> seen_after_steps{};
   bool any_after_steps = false;
@@ -218,6 +237,11 @@ void read_memory(Reader& reader, int32_t rank, const RankScratch& scratch, RankS
     if (category >= kMemoryCategoryCount) continue;
     run.add(sample.ts_ns, sample.category, sample.bytes);
     steps.add(sample.ts_ns, sample.category, sample.bytes);
+    if (any_steps && sample.ts_ns <= scratch.last_iteration_end_ns) {
+      // Before the steps only the last value counts (it holds into them); later ones all do.
+      if (sample.ts_ns < scratch.first_iteration_ns) seen_in_steps[category] = false;
+      add_in_steps(category, sample.bytes);
+    }
     largest[category] = seen[category] ? std::max(largest[category], sample.bytes) : sample.bytes;
     seen[category] = true;
     if (is_stacked(sample.category) && sample.ts_ns <= scratch.last_iteration_end_ns) {
@@ -241,6 +265,7 @@ void read_memory(Reader& reader, int32_t rank, const RankScratch& scratch, RankS
   }
   for (size_t c = 0; c < kMemoryCategoryCount; ++c) {
     if (seen[c]) out.category_max.push_back({static_cast<MemoryCategory>(c), largest[c]});
+    if (seen_in_steps[c]) out.step_category_max.push_back({static_cast<MemoryCategory>(c), largest_in_steps[c]});
   }
 }
 

@@ -89,8 +89,9 @@ struct RankStats {
   std::vector<CollectiveStats> collectives;
   // Memory at the peak over the whole run, construction included (Note [Memory at the peak]).
   MemoryAtPeak memory_peak;
-  // The same over the training steps only: the peak from the first iteration's begin on
-  // (construction can peak higher: the model is built, then broadcast or sharded). Not found
+  // The same over the training steps only: the peak from the first iteration's begin to the
+  // last iteration's end (construction can peak higher: the model is built, then broadcast or
+  // sharded; so can an evaluation after the steps: Note [Work outside iterations]). Not found
   // when the rank recorded no iteration.
   MemoryAtPeak step_memory_peak;
   // Memory after the steps: each stacked category's bytes at the last sampled moment up to the
@@ -102,8 +103,15 @@ struct RankStats {
   // The largest sample of each category on its own, in MemoryCategory order (allocator and CUDA
   // read-outs included). Taken at different moments: they may add up to more than the peak.
   std::vector<CategoryBytes> category_max;
+  // The largest value of each category on its own over the same steps as step_memory_peak (a
+  // value sampled before the first iteration counts: it holds into the steps), in
+  // MemoryCategory order. On a GPU, largest_in_steps(CudaAllocated) is the steps' peak of GPU
+  // memory, as step_memory_peak is the host's.
+  std::vector<CategoryBytes> step_category_max;
   // The largest sample of `category` (0 when it has none).
   int64_t largest(MemoryCategory category) const;
+  // The largest value of `category` in the steps (0 when it has none).
+  int64_t largest_in_steps(MemoryCategory category) const;
   // Whether the rank trained on a GPU: it sampled the CUDA caching allocator (cuda_allocated).
   // Its stacked categories then count host memory only; the GPU's is cuda_allocated (no
   // categories: the tracking allocator sees the CPU allocator alone).

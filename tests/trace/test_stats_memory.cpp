@@ -109,6 +109,9 @@ TEST(stats, EvaluationAfterTheLastStepIsNoStepsWork) {
     w.add_memory(sample(0, 4000, MemoryCategory::Activations, 0));
     w.add_memory(sample(0, 7000, MemoryCategory::Activations, 9000));
     w.add_memory(sample(0, 8000, MemoryCategory::Activations, 0));
+    w.add_memory(sample(0, 0, MemoryCategory::CudaAllocated, 900));
+    w.add_memory(sample(0, 500, MemoryCategory::CudaAllocated, 700));
+    w.add_memory(sample(0, 7000, MemoryCategory::CudaAllocated, 5000));
   });
   ASSERT_EQ(s.ranks.size(), 1u);
   const RankStats& r = s.ranks[0];
@@ -117,6 +120,13 @@ TEST(stats, EvaluationAfterTheLastStepIsNoStepsWork) {
   EXPECT_EQ(r.step_memory_peak.total_bytes, 4000);
   EXPECT_EQ(r.step_memory_peak.ts_ns, us(2000));
   EXPECT_EQ(r.memory_after_steps.total_bytes, 1000);
+  // Each category's largest value: over the run 9000 activations, 3000 in the steps; the GPU's
+  // cuda_allocated, sampled before the steps and in the evaluation, holds 700 into the steps.
+  EXPECT_EQ(r.largest(MemoryCategory::Activations), 9000);
+  EXPECT_EQ(r.largest_in_steps(MemoryCategory::Activations), 3000);
+  EXPECT_EQ(r.largest_in_steps(MemoryCategory::Parameters), 1000);
+  EXPECT_EQ(r.largest(MemoryCategory::CudaAllocated), 5000);
+  EXPECT_EQ(r.largest_in_steps(MemoryCategory::CudaAllocated), 700);
   ASSERT_EQ(r.iterations.size(), 1u);
   EXPECT_EQ(r.iterations[0].overlap.comm_ms, 1.5);
   EXPECT_EQ(r.iterations[0].collectives[static_cast<int>(CollectiveOp::AllGather)], 0);

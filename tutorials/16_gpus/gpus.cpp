@@ -60,10 +60,7 @@ void print_run(const char* name, const std::string& path) {
   for (const trace::IterationStats& it : rank0.iterations) {
     if (it.loss) last_loss = *it.loss;
   }
-  int64_t cuda_peak = 0;
-  for (const trace::CategoryBytes& largest : rank0.category_max) {
-    if (largest.category == trace::MemoryCategory::CudaAllocated) cuda_peak = largest.bytes;
-  }
+  const int64_t cuda_peak = rank0.largest(trace::MemoryCategory::CudaAllocated);
   std::printf("%-5s last loss %.4f, median step %.2f ms, peak CUDA memory %s -> %s\n", name, last_loss,
               trace::step_summary(rank0).median_ms, tutorials::bytes_text(cuda_peak).c_str(), path.c_str());
 }
