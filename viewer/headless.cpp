@@ -192,8 +192,8 @@ std::string overlap_json(const App& app) {
   return out + "]";
 }
 
-// The Stats panel's memory tables as drawn: per rank the peak's total and, when the panel shows
-// the peak in the steps too, that one's (null otherwise).
+// The Stats panel's memory tables and the memory lanes' labels as drawn: per rank the peak's
+// total and, when they show the peak in the steps too, that one's (null otherwise).
 std::string memory_json(const App& app) {
   const std::shared_ptr<const Analysis>& analysis = app.traces[0].analysis;
   if (!analysis) return "[]";

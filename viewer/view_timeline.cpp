@@ -399,7 +399,9 @@ float draw_rank_memory(Frame& f, float left, int rank_index, float y) {
     draw_memory_graph(f.app, f.trace, rank, f.map.x0, y, f.map.width, sz.memory_height);
     f.draw->AddText(ImVec2(left + 12, y), theme().text, "memory");
     // The peak's size beside the graph, not on it (its moment: the red line in the graph). On a
-    // GPU the categories are the host's, and the GPU's own peak is cuda_allocated's.
+    // GPU the categories are the host's, and the GPU's own peak is cuda_allocated's. Where the
+    // Stats panel shows the peak in the steps too (construction or an evaluation peaked higher),
+    // so does the label, under the run's.
     const bool gpu = rank.gpu_memory_peak_bytes >= 0;
     const std::string peak = (gpu ? "host " : "peak ") + format_bytes(rank.memory_peak_bytes);
     const float line = ImGui::GetTextLineHeight();
@@ -407,6 +409,13 @@ float draw_rank_memory(Frame& f, float left, int rank_index, float y) {
     if (gpu) {
       const std::string gpu_peak = "GPU " + format_bytes(rank.gpu_memory_peak_bytes);
       f.draw->AddText(ImVec2(left + 12, y + 2 * line), theme().text, gpu_peak.c_str());
+    } else if (const Analysis* analysis = f.app.traces[size_t(f.trace)].analysis.get();
+               analysis && analysis->steps_peak_elsewhere()) {
+      const trace::RankStats* stats = analysis->rank(*f.app.traces[size_t(f.trace)].model, size_t(rank_index));
+      if (stats && stats->step_memory_peak.found()) {
+        const std::string steps = "steps " + format_bytes(stats->step_memory_peak.total_bytes);
+        f.draw->AddText(ImVec2(left + 12, y + 2 * line), theme().text, steps.c_str());
+      }
     }
   }
   return y + sz.memory_height + 4;
