@@ -311,6 +311,10 @@ void GlooProcessGroup::run_entry(std::unique_lock<std::mutex>& lock,
 
   lock.lock();
   if (breaks && broken_.empty()) broken_ = describe(*entry->request) + " failed";
+  // See Note [Who frees a collective's tensors]. Under the lock: startable() reads a running
+  // entry's tensors.
+  entry->request->input = at::Tensor();
+  entry->request->output = at::Tensor();
   entry->state = Entry::State::Done;
   slot_busy_[entry->slot] = 0;
   // Finish in issue order: only the done entries at the front.

@@ -11,8 +11,9 @@ namespace dpscope::comm {
 // with its metadata, the values travel to the process group's device (a GPU for NCCL; nothing
 // moves for Gloo), the collective runs there, and wait() copies the result back to the host.
 //
-// Construct one with a collective below, keep it until wait(); it owns the device copy, which
-// must stay alive until the collective is done. Thread-safety: one thread at a time.
+// Construct one with a collective below, keep it until wait(); it owns the collective's tensors
+// (the device copy, and an all_gather's input too), which must stay alive until the collective
+// is done (Note [Who frees a collective's tensors]). Thread-safety: one thread at a time.
 class HostValues {
  public:
   // ---- Issue (asynchronous, as the group's collectives). `host` is a CPU tensor; its contents
@@ -33,11 +34,15 @@ class HostValues {
   const WorkHandle& work() const { return work_; }
 
  private:
-  HostValues(ProcessGroup& group, at::Tensor on_device, WorkHandle work)
-      : group_(&group), on_device_(std::move(on_device)), work_(std::move(work)) {}
+  HostValues(ProcessGroup& group, at::Tensor on_device, at::Tensor input, WorkHandle work)
+      : group_(&group),
+        on_device_(std::move(on_device)),
+        input_(std::move(input)),
+        work_(std::move(work)) {}
 
   ProcessGroup* group_;
   at::Tensor on_device_;  // the collective's tensor (all_gather: its output)
+  at::Tensor input_;      // all_gather's input; undefined for the others
   WorkHandle work_;
 };
 

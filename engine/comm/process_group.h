@@ -186,6 +186,19 @@ bool check_collectives_from_env();
 // on LibTorch's meta device over a group on meta that refuses anything else and that serves
 // HostValues only, which proves every path device-generic without a GPU.
 
+// Note [Who frees a collective's tensors]
+// A collective's tensors are freed by the thread that waits for it, never by the thread that
+// ran it. The caller holds every tensor it hands a collective until wait() returns (HostValues
+// holds an all_gather's input as well as its output), and a backend drops its own references to
+// a Request's tensors before it calls work->finish() (the Gloo backend as it marks the entry
+// done, NCCL's watcher as it clears the in-flight entry), so the caller's are the last. That
+// keeps a tensor from being freed on a communication thread while the caller may still touch
+// it, and it keeps every free visible to ThreadSanitizer: a view made by reshape or view holds
+// its base through autograd metadata whose reference count is released inside LibTorch, which
+// is not instrumented; a view freed on a communication thread would free its base there with no
+// happens-before TSan can see (CI's DdpWorker.JoinUnevenInputsSparseGradients reported exactly
+// that for the sparse path's count of nonzeros).
+
 // Note [Collective order]
 // Collectives of one group run in the order they were issued, like work on a stream: every
 // rank issues the same collectives in the same order (DDP's buckets in index order, FSDP's
@@ -211,7 +224,8 @@ class ProcessGroup {
   virtual std::string backend_name() const = 0;
 
   // ---- Collectives. Each is asynchronous: it returns once the collective is queued.
-  // Tensors must be contiguous and stay alive and untouched until the Work is done.
+  // Tensors must be contiguous and stay alive and untouched until the Work is done; hold them
+  // (views too) until wait() returns (Note [Who frees a collective's tensors]).
   // Copies root's `tensor` into every rank's `tensor`.
   // Every collective takes tensors on device() (Note [Collective tensors on the group's device]);
   // `site` names the caller in errors and is filled in by the compiler.
@@ -270,7 +284,9 @@ class ProcessGroup {
   };
   // Runs `request` after every request queued before it (or, where a backend allows it, while
   // earlier all-reduces of other tensors still run; Note [Collective order]) and calls
-  // request.work->finish() exactly once, after those of all earlier requests. Must not block the
+  // request.work->finish() exactly once, after those of all earlier requests, having dropped
+  // its references to the request's tensors (Note [Who frees a collective's tensors]) where it
+  // finishes on another thread than the caller's. Must not block the
   // caller for the collective itself.
   virtual void enqueue(std::shared_ptr<Request> request) = 0;
 

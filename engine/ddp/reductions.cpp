@@ -55,7 +55,9 @@ class SparseReduction final : public PendingReduction {
     values.narrow(0, 0, values_.numel()).copy_(values_.reshape({-1}));
     at::Tensor all_indices = at::empty({world * sparse_dim * max_nnz}, indices_.options());
     at::Tensor all_values = at::empty({world * max_nnz * row_numel}, values_.options());
-    comm::WorkHandle indices_work = group_.all_gather(all_indices, indices.reshape({-1}), tag_);
+    // A collective's tensors live until its wait (Note [Who frees a collective's tensors]).
+    const at::Tensor flat_indices = indices.reshape({-1});
+    comm::WorkHandle indices_work = group_.all_gather(all_indices, flat_indices, tag_);
     comm::WorkHandle values_work = group_.all_gather(all_values, values, tag_);
     indices_work->wait();
     values_work->wait();

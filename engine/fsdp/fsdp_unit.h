@@ -52,7 +52,9 @@ struct Unit {
   UnitPass pass = UnitPass::NotYet;
 
   comm::WorkHandle gather_work;  // while Gathering
-  at::Tensor gather_input;       // kept alive until the all-gather is done
+  // Kept alive until the all-gather is done (Note [Who frees a collective's tensors]).
+  at::Tensor gather_input;
+  at::Tensor gather_output;
   int64_t reduce_begin_ns = 0;   // the last gradient reduction's issue time
   uintptr_t post_hook_key = 0;
 

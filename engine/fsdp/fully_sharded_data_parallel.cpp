@@ -302,8 +302,9 @@ void FullyShardedDataParallel::issue_gather(Unit& unit, uint8_t flags) {
     return;
   }
   unit.gather_input = flat.shard_for_gather();
+  unit.gather_output = flat.full().detach();
   move_to(unit, Residency::Gathering);
-  unit.gather_work = group_->all_gather(flat.full().detach(), unit.gather_input, tag(unit, flags));
+  unit.gather_work = group_->all_gather(unit.gather_output, unit.gather_input, tag(unit, flags));
   gathers_in_flight_.push_back(&unit);
   sample_memory();
 }
@@ -317,6 +318,7 @@ void FullyShardedDataParallel::wait_gather(Unit& unit) {
   // it on the GPU, not the host (See Note [Streams] in nccl_backend.cpp); Gloo waits on the host.
   comm::wait_on_stream(work);
   unit.gather_input = at::Tensor();
+  unit.gather_output = at::Tensor();
   move_to(unit, Residency::Full);
 }
 
