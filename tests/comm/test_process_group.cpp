@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "engine/comm/gloo_backend.h"
+#include "engine/comm/host_values.h"
 #include "engine/comm/process_group.h"
 #include "engine/comm/rendezvous.h"
 #include "engine/comm/store_util.h"
@@ -151,6 +152,41 @@ TEST(processGroup, GlooConnectionsOfAnotherBackendAreRefusedNamingIt) {
     EXPECT_NE(std::string(error.what()).find("runs on test, not gloo"), std::string::npos)
         << error.what();
     EXPECT_NE(std::string(error.what()).find("make_gloo_group"), std::string::npos);
+  }
+}
+
+// Note [Who frees a collective's tensors]: once wait() returns, the caller holds the only
+// references to a collective's tensors, whichever thread ran it, so the last free is the
+// caller's. A real Gloo group (one rank: ranks as threads of one process would not share a
+// group's store prefix); each wait starts only after the communication thread has finished the
+// collective (not Note [Run on wait]'s path). Under ThreadSanitizer (scripts/test-sanitizers)
+// the views, whose bases LibTorch releases where TSan cannot see, and HostValues' input, dropped
+// by its caller before the wait, also prove the frees race-free.
+TEST(processGroup, GlooLeavesACollectivesTensorsToTheThreadThatWaits) {
+  ProcessGroupOptions options;
+  options.timeout = std::chrono::seconds(20);
+  const std::shared_ptr<ProcessGroup> group =
+      make_gloo_group(std::make_shared<c10d::HashStore>(), 0, 1, options);
+  const auto after_the_comm_thread = [](const Work& work) {
+    while (!work.is_completed()) std::this_thread::yield();
+  };
+  for (int64_t i = 0; i < 100; ++i) {
+    const at::Tensor base = at::full({2, 3}, i, at::kLong);
+    at::Tensor input = base.reshape({-1});
+    at::Tensor output = at::empty({6}, at::kLong);
+    WorkHandle work = group->all_gather(output, input);
+    after_the_comm_thread(*work);
+    work->wait();
+    EXPECT_EQ(input.use_count(), 1) << "all_gather " << i;
+    EXPECT_EQ(output.use_count(), 1) << "all_gather " << i;
+    EXPECT_EQ(output[5].item<int64_t>(), i);
+
+    HostValues counts = [&] {
+      const at::Tensor nnz = at::full({1}, i, at::kLong);
+      return HostValues::all_gather(*group, nnz);
+    }();
+    after_the_comm_thread(*counts.work());
+    EXPECT_EQ(counts.wait()[0].item<int64_t>(), i);
   }
 }
 
