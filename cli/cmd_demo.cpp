@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "analysis/stats.h"
 #include "cli/commands.h"
 #include "trace/reader.h"
-#include "trace/stats.h"
 #ifdef DPSCOPE_HAVE_ENGINE
 #include <torch/cuda.h>
 #endif
@@ -89,14 +89,14 @@ struct Figures {
 double mib(int64_t bytes) { return double(bytes) / double(1 << 20); }
 
 // Prints the summary of one run from its trace: every figure is the trace's analysis
-// (trace/stats.h), as `dpscope stats` prints it.
+// (analysis/stats.h), as `dpscope stats` prints it.
 Figures print_summary(const DemoRun& run, const RunSummary& summary) {
   trace::Reader reader(summary.trace);
-  const trace::RunStats stats = trace::compute_stats(reader);
+  const analysis::RunStats stats = analysis::compute_stats(reader);
   Figures figures;
   if (stats.ranks.empty()) throw CliFailure(summary.trace + " has no ranks: the training failed");
 
-  const trace::StepSummary steps = trace::step_summary(stats.ranks.front());
+  const analysis::StepSummary steps = analysis::step_summary(stats.ranks.front());
   figures.step_ms = steps.median_ms;
 
   // The loss each rank recorded at the last step is its own batch's; their mean is the step's.
@@ -108,7 +108,7 @@ Figures print_summary(const DemoRun& run, const RunSummary& summary) {
       loss += *rank.iterations.back().loss;
       ++losses;
     }
-    const trace::OverlapStats per_step = trace::overlap_per_step(rank);
+    const analysis::OverlapStats per_step = analysis::overlap_per_step(rank);
     comm_ms += per_step.comm_ms;
     exposed_ms += per_step.exposed_comm_ms;
   }
@@ -116,7 +116,7 @@ Figures print_summary(const DemoRun& run, const RunSummary& summary) {
 
   std::printf("%s — %s, %d ranks over %s, %d steps\n", run.title.c_str(), stats.model.c_str(),
               stats.world_size, stats.backend.c_str(), stats.iterations);
-  const std::string link = trace::link_text(stats);
+  const std::string link = analysis::link_text(stats);
   if (!link.empty()) {
     std::printf("  link            %s (a model of a cluster's network, not this machine's)\n",
                 link.c_str());
@@ -138,7 +138,7 @@ Figures print_summary(const DemoRun& run, const RunSummary& summary) {
   // categories.
   const bool gpu = stats.ranks.front().sampled_gpu_memory();
   std::string peaks;
-  for (const trace::RankStats& rank : stats.ranks) {
+  for (const analysis::RankStats& rank : stats.ranks) {
     const int64_t peak = gpu ? rank.largest_in_steps(trace::MemoryCategory::CudaAllocated)
                              : rank.step_memory_peak.total_bytes;
     char part[32];
@@ -146,7 +146,7 @@ Figures print_summary(const DemoRun& run, const RunSummary& summary) {
     peaks += (peaks.empty() ? "" : " / ") + std::string(part);
     figures.peak_mib = std::max(figures.peak_mib, mib(peak));
   }
-  const trace::MemoryAtPeak& first = stats.ranks.front().step_memory_peak;
+  const analysis::MemoryAtPeak& first = stats.ranks.front().step_memory_peak;
   if (gpu) {
     std::printf("  peak memory     %s MiB of GPU memory in the steps (cuda_allocated; ranks %d..%d; by category "
                 "only on the CPU, docs/gpu.md)\n",
@@ -155,7 +155,7 @@ Figures print_summary(const DemoRun& run, const RunSummary& summary) {
     std::printf("  peak memory     %s MiB in the steps (ranks %d..%d)\n", peaks.c_str(),
                 stats.ranks.front().rank, stats.ranks.back().rank);
     std::string parts;
-    for (const trace::CategoryBytes& c : first.categories) {
+    for (const analysis::CategoryBytes& c : first.categories) {
       if (c.bytes == 0) continue;
       char part[64];
       std::snprintf(part, sizeof(part), "%s%s %.2f", parts.empty() ? "" : ", ",

@@ -7,7 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/progress.h"
-#include "trace/export_chrome.h"
+#include "formats/export_chrome.h"
 #include "trace/reader.h"
 
 namespace dpscope::cli {
@@ -28,7 +28,7 @@ void add_export_command(CLI::App& app, CommandMode mode) {
     if (mode == CommandMode::Validate) return;  // nothing to check before reading the file
     trace::Reader reader(options->trace);
     const int64_t events = reader.event_count();
-    const auto summary = trace::export_chrome(
+    const auto summary = formats::export_chrome(
         reader, options->chrome, progress_lines("export", events >= kProgressMinEvents));
     std::printf("dpscope: wrote %s: %lld trace events from %lld recorded events, %.1f MiB\n",
                 options->chrome.c_str(), static_cast<long long>(summary.trace_events),

@@ -4,9 +4,9 @@
 #include <memory>
 #include <string>
 
+#include "analysis/stats.h"
 #include "cli/commands.h"
 #include "trace/reader.h"
-#include "trace/stats.h"
 
 namespace dpscope::cli {
 
@@ -26,9 +26,9 @@ void add_stats_command(CLI::App& app, CommandMode mode) {
     // Everything is computed before anything is printed: a file that fails to read leaves
     // stdout empty and main() prints its one-line error.
     trace::Reader reader(options->trace);
-    const trace::RunStats stats = trace::compute_stats(reader);
-    if (options->json) std::cout << trace::stats_json(stats) << "\n";
-    else std::cout << trace::stats_text(stats);
+    const analysis::RunStats stats = analysis::compute_stats(reader);
+    if (options->json) std::cout << analysis::stats_json(stats) << "\n";
+    else std::cout << analysis::stats_text(stats);
     std::cout.flush();
   });
 }

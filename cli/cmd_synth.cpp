@@ -1,5 +1,5 @@
 // dpscope synth --events N --ranks R --out PATH [--seed S]: writes a synthetic DDP trace
-// (trace/synth.h) for viewer tests and benchmarks, with progress on stderr for long runs, and
+// (formats/synth.h) for viewer tests and benchmarks, with progress on stderr for long runs, and
 // prints one summary line at the end.
 #include <chrono>
 #include <cstdio>
@@ -8,15 +8,15 @@
 
 #include "cli/commands.h"
 #include "cli/progress.h"
-#include "trace/synth.h"
+#include "formats/synth.h"
 
 namespace dpscope::cli {
 namespace {
 
 
-void run_synth(const trace::SynthOptions& options) {
+void run_synth(const formats::SynthOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  const trace::SynthResult result = trace::synthesize(
+  const formats::SynthResult result = formats::synthesize(
       options, progress_lines("synth", options.events >= kProgressMinEvents));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -28,7 +28,7 @@ void run_synth(const trace::SynthOptions& options) {
 }  // namespace
 
 void add_synth_command(CLI::App& app, CommandMode mode) {
-  auto options = std::make_shared<trace::SynthOptions>();
+  auto options = std::make_shared<formats::SynthOptions>();
   CLI::App* command = app.add_subcommand(
       "synth",
       "Write a synthetic DDP trace of about N events over R ranks (viewer tests, benchmarks)");
@@ -41,7 +41,7 @@ void add_synth_command(CLI::App& app, CommandMode mode) {
       ->capture_default_str();
   command->callback([options, mode] {
     if (mode == CommandMode::Validate) {
-      trace::check_synth_options(*options);
+      formats::check_synth_options(*options);
       return;
     }
     run_synth(*options);

@@ -1,7 +1,7 @@
 // `dpscope whatif TRACE [--bucket-cap-mb X] [--first-bucket-mb Y] [--backward-prefetch M]
 // [--limit-all-gathers N] [--link-gbps G --link-latency-us L] [--sweep] [--rank R] [--json]`: the
 // step time and exposed communication a recorded DDP run would have had with another bucket plan
-// or link (trace/whatif.h), or an FSDP run with another prefetch mode, all-gather limit or link
+// or link (analysis/whatif.h), or an FSDP run with another prefetch mode, all-gather limit or link
 // (whatif_fsdp_report.h), beside the measured figures (docs/whatif.md); --sweep tries a range.
 #include <cmath>
 #include <cstdio>
@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "analysis/link_model.h"
+#include "analysis/stats.h"
+#include "analysis/whatif.h"
 #include "cli/commands.h"
 #include "cli/whatif_fsdp_report.h"
-#include "engine/comm/link_model.h"
 #include "trace/reader.h"
-#include "trace/stats.h"
-#include "trace/whatif.h"
 
 namespace dpscope::cli {
 namespace {
@@ -38,13 +38,13 @@ struct Options {
 
 void check_mb(const std::optional<double>& mb, const char* flag) {
   if (mb && !(*mb > 0 && *mb <= kMaxBucketMb)) {
-    throw CliFailure(std::string(flag) + " " + comm::link_value_text(*mb) +
+    throw CliFailure(std::string(flag) + " " + analysis::link_value_text(*mb) +
                      " is out of range: a bucket size in MiB, above 0 and at most 1048576 "
                      "(PyTorch's defaults: 25 for the cap, 1 for the first bucket)");
   }
 }
 
-std::optional<comm::LinkSpec> check_options(const Options& o) {
+std::optional<analysis::LinkSpec> check_options(const Options& o) {
   check_mb(o.bucket_cap_mb, "--bucket-cap-mb");
   check_mb(o.first_bucket_mb, "--first-bucket-mb");
   if (o.sweep && o.bucket_cap_mb) {
@@ -52,7 +52,7 @@ std::optional<comm::LinkSpec> check_options(const Options& o) {
                      "or drop --sweep to predict one cap");
   }
   if (o.rank < 0) throw CliFailure("--rank must be a rank of the trace (0, 1, ...)");
-  if (o.backward_prefetch && !trace::parse_backward_prefetch_mode(*o.backward_prefetch)) {
+  if (o.backward_prefetch && !trace::parse_mode(trace::kBackwardPrefetches, *o.backward_prefetch)) {
     throw CliFailure("--backward-prefetch " + *o.backward_prefetch +
                      " is not a mode: pass pre, post or none");
   }
@@ -61,7 +61,7 @@ std::optional<comm::LinkSpec> check_options(const Options& o) {
                      " is out of range: the most all-gathers in flight, 0 (no limit) or more");
   }
   try {
-    return comm::check_link(o.link_gbps, o.link_latency_us, "--link-gbps", "--link-latency-us");
+    return analysis::check_link(o.link_gbps, o.link_latency_us, "--link-gbps", "--link-latency-us");
   } catch (const std::invalid_argument& error) {
     throw CliFailure(error.what());
   }
@@ -78,23 +78,23 @@ std::string mb_text(int64_t bytes) {
 
 // One prediction: the limits it was made for (none: the trace's own plan), its plan and result.
 struct Case {
-  std::optional<trace::BucketLimits> limits;
-  trace::BucketPlan plan;
-  trace::Prediction prediction;
+  std::optional<analysis::BucketLimits> limits;
+  analysis::BucketPlan plan;
+  analysis::Prediction prediction;
 };
 
-Case predict_case(const trace::ReplayTrace& replay, const std::optional<trace::BucketLimits>& limits,
-                  const trace::AllReduceModel& model) {
+Case predict_case(const analysis::ReplayTrace& replay, const std::optional<analysis::BucketLimits>& limits,
+                  const analysis::AllReduceModel& model) {
   Case c;
   c.limits = limits;
-  c.plan = limits ? trace::plan_for(replay, *limits) : replay.recorded_plan;
-  c.prediction = trace::predict(replay, c.plan, model);
+  c.plan = limits ? analysis::plan_for(replay, *limits) : replay.recorded_plan;
+  c.prediction = analysis::predict(replay, c.plan, model);
   return c;
 }
 
-std::string model_text(const trace::AllReduceModel& m, int32_t world_size) {
+std::string model_text(const analysis::AllReduceModel& m, int32_t world_size) {
   char text[256];
-  if (m.source == trace::AllReduceModel::Source::kLink) {
+  if (m.source == analysis::AllReduceModel::Source::kLink) {
     std::snprintf(text, sizeof(text),
                   "ring model of a %g Gb/s, %g \u00b5s link: 2(n-1)(L + S/(nB)), n = %d "
                   "(%.1f \u00b5s + bytes at %.3g Gb/s)",
@@ -107,11 +107,11 @@ std::string model_text(const trace::AllReduceModel& m, int32_t world_size) {
   return text;
 }
 
-std::vector<std::string> assumptions(const trace::ReplayTrace& replay,
-                                     const trace::AllReduceModel& model) {
+std::vector<std::string> assumptions(const analysis::ReplayTrace& replay,
+                                     const analysis::AllReduceModel& model) {
   std::vector<std::string> out;
   out.push_back("all-reduce cost: " + model_text(model, replay.world_size));
-  if (model.source == trace::AllReduceModel::Source::kFitted) {
+  if (model.source == analysis::AllReduceModel::Source::kFitted) {
     out.push_back("a bucket holding exactly the parameters of a recorded bucket keeps that bucket's "
                   "recorded all-reduce times; the fitted line costs the others");
   }
@@ -129,7 +129,7 @@ std::vector<std::string> assumptions(const trace::ReplayTrace& replay,
   out.push_back("the CPU cost of launching more or fewer all-reduces, and communication "
                 "threads competing with backward for cores, are not modelled");
   if (replay.recorded_limits) {
-    const trace::BucketPlan derived = trace::plan_for(replay, *replay.recorded_limits);
+    const analysis::BucketPlan derived = analysis::plan_for(replay, *replay.recorded_limits);
     out.push_back(derived.buckets == replay.recorded_plan.buckets
                       ? "the plan derived for the recorded settings equals the trace's rebuilt plan"
                       : "WARNING: the plan derived for the recorded settings differs from the "
@@ -138,11 +138,11 @@ std::vector<std::string> assumptions(const trace::ReplayTrace& replay,
   return out;
 }
 
-nlohmann::json case_json(const trace::ReplayTrace& replay, const Case& c,
-                         const trace::AllReduceModel& model, bool per_iteration) {
-  const trace::Prediction& p = c.prediction;
+nlohmann::json case_json(const analysis::ReplayTrace& replay, const Case& c,
+                         const analysis::AllReduceModel& model, bool per_iteration) {
+  const analysis::Prediction& p = c.prediction;
   nlohmann::json j;
-  const trace::BucketLimits limits = c.limits ? *c.limits : replay.recorded_limits.value_or(trace::BucketLimits{});
+  const analysis::BucketLimits limits = c.limits ? *c.limits : replay.recorded_limits.value_or(analysis::BucketLimits{});
   j["bucket_cap_mb"] = c.limits || replay.recorded_limits ? nlohmann::json(to_mb(limits.bucket_cap_bytes)) : nlohmann::json();
   j["first_bucket_mb"] = c.limits || replay.recorded_limits ? nlohmann::json(to_mb(limits.first_bucket_bytes)) : nlohmann::json();
   j["predicted_step_ms"] = p.predicted_step_ms;
@@ -156,7 +156,7 @@ nlohmann::json case_json(const trace::ReplayTrace& replay, const Case& c,
     buckets.push_back({{"bytes", p.bucket_bytes[b]}, {"params", c.plan.buckets[b]}, {"names", names}});
   }
   j["buckets"] = buckets;
-  if (model.source == trace::AllReduceModel::Source::kLink) {
+  if (model.source == analysis::AllReduceModel::Source::kLink) {
     j["model"] = {{"source", "link"}, {"latency_us", model.latency_us()}, {"gbps", model.gbps()},
                   {"link_gbps", model.link_gbps}, {"link_latency_us", model.link_latency_us}};
   } else {
@@ -170,15 +170,15 @@ nlohmann::json case_json(const trace::ReplayTrace& replay, const Case& c,
   return j;
 }
 
-std::string limits_text(const std::optional<trace::BucketLimits>& limits, size_t buckets) {
+std::string limits_text(const std::optional<analysis::BucketLimits>& limits, size_t buckets) {
   const std::string count = std::to_string(buckets) + (buckets == 1 ? " bucket" : " buckets");
   if (!limits) return "the trace's rebuilt plan: " + count;
   return "bucket cap " + mb_text(limits->bucket_cap_bytes) + ", first bucket " +
          mb_text(limits->first_bucket_bytes) + ": " + count;
 }
 
-void print_case(const trace::ReplayTrace& replay, const Case& c, const trace::AllReduceModel& model) {
-  const trace::Prediction& p = c.prediction;
+void print_case(const analysis::ReplayTrace& replay, const Case& c, const analysis::AllReduceModel& model) {
+  const analysis::Prediction& p = c.prediction;
   std::printf("recorded: %s\n", limits_text(replay.recorded_limits, replay.recorded_plan.buckets.size()).c_str());
   std::printf("what if:  %s\n\n", limits_text(c.limits, c.plan.buckets.size()).c_str());
   std::printf("bucket plan (launch order)\n  bucket       bytes  params\n");
@@ -195,8 +195,8 @@ void print_case(const trace::ReplayTrace& replay, const Case& c, const trace::Al
 }
 
 // FSDP flags on a DDP trace and DDP flags on an FSDP trace are refused by name.
-void check_flags_for(const Options& o, const std::string& strategy) {
-  if (strategy == "fsdp") {
+void check_flags_for(const Options& o, trace::Strategy strategy) {
+  if (strategy == trace::Strategy::Fsdp) {
     for (const auto& [given, flag] : {std::pair{o.bucket_cap_mb.has_value(), "--bucket-cap-mb"},
                                       std::pair{o.first_bucket_mb.has_value(), "--first-bucket-mb"}}) {
       if (given) {
@@ -217,15 +217,15 @@ void check_flags_for(const Options& o, const std::string& strategy) {
   }
 }
 
-void run_whatif(const Options& o, const std::optional<comm::LinkSpec>& link) {
+void run_whatif(const Options& o, const std::optional<analysis::LinkSpec>& link) {
   trace::Reader reader(o.trace);
-  const trace::RunStats stats = trace::compute_stats(reader);
+  const analysis::RunStats stats = analysis::compute_stats(reader);
   check_flags_for(o, stats.strategy);
-  if (stats.strategy == "fsdp") {
+  if (stats.strategy == trace::Strategy::Fsdp) {
     FsdpWhatifRequest request;
     request.trace = o.trace;
     request.rank = o.rank;
-    if (o.backward_prefetch) request.backward_prefetch = trace::parse_backward_prefetch_mode(*o.backward_prefetch);
+    if (o.backward_prefetch) request.backward_prefetch = trace::parse_mode(trace::kBackwardPrefetches, *o.backward_prefetch);
     request.limit_all_gathers = o.limit_all_gathers;
     request.link = link;
     request.sweep = o.sweep;
@@ -233,21 +233,21 @@ void run_whatif(const Options& o, const std::optional<comm::LinkSpec>& link) {
     run_fsdp_whatif(request, reader, stats);
     return;
   }
-  const trace::ReplayTrace replay = trace::load_replay_trace(reader, stats, o.rank);
-  trace::AllReduceModel model;
+  const analysis::ReplayTrace replay = analysis::load_replay_trace(reader, stats, o.rank);
+  analysis::AllReduceModel model;
   if (link) {
-    const double at_zero = double(comm::link_model_ns(trace::CollectiveOp::AllReduce, 0, replay.world_size, *link));
+    const double at_zero = double(analysis::link_model_ns(trace::CollectiveOp::AllReduce, 0, replay.world_size, *link));
     const int64_t probe = int64_t{1} << 30;
-    const double at_probe = double(comm::link_model_ns(trace::CollectiveOp::AllReduce, probe, replay.world_size, *link));
-    model = trace::link_allreduce_model(link->gbps, link->latency_us, at_zero, (at_probe - at_zero) / double(probe));
+    const double at_probe = double(analysis::link_model_ns(trace::CollectiveOp::AllReduce, probe, replay.world_size, *link));
+    model = analysis::link_allreduce_model(link->gbps, link->latency_us, at_zero, (at_probe - at_zero) / double(probe));
   } else {
-    model = trace::fit_allreduce_model(replay);
+    model = analysis::fit_allreduce_model(replay);
   }
   // Settings not given stay as recorded; without recorded limits, PyTorch's defaults.
-  const trace::BucketLimits base = replay.recorded_limits.value_or(trace::BucketLimits{});
-  const auto limits_for = [&](std::optional<double> cap_mb) -> std::optional<trace::BucketLimits> {
+  const analysis::BucketLimits base = replay.recorded_limits.value_or(analysis::BucketLimits{});
+  const auto limits_for = [&](std::optional<double> cap_mb) -> std::optional<analysis::BucketLimits> {
     if (!cap_mb && !o.first_bucket_mb) return replay.recorded_limits;
-    trace::BucketLimits limits = base;
+    analysis::BucketLimits limits = base;
     if (cap_mb) limits.bucket_cap_bytes = to_bytes(*cap_mb);
     if (o.first_bucket_mb) limits.first_bucket_bytes = to_bytes(*o.first_bucket_mb);
     return limits;
@@ -257,7 +257,7 @@ void run_whatif(const Options& o, const std::optional<comm::LinkSpec>& link) {
                        std::to_string(replay.iterations.size()) + " steady iterations (" +
                        std::to_string(replay.iterations.front().iteration) + ".." +
                        std::to_string(replay.iterations.back().iteration) + ")";
-  if (const std::string link_line = trace::link_text(stats); !link_line.empty()) header += ", recorded on an " + link_line;
+  if (const std::string link_line = analysis::link_text(stats); !link_line.empty()) header += ", recorded on an " + link_line;
 
   if (!o.sweep) {
     const Case c = predict_case(replay, limits_for(o.bucket_cap_mb), model);
@@ -335,11 +335,11 @@ void add_whatif_command(CLI::App& app, CommandMode mode) {
   cmd->add_flag("--json", options->json,
                 "One JSON object (with --sweep an array) instead of the report (docs/whatif.md)");
   cmd->callback([options, mode] {
-    const std::optional<comm::LinkSpec> link = check_options(*options);
+    const std::optional<analysis::LinkSpec> link = check_options(*options);
     if (mode == CommandMode::Validate) return;
     try {
       run_whatif(*options, link);
-    } catch (const trace::WhatifError& error) {
+    } catch (const analysis::WhatifError& error) {
       throw CliFailure(error.what());
     }
   });

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "analysis/link_model.h"
 #include "cli/commands.h"
-#include "engine/comm/link_model.h"
 #include "trace/error.h"
 #include "trace/merge.h"
 
@@ -144,7 +144,7 @@ void validate(const LaunchOptions& o) {
   }
   if (o.stop_grace_seconds < 0) throw CliFailure("launch: --stop-grace must be 0 or more seconds");
   try {
-    comm::check_link(o.link_gbps, o.link_latency_us, "--link-gbps", "--link-latency-us");
+    analysis::check_link(o.link_gbps, o.link_latency_us, "--link-gbps", "--link-latency-us");
   } catch (const std::invalid_argument& error) {
     throw CliFailure(std::string("launch: ") + error.what());
   }
@@ -195,8 +195,8 @@ pid_t start_rank(const LaunchOptions& o, int local_rank, int port, const std::st
   // started inside torchrun passed on.
   ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
   if (o.link_gbps && o.link_latency_us) {
-    ::setenv(comm::kLinkGbpsEnv, comm::link_value_text(*o.link_gbps).c_str(), 1);
-    ::setenv(comm::kLinkLatencyEnv, comm::link_value_text(*o.link_latency_us).c_str(), 1);
+    ::setenv(comm::kLinkGbpsEnv, analysis::link_value_text(*o.link_gbps).c_str(), 1);
+    ::setenv(comm::kLinkLatencyEnv, analysis::link_value_text(*o.link_latency_us).c_str(), 1);
   }
   ::dup2(out_fd, STDOUT_FILENO);
   ::dup2(err_fd, STDERR_FILENO);

@@ -20,7 +20,7 @@ struct LaunchOptions {
   std::string trace_dir;
   int stop_grace_seconds = 10;  // SIGTERM, then SIGKILL after this long
   // The link to emulate, exported to every rank as DPSCOPE_LINK_GBPS and DPSCOPE_LINK_LATENCY_US
-  // (engine/comm/link_model.h): both or neither; neither leaves the environment as it is.
+  // (analysis/link_model.h): both or neither; neither leaves the environment as it is.
   std::optional<double> link_gbps;
   std::optional<double> link_latency_us;
   std::vector<std::string> command;  // PROGRAM ARGS...

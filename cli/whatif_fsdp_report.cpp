@@ -16,23 +16,23 @@ namespace {
 constexpr int32_t kSweepLimits[] = {0, 1, 2};
 
 // The ring model's cost of `op` on `link` among `ranks` ranks, as a line in bytes.
-trace::AllReduceModel link_model(trace::CollectiveOp op, const comm::LinkSpec& link, int32_t ranks) {
+analysis::AllReduceModel link_model(trace::CollectiveOp op, const analysis::LinkSpec& link, int32_t ranks) {
   const int64_t probe = int64_t{1} << 30;
-  const double at_zero = double(comm::link_model_ns(op, 0, ranks, link));
-  const double at_probe = double(comm::link_model_ns(op, probe, ranks, link));
-  return trace::link_allreduce_model(link.gbps, link.latency_us, at_zero,
+  const double at_zero = double(analysis::link_model_ns(op, 0, ranks, link));
+  const double at_probe = double(analysis::link_model_ns(op, probe, ranks, link));
+  return analysis::link_allreduce_model(link.gbps, link.latency_us, at_zero,
                                      (at_probe - at_zero) / double(probe));
 }
 
-std::string settings_text(const trace::FsdpSettings& s) {
+std::string settings_text(const analysis::FsdpSettings& s) {
   return "backward prefetch " + std::string(trace::to_string(s.backward_prefetch)) +
          ", all-gather limit " +
          (s.limit_all_gathers > 0 ? std::to_string(s.limit_all_gathers) : std::string("none"));
 }
 
-std::string model_text(const char* op, const trace::AllReduceModel& m, int32_t world_size) {
+std::string model_text(const char* op, const analysis::AllReduceModel& m, int32_t world_size) {
   char text[256];
-  if (m.source == trace::AllReduceModel::Source::kLink) {
+  if (m.source == analysis::AllReduceModel::Source::kLink) {
     std::snprintf(text, sizeof(text),
                   "%s cost: ring model of a %g Gb/s, %g \u00b5s link: (n-1)(L + S/(nB)), n = %d "
                   "(%.1f \u00b5s + bytes at %.3g Gb/s)",
@@ -44,9 +44,9 @@ std::string model_text(const char* op, const trace::AllReduceModel& m, int32_t w
   return text;
 }
 
-std::vector<std::string> assumptions(const trace::FsdpReplayTrace& replay,
-                                     const trace::FsdpCostModel& model,
-                                     const trace::FsdpPrediction& prediction) {
+std::vector<std::string> assumptions(const analysis::FsdpReplayTrace& replay,
+                                     const analysis::FsdpCostModel& model,
+                                     const analysis::FsdpPrediction& prediction) {
   std::vector<std::string> out;
   out.push_back(model_text("all-gather", model.all_gather, replay.world_size) +
                 " (bytes: one rank's shard)");
@@ -82,8 +82,8 @@ std::vector<std::string> assumptions(const trace::FsdpReplayTrace& replay,
   return out;
 }
 
-nlohmann::json model_json(const trace::AllReduceModel& m) {
-  if (m.source == trace::AllReduceModel::Source::kLink) {
+nlohmann::json model_json(const analysis::AllReduceModel& m) {
+  if (m.source == analysis::AllReduceModel::Source::kLink) {
     return {{"source", "link"}, {"latency_us", m.latency_us()}, {"gbps", m.gbps()},
             {"link_gbps", m.link_gbps}, {"link_latency_us", m.link_latency_us}};
   }
@@ -91,8 +91,8 @@ nlohmann::json model_json(const trace::AllReduceModel& m) {
           {"fit_error_pct", m.fit_error_pct}, {"samples", m.samples}};
 }
 
-nlohmann::json case_json(const trace::FsdpReplayTrace& replay, const trace::FsdpCostModel& model,
-                         const trace::FsdpPrediction& p, bool per_iteration) {
+nlohmann::json case_json(const analysis::FsdpReplayTrace& replay, const analysis::FsdpCostModel& model,
+                         const analysis::FsdpPrediction& p, bool per_iteration) {
   nlohmann::json j;
   j["backward_prefetch"] = std::string(trace::to_string(p.settings.backward_prefetch));
   j["limit_all_gathers"] = p.settings.limit_all_gathers;
@@ -109,8 +109,8 @@ nlohmann::json case_json(const trace::FsdpReplayTrace& replay, const trace::Fsdp
   return j;
 }
 
-nlohmann::json recorded_json(const trace::FsdpReplayTrace& replay) {
-  const trace::FsdpRecordedConfig& r = replay.recorded;
+nlohmann::json recorded_json(const analysis::FsdpReplayTrace& replay) {
+  const analysis::FsdpRecordedConfig& r = replay.recorded;
   return {{"backward_prefetch", std::string(trace::to_string(r.settings.backward_prefetch))},
           {"limit_all_gathers", r.settings.limit_all_gathers},
           {"forward_prefetch", r.forward_prefetch},
@@ -118,8 +118,8 @@ nlohmann::json recorded_json(const trace::FsdpReplayTrace& replay) {
           {"sharding", r.sharding}};
 }
 
-void print_case(const trace::FsdpReplayTrace& replay, const trace::FsdpCostModel& model,
-                const trace::FsdpPrediction& p) {
+void print_case(const analysis::FsdpReplayTrace& replay, const analysis::FsdpCostModel& model,
+                const analysis::FsdpPrediction& p) {
   std::printf("recorded: %s\n", settings_text(replay.recorded.settings).c_str());
   std::printf("what if:  %s\n\n", settings_text(p.settings).c_str());
   print_measured_and_predicted(p);
@@ -130,30 +130,30 @@ void print_case(const trace::FsdpReplayTrace& replay, const trace::FsdpCostModel
 }  // namespace
 
 void run_fsdp_whatif(const FsdpWhatifRequest& request, trace::Reader& reader,
-                     const trace::RunStats& stats) {
+                     const analysis::RunStats& stats) {
   if (request.sweep && (request.backward_prefetch || request.limit_all_gathers)) {
     throw CliFailure("--sweep tries every --backward-prefetch mode with --limit-all-gathers 0, 1 "
                      "and 2; drop those flags, or drop --sweep to predict one setting");
   }
-  const trace::FsdpReplayTrace replay = trace::load_fsdp_replay_trace(reader, stats, request.rank);
-  const trace::FsdpCostModel model =
-      request.link ? trace::FsdpCostModel{link_model(trace::CollectiveOp::AllGather, *request.link, replay.world_size),
+  const analysis::FsdpReplayTrace replay = analysis::load_fsdp_replay_trace(reader, stats, request.rank);
+  const analysis::FsdpCostModel model =
+      request.link ? analysis::FsdpCostModel{link_model(trace::CollectiveOp::AllGather, *request.link, replay.world_size),
                                           link_model(trace::CollectiveOp::ReduceScatter, *request.link, replay.world_size)}
-                   : trace::fit_fsdp_cost_model(replay);
+                   : analysis::fit_fsdp_cost_model(replay);
   std::string header = request.trace + ": rank " + std::to_string(replay.rank) + " of " +
                        std::to_string(replay.world_size) + ", FSDP (sharding " +
                        replay.recorded.sharding + "), " + std::to_string(replay.iterations.size()) +
                        " steady iterations (" + std::to_string(replay.iterations.front().iteration) +
                        ".." + std::to_string(replay.iterations.back().iteration) + ")";
-  if (const std::string link_line = trace::link_text(stats); !link_line.empty()) {
+  if (const std::string link_line = analysis::link_text(stats); !link_line.empty()) {
     header += ", recorded on an " + link_line;
   }
 
   if (!request.sweep) {
-    trace::FsdpSettings settings = replay.recorded.settings;
+    analysis::FsdpSettings settings = replay.recorded.settings;
     if (request.backward_prefetch) settings.backward_prefetch = *request.backward_prefetch;
     if (request.limit_all_gathers) settings.limit_all_gathers = *request.limit_all_gathers;
-    const trace::FsdpPrediction p = trace::predict_fsdp(replay, settings, model);
+    const analysis::FsdpPrediction p = analysis::predict_fsdp(replay, settings, model);
     if (request.json) {
       nlohmann::json j = case_json(replay, model, p, true);
       j["trace"] = request.trace;
@@ -169,11 +169,11 @@ void run_fsdp_whatif(const FsdpWhatifRequest& request, trace::Reader& reader,
     std::cout.flush();
     return;
   }
-  std::vector<trace::FsdpPrediction> cases;
-  for (const trace::BackwardPrefetchMode mode : {trace::BackwardPrefetchMode::kPre,
-                                                 trace::BackwardPrefetchMode::kPost,
-                                                 trace::BackwardPrefetchMode::kNone}) {
-    for (const int32_t limit : kSweepLimits) cases.push_back(trace::predict_fsdp(replay, {mode, limit}, model));
+  std::vector<analysis::FsdpPrediction> cases;
+  for (const trace::BackwardPrefetch mode : {trace::BackwardPrefetch::Pre,
+                                                 trace::BackwardPrefetch::Post,
+                                                 trace::BackwardPrefetch::None}) {
+    for (const int32_t limit : kSweepLimits) cases.push_back(analysis::predict_fsdp(replay, {mode, limit}, model));
   }
   const size_t best = fastest_case(cases, [](const auto& c) { return c.predicted_step_ms; });
   if (request.json) {
@@ -187,7 +187,7 @@ void run_fsdp_whatif(const FsdpWhatifRequest& request, trace::Reader& reader,
   std::printf("%17s %17s %15s %18s\n", "backward prefetch", "all-gather limit", "predicted step",
               "predicted exposed");
   for (size_t i = 0; i < cases.size(); ++i) {
-    const trace::FsdpPrediction& c = cases[i];
+    const analysis::FsdpPrediction& c = cases[i];
     std::printf("%17s %17s %12.2f ms %15.2f ms%s\n",
                 std::string(trace::to_string(c.settings.backward_prefetch)).c_str(),
                 c.settings.limit_all_gathers > 0 ? std::to_string(c.settings.limit_all_gathers).c_str() : "none",

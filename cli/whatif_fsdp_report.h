@@ -1,5 +1,5 @@
 // The FSDP half of `dpscope whatif` (cmd_whatif.cpp): predicting an FSDP trace with another
-// backward prefetch mode, all-gather limit or link (trace/whatif_fsdp.h), and printing the report
+// backward prefetch mode, all-gather limit or link (analysis/whatif_fsdp.h), and printing the report
 // or the JSON of docs/whatif.md, "FSDP".
 #pragma once
 
@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/comm/link_model.h"
+#include "analysis/link_model.h"
+#include "analysis/stats.h"
+#include "analysis/whatif_fsdp.h"
 #include "trace/reader.h"
-#include "trace/stats.h"
-#include "trace/whatif_fsdp.h"
 
 namespace dpscope::cli {
 
@@ -57,8 +57,8 @@ void print_sweep_json(const std::vector<Case>& cases, size_t best, Row row) {
 }
 
 // The measured-against-predicted table both halves of whatif print: the medians, then each
-// steady iteration (the first and last six of a long run). `Prediction` is trace::Prediction or
-// trace::FsdpPrediction: medians and iterations with the same fields.
+// steady iteration (the first and last six of a long run). `Prediction` is analysis::Prediction or
+// analysis::FsdpPrediction: medians and iterations with the same fields.
 template <typename Prediction>
 void print_measured_and_predicted(const Prediction& p) {
   std::printf("%-24s %10s %10s\n", "median over iterations", "measured", "predicted");
@@ -80,16 +80,16 @@ void print_measured_and_predicted(const Prediction& p) {
 struct FsdpWhatifRequest {
   std::string trace;
   int32_t rank = 0;
-  std::optional<trace::BackwardPrefetchMode> backward_prefetch;
+  std::optional<trace::BackwardPrefetch> backward_prefetch;
   std::optional<int32_t> limit_all_gathers;
-  std::optional<comm::LinkSpec> link;  // cost collectives on this link instead of the fit
+  std::optional<analysis::LinkSpec> link;  // cost collectives on this link instead of the fit
   bool sweep = false;                  // every prefetch mode x all-gather limits 0, 1, 2
   bool json = false;
 };
 
 // Reads the FSDP trace `reader` holds (`stats` = compute_stats of it), predicts and prints to
-// stdout. Throws trace::WhatifError (refusals) and CliFailure (--sweep with a setting).
+// stdout. Throws analysis::WhatifError (refusals) and CliFailure (--sweep with a setting).
 void run_fsdp_whatif(const FsdpWhatifRequest& request, trace::Reader& reader,
-                     const trace::RunStats& stats);
+                     const analysis::RunStats& stats);
 
 }  // namespace dpscope::cli

@@ -15,8 +15,6 @@
 #include <thread>
 #include <vector>
 
-#include "trace/recorder.h"
-
 namespace dpscope::trace {
 namespace {
 
@@ -30,8 +28,8 @@ std::mutex& registry_mutex() {
   static std::mutex mutex;
   return mutex;
 }
-std::vector<Recorder*>& registry() {
-  static std::vector<Recorder*> recorders;
+std::vector<FlushTarget*>& registry() {
+  static std::vector<FlushTarget*> recorders;
   return recorders;
 }
 
@@ -124,12 +122,12 @@ std::string stop_signal_status() {
   return signal_number ? signal_status(signal_number) : "";
 }
 
-void register_recorder(Recorder* recorder) {
+void register_recorder(FlushTarget* recorder) {
   std::lock_guard<std::mutex> lock(registry_mutex());
   registry().push_back(recorder);
 }
 
-void unregister_recorder(Recorder* recorder) {
+void unregister_recorder(FlushTarget* recorder) {
   std::lock_guard<std::mutex> lock(registry_mutex());
   auto& list = registry();
   list.erase(std::remove(list.begin(), list.end(), recorder), list.end());
@@ -139,7 +137,7 @@ void unregister_recorder(Recorder* recorder) {
 // in unregister_recorder() until its close here is done (Recorder::close is idempotent).
 void close_all_recorders(std::string_view status) {
   std::lock_guard<std::mutex> lock(registry_mutex());
-  for (Recorder* recorder : registry()) recorder->close(status);
+  for (FlushTarget* recorder : registry()) recorder->close(status);
 }
 
 }  // namespace dpscope::trace

@@ -8,7 +8,16 @@
 
 namespace dpscope::trace {
 
-class Recorder;
+// What the guards close when the process ends abnormally. The Recorder (recorder.h) is one; the
+// guards know only this interface, so the store's layers run one way (recorder -> flush guard).
+class FlushTarget {
+ public:
+  // Finishes the target's file with `status`. Must be idempotent and callable from any thread.
+  virtual void close(std::string_view status) = 0;
+
+ protected:
+  ~FlushTarget() = default;
+};
 
 // Installs the handlers once per process (idempotent, thread-safe). A signal is re-raised with
 // its default action after the flush, so the exit status still says which signal ended it.
@@ -22,8 +31,8 @@ void install_flush_guards();
 std::string stop_signal_status();
 
 // Called by Recorder's constructor and destructor. Thread-safe.
-void register_recorder(Recorder* recorder);
-void unregister_recorder(Recorder* recorder);
+void register_recorder(FlushTarget* recorder);
+void unregister_recorder(FlushTarget* recorder);
 
 // Closes every registered recorder with `status`. Thread-safe.
 void close_all_recorders(std::string_view status);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "trace/clock.h"
+#include "trace/flush_guard.h"
 #include "trace/records.h"
 #include "trace/schema.h"
 
@@ -45,7 +46,7 @@ struct RecorderOptions {
 // path: lock-free, allocation-free except once per 4096 events of a thread. Setup functions
 // (name, add_lane, set_meta, add_param, ...) take a mutex; call them outside hot loops and
 // keep the ids they return.
-class Recorder {
+class Recorder : public FlushTarget {
  public:
   // Creates the trace file (throws TraceError naming the path if it cannot) and starts the
   // writer thread. With level Off no file is created and every call is a no-op.
@@ -94,7 +95,7 @@ class Recorder {
   void flush();
   // Drains everything, records `status` in the ranks table, finishes the file. Idempotent;
   // recording afterwards is a no-op. Prints a warning on stderr if events were dropped.
-  void close(std::string_view status = "complete");
+  void close(std::string_view status = "complete") override;
 
   // ---- State.
   int32_t rank() const { return options_.rank; }

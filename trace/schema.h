@@ -27,7 +27,7 @@ inline constexpr int32_t kApplicationId = 0x44505343;  // "DPSC"
 // (DistributedDataParallel::pre_forward, FullyShardedDataParallel's WorkScope), and the trainer
 // records an evaluation's span as an `evaluation` phase of no iteration. Everything per
 // iteration relies on it: the collectives and comm of a step, its unit states, what-if's
-// replay, and the memory windows of the steps (trace/stats.cpp), which end with the last
+// replay, and the memory windows of the steps (analysis/stats.cpp), which end with the last
 // iteration's last event — an evaluation after the last step would otherwise count in its
 // figures and in the steps' peak.
 inline constexpr int32_t kNone = -1;
@@ -147,22 +147,6 @@ std::string_view to_string(LaneKind v);
 std::string_view to_string(TraceLevel v);
 // Parses "off" | "summary" | "full"; false for anything else.
 bool parse_trace_level(std::string_view text, TraceLevel* out);
-
-// ---- The training step's names -------------------------------------------------------------
-// Phase and metric names that the analysis (compute, overlap, step time, DDP's timings), what-if,
-// the viewer (iterations, colours, narration) and the tests read by name. `dpscope train`, the
-// tutorials and synthetic traces record them; a program on the engine that records its own
-// steps must use them for its steps to be measured (See Note [Compute and exposed communication]).
-inline constexpr std::string_view kPhaseIteration = "iteration";    // one optimizer step
-inline constexpr std::string_view kPhaseForward = "forward";
-inline constexpr std::string_view kPhaseBackward = "backward";
-inline constexpr std::string_view kPhaseOptimizerStep = "optimizer_step";
-inline constexpr std::string_view kPhaseFinalizeBackward = "finalize_backward";  // DDP: buckets written back
-inline constexpr std::string_view kPhaseStragglerDelay = "straggler_delay";  // --straggler's sleep
-inline constexpr std::string_view kPhaseEvaluation = "evaluation";  // held-out forward, no iteration
-inline constexpr std::string_view kMetricStepMs = "step_ms";  // one step's wall time
-inline constexpr std::string_view kMetricLoss = "loss";       // summed over the step's backward passes
-inline constexpr std::string_view kMetricResidentMb = "resident_mb";  // the process's resident memory, MiB
 
 // ---- Tables --------------------------------------------------------------------------------
 // One DDL statement per table. Times are int64 nanoseconds on the rank's steady clock, aligned

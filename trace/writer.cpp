@@ -8,8 +8,40 @@
 #include <cstring>
 
 #include "trace/schema.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::trace {
+namespace {
+
+// One lookup table (event_kinds, collective_ops, ...): every value of `Enum` and its name.
+template <typename Enum>
+void fill_lookup(detail::Db& db, const char* table, int count) {
+  detail::Statement insert(db, std::string("INSERT INTO ") + table + " (id, name) VALUES (?, ?)");
+  for (int i = 0; i < count; ++i) {
+    insert.bind_int(1, i);
+    insert.bind_text(2, to_string(static_cast<Enum>(i)));
+    insert.run();
+  }
+}
+
+// Writes the schema, the lookup tables and the file's identity into an empty database.
+void create_schema(detail::Db& db) {
+  db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
+  db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+  db.exec("BEGIN");
+  for (const char* ddl : kTables) db.exec(ddl);
+  fill_lookup<EventKind>(db, "event_kinds", kEventKindCount);
+  fill_lookup<CollectiveOp>(db, "collective_ops", kCollectiveOpCount);
+  fill_lookup<UnitState>(db, "unit_states", kUnitStateCount);
+  fill_lookup<DType>(db, "dtypes", kDTypeCount);
+  fill_lookup<MemoryCategory>(db, "memory_categories", kMemoryCategoryCount);
+  fill_lookup<LaneKind>(db, "lane_kinds", kLaneKindCount);
+  db.exec("INSERT INTO meta (key, value) VALUES ('" + std::string(meta_key::kSchemaVersion) + "', '" +
+          std::to_string(kSchemaVersion) + "')");
+  db.exec("COMMIT");
+}
+
+}  // namespace
 
 struct Writer::Statements {
   explicit Statements(detail::Db& db)

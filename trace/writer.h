@@ -54,7 +54,4 @@ class Writer {
   std::unique_ptr<Statements> statements_;
 };
 
-// Writes the schema, lookup tables and identity into an empty database (used by Writer).
-void create_schema(detail::Db& db);
-
 }  // namespace dpscope::trace

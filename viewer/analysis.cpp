@@ -62,7 +62,7 @@ std::map<int32_t, std::vector<SpanRef>> collective_spans_by_seq(const Model& mod
 
 // The trace's matches (indices into stats.matches) by the low 32 bits of their sequence number,
 // which is what a span keeps; with several groups in one file, the first group's.
-std::unordered_map<int32_t, int64_t> matches_by_seq(const trace::RunStats& stats) {
+std::unordered_map<int32_t, int64_t> matches_by_seq(const analysis::RunStats& stats) {
   std::unordered_map<int32_t, int64_t> by_seq;
   for (size_t m = 0; m < stats.matches.size(); ++m) {
     by_seq.emplace(static_cast<int32_t>(stats.matches[m].seq), static_cast<int64_t>(m));
@@ -90,32 +90,32 @@ const CollectiveSpans* Analysis::match(int32_t seq) const {
   return it == by_seq.end() ? nullptr : &collectives[it->second];
 }
 
-const trace::CollectiveMatch* Analysis::trace_match(const CollectiveSpans& c) const {
+const analysis::CollectiveMatch* Analysis::trace_match(const CollectiveSpans& c) const {
   return c.match >= 0 && size_t(c.match) < stats.matches.size() ? &stats.matches[size_t(c.match)]
                                                                  : nullptr;
 }
 
 bool Analysis::mismatch(const CollectiveSpans& c) const {
-  const trace::CollectiveMatch* m = trace_match(c);
+  const analysis::CollectiveMatch* m = trace_match(c);
   return m && m->mismatch;
 }
 
-const trace::RankStats* Analysis::rank(const Model& model, size_t rank_index) const {
+const analysis::RankStats* Analysis::rank(const Model& model, size_t rank_index) const {
   if (rank_index >= model.ranks.size()) return nullptr;
   const int32_t number = model.ranks[rank_index].info.rank;
-  for (const trace::RankStats& r : stats.ranks) {
+  for (const analysis::RankStats& r : stats.ranks) {
     if (r.rank == number) return &r;
   }
   return nullptr;
 }
 
 bool Analysis::steps_peak_elsewhere() const {
-  return std::any_of(stats.ranks.begin(), stats.ranks.end(), [](const trace::RankStats& r) {
+  return std::any_of(stats.ranks.begin(), stats.ranks.end(), [](const analysis::RankStats& r) {
     return r.step_memory_peak.found() && r.step_memory_peak.ts_ns != r.memory_peak.ts_ns;
   });
 }
 
-Analysis analyze(const Model& model, trace::RunStats stats) {
+Analysis analyze(const Model& model, analysis::RunStats stats) {
   Analysis a;
   a.stats = std::move(stats);
   const std::unordered_map<int32_t, int64_t> match_of_seq = matches_by_seq(a.stats);
@@ -133,7 +133,7 @@ Analysis analyze(const Model& model, trace::RunStats stats) {
 
 Analysis analyze_file(const Model& model) {
   trace::Reader reader(model.path);
-  return analyze(model, trace::compute_stats(reader));
+  return analyze(model, analysis::compute_stats(reader));
 }
 
 std::vector<Flow> flows_of(const Model& model, const Analysis& analysis, const SpanRef& selected) {

@@ -1,4 +1,4 @@
-// What the viewer knows of a loaded Model beyond drawing: the trace's one analysis (trace/stats.h:
+// What the viewer knows of a loaded Model beyond drawing: the trace's one analysis (analysis/stats.h:
 // overlap, exposure per bucket, memory at the peak, collectives matched across ranks) tied to the
 // spans that draw it, flows from a hook to its bucket and all-reduce, range statistics by name,
 // and find. The viewer computes no figure of its own: every number in its panels is a RunStats
@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "trace/stats.h"
+#include "analysis/stats.h"
 #include "viewer/model.h"
 
 namespace dpscope::view {
@@ -28,7 +28,7 @@ struct SpanRef {
 };
 const Span& span_of(const Model& model, const SpanRef& ref);
 
-// One collective of the trace's matching (trace/collective_match.h) with the spans that draw it.
+// One collective of the trace's matching (analysis/collective_match.h) with the spans that draw it.
 struct CollectiveSpans {
   int32_t seq = 0;             // the low 32 bits of the sequence number, as Span::seq holds it
   std::vector<SpanRef> spans;  // one per rank that ran it, by rank
@@ -38,17 +38,17 @@ struct CollectiveSpans {
 };
 
 struct Analysis {
-  // The one analysis of the model's file (trace::compute_stats): every figure the Stats,
+  // The one analysis of the model's file (analysis::compute_stats): every figure the Stats,
   // Compare and Buckets panels and the headless JSON line show.
-  trace::RunStats stats;
+  analysis::RunStats stats;
   std::vector<CollectiveSpans> collectives;    // by seq
   std::unordered_map<int32_t, size_t> by_seq;  // seq -> index in `collectives`
   const CollectiveSpans* match(int32_t seq) const;
   // The trace's match behind `c`, or null.
-  const trace::CollectiveMatch* trace_match(const CollectiveSpans& c) const;
+  const analysis::CollectiveMatch* trace_match(const CollectiveSpans& c) const;
   bool mismatch(const CollectiveSpans& c) const;
   // The statistics of Model::ranks[rank_index], or null when the analysis has no such rank.
-  const trace::RankStats* rank(const Model& model, size_t rank_index) const;
+  const analysis::RankStats* rank(const Model& model, size_t rank_index) const;
   // Whether some rank's peak in the steps is another moment than its run's peak (construction or
   // an evaluation after the steps peaked higher: Note [Work outside iterations]); the Stats panel
   // then shows both.
@@ -57,7 +57,7 @@ struct Analysis {
 
 // Ties `stats` (compute_stats of the model's file) to the model's collective spans: one pass over
 // the communication spans of every rank. Pure.
-Analysis analyze(const Model& model, trace::RunStats stats);
+Analysis analyze(const Model& model, analysis::RunStats stats);
 // compute_stats of the model's file, then analyze: the viewer runs it on a background thread after
 // loading (a 10 M-event trace takes a few seconds). Throws trace::TraceError as the Reader does.
 Analysis analyze_file(const Model& model);

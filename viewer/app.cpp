@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <iterator>
 
+#include "analysis/stats.h"
 #include "trace/error.h"
-#include "trace/stats.h"
 #include "viewer/headless.h"
 #include "viewer/lod.h"
 
@@ -26,7 +26,7 @@ void OpenTrace::set_model(std::shared_ptr<const Model> m) {
     } catch (const trace::TraceError&) {
       // The file went away or is mid-write (--live): the panels say the analysis is missing, and
       // the next reload tries again.
-      return std::make_shared<const Analysis>(analyze(*m, trace::RunStats{}));
+      return std::make_shared<const Analysis>(analyze(*m, analysis::RunStats{}));
     }
   });
 }
@@ -78,7 +78,7 @@ void App::request_whatif(const WhatifRequest& request) {
 
 std::string App::link() const {
   const Model& m = *traces[0].model;
-  return trace::link_text(std::atof(m.meta_value("link_gbps", "0").c_str()),
+  return analysis::link_text(std::atof(m.meta_value("link_gbps", "0").c_str()),
                           std::atof(m.meta_value("link_latency_us", "0").c_str()));
 }
 

@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "analysis/stragglers.h"
 #include "viewer/app.h"
-#include "trace/stragglers.h"
 #include "viewer/palette.h"
 
 namespace dpscope::view {
@@ -174,7 +174,7 @@ std::string overlap_json(const App& app) {
     std::snprintf(number, sizeof(number), "%.6f", value);
     return std::string(number);
   };
-  for (const trace::RankStats& r : analysis->stats.ranks) {
+  for (const analysis::RankStats& r : analysis->stats.ranks) {
     if (out.size() > 1) out += ", ";
     out += "{\"rank\": " + std::to_string(r.rank) + ", \"compute_ms\": " + ms(r.overlap.compute_ms) +
            ", \"comm_ms\": " + ms(r.overlap.comm_ms) + ", \"exposed_comm_ms\": " +
@@ -199,7 +199,7 @@ std::string memory_json(const App& app) {
   if (!analysis) return "[]";
   const bool steps_shown = analysis->steps_peak_elsewhere();
   std::string out = "[";
-  for (const trace::RankStats& r : analysis->stats.ranks) {
+  for (const analysis::RankStats& r : analysis->stats.ranks) {
     if (out.size() > 1) out += ", ";
     out += "{\"rank\": " + std::to_string(r.rank) + ", \"peak_bytes\": " +
            std::to_string(r.memory_peak.total_bytes) + ", \"steps_peak_bytes\": " +
@@ -213,7 +213,7 @@ std::string memory_json(const App& app) {
 std::string stragglers_line(const App& app) {
   const std::shared_ptr<const Analysis>& analysis = app.traces[0].analysis;
   if (!analysis || analysis->stats.ranks.size() < 2) return "";
-  return trace::stragglers_text(analysis->stats.stragglers);
+  return analysis::stragglers_text(analysis->stats.stragglers);
 }
 
 // `text` inside a JSON string: quotes, backslashes and control characters escaped.

@@ -15,9 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "analysis/memory_peak.h"
 #include "trace/error.h"
-#include "trace/memory_peak.h"
 #include "trace/reader.h"
+#include "trace/vocabulary.h"
 #include "viewer/model.h"
 
 namespace dpscope::view {
@@ -175,9 +176,9 @@ void sort_series(MemorySeries& series) {
 }
 
 // The rank's memory at the peak, by the trace's definition and code (Note [Memory at the peak],
-// trace/memory_peak.h): the categories' series merged back into samples in time order.
+// analysis/memory_peak.h): the categories' series merged back into samples in time order.
 void find_memory_peak(RankData& rank) {
-  trace::MemoryPeakFinder finder;
+  analysis::MemoryPeakFinder finder;
   std::array<size_t, kCategories> at{};
   for (;;) {
     int64_t t = INT64_MAX;
@@ -192,7 +193,7 @@ void find_memory_peak(RankData& rank) {
       }
     }
   }
-  const trace::MemoryAtPeak peak = finder.finish();
+  const analysis::MemoryAtPeak peak = finder.finish();
   rank.memory_peak_bytes = peak.total_bytes;
   const MemorySeries& gpu = rank.memory[static_cast<size_t>(trace::MemoryCategory::CudaAllocated)];
   for (const int64_t bytes : gpu.bytes) rank.gpu_memory_peak_bytes = std::max(rank.gpu_memory_peak_bytes, bytes);

@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
     options.whatif = whatif;
   } else if (whatif_prefetch_option->count() || whatif_limit->count()) {
     whatif.settings = WhatifSettings::kFsdp;
-    if (!whatif_prefetch.empty()) whatif.backward_prefetch = dpscope::trace::parse_backward_prefetch_mode(whatif_prefetch);
+    if (!whatif_prefetch.empty()) whatif.backward_prefetch = dpscope::trace::parse_mode(dpscope::trace::kBackwardPrefetches, whatif_prefetch);
     if (whatif_limit->count()) whatif.limit_all_gathers = whatif_limit_value;
     options.whatif = whatif;
   }

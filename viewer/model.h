@@ -63,11 +63,11 @@ struct RankData {
   trace::RankInfo info;
   std::vector<Lane> lanes;  // in lane id order
   std::array<MemorySeries, trace::kMemoryCategoryCount> memory;
-  // Memory at the peak as trace/memory_peak.h defines it (what `dpscope stats` calls the peak).
+  // Memory at the peak as analysis/memory_peak.h defines it (what `dpscope stats` calls the peak).
   int64_t memory_peak_bytes = 0;
   int64_t memory_peak_ns = 0;     // when it was reached
   // The largest cuda_allocated sample, -1 when the rank sampled none (it trained on the CPU). On
-  // a GPU the stacked categories count host memory only (trace::RankStats::sampled_gpu_memory).
+  // a GPU the stacked categories count host memory only (analysis::RankStats::sampled_gpu_memory).
   int64_t gpu_memory_peak_bytes = -1;
   std::vector<IterationSpan> iterations;  // by begin_ns
   int64_t events = 0;

@@ -1,4 +1,5 @@
 // The viewer's colours (see palette.h).
+#include "trace/vocabulary.h"
 #include "viewer/palette.h"
 
 #include <string>

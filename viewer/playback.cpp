@@ -1,5 +1,6 @@
 // Step-through and narration (playback.h): which events are steps, how to find the previous and
 // next one, and what each says, with the bucket or unit it concerns read from the run's tables.
+#include "trace/vocabulary.h"
 #include "viewer/playback.h"
 
 #include <algorithm>

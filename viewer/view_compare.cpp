@@ -26,22 +26,22 @@ void summary(const OpenTrace& t, const char* title) {
     ImGui::TextDisabled("analysing...");
     return;
   }
-  const trace::RunStats& stats = t.analysis->stats;
+  const analysis::RunStats& stats = t.analysis->stats;
   if (stats.ranks.empty()) return;
   // As `dpscope stats` and the demo summarise (Note [Steady steps], Note [Memory at the peak]).
-  const trace::StepSummary steps = trace::step_summary(stats.ranks.front());
+  const analysis::StepSummary steps = analysis::step_summary(stats.ranks.front());
   ImGui::Text("step      %.3f ms median (rank %d, iterations %d..)", steps.median_ms,
               stats.ranks.front().rank, steps.from_iteration);
   // The steps' peak, as the demo compares them: construction and an evaluation are no step's
   // (Note [Work outside iterations]).
   int64_t peak = 0;
   bool in_steps = true;
-  for (const trace::RankStats& r : stats.ranks) {
+  for (const analysis::RankStats& r : stats.ranks) {
     in_steps = in_steps && r.step_memory_peak.found();
     peak = std::max(peak, r.step_memory_peak.found() ? r.step_memory_peak.total_bytes : r.memory_peak.total_bytes);
   }
   ImGui::Text("memory    %s peak%s (largest rank)", format_bytes(peak).c_str(), in_steps ? " in the steps" : "");
-  const std::string link = trace::link_text(stats);
+  const std::string link = analysis::link_text(stats);
   if (!link.empty()) ImGui::TextColored(ImVec4(1, 0.8f, 0.4f, 1), "link      %s", link.c_str());
   draw_overlap_table(*t.analysis, title);
   if (stats.mismatches) {

@@ -4,8 +4,8 @@
 // across ranks and any mismatch.
 #include <imgui.h>
 
+#include "analysis/collective_match.h"
 #include "viewer/app.h"
-#include "trace/collective_match.h"
 #include "viewer/lod.h"
 
 namespace dpscope::view {
@@ -70,14 +70,14 @@ void event_fields(App& app, const Pick& pick) {
   }
   if (t.analysis && s.kind == trace::EventKind::Collective) {
     const CollectiveSpans* c = t.analysis->match(s.seq());
-    if (const trace::CollectiveMatch* m = c ? t.analysis->trace_match(*c) : nullptr) {
+    if (const analysis::CollectiveMatch* m = c ? t.analysis->trace_match(*c) : nullptr) {
       field("skew", format_duration(double(m->skew_ns)) + " across " + std::to_string(m->ranks.size()) + " ranks");
       if (!m->mismatch && m->ranks.size() > 1) {
         // See Note [Waiting and transfer].
-        trace::CollectiveStats mine;
+        analysis::CollectiveStats mine;
         mine.begin_ns = s.begin_ns;
         mine.end_ns = s.end_ns;
-        const trace::ArrivalSplit split = trace::split_at_arrival(mine, m->last_begin_ns);
+        const analysis::ArrivalSplit split = analysis::split_at_arrival(mine, m->last_begin_ns);
         if (m->last_rank == rank.info.rank) {
           field("arrival", "last, " + format_duration(double(m->late_ns)) + " after the next latest rank");
         } else {

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "trace/vocabulary.h"
 #include "viewer/app.h"
 #include "viewer/palette.h"
 

@@ -1,4 +1,4 @@
-// The stats panel: the trace's analysis (trace/stats.h, as `dpscope stats` prints it): per rank the
+// The stats panel: the trace's analysis (analysis/stats.h, as `dpscope stats` prints it): per rank the
 // run's compute, communication, overlap and exposed communication (and per iteration on demand),
 // exposed time per bucket, memory at the peak, collective mismatches across ranks; and the count /
 // sum / average by name of the range measured on the timeline.
@@ -6,21 +6,21 @@
 
 #include <algorithm>
 
+#include "analysis/stragglers.h"
 #include "viewer/app.h"
 #include "viewer/lod.h"
 #include "viewer/palette.h"
-#include "trace/stragglers.h"
 
 namespace dpscope::view {
 namespace {
 
 // What the columns mean, in one line (See Note [Compute and exposed communication] in
-// trace/stats.h; docs/trace-format.md, "Figures").
+// analysis/stats.h; docs/trace-format.md, "Figures").
 constexpr const char* kExposedMeaning =
     "exposed: communication during which the rank computes nothing (waiting for a collective is "
     "not compute); overlap: communication hidden behind compute. As `dpscope stats` computes them.";
 
-void overlap_cells(const trace::OverlapStats& o) {
+void overlap_cells(const analysis::OverlapStats& o) {
   ImGui::TableNextColumn(); ImGui::Text("%.2f", o.compute_ms);
   ImGui::TableNextColumn(); ImGui::Text("%.2f", o.comm_ms);
   ImGui::TableNextColumn(); ImGui::Text("%.2f", o.overlap_ms);
@@ -30,10 +30,10 @@ void overlap_cells(const trace::OverlapStats& o) {
 // Each rank's memory at a peak (Note [Memory at the peak]) — the run's, or the one in the steps
 // (Note [Work outside iterations]) — as a table: the total, then every category's bytes at that
 // moment, so the row adds up.
-void draw_peak_table(const Analysis& a, const char* id, trace::MemoryAtPeak trace::RankStats::*peak_of) {
+void draw_peak_table(const Analysis& a, const char* id, analysis::MemoryAtPeak analysis::RankStats::*peak_of) {
   std::vector<trace::MemoryCategory> shown;
-  for (const trace::RankStats& r : a.stats.ranks) {
-    for (const trace::CategoryBytes& c : (r.*peak_of).categories) {
+  for (const analysis::RankStats& r : a.stats.ranks) {
+    for (const analysis::CategoryBytes& c : (r.*peak_of).categories) {
       if (c.bytes != 0 && std::find(shown.begin(), shown.end(), c.category) == shown.end()) shown.push_back(c.category);
     }
   }
@@ -43,8 +43,8 @@ void draw_peak_table(const Analysis& a, const char* id, trace::MemoryAtPeak trac
   ImGui::TableSetupColumn("total");
   for (trace::MemoryCategory c : shown) ImGui::TableSetupColumn(std::string(trace::to_string(c)).c_str());
   ImGui::TableHeadersRow();
-  for (const trace::RankStats& r : a.stats.ranks) {
-    const trace::MemoryAtPeak& peak = r.*peak_of;
+  for (const analysis::RankStats& r : a.stats.ranks) {
+    const analysis::MemoryAtPeak& peak = r.*peak_of;
     ImGui::TableNextRow();
     ImGui::TableNextColumn(); ImGui::Text("%d", r.rank);
     ImGui::TableNextColumn();
@@ -64,12 +64,12 @@ void draw_peak_table(const Analysis& a, const char* id, trace::MemoryAtPeak trac
 // evaluation outside them peaked higher), at the peak in the steps too, as `dpscope stats` prints.
 void draw_memory_at_peak(const Analysis& a) {
   ImGui::Text("memory at the peak (MiB; each category at the moment the rank's total peaked)");
-  draw_peak_table(a, "memory at peak", &trace::RankStats::memory_peak);
+  draw_peak_table(a, "memory at peak", &analysis::RankStats::memory_peak);
   if (a.steps_peak_elsewhere()) {
     ImGui::Text("peak in the steps (MiB; from the first iteration to the end of the last)");
-    draw_peak_table(a, "memory at step peak", &trace::RankStats::step_memory_peak);
+    draw_peak_table(a, "memory at step peak", &analysis::RankStats::step_memory_peak);
   }
-  for (const trace::RankStats& r : a.stats.ranks) {
+  for (const analysis::RankStats& r : a.stats.ranks) {
     if (!r.sampled_gpu_memory()) continue;
     ImGui::TextWrapped("rank %d on a GPU: the categories above are host memory; GPU memory (CUDA caching "
                 "allocator) peaked at %.2f MiB allocated, %.2f MiB reserved",
@@ -81,7 +81,7 @@ void draw_memory_at_peak(const Analysis& a) {
 // Who the ranks wait for (Note [Stragglers]) and each rank's collective time split at the last
 // arrival (Note [Waiting and transfer]).
 void draw_waiting(const Analysis& a) {
-  const std::string stragglers = trace::stragglers_text(a.stats.stragglers);
+  const std::string stragglers = analysis::stragglers_text(a.stats.stragglers);
   if (a.stats.stragglers.stragglers.empty()) {
     ImGui::TextDisabled("stragglers: %s", stragglers.c_str());
   } else {
@@ -90,7 +90,7 @@ void draw_waiting(const Analysis& a) {
   if (!ImGui::BeginTable("waiting", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) return;
   for (const char* h : {"rank", "waiting for the last rank ms", "transferring ms"}) ImGui::TableSetupColumn(h);
   ImGui::TableHeadersRow();
-  for (const trace::RankStats& r : a.stats.ranks) {
+  for (const analysis::RankStats& r : a.stats.ranks) {
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
     ImGui::Text("%d", r.rank);
@@ -108,7 +108,7 @@ void draw_overlap_table(const Analysis& analysis, const char* id) {
   if (!ImGui::BeginTable(id, 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) return;
   for (const char* h : {"rank", "compute ms", "comm ms", "overlap ms", "exposed ms"}) ImGui::TableSetupColumn(h);
   ImGui::TableHeadersRow();
-  for (const trace::RankStats& r : analysis.stats.ranks) {
+  for (const analysis::RankStats& r : analysis.stats.ranks) {
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
     ImGui::Text("%d%s", r.rank, r.complete() ? "" : " (incomplete)");
@@ -154,7 +154,7 @@ void draw_stats(App& app) {
   if (a.stats.mismatches) {
     ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "%lld collectives do not match across ranks", static_cast<long long>(a.stats.mismatches));
     int shown = 0;
-    for (const trace::CollectiveMatch& m : a.stats.matches) {
+    for (const analysis::CollectiveMatch& m : a.stats.matches) {
       if (m.mismatch && shown++ < 20) ImGui::BulletText("seq %lld: %s", static_cast<long long>(m.seq), m.why.c_str());
     }
   } else if (!a.stats.matches.empty()) {
@@ -165,14 +165,14 @@ void draw_stats(App& app) {
   draw_memory_at_peak(a);
   if (model.ranks.empty()) return;
   app.focus_rank = std::clamp(app.focus_rank, 0, int(model.ranks.size()) - 1);
-  const trace::RankStats* rank = a.rank(model, size_t(app.focus_rank));
+  const analysis::RankStats* rank = a.rank(model, size_t(app.focus_rank));
   if (!rank) return;
   if (!rank->buckets.empty() && ImGui::TreeNode("exposed communication per bucket")) {
     ImGui::Text("rank %d", rank->rank);
     if (ImGui::BeginTable("buckets", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
       for (const char* h : {"bucket", "all-reduces", "comm ms", "exposed ms"}) ImGui::TableSetupColumn(h);
       ImGui::TableHeadersRow();
-      for (const trace::BucketExposure& b : rank->buckets) {
+      for (const analysis::BucketExposure& b : rank->buckets) {
         ImGui::TableNextRow();
         ImGui::TableNextColumn(); ImGui::Text("%d", b.bucket);
         ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(b.collectives));

@@ -411,7 +411,7 @@ float draw_rank_memory(Frame& f, float left, int rank_index, float y) {
       f.draw->AddText(ImVec2(left + 12, y + 2 * line), theme().text, gpu_peak.c_str());
     } else if (const Analysis* analysis = f.app.traces[size_t(f.trace)].analysis.get();
                analysis && analysis->steps_peak_elsewhere()) {
-      const trace::RankStats* stats = analysis->rank(*f.app.traces[size_t(f.trace)].model, size_t(rank_index));
+      const analysis::RankStats* stats = analysis->rank(*f.app.traces[size_t(f.trace)].model, size_t(rank_index));
       if (stats && stats->step_memory_peak.found()) {
         const std::string steps = "steps " + format_bytes(stats->step_memory_peak.total_bytes);
         f.draw->AddText(ImVec2(left + 12, y + 2 * line), theme().text, steps.c_str());

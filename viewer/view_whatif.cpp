@@ -8,7 +8,7 @@
 #include <future>
 #include <optional>
 
-#include "trace/collective_match.h"
+#include "analysis/collective_match.h"
 #include "viewer/app.h"
 #include "viewer/palette.h"
 
@@ -19,12 +19,12 @@ namespace {
 // The FSDP settings: each "as recorded" or a value.
 void fsdp_fields(WhatifRequest& request) {
   static const char* const kModes[] = {"as recorded", "pre", "post", "none"};
-  int mode = request.backward_prefetch ? 1 + int(*request.backward_prefetch == trace::BackwardPrefetchMode::kPost) +
-                                             2 * int(*request.backward_prefetch == trace::BackwardPrefetchMode::kNone)
+  int mode = request.backward_prefetch ? 1 + int(*request.backward_prefetch == trace::BackwardPrefetch::Post) +
+                                             2 * int(*request.backward_prefetch == trace::BackwardPrefetch::None)
                                        : 0;
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 8);
   if (ImGui::Combo("backward prefetch", &mode, kModes, 4)) {
-    request.backward_prefetch = mode == 0 ? std::nullopt : trace::parse_backward_prefetch_mode(kModes[mode]);
+    request.backward_prefetch = mode == 0 ? std::nullopt : trace::parse_mode(trace::kBackwardPrefetches, kModes[mode]);
   }
   ImGui::SameLine();
   int limit = request.limit_all_gathers.value_or(-1);
@@ -76,7 +76,7 @@ void draw_whatif(App& app) {
   }
   if (!w.fsdp) {
     std::string plan;
-    for (size_t b = 0; b < w.bucket_bytes.size(); ++b) plan += (b ? ", " : "") + trace::bytes_text(w.bucket_bytes[b]);
+    for (size_t b = 0; b < w.bucket_bytes.size(); ++b) plan += (b ? ", " : "") + analysis::bytes_text(w.bucket_bytes[b]);
     ImGui::TextWrapped("%zu buckets in launch order: %s", w.bucket_bytes.size(), plan.c_str());
   }
   if (ImGui::BeginTable("whatif", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {

@@ -1,12 +1,12 @@
-// What-if lanes (see whatif_lanes.h): trace::predict (DDP) or trace::predict_fsdp per rank,
+// What-if lanes (see whatif_lanes.h): analysis::predict (DDP) or analysis::predict_fsdp per rank,
 // turned into lanes of spans the timeline draws like any other.
 #include "viewer/whatif_lanes.h"
 
 #include <cstdio>
 #include <optional>
 
+#include "analysis/stats.h"
 #include "trace/reader.h"
-#include "trace/stats.h"
 
 namespace dpscope::view {
 namespace {
@@ -33,7 +33,7 @@ Lane lane_of(std::vector<Span> spans, int32_t rank, const std::string& name) {
   return lane;
 }
 
-std::string cost_text(const trace::AllReduceModel& cost, const char* what) {
+std::string cost_text(const analysis::AllReduceModel& cost, const char* what) {
   char text[200];
   std::snprintf(text, sizeof(text), "%s %s, fitted to %lld (error %.1f %%)", what, cost.line_text().c_str(),
                 static_cast<long long>(cost.samples), cost.fit_error_pct);
@@ -41,20 +41,20 @@ std::string cost_text(const trace::AllReduceModel& cost, const char* what) {
 }
 
 // One rank of a DDP trace: the plan for the request's limits; its all-reduces and tail waits.
-std::vector<Span> replay_ddp(trace::Reader& reader, const trace::RunStats& stats, int32_t rank,
+std::vector<Span> replay_ddp(trace::Reader& reader, const analysis::RunStats& stats, int32_t rank,
                              const WhatifRequest& request, WhatifLanes& lanes, bool first) {
-  const trace::ReplayTrace replay = trace::load_replay_trace(reader, stats, rank);
-  const trace::AllReduceModel cost = trace::fit_allreduce_model(replay);
-  trace::BucketLimits limits = replay.recorded_limits.value_or(trace::BucketLimits{});
+  const analysis::ReplayTrace replay = analysis::load_replay_trace(reader, stats, rank);
+  const analysis::AllReduceModel cost = analysis::fit_allreduce_model(replay);
+  analysis::BucketLimits limits = replay.recorded_limits.value_or(analysis::BucketLimits{});
   limits.bucket_cap_bytes = static_cast<int64_t>(request.bucket_cap_mb * kMiB);
   if (request.first_bucket_mb > 0) limits.first_bucket_bytes = static_cast<int64_t>(request.first_bucket_mb * kMiB);
-  const trace::Prediction p = trace::predict(replay, trace::plan_for(replay, limits), cost);
+  const analysis::Prediction p = analysis::predict(replay, analysis::plan_for(replay, limits), cost);
   std::vector<Span> spans;
-  for (const trace::IterationPrediction& it : p.iterations) {
+  for (const analysis::IterationPrediction& it : p.iterations) {
     for (const auto& bucket : it.buckets) {
       spans.push_back(Span::collective(bucket.start_ns, bucket.end_ns, trace::CollectiveOp::AllReduce, trace::kNone));
     }
-    for (const trace::Interval& wait : it.predicted_waits) {
+    for (const analysis::Interval& wait : it.predicted_waits) {
       spans.push_back(Span::collective_wait(wait.begin_ns, wait.end_ns, trace::CollectiveOp::AllReduce, trace::kNone));
     }
   }
@@ -71,22 +71,22 @@ std::vector<Span> replay_ddp(trace::Reader& reader, const trace::RunStats& stats
 
 // One rank of an FSDP trace: its all-gathers and reduce-scatters as the request's prefetch and
 // all-gather limit would schedule them, and the main thread's waits.
-std::vector<Span> replay_fsdp(trace::Reader& reader, const trace::RunStats& stats, int32_t rank,
+std::vector<Span> replay_fsdp(trace::Reader& reader, const analysis::RunStats& stats, int32_t rank,
                               const WhatifRequest& request, WhatifLanes& lanes, bool first) {
-  const trace::FsdpReplayTrace replay = trace::load_fsdp_replay_trace(reader, stats, rank);
-  const trace::FsdpCostModel cost = trace::fit_fsdp_cost_model(replay);
-  trace::FsdpSettings settings = replay.recorded.settings;
+  const analysis::FsdpReplayTrace replay = analysis::load_fsdp_replay_trace(reader, stats, rank);
+  const analysis::FsdpCostModel cost = analysis::fit_fsdp_cost_model(replay);
+  analysis::FsdpSettings settings = replay.recorded.settings;
   if (request.backward_prefetch) settings.backward_prefetch = *request.backward_prefetch;
   if (request.limit_all_gathers) settings.limit_all_gathers = *request.limit_all_gathers;
-  const trace::FsdpPrediction p = trace::predict_fsdp(replay, settings, cost);
+  const analysis::FsdpPrediction p = analysis::predict_fsdp(replay, settings, cost);
   std::vector<Span> spans;
   for (size_t i = 0; i < p.iterations.size() && i < replay.iterations.size(); ++i) {
-    const trace::FsdpIterationPrediction& it = p.iterations[i];
-    for (const trace::FsdpScheduledCollective& c : it.collectives) {
-      const trace::FsdpCollective& recorded = replay.iterations[i].collectives[size_t(c.collective)];
+    const analysis::FsdpIterationPrediction& it = p.iterations[i];
+    for (const analysis::FsdpScheduledCollective& c : it.collectives) {
+      const analysis::FsdpCollective& recorded = replay.iterations[i].collectives[size_t(c.collective)];
       spans.push_back(Span::collective(c.start_ns, c.end_ns, recorded.op, trace::kNone));
     }
-    for (const trace::Interval& wait : it.waits) {
+    for (const analysis::Interval& wait : it.waits) {
       spans.push_back(Span::collective_wait(wait.begin_ns, wait.end_ns, trace::CollectiveOp::AllGather, trace::kNone));
     }
   }
@@ -114,7 +114,7 @@ std::string WhatifLanes::title() const {
 }
 
 std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, const WhatifRequest& request,
-                                                        const trace::RunStats* analysed) {
+                                                        const analysis::RunStats* analysed) {
   auto lanes = std::make_shared<WhatifLanes>();
   lanes->request = request;
   lanes->fsdp = model.meta_value("strategy") == "fsdp";
@@ -139,9 +139,9 @@ std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, cons
   }
   try {
     trace::Reader reader(model.path);
-    std::optional<trace::RunStats> own;
-    if (!analysed) own = trace::compute_stats(reader);
-    const trace::RunStats& stats = analysed ? *analysed : *own;
+    std::optional<analysis::RunStats> own;
+    if (!analysed) own = analysis::compute_stats(reader);
+    const analysis::RunStats& stats = analysed ? *analysed : *own;
     bool first = true;
     for (size_t r = 0; r < model.ranks.size(); ++r) {
       const int32_t rank = model.ranks[r].info.rank;
@@ -149,7 +149,7 @@ std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, cons
       try {
         spans = lanes->fsdp ? replay_fsdp(reader, stats, rank, request, *lanes, first)
                             : replay_ddp(reader, stats, rank, request, *lanes, first);
-      } catch (const trace::WhatifError&) {
+      } catch (const analysis::WhatifError&) {
         if (first) throw;  // the same refusal for every rank: say it once
         continue;
       }

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "trace/whatif.h"
-#include "trace/whatif_fsdp.h"
+#include "analysis/whatif.h"
+#include "analysis/whatif_fsdp.h"
 #include "viewer/model.h"
 
 namespace dpscope::view {
@@ -26,7 +26,7 @@ struct WhatifRequest {
   double bucket_cap_mb = 4;
   double first_bucket_mb = 0;
   // FSDP: each setting not given stays as recorded.
-  std::optional<trace::BackwardPrefetchMode> backward_prefetch;
+  std::optional<trace::BackwardPrefetch> backward_prefetch;
   std::optional<int32_t> limit_all_gathers;
 };
 
@@ -34,7 +34,7 @@ struct WhatifRequest {
 struct WhatifLanes {
   WhatifRequest request;
   bool fsdp = false;  // which part of the request was replayed
-  trace::FsdpSettings fsdp_settings;  // FSDP: the settings replayed (the request over the recorded)
+  analysis::FsdpSettings fsdp_settings;  // FSDP: the settings replayed (the request over the recorded)
   // by_rank[i] belongs to model.ranks[i]: its what-if lanes, rows built as Note [Lane rows] says;
   // empty lanes for a rank the replay refused.
   struct RankLanes {
@@ -50,7 +50,7 @@ struct WhatifLanes {
   double measured_step_ms = 0, predicted_step_ms = 0;
   double measured_exposed_comm_ms = 0, predicted_exposed_comm_ms = 0;
   std::string model_text;  // "86.4 µs + bytes at 3.58 Gb/s, fitted to 168 all-reduces (error 15.3 %)"
-  std::string error;       // the refusal (trace::WhatifError's message) when no rank could be replayed
+  std::string error;       // the refusal (analysis::WhatifError's message) when no rank could be replayed
 
   // "what-if: cap 4 MiB, first 1 MiB" or "what-if: prefetch none, limit 2", the lanes' name.
   std::string title() const;
@@ -63,6 +63,6 @@ struct WhatifLanes {
 // gives lanes with `error` set, not an exception. Seconds on a big trace: the
 // viewer runs it on a background thread. Thread-safety: any thread; reads `model` only.
 std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, const WhatifRequest& request,
-                                                        const trace::RunStats* stats = nullptr);
+                                                        const analysis::RunStats* stats = nullptr);
 
 }  // namespace dpscope::view

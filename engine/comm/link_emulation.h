@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "engine/comm/link_model.h"
+#include "analysis/link_model.h"
 #include "trace/schema.h"
 
 namespace dpscope::trace {

@@ -4,8 +4,8 @@
 
 #include <stdexcept>
 
+#include "analysis/link_model.h"
 #include "engine/comm/gloo_backend.h"
-#include "engine/comm/link_model.h"
 #include "engine/comm/nccl_backend.h"
 
 #ifdef DPSCOPE_HAVE_CUDA

@@ -16,6 +16,7 @@
 #include "engine/ddp/reductions.h"
 #include "engine/fault/fault_injection.h"
 #include "engine/memory/tracking_allocator.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::ddp {
 

@@ -9,8 +9,8 @@
 #include <algorithm>
 
 #include "engine/comm/nccl_backend.h"
-#include "engine/fsdp/fully_sharded_data_parallel.h"
 #include "engine/fault/fault_injection.h"
+#include "engine/fsdp/fully_sharded_data_parallel.h"
 #include "engine/memory/tracking_allocator.h"
 
 namespace dpscope::fsdp {

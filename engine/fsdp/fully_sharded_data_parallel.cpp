@@ -11,11 +11,11 @@
 #include <unordered_set>
 
 #include "engine/comm/nccl_backend.h"
-#include "engine/replica/broadcast_coalesced.h"
-#include "engine/replica/model_verification.h"
 #include "engine/fault/fault_injection.h"
 #include "engine/memory/memory_sampler.h"
 #include "engine/models/forward_hooks.h"
+#include "engine/replica/broadcast_coalesced.h"
+#include "engine/replica/model_verification.h"
 
 namespace dpscope::fsdp {
 

@@ -23,7 +23,7 @@ class MemorySampler {
   // at time `ts_ns`. When the allocator reached a new peak since the last sample, that moment is
   // recorded first, at the time it happened (TrackingAllocator::peak_snapshot), so the trace
   // holds the real peak and not only what the sampling points saw (Note [Memory at the peak]
-  // in trace/memory_peak.h). Memory samples need trace level full.
+  // in analysis/memory_peak.h). Memory samples need trace level full.
   void sample(int64_t ts_ns = trace::now_ns());
   // The largest value each category (and AllocatorTotal, CudaAllocated, CudaReserved) reached in
   // any sample.

@@ -74,7 +74,7 @@ class TrackingAllocator final : public c10::Allocator {
   // other, so a concurrent allocation may be off by itself), AllocatorTotal their sum, when
   // (trace::now_ns()), and a generation that changes with every new snapshot (each new peak, and
   // reset_peak()). MemorySampler writes it into the trace so that the sampled peak is the real
-  // one (See Note [Memory at the peak] in trace/memory_peak.h). Thread-safe.
+  // one (See Note [Memory at the peak] in analysis/memory_peak.h). Thread-safe.
   struct PeakSnapshot {
     std::array<int64_t, trace::kMemoryCategoryCount> bytes{};
     int64_t ts_ns = 0;

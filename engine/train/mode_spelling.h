@@ -10,16 +10,12 @@
 #include <string_view>
 #include <vector>
 
+#include "trace/vocabulary.h"
+
 namespace dpscope::train {
 
-// The mode `text` spells, or nullopt: the caller names the flag and the choices.
-template <typename Mode, size_t N>
-std::optional<Mode> parse_mode(const std::array<Mode, N>& modes, std::string_view text) {
-  for (Mode mode : modes) {
-    if (to_string(mode) == text) return mode;
-  }
-  return std::nullopt;
-}
+// The mode `text` spells, or nullopt (trace/vocabulary.h).
+using trace::parse_mode;
 
 // Every mode's spelling, in `modes`' order: the choices a flag lists.
 template <typename Mode, size_t N>

@@ -8,6 +8,7 @@
 #include "engine/fault/fault_injection.h"
 #include "engine/memory/optimizer_memory.h"
 #include "trace/schema.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::train {
 

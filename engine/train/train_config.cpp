@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/comm/link_model.h"
+#include "analysis/link_model.h"
 #include "engine/models/model_config.h"
 #include "engine/train/train_config.h"
 
@@ -91,7 +91,7 @@ void validate_train_config(const TrainConfig& c) {
     throw std::invalid_argument("--data text is for the language model: use --model gpt (the " +
                                 c.model.name + " model trains on digits or synthetic data)");
   }
-  comm::check_link(c.link_gbps, c.link_latency_us, "--link-gbps", "--link-latency-us");
+  analysis::check_link(c.link_gbps, c.link_latency_us, "--link-gbps", "--link-latency-us");
   check_device_and_backend(c.device, c.backend);
   if (c.strategy == Strategy::Fsdp) {
     const char* ddp_only = c.comm_hook != ddp::CommHookKind::None        ? "--comm-hook"

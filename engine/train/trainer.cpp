@@ -18,19 +18,20 @@
 #include <string>
 #include <thread>
 
-#include "engine/comm/link_model.h"
+#include "analysis/link_model.h"
+#include "analysis/stats.h"
 #include "engine/comm/world.h"
 #include "engine/data/dataset.h"
 #include "engine/data/distributed_sampler.h"
 #include "engine/fault/fault_injection.h"
+#include "engine/memory/memory_sampler.h"
+#include "engine/memory/tracking_allocator.h"
 #include "engine/train/parallel_model.h"
 #include "engine/train/run_device.h"
 #include "engine/train/trace_files.h"
 #include "engine/train/traced_step.h"
-#include "engine/memory/memory_sampler.h"
-#include "engine/memory/tracking_allocator.h"
 #include "trace/flush_guard.h"
-#include "trace/stats.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::train {
 
@@ -180,8 +181,8 @@ void print_start(const TrainConfig& config, const comm::LaunchEnv& env, const co
                  comm::Backend backend, const std::string& summary, const ParallelModel& parallel) {
   if (env.rank != 0) return;
   const std::string link =
-      world.link ? " on an emulated " + comm::link_value_text(world.link->spec().gbps) + " Gb/s, " +
-                       comm::link_value_text(world.link->spec().latency_us) + " us link"
+      world.link ? " on an emulated " + analysis::link_value_text(world.link->spec().gbps) + " Gb/s, " +
+                       analysis::link_value_text(world.link->spec().latency_us) + " us link"
                  : "";
   std::printf("train: %s, %s over %s%s, %d rank(s), %lld steps of %lld per rank\n",
               summary.c_str(), parallel.describe().c_str(),
@@ -297,7 +298,7 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env, c10::Devi
   world_options.backend = backend_for(config.backend, device);
   world_options.recorder = &recorder;
   world_options.link =
-      comm::check_link(config.link_gbps, config.link_latency_us, "--link-gbps", "--link-latency-us");
+      analysis::check_link(config.link_gbps, config.link_latency_us, "--link-gbps", "--link-latency-us");
   comm::World world = comm::init_world(world_options);
   straggler_ms_of(config, env);  // refuses a slow rank outside the run before anything is built
   record_run_meta(recorder, config, env, world_options.backend, fault.has_value());
@@ -329,7 +330,7 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env, c10::Devi
     if (env.rank == 0) save_tensors(state, config.save_final);
   }
 
-  result.step_ms_median = trace::summarize_steps(step_ms).median_ms;  // Note [Steady steps]
+  result.step_ms_median = analysis::summarize_steps(step_ms).median_ms;  // Note [Steady steps]
   // The peak as the trace records it (Note [Memory at the peak]): the allocator's snapshot, whose
   // categories sum to its total, so this line and `dpscope stats` agree.
   std::optional<memory::TrackingAllocator::PeakSnapshot> peak;

@@ -197,7 +197,7 @@ TEST(CliParse, TrainRejectsBucketSizesThatDoNotFit) {
   EXPECT_NO_THROW(train::validate_train_config(config));
 }
 
-// --link-gbps and --link-latency-us (engine/comm/link_model.h): both or neither, each in its
+// --link-gbps and --link-latency-us (analysis/link_model.h): both or neither, each in its
 // range, checked in parse-only mode by `dpscope train` and by `dpscope launch` alike.
 TEST(CliParse, LinkFlagsAreCheckedBeforeAnythingRuns) {
   parse({"train", "--link-gbps", "4", "--link-latency-us", "50"});

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "analysis/stats.h"
 #include "tests/test_util.h"
 #include "trace/reader.h"
-#include "trace/stats.h"
 
 using dpscope::testing::dpscope_bin;
 using dpscope::testing::run_command;
@@ -55,16 +55,16 @@ TEST(Demo, TrainsBothStrategiesAndWritesScreenshotsWithoutDisplay) {
                                   " demo --steps 6 --out " + out);
   ASSERT_EQ(result.exit_code, 0) << result.output;
 
-  const trace::RunStats ddp = [&] {
+  const analysis::RunStats ddp = [&] {
     trace::Reader reader(out + "/ddp/run.sqlite");
-    return trace::compute_stats(reader);
+    return analysis::compute_stats(reader);
   }();
-  const trace::RunStats fsdp = [&] {
+  const analysis::RunStats fsdp = [&] {
     trace::Reader reader(out + "/fsdp/run.sqlite");
-    return trace::compute_stats(reader);
+    return analysis::compute_stats(reader);
   }();
-  EXPECT_EQ(ddp.strategy, "ddp");
-  EXPECT_EQ(fsdp.strategy, "fsdp");
+  EXPECT_EQ(ddp.strategy, trace::Strategy::Ddp);
+  EXPECT_EQ(fsdp.strategy, trace::Strategy::Fsdp);
   for (const auto* stats : {&ddp, &fsdp}) {
     EXPECT_EQ(stats->world_size, 4);
     EXPECT_EQ(stats->ranks.size(), 4u);
@@ -87,10 +87,10 @@ TEST(Demo, TrainsBothStrategiesAndWritesScreenshotsWithoutDisplay) {
   const std::vector<std::vector<double>> printed = peak_lines(result.output);
   ASSERT_EQ(printed.size(), 2u) << result.output;
   for (size_t run = 0; run < 2; ++run) {
-    const trace::RunStats& stats = run == 0 ? ddp : fsdp;
+    const analysis::RunStats& stats = run == 0 ? ddp : fsdp;
     ASSERT_EQ(printed[run].size(), stats.ranks.size()) << result.output;
     for (size_t r = 0; r < stats.ranks.size(); ++r) {
-      const trace::MemoryAtPeak& peak = stats.ranks[r].step_memory_peak;
+      const analysis::MemoryAtPeak& peak = stats.ranks[r].step_memory_peak;
       EXPECT_NEAR(printed[run][r], double(peak.total_bytes) / double(1 << 20), 0.006) << "rank " << r;
       EXPECT_LE(peak.bytes(trace::MemoryCategory::Other), peak.total_bytes / 10)
           << (run == 0 ? "DDP" : "FSDP") << " rank " << r << ": other "
@@ -118,7 +118,7 @@ TEST(Demo, NoLinkRunsOnTheMachinesOwnTransport) {
   ASSERT_EQ(result.exit_code, 0) << result.output;
   for (const char* run : {"/ddp/run.sqlite", "/fsdp/run.sqlite"}) {
     trace::Reader reader(out + run);
-    EXPECT_EQ(trace::compute_stats(reader).link_gbps, 0) << run;
+    EXPECT_EQ(analysis::compute_stats(reader).link_gbps, 0) << run;
   }
   EXPECT_EQ(result.output.find("emulated link"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("this machine's own (--no-link)"), std::string::npos) << result.output;

@@ -1,4 +1,4 @@
-// The emulated link's numbers and model (engine/comm/link_model.h) and its queue
+// The emulated link's numbers and model (analysis/link_model.h) and its queue
 // (EmulatedLink): the ring model's time of every collective, the checks of --link-gbps,
 // --link-latency-us and their environment variables with the one-line errors they give, and
 // collectives queuing on one link (Note [Link emulation]).
@@ -11,8 +11,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "analysis/link_model.h"
 #include "engine/comm/link_emulation.h"
-#include "engine/comm/link_model.h"
 
 using namespace dpscope;
 using namespace dpscope::comm;

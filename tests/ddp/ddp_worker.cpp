@@ -41,9 +41,9 @@
 #include "engine/comm/world.h"
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/ddp/join.h"
-#include "engine/replica/broadcast_coalesced.h"
 #include "engine/memory/memory_sampler.h"
 #include "engine/memory/tracking_allocator.h"
+#include "engine/replica/broadcast_coalesced.h"
 #include "trace/recorder.h"
 
 using namespace dpscope;

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "tests/test_util.h"
-#include "trace/reader.h"
 #include "tests/torch_oracle.h"
+#include "trace/reader.h"
 
 using dpscope::testing::dpscope_bin;
 using dpscope::testing::have_python_torch;

@@ -23,11 +23,11 @@
 #include "engine/ddp/comm_hook.h"
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/ddp/join.h"
+#include "engine/fsdp/fsdp_options.h"
 #include "engine/fsdp/fully_sharded_data_parallel.h"
 #include "engine/models/forward_hooks.h"
 #include "engine/models/models.h"
 #include "engine/train/trainer.h"
-#include "engine/fsdp/fsdp_options.h"
 #include "tests/device_generic/meta_process_group.h"
 #include "tests/rank_worker.h"
 

@@ -9,11 +9,12 @@
 #include <set>
 #include <string>
 
+#include "analysis/stats.h"
 #include "tests/test_util.h"
-#include "tests/worker_checks.h"
 #include "tests/torch_oracle.h"
+#include "tests/worker_checks.h"
 #include "trace/reader.h"
-#include "trace/stats.h"
+#include "trace/vocabulary.h"
 
 using dpscope::testing::dpscope_bin;
 using dpscope::testing::expect_error_on_every_rank;
@@ -228,8 +229,8 @@ TEST(FsdpTrain, EvaluationAfterTheStepsIsNoIterationsWork) {
       EXPECT_EQ(e.iteration == trace::kNone, e.begin_ns >= evaluation_begin) << "unit " << e.unit;
     }
   }
-  const trace::RunStats stats = trace::compute_stats(reader);
-  for (const trace::RankStats& rank : stats.ranks) {
+  const analysis::RunStats stats = analysis::compute_stats(reader);
+  for (const analysis::RankStats& rank : stats.ranks) {
     SCOPED_TRACE("rank " + std::to_string(rank.rank));
     const auto [steps_end, evaluation_begin] = steps_and_evaluation.at(rank.rank);
     ASSERT_TRUE(rank.step_memory_peak.found());

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "engine/fsdp/wrap_policy.h"
-#include "engine/train/mode_spelling.h"
 #include "engine/models/forward_hooks.h"
 #include "engine/models/models.h"
+#include "engine/train/mode_spelling.h"
 
 namespace fsdp = dpscope::fsdp;
 namespace models = dpscope::models;

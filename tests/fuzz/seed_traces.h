@@ -12,13 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "formats/synth.h"
 #include "tests/trace_event.h"
-#include "trace/synth.h"
 #include "trace/writer.h"
 
 namespace dpscope::fuzz {
 
 using namespace dpscope::trace;
+using namespace dpscope::formats;
 
 enum SeedName : NameId { kForward = 1, kBackward, kOptimizerStep, kIteration, kFinalize, kLoss,
                          kStepMs, kVerify };

@@ -9,11 +9,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "analysis/stats.h"
+#include "formats/export_chrome.h"
 #include "trace/error.h"
-#include "trace/export_chrome.h"
 #include "trace/merge.h"
 #include "trace/reader.h"
-#include "trace/stats.h"
 
 namespace dpscope::fuzz {
 
@@ -71,6 +71,8 @@ inline void check_message(const trace::TraceError& error, const std::string& a,
 // Reads everything of `reader` through every query the CLI and the viewer use.
 inline void read_all(trace::Reader& reader) {
   using namespace dpscope::trace;
+using namespace dpscope::analysis;
+using namespace dpscope::formats;
   reader.meta();
   reader.meta_value("world_size");
   reader.ranks();

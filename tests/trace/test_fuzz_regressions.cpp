@@ -12,16 +12,19 @@
 #include <sstream>
 #include <string>
 
+#include "analysis/stats.h"
+#include "formats/export_chrome.h"
 #include "tests/fuzz/seed_traces.h"
 #include "tests/test_util.h"
 #include "trace/error.h"
-#include "trace/export_chrome.h"
 #include "trace/merge.h"
 #include "trace/reader.h"
-#include "trace/stats.h"
 
 namespace dpscope::trace {
 namespace {
+
+using namespace dpscope::analysis;
+using namespace dpscope::formats;
 
 using testing::TempDir;
 

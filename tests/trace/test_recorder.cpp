@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "tests/test_util.h"
-#include "trace/reader.h"
 #include "trace/error.h"
+#include "trace/reader.h"
 #include "trace/recorder.h"
 
 using namespace dpscope::trace;

@@ -74,7 +74,7 @@ void expect_ring_bytes(const std::string& output, int n, int64_t s) {
 }
 
 // Rank `rank`'s collectives of the primer's `iteration`, as (op, bytes) in issue order.
-std::vector<std::pair<trace::CollectiveOp, int64_t>> issued(const trace::RunStats& stats, int rank, int32_t iteration) {
+std::vector<std::pair<trace::CollectiveOp, int64_t>> issued(const analysis::RunStats& stats, int rank, int32_t iteration) {
   std::vector<std::pair<trace::CollectiveOp, int64_t>> found;
   for (const auto& c : stats.ranks.at(size_t(rank)).collectives) {
     if (c.iteration == iteration) found.emplace_back(c.op, c.bytes);
@@ -108,7 +108,7 @@ TEST(TutorialCollectives, TwoRanksByHandBitForBitRingBytesAndTheLinksAlphaBeta) 
   expect_ring_bytes(run.output, 2, 1 << 20);
 
   // The trace counts what a rank hands each collective: the whole tensor, an all-gather's share.
-  const trace::RunStats primer = stats_of(run.trace_dir + "/primer/run.sqlite");
+  const analysis::RunStats primer = stats_of(run.trace_dir + "/primer/run.sqlite");
   EXPECT_EQ(primer.link_gbps, 2);
   EXPECT_EQ(primer.link_latency_us, 500);
   for (int rank = 0; rank < 2; ++rank) {
@@ -121,7 +121,7 @@ TEST(TutorialCollectives, TwoRanksByHandBitForBitRingBytesAndTheLinksAlphaBeta) 
   }
 
   // The sweep: one all-reduce of each size, 4 B to 4 MiB by x4, per round.
-  const trace::RunStats sweep = stats_of(run.trace_dir + "/sweep/run.sqlite");
+  const analysis::RunStats sweep = stats_of(run.trace_dir + "/sweep/run.sqlite");
   ASSERT_EQ(sweep.iterations, steps);
   for (const auto& rank : sweep.ranks) {
     for (int32_t round = 0; round < steps; ++round) EXPECT_EQ(all_reduces(rank, round), 11) << "round " << round;
@@ -150,7 +150,7 @@ TEST(TutorialCollectives, ThreeRanksByHandRingBytesAndTheLinksAlphaBeta) {
   }
   // 1 MiB rounded down to whole chunks of 3 ranks: 262143 floats.
   expect_ring_bytes(run.output, 3, 262143 * 4);
-  const trace::RunStats primer = stats_of(run.trace_dir + "/primer/run.sqlite");
+  const analysis::RunStats primer = stats_of(run.trace_dir + "/primer/run.sqlite");
   ASSERT_EQ(primer.ranks.size(), 3u);
   for (int rank = 0; rank < 3; ++rank) {
     const std::vector<std::pair<Op, int64_t>> four = {

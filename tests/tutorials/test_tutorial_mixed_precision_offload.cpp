@@ -19,17 +19,17 @@ namespace {
 
 constexpr int32_t kCounted = 2;  // the iteration whose bytes the tutorial prints
 
-int64_t bytes_of(const trace::RankStats& rank, trace::CollectiveOp op) {
+int64_t bytes_of(const analysis::RankStats& rank, trace::CollectiveOp op) {
   int64_t bytes = 0;
-  for (const trace::CollectiveStats& c : rank.collectives) {
+  for (const analysis::CollectiveStats& c : rank.collectives) {
     if (c.iteration == kCounted && c.op == op) bytes += c.bytes;
   }
   return bytes;
 }
 
-int64_t largest_of(const trace::RankStats& rank, trace::CollectiveOp op) {
+int64_t largest_of(const analysis::RankStats& rank, trace::CollectiveOp op) {
   int64_t largest = 0;
-  for (const trace::CollectiveStats& c : rank.collectives) {
+  for (const analysis::CollectiveStats& c : rank.collectives) {
     if (c.op == op) largest = std::max(largest, c.bytes);
   }
   return largest;
@@ -62,7 +62,7 @@ std::vector<double> row(const std::string& output, const std::string& label) {
   return {};
 }
 
-int64_t at_peak(const trace::RankStats& rank, trace::MemoryCategory category) {
+int64_t at_peak(const analysis::RankStats& rank, trace::MemoryCategory category) {
   return rank.step_memory_peak.bytes(category);
 }
 
@@ -71,16 +71,16 @@ TEST(TutorialMixedPrecisionOffload, BytesMemoryLossAndOffloadAsTheReadmeStates) 
   const TutorialRun run = launch(dir, "tutorial-14-mixed-precision-offload", "--steps 4",
                                  "--link-gbps 4 --link-latency-us 50");
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const trace::RunStats fp32 = stats_of(run.trace_dir + "/fp32/run.sqlite");
-  const trace::RunStats bf16 = stats_of(run.trace_dir + "/bf16/run.sqlite");
-  const trace::RunStats reduce_fp32 = stats_of(run.trace_dir + "/bf16-reduce-fp32/run.sqlite");
-  const trace::RunStats offload = stats_of(run.trace_dir + "/fp32-offload/run.sqlite");
+  const analysis::RunStats fp32 = stats_of(run.trace_dir + "/fp32/run.sqlite");
+  const analysis::RunStats bf16 = stats_of(run.trace_dir + "/bf16/run.sqlite");
+  const analysis::RunStats reduce_fp32 = stats_of(run.trace_dir + "/bf16-reduce-fp32/run.sqlite");
+  const analysis::RunStats offload = stats_of(run.trace_dir + "/fp32-offload/run.sqlite");
   using Op = trace::CollectiveOp;
 
   // Bytes per step, exactly: the all-gathers carry bf16 copies of the shards, half of fp32's; the
   // reduce-scatters carry the gradients in the reduce dtype. Every rank alike.
   for (int r = 0; r < 2; ++r) {
-    const trace::RankStats& base = fp32.ranks.at(r);
+    const analysis::RankStats& base = fp32.ranks.at(r);
     ASSERT_GT(bytes_of(base, Op::AllGather), 0) << run.output;
     EXPECT_EQ(2 * bytes_of(bf16.ranks.at(r), Op::AllGather), bytes_of(base, Op::AllGather));
     EXPECT_EQ(2 * bytes_of(bf16.ranks.at(r), Op::ReduceScatter), bytes_of(base, Op::ReduceScatter));
@@ -92,7 +92,7 @@ TEST(TutorialMixedPrecisionOffload, BytesMemoryLossAndOffloadAsTheReadmeStates) 
   // The printed rows are the traces' (rank 0): AG count, bytes, ratio, RS count, bytes, ratio.
   const struct {
     std::string label;
-    const trace::RunStats* stats;
+    const analysis::RunStats* stats;
     double all_gather_ratio, reduce_scatter_ratio;
   } rows[] = {{"fp32", &fp32, 1, 1},
               {"bf16", &bf16, 0.5, 0.5},
@@ -101,7 +101,7 @@ TEST(TutorialMixedPrecisionOffload, BytesMemoryLossAndOffloadAsTheReadmeStates) 
   for (const auto& expected : rows) {
     const std::vector<double> printed = row(run.output, expected.label);
     ASSERT_EQ(printed.size(), 6u) << expected.label << "\n" << run.output;
-    const trace::RankStats& rank0 = expected.stats->ranks.at(0);
+    const analysis::RankStats& rank0 = expected.stats->ranks.at(0);
     EXPECT_EQ(printed[0], 13) << expected.label;  // 6 units twice, the root once
     EXPECT_EQ(printed[1], static_cast<double>(bytes_of(rank0, Op::AllGather))) << expected.label;
     EXPECT_DOUBLE_EQ(printed[2], expected.all_gather_ratio) << expected.label;
@@ -113,13 +113,13 @@ TEST(TutorialMixedPrecisionOffload, BytesMemoryLossAndOffloadAsTheReadmeStates) 
   // Memory at the peak: what bf16 computes with shrinks, the float32 state does not.
   using Cat = trace::MemoryCategory;
   for (int r = 0; r < 2; ++r) {
-    const trace::RankStats& base = fp32.ranks.at(r);
-    const trace::RankStats& low = bf16.ranks.at(r);
+    const analysis::RankStats& base = fp32.ranks.at(r);
+    const analysis::RankStats& low = bf16.ranks.at(r);
     for (const Cat category : {Cat::FullParameters, Cat::FullGradients, Cat::Activations}) {
       EXPECT_LT(at_peak(low, category), at_peak(base, category) * 7 / 10)
           << "rank " << r << " " << trace::to_string(category) << "\n" << run.output;
     }
-    for (const trace::RunStats* other : {&bf16, &reduce_fp32, &offload}) {
+    for (const analysis::RunStats* other : {&bf16, &reduce_fp32, &offload}) {
       for (const Cat category : {Cat::Shards, Cat::OptimizerState}) {
         EXPECT_EQ(at_peak(other->ranks.at(r), category), at_peak(base, category))
             << other->path << " rank " << r << " " << trace::to_string(category);
@@ -131,7 +131,7 @@ TEST(TutorialMixedPrecisionOffload, BytesMemoryLossAndOffloadAsTheReadmeStates) 
     // scratch of the input and a float32 output, 3 times the largest bf16 payload.
     EXPECT_LE(at_peak(low, Cat::Other), 3 * largest_of(low, Op::ReduceScatter)) << "rank " << r;
   }
-  for (const trace::RunStats* stats : {&fp32, &reduce_fp32, &offload}) expect_little_other(*stats);
+  for (const analysis::RunStats* stats : {&fp32, &reduce_fp32, &offload}) expect_little_other(*stats);
 
   // Loss: the offload run computes exactly what the fp32 run does (same code path on the CPU);
   // bf16 computes from rounded weights, so its loss is close but not equal, from step 0 on, and
@@ -150,12 +150,12 @@ TEST(TutorialMixedPrecisionOffload, BytesMemoryLossAndOffloadAsTheReadmeStates) 
   // Offload: the same peak and categories as fp32 here; what it would move on a GPU is the
   // all-gathers' input to the device and the reduce-scatters' output (input / 2 ranks) back.
   EXPECT_EQ(offload.ranks.at(0).step_memory_peak.total_bytes, fp32.ranks.at(0).step_memory_peak.total_bytes);
-  for (const trace::CategoryBytes& part : fp32.ranks.at(0).step_memory_peak.categories) {
+  for (const analysis::CategoryBytes& part : fp32.ranks.at(0).step_memory_peak.categories) {
     EXPECT_EQ(at_peak(offload.ranks.at(0), part.category), part.bytes) << trace::to_string(part.category);
   }
   EXPECT_NE(run.output.find("the same bytes per step"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("the same loss"), std::string::npos) << run.output;
-  const trace::RankStats& off0 = offload.ranks.at(0);
+  const analysis::RankStats& off0 = offload.ranks.at(0);
   EXPECT_EQ(last_number_on(run.output, "host to device"), static_cast<double>(bytes_of(off0, Op::AllGather)));
   EXPECT_EQ(last_number_on(run.output, "device to host"), static_cast<double>(bytes_of(off0, Op::ReduceScatter) / 2));
 }

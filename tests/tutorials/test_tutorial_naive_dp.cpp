@@ -29,10 +29,10 @@ std::map<int, std::map<int32_t, std::pair<int64_t, int64_t>>> backward_phases(tr
 }
 
 // Rank 0's least exposed communication in a steady step (Note [Steady steps]).
-double best_exposed_ms(const trace::RunStats& stats) {
+double best_exposed_ms(const analysis::RunStats& stats) {
   double best = 1e300;
   for (const auto& it : stats.ranks.at(0).iterations) {
-    if (it.iteration >= trace::steady_from(stats.iterations)) {
+    if (it.iteration >= analysis::steady_from(stats.iterations)) {
       best = std::min(best, it.overlap.exposed_comm_ms);
     }
   }
@@ -52,16 +52,16 @@ TEST(TutorialNaiveDp, SameGradientsOneAllReducePerParameterOrBucketAndHooksOverl
     EXPECT_EQ(last_number_on(run.output, row), 0) << row << "\n" << run.output;
   }
 
-  const trace::RunStats after = stats_of(run.trace_dir + "/after-backward/run.sqlite");
-  const trace::RunStats hooks = stats_of(run.trace_dir + "/hooks/run.sqlite");
-  const trace::RunStats buckets = stats_of(run.trace_dir + "/buckets/run.sqlite");
+  const analysis::RunStats after = stats_of(run.trace_dir + "/after-backward/run.sqlite");
+  const analysis::RunStats hooks = stats_of(run.trace_dir + "/hooks/run.sqlite");
+  const analysis::RunStats buckets = stats_of(run.trace_dir + "/buckets/run.sqlite");
   const int64_t params = static_cast<int64_t>(after.params.size());
   int64_t gradient_bytes = 0;
   for (const auto& p : after.params) gradient_bytes += p.numel * 4;
   ASSERT_EQ(params, 50) << "24 hidden layers and the output layer, a weight and a bias each";
   const std::vector<trace::BucketInfo> rebuilt = plan(buckets, 1);
   ASSERT_FALSE(rebuilt.empty());
-  for (const trace::RunStats* stats : {&after, &hooks, &buckets}) {
+  for (const analysis::RunStats* stats : {&after, &hooks, &buckets}) {
     EXPECT_EQ(stats->link_gbps, 1) << stats->path;
     ASSERT_EQ(stats->iterations, 10) << stats->path;
     for (const auto& rank : stats->ranks) {
@@ -82,7 +82,7 @@ TEST(TutorialNaiveDp, SameGradientsOneAllReducePerParameterOrBucketAndHooksOverl
   // When: after-backward issues every all-reduce once its backward is over; the hooks issue each
   // during backward, as autograd makes the gradient. (When a collective begins also depends on
   // when Gloo's threads get a core: its issue time is the program's own.)
-  for (const trace::RunStats* stats : {&after, &hooks}) {
+  for (const analysis::RunStats* stats : {&after, &hooks}) {
     trace::Reader reader(stats->path);
     const auto backward = backward_phases(reader);
     for (int rank = 0; rank < 2; ++rank) {

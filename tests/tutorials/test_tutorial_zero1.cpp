@@ -13,7 +13,7 @@ namespace {
 
 using C = trace::MemoryCategory;
 
-int64_t after_steps(const trace::RunStats& stats, C category) {
+int64_t after_steps(const analysis::RunStats& stats, C category) {
   return stats.ranks.at(0).memory_after_steps.bytes(category);
 }
 
@@ -25,9 +25,9 @@ TEST(TutorialZero1, TrainsAsDdpWithAnNthOfItsOptimizerStateAndItsBytes) {
   EXPECT_NE(run.output.find("largest parameter difference\n[0] on any rank 0 (bit for bit)"), std::string::npos)
       << run.output;
 
-  const trace::RunStats ddp = stats_of(run.trace_dir + "/ddp/run.sqlite");
-  const trace::RunStats zero1 = stats_of(run.trace_dir + "/zero1/run.sqlite");
-  const trace::RunStats zero3 = stats_of(run.trace_dir + "/full-shard/run.sqlite");
+  const analysis::RunStats ddp = stats_of(run.trace_dir + "/ddp/run.sqlite");
+  const analysis::RunStats zero1 = stats_of(run.trace_dir + "/zero1/run.sqlite");
+  const analysis::RunStats zero3 = stats_of(run.trace_dir + "/full-shard/run.sqlite");
   int64_t psi = 0;
   for (const auto& p : ddp.params) psi += p.numel;
   const int64_t shard = (psi + 1) / 2;  // 2 ranks; the flat buffer is padded to 2 * shard
@@ -51,8 +51,8 @@ TEST(TutorialZero1, TrainsAsDdpWithAnNthOfItsOptimizerStateAndItsBytes) {
   expect_little_other(zero1);
 
   // One reduce-scatter and one all-gather a step, of the whole flat buffer.
-  for (const trace::RankStats& rank : zero1.ranks) {
-    for (const trace::IterationStats& it : rank.iterations) {
+  for (const analysis::RankStats& rank : zero1.ranks) {
+    for (const analysis::IterationStats& it : rank.iterations) {
       EXPECT_EQ(it.collectives[static_cast<int>(trace::CollectiveOp::ReduceScatter)], 1) << "rank " << rank.rank;
       EXPECT_EQ(it.collectives[static_cast<int>(trace::CollectiveOp::AllGather)], 1) << "rank " << rank.rank;
       EXPECT_EQ(it.collectives[static_cast<int>(trace::CollectiveOp::AllReduce)], 0) << "rank " << rank.rank;

@@ -35,7 +35,7 @@ TEST(Tutorials, ToyDdp03ConstructionAndOneIteration) {
   const std::regex after_broadcast("2\\. After DDP's constructor[^\\n]*\\n[^\\n]*equal on every rank");
   EXPECT_TRUE(std::regex_search(run.output, after_broadcast)) << run.output;
 
-  const trace::RunStats stats = stats_of(run.trace_dir + "/run.sqlite");
+  const analysis::RunStats stats = stats_of(run.trace_dir + "/run.sqlite");
   ASSERT_EQ(stats.ranks.size(), 2u);
   ASSERT_EQ(stats.params.size(), 4u);  // net1.weight, net1.bias, net2.weight, net2.bias
   const auto buckets = plan(stats, 0);
@@ -63,7 +63,7 @@ TEST(Tutorials, Bucketing04OneAllReducePerBucketForEachCap) {
   EXPECT_NE(run.output.find("on an emulated link of 2 Gb/s and 50 us"), std::string::npos) << run.output;
   std::map<std::string, size_t> buckets_of_cap;
   for (const std::string cap : {"cap-25mb", "cap-4mb", "cap-1mb"}) {
-    const trace::RunStats stats = stats_of(run.trace_dir + "/" + cap + "/run.sqlite");
+    const analysis::RunStats stats = stats_of(run.trace_dir + "/" + cap + "/run.sqlite");
     EXPECT_EQ(stats.link_gbps, 2) << cap;
     EXPECT_EQ(stats.link_latency_us, 50) << cap;
     // See Note [The first iteration's buckets]: one bucket, then the cap's plan.
@@ -92,7 +92,7 @@ TEST(Tutorials, Bucketing04GptPlanFollowsTheBlocks) {
   TempDir dir;
   const TutorialRun run = launch(dir, "tutorial-04-bucketing", "--model gpt --caps 0.25 --steps 2");
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const trace::RunStats stats = stats_of(run.trace_dir + "/cap-0.25mb/run.sqlite");
+  const analysis::RunStats stats = stats_of(run.trace_dir + "/cap-0.25mb/run.sqlite");
   ASSERT_EQ(stats.params.size(), 54u);
   const auto rebuilt = plan(stats, 1);
   ASSERT_EQ(rebuilt.size(), 10u);
@@ -114,8 +114,8 @@ TEST(Tutorials, BucketRebuild05RebuiltPlanAndGradientViews) {
                                  "--link-gbps 2 --link-latency-us 50");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const std::string copy_path = run.trace_dir + "/gradient-copy/run.sqlite";
-  const trace::RunStats copy = stats_of(copy_path);
-  const trace::RunStats guess = stats_of(run.trace_dir + "/by-size-guess/run.sqlite");
+  const analysis::RunStats copy = stats_of(copy_path);
+  const analysis::RunStats guess = stats_of(run.trace_dir + "/by-size-guess/run.sqlite");
   // Iteration 0: one bucket (PyTorch >= 1.12), or the guess by size (PyTorch <= 1.11).
   const auto initial = plan(copy, 0);
   ASSERT_EQ(initial.size(), 1u);
@@ -158,7 +158,7 @@ TEST(Tutorials, BucketRebuild05RebuiltPlanAndGradientViews) {
   // gradient_as_bucket_view: no separate gradient memory, so gradients and buckets together
   // take less. (Not the total peak: under load the sampled total can peak at construction, the
   // same in both runs.)
-  const trace::RunStats view = stats_of(run.trace_dir + "/gradient-view/run.sqlite");
+  const analysis::RunStats view = stats_of(run.trace_dir + "/gradient-view/run.sqlite");
   for (int r = 0; r < 2; ++r) {
     const auto& with_copy = copy.ranks.at(r);
     const auto& with_view = view.ranks.at(r);
@@ -178,7 +178,7 @@ TEST(Tutorials, BucketRebuild05RebuiltPlanAndGradientViews) {
   ASSERT_EQ(view_row.size(), 4u) << run.output;
   EXPECT_NEAR(copy_row[3], mib(copy.ranks.at(0).step_memory_peak.total_bytes), 0.006) << run.output;
   EXPECT_NEAR(view_row[3], mib(view.ranks.at(0).step_memory_peak.total_bytes), 0.006) << run.output;
-  for (const trace::RunStats* stats : {&copy, &view}) expect_little_other(*stats);
+  for (const analysis::RunStats* stats : {&copy, &view}) expect_little_other(*stats);
 }
 
 // With the GPT-shaped model (README, "With a model shaped like the ones people train"): iteration
@@ -192,7 +192,7 @@ TEST(Tutorials, BucketRebuild05GptRebuiltPlanCutsTheBlocks) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const std::string copy_path = run.trace_dir + "/gradient-copy/run.sqlite";
   const std::string guess_path = run.trace_dir + "/by-size-guess/run.sqlite";
-  const trace::RunStats copy = stats_of(copy_path);
+  const analysis::RunStats copy = stats_of(copy_path);
   ASSERT_EQ(copy.params.size(), 54u);
   const auto initial = plan(copy, 0);
   ASSERT_EQ(initial.size(), 1u);
@@ -212,7 +212,7 @@ TEST(Tutorials, BucketRebuild05GptRebuiltPlanCutsTheBlocks) {
   }
   // The guess: backward's order, its first limit on the embeddings and block0, the head's
   // remainder in bucket 0.
-  const trace::RunStats guess = stats_of(guess_path);
+  const analysis::RunStats guess = stats_of(guess_path);
   const auto guessed = plan(guess, 0);
   ASSERT_EQ(guessed.size(), 4u);
   EXPECT_EQ(guessed.front().params.size(), 5u);
@@ -245,7 +245,7 @@ TEST(Tutorials, UnusedParameters06UsedParameterMapEveryIteration) {
   EXPECT_NE(run.output.find("did not receive grad for rank 0: head_b.weight, head_b.bias"),
             std::string::npos) << run.output;
 
-  const trace::RunStats stats = stats_of(run.trace_dir + "/run.sqlite");
+  const analysis::RunStats stats = stats_of(run.trace_dir + "/run.sqlite");
   const size_t buckets = plan(stats, 0).size();
   ASSERT_EQ(stats.params.size(), 6u);
   EXPECT_TRUE(plan(stats, 1).empty()) << "find_unused_parameters never rebuilds the buckets";
@@ -275,7 +275,7 @@ TEST(Tutorials, NoSync07NoAllReduceInNoSyncMicroSteps) {
                                  "--link-gbps 1 --link-latency-us 50");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const std::string no_sync_path = run.trace_dir + "/no-sync/run.sqlite";
-  const trace::RunStats no_sync = stats_of(no_sync_path);
+  const analysis::RunStats no_sync = stats_of(no_sync_path);
   trace::Reader reader(no_sync_path);
   const std::vector<std::string> names = reader.names();
   for (int rank = 0; rank < 2; ++rank) {
@@ -298,7 +298,7 @@ TEST(Tutorials, NoSync07NoAllReduceInNoSyncMicroSteps) {
     }
   }
   // Synchronising every micro-step sends four times as much, for the same result.
-  const trace::RunStats every = stats_of(run.trace_dir + "/sync-every-micro-step/run.sqlite");
+  const analysis::RunStats every = stats_of(run.trace_dir + "/sync-every-micro-step/run.sqlite");
   int64_t every_bytes = 0, no_sync_bytes = 0;
   for (int32_t it = 0; it < every.iterations; ++it) every_bytes += all_reduce_bytes(every.ranks.at(0), it);
   for (int32_t it = 0; it < no_sync.iterations; ++it) no_sync_bytes += all_reduce_bytes(no_sync.ranks.at(0), it);
@@ -321,9 +321,9 @@ TEST(Tutorials, CommHooks08Fp16HalvesTheBytes) {
   TempDir dir;
   const TutorialRun run = launch(dir, "tutorial-08-comm-hooks", "--steps 3 --powersgd-start 2");
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const trace::RunStats plain = stats_of(run.trace_dir + "/allreduce/run.sqlite");
-  const trace::RunStats fp16 = stats_of(run.trace_dir + "/fp16/run.sqlite");
-  const trace::RunStats powersgd = stats_of(run.trace_dir + "/powersgd/run.sqlite");
+  const analysis::RunStats plain = stats_of(run.trace_dir + "/allreduce/run.sqlite");
+  const analysis::RunStats fp16 = stats_of(run.trace_dir + "/fp16/run.sqlite");
+  const analysis::RunStats powersgd = stats_of(run.trace_dir + "/powersgd/run.sqlite");
   for (int rank = 0; rank < 2; ++rank) {
     for (int32_t it = 0; it < 3; ++it) {
       const int64_t full = all_reduce_bytes(plain.ranks.at(rank), it);
@@ -391,11 +391,11 @@ TEST(Tutorials, FsdpBasics10GathersAndReduceScattersPerUnit) {
   // The README's bytes on the wire: in a ring of n = 2, a rank sends (n-1) x its shard for an
   // all-gather (the trace's bytes: one rank's shard) and (n-1)/n of a reduce-scatter's full
   // gradient; DDP's all-reduce of the same model sends 2(n-1)/n x S. FULL_SHARD: 1.49x.
-  const trace::RunStats stats = stats_of(run.trace_dir + "/per-unit/run.sqlite");
+  const analysis::RunStats stats = stats_of(run.trace_dir + "/per-unit/run.sqlite");
   int64_t model_bytes = 0;
   for (const auto& unit : units) model_bytes += unit.numel * 4;
   double fsdp_sent = 0;
-  for (const trace::CollectiveStats& c : stats.ranks.at(0).collectives) {
+  for (const analysis::CollectiveStats& c : stats.ranks.at(0).collectives) {
     if (c.iteration != 2) continue;
     if (c.op == trace::CollectiveOp::AllGather) fsdp_sent += double(c.bytes);
     if (c.op == trace::CollectiveOp::ReduceScatter) fsdp_sent += double(c.bytes) / 2;
@@ -412,8 +412,8 @@ TEST(Tutorials, NestingPrefetch11NestedHoldsLessAndGradOpGathersLess) {
   TempDir dir;
   const TutorialRun run = launch(dir, "tutorial-11-fsdp-nesting-prefetch", "--steps 2");
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const trace::RunStats root_only = stats_of(run.trace_dir + "/root-only/run.sqlite");
-  const trace::RunStats nested = stats_of(run.trace_dir + "/nested/run.sqlite");
+  const analysis::RunStats root_only = stats_of(run.trace_dir + "/root-only/run.sqlite");
+  const analysis::RunStats nested = stats_of(run.trace_dir + "/nested/run.sqlite");
   trace::Reader nested_reader(run.trace_dir + "/nested/run.sqlite");
   trace::Reader grad_op(run.trace_dir + "/grad-op/run.sqlite");
   ASSERT_EQ(root_only.units.size(), 1u);
@@ -431,7 +431,7 @@ TEST(Tutorials, NestingPrefetch11NestedHoldsLessAndGradOpGathersLess) {
   for (const std::string part : {"prefetch-post", "prefetch-none"}) {
     EXPECT_TRUE(std::filesystem::exists(run.trace_dir + "/" + part + "/run.sqlite")) << part;
   }
-  for (const trace::RunStats* stats : {&root_only, &nested}) expect_little_other(*stats);
+  for (const analysis::RunStats* stats : {&root_only, &nested}) expect_little_other(*stats);
 }
 
 // With the GPT-shaped model (README, "a unit per block"): 5 units (4 blocks and the root); nested
@@ -450,13 +450,13 @@ TEST(Tutorials, NestingPrefetch11GptUnitPerBlock) {
   }
   EXPECT_GT(block_elements, 100000);
   EXPECT_EQ(collectives_with(nested_reader, 0, 2, trace::CollectiveOp::AllGather), 9);
-  const trace::RunStats nested = stats_of(run.trace_dir + "/nested/run.sqlite");
-  const trace::RunStats root_only = stats_of(run.trace_dir + "/root-only/run.sqlite");
+  const analysis::RunStats nested = stats_of(run.trace_dir + "/nested/run.sqlite");
+  const analysis::RunStats root_only = stats_of(run.trace_dir + "/root-only/run.sqlite");
   const int64_t model_bytes = peak_of(root_only.ranks.at(0), trace::MemoryCategory::FullParameters);
   EXPECT_LE(peak_of(nested.ranks.at(0), trace::MemoryCategory::FullParameters),
             2 * 4 * block_elements + model_bytes / 8);
   EXPECT_LT(peak_of(nested.ranks.at(0), trace::MemoryCategory::FullParameters), model_bytes);
-  const trace::MemoryAtPeak& peak = nested.ranks.at(0).step_memory_peak;
+  const analysis::MemoryAtPeak& peak = nested.ranks.at(0).step_memory_peak;
   EXPECT_GT(peak.bytes(trace::MemoryCategory::Activations), peak.total_bytes / 2);
 }
 
@@ -487,10 +487,10 @@ TEST(Tutorials, ZeroStages12FullShardBelowShardGradOpBelowDdp) {
   ASSERT_EQ(peaks.size(), 5u) << run.output;  // "[0]" and DDP, DDP (view), SHARD_GRAD_OP, FULL_SHARD
   EXPECT_LT(peaks[4], peaks[3]) << run.output;
   EXPECT_LT(peaks[3], peaks[1]) << run.output;
-  const trace::RunStats grad_op = stats_of(run.trace_dir + "/grad-op/run.sqlite");
-  const trace::RunStats full = stats_of(run.trace_dir + "/full-shard/run.sqlite");
-  const trace::RunStats ddp = stats_of(run.trace_dir + "/ddp/run.sqlite");
-  const trace::RunStats ddp_view = stats_of(run.trace_dir + "/ddp-bucket-view/run.sqlite");
+  const analysis::RunStats grad_op = stats_of(run.trace_dir + "/grad-op/run.sqlite");
+  const analysis::RunStats full = stats_of(run.trace_dir + "/full-shard/run.sqlite");
+  const analysis::RunStats ddp = stats_of(run.trace_dir + "/ddp/run.sqlite");
+  const analysis::RunStats ddp_view = stats_of(run.trace_dir + "/ddp-bucket-view/run.sqlite");
   // gradient_as_bucket_view saves DDP's gradient copy, the model's bytes, between steps; its peak
   // is lower too (the rebuild after iteration 0 holds the old buckets and the new for a moment).
   int64_t model_bytes = 0;
@@ -499,7 +499,7 @@ TEST(Tutorials, ZeroStages12FullShardBelowShardGradOpBelowDdp) {
   EXPECT_EQ(ddp.ranks.at(0).memory_after_steps.total_bytes - ddp_view.ranks.at(0).memory_after_steps.total_bytes,
             model_bytes);
   // SHARD_GRAD_OP's parameters (shards and full ones) at its peak are more than DDP's.
-  const trace::MemoryAtPeak& grad_op_peak = grad_op.ranks.at(0).step_memory_peak;
+  const analysis::MemoryAtPeak& grad_op_peak = grad_op.ranks.at(0).step_memory_peak;
   EXPECT_GT(grad_op_peak.bytes(trace::MemoryCategory::Shards) + grad_op_peak.bytes(trace::MemoryCategory::FullParameters),
             model_bytes);
   for (int r = 0; r < 2; ++r) {
@@ -514,7 +514,7 @@ TEST(Tutorials, ZeroStages12FullShardBelowShardGradOpBelowDdp) {
   EXPECT_NEAR(peaks[2], mib(ddp_view.ranks.at(0).step_memory_peak.total_bytes), 0.006) << run.output;
   EXPECT_NEAR(peaks[3], mib(grad_op.ranks.at(0).step_memory_peak.total_bytes), 0.006) << run.output;
   EXPECT_NEAR(peaks[4], mib(full.ranks.at(0).step_memory_peak.total_bytes), 0.006) << run.output;
-  for (const trace::RunStats* stats : {&ddp, &ddp_view, &grad_op, &full}) expect_little_other(*stats);
+  for (const analysis::RunStats* stats : {&ddp, &ddp_view, &grad_op, &full}) expect_little_other(*stats);
 }
 
 // With the GPT-shaped model (README, "a unit per block"): 5 units, each padded on its own (the
@@ -526,9 +526,9 @@ TEST(Tutorials, ZeroStages12GptUnitsPaddedOneByOne) {
   const TutorialRun run =
       launch(dir, "tutorial-12-zero-stages", "--model gpt --steps 3", "--link-gbps 4 --link-latency-us 50");
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const trace::RunStats ddp = stats_of(run.trace_dir + "/ddp/run.sqlite");
-  const trace::RunStats grad_op = stats_of(run.trace_dir + "/grad-op/run.sqlite");
-  const trace::RunStats full = stats_of(run.trace_dir + "/full-shard/run.sqlite");
+  const analysis::RunStats ddp = stats_of(run.trace_dir + "/ddp/run.sqlite");
+  const analysis::RunStats grad_op = stats_of(run.trace_dir + "/grad-op/run.sqlite");
+  const analysis::RunStats full = stats_of(run.trace_dir + "/full-shard/run.sqlite");
   ASSERT_EQ(full.units.size(), 5u);
   int64_t shard_elements = 0, padded_elements = 0;
   for (const auto& u : full.units) {
@@ -544,14 +544,14 @@ TEST(Tutorials, ZeroStages12GptUnitsPaddedOneByOne) {
   EXPECT_EQ(shards_line[1], 411948) << run.output;
 
   const int64_t model_bytes = 3295580;  // 823,895 float32 parameters
-  const trace::MemoryAtPeak& ddp_peak = ddp.ranks.at(0).step_memory_peak;
+  const analysis::MemoryAtPeak& ddp_peak = ddp.ranks.at(0).step_memory_peak;
   for (const auto category : {trace::MemoryCategory::Parameters, trace::MemoryCategory::Gradients,
                               trace::MemoryCategory::Buckets, trace::MemoryCategory::OptimizerState}) {
     EXPECT_EQ(ddp_peak.bytes(category), model_bytes) << static_cast<int>(category);
   }
   EXPECT_GT(ddp_peak.bytes(trace::MemoryCategory::Activations), ddp_peak.total_bytes / 2);
-  for (const trace::RunStats* fsdp : {&grad_op, &full}) {
-    const trace::MemoryAtPeak& peak = fsdp->ranks.at(0).step_memory_peak;
+  for (const analysis::RunStats* fsdp : {&grad_op, &full}) {
+    const analysis::MemoryAtPeak& peak = fsdp->ranks.at(0).step_memory_peak;
     EXPECT_EQ(peak.bytes(trace::MemoryCategory::Shards), 4 * shard_elements) << fsdp->path;
     EXPECT_EQ(peak.bytes(trace::MemoryCategory::OptimizerState), 4 * shard_elements) << fsdp->path;
   }
@@ -593,8 +593,8 @@ TEST(Tutorials, RealTrainingReaches95PercentWithDdpAndFsdp) {
     }
     EXPECT_GE(accuracy, 0.95) << part << "\n" << run.output;
     EXPECT_EQ(losses, 300) << part;
-    const trace::RunStats stats = stats_of(run.trace_dir + "/" + part + "/run.sqlite");
-    EXPECT_EQ(stats.strategy, part);
+    const analysis::RunStats stats = stats_of(run.trace_dir + "/" + part + "/run.sqlite");
+    EXPECT_EQ(stats.strategy_recorded, part);
     // FSDP: conv1, conv2 and fc are units of their own; the root keeps bn1.
     if (part == "fsdp") {
       EXPECT_EQ(stats.units.size(), 4u);
@@ -603,7 +603,7 @@ TEST(Tutorials, RealTrainingReaches95PercentWithDdpAndFsdp) {
     // (128 B of float32 running statistics, 8 B of int64 num_batches_tracked); FSDP none.
     for (const int32_t it : {2, 150}) {
       std::vector<std::pair<int64_t, int>> broadcasts;  // (bytes, dtype)
-      for (const trace::CollectiveStats& c : stats.ranks.at(0).collectives) {
+      for (const analysis::CollectiveStats& c : stats.ranks.at(0).collectives) {
         if (c.iteration == it && c.op == trace::CollectiveOp::Broadcast) broadcasts.emplace_back(c.bytes, c.dtype);
       }
       std::sort(broadcasts.begin(), broadcasts.end());
@@ -628,27 +628,27 @@ TEST(Tutorials, Stragglers17EveryRankPaysTheDelayAndTheSlowOneIsNamed) {
   TempDir dir;
   const TutorialRun run = launch(dir, "tutorial-17-stragglers", "--steps 6 --delays-ms 0 30");
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const trace::RunStats even = stats_of(run.trace_dir + "/even/run.sqlite");
-  const trace::RunStats slow = stats_of(run.trace_dir + "/slow-30ms/run.sqlite");
+  const analysis::RunStats even = stats_of(run.trace_dir + "/even/run.sqlite");
+  const analysis::RunStats slow = stats_of(run.trace_dir + "/slow-30ms/run.sqlite");
   // A busy machine can make one of two ranks consistently a little late in the even run too (a
   // real, small straggler): whatever it names there is far below the delay.
-  for (const trace::Straggler& s : even.stragglers.stragglers) {
-    EXPECT_LT(s.late_ms, 10.0) << trace::stragglers_text(even.stragglers);
+  for (const analysis::Straggler& s : even.stragglers.stragglers) {
+    EXPECT_LT(s.late_ms, 10.0) << analysis::stragglers_text(even.stragglers);
   }
-  ASSERT_EQ(slow.stragglers.stragglers.size(), 1u) << trace::stragglers_text(slow.stragglers);
+  ASSERT_EQ(slow.stragglers.stragglers.size(), 1u) << analysis::stragglers_text(slow.stragglers);
   EXPECT_EQ(slow.stragglers.stragglers[0].rank, 1) << "the last rank by default";
   EXPECT_NEAR(slow.stragglers.stragglers[0].late_ms, 30.0, 6.0);
   // Every rank's step holds the 30 ms, the fast rank's too. (Against the even run, a looser
   // bound: on a loaded machine the even run's steps are slower, and the slow rank's sleep hands
   // its core to the others.)
   for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_GE(trace::step_summary(slow.ranks.at(size_t(rank))).median_ms, 28.0) << "rank " << rank << " pays the delay too";
-    EXPECT_GE(trace::step_summary(slow.ranks.at(size_t(rank))).median_ms,
-              trace::step_summary(even.ranks.at(size_t(rank))).median_ms + 15.0)
+    EXPECT_GE(analysis::step_summary(slow.ranks.at(size_t(rank))).median_ms, 28.0) << "rank " << rank << " pays the delay too";
+    EXPECT_GE(analysis::step_summary(slow.ranks.at(size_t(rank))).median_ms,
+              analysis::step_summary(even.ranks.at(size_t(rank))).median_ms + 15.0)
         << "rank " << rank;
   }
-  EXPECT_GT(trace::wait_per_step(slow.ranks.at(0)).first, 25.0) << "rank 0 waits for rank 1";
-  EXPECT_LT(trace::wait_per_step(slow.ranks.at(1)).first, 5.0) << "rank 1 waits for nobody";
+  EXPECT_GT(analysis::wait_per_step(slow.ranks.at(0)).first, 25.0) << "rank 0 waits for rank 1";
+  EXPECT_LT(analysis::wait_per_step(slow.ranks.at(1)).first, 5.0) << "rank 1 waits for nobody";
   EXPECT_NE(run.output.find("rank 1 arrives last in 4 of 4 steps"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("<- last"), std::string::npos) << run.output;
 }
@@ -669,9 +669,9 @@ TEST(Tutorials, Whatif18PredictsFromTheTraceAndChecksOneCap) {
   ASSERT_GE(four.size(), 5u) << run.output;
   EXPECT_EQ(small[3], recorded[3]) << "the same plan, the same prediction";
   EXPECT_EQ(four[3], recorded[3]);
-  const trace::RunStats stats = stats_of(run.trace_dir + "/cap-1mb/run.sqlite");
-  EXPECT_NEAR(recorded[3], trace::step_summary(stats.ranks.at(0)).median_ms,
-              0.15 * trace::step_summary(stats.ranks.at(0)).median_ms)
+  const analysis::RunStats stats = stats_of(run.trace_dir + "/cap-1mb/run.sqlite");
+  EXPECT_NEAR(recorded[3], analysis::step_summary(stats.ranks.at(0)).median_ms,
+              0.15 * analysis::step_summary(stats.ranks.at(0)).median_ms)
       << "the recorded cap predicts the recorded step";
   const std::regex checked(R"(cap ([0-9.]+) MiB: predicted ([0-9.]+) ms, measured ([0-9.]+) ms)");
   std::smatch m;
@@ -709,11 +709,11 @@ TEST(Tutorials, Whatif18GptEveryCapItsOwnPlan) {
   EXPECT_EQ(four[2], 1) << run.output;
   EXPECT_LT(small[4], recorded[4]) << "a smaller last bucket: less exposed";
   EXPECT_LT(recorded[4], four[4]) << "one bucket overlaps nothing";
-  const trace::RunStats stats = stats_of(run.trace_dir + "/cap-1mb/run.sqlite");
+  const analysis::RunStats stats = stats_of(run.trace_dir + "/cap-1mb/run.sqlite");
   ASSERT_EQ(stats.params.size(), 54u);
   EXPECT_EQ(plan(stats, 1).size(), 4u) << "the recorded plan is the table's";
-  EXPECT_NEAR(recorded[3], trace::step_summary(stats.ranks.at(0)).median_ms,
-              0.15 * trace::step_summary(stats.ranks.at(0)).median_ms)
+  EXPECT_NEAR(recorded[3], analysis::step_summary(stats.ranks.at(0)).median_ms,
+              0.15 * analysis::step_summary(stats.ranks.at(0)).median_ms)
       << "the recorded cap predicts the recorded step";
   // The cap checked for real is the one whose prediction differs most from the recorded step:
   // one bucket on an idle machine (the README's), on a loaded one it can be 0.25 MiB.
@@ -723,7 +723,7 @@ TEST(Tutorials, Whatif18GptEveryCapItsOwnPlan) {
   const std::vector<double> checked_row = row(m[1].str());
   ASSERT_GE(checked_row.size(), 5u) << run.output;
   EXPECT_EQ(checked_row[3], std::stod(m[2])) << "the check quotes the table's prediction";
-  const double recorded_step = trace::step_summary(stats.ranks.at(0)).median_ms;
+  const double recorded_step = analysis::step_summary(stats.ranks.at(0)).median_ms;
   for (const std::string cap : {"0.25", "1", "4", "25", "100"}) {
     EXPECT_LE(std::abs(row(cap).at(3) - recorded_step), std::abs(checked_row[3] - recorded_step) + 0.01)
         << "cap " << cap << " differs more than the checked one\n" << run.output;

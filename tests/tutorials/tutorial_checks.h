@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "analysis/stats.h"
 #include "tests/test_util.h"
 #include "trace/reader.h"
-#include "trace/stats.h"
 
 namespace dpscope::testing::tutorial {
 
@@ -43,12 +43,12 @@ inline TutorialRun launch(const TempDir& dir, const std::string& tutorial, const
   return run;
 }
 
-inline trace::RunStats stats_of(const std::string& path) {
+inline analysis::RunStats stats_of(const std::string& path) {
   trace::Reader reader(path);
-  return trace::compute_stats(reader);
+  return analysis::compute_stats(reader);
 }
 
-inline std::vector<trace::BucketInfo> plan(const trace::RunStats& stats, int generation) {
+inline std::vector<trace::BucketInfo> plan(const analysis::RunStats& stats, int generation) {
   std::vector<trace::BucketInfo> buckets;
   for (const auto& b : stats.buckets) {
     if (b.generation == generation) buckets.push_back(b);
@@ -56,11 +56,11 @@ inline std::vector<trace::BucketInfo> plan(const trace::RunStats& stats, int gen
   return buckets;
 }
 
-inline int64_t all_reduces(const trace::RankStats& rank, int32_t iteration) {
+inline int64_t all_reduces(const analysis::RankStats& rank, int32_t iteration) {
   return rank.iterations.at(iteration).collectives[static_cast<int>(trace::CollectiveOp::AllReduce)];
 }
 
-inline int64_t all_reduce_bytes(const trace::RankStats& rank, int32_t iteration) {
+inline int64_t all_reduce_bytes(const analysis::RankStats& rank, int32_t iteration) {
   int64_t bytes = 0;
   for (const auto& c : rank.collectives) {
     if (c.iteration == iteration && c.op == trace::CollectiveOp::AllReduce) bytes += c.bytes;
@@ -68,11 +68,11 @@ inline int64_t all_reduce_bytes(const trace::RankStats& rank, int32_t iteration)
   return bytes;
 }
 
-inline std::string param_name(const trace::RunStats& stats, int32_t index) {
+inline std::string param_name(const analysis::RunStats& stats, int32_t index) {
   return stats.params.at(index).name;
 }
 
-inline bool holds(const trace::RunStats& stats, const trace::BucketInfo& bucket, const std::string& prefix) {
+inline bool holds(const analysis::RunStats& stats, const trace::BucketInfo& bucket, const std::string& prefix) {
   for (const int32_t p : bucket.params) {
     if (param_name(stats, p).rfind(prefix, 0) == 0) return true;
   }
@@ -80,7 +80,7 @@ inline bool holds(const trace::RunStats& stats, const trace::BucketInfo& bucket,
 }
 
 // The largest value `category` reached on its own (RankStats::category_max).
-inline int64_t peak_of(const trace::RankStats& rank, trace::MemoryCategory category) {
+inline int64_t peak_of(const analysis::RankStats& rank, trace::MemoryCategory category) {
   for (const auto& largest : rank.category_max) {
     if (largest.category == category) return largest.bytes;
   }
@@ -106,9 +106,9 @@ inline std::vector<double> numbers_on(const std::string& output, const std::stri
 inline double mib(int64_t bytes) { return double(bytes) / double(1 << 20); }
 
 // At every rank's peak, "other" (memory the engine could not name) is at most 10 % of it.
-inline void expect_little_other(const trace::RunStats& stats) {
-  for (const trace::RankStats& rank : stats.ranks) {
-    for (const trace::MemoryAtPeak* peak : {&rank.memory_peak, &rank.step_memory_peak}) {
+inline void expect_little_other(const analysis::RunStats& stats) {
+  for (const analysis::RankStats& rank : stats.ranks) {
+    for (const analysis::MemoryAtPeak* peak : {&rank.memory_peak, &rank.step_memory_peak}) {
       ASSERT_TRUE(peak->found()) << stats.path << " rank " << rank.rank;
       EXPECT_LE(peak->bytes(trace::MemoryCategory::Other), peak->total_bytes / 10)
           << stats.path << " rank " << rank.rank << ": other "

@@ -7,10 +7,10 @@
 #include <map>
 #include <string>
 
+#include "formats/synth.h"
 #include "tests/test_util.h"
 #include "trace/error.h"
 #include "trace/reader.h"
-#include "trace/synth.h"
 #include "trace/writer.h"
 #include "viewer/analysis.h"
 #include "viewer/lod.h"
@@ -40,13 +40,13 @@ Lane hooks(int n) {
 }
 
 std::shared_ptr<const Model> synth_model(const TempDir& dir, int ranks, int64_t events) {
-  dpscope::trace::SynthOptions options;
+  dpscope::formats::SynthOptions options;
   options.events = events;
   options.ranks = ranks;
   options.out = dir.file("synth.sqlite");
   options.layers = 4;
   options.hidden = 256;
-  dpscope::trace::synthesize(options);
+  dpscope::formats::synthesize(options);
   return load_model(options.out);
 }
 
@@ -381,7 +381,7 @@ TEST(ViewerAnalysis, SyntheticCollectivesMatchOnEveryRankAndFlowsLeadThere) {
     EXPECT_EQ(a.trace_match(c)->ranks.size(), 3u);
   }
   for (size_t r = 0; r < model->ranks.size(); ++r) {
-    const dpscope::trace::RankStats* stats = a.rank(*model, r);
+    const dpscope::analysis::RankStats* stats = a.rank(*model, r);
     ASSERT_NE(stats, nullptr);
     EXPECT_GT(stats->overlap.compute_ms, 0);
     EXPECT_GT(stats->overlap.comm_ms, 0);
@@ -425,11 +425,11 @@ TEST(ViewerAnalysis, SyntheticCollectivesMatchOnEveryRankAndFlowsLeadThere) {
 }
 
 // The viewer ties the trace's matches to its spans by sequence number; a collective the trace
-// calls a mismatch is one in the viewer too (the matching itself: tests/trace/test_stats_ddp.cpp).
+// calls a mismatch is one in the viewer too (the matching itself: tests/analysis/test_stats_ddp.cpp).
 TEST(ViewerAnalysis, TheTracesMismatchesMarkTheSpans) {
   auto model = std::make_shared<Model>();
-  dpscope::trace::RunStats stats;
-  std::vector<std::vector<dpscope::trace::CollectiveStats>> by_rank(2);
+  dpscope::analysis::RunStats stats;
+  std::vector<std::vector<dpscope::analysis::CollectiveStats>> by_rank(2);
   for (int16_t r = 0; r < 2; ++r) {
     RankData rank;
     rank.info.rank = r;
@@ -437,7 +437,7 @@ TEST(ViewerAnalysis, TheTracesMismatchesMarkTheSpans) {
     for (int16_t seq = 0; seq < (r == 0 ? 3 : 2); ++seq) {
       const Span s = Span::collective(100 * seq, 100 * seq + 50, dpscope::trace::CollectiveOp::AllReduce, seq);
       rank.lanes[1].spans.push_back(s);
-      dpscope::trace::CollectiveStats c;
+      dpscope::analysis::CollectiveStats c;
       c.grp = 0;
       c.seq = seq;
       c.bytes = 4096;
@@ -447,7 +447,7 @@ TEST(ViewerAnalysis, TheTracesMismatchesMarkTheSpans) {
     for (Lane& lane : rank.lanes) build_rows(lane);
     model->ranks.push_back(std::move(rank));
   }
-  stats.matches = dpscope::trace::match_collectives({0, 1}, by_rank, 2);
+  stats.matches = dpscope::analysis::match_collectives({0, 1}, by_rank, 2);
   const Analysis a = analyze(*model, stats);
   ASSERT_NE(a.match(2), nullptr);
   EXPECT_TRUE(a.mismatch(*a.match(2)));

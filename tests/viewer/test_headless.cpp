@@ -20,14 +20,15 @@
 #include <utility>
 #include <vector>
 
+#include "formats/synth.h"
 #include "tests/test_util.h"
 #include "tests/viewer/image_checks.h"
 #include "trace/merge.h"
 #include "trace/reader.h"
 #include "trace/recorder.h"
-#include "trace/synth.h"
 
 using namespace dpscope::trace;
+using namespace dpscope::formats;
 using dpscope::testing::CommandResult;
 using dpscope::testing::Image;
 using dpscope::testing::pixels_near;

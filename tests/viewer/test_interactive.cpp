@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
+#include "formats/synth.h"
 #include "tests/test_util.h"
 #include "tests/viewer/image_checks.h"
-#include "trace/synth.h"
 
 extern char** environ;
 
@@ -131,11 +131,11 @@ double cpu_over(const ViewerProcess& viewer, std::chrono::milliseconds wall,
 
 // A synthetic run of `events` events on `ranks` ranks, written into `dir`: its path.
 std::string synth_trace(const TempDir& dir, int ranks, int64_t events) {
-  dpscope::trace::SynthOptions options;
+  dpscope::formats::SynthOptions options;
   options.events = events;
   options.ranks = ranks;
   options.out = dir.file("synth.sqlite");
-  dpscope::trace::synthesize(options);
+  dpscope::formats::synthesize(options);
   return options.out;
 }
 

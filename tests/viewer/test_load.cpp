@@ -11,12 +11,12 @@
 #include <utility>
 #include <vector>
 
+#include "formats/synth.h"
 #include "tests/test_util.h"
 #include "tests/trace_event.h"
 #include "trace/error.h"
 #include "trace/reader.h"
 #include "trace/recorder.h"
-#include "trace/synth.h"
 #include "trace/writer.h"
 #include "viewer/analysis.h"
 #include "viewer/detail_source.h"
@@ -24,6 +24,7 @@
 
 using namespace dpscope::view;
 using namespace dpscope::trace;
+using namespace dpscope::formats;
 using dpscope::testing::TempDir;
 
 namespace {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "formats/synth.h"
 #include "tests/test_util.h"
 #include "trace/reader.h"
-#include "trace/synth.h"
 #include "viewer/lod.h"
 #include "viewer/playback.h"
 
@@ -27,14 +27,14 @@ struct SynthIteration {
 };
 
 SynthIteration iteration_one_of_rank_zero(const TempDir& dir) {
-  trace::SynthOptions options;
+  formats::SynthOptions options;
   options.events = 6000;
   options.ranks = 2;
   options.layers = 4;
   options.hidden = 512;  // fc1, fc2 weights of 1 MiB: several rebuilt buckets under 1 MiB first
   options.bucket_cap_bytes = 1 << 20;
   options.out = dir.file("synth.sqlite");
-  trace::synthesize(options);
+  formats::synthesize(options);
   SynthIteration run;
   run.model = load_model(options.out);
   const IterationSpan* span = run.model->ranks.at(0).find_iteration(1);

@@ -16,10 +16,10 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/link_model.h"
+#include "analysis/whatif.h"
 #include "engine/comm/link_emulation.h"
-#include "engine/comm/link_model.h"
 #include "engine/comm/process_group.h"
-#include "trace/whatif.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 
@@ -126,18 +126,18 @@ std::string row_text(const std::vector<double>& row) {
 }
 
 // The collectives of `op` that rank 0 ran in `iteration`, in issue order.
-std::vector<trace::CollectiveStats> collectives_of(const trace::RunStats& stats, int32_t iteration, Op op) {
-  std::vector<trace::CollectiveStats> found;
-  for (const trace::CollectiveStats& c : tutorials::rank_stats(stats, 0).collectives) {
+std::vector<analysis::CollectiveStats> collectives_of(const analysis::RunStats& stats, int32_t iteration, Op op) {
+  std::vector<analysis::CollectiveStats> found;
+  for (const analysis::CollectiveStats& c : tutorials::rank_stats(stats, 0).collectives) {
     if (c.iteration == iteration && c.op == op) found.push_back(c);
   }
   return found;
 }
 
-double ms(const trace::CollectiveStats& c) { return double(c.end_ns - c.begin_ns) / 1e6; }
+double ms(const analysis::CollectiveStats& c) { return double(c.end_ns - c.begin_ns) / 1e6; }
 
 void print_part_1(tutorials::Session& session, const std::vector<Exchange>& exchanges, int64_t chunk,
-                  const trace::RunStats* stats) {
+                  const analysis::RunStats* stats) {
   session.say("\n1. Four collectives. Rank r holds %lld numbers, r*10 + i (float32); each collective\n"
               "   starts from them again. Bytes as the trace counts them (what a rank hands it).\n",
               static_cast<long long>(session.world_size() * chunk));
@@ -155,28 +155,28 @@ void print_part_1(tutorials::Session& session, const std::vector<Exchange>& exch
 }
 
 void print_parts_2_and_3(tutorials::Session& session, const at::Tensor& tensor,
-                         const std::pair<int64_t, double>& difference, const trace::RunStats* stats) {
+                         const std::pair<int64_t, double>& difference, const analysis::RunStats* stats) {
   const std::vector<double> differing = session.gather(double(difference.first));
   const std::vector<double> largest = session.gather(difference.second);
   if (!session.leader()) return;
   const int n = session.world_size();
   const int64_t s = tensor.nbytes();
-  const trace::CollectiveStats all_reduce_event = collectives_of(*stats, 1, Op::AllReduce).at(0);
-  const trace::CollectiveStats scatter_event = collectives_of(*stats, 1, Op::ReduceScatter).at(0);
-  const trace::CollectiveStats gather_event = collectives_of(*stats, 1, Op::AllGather).at(0);
+  const analysis::CollectiveStats all_reduce_event = collectives_of(*stats, 1, Op::AllReduce).at(0);
+  const analysis::CollectiveStats scatter_event = collectives_of(*stats, 1, Op::ReduceScatter).at(0);
+  const analysis::CollectiveStats gather_event = collectives_of(*stats, 1, Op::AllGather).at(0);
   const std::shared_ptr<comm::EmulatedLink>& link = session.world().link;
   std::printf("\n2. All-reduce = reduce-scatter + all-gather, on %lld random floats per rank (S = %s),\n"
               "   iteration 1 of the primer run (rank 0; bytes and ms from the trace):\n",
               static_cast<long long>(tensor.numel()), bytes_text(s).c_str());
   std::printf("  %-28s %10s %8s %13s\n", "", "bytes", "ms", link ? "link model ms" : "");
   bool slower_than_link = false;
-  const auto row = [&](const char* name, const std::vector<const trace::CollectiveStats*>& events) {
+  const auto row = [&](const char* name, const std::vector<const analysis::CollectiveStats*>& events) {
     int64_t bytes = 0, model_ns = 0;
     double total_ms = 0;
-    for (const trace::CollectiveStats* c : events) {
+    for (const analysis::CollectiveStats* c : events) {
       bytes += c->bytes;
       total_ms += ms(*c);
-      if (link) model_ns += comm::link_model_ns(c->op, c->bytes, n, link->spec());
+      if (link) model_ns += analysis::link_model_ns(c->op, c->bytes, n, link->spec());
     }
     std::printf("  %-28s %10s %8.2f", name, events.size() == 1 ? bytes_text(bytes).c_str() : "", total_ms);
     if (link) std::printf(" %13.2f", double(model_ns) / 1e6);
@@ -202,7 +202,7 @@ void print_parts_2_and_3(tutorials::Session& session, const at::Tensor& tensor,
                 *worst, static_cast<long long>(tensor.numel()), rank, largest[rank]);
   }
 
-  std::printf("\n3. Bytes on the wire: what each rank sends, by the ring model (engine/comm/link_model.h),\n"
+  std::printf("\n3. Bytes on the wire: what each rank sends, by the ring model (analysis/link_model.h),\n"
               "   for S = %s on %d ranks:\n", bytes_text(s).c_str(), n);
   const int64_t all_reduce = tutorials::ring_bytes_sent(Op::AllReduce, s, n);
   const int64_t scatter = tutorials::ring_bytes_sent(Op::ReduceScatter, s, n);
@@ -246,20 +246,20 @@ std::string sweep(tutorials::Session& session, const std::vector<int64_t>& sizes
 }
 
 void print_part_4(tutorials::Session& session, const std::string& path, int64_t rounds) {
-  const trace::RunStats stats = tutorials::read_stats(path);
+  const analysis::RunStats stats = tutorials::read_stats(path);
   std::map<int64_t, std::vector<int64_t>> durations;  // by bytes
-  for (const trace::CollectiveStats& c : tutorials::rank_stats(stats, 0).collectives) {
+  for (const analysis::CollectiveStats& c : tutorials::rank_stats(stats, 0).collectives) {
     if (c.op == Op::AllReduce) durations[c.bytes].push_back(c.end_ns - c.begin_ns);
   }
   // The fastest of each size: a busy machine only ever adds time to a collective, and the
   // emulated link never ends one early, so the fastest is the closest to what the link costs.
   std::vector<std::pair<int64_t, int64_t>> fastest;  // (bytes, ns)
   for (const auto& [bytes, ns] : durations) fastest.emplace_back(bytes, *std::min_element(ns.begin(), ns.end()));
-  const trace::AllReduceModel fit =
-      trace::fit_collective_model(fastest, trace::replay_origin(path, stats, 0), "all-reduces");
+  const analysis::AllReduceModel fit =
+      analysis::fit_collective_model(fastest, analysis::replay_origin(path, stats, 0), "all-reduces");
   std::printf("\n4. Latency and bandwidth: all-reduces of %s to %s, %lld of each, timed by the trace\n"
               "   (rank 0, the fastest of each size), and the line t = alpha + bytes x beta through them\n"
-              "   (least squares over the sizes, trace/whatif.h's fit):\n",
+              "   (least squares over the sizes, analysis/whatif.h's fit):\n",
               bytes_text(fastest.front().first).c_str(), bytes_text(fastest.back().first).c_str(),
               static_cast<long long>(rounds));
   std::printf("  %10s %12s %12s %15s\n", "size", "fastest us", "fit us", "latency share");
@@ -286,13 +286,13 @@ void print_part_4(tutorials::Session& session, const std::string& path, int64_t 
     return;
   }
   // The ring model's all-reduce, costed as the emulated link costs it.
-  const int64_t model_alpha = comm::link_model_ns(Op::AllReduce, 0, n, link->spec());
-  const double model_beta = double(comm::link_model_ns(Op::AllReduce, 1 << 30, n, link->spec()) - model_alpha) /
+  const int64_t model_alpha = analysis::link_model_ns(Op::AllReduce, 0, n, link->spec());
+  const double model_beta = double(analysis::link_model_ns(Op::AllReduce, 1 << 30, n, link->spec()) - model_alpha) /
                             double(1 << 30);
   std::printf("  the link's ring model: alpha = 2(n-1) x %s us = %.1f us, 1/beta = n/(2(n-1)) x %s Gb/s =\n"
               "  %.2f Gb/s, equal at %s\n",
-              comm::link_value_text(link->spec().latency_us).c_str(), double(model_alpha) / 1e3,
-              comm::link_value_text(link->spec().gbps).c_str(), 8.0 / model_beta,
+              analysis::link_value_text(link->spec().latency_us).c_str(), double(model_alpha) / 1e3,
+              analysis::link_value_text(link->spec().gbps).c_str(), 8.0 / model_beta,
               bytes_text(std::llround(double(model_alpha) / model_beta)).c_str());
 }
 
@@ -319,7 +319,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   const std::vector<Exchange> exchanges = four_collectives(primer, settings.chunk);
   const std::pair<int64_t, double> difference = all_reduce_two_ways(primer, random, "iteration", 1);
   const std::string primer_file = primer.finish();
-  const std::optional<trace::RunStats> stats =
+  const std::optional<analysis::RunStats> stats =
       session.leader() ? std::optional(tutorials::read_stats(primer_file)) : std::nullopt;
   print_part_1(session, exchanges, settings.chunk, stats ? &*stats : nullptr);
   print_parts_2_and_3(session, random, difference, stats ? &*stats : nullptr);

@@ -18,6 +18,7 @@
 #include "engine/comm/dtype.h"
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
+#include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 
@@ -257,10 +258,10 @@ Outcome train(tutorials::Session& session, const Settings& settings, Variant var
 
 // The median over the steady steps (Note [Steady steps]) of one per-iteration figure.
 template <typename Figure>
-double steady_median(const trace::RankStats& rank, Figure figure) {
+double steady_median(const analysis::RankStats& rank, Figure figure) {
   std::vector<double> values;
-  for (const trace::IterationStats& it : rank.iterations) {
-    if (it.iteration >= trace::steady_from(rank.iterations.size())) values.push_back(figure(it));
+  for (const analysis::IterationStats& it : rank.iterations) {
+    if (it.iteration >= analysis::steady_from(rank.iterations.size())) values.push_back(figure(it));
   }
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
@@ -300,8 +301,8 @@ void run(tutorials::Session& session, const Settings& settings) {
   for (const Variant variant : kVariants) outcomes.push_back(train(session, settings, variant, gradients));
   if (!session.leader()) return;
 
-  const trace::RunStats first = tutorials::read_stats(outcomes[0].run_file);
-  const int32_t steady = trace::steady_from(static_cast<size_t>(first.iterations));
+  const analysis::RunStats first = tutorials::read_stats(outcomes[0].run_file);
+  const int32_t steady = analysis::steady_from(static_cast<size_t>(first.iterations));
   const int32_t last = first.iterations - 1;
   int64_t gradient_bytes = 0;
   for (const trace::ParamInfo& p : first.params) gradient_bytes += p.numel * 4;
@@ -315,8 +316,8 @@ void run(tutorials::Session& session, const Settings& settings) {
               "comm ms", "step ms", "exposed ms", "grad diff");
   double largest_difference = 0;
   for (size_t v = 0; v < outcomes.size(); ++v) {
-    const trace::RunStats stats = tutorials::read_stats(outcomes[v].run_file);
-    const trace::RankStats& rank0 = tutorials::rank_stats(stats, 0);
+    const analysis::RunStats stats = tutorials::read_stats(outcomes[v].run_file);
+    const analysis::RankStats& rank0 = tutorials::rank_stats(stats, 0);
     const int64_t all_reduces = tutorials::collectives_in(rank0, last, trace::CollectiveOp::AllReduce);
     const int64_t all_reduce_bytes =
         tutorials::collective_bytes_in(rank0, last, trace::CollectiveOp::AllReduce);
@@ -327,7 +328,7 @@ void run(tutorials::Session& session, const Settings& settings) {
                 static_cast<long long>(all_reduces),
                 tutorials::bytes_text(all_reduce_bytes).c_str(),
                 latency_ms, steady_median(rank0, [](const auto& it) { return it.overlap.comm_ms; }),
-                trace::step_summary(rank0).median_ms,
+                analysis::step_summary(rank0).median_ms,
                 steady_median(rank0, [](const auto& it) { return it.overlap.exposed_comm_ms; }), difference);
   }
   if (largest_difference == 0) {

@@ -122,8 +122,8 @@ void run(tutorials::Session& session) {
 
   // Everything below is read back from the trace, as `dpscope stats` and the viewer read it.
   trace::Reader reader(path);
-  const trace::RunStats stats = trace::compute_stats(reader);
-  const trace::RankStats& rank0 = tutorials::rank_stats(stats, 0);
+  const analysis::RunStats stats = analysis::compute_stats(reader);
+  const analysis::RankStats& rank0 = tutorials::rank_stats(stats, 0);
   // Verification is three small collectives: rank 0 broadcasts how many numbers describe its
   // parameters, then the shapes and strides; an all-reduce (max) tells every rank whether any
   // rank differed, so that all fail together. Then the state: one flat broadcast.

@@ -9,6 +9,7 @@
 
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
+#include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 #include "tutorials/common/workload.h"
@@ -45,7 +46,7 @@ struct CapResult {
   double backward_ms = 0;            // DDP's logging data, averaged over iterations
   double comm_ms = 0;
   double overlap_ms = 0;
-  double exposed_ms = 0;  // exposed communication per step (trace::overlap_per_step)
+  double exposed_ms = 0;  // exposed communication per step (analysis::overlap_per_step)
 };
 
 // Trains the MLP for `steps` under DDP with this cap; returns the run file (on rank 0).
@@ -79,11 +80,11 @@ CapResult read_cap(double cap_mb, const std::string& path) {
   CapResult result;
   result.cap_mb = cap_mb;
   result.run_file = path;
-  const trace::RunStats stats = tutorials::read_stats(path);
+  const analysis::RunStats stats = tutorials::read_stats(path);
   result.initial_buckets = tutorials::bucket_plan(stats, 0).size();
   result.rebuilt_buckets = tutorials::bucket_plan(stats, 1).size();
-  const trace::RankStats& rank0 = tutorials::rank_stats(stats, 0);
-  for (const trace::IterationStats& it : rank0.iterations) {
+  const analysis::RankStats& rank0 = tutorials::rank_stats(stats, 0);
+  for (const analysis::IterationStats& it : rank0.iterations) {
     result.all_reduces.push_back(tutorials::collectives_in(rank0, it.iteration, trace::CollectiveOp::AllReduce));
   }
   if (rank0.ddp) {
@@ -91,7 +92,7 @@ CapResult read_cap(double cap_mb, const std::string& path) {
     result.comm_ms = rank0.ddp->backward_comm_ms;
     result.overlap_ms = rank0.ddp->backward_compute_comm_overlap_ms;
   }
-  result.exposed_ms = trace::overlap_per_step(rank0).exposed_comm_ms;
+  result.exposed_ms = analysis::overlap_per_step(rank0).exposed_comm_ms;
   std::printf("\n%s: %s\n  iteration 0 (built at construction; one bucket in PyTorch >= 1.12, "
               "tutorial 05):\n", cap_text(cap_mb).c_str(), path.c_str());
   tutorials::print_bucket_plan(stats, tutorials::bucket_plan(stats, 0), "    ");
@@ -103,7 +104,7 @@ CapResult read_cap(double cap_mb, const std::string& path) {
 }
 
 // "fc7 fc8": the modules whose parameters a bucket holds.
-std::string layers_of(const trace::RunStats& stats, const trace::BucketInfo& bucket) {
+std::string layers_of(const analysis::RunStats& stats, const trace::BucketInfo& bucket) {
   std::vector<std::string> layers;
   for (const int32_t p : bucket.params) {
     const std::string& name = stats.params.at(p).name;
@@ -124,7 +125,7 @@ std::string layers_of(const trace::RunStats& stats, const trace::BucketInfo& buc
 // and with the same buckets in registration order.
 void explain_reverse_order(const CapResult& cap) {
   trace::Reader reader(cap.run_file);
-  const trace::RunStats stats = trace::compute_stats(reader);
+  const analysis::RunStats stats = analysis::compute_stats(reader);
   const std::vector<trace::BucketInfo> plan = tutorials::bucket_plan(stats, 1);
   const int32_t iteration = stats.iterations - 1;
   if (plan.size() < 2 || iteration < 1) return;
@@ -192,7 +193,7 @@ void run(tutorials::Session& session, const Settings& settings) {
               static_cast<long long>(session.options().steps));
   // backward: from its start to the last gradient; comm: first launch to the last bucket written
   // back; overlap: the part of comm during backward; exposed: communication during which the rank
-  // computes nothing (trace/stats.h), which the step waits for.
+  // computes nothing (analysis/stats.h), which the step waits for.
   std::printf("  %-8s %-17s %-18s %11s %8s %11s %11s\n", "cap", "buckets", "all-reduces/iter",
               "backward ms", "comm ms", "overlap ms", "exposed ms");
   for (const CapResult& r : results) {

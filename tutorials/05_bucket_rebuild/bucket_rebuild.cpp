@@ -15,6 +15,7 @@
 
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
+#include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 #include "tutorials/common/workload.h"
@@ -196,7 +197,7 @@ std::string top_module(const std::string& param) { return param.substr(0, param.
 std::string module_of(const std::string& param) { return param.substr(0, param.rfind('.')); }
 
 // The bytes of the parameters of top-level module `top` (float32).
-int64_t module_bytes(const trace::RunStats& stats, const std::string& top) {
+int64_t module_bytes(const analysis::RunStats& stats, const std::string& top) {
   int64_t bytes = 0;
   for (const trace::ParamInfo& param : stats.params) {
     if (top_module(param.name) == top) bytes += 4 * param.numel;
@@ -207,7 +208,7 @@ int64_t module_bytes(const trace::RunStats& stats, const std::string& top) {
 // "lm_head ln_f block3 block2.mlp_proj": the modules whose tensors a bucket holds, in slot order;
 // a top-level module (a block, an embedding, the head) by its name when the bucket holds all its
 // tensors, else each of its modules in the bucket.
-std::string modules_text(const trace::RunStats& stats, const trace::BucketInfo& bucket) {
+std::string modules_text(const analysis::RunStats& stats, const trace::BucketInfo& bucket) {
   std::map<std::string, size_t> in_model, in_bucket;
   for (const trace::ParamInfo& param : stats.params) ++in_model[top_module(param.name)];
   for (const int32_t p : bucket.params) ++in_bucket[top_module(stats.params.at(p).name)];
@@ -225,7 +226,7 @@ std::string modules_text(const trace::RunStats& stats, const trace::BucketInfo& 
 
 // The stack's plans name every tensor; the GPT's 54 would not fit a line, so its plans name the
 // blocks (and the parts of blocks) each bucket holds.
-void print_plan(const tutorials::Workload& work, const trace::RunStats& stats, int generation) {
+void print_plan(const tutorials::Workload& work, const analysis::RunStats& stats, int generation) {
   const std::vector<trace::BucketInfo> plan = tutorials::bucket_plan(stats, generation);
   if (!is_gpt(work)) {
     tutorials::print_bucket_plan(stats, plan);
@@ -237,7 +238,7 @@ void print_plan(const tutorials::Workload& work, const trace::RunStats& stats, i
   }
 }
 
-void print_plans(const tutorials::Workload& work, const trace::RunStats& stats, const trace::RunStats& guess_stats) {
+void print_plans(const tutorials::Workload& work, const analysis::RunStats& stats, const analysis::RunStats& guess_stats) {
   std::printf("\n1. Iteration 0's plan (PyTorch >= 1.12): one bucket, since nobody knows yet in what "
               "order\n   the gradients will arrive:\n");
   print_plan(work, stats, 0);
@@ -265,7 +266,7 @@ void print_plans(const tutorials::Workload& work, const trace::RunStats& stats, 
   }
 }
 
-void print_backward(trace::Reader& reader, const trace::RunStats& stats, trace::Reader& guess_reader,
+void print_backward(trace::Reader& reader, const analysis::RunStats& stats, trace::Reader& guess_reader,
                     const tutorials::Workload& work) {
   std::printf("\n3. Backward on rank 0 (ms after backward began; all-reduces begun after the last "
               "gradient;\n   the wait for them at the end of backward):\n");
@@ -288,14 +289,14 @@ void print_backward(trace::Reader& reader, const trace::RunStats& stats, trace::
   }
 }
 
-void print_memory(const trace::RunStats& copy_stats, const trace::RunStats& view_stats) {
-  const trace::RankStats& copy0 = tutorials::rank_stats(copy_stats, 0);
-  const trace::RankStats& view0 = tutorials::rank_stats(view_stats, 0);
+void print_memory(const analysis::RunStats& copy_stats, const analysis::RunStats& view_stats) {
+  const analysis::RankStats& copy0 = tutorials::rank_stats(copy_stats, 0);
+  const analysis::RankStats& view0 = tutorials::rank_stats(view_stats, 0);
   std::printf("\n4. Rank 0's memory at its peak in the steps (dpscope stats: \"peak in the steps\"):\n");
   std::printf("   %-26s %12s %12s %12s\n", "", "gradients", "buckets", "total");
   for (const auto& [title, rank] : {std::pair{"default (copy into bucket)", &copy0},
                                     std::pair{"gradient_as_bucket_view", &view0}}) {
-    const trace::MemoryAtPeak& peak = rank->step_memory_peak;
+    const analysis::MemoryAtPeak& peak = rank->step_memory_peak;
     std::printf("   %-26s %12s %12s %12s\n", title,
                 tutorials::bytes_text(peak.bytes(trace::MemoryCategory::Gradients)).c_str(),
                 tutorials::bytes_text(peak.bytes(trace::MemoryCategory::Buckets)).c_str(),
@@ -322,9 +323,9 @@ void run(tutorials::Session& session, const Settings& settings) {
   if (!session.leader()) return;
 
   trace::Reader reader(copy_run);
-  const trace::RunStats stats = trace::compute_stats(reader);
+  const analysis::RunStats stats = analysis::compute_stats(reader);
   trace::Reader guess_reader(guess_run);
-  const trace::RunStats guess_stats = trace::compute_stats(guess_reader);
+  const analysis::RunStats guess_stats = analysis::compute_stats(guess_reader);
   print_plans(work, stats, guess_stats);
   print_backward(reader, stats, guess_reader, work);
   print_memory(stats, tutorials::read_stats(view_run));

@@ -107,7 +107,7 @@ std::string train(tutorials::Session& session, std::shared_ptr<TwoHeads> model) 
 
 void report(const std::string& path, int world_size) {
   trace::Reader reader(path);
-  const trace::RunStats stats = trace::compute_stats(reader);
+  const analysis::RunStats stats = analysis::compute_stats(reader);
   std::set<int32_t> head_b;
   for (const trace::ParamInfo& p : stats.params) {
     if (p.name.rfind("head_b.", 0) == 0) head_b.insert(p.index);
@@ -134,9 +134,9 @@ void report(const std::string& path, int world_size) {
       std::printf(" %6lld, %-14s", static_cast<long long>(tutorials::rank_stats(stats, r).iterations.at(it).hooks),
                   used ? "used" : "skipped");
     }
-    const trace::RankStats& rank0 = tutorials::rank_stats(stats, 0);
+    const analysis::RankStats& rank0 = tutorials::rank_stats(stats, 0);
     std::string sizes;
-    for (const trace::CollectiveStats& c : rank0.collectives) {
+    for (const analysis::CollectiveStats& c : rank0.collectives) {
       if (c.iteration == it && c.op == trace::CollectiveOp::AllReduce) {
         sizes += (sizes.empty() ? "" : " + ") + tutorials::bytes_text(c.bytes);
       }

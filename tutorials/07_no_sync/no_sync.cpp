@@ -10,6 +10,7 @@
 
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
+#include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 
@@ -162,10 +163,10 @@ void run(tutorials::Session& session, const Settings& settings) {
               "max |param - big-batch|");
   const Mode modes[] = {Mode::BigBatch, Mode::SyncEveryMicroStep, Mode::NoSync};
   for (size_t m = 0; m < outcomes.size(); ++m) {
-    const trace::RunStats stats = tutorials::read_stats(outcomes[m].run_file);
-    const trace::RankStats& rank0 = tutorials::rank_stats(stats, 0);
+    const analysis::RunStats stats = tutorials::read_stats(outcomes[m].run_file);
+    const analysis::RankStats& rank0 = tutorials::rank_stats(stats, 0);
     int64_t all_reduces = 0, bytes = 0;
-    for (const trace::CollectiveStats& c : rank0.collectives) {
+    for (const analysis::CollectiveStats& c : rank0.collectives) {
       if (c.op == trace::CollectiveOp::AllReduce && c.iteration != trace::kNone) {
         ++all_reduces;
         bytes += c.bytes;
@@ -175,7 +176,7 @@ void run(tutorials::Session& session, const Settings& settings) {
     // up); DDP counts K iterations per optimizer step when every micro-step synchronises.
     const int32_t per_step = modes[m] == Mode::SyncEveryMicroStep ? settings.accumulate : 1;
     std::vector<double> step_comm_ms(static_cast<size_t>(steps), 0.0);
-    for (const trace::IterationStats& it : rank0.iterations) {
+    for (const analysis::IterationStats& it : rank0.iterations) {
       const size_t step = static_cast<size_t>(it.iteration / per_step);
       if (step < step_comm_ms.size()) step_comm_ms[step] += it.overlap.comm_ms;
     }

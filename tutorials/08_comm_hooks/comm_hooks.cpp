@@ -94,9 +94,9 @@ double relative_difference(const std::vector<at::Tensor>& a, const std::vector<a
 }
 
 // "2.13 MiB in 1": one iteration's all-reduce payload on rank 0 and how many all-reduces.
-std::string wire_text(const trace::RankStats& rank, int32_t iteration, int64_t* bytes_out) {
+std::string wire_text(const analysis::RankStats& rank, int32_t iteration, int64_t* bytes_out) {
   int64_t bytes = 0, count = 0;
-  for (const trace::CollectiveStats& c : rank.collectives) {
+  for (const analysis::CollectiveStats& c : rank.collectives) {
     if (c.iteration != iteration || c.op != trace::CollectiveOp::AllReduce) continue;
     bytes += c.bytes;
     ++count;
@@ -116,7 +116,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   }
   if (!session.leader()) return;
 
-  std::vector<trace::RunStats> stats;
+  std::vector<analysis::RunStats> stats;
   for (const Outcome& o : outcomes) stats.push_back(tutorials::read_stats(o.run_file));
   std::printf("\nAll-reduce payload per iteration on rank 0 (bytes in N all-reduces), from the traces:\n");
   const std::string powersgd_title = "powersgd (rank " + std::to_string(settings.powersgd_rank) + ")";
@@ -134,16 +134,16 @@ void run(tutorials::Session& session, const Settings& settings) {
   }
   // Communication per step over the steady steps (Note [Steady steps]), as `dpscope stats` has
   // it: on an emulated link it is the link's time for the bytes, so it follows them.
-  const trace::StepSummary steady = trace::summarize_steps(std::vector<double>(steps, 1.0));
+  const analysis::StepSummary steady = analysis::summarize_steps(std::vector<double>(steps, 1.0));
   std::printf("\n  %-10s %-18s %-14s %-14s %-20s %s\n", "hook", "bytes, all steps", "vs allreduce",
               "comm ms/step", "final loss (rank 0)", "parameters vs allreduce");
   for (size_t o = 0; o < outcomes.size(); ++o) {
-    const trace::RankStats& rank0 = tutorials::rank_stats(stats[o], 0);
+    const analysis::RankStats& rank0 = tutorials::rank_stats(stats[o], 0);
     const double loss = rank0.iterations.empty() || !rank0.iterations.back().loss ? 0 : *rank0.iterations.back().loss;
     std::printf("  %-10s %-18s %13.3fx %14.2f %-20.4f %.2e relative\n", outcomes[o].hook.c_str(),
                 tutorials::bytes_text(totals[o]).c_str(),
                 static_cast<double>(totals[o]) / static_cast<double>(std::max<int64_t>(1, totals[0])),
-                trace::overlap_per_step(rank0).comm_ms, loss,
+                analysis::overlap_per_step(rank0).comm_ms, loss,
                 relative_difference(outcomes[o].final_parameters, outcomes[0].final_parameters));
   }
   std::printf("  fp16 halves every bucket (and rounds each gradient to 11 bits); PowerSGD sends the\n"

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/comm/link_model.h"
+#include "analysis/link_model.h"
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
 #include "tutorials/common/report.h"
@@ -63,9 +63,9 @@ double thread_cpu_ms() {
   return static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) / 1e6;
 }
 
-// The median over the steady steps, as `dpscope stats` takes the step time's (trace::summarize_steps).
+// The median over the steady steps, as `dpscope stats` takes the step time's (analysis::summarize_steps).
 double median_of_steady_steps(const std::vector<double>& per_step) {
-  return trace::summarize_steps(per_step).median_ms;
+  return analysis::summarize_steps(per_step).median_ms;
 }
 
 // Trains the MLP for --steps optimizer steps under DDP with one gradient bucket, so that the
@@ -133,7 +133,7 @@ std::pair<std::string, std::vector<double>> train(tutorials::Session& session, c
   return {run.finish(), compute_cpu_ms};
 }
 
-// One rank count's numbers per optimizer step, over the steady steps (trace::steady_from).
+// One rank count's numbers per optimizer step, over the steady steps (analysis::steady_from).
 struct Row {
   Batch batch;
   double step_ms = 0;          // wall clock here: rank 0's median step_ms
@@ -147,13 +147,13 @@ struct Row {
   double cluster_step_ms() const { return compute_cpu_ms + link_ms; }
 };
 
-Row measure(const trace::RunStats& stats, const Batch& batch, const std::vector<double>& cpu_by_rank) {
+Row measure(const analysis::RunStats& stats, const Batch& batch, const std::vector<double>& cpu_by_rank) {
   Row row;
   row.batch = batch;
-  row.step_ms = trace::step_summary(tutorials::rank_stats(stats, 0)).median_ms;
-  for (const trace::RankStats& rank : stats.ranks) {
-    row.compute_wall_ms += trace::overlap_per_step(rank).compute_ms / double(stats.ranks.size());
-    row.wait_ms += trace::wait_per_step(rank).first / double(stats.ranks.size());
+  row.step_ms = analysis::step_summary(tutorials::rank_stats(stats, 0)).median_ms;
+  for (const analysis::RankStats& rank : stats.ranks) {
+    row.compute_wall_ms += analysis::overlap_per_step(rank).compute_ms / double(stats.ranks.size());
+    row.wait_ms += analysis::wait_per_step(rank).first / double(stats.ranks.size());
   }
   for (const double cpu : cpu_by_rank) row.compute_cpu_ms += cpu / double(cpu_by_rank.size());
   // On a cluster every rank arrives at once; here the ranks take turns on the cores, and those that
@@ -162,20 +162,20 @@ Row measure(const trace::RunStats& stats, const Batch& batch, const std::vector<
   std::vector<double> link_by_step;
   for (int32_t it = 0; it < stats.iterations; ++it) {
     double longest = 0;
-    for (const trace::RankStats& rank : stats.ranks) {
+    for (const analysis::RankStats& rank : stats.ranks) {
       longest = std::max(longest, rank.iterations.at(size_t(it)).transfer_ms);
     }
     link_by_step.push_back(longest);
   }
   row.link_ms = median_of_steady_steps(link_by_step);
-  const trace::RankStats& rank0 = tutorials::rank_stats(stats, 0);
-  const int32_t from = trace::steady_from(rank0.iterations.size());
+  const analysis::RankStats& rank0 = tutorials::rank_stats(stats, 0);
+  const int32_t from = analysis::steady_from(rank0.iterations.size());
   row.gradient_bytes = tutorials::collective_bytes_in(rank0, from, trace::CollectiveOp::AllReduce);
   if (stats.link_gbps > 0) {
-    const comm::LinkSpec link{stats.link_gbps, stats.link_latency_us};
-    for (const trace::CollectiveStats& c : rank0.collectives) {
+    const analysis::LinkSpec link{stats.link_gbps, stats.link_latency_us};
+    for (const analysis::CollectiveStats& c : rank0.collectives) {
       if (c.iteration == from && c.op == trace::CollectiveOp::AllReduce) {
-        row.ring_ms += double(comm::link_model_ns(c.op, c.bytes, stats.world_size, link)) / 1e6;
+        row.ring_ms += double(analysis::link_model_ns(c.op, c.bytes, stats.world_size, link)) / 1e6;
       }
     }
   }
@@ -186,13 +186,13 @@ Row measure(const trace::RunStats& stats, const Batch& batch, const std::vector<
 
 // The settings a table's rows share; a run with other settings starts a new table.
 std::string table_key(const Settings& settings, const tutorials::Session& session,
-                      const trace::RunStats& stats) {
+                      const analysis::RunStats& stats) {
   std::ostringstream key;
   key << (settings.weak ? "weak micro-batch " + std::to_string(settings.global_batch / settings.accumulate)
                         : "strong global-batch " + std::to_string(settings.global_batch))
       << " accumulate " << settings.accumulate << " hidden " << settings.hidden << " steps "
       << session.options().steps << " seed " << session.options().seed;
-  key << " " << (stats.link_gbps > 0 ? trace::link_text(stats) : "loopback");
+  key << " " << (stats.link_gbps > 0 ? analysis::link_text(stats) : "loopback");
   return key.str();
 }
 
@@ -278,14 +278,14 @@ void print_on_a_cluster(const std::vector<Row>& rows, const Row* single, bool em
 
 // Where adding ranks stops paying, measured and from the ring model: the all-reduce of S bytes on a
 // link of B bytes/s and latency L takes 2(n-1)/n S/B + 2(n-1) L, while the compute C1/n falls.
-void print_verdict(const std::vector<Row>& rows, const Row& single, bool weak, const comm::LinkSpec& link) {
+void print_verdict(const std::vector<Row>& rows, const Row& single, bool weak, const analysis::LinkSpec& link) {
   const double c1 = single.compute_cpu_ms;
   const double bandwidth_ms = double(rows.back().gradient_bytes) * 8 / (link.gbps * 1e9) * 1e3;  // S/B
   const double latency_ms = link.latency_us / 1e3;
   std::printf("\nThe ring model, S = %s of gradients, B = %s Gb/s, L = %s us: S/B = %.1f ms, C1 = %.1f ms\n"
               "(one rank's compute). The all-reduce 2(n-1)/n S/B + 2(n-1) L grows towards 2 S/B = %.1f ms.\n",
-              tutorials::bytes_text(rows.back().gradient_bytes).c_str(), comm::link_value_text(link.gbps).c_str(),
-              comm::link_value_text(link.latency_us).c_str(), bandwidth_ms, c1, 2 * bandwidth_ms);
+              tutorials::bytes_text(rows.back().gradient_bytes).c_str(), analysis::link_value_text(link.gbps).c_str(),
+              analysis::link_value_text(link.latency_us).c_str(), bandwidth_ms, c1, 2 * bandwidth_ms);
   if (weak) {
     std::printf("Weak scaling: every rank computes the same rows at any n, so its compute stays C1 while the\n"
                 "all-reduce grows; the efficiency falls towards C1 / (C1 + 2 S/B) = %.0f %% and no further\n"
@@ -340,7 +340,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   const std::vector<double> cpu_by_rank = session.gather(median_of_steady_steps(compute_cpu_ms));
   if (!session.leader()) return;
 
-  const trace::RunStats stats = tutorials::read_stats(run_file);
+  const analysis::RunStats stats = tutorials::read_stats(run_file);
   const Row row = measure(stats, batch, cpu_by_rank);
   std::printf("gradients all-reduced per step: %s in one bucket\n", tutorials::bytes_text(row.gradient_bytes).c_str());
 
@@ -360,7 +360,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   const Row* single = rows.front().batch.ranks == 1 ? &rows.front() : nullptr;
   print_on_a_cluster(rows, single, stats.link_gbps > 0);
   if (stats.link_gbps > 0 && single && rows.size() > 1) {
-    print_verdict(rows, *single, settings.weak, comm::LinkSpec{stats.link_gbps, stats.link_latency_us});
+    print_verdict(rows, *single, settings.weak, analysis::LinkSpec{stats.link_gbps, stats.link_latency_us});
   }
 
   std::printf("\ntrace: %s\n", run_file.c_str());

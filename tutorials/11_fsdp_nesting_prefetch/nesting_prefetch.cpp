@@ -93,14 +93,14 @@ Outcome read_outcome(const Setting& setting, const std::string& path, int32_t la
   outcome.units = reader.units().size();
   // Rank 0 as `dpscope stats` has it: the full_parameters band's largest value (a category
   // maximum) and the peak in the steps (Note [Memory at the peak]).
-  const trace::RunStats stats = trace::compute_stats(reader);
-  const trace::RankStats& rank0 = tutorials::rank_stats(stats, 0);
-  for (const trace::CategoryBytes& largest : rank0.category_max) {
+  const analysis::RunStats stats = analysis::compute_stats(reader);
+  const analysis::RankStats& rank0 = tutorials::rank_stats(stats, 0);
+  for (const analysis::CategoryBytes& largest : rank0.category_max) {
     if (largest.category == trace::MemoryCategory::FullParameters) outcome.peak_full_parameters = largest.bytes;
   }
   outcome.peak_total = rank0.step_memory_peak.total_bytes;
-  outcome.step_ms = trace::step_summary(rank0).median_ms;
-  outcome.exposed_ms = trace::overlap_per_step(rank0).exposed_comm_ms;
+  outcome.step_ms = analysis::step_summary(rank0).median_ms;
+  outcome.exposed_ms = analysis::overlap_per_step(rank0).exposed_comm_ms;
   for (const trace::Event& c : reader.events_of_kind(trace::EventKind::Collective, 0)) {
     if (c.iteration != last_iteration || c.op != static_cast<uint8_t>(trace::CollectiveOp::AllGather)) continue;
     ++outcome.gathers;
@@ -137,7 +137,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   }
   if (!session.leader()) return;
 
-  const trace::StepSummary steady = trace::summarize_steps(std::vector<double>(last + 1, 1.0));
+  const analysis::StepSummary steady = analysis::summarize_steps(std::vector<double>(last + 1, 1.0));
   std::printf("\nRank 0, from each trace (as `dpscope stats` has it): the largest full_parameters of the\n"
               "memory graph, the peak in the steps, the all-gathers of the last iteration (iteration %d),\n"
               "and the median step and its exposed communication over iterations %d..%d:\n",

@@ -58,7 +58,7 @@ struct Stage {
 struct Result {
   Stage stage;
   std::string run_file;
-  trace::RunStats stats;  // of run_file, on rank 0
+  analysis::RunStats stats;  // of run_file, on rank 0
 };
 
 Result train_stage(tutorials::Session& session, const Settings& settings, const tutorials::Workload& work,
@@ -105,7 +105,7 @@ Result train_stage(tutorials::Session& session, const Settings& settings, const 
 }
 
 // "wte wpe ln_f lm_head": the model's top-level modules whose parameters a unit holds.
-std::string unit_modules(const trace::RunStats& stats, const trace::UnitStats& unit) {
+std::string unit_modules(const analysis::RunStats& stats, const analysis::UnitStats& unit) {
   std::vector<std::string> modules;
   for (const int32_t p : unit.params) {
     const std::string& name = stats.params.at(p).name;
@@ -120,14 +120,14 @@ std::string unit_modules(const trace::RunStats& stats, const trace::UnitStats& u
 // The GPT's units are unlike each other, as a real model's are: four equal blocks and a small
 // root. Each is flattened on its own and padded to a multiple of the ranks, so each rank's shards
 // are the sum of per-unit shards (the layout the memory table's `shards` row holds).
-void print_units(const trace::RunStats& fsdp, int ranks) {
+void print_units(const analysis::RunStats& fsdp, int ranks) {
   std::printf("\nFSDP's units (both FSDP runs), each flattened into one vector, padded to a multiple of\n"
               "the %d ranks and cut into equal shards; full: one unit's full_parameters when gathered:\n", ranks);
   std::printf("  %-5s %-24s %9s %9s %9s %8s %11s\n", "unit", "modules", "elements", "padding", "per rank",
               "tensors", "full");
   int64_t shard_elements = 0;
   int64_t padding = 0;
-  for (const trace::UnitStats& u : fsdp.units) {
+  for (const analysis::UnitStats& u : fsdp.units) {
     const trace::UnitInfo& unit = u.unit;
     std::printf("  %-5d %-24s %9lld %9lld %9lld %8zu %11s\n", unit.index, unit_modules(fsdp, u).c_str(),
                 static_cast<long long>(unit.numel), static_cast<long long>(unit.padded_numel - unit.numel),

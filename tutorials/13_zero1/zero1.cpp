@@ -36,7 +36,7 @@ struct Result {
   Stage stage;
   std::string label;
   std::string run_file;
-  trace::RunStats stats;             // of run_file, on rank 0
+  analysis::RunStats stats;             // of run_file, on rank 0
   std::vector<float> final;          // the parameters after the last step (DDP and ZeRO-1)
   double last_loss = 0;
   int64_t shard_numel = 0;           // ZeRO-1: elements per rank's shard
@@ -138,7 +138,7 @@ double mib(double bytes) { return bytes / (1 << 20); }
 
 // What rank 0 held after the steps (RankStats::memory_after_steps), summed over `categories`.
 int64_t after_steps(const Result& r, std::initializer_list<trace::MemoryCategory> categories) {
-  const trace::MemoryAtPeak& memory = tutorials::rank_stats(r.stats, 0).memory_after_steps;
+  const analysis::MemoryAtPeak& memory = tutorials::rank_stats(r.stats, 0).memory_after_steps;
   int64_t bytes = 0;
   for (const trace::MemoryCategory c : categories) bytes += memory.bytes(c);
   return bytes;

@@ -42,7 +42,7 @@ struct Setting {
 struct Result {
   Setting setting;
   std::string run_file;
-  trace::RunStats stats;  // of run_file, on rank 0
+  analysis::RunStats stats;  // of run_file, on rank 0
 };
 
 Result train_setting(tutorials::Session& session, const Settings& settings, const Setting& setting) {
@@ -96,11 +96,11 @@ std::string mib(int64_t bytes) {
   return text;
 }
 
-const trace::RankStats& rank0(const Result& r) { return tutorials::rank_stats(r.stats, 0); }
+const analysis::RankStats& rank0(const Result& r) { return tutorials::rank_stats(r.stats, 0); }
 
 // The dtype rank 0's collectives of kind `op` carried in `iteration`, as the trace names it.
 std::string dtype_of(const Result& r, int32_t iteration, trace::CollectiveOp op) {
-  for (const trace::CollectiveStats& c : rank0(r).collectives) {
+  for (const analysis::CollectiveStats& c : rank0(r).collectives) {
     if (c.iteration == iteration && c.op == op && c.dtype != 0xff) {
       return std::string(trace::to_string(static_cast<trace::DType>(c.dtype)));
     }
@@ -114,7 +114,7 @@ void print_bytes(const std::vector<Result>& results, int32_t iteration) {
               "a reduce-scatter the unit's full gradient):\n", iteration);
   std::printf("  %-18s %4s %12s %9s %7s   %4s %12s %9s %7s\n", "run", "AG", "bytes", "dtype", "of fp32",
               "RS", "bytes", "dtype", "of fp32");
-  const trace::RankStats& base = rank0(results.front());
+  const analysis::RankStats& base = rank0(results.front());
   const double base_ag = static_cast<double>(tutorials::collective_bytes_in(base, iteration, trace::CollectiveOp::AllGather));
   const double base_rs = static_cast<double>(tutorials::collective_bytes_in(base, iteration, trace::CollectiveOp::ReduceScatter));
   for (const Result& r : results) {
@@ -139,7 +139,7 @@ void print_memory(const std::vector<Result>& results) {
 }
 
 std::optional<double> loss_at(const Result& r, int32_t iteration) {
-  const std::vector<trace::IterationStats>& iterations = rank0(r).iterations;
+  const std::vector<analysis::IterationStats>& iterations = rank0(r).iterations;
   if (iteration < 0 || iteration >= static_cast<int32_t>(iterations.size())) return std::nullopt;
   return iterations[iteration].loss;
 }
@@ -161,8 +161,8 @@ void print_losses(const std::vector<Result>& results, int32_t last) {
 // reduce-scatter's output (its input / ranks) comes back device-to-host in the reduce dtype; and
 // what it keeps off the GPU: the categories that live with the shards.
 void print_offload(const Result& plain, const Result& offload, int32_t iteration, int ranks) {
-  const trace::RankStats& on = rank0(plain);
-  const trace::RankStats& off = rank0(offload);
+  const analysis::RankStats& on = rank0(plain);
+  const analysis::RankStats& off = rank0(offload);
   const int64_t to_device = tutorials::collective_bytes_in(off, iteration, trace::CollectiveOp::AllGather);
   const int64_t scattered = tutorials::collective_bytes_in(off, iteration, trace::CollectiveOp::ReduceScatter);
   const bool same_bytes =
@@ -172,7 +172,7 @@ void print_offload(const Result& plain, const Result& offload, int32_t iteration
   for (int32_t i = 0; same_loss && i < static_cast<int32_t>(off.iterations.size()); ++i) {
     same_loss = loss_at(plain, i) == loss_at(offload, i);
   }
-  const trace::MemoryAtPeak& peak = off.step_memory_peak;
+  const analysis::MemoryAtPeak& peak = off.step_memory_peak;
   const int64_t host_side = peak.bytes(trace::MemoryCategory::Shards) +
                             peak.bytes(trace::MemoryCategory::GradientShards) +
                             peak.bytes(trace::MemoryCategory::OptimizerState);

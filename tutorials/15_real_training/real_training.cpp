@@ -15,6 +15,7 @@
 #include "engine/models/models.h"
 #include "engine/train/parallel_model.h"
 #include "trace/recorder.h"
+#include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 
@@ -113,11 +114,11 @@ Outcome train_once(tutorials::Session& session, const Settings& settings, train:
 // The loss of each of the `steps` steps, averaged over the ranks (each recorded its own batch's),
 // from the trace.
 std::vector<double> loss_curve(const std::string& run_file, int64_t steps) {
-  const trace::RunStats stats = tutorials::read_stats(run_file);
+  const analysis::RunStats stats = tutorials::read_stats(run_file);
   std::vector<double> curve(static_cast<size_t>(steps), 0.0);
   std::vector<int> counts(curve.size(), 0);
-  for (const trace::RankStats& rank : stats.ranks) {
-    for (const trace::IterationStats& it : rank.iterations) {
+  for (const analysis::RankStats& rank : stats.ranks) {
+    for (const analysis::IterationStats& it : rank.iterations) {
       if (!it.loss || it.iteration < 0 || static_cast<size_t>(it.iteration) >= curve.size()) continue;
       curve[static_cast<size_t>(it.iteration)] += *it.loss;
       ++counts[static_cast<size_t>(it.iteration)];

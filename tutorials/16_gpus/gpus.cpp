@@ -54,15 +54,15 @@ std::string train_on_gpu(tutorials::Session& session, train::Strategy strategy, 
 
 // Rank 0's last loss, median step time and peak CUDA memory, from the trace.
 void print_run(const char* name, const std::string& path) {
-  const trace::RunStats stats = tutorials::read_stats(path);
-  const trace::RankStats& rank0 = tutorials::rank_stats(stats, 0);
+  const analysis::RunStats stats = tutorials::read_stats(path);
+  const analysis::RankStats& rank0 = tutorials::rank_stats(stats, 0);
   double last_loss = 0;
-  for (const trace::IterationStats& it : rank0.iterations) {
+  for (const analysis::IterationStats& it : rank0.iterations) {
     if (it.loss) last_loss = *it.loss;
   }
   const int64_t cuda_peak = rank0.largest(trace::MemoryCategory::CudaAllocated);
   std::printf("%-5s last loss %.4f, median step %.2f ms, peak CUDA memory %s -> %s\n", name, last_loss,
-              trace::step_summary(rank0).median_ms, tutorials::bytes_text(cuda_peak).c_str(), path.c_str());
+              analysis::step_summary(rank0).median_ms, tutorials::bytes_text(cuda_peak).c_str(), path.c_str());
 }
 
 }  // namespace

@@ -13,9 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include "analysis/collective_match.h"
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
-#include "trace/collective_match.h"
+#include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 
@@ -78,9 +79,9 @@ std::string train(tutorials::Session& session, const Settings& settings, int slo
 
 // The first all-reduce of one steady iteration on every rank: when each began it, how long it
 // waited for the last one to arrive (Note [Waiting and transfer]) and how long it transferred.
-void print_first_all_reduce(const trace::RunStats& stats, int32_t iteration) {
-  const trace::CollectiveMatch* first = nullptr;
-  for (const trace::CollectiveMatch& m : stats.matches) {
+void print_first_all_reduce(const analysis::RunStats& stats, int32_t iteration) {
+  const analysis::CollectiveMatch* first = nullptr;
+  for (const analysis::CollectiveMatch& m : stats.matches) {
     if (m.iteration == iteration && m.op == trace::CollectiveOp::AllReduce && !m.mismatch) {
       first = &m;
       break;
@@ -91,9 +92,9 @@ void print_first_all_reduce(const trace::RunStats& stats, int32_t iteration) {
               static_cast<long long>(first->seq));
   std::printf("  %-6s %12s %12s %14s\n", "rank", "began ms", "waited ms", "transferred ms");
   int64_t earliest = INT64_MAX;
-  std::vector<const trace::CollectiveStats*> parts;
-  for (const trace::RankStats& r : stats.ranks) {
-    for (const trace::CollectiveStats& c : r.collectives) {
+  std::vector<const analysis::CollectiveStats*> parts;
+  for (const analysis::RankStats& r : stats.ranks) {
+    for (const analysis::CollectiveStats& c : r.collectives) {
       if (c.grp == first->grp && c.seq == first->seq) {
         parts.push_back(&c);
         earliest = std::min(earliest, c.begin_ns);
@@ -101,7 +102,7 @@ void print_first_all_reduce(const trace::RunStats& stats, int32_t iteration) {
     }
   }
   for (size_t i = 0; i < parts.size(); ++i) {
-    const trace::ArrivalSplit split = trace::split_at_arrival(*parts[i], first->last_begin_ns);
+    const analysis::ArrivalSplit split = analysis::split_at_arrival(*parts[i], first->last_begin_ns);
     std::printf("  %-6d %12.2f %12.2f %14.2f%s\n", stats.ranks[i].rank,
                 double(parts[i]->begin_ns - earliest) / 1e6, double(split.wait_ns) / 1e6,
                 double(split.transfer_ns) / 1e6, stats.ranks[i].rank == first->last_rank ? "  <- last" : "");
@@ -127,24 +128,24 @@ void run(tutorials::Session& session, const Settings& settings) {
   std::printf("\nPer step (median step time; mean of the steady steps for the rest; from each run's\n"
               "trace, as `dpscope stats` computes it):\n");
   std::printf("  %-10s %9s   %-22s   %s\n", "run", "step ms", "waiting ms, by rank", "straggler (dpscope stats)");
-  std::vector<trace::RunStats> all;
+  std::vector<analysis::RunStats> all;
   for (size_t i = 0; i < files.size(); ++i) {
     all.push_back(tutorials::read_stats(files[i]));
-    const trace::RunStats& stats = all.back();
+    const analysis::RunStats& stats = all.back();
     std::string waits;
-    for (const trace::RankStats& r : stats.ranks) {
+    for (const analysis::RankStats& r : stats.ranks) {
       char cell[24];
-      std::snprintf(cell, sizeof(cell), "%s%.1f", waits.empty() ? "" : " ", trace::wait_per_step(r).first);
+      std::snprintf(cell, sizeof(cell), "%s%.1f", waits.empty() ? "" : " ", analysis::wait_per_step(r).first);
       waits += cell;
     }
     std::printf("  %-10s %9.2f   %-22s   %s\n", part_name(settings.delays_ms[i]).c_str(),
-                trace::step_summary(tutorials::rank_stats(stats, 0)).median_ms, waits.c_str(),
-                trace::stragglers_text(stats.stragglers).c_str());
+                analysis::step_summary(tutorials::rank_stats(stats, 0)).median_ms, waits.c_str(),
+                analysis::stragglers_text(stats.stragglers).c_str());
   }
   std::printf("  Every rank's step grows by about the delay, not only the slow rank's: DDP's all-reduce\n"
               "  cannot finish before every rank has handed in its gradients. The others spend the\n"
               "  delay waiting, and the slow rank waits for nobody.\n");
-  const trace::RunStats& slowest = all.back();
+  const analysis::RunStats& slowest = all.back();
   if (slowest.iterations >= 3) print_first_all_reduce(slowest, 2);
 
   std::printf("\ntraces:\n");

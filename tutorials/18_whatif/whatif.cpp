@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "analysis/whatif.h"
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
-#include "trace/whatif.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 #include "tutorials/common/workload.h"
@@ -68,9 +68,9 @@ struct Forecast {
 // What the recorded run's trace predicts for every cap (first bucket = cap), on rank 0.
 std::vector<Forecast> forecast(const std::string& recorded, const Settings& settings) {
   trace::Reader reader(recorded);
-  const trace::RunStats stats = trace::compute_stats(reader);
-  const trace::ReplayTrace replay = trace::load_replay_trace(reader, stats, 0);
-  const trace::AllReduceModel cost = trace::fit_allreduce_model(replay);
+  const analysis::RunStats stats = analysis::compute_stats(reader);
+  const analysis::ReplayTrace replay = analysis::load_replay_trace(reader, stats, 0);
+  const analysis::AllReduceModel cost = analysis::fit_allreduce_model(replay);
   std::printf("\nFrom the recorded trace alone (cap %g MiB, %zu steady steps): an all-reduce costs\n"
               "%.0f us + bytes at %.2f Gb/s, fitted to its %lld all-reduces (error %.0f %% of their time).\n",
               settings.recorded_cap_mb, replay.iterations.size(), cost.latency_us(), cost.gbps(),
@@ -78,10 +78,10 @@ std::vector<Forecast> forecast(const std::string& recorded, const Settings& sett
   std::printf("  %8s %8s %18s %22s\n", "cap MiB", "buckets", "predicted step ms", "predicted exposed ms");
   std::vector<Forecast> out;
   for (const double cap : settings.caps_mb) {
-    trace::BucketLimits limits;
+    analysis::BucketLimits limits;
     limits.bucket_cap_bytes = static_cast<int64_t>(cap * kMiB);
     limits.first_bucket_bytes = static_cast<int64_t>(cap * kMiB);
-    const trace::Prediction p = trace::predict(replay, trace::plan_for(replay, limits), cost);
+    const analysis::Prediction p = analysis::predict(replay, analysis::plan_for(replay, limits), cost);
     out.push_back({cap, p.bucket_bytes.size(), p.predicted_step_ms, p.predicted_exposed_comm_ms});
     std::printf("  %8g %8zu %18.2f %22.2f%s\n", cap, p.bucket_bytes.size(), p.predicted_step_ms,
                 p.predicted_exposed_comm_ms, cap == settings.recorded_cap_mb ? "   (recorded)" : "");
@@ -104,7 +104,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   std::vector<Forecast> forecasts;
   double recorded_step = 0;
   if (session.leader()) {
-    recorded_step = trace::step_summary(tutorials::rank_stats(tutorials::read_stats(recorded), 0)).median_ms;
+    recorded_step = analysis::step_summary(tutorials::rank_stats(tutorials::read_stats(recorded), 0)).median_ms;
     forecasts = forecast(recorded, settings);
     double farthest = -1;
     for (const Forecast& f : forecasts) {
@@ -116,7 +116,7 @@ void run(tutorials::Session& session, const Settings& settings) {
               recorded_step, check_cap);
   const std::string checked = train_with_cap(session, work, check_cap);
   if (!session.leader()) return;
-  const double measured = trace::step_summary(tutorials::rank_stats(tutorials::read_stats(checked), 0)).median_ms;
+  const double measured = analysis::step_summary(tutorials::rank_stats(tutorials::read_stats(checked), 0)).median_ms;
   for (const Forecast& f : forecasts) {
     if (f.cap_mb != check_cap) continue;
     std::printf("  cap %g MiB: predicted %.2f ms, measured %.2f ms (%+.1f %%)\n", check_cap, f.step_ms, measured,

@@ -7,19 +7,19 @@
 #include <map>
 #include <stdexcept>
 
-#include "engine/comm/link_model.h"
+#include "analysis/link_model.h"
 
 namespace dpscope::tutorials {
 
 namespace {
 
-std::string param_name(const trace::RunStats& stats, int32_t param) {
+std::string param_name(const analysis::RunStats& stats, int32_t param) {
   if (param >= 0 && param < static_cast<int32_t>(stats.params.size())) return stats.params[param].name;
   return "#" + std::to_string(param);
 }
 
 // One event as a phrase: "hook net2.bias -> bucket 0 (filled 20 B)", "allreduce #3 660 B float32".
-std::string describe_event(const trace::Event& e, const trace::RunStats& stats,
+std::string describe_event(const trace::Event& e, const analysis::RunStats& stats,
                            const std::vector<std::string>& names) {
   auto name_of = [&](trace::NameId id) {
     return id >= 0 && id < static_cast<trace::NameId>(names.size()) ? names[id] : std::string("?");
@@ -54,36 +54,36 @@ std::string describe_event(const trace::Event& e, const trace::RunStats& stats,
 
 }  // namespace
 
-trace::RunStats read_stats(const std::string& path) {
+analysis::RunStats read_stats(const std::string& path) {
   trace::Reader reader(path);
-  return trace::compute_stats(reader);
+  return analysis::compute_stats(reader);
 }
 
-const trace::RankStats& rank_stats(const trace::RunStats& stats, int rank) {
-  for (const trace::RankStats& candidate : stats.ranks) {
+const analysis::RankStats& rank_stats(const analysis::RunStats& stats, int rank) {
+  for (const analysis::RankStats& candidate : stats.ranks) {
     if (candidate.rank == rank) return candidate;
   }
   throw std::out_of_range(stats.path + " holds no rank " + std::to_string(rank) +
                           "; was the run merged from every rank's file?");
 }
 
-int64_t collectives_in(const trace::RankStats& rank, int32_t iteration, trace::CollectiveOp op) {
+int64_t collectives_in(const analysis::RankStats& rank, int32_t iteration, trace::CollectiveOp op) {
   int64_t count = 0;
-  for (const trace::CollectiveStats& c : rank.collectives) {
+  for (const analysis::CollectiveStats& c : rank.collectives) {
     if (c.iteration == iteration && c.op == op) ++count;
   }
   return count;
 }
 
-int64_t collective_bytes_in(const trace::RankStats& rank, int32_t iteration, trace::CollectiveOp op) {
+int64_t collective_bytes_in(const analysis::RankStats& rank, int32_t iteration, trace::CollectiveOp op) {
   int64_t bytes = 0;
-  for (const trace::CollectiveStats& c : rank.collectives) {
+  for (const analysis::CollectiveStats& c : rank.collectives) {
     if (c.iteration == iteration && c.op == op && c.bytes > 0) bytes += c.bytes;
   }
   return bytes;
 }
 
-std::vector<trace::BucketInfo> bucket_plan(const trace::RunStats& stats, int generation) {
+std::vector<trace::BucketInfo> bucket_plan(const analysis::RunStats& stats, int generation) {
   std::vector<trace::BucketInfo> plan;
   for (const trace::BucketInfo& bucket : stats.buckets) {
     if (bucket.generation == generation) plan.push_back(bucket);
@@ -91,13 +91,13 @@ std::vector<trace::BucketInfo> bucket_plan(const trace::RunStats& stats, int gen
   return plan;
 }
 
-std::vector<trace::BucketInfo> plan_in_force(const trace::RunStats& stats, int32_t iteration) {
+std::vector<trace::BucketInfo> plan_in_force(const analysis::RunStats& stats, int32_t iteration) {
   std::vector<trace::BucketInfo> rebuilt = bucket_plan(stats, 1);
   if (iteration >= 1 && !rebuilt.empty()) return rebuilt;
   return bucket_plan(stats, 0);
 }
 
-void print_bucket_plan(const trace::RunStats& stats, const std::vector<trace::BucketInfo>& plan,
+void print_bucket_plan(const analysis::RunStats& stats, const std::vector<trace::BucketInfo>& plan,
                        const char* indent) {
   for (const trace::BucketInfo& bucket : plan) {
     std::string names;
@@ -108,7 +108,7 @@ void print_bucket_plan(const trace::RunStats& stats, const std::vector<trace::Bu
 }
 
 
-void print_timeline(trace::Reader& reader, const trace::RunStats& stats, int rank,
+void print_timeline(trace::Reader& reader, const analysis::RunStats& stats, int rank,
                     int32_t iteration, size_t max_lines) {
   std::vector<trace::Event> events;
   for (int kind = 0; kind < trace::kEventKindCount; ++kind) {
@@ -156,7 +156,7 @@ std::string mib_text(int64_t bytes) {
   return text;
 }
 
-const trace::MemoryAtPeak& step_peak(const LabelledRun& run, int rank) {
+const analysis::MemoryAtPeak& step_peak(const LabelledRun& run, int rank) {
   return rank_stats(*run.stats, rank).step_memory_peak;
 }
 
@@ -197,7 +197,7 @@ void print_step_memory_peaks(const std::vector<LabelledRun>& runs) {
   std::printf("\n\nPeak in the steps per rank, MiB:\n");
   for (const LabelledRun& run : runs) {
     std::printf("  %-*s", width, run.label.c_str());
-    for (const trace::RankStats& rank : run.stats->ranks) {
+    for (const analysis::RankStats& rank : run.stats->ranks) {
       std::printf("  rank %d %s", rank.rank, mib_text(rank.step_memory_peak.total_bytes).c_str());
     }
     std::printf("\n");
@@ -227,24 +227,24 @@ void print_ring_traffic(const std::vector<LabelledRun>& runs, int ranks) {
               "exposed ms", ("sent of " + runs.front().label + "'s").c_str());
   double first_sent = 0;
   for (const LabelledRun& run : runs) {
-    const trace::RankStats& rank0 = rank_stats(*run.stats, 0);
-    const comm::LinkSpec link{run.stats->link_gbps, run.stats->link_latency_us};
+    const analysis::RankStats& rank0 = rank_stats(*run.stats, 0);
+    const analysis::LinkSpec link{run.stats->link_gbps, run.stats->link_latency_us};
     struct StepTraffic {
       int64_t collectives = 0;
       double sent = 0;
       double link_ms = 0;
     };
     std::map<int32_t, StepTraffic> per_step;
-    for (const trace::CollectiveStats& c : rank0.collectives) {
+    for (const analysis::CollectiveStats& c : rank0.collectives) {
       if (c.iteration == trace::kNone || c.op == trace::CollectiveOp::Broadcast) continue;
       StepTraffic& step = per_step[c.iteration];
       ++step.collectives;
       step.sent += static_cast<double>(ring_bytes_sent(c.op, c.bytes, ranks));
-      if (link.gbps > 0) step.link_ms += static_cast<double>(comm::link_model_ns(c.op, c.bytes, ranks, link)) / 1e6;
+      if (link.gbps > 0) step.link_ms += static_cast<double>(analysis::link_model_ns(c.op, c.bytes, ranks, link)) / 1e6;
     }
     std::vector<int64_t> counts;
     std::vector<double> sent, link_ms, comm_ms, exposed_ms;
-    for (const trace::IterationStats& it : rank0.iterations) {
+    for (const analysis::IterationStats& it : rank0.iterations) {
       if (it.iteration < 1) continue;  // iteration 0 builds plans and warms connections up
       counts.push_back(per_step[it.iteration].collectives);
       sent.push_back(per_step[it.iteration].sent);

@@ -1,5 +1,5 @@
 // Reading a finished run back, for the tutorials' printouts: the statistics `dpscope stats`
-// computes (trace/stats.h), the few questions every tutorial asks of them (how many collectives
+// computes (analysis/stats.h), the few questions every tutorial asks of them (how many collectives
 // and bytes in an iteration, which bucket plan was in force), and readable sizes and plans.
 // Trace-only: works for DDP and FSDP runs alike.
 #pragma once
@@ -8,36 +8,36 @@
 #include <string>
 #include <vector>
 
+#include "analysis/stats.h"
 #include "trace/reader.h"
-#include "trace/stats.h"
 
 namespace dpscope::tutorials {
 
 // compute_stats over the file at `path` (a run file from TracedRun::finish()).
-trace::RunStats read_stats(const std::string& path);
+analysis::RunStats read_stats(const std::string& path);
 
 // The statistics of `rank`. Throws std::out_of_range naming the rank and file when absent.
-const trace::RankStats& rank_stats(const trace::RunStats& stats, int rank);
+const analysis::RankStats& rank_stats(const analysis::RunStats& stats, int rank);
 
 // Collectives of kind `op` that `rank` ran in `iteration` (trace::kNone: construction), and their
 // payload bytes (what one rank hands the collective, as the trace records it).
-int64_t collectives_in(const trace::RankStats& rank, int32_t iteration, trace::CollectiveOp op);
-int64_t collective_bytes_in(const trace::RankStats& rank, int32_t iteration, trace::CollectiveOp op);
+int64_t collectives_in(const analysis::RankStats& rank, int32_t iteration, trace::CollectiveOp op);
+int64_t collective_bytes_in(const analysis::RankStats& rank, int32_t iteration, trace::CollectiveOp op);
 
 // The DDP bucket plan of a generation (0: built at construction, 1: rebuilt after iteration 0),
 // in bucket order; empty when there is none.
-std::vector<trace::BucketInfo> bucket_plan(const trace::RunStats& stats, int generation);
+std::vector<trace::BucketInfo> bucket_plan(const analysis::RunStats& stats, int generation);
 // The plan DDP used in `iteration`: the rebuilt one from iteration 1 on, when there is one.
-std::vector<trace::BucketInfo> plan_in_force(const trace::RunStats& stats, int32_t iteration);
+std::vector<trace::BucketInfo> plan_in_force(const analysis::RunStats& stats, int32_t iteration);
 // Prints a plan, one line per bucket: index, size, and its parameters by name in slot order.
-void print_bucket_plan(const trace::RunStats& stats, const std::vector<trace::BucketInfo>& plan,
+void print_bucket_plan(const analysis::RunStats& stats, const std::vector<trace::BucketInfo>& plan,
                        const char* indent = "  ");
 
 // Prints what `rank` recorded in `iteration` (trace::kNone: construction), in time order, one
 // line per event: milliseconds since the first event, the lane, and what happened (phase, hook,
 // bucket ready / launch / done, collective, wait) — the viewer's timeline of that stretch as text.
 // Prints at most `max_lines` events, then how many it left out.
-void print_timeline(trace::Reader& reader, const trace::RunStats& stats, int rank,
+void print_timeline(trace::Reader& reader, const analysis::RunStats& stats, int rank,
                     int32_t iteration, size_t max_lines = 60);
 
 // ---- Runs side by side (ZeRO's stages: tutorials 12 and 13)
@@ -45,7 +45,7 @@ void print_timeline(trace::Reader& reader, const trace::RunStats& stats, int ran
 // One finished run and what a table calls it.
 struct LabelledRun {
   std::string label;
-  const trace::RunStats* stats;
+  const analysis::RunStats* stats;
 };
 
 // Rank 0's peak in the training steps (RankStats::step_memory_peak), MiB by category at that

@@ -95,8 +95,8 @@ Session::Session(std::string program, const CommonOptions& options, int argc, ch
   if (world_.link) {
     say("%s: on an emulated link of %s Gb/s and %s us (dpscope launch --link-gbps, --link-latency-us): "
         "each collective lasts what that link would take, not what this machine took\n",
-        program_.c_str(), comm::link_value_text(world_.link->spec().gbps).c_str(),
-        comm::link_value_text(world_.link->spec().latency_us).c_str());
+        program_.c_str(), analysis::link_value_text(world_.link->spec().gbps).c_str(),
+        analysis::link_value_text(world_.link->spec().latency_us).c_str());
   }
 }
 

@@ -1,0 +1,68 @@
+// Cross-rank collective matching: the same collective (process group, sequence number) on every
+// rank that ran it, with whether the ranks agree on what it was (op, bytes, dtype) and how far
+// apart they started (skew). One definition for `dpscope stats`, the viewer and the tutorials.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trace/schema.h"
+
+namespace dpscope::analysis {
+
+// One Collective event of one rank, as the analysis keeps it.
+struct CollectiveStats {
+  int32_t grp = trace::kNone;
+  int64_t seq = trace::kNone64;
+  trace::CollectiveOp op = trace::CollectiveOp::AllReduce;
+  int64_t bytes = trace::kNone64;
+  uint8_t dtype = 0xff;       // trace::DType; 0xff when not recorded
+  int32_t iteration = trace::kNone;  // trace::kNone: construction work
+  int64_t begin_ns = 0;       // on the run's aligned clock (ranks.clock_offset_ns applied)
+  int64_t end_ns = 0;
+};
+
+// One collective across ranks.
+struct CollectiveMatch {
+  int32_t grp = trace::kNone;
+  int64_t seq = trace::kNone64;
+  trace::CollectiveOp op = trace::CollectiveOp::AllReduce;  // the first rank's
+  int32_t iteration = trace::kNone;                  // the first rank's
+  std::vector<int32_t> ranks;                 // the ranks that ran it, ascending
+  int64_t skew_ns = 0;  // latest begin - earliest begin over those ranks
+  // The rank that began it last (the lowest such rank on a tie), when that began, and how much
+  // later than the next latest rank: what the others waited for it alone. 0 with one rank.
+  int32_t last_rank = trace::kNone;
+  int64_t last_begin_ns = 0;
+  int64_t late_ns = 0;
+  // The ranks disagree on the op, the bytes or the dtype, or not every rank of the run ran it.
+  bool mismatch = false;
+  std::string why;  // what disagrees, e.g. "rank 1 moved 4.0 MiB of float32, rank 0 ..."
+};
+
+// Note [Waiting and transfer]
+// A collective cannot move data before every rank has arrived: a rank that began it before the
+// last one waits until that one begins, then transfers. So each rank's span of a matched
+// collective splits at the last rank's begin (aligned clocks): wait = from its own begin to
+// then, transfer = the rest. A rank that arrived last waits 0. The split is only as good as the
+// clocks' alignment (ranks.clock_uncertainty_ns), and Gloo's spans begin when the work starts on
+// the communication thread, so time queued behind an earlier collective is not in either part.
+struct ArrivalSplit {
+  int64_t wait_ns = 0;
+  int64_t transfer_ns = 0;
+};
+// `c`'s span split at `last_begin_ns` (See Note [Waiting and transfer]). Pure.
+ArrivalSplit split_at_arrival(const CollectiveStats& c, int64_t last_begin_ns);
+
+// Matches the collectives of every rank: `by_rank[i]` holds rank `ranks[i]`'s collectives (any
+// order); events without a sequence number are skipped. `world` is how many ranks the run had:
+// a collective seen on fewer is a mismatch ("ran on 2 of 3 ranks"). Sorted by (grp, seq). Pure.
+std::vector<CollectiveMatch> match_collectives(const std::vector<int32_t>& ranks,
+                                               const std::vector<std::vector<CollectiveStats>>& by_rank,
+                                               int32_t world);
+
+// "4.0 MiB", "660 B": bytes for messages and reports.
+std::string bytes_text(int64_t bytes);
+
+}  // namespace dpscope::analysis

@@ -1,0 +1,185 @@
+// What-if replay of an FSDP trace: the step time and exposed communication a recorded FSDP run
+// would have had with another backward prefetch mode or all-gather limit, or on another link,
+// predicted from the trace itself. Behind `dpscope whatif` on FSDP traces (docs/whatif.md,
+// "FSDP"); LibTorch-free like the DDP replay (whatif.h), whose cost model and errors it shares.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analysis/intervals.h"
+#include "analysis/stats.h"
+#include "analysis/whatif.h"
+#include "trace/reader.h"
+#include "trace/vocabulary.h"
+
+namespace dpscope::analysis {
+
+// Note [FSDP what-if replay]
+// whatif replays each steady iteration (Note [Steady steps]) of one rank of an FSDP trace as the
+// program its main thread ran: the points where it issued a collective (the collective's
+// enqueue_ns), waited for one (its CollectiveWait slices), ran a unit's post-backward hook (the
+// end of the unit's `full` state in backward) and began or ended a phase, in recorded order,
+// with the main thread's time between two points (less its waits) kept as recorded work. Then,
+// with the settings asked for:
+//   - a unit's all-gather is issued when the unit needs it (pre-forward, pre-backward) unless it
+//     is already in flight; the unit waits for it before computing;
+//   - the recorded backward prefetches are taken out (their work stays) and put back by the new
+//     mode, for the next unit in this backward pass's order, unless that unit's backward already
+//     began or its gather is in flight: BACKWARD_PRE right after the current unit's own gather
+//     wait (before its gradient computation), BACKWARD_POST at its post-backward hook (after it is
+//     resharded, before its reduce-scatter is issued), NONE never. Forward prefetch stays as
+//     recorded;
+//   - the all-gather limit N > 0, as the engine's issue_gather does it: before issuing one more
+//     all-gather while N are in flight (issued and not yet waited for by their unit), the main
+//     thread waits for the oldest, which leaves the flight. With the engine's one-unit-ahead
+//     prefetch at most one gather is ever ahead, so a limit of 1 or more never binds;
+//   - reduce-scatters (direct and bucketed), their waits (--limit-reduce-scatters, the final
+//     callback) and every other collective are issued and waited for where recorded;
+//   - the link carries one collective at a time in issue order:
+//       start = max(issue + launch offset, previous collective's end),  end = start + cost,
+//     the launch offset the median (start - enqueue) of the recorded collectives that did not
+//     queue, the cost of an all-gather or reduce-scatter from the model of its op
+//     (whatif_model.cpp), any other collective as recorded; a wait ends at max(its begin, the
+//     collective's end).
+// The program's predicted end minus its recorded end is the delta: the step time is the recorded
+// step_ms plus delta. Exposed communication is computed on the predicted slices as Note [Compute
+// and exposed communication] defines it: compute = the predicted forward, backward and
+// optimizer_step phases less the predicted waits, comm = the predicted collectives. Ranks are
+// replayed independently (Note [Link emulation]): a late peer is in the fitted costs only on
+// average, and the replay is exact only where the recorded collectives follow the model.
+
+// The settings a replay is made for. Plain value.
+struct FsdpSettings {
+  trace::BackwardPrefetch backward_prefetch = trace::BackwardPrefetch::Pre;
+  int32_t limit_all_gathers = 0;  // 0: no limit
+  bool operator==(const FsdpSettings& o) const {
+    return backward_prefetch == o.backward_prefetch && limit_all_gathers == o.limit_all_gathers;
+  }
+};
+
+// One point of the main thread's program (Note [FSDP what-if replay]).
+enum class FsdpStepKind {
+  kMark,          // a phase begins or ends: nothing happens, its predicted time is kept
+  kIssueGather,   // a unit needs its parameters soon: issue its all-gather unless in flight
+  kPrefetch,      // a recorded forward prefetch: the same as kIssueGather
+  kWaitGather,    // a unit needs its parameters now: issue if needed, then wait
+  kPostBackward,  // a unit's post-backward hook ran (where BACKWARD_POST prefetches)
+  kIssue,         // issue a reduce-scatter or any other collective
+  kWait,          // wait for a reduce-scatter or any other collective
+};
+
+struct FsdpStep {
+  FsdpStepKind kind = FsdpStepKind::kMark;
+  int64_t recorded_ns = 0;  // when the main thread reached the point
+  int64_t work_ns = 0;      // the main thread's work since the previous point (waits excluded)
+  int32_t collective = -1;  // index into FsdpIteration::collectives (issue and wait steps)
+  int32_t unit = -1;        // the unit (gather and post-backward steps)
+  // kWaitGather in backward: the step index of the next unit's backward gather wait in this
+  // backward pass (where a prefetch is aimed), -1 for the last unit.
+  int32_t next_backward_wait = -1;
+  int32_t mark = -1;        // kMark: index into FsdpIteration::marks
+};
+
+// One collective of the iteration on the replayed rank, as recorded.
+struct FsdpCollective {
+  trace::CollectiveOp op = trace::CollectiveOp::AllGather;
+  int32_t unit = -1;
+  int64_t bytes = 0;
+  uint8_t flags = 0;
+  int64_t enqueue_ns = 0;
+  Interval span;
+};
+
+// A phase slice of the iteration, by the program's marks.
+struct FsdpPhase {
+  std::string name;
+  int32_t begin_mark = 0, end_mark = 0;
+};
+
+// What the replay reads of one steady iteration on one rank. Plain values.
+struct FsdpIteration {
+  int32_t iteration = 0;
+  double measured_step_ms = 0;  // compute_stats' step time
+  OverlapStats measured;        // compute_stats' per-iteration figures
+  std::vector<FsdpCollective> collectives;
+  std::vector<FsdpStep> program;        // in recorded order
+  int64_t recorded_end_ns = 0;          // when the program's last point (or wait) ended
+  std::vector<int64_t> mark_recorded_ns;  // by mark
+  std::vector<FsdpPhase> phases;        // forward, backward and optimizer_step slices
+};
+
+// The trace's recorded FSDP configuration (meta config), as far as the replay needs it.
+struct FsdpRecordedConfig {
+  FsdpSettings settings;
+  bool forward_prefetch = false;
+  int32_t limit_reduce_scatters = 1;
+  std::string sharding = "full";
+  std::string mixed_precision = "none";
+  bool cpu_offload = false;
+};
+
+// Everything the FSDP replay needs of a trace, read once (load_fsdp_replay_trace).
+struct FsdpReplayTrace : ReplayOrigin {
+  FsdpRecordedConfig recorded;
+  std::vector<std::string> unit_names;        // by unit index
+  std::vector<FsdpIteration> iterations;      // the steady iterations of `rank`
+  // Every all-gather and reduce-scatter of the steady iterations on every rank: (bytes, ns), the
+  // samples the cost models are fitted to.
+  std::vector<std::pair<int64_t, int64_t>> allgather_samples, reduce_scatter_samples;
+  int64_t launch_offset_ns = 0;  // Note [FSDP what-if replay]
+};
+
+// Reads `reader`'s FSDP trace for a replay of `rank`, using `stats` (compute_stats of the same
+// reader) for the measured figures and the steady iterations. Throws WhatifError naming the file
+// and the fix for: another strategy than FSDP, no unit state events, sharding no_shard (no
+// all-gathers to prefetch), no steady iterations, a rank not in the file, gradient accumulation.
+// Thread-safety: uses `reader`, so the calling thread must own it; the result is a plain value.
+FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank);
+
+// The cost of each kind of collective in an FSDP replay. Plain value.
+struct FsdpCostModel {
+  AllReduceModel all_gather, reduce_scatter;
+  // By op; any other collective inside an iteration (none in a plain FSDP step) takes as long
+  // as it was recorded to.
+  int64_t duration_ns(const FsdpCollective& c) const;
+};
+
+// Least squares of the trace's all-gathers and reduce-scatters, separately (fit_collective_model).
+// Throws WhatifError as fit_collective_model does. Pure.
+FsdpCostModel fit_fsdp_cost_model(const FsdpReplayTrace& trace);
+
+// One collective's predicted schedule (times on the trace's clock).
+struct FsdpScheduledCollective {
+  int32_t collective = 0;  // index into FsdpIteration::collectives
+  bool prefetch = false;   // issued ahead of its unit's need
+  int64_t issue_ns = 0, start_ns = 0, end_ns = 0;
+};
+
+struct FsdpIterationPrediction {
+  int32_t iteration = 0;
+  double measured_step_ms = 0, predicted_step_ms = 0;
+  OverlapStats measured, predicted;
+  std::vector<FsdpScheduledCollective> collectives;  // in issue order
+  std::vector<Interval> waits;                       // the main thread's predicted waits
+  int32_t max_gathers_in_flight = 0;                 // the most all-gathers ever in flight
+};
+
+struct FsdpPrediction {
+  FsdpSettings settings;
+  std::vector<FsdpIterationPrediction> iterations;
+  // Medians over the steady iterations.
+  double measured_step_ms = 0, predicted_step_ms = 0;
+  double measured_exposed_comm_ms = 0, predicted_exposed_comm_ms = 0;
+  int32_t max_gathers_in_flight = 0;  // over every iteration
+};
+
+// Replays every steady iteration of `trace` with `settings` and `model` (Note [FSDP what-if
+// replay]). Pure; thread-safe.
+FsdpPrediction predict_fsdp(const FsdpReplayTrace& trace, const FsdpSettings& settings,
+                            const FsdpCostModel& model);
+
+}  // namespace dpscope::analysis
