@@ -236,7 +236,7 @@ TEST(Whatif, TheRingModelOfALinkReplacesTheFit) {
 
 TEST(Whatif, RefusesTracesItCannotReplay) {
   Spec fsdp;
-  fsdp.strategy = Strategy::Fsdp;
+  fsdp.strategy = "fsdp";
   EXPECT_NE(refusal(fsdp).find("an FSDP trace has no DDP bucket plan to replay"),
             std::string::npos);
   Spec summary;

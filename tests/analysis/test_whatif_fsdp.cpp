@@ -284,7 +284,7 @@ TEST(WhatifFsdp, ParsesPrefetchModes) {
 
 TEST(WhatifFsdp, RefusesWhatItCannotReplay) {
   Spec ddp;
-  ddp.strategy = Strategy::Ddp;
+  ddp.strategy = "ddp";
   EXPECT_NE(refusal(ddp).find("not an FSDP trace"), std::string::npos) << refusal(ddp);
   Spec no_states;
   no_states.unit_states = false;
