@@ -15,6 +15,7 @@
 #include "trace/reader.h"
 #include "trace/saturate.h"
 #include "trace/sqlite_db.h"
+#include "trace/vocabulary.h"
 #include "trace/writer.h"
 
 namespace dpscope::trace {
@@ -144,7 +145,7 @@ MergeResult merge_traces(const std::vector<std::string>& inputs, const std::stri
       }
       if (progress) progress(double(i + 1) / double(files.size()));
     }
-    db.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('merged_ranks', '" +
+    db.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('" + std::string(meta_key::kMergedRanks) + "', '" +
             std::to_string(owner.size()) + "')");
     result.ranks = static_cast<int>(owner.size());
     result.events = db.query_int("SELECT count(*) FROM events");

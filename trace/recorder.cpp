@@ -11,6 +11,7 @@
 
 #include "trace/error.h"
 #include "trace/flush_guard.h"
+#include "trace/vocabulary.h"
 #include "trace/writer.h"
 
 namespace dpscope::trace {
@@ -184,7 +185,7 @@ Recorder::Recorder(RecorderOptions options)
   if (options_.flush_on_signals) install_flush_guards();
   try {
     writer_ = std::make_unique<Writer>(options_.path);
-    writer_->set_meta("trace_level", to_string(options_.level));
+    writer_->set_meta(meta_key::kTraceLevel, to_string(options_.level));
     writer_->put_rank(rank_row("running"));
     writer_->add_lane(LaneInfo{options_.rank, 0, "main", LaneKind::Host});
   } catch (const TraceError&) {

@@ -1,7 +1,8 @@
 // Saturating int64 arithmetic for numbers read from trace files. A damaged or hand-edited file
 // can hold any INTEGER (times near INT64_MIN and INT64_MAX, huge byte counts); sums and
 // differences of them must clamp rather than overflow, which is undefined behaviour in C++.
-// Internal to trace/ (the fuzzers found these: tests/fuzz/README.md).
+// Used by the store and by the analysis and formats that read its numbers (the fuzzers found
+// these: tests/fuzz/README.md).
 #pragma once
 
 #include <cstdint>

@@ -153,8 +153,7 @@ bool parse_trace_level(std::string_view text, TraceLevel* out);
 // to rank 0 (see ranks.clock_offset_ns). Events have no indexes while a recorder writes, so
 // ingest stays fast; kIndexes are created when a file is closed or merged.
 inline constexpr const char* kTables[] = {
-    // Run-wide key/value metadata: schema_version, tool_version, created_unix_ms, command_line,
-    // config (JSON), strategy, backend, world_size, model, model_summary, trace_level, device.
+    // Run-wide key/value metadata; the keys are trace/vocabulary.h's meta_key constants.
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 
     // One row per rank in the file. status: 'running' while written, then 'complete',

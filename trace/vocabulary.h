@@ -38,6 +38,7 @@ inline constexpr std::string_view kFsdpBackwardPrefetch = "fsdp.backward_prefetc
 inline constexpr std::string_view kFsdpForwardPrefetch = "fsdp.forward_prefetch";  // "true" | "false"
 inline constexpr std::string_view kFsdpComputeDtype = "fsdp.compute_dtype";  // LibTorch's dtype name
 inline constexpr std::string_view kFsdpReduceDtype = "fsdp.reduce_dtype";
+inline constexpr std::string_view kMergedRanks = "merged_ranks";  // written by merge: how many rank files
 }  // namespace meta_key
 
 // ---- Strategies ----------------------------------------------------------------------------
