@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/docs/source_tree.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
 using dpscope::testing::TempDir;
+using namespace dpscope::docs_test;
 
 namespace {
 
@@ -30,48 +32,6 @@ struct Place {
   int line = 0;
   std::string text() const { return file + ":" + std::to_string(line); }
 };
-
-struct TextFile {
-  std::string path;  // relative to the root
-  std::string text;
-};
-
-// What is not the project's own text: build trees, git's store, traces, and the fuzzers' corpus
-// (machine-made inputs that may hold any text).
-bool skipped_dir(const fs::path& relative) {
-  const std::string name = relative.filename().string();
-  if (name == ".git" || name == "traces") return true;
-  if (name.rfind("build", 0) == 0 && !relative.has_parent_path()) return true;
-  return relative.generic_string() == "tests/fuzz/corpus";
-}
-
-// Every text file under `root` (a file with a NUL byte in its first 8 KiB is binary). Errors are
-// skipped, not thrown: someone may be editing the tree while the test reads it.
-std::vector<TextFile> text_files(const fs::path& root) {
-  std::vector<TextFile> files;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::end(it);
-       it.increment(ec)) {
-    const fs::path relative = fs::relative(it->path(), root, ec);
-    if (ec) break;
-    if (it->is_directory(ec)) {
-      if (skipped_dir(relative)) it.disable_recursion_pending();
-      continue;
-    }
-    const auto size = it->file_size(ec);
-    if (ec || !it->is_regular_file(ec) || size > (uintmax_t{4} << 20)) {
-      ec.clear();
-      continue;
-    }
-    std::ifstream in(it->path(), std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (text.find('\0') < 8192) continue;
-    files.push_back({relative.generic_string(), std::move(text)});
-  }
-  std::sort(files.begin(), files.end(),
-            [](const TextFile& a, const TextFile& b) { return a.path < b.path; });
-  return files;
-}
 
 // After a line break inside a citation: the next line's indentation and comment marker.
 size_t skip_continuation(const std::string& text, size_t i) {
@@ -316,12 +276,6 @@ std::vector<std::string> outside_design_problems(const std::vector<TextFile>& fi
   return problems;
 }
 
-std::string joined(const std::vector<std::string>& problems) {
-  std::string out;
-  for (const std::string& p : problems) out += "\n  " + p;
-  return out;
-}
-
 class RepositoryDocs : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -359,11 +313,6 @@ TEST_F(RepositoryDocs, NothingCitesTheDesignDocumentOutsideTheRepository) {
 
 // The checks on a small tree with one violation of each kind: each is found, and its message
 // names the note and the files a reader has to open.
-void write(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  std::ofstream(path) << text;
-}
-
 std::string title(const std::string& name) { return kNote + " [" + name + "]"; }
 
 TEST(DocsChecks, NameTheNoteAndTheFilesOfEachViolation) {
