@@ -394,22 +394,24 @@ double parse_positive(const std::string& text) {
   return value;
 }
 
-}  // namespace
+// A meta value, "" when absent.
+std::string meta_or_empty(const std::map<std::string, std::string>& meta, std::string_view key) {
+  const auto it = meta.find(std::string(key));
+  return it == meta.end() ? std::string() : it->second;
+}
 
-RunStats compute_stats(trace::Reader& reader) {
-  RunStats stats;
-  stats.path = reader.path();
-  stats.schema_version = reader.schema_version();
-  const auto meta = reader.meta();
-  const auto meta_or_empty = [&](std::string_view key) {
-    const auto it = meta.find(std::string(key));
-    return it == meta.end() ? std::string() : it->second;
-  };
-  stats.strategy_recorded = meta_or_empty(trace::meta_key::kStrategy);
+// The run's strategy, backend, model and emulated link from its meta values.
+void read_run_meta(const std::map<std::string, std::string>& meta, RunStats& stats) {
+  stats.strategy_recorded = meta_or_empty(meta, trace::meta_key::kStrategy);
   stats.strategy = trace::parse_strategy(stats.strategy_recorded);
-  stats.backend = meta_or_empty(trace::meta_key::kBackend);
-  stats.model = meta_or_empty(trace::meta_key::kModel);
+  stats.backend = meta_or_empty(meta, trace::meta_key::kBackend);
+  stats.model = meta_or_empty(meta, trace::meta_key::kModel);
+  stats.link_gbps = parse_positive(meta_or_empty(meta, trace::meta_key::kLinkGbps));
+  stats.link_latency_us = parse_positive(meta_or_empty(meta, trace::meta_key::kLinkLatencyUs));
+}
 
+// The model's parameters, DDP's buckets and FSDP's units, each unit with its parameters.
+void read_layout(trace::Reader& reader, RunStats& stats) {
   stats.params = reader.params();
   stats.buckets = reader.buckets();
   for (trace::UnitInfo& unit : reader.units()) {
@@ -419,41 +421,55 @@ RunStats compute_stats(trace::Reader& reader) {
     }
     stats.units.push_back(std::move(u));
   }
+}
 
-  const auto ranks = reader.ranks();
-  stats.world_size =
-      parse_count(meta_or_empty(trace::meta_key::kWorldSize)).value_or(static_cast<int32_t>(ranks.size()));
+// What the one pass over the events gathered: by rank (in the ranks table's order), and the
+// largest iteration of any event (kNone when none has one), which the metrics may raise
+// (read_metrics).
+struct StreamedEvents {
+  std::vector<RankScratch> scratch;
+  int32_t max_iteration = trace::kNone;
+};
 
-  // One streaming pass over every event: measured on a 10 M-event trace it is twice as fast
-  // as a query per kind and rank (each sorts), and far faster on a file a crash left without
-  // indexes, where every such query scans the whole table.
+// One streaming pass over every event: measured on a 10 M-event trace it is twice as fast as a
+// query per kind and rank (each sorts), and far faster on a file a crash left without indexes,
+// where every such query scans the whole table.
+StreamedEvents stream_events(trace::Reader& reader, const std::vector<trace::RankInfo>& ranks,
+                             IterationBound& bound) {
   std::map<int32_t, size_t> rank_index;
   for (size_t r = 0; r < ranks.size(); ++r) rank_index[ranks[r].rank] = r;
-  std::vector<RankScratch> scratch(ranks.size());
+  StreamedEvents streamed;
+  streamed.scratch.resize(ranks.size());
   const auto roles = phase_roles(reader.names());
-  int32_t max_iteration = trace::kNone;
   int32_t current_rank = trace::kNone;
   RankScratch* current = nullptr;  // events of ranks missing from the ranks table only count
                                    // towards the iterations
-  IterationBound bound(reader, ranks.size());
   reader.for_each_event([&](const trace::Event& e) {
     if (e.iteration >= 0) bound.check(e.iteration, e.rank);
-    max_iteration = std::max(max_iteration, e.iteration);
+    streamed.max_iteration = std::max(streamed.max_iteration, e.iteration);
     if (e.rank != current_rank) {
       current_rank = e.rank;
       const auto it = rank_index.find(e.rank);
-      current = it == rank_index.end() ? nullptr : &scratch[it->second];
+      current = it == rank_index.end() ? nullptr : &streamed.scratch[it->second];
     }
     if (current) add_event(e, roles, *current);
     return true;
   });
+  return streamed;
+}
 
+// Each rank's statistics from what the pass gathered, its metrics and its memory samples; then
+// the run's iteration count (metrics may name a later iteration than any event), and each
+// rank's per-iteration rows.
+void finish_ranks(trace::Reader& reader, const std::vector<trace::RankInfo>& ranks,
+                  StreamedEvents& streamed, IterationBound& bound, RunStats& stats) {
+  std::vector<RankScratch>& scratch = streamed.scratch;
   for (size_t r = 0; r < ranks.size(); ++r) {
     RankStats out;
     out.rank = ranks[r].rank;
     out.status = ranks[r].status;
     out.dropped_events = ranks[r].dropped_events;
-    read_metrics(reader, out.rank, scratch[r], max_iteration, bound);
+    read_metrics(reader, out.rank, scratch[r], streamed.max_iteration, bound);
     read_memory(reader, out.rank, scratch[r], out);
     finish_collectives(scratch[r], out);
     out.overlap = overlap_of(overlap_sets(std::move(scratch[r].all_compute),
@@ -461,13 +477,21 @@ RunStats compute_stats(trace::Reader& reader) {
                                           std::move(scratch[r].all_comm)));
     out.ddp = ddp_timings(scratch[r]);
     out.compute_phases = scratch[r].compute_phases;
+    out.clock_uncertainty_ns = ranks[r].clock_uncertainty_ns;
     stats.ranks.push_back(std::move(out));
   }
+  const int32_t max_iteration = streamed.max_iteration;
   stats.iterations = max_iteration == INT32_MAX ? INT32_MAX : max_iteration + 1;
   for (size_t r = 0; r < ranks.size(); ++r) {
     finish_iterations(scratch[r], stats.iterations, stats.ranks[r]);
   }
+}
 
+// When the last rank arrived at each collective matched on every rank, by (grp, seq).
+using LastArrivals = std::map<std::pair<int32_t, int64_t>, int64_t>;
+
+// Matches every collective across the ranks (stats.matches, mismatches, largest skew).
+LastArrivals match_across_ranks(RunStats& stats) {
   std::vector<int32_t> rank_numbers;
   std::vector<std::vector<CollectiveStats>> by_rank;
   for (const RankStats& r : stats.ranks) {
@@ -475,33 +499,54 @@ RunStats compute_stats(trace::Reader& reader) {
     by_rank.push_back(r.collectives);
   }
   stats.matches = match_collectives(rank_numbers, by_rank, static_cast<int32_t>(stats.ranks.size()));
-  std::map<std::pair<int32_t, int64_t>, int64_t> last_begin;  // (grp, seq) -> the last arrival
+  LastArrivals last_begin;
   for (const CollectiveMatch& m : stats.matches) {
     stats.mismatches += m.mismatch ? 1 : 0;
     stats.max_skew_ns = std::max(stats.max_skew_ns, m.skew_ns);
     if (!m.mismatch) last_begin[{m.grp, m.seq}] = m.last_begin_ns;
   }
-  std::vector<int64_t> uncertainty;
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    RankStats& out = stats.ranks[r];
-    out.clock_uncertainty_ns = ranks[r].clock_uncertainty_ns;
-    uncertainty.push_back(out.clock_uncertainty_ns);
-    for (const CollectiveStats& c : out.collectives) {
-      const auto last = last_begin.find({c.grp, c.seq});
-      if (c.seq == trace::kNone64 || last == last_begin.end()) continue;
-      const ArrivalSplit split = split_at_arrival(c, last->second);
-      out.wait_ms += double(split.wait_ns) / 1e6;
-      out.transfer_ms += double(split.transfer_ns) / 1e6;
-      if (c.iteration >= 0 && size_t(c.iteration) < out.iterations.size()) {
-        out.iterations[size_t(c.iteration)].wait_ms += double(split.wait_ns) / 1e6;
-        out.iterations[size_t(c.iteration)].transfer_ms += double(split.transfer_ns) / 1e6;
-      }
+  return last_begin;
+}
+
+// Splits the rank's matched collectives into waiting and transfer (Note [Waiting and transfer]),
+// over the run and per iteration.
+void split_at_arrivals(const LastArrivals& last_begin, RankStats& out) {
+  for (const CollectiveStats& c : out.collectives) {
+    const auto last = last_begin.find({c.grp, c.seq});
+    if (c.seq == trace::kNone64 || last == last_begin.end()) continue;
+    const ArrivalSplit split = split_at_arrival(c, last->second);
+    out.wait_ms += double(split.wait_ns) / 1e6;
+    out.transfer_ms += double(split.transfer_ns) / 1e6;
+    if (c.iteration >= 0 && size_t(c.iteration) < out.iterations.size()) {
+      out.iterations[size_t(c.iteration)].wait_ms += double(split.wait_ns) / 1e6;
+      out.iterations[size_t(c.iteration)].transfer_ms += double(split.transfer_ns) / 1e6;
     }
+  }
+}
+
+}  // namespace
+
+RunStats compute_stats(trace::Reader& reader) {
+  RunStats stats;
+  stats.path = reader.path();
+  stats.schema_version = reader.schema_version();
+  const std::map<std::string, std::string> meta = reader.meta();
+  read_run_meta(meta, stats);
+  read_layout(reader, stats);
+  const auto ranks = reader.ranks();
+  stats.world_size = parse_count(meta_or_empty(meta, trace::meta_key::kWorldSize))
+                         .value_or(static_cast<int32_t>(ranks.size()));
+  IterationBound bound(reader, ranks.size());
+  StreamedEvents streamed = stream_events(reader, ranks, bound);
+  finish_ranks(reader, ranks, streamed, bound, stats);
+  const auto last_begin = match_across_ranks(stats);
+  std::vector<int64_t> uncertainty;
+  for (RankStats& out : stats.ranks) {
+    uncertainty.push_back(out.clock_uncertainty_ns);
+    split_at_arrivals(last_begin, out);
   }
   stats.stragglers = find_stragglers(stats.matches, steady_from(size_t(std::max(stats.iterations, 0))),
                                      stats.iterations, uncertainty);
-  stats.link_gbps = parse_positive(meta_or_empty("link_gbps"));
-  stats.link_latency_us = parse_positive(meta_or_empty("link_latency_us"));
   return stats;
 }
 

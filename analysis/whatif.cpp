@@ -2,15 +2,14 @@
 // steady iterations, deriving bucket plans from the order gradients arrived, and replaying the
 // iterations with another plan.
 #include "analysis/whatif.h"
-#include "trace/vocabulary.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
-#include <tuple>
 #include <utility>
+
+#include "analysis/replay.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::analysis {
 namespace {
@@ -33,39 +32,33 @@ int64_t element_size(trace::DType dtype) {
 
 int64_t mib_to_bytes(double mb) { return static_cast<int64_t>(mb * 1024 * 1024); }
 
-// The recorded limits and comm hook from meta "config": `dpscope train` writes bucket_cap_mb and
+// The recorded limits and comm hook from meta config: `dpscope train` writes bucket_cap_mb and
 // first_bucket_mb, `dpscope synth` bucket_cap_bytes and first_bucket_bytes.
 struct RecordedConfig {
   std::optional<BucketLimits> limits;
   std::string comm_hook;
 };
 
-RecordedConfig read_config(const std::string& text) {
+RecordedConfig read_config(trace::Reader& reader) {
+  const RecordedConfigJson json(reader);
   RecordedConfig config;
-  const nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
-  if (!json.is_object()) return config;
-  const auto number = [&](const char* key) -> std::optional<double> {
-    const auto it = json.find(key);
-    if (it == json.end() || !it->is_number()) return std::nullopt;
-    return it->get<double>();
-  };
-  if (auto cap = number("bucket_cap_mb"), first = number("first_bucket_mb"); cap && first) {
+  if (auto cap = json.number<double>("bucket_cap_mb"), first = json.number<double>("first_bucket_mb");
+      cap && first) {
     config.limits = BucketLimits{mib_to_bytes(*first), mib_to_bytes(*cap)};
-  } else if (auto cap_bytes = number("bucket_cap_bytes"), first_bytes = number("first_bucket_bytes");
+  } else if (auto cap_bytes = json.number<double>("bucket_cap_bytes"),
+             first_bytes = json.number<double>("first_bucket_bytes");
              cap_bytes && first_bytes) {
     config.limits = BucketLimits{static_cast<int64_t>(*first_bytes), static_cast<int64_t>(*cap_bytes)};
   }
-  if (const auto it = json.find("comm_hook"); it != json.end() && it->is_string()) {
-    config.comm_hook = it->get<std::string>();
-  }
+  config.comm_hook = json.text("comm_hook").value_or("");
   return config;
 }
 
-// The events of one iteration of the replayed rank, as streamed.
-struct IterationEvents {
-  std::vector<trace::Event> hooks, phases, collectives, waits;
-  std::vector<int64_t> bucket_done_ns;
-};
+// Whether meta config's comm_hook leaves each bucket to the built-in all-reduce the replay models:
+// none recorded, or `dpscope train --comm-hook` none or allreduce.
+bool uses_built_in_allreduce(const std::string& comm_hook) {
+  return comm_hook.empty() || comm_hook == "none" || comm_hook == "allreduce";
+}
 
 bool is_bucket_allreduce(const trace::Event& e) {
   return e.kind == trace::EventKind::Collective && e.bucket != trace::kNone &&
@@ -93,12 +86,9 @@ ReplayIteration replay_iteration(int32_t iteration, IterationEvents& ev, size_t 
   it.ready_ns = std::move(ready);
 
   std::optional<Interval> finalize;
-  const auto name_of = [&](const trace::Event& e) {
-    return e.name >= 0 && static_cast<size_t>(e.name) < names.size() ? names[e.name] : std::string();
-  };
   for (const trace::Event& p : ev.phases) {
-    const std::string name = name_of(p);
-    if (name == trace::kPhaseForward || name == trace::kPhaseBackward || name == trace::kPhaseOptimizerStep) {
+    const std::string name = phase_name(p, names);
+    if (is_compute_phase(name)) {
       it.compute.push_back({p.begin_ns, p.end_ns});
     } else if (name == trace::kPhaseFinalizeBackward) {
       finalize = Interval{p.begin_ns, p.end_ns};
@@ -153,11 +143,201 @@ int64_t launch_offset(const std::vector<ReplayIteration>& iterations, const Buck
       if (a.bucket < 0 || static_cast<size_t>(a.bucket) >= plan.buckets.size()) continue;
       int64_t ready = INT64_MIN;
       for (const int64_t p : plan.buckets[a.bucket]) ready = std::max(ready, it.ready_ns[p]);
-      if (a.span.begin_ns > previous_end + 1000) offsets.push_back(double(a.span.begin_ns - ready));
+      if (!queued_behind(a.span.begin_ns, previous_end)) offsets.push_back(double(a.span.begin_ns - ready));
       previous_end = a.span.end_ns;
     }
   }
-  return static_cast<int64_t>(std::llround(median_of(std::move(offsets))));
+  return launch_offset_of(std::move(offsets));
+}
+
+// The refusals of a run that is not DDP's: an FSDP trace is pointed to its own replay.
+void refuse_other_strategies(const std::string& path, const RunStats& stats) {
+  if (stats.strategy == trace::Strategy::Fsdp) {
+    throw WhatifError(path + ": an FSDP trace has no DDP bucket plan to replay; replay its "
+                             "prefetch and all-gather limit with load_fsdp_replay_trace "
+                             "(analysis/whatif_fsdp.h), as `dpscope whatif` does");
+  }
+  if (stats.strategy != trace::Strategy::Ddp) {
+    throw WhatifError(path + ": not a DDP trace (meta strategy '" + stats.strategy_recorded +
+                      "'); whatif replays what `dpscope train --strategy ddp` or "
+                      "`dpscope synth` records");
+  }
+}
+
+// The refusals of a DDP run the replay cannot model: a comm hook other than the built-in
+// all-reduce, or no gradient hooks to time the gradients by.
+void refuse_unmodelled_run(const std::string& path, const RunStats& stats, const RecordedConfig& config) {
+  if (!uses_built_in_allreduce(config.comm_hook)) {
+    throw WhatifError(path + ": recorded with --comm-hook " + config.comm_hook +
+                      "; whatif models each bucket's built-in all-reduce, not comm hooks: "
+                      "record a run without --comm-hook");
+  }
+  int64_t hooks = 0;
+  for (const RankStats& r : stats.ranks) {
+    for (const IterationStats& it : r.iterations) hooks += it.hooks;
+  }
+  if (hooks == 0) {
+    throw WhatifError(path + ": no gradient hook events (recorded at trace level summary?); "
+                             "whatif needs each gradient's ready time: record with "
+                             "--trace-level full");
+  }
+}
+
+// The gradients, their names and the recorded plan (the rebuilt one, generation 1, when the
+// trace has it) from the run's parameters and buckets.
+void describe_parameters(const RunStats& stats, ReplayTrace& trace) {
+  for (const trace::ParamInfo& p : stats.params) {
+    trace.gradients.push_back(
+        {static_cast<int32_t>(p.dtype), 0, p.numel * element_size(p.dtype), p.sparse});
+    trace.param_names.push_back(p.name);
+  }
+  const int32_t rebuilt = std::any_of(stats.buckets.begin(), stats.buckets.end(),
+                                      [](const trace::BucketInfo& b) { return b.generation == 1; });
+  for (const trace::BucketInfo& b : stats.buckets) {
+    if (b.generation != rebuilt) continue;
+    trace.recorded_plan.buckets.emplace_back(b.params.begin(), b.params.end());
+    trace.recorded_plan.size_limits.push_back(0);
+  }
+}
+
+// Rank 0's gradient hooks of the iterations before the steady ones, by iteration: (begin, param).
+using WarmupHooks = std::map<int32_t, std::vector<std::pair<int64_t, int32_t>>>;
+
+// The order gradients arrive in: rank 0's first iteration in which every one of the `params`
+// gradients' hook fired. Throws WhatifError naming `path` when there is none.
+std::vector<int64_t> arrival_order(const std::string& path, WarmupHooks& rank0_hooks, size_t params) {
+  std::vector<int64_t> order;
+  for (auto& [iteration, list] : rank0_hooks) {
+    std::sort(list.begin(), list.end());
+    std::set<int32_t> seen;
+    for (const auto& [begin, param] : list) seen.insert(param);
+    if (seen.size() < params) continue;
+    std::set<int32_t> placed;
+    for (const auto& [begin, param] : list) {
+      if (placed.insert(param).second) order.push_back(param);
+    }
+    break;
+  }
+  if (order.empty()) {
+    throw WhatifError(path + ": rank 0 fired no gradient hook for some parameters in iterations "
+                             "0 and 1, so the order gradients arrive in is unknown; whatif needs "
+                             "a run where every parameter gets a gradient");
+  }
+  return order;
+}
+
+// The bytes of each bucket of `plan`, by bucket index.
+std::vector<int64_t> bucket_bytes(const ReplayTrace& trace, const BucketPlan& plan) {
+  std::vector<int64_t> bytes_by_bucket;
+  for (const auto& bucket : plan.buckets) {
+    int64_t bytes = 0;
+    for (const int64_t p : bucket) bytes += trace.gradients[p].bytes;
+    bytes_by_bucket.push_back(bytes);
+  }
+  return bytes_by_bucket;
+}
+
+// By bucket of `plan`: the recorded bucket holding exactly its parameters, whose recorded
+// all-reduce time it keeps iteration by iteration (a measurement of that very message beats the
+// fitted line: Note [What-if replay]); kNone for the others, and for all on another link.
+std::vector<int32_t> recorded_twins(const ReplayTrace& trace, const BucketPlan& plan,
+                                    const AllReduceModel& model) {
+  std::vector<int32_t> twins(plan.buckets.size(), trace::kNone);
+  if (model.source != AllReduceModel::Source::kFitted) return twins;
+  const auto sorted = [](std::vector<int64_t> params) {
+    std::sort(params.begin(), params.end());
+    return params;
+  };
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    for (size_t r = 0; r < trace.recorded_plan.buckets.size(); ++r) {
+      if (sorted(plan.buckets[b]) == sorted(trace.recorded_plan.buckets[r])) twins[b] = int32_t(r);
+    }
+  }
+  return twins;
+}
+
+// The plan every iteration is replayed with: its buckets, their bytes and recorded twins.
+struct ReplayPlan {
+  const BucketPlan& plan;
+  const std::vector<int64_t>& bytes;   // by bucket
+  const std::vector<int32_t>& twins;   // by bucket (recorded_twins)
+  int64_t total_bytes = 0;
+};
+
+// Each bucket's launch and all-reduce in iteration `it` (Note [What-if replay]), in index order.
+std::vector<BucketSchedule> schedule_buckets(const ReplayIteration& it, const ReplayPlan& replay,
+                                             const AllReduceModel& model, int64_t launch_offset_ns) {
+  std::vector<BucketSchedule> buckets;
+  int64_t previous_launch = INT64_MIN, previous_end = INT64_MIN;
+  for (size_t b = 0; b < replay.plan.buckets.size(); ++b) {
+    BucketSchedule s;
+    s.bytes = replay.bytes[b];
+    s.ready_ns = INT64_MIN;
+    for (const int64_t p : replay.plan.buckets[b]) s.ready_ns = std::max(s.ready_ns, it.ready_ns[p]);
+    s.launch_ns = std::max(s.ready_ns, previous_launch);
+    s.start_ns = std::max(s.launch_ns + launch_offset_ns, previous_end);
+    int64_t duration = model.duration_ns(s.bytes);
+    if (replay.twins[b] != trace::kNone) {
+      for (const ReplayIteration::RecordedAllReduce& a : it.allreduces) {
+        if (a.bucket == replay.twins[b]) duration = a.span.end_ns - a.span.begin_ns;
+      }
+    }
+    s.end_ns = s.start_ns + duration;
+    previous_launch = s.launch_ns;
+    previous_end = s.end_ns;
+    buckets.push_back(s);
+  }
+  return buckets;
+}
+
+// The backward's tail on the predicted buckets: it waits for them in index order and shares its
+// other work among them by bytes. Sets out.predicted_waits and out.tail_end_ns.
+void replay_tail(const ReplayIteration& it, int64_t total_bytes, IterationPrediction& out) {
+  int64_t t = it.tail.begin_ns, work_left = it.tail_work_ns, bytes_left = total_bytes;
+  for (const BucketSchedule& s : out.buckets) {
+    if (s.end_ns > t) {
+      out.predicted_waits.push_back({t, s.end_ns});
+      t = s.end_ns;
+    }
+    const int64_t share =
+        bytes_left > 0 ? static_cast<int64_t>(double(work_left) * double(s.bytes) / double(bytes_left))
+                       : 0;
+    t += share;
+    work_left -= share;
+    bytes_left -= s.bytes;
+  }
+  out.tail_end_ns = t + work_left;
+}
+
+// The overlap figures on the predicted slices: every recorded slice at or after the recorded
+// tail's end moved by `delta`, the tail's predicted waits and the predicted all-reduces.
+OverlapStats predicted_overlap(const ReplayIteration& it, const IterationPrediction& out, int64_t delta) {
+  const auto shift = [&](Interval i) {
+    if (i.begin_ns >= it.tail.end_ns) i.begin_ns += delta;
+    if (i.end_ns >= it.tail.end_ns) i.end_ns += delta;
+    return i;
+  };
+  std::vector<Interval> compute, waits, comm;
+  for (const Interval& i : it.compute) compute.push_back(shift(i));
+  for (const Interval& i : it.waits) waits.push_back(shift(i));
+  waits.insert(waits.end(), out.predicted_waits.begin(), out.predicted_waits.end());
+  for (const Interval& i : it.other_comm) comm.push_back(shift(i));
+  for (const BucketSchedule& s : out.buckets) comm.push_back({s.start_ns, s.end_ns});
+  return overlap_of_slices(std::move(compute), std::move(waits), std::move(comm));
+}
+
+IterationPrediction predict_iteration(const ReplayTrace& trace, const ReplayIteration& it,
+                                      const ReplayPlan& replay, const AllReduceModel& model) {
+  IterationPrediction out;
+  out.iteration = it.iteration;
+  out.buckets = schedule_buckets(it, replay, model, trace.launch_offset_ns);
+  replay_tail(it, replay.total_bytes, out);
+  const int64_t delta = out.tail_end_ns - it.tail.end_ns;
+  out.predicted = predicted_overlap(it, out, delta);
+  out.measured = it.measured;
+  out.measured_step_ms = it.measured_step_ms;
+  out.predicted_step_ms = it.measured_step_ms + delta / 1e6;
+  return out;
 }
 
 }  // namespace
@@ -179,120 +359,36 @@ ReplayOrigin replay_origin(const std::string& path, const RunStats& stats, int32
   return origin;
 }
 
-const RankStats& replayable_rank(const std::string& path, const RunStats& stats, int32_t rank) {
-  const auto found = std::find_if(stats.ranks.begin(), stats.ranks.end(), [&](const RankStats& r) { return r.rank == rank; });
-  if (found == stats.ranks.end()) {
-    throw WhatifError(path + ": has no rank " + std::to_string(rank) + " (it holds " +
-                      std::to_string(stats.ranks.size()) + " ranks); pass --rank with one of them");
-  }
-  if (steady_from(size_t(std::max(stats.iterations, 0))) == 0) {
-    throw WhatifError(path + ": no steady iterations (it has " + std::to_string(stats.iterations) +
-                      "; whatif replays iteration 2 on, Note [Steady steps]): record at least "
-                      "3 steps");
-  }
-  return *found;
-}
-
 ReplayTrace load_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank) {
+  const std::string path = reader.path();
+  refuse_other_strategies(path, stats);
+  const RecordedConfig config = read_config(reader);
+  refuse_unmodelled_run(path, stats, config);
   ReplayTrace trace;
-  trace.path = reader.path();
-  const std::string& path = trace.path;
-  if (stats.strategy == trace::Strategy::Fsdp) {
-    throw WhatifError(path + ": an FSDP trace has no DDP bucket plan to replay; replay its "
-                             "prefetch and all-gather limit with load_fsdp_replay_trace "
-                             "(analysis/whatif_fsdp.h), as `dpscope whatif` does");
-  }
-  if (stats.strategy != trace::Strategy::Ddp) {
-    throw WhatifError(path + ": not a DDP trace (meta strategy '" + stats.strategy_recorded +
-                      "'); whatif replays what `dpscope train --strategy ddp` or "
-                      "`dpscope synth` records");
-  }
-  const RecordedConfig config = read_config(reader.meta_value("config"));
-  if (!config.comm_hook.empty() && config.comm_hook != "none" && config.comm_hook != "allreduce") {
-    throw WhatifError(path + ": recorded with --comm-hook " + config.comm_hook +
-                      "; whatif models each bucket's built-in all-reduce, not comm hooks: "
-                      "record a run without --comm-hook");
-  }
   trace.recorded_limits = config.limits;
-  int64_t hooks = 0;
-  for (const RankStats& r : stats.ranks) {
-    for (const IterationStats& it : r.iterations) hooks += it.hooks;
-  }
-  if (hooks == 0) {
-    throw WhatifError(path + ": no gradient hook events (recorded at trace level summary?); "
-                             "whatif needs each gradient's ready time: record with "
-                             "--trace-level full");
-  }
-  const RankStats& rank_stats = replayable_rank(path, stats, rank);
-  static_cast<ReplayOrigin&>(trace) = replay_origin(path, stats, rank);
-  for (const trace::ParamInfo& p : stats.params) {
-    trace.gradients.push_back(
-        {static_cast<int32_t>(p.dtype), 0, p.numel * element_size(p.dtype), p.sparse});
-    trace.param_names.push_back(p.name);
-  }
-  const int32_t rebuilt = std::any_of(stats.buckets.begin(), stats.buckets.end(),
-                                      [](const trace::BucketInfo& b) { return b.generation == 1; });
-  for (const trace::BucketInfo& b : stats.buckets) {
-    if (b.generation != rebuilt) continue;
-    trace.recorded_plan.buckets.emplace_back(b.params.begin(), b.params.end());
-    trace.recorded_plan.size_limits.push_back(0);
-  }
-
-  const int32_t steady = steady_from(size_t(stats.iterations));
+  describe_parameters(stats, trace);
   const size_t params = trace.gradients.size();
-  const std::vector<std::string> names = reader.names();
-  std::map<int32_t, IterationEvents> events;       // of `rank`, steady iterations
-  std::map<int32_t, std::vector<std::pair<int64_t, int32_t>>> rank0_hooks;  // (begin, param)
-  reader.for_each_event([&](const trace::Event& e) {
-    if (e.iteration < 0) return true;
-    if (e.rank == 0 && e.kind == trace::EventKind::Hook && e.iteration < steady) {
-      rank0_hooks[e.iteration].push_back({e.begin_ns, e.param});
-    }
-    if (e.iteration < steady) return true;
+  WarmupHooks rank0_hooks;
+  ReplaySteps<ReplayIteration> steps;
+  steps.warmup = [&](const trace::Event& e) {
+    if (e.rank == 0 && e.kind == trace::EventKind::Hook) rank0_hooks[e.iteration].push_back({e.begin_ns, e.param});
+  };
+  steps.steady = [&](const trace::Event& e) {
     if (is_bucket_allreduce(e)) trace.allreduce_samples.push_back({e.bytes, e.end_ns - e.begin_ns});
-    if (e.rank != rank) return true;
-    IterationEvents& it = events[e.iteration];
-    switch (e.kind) {
-      case trace::EventKind::Hook: it.hooks.push_back(e); break;
-      case trace::EventKind::Phase: it.phases.push_back(e); break;
-      case trace::EventKind::Collective: it.collectives.push_back(e); break;
-      case trace::EventKind::CollectiveWait: it.waits.push_back(e); break;
-      case trace::EventKind::BucketDone: it.bucket_done_ns.push_back(e.begin_ns); break;
-      default: break;
-    }
-    return true;
-  });
-  // The arrival order: rank 0's first iteration in which every gradient's hook fired.
-  for (auto& [iteration, list] : rank0_hooks) {
-    std::sort(list.begin(), list.end());
-    std::set<int32_t> seen;
-    for (const auto& [begin, param] : list) seen.insert(param);
-    if (seen.size() < params) continue;
-    std::set<int32_t> placed;
-    for (const auto& [begin, param] : list) {
-      if (placed.insert(param).second) trace.arrival_order.push_back(param);
-    }
-    break;
-  }
-  if (trace.arrival_order.empty()) {
-    throw WhatifError(path + ": rank 0 fired no gradient hook for some parameters in iterations "
-                             "0 and 1, so the order gradients arrive in is unknown; whatif needs "
-                             "a run where every parameter gets a gradient");
-  }
-  for (auto& [iteration, ev] : events) {
-    if (ev.hooks.empty() || static_cast<size_t>(iteration) >= rank_stats.iterations.size()) continue;
+  };
+  steps.check = [&](const std::map<int32_t, IterationEvents>&) {
+    trace.arrival_order = arrival_order(path, rank0_hooks, params);
+  };
+  steps.build = [&](int32_t iteration, IterationEvents& ev,
+                    const std::vector<std::string>& names) -> std::optional<ReplayIteration> {
+    if (ev.hooks.empty()) return std::nullopt;
     ReplayIteration it = replay_iteration(iteration, ev, params, names);
-    if (it.allreduces.empty()) continue;
-    const IterationStats& measured = rank_stats.iterations[static_cast<size_t>(iteration)];
-    it.measured_step_ms = measured.step_ms;
-    it.measured = measured.overlap;
-    trace.iterations.push_back(std::move(it));
-  }
-  if (trace.iterations.empty()) {
-    throw WhatifError(path + ": rank " + std::to_string(rank) + " has no steady iteration with "
-                      "gradient hooks and bucket all-reduces (the steady ones: iteration 2 on); "
-                      "record a DDP run of at least 3 steps at --trace-level full");
-  }
+    if (it.allreduces.empty()) return std::nullopt;
+    return it;
+  };
+  steps.kept = "gradient hooks and bucket all-reduces";
+  steps.record = "record a DDP run of at least 3 steps at --trace-level full";
+  trace.iterations = load_steady_iterations(reader, stats, rank, trace, steps);
   trace.launch_offset_ns = launch_offset(trace.iterations, trace.recorded_plan);
   return trace;
 }
@@ -317,84 +413,13 @@ BucketPlan plan_for(const ReplayTrace& trace, const BucketLimits& limits) {
 
 Prediction predict(const ReplayTrace& trace, const BucketPlan& plan, const AllReduceModel& model) {
   Prediction prediction;
-  int64_t total_bytes = 0;
-  for (const auto& bucket : plan.buckets) {
-    int64_t bytes = 0;
-    for (const int64_t p : bucket) bytes += trace.gradients[p].bytes;
-    prediction.bucket_bytes.push_back(bytes);
-    total_bytes += bytes;
-  }
-  // A bucket of the new plan that holds exactly the parameters of a recorded bucket keeps that
-  // bucket's recorded all-reduce time, iteration by iteration: a measurement of that very
-  // message beats the fitted line (See Note [What-if replay]). Not on another link.
-  std::vector<int32_t> recorded_twin(plan.buckets.size(), trace::kNone);
-  if (model.source == AllReduceModel::Source::kFitted) {
-    const auto sorted = [](std::vector<int64_t> params) {
-      std::sort(params.begin(), params.end());
-      return params;
-    };
-    for (size_t b = 0; b < plan.buckets.size(); ++b) {
-      for (size_t r = 0; r < trace.recorded_plan.buckets.size(); ++r) {
-        if (sorted(plan.buckets[b]) == sorted(trace.recorded_plan.buckets[r])) recorded_twin[b] = int32_t(r);
-      }
-      prediction.buckets_timed_as_recorded += recorded_twin[b] != trace::kNone ? 1 : 0;
-    }
-  }
+  prediction.bucket_bytes = bucket_bytes(trace, plan);
+  const std::vector<int32_t> twins = recorded_twins(trace, plan, model);
+  for (const int32_t twin : twins) prediction.buckets_timed_as_recorded += twin != trace::kNone ? 1 : 0;
+  ReplayPlan replay{plan, prediction.bucket_bytes, twins};
+  for (const int64_t bytes : prediction.bucket_bytes) replay.total_bytes += bytes;
   for (const ReplayIteration& it : trace.iterations) {
-    IterationPrediction out;
-    out.iteration = it.iteration;
-    int64_t previous_launch = INT64_MIN, previous_end = INT64_MIN;
-    for (size_t b = 0; b < plan.buckets.size(); ++b) {
-      BucketSchedule s;
-      s.bytes = prediction.bucket_bytes[b];
-      s.ready_ns = INT64_MIN;
-      for (const int64_t p : plan.buckets[b]) s.ready_ns = std::max(s.ready_ns, it.ready_ns[p]);
-      s.launch_ns = std::max(s.ready_ns, previous_launch);
-      s.start_ns = std::max(s.launch_ns + trace.launch_offset_ns, previous_end);
-      int64_t duration = model.duration_ns(s.bytes);
-      if (recorded_twin[b] != trace::kNone) {
-        for (const ReplayIteration::RecordedAllReduce& a : it.allreduces) {
-          if (a.bucket == recorded_twin[b]) duration = a.span.end_ns - a.span.begin_ns;
-        }
-      }
-      s.end_ns = s.start_ns + duration;
-      previous_launch = s.launch_ns;
-      previous_end = s.end_ns;
-      out.buckets.push_back(s);
-    }
-    // The tail waits for the buckets in index order; its other work is shared by bytes.
-    int64_t t = it.tail.begin_ns, work_left = it.tail_work_ns, bytes_left = total_bytes;
-    for (const BucketSchedule& s : out.buckets) {
-      if (s.end_ns > t) {
-        out.predicted_waits.push_back({t, s.end_ns});
-        t = s.end_ns;
-      }
-      const int64_t share =
-          bytes_left > 0 ? static_cast<int64_t>(double(work_left) * double(s.bytes) / double(bytes_left))
-                         : 0;
-      t += share;
-      work_left -= share;
-      bytes_left -= s.bytes;
-    }
-    t += work_left;
-    out.tail_end_ns = t;
-    const int64_t delta = t - it.tail.end_ns;
-    const auto shift = [&](Interval i) {
-      if (i.begin_ns >= it.tail.end_ns) i.begin_ns += delta;
-      if (i.end_ns >= it.tail.end_ns) i.end_ns += delta;
-      return i;
-    };
-    std::vector<Interval> compute, waits, comm;
-    for (const Interval& i : it.compute) compute.push_back(shift(i));
-    for (const Interval& i : it.waits) waits.push_back(shift(i));
-    waits.insert(waits.end(), out.predicted_waits.begin(), out.predicted_waits.end());
-    for (const Interval& i : it.other_comm) comm.push_back(shift(i));
-    for (const BucketSchedule& s : out.buckets) comm.push_back({s.start_ns, s.end_ns});
-    out.predicted = overlap_of_slices(std::move(compute), std::move(waits), std::move(comm));
-    out.measured = it.measured;
-    out.measured_step_ms = it.measured_step_ms;
-    out.predicted_step_ms = it.measured_step_ms + delta / 1e6;
-    prediction.iterations.push_back(std::move(out));
+    prediction.iterations.push_back(predict_iteration(trace, it, replay, model));
   }
   summarize_iterations(prediction);
   return prediction;

@@ -12,6 +12,7 @@
 
 #include "analysis/bucket_plan.h"
 #include "analysis/intervals.h"
+#include "analysis/link_model.h"
 #include "analysis/stats.h"
 #include "trace/reader.h"
 
@@ -51,11 +52,6 @@ class WhatifError : public std::runtime_error {
  public:
   explicit WhatifError(const std::string& message) : std::runtime_error(message) {}
 };
-
-// The statistics of `rank`, after the refusals the DDP and the FSDP replay share: `rank` is not
-// in the file, or the run has no steady iterations (Note [Steady steps]: at least 3). Throws
-// WhatifError naming `path` and the fix. Pure.
-const RankStats& replayable_rank(const std::string& path, const RunStats& stats, int32_t rank);
 
 // The bucket limits of a plan, in bytes.
 struct BucketLimits {
@@ -161,6 +157,11 @@ OverlapStats overlap_of_slices(std::vector<Interval> compute, std::vector<Interv
 // Pure.
 AllReduceModel link_allreduce_model(double gbps, double latency_us, double intercept_ns,
                                     double ns_per_byte);
+
+// The ring model's cost of `op` on `link` among `ranks` ranks (link_model_ns) as the line the
+// replays cost with: its value at 0 bytes and its growth per byte up to 1 GiB. How --link-gbps
+// costs the DDP replay's all-reduces and the FSDP replay's all-gathers and reduce-scatters. Pure.
+AllReduceModel link_collective_model(trace::CollectiveOp op, const LinkSpec& link, int32_t ranks);
 
 // The plan PyTorch's rebuild would make for `limits` from trace.arrival_order. Pure.
 BucketPlan plan_for(const ReplayTrace& trace, const BucketLimits& limits);

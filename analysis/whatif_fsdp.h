@@ -117,8 +117,10 @@ struct FsdpRecordedConfig {
   FsdpSettings settings;
   bool forward_prefetch = false;
   int32_t limit_reduce_scatters = 1;
-  std::string sharding = "full";
-  std::string mixed_precision = "none";
+  // Meta fsdp.sharding, else config's; a word this version does not know reads as FullShard.
+  trace::ShardingStrategy sharding = trace::ShardingStrategy::FullShard;
+  // Config's mixed_precision as recorded (a ComputePrecision's spelling), which the report shows.
+  std::string mixed_precision{trace::to_string(trace::ComputePrecision::Fp32)};
   bool cpu_offload = false;
 };
 

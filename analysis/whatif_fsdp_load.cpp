@@ -2,84 +2,67 @@
 // recorded configuration, the refusals, the cost model's samples, and each steady iteration's
 // main-thread program.
 #include <algorithm>
-#include <cmath>
 #include <map>
-#include <nlohmann/json.hpp>
-#include <set>
+#include <optional>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
+#include "analysis/replay.h"
 #include "analysis/whatif_fsdp.h"
 #include "trace/vocabulary.h"
 
 namespace dpscope::analysis {
 namespace {
 
-// The replay's settings as `dpscope train` wrote them (meta "config"), falling back to the
-// fsdp.* meta keys; the sharding in effect is meta fsdp.sharding (world size 1 runs no_shard).
+// The replay's settings as `dpscope train` wrote them (meta config), falling back to the fsdp.*
+// meta keys; the sharding in effect is meta fsdp.sharding (world size 1 runs no_shard). Sets
+// `grad_accum` to the recorded micro-steps per step.
 FsdpRecordedConfig read_config(trace::Reader& reader, int32_t& grad_accum) {
+  const RecordedConfigJson json(reader);
+  const auto meta = [&](std::string_view key, std::string_view fallback = {}) {
+    return reader.meta_value(std::string(key), std::string(fallback));
+  };
   FsdpRecordedConfig config;
-  grad_accum = 1;
-  const nlohmann::json json = nlohmann::json::parse(reader.meta_value("config"), nullptr, false);
-  const auto text = [&](const char* key, const std::string& fallback) {
-    if (json.is_object()) {
-      if (const auto it = json.find(key); it != json.end() && it->is_string()) return it->get<std::string>();
-    }
-    return fallback;
-  };
-  const auto number = [&](const char* key, int32_t fallback) {
-    if (json.is_object()) {
-      if (const auto it = json.find(key); it != json.end() && it->is_number()) return it->get<int32_t>();
-    }
-    return fallback;
-  };
-  const auto flag = [&](const char* key, bool fallback) {
-    if (json.is_object()) {
-      if (const auto it = json.find(key); it != json.end() && it->is_boolean()) return it->get<bool>();
-    }
-    return fallback;
-  };
-  config.settings.backward_prefetch =
-      trace::parse_mode(trace::kBackwardPrefetches, text("backward_prefetch", reader.meta_value("fsdp.backward_prefetch", "pre")))
-          .value_or(trace::BackwardPrefetch::Pre);
-  config.settings.limit_all_gathers = number("limit_all_gathers", 0);
-  config.forward_prefetch = flag("forward_prefetch", reader.meta_value("fsdp.forward_prefetch") == "true");
-  config.limit_reduce_scatters = number("limit_reduce_scatters", 1);
-  config.sharding = reader.meta_value("fsdp.sharding", text("sharding", "full"));
-  config.mixed_precision = text("mixed_precision", "none");
-  config.cpu_offload = flag("cpu_offload", false);
-  grad_accum = number("grad_accum", 1);
+  const std::string backward_prefetch = json.text("backward_prefetch")
+      .value_or(meta(trace::meta_key::kFsdpBackwardPrefetch, trace::to_string(trace::BackwardPrefetch::Pre)));
+  config.settings.backward_prefetch = trace::parse_mode(trace::kBackwardPrefetches, backward_prefetch)
+                                          .value_or(trace::BackwardPrefetch::Pre);
+  config.settings.limit_all_gathers = json.number<int32_t>("limit_all_gathers").value_or(0);
+  config.forward_prefetch =
+      json.flag("forward_prefetch").value_or(meta(trace::meta_key::kFsdpForwardPrefetch) == "true");
+  config.limit_reduce_scatters = json.number<int32_t>("limit_reduce_scatters").value_or(1);
+  const std::string sharding = meta(
+      trace::meta_key::kFsdpSharding,
+      json.text("sharding").value_or(std::string(trace::to_string(trace::ShardingStrategy::FullShard))));
+  config.sharding = trace::parse_mode(trace::kShardingStrategies, sharding).value_or(trace::ShardingStrategy::FullShard);
+  config.mixed_precision = json.text("mixed_precision").value_or(config.mixed_precision);
+  config.cpu_offload = json.flag("cpu_offload").value_or(false);
+  grad_accum = json.number<int32_t>("grad_accum").value_or(1);
   return config;
 }
 
-// The events of one iteration of the replayed rank, as streamed.
-struct IterationEvents {
-  std::vector<trace::Event> phases, collectives, waits, unit_states;
-};
+// The iteration's collectives by (group, sequence number): their index in FsdpIteration.
+using CollectiveIndex = std::map<std::pair<int32_t, int64_t>, int32_t>;
 
-bool is_compute_phase(const std::string& name) {
-  return name == trace::kPhaseForward || name == trace::kPhaseBackward || name == trace::kPhaseOptimizerStep;
+int64_t enqueue_or_begin(const trace::Event& c) {
+  return c.enqueue_ns != trace::kNone64 ? c.enqueue_ns : c.begin_ns;
 }
 
-// Builds the main thread's program of one iteration (Note [FSDP what-if replay]).
-FsdpIteration build_iteration(int32_t iteration, IterationEvents& ev,
-                              const std::vector<std::string>& names) {
-  FsdpIteration it;
-  it.iteration = iteration;
-  std::sort(ev.collectives.begin(), ev.collectives.end(), [](const trace::Event& a, const trace::Event& b) {
-    const int64_t ia = a.enqueue_ns != trace::kNone64 ? a.enqueue_ns : a.begin_ns;
-    const int64_t ib = b.enqueue_ns != trace::kNone64 ? b.enqueue_ns : b.begin_ns;
-    return std::tie(ia, a.seq) < std::tie(ib, b.seq);
+// The iteration's collectives in issue order, each with the step that issues it, except the
+// recorded backward prefetches: the mode replayed puts its own back.
+void add_collectives(std::vector<trace::Event>& collectives, FsdpIteration& it, CollectiveIndex& by_seq,
+                     std::vector<FsdpStep>& steps) {
+  std::sort(collectives.begin(), collectives.end(), [](const trace::Event& a, const trace::Event& b) {
+    return std::make_tuple(enqueue_or_begin(a), a.seq) < std::make_tuple(enqueue_or_begin(b), b.seq);
   });
-  std::map<std::pair<int32_t, int64_t>, int32_t> by_seq;
-  std::vector<FsdpStep> steps;
-  for (const trace::Event& c : ev.collectives) {
+  for (const trace::Event& c : collectives) {
     FsdpCollective collective;
     collective.op = static_cast<trace::CollectiveOp>(c.op);
     collective.unit = c.unit;
     collective.bytes = std::max<int64_t>(c.bytes, 0);
     collective.flags = c.flags;
-    collective.enqueue_ns = c.enqueue_ns != trace::kNone64 ? c.enqueue_ns : c.begin_ns;
+    collective.enqueue_ns = enqueue_or_begin(c);
     collective.span = {c.begin_ns, c.end_ns};
     const auto index = static_cast<int32_t>(it.collectives.size());
     by_seq[{c.grp, c.seq}] = index;
@@ -95,11 +78,16 @@ FsdpIteration build_iteration(int32_t iteration, IterationEvents& ev,
     } else if (!(c.flags & trace::kFlagBackward)) {
       issue.kind = FsdpStepKind::kPrefetch;
     } else {
-      continue;  // a backward prefetch: the mode replayed puts its own back
+      continue;  // a backward prefetch
     }
     steps.push_back(issue);
   }
-  for (const trace::Event& w : ev.waits) {
+}
+
+// A wait step for each recorded wait for one of the iteration's collectives.
+void add_waits(const std::vector<trace::Event>& waits, const CollectiveIndex& by_seq,
+               const FsdpIteration& it, std::vector<FsdpStep>& steps) {
+  for (const trace::Event& w : waits) {
     const auto found = by_seq.find({w.grp, w.seq});
     if (found == by_seq.end()) continue;  // a collective of another iteration
     FsdpStep wait;
@@ -110,17 +98,28 @@ FsdpIteration build_iteration(int32_t iteration, IterationEvents& ev,
     wait.kind = c.op == trace::CollectiveOp::AllGather ? FsdpStepKind::kWaitGather : FsdpStepKind::kWait;
     steps.push_back(wait);
   }
-  int64_t backward_begin = INT64_MAX, backward_end = INT64_MIN;
-  for (const trace::Event& p : ev.phases) {
-    const std::string name = p.name >= 0 && static_cast<size_t>(p.name) < names.size() ? names[p.name] : "";
+}
+
+// From the first backward phase's begin to the last one's end; empty (begin > end) without one.
+struct BackwardSpan {
+  int64_t begin_ns = INT64_MAX, end_ns = INT64_MIN;
+};
+
+// A mark step at the begin and the end of each compute and iteration phase, the compute ones
+// kept as the iteration's phases. Returns the backward's span.
+BackwardSpan add_phase_marks(const std::vector<trace::Event>& phases, const std::vector<std::string>& names,
+                             FsdpIteration& it, std::vector<FsdpStep>& steps) {
+  BackwardSpan backward;
+  for (const trace::Event& p : phases) {
+    const std::string name = phase_name(p, names);
     if (!is_compute_phase(name) && name != trace::kPhaseIteration) continue;
     const auto mark = static_cast<int32_t>(it.mark_recorded_ns.size());
     it.mark_recorded_ns.push_back(p.begin_ns);
     it.mark_recorded_ns.push_back(p.end_ns);
     if (is_compute_phase(name)) it.phases.push_back({name, mark, mark + 1});
     if (name == trace::kPhaseBackward) {
-      backward_begin = std::min(backward_begin, p.begin_ns);
-      backward_end = std::max(backward_end, p.end_ns);
+      backward.begin_ns = std::min(backward.begin_ns, p.begin_ns);
+      backward.end_ns = std::max(backward.end_ns, p.end_ns);
     }
     for (const int32_t m : {mark, mark + 1}) {
       FsdpStep step;
@@ -130,10 +129,16 @@ FsdpIteration build_iteration(int32_t iteration, IterationEvents& ev,
       steps.push_back(step);
     }
   }
-  // A unit's post-backward hook reshards it: the end of its `full` state inside backward.
-  for (const trace::Event& u : ev.unit_states) {
-    if (u.op != static_cast<uint8_t>(trace::UnitState::Full) || u.end_ns <= backward_begin ||
-        u.end_ns > backward_end) {
+  return backward;
+}
+
+// A post-backward step for each unit's post-backward hook, which reshards it: the end of its
+// `full` state inside backward.
+void add_post_backward_hooks(const std::vector<trace::Event>& unit_states, const BackwardSpan& backward,
+                             std::vector<FsdpStep>& steps) {
+  for (const trace::Event& u : unit_states) {
+    if (u.op != static_cast<uint8_t>(trace::UnitState::Full) || u.end_ns <= backward.begin_ns ||
+        u.end_ns > backward.end_ns) {
       continue;
     }
     FsdpStep post;
@@ -142,16 +147,15 @@ FsdpIteration build_iteration(int32_t iteration, IterationEvents& ev,
     post.unit = u.unit;
     steps.push_back(post);
   }
-  // Recorded order; at one instant a phase boundary first (a slice that begins there is inside
-  // the phase), then as the engine runs them.
-  std::stable_sort(steps.begin(), steps.end(), [](const FsdpStep& a, const FsdpStep& b) {
-    return std::tie(a.recorded_ns, a.kind) < std::tie(b.recorded_ns, b.kind);
-  });
-  // The main thread's work between points: time since the previous point, or since the end of
-  // the previous wait.
+}
+
+// Sets each step's work, the main thread's time since the previous point or since the end of the
+// previous wait, the steps in recorded order. Returns when the program ended.
+int64_t set_work(std::vector<FsdpStep>& steps, const std::vector<trace::Event>& waits,
+                 const CollectiveIndex& by_seq) {
   int64_t cursor = steps.empty() ? 0 : steps.front().recorded_ns;
   std::map<int32_t, int64_t> wait_end;  // by collective: the end of its recorded wait
-  for (const trace::Event& w : ev.waits) {
+  for (const trace::Event& w : waits) {
     if (const auto found = by_seq.find({w.grp, w.seq}); found != by_seq.end()) {
       wait_end[found->second] = std::max(wait_end[found->second], w.end_ns);
     }
@@ -163,9 +167,12 @@ FsdpIteration build_iteration(int32_t iteration, IterationEvents& ev,
       cursor = std::max(cursor, wait_end[step.collective]);
     }
   }
-  it.recorded_end_ns = cursor;
-  // Where each backward gather's prefetch is aimed: the next unit's gather wait in this pass.
-  std::map<int32_t, int32_t> next_after_unit;
+  return cursor;
+}
+
+// Where each backward prefetch is aimed: from a unit's backward gather wait (BACKWARD_PRE) and
+// its post-backward hook (BACKWARD_POST), the next unit's gather wait in the same backward pass.
+void aim_backward_prefetches(std::vector<FsdpStep>& steps, const FsdpIteration& it, int64_t backward_end) {
   int32_t previous = -1;
   for (size_t i = 0; i < steps.size(); ++i) {
     FsdpStep& step = steps[i];
@@ -177,6 +184,7 @@ FsdpIteration build_iteration(int32_t iteration, IterationEvents& ev,
     if (previous >= 0) steps[static_cast<size_t>(previous)].next_backward_wait = static_cast<int32_t>(i);
     previous = static_cast<int32_t>(i);
   }
+  std::map<int32_t, int32_t> next_after_unit;
   for (size_t i = 0; i < steps.size(); ++i) {
     if (steps[i].kind == FsdpStepKind::kWaitGather && steps[i].next_backward_wait >= 0) {
       next_after_unit[steps[i].unit] = steps[i].next_backward_wait;
@@ -187,6 +195,26 @@ FsdpIteration build_iteration(int32_t iteration, IterationEvents& ev,
     const auto found = next_after_unit.find(step.unit);
     if (found != next_after_unit.end()) step.next_backward_wait = found->second;
   }
+}
+
+// Builds the main thread's program of one iteration (Note [FSDP what-if replay]).
+FsdpIteration build_iteration(int32_t iteration, IterationEvents& ev,
+                              const std::vector<std::string>& names) {
+  FsdpIteration it;
+  it.iteration = iteration;
+  CollectiveIndex by_seq;
+  std::vector<FsdpStep> steps;
+  add_collectives(ev.collectives, it, by_seq, steps);
+  add_waits(ev.waits, by_seq, it, steps);
+  const BackwardSpan backward = add_phase_marks(ev.phases, names, it, steps);
+  add_post_backward_hooks(ev.unit_states, backward, steps);
+  // Recorded order; at one instant a phase boundary first (a slice that begins there is inside
+  // the phase), then as the engine runs them.
+  std::stable_sort(steps.begin(), steps.end(), [](const FsdpStep& a, const FsdpStep& b) {
+    return std::tie(a.recorded_ns, a.kind) < std::tie(b.recorded_ns, b.kind);
+  });
+  it.recorded_end_ns = set_work(steps, ev.waits, by_seq);
+  aim_backward_prefetches(steps, it, backward.end_ns);
   it.program = std::move(steps);
   return it;
 }
@@ -198,27 +226,25 @@ int64_t launch_offset(const std::vector<FsdpIteration>& iterations) {
   for (const FsdpIteration& it : iterations) {
     int64_t previous_end = INT64_MIN;
     for (const FsdpCollective& c : it.collectives) {
-      if (c.span.begin_ns > previous_end + 1000) offsets.push_back(double(c.span.begin_ns - c.enqueue_ns));
+      if (!queued_behind(c.span.begin_ns, previous_end)) offsets.push_back(double(c.span.begin_ns - c.enqueue_ns));
       previous_end = std::max(previous_end, c.span.end_ns);
     }
   }
-  return static_cast<int64_t>(std::llround(median_of(std::move(offsets))));
+  return launch_offset_of(std::move(offsets));
 }
 
-}  // namespace
-
-FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank) {
-  FsdpReplayTrace trace;
-  trace.path = reader.path();
-  const std::string& path = trace.path;
+void refuse_other_strategies(const std::string& path, const RunStats& stats) {
   if (stats.strategy != trace::Strategy::Fsdp) {
     throw WhatifError(path + ": not an FSDP trace (meta strategy '" + stats.strategy_recorded +
                       "'); --backward-prefetch and --limit-all-gathers replay what "
                       "`dpscope train --strategy fsdp` records");
   }
-  int32_t grad_accum = 1;
-  trace.recorded = read_config(reader, grad_accum);
-  if (trace.recorded.sharding == "no_shard") {
+}
+
+// The refusals of an FSDP run the replay cannot model: no all-gathers (no_shard), or several
+// forward and backward passes per step.
+void refuse_unmodelled_run(const std::string& path, const FsdpRecordedConfig& recorded, int32_t grad_accum) {
+  if (recorded.sharding == trace::ShardingStrategy::NoShard) {
     throw WhatifError(path + ": recorded with sharding no_shard (or on one rank), which gathers "
                              "nothing: there is no all-gather to prefetch or limit; record with "
                              "--sharding full or grad_op on 2 or more ranks");
@@ -228,60 +254,66 @@ FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& st
                       "; the FSDP replay models one forward and backward per step: record "
                       "with --grad-accum 1");
   }
-  const RankStats& rank_stats = replayable_rank(path, stats, rank);
-  static_cast<ReplayOrigin&>(trace) = replay_origin(path, stats, rank);
-  for (const UnitStats& u : stats.units) {
-    if (u.unit.index >= static_cast<int32_t>(trace.unit_names.size())) {
-      trace.unit_names.resize(static_cast<size_t>(u.unit.index) + 1);
-    }
-    trace.unit_names[static_cast<size_t>(u.unit.index)] = u.unit.name;
-  }
+}
 
-  const std::vector<std::string> names = reader.names();
-  std::map<int32_t, IterationEvents> events;  // of `rank`, steady iterations
-  int64_t unit_states = 0;
-  const int32_t steady = steady_from(size_t(stats.iterations));
-  reader.for_each_event([&](const trace::Event& e) {
-    if (e.iteration < steady) return true;
-    if (e.kind == trace::EventKind::Collective) {
-      const std::pair<int64_t, int64_t> sample{std::max<int64_t>(e.bytes, 0), e.end_ns - e.begin_ns};
-      if (e.op == static_cast<uint8_t>(trace::CollectiveOp::AllGather)) trace.allgather_samples.push_back(sample);
-      if (e.op == static_cast<uint8_t>(trace::CollectiveOp::ReduceScatter)) trace.reduce_scatter_samples.push_back(sample);
-    }
-    if (e.rank != rank) return true;
-    IterationEvents& it = events[e.iteration];
-    switch (e.kind) {
-      case trace::EventKind::Phase: it.phases.push_back(e); break;
-      case trace::EventKind::Collective: it.collectives.push_back(e); break;
-      case trace::EventKind::CollectiveWait: it.waits.push_back(e); break;
-      case trace::EventKind::UnitState: it.unit_states.push_back(e); ++unit_states; break;
-      default: break;
-    }
-    return true;
-  });
+// Refuses a rank whose steady iterations (`events`) recorded no unit state: without them where
+// each unit's backward ends is unknown.
+void refuse_without_unit_states(const std::string& path, int32_t rank,
+                                const std::map<int32_t, IterationEvents>& events) {
+  size_t unit_states = 0;
+  for (const auto& [iteration, ev] : events) unit_states += ev.unit_states.size();
   if (unit_states == 0) {
     throw WhatifError(path + ": rank " + std::to_string(rank) + " recorded no unit state events "
                       "in its steady iterations, so where each unit's backward ends is unknown; "
                       "record with `dpscope train --strategy fsdp` at --trace-level summary or "
                       "full");
   }
-  for (auto& [iteration, ev] : events) {
-    if (static_cast<size_t>(iteration) >= rank_stats.iterations.size()) continue;
+}
+
+std::vector<std::string> unit_names(const RunStats& stats) {
+  std::vector<std::string> names;
+  for (const UnitStats& u : stats.units) {
+    if (u.unit.index >= static_cast<int32_t>(names.size())) names.resize(static_cast<size_t>(u.unit.index) + 1);
+    names[static_cast<size_t>(u.unit.index)] = u.unit.name;
+  }
+  return names;
+}
+
+// Keeps a steady collective of any rank as a sample of its op's cost: (bytes, ns).
+void add_sample(const trace::Event& e, FsdpReplayTrace& trace) {
+  if (e.kind != trace::EventKind::Collective) return;
+  const std::pair<int64_t, int64_t> sample{std::max<int64_t>(e.bytes, 0), e.end_ns - e.begin_ns};
+  if (e.op == static_cast<uint8_t>(trace::CollectiveOp::AllGather)) trace.allgather_samples.push_back(sample);
+  if (e.op == static_cast<uint8_t>(trace::CollectiveOp::ReduceScatter)) trace.reduce_scatter_samples.push_back(sample);
+}
+
+}  // namespace
+
+FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank) {
+  const std::string path = reader.path();
+  refuse_other_strategies(path, stats);
+  FsdpReplayTrace trace;
+  int32_t grad_accum = 1;
+  trace.recorded = read_config(reader, grad_accum);
+  refuse_unmodelled_run(path, trace.recorded, grad_accum);
+  trace.unit_names = unit_names(stats);
+  ReplaySteps<FsdpIteration> steps;
+  steps.steady = [&](const trace::Event& e) { add_sample(e, trace); };
+  steps.check = [&](const std::map<int32_t, IterationEvents>& events) {
+    refuse_without_unit_states(path, rank, events);
+  };
+  steps.build = [](int32_t iteration, IterationEvents& ev,
+                   const std::vector<std::string>& names) -> std::optional<FsdpIteration> {
     FsdpIteration it = build_iteration(iteration, ev, names);
     const bool gathers = std::any_of(it.collectives.begin(), it.collectives.end(), [](const FsdpCollective& c) {
       return c.op == trace::CollectiveOp::AllGather;
     });
-    if (!gathers || it.phases.empty()) continue;
-    const IterationStats& measured = rank_stats.iterations[static_cast<size_t>(iteration)];
-    it.measured_step_ms = measured.step_ms;
-    it.measured = measured.overlap;
-    trace.iterations.push_back(std::move(it));
-  }
-  if (trace.iterations.empty()) {
-    throw WhatifError(path + ": rank " + std::to_string(rank) + " has no steady iteration with "
-                      "phases and all-gathers (the steady ones: iteration 2 on); record an FSDP "
-                      "run of at least 3 steps");
-  }
+    if (!gathers || it.phases.empty()) return std::nullopt;
+    return it;
+  };
+  steps.kept = "phases and all-gathers";
+  steps.record = "record an FSDP run of at least 3 steps";
+  trace.iterations = load_steady_iterations(reader, stats, rank, trace, steps);
   trace.launch_offset_ns = launch_offset(trace.iterations);
   return trace;
 }

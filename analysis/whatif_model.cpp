@@ -89,4 +89,11 @@ AllReduceModel link_allreduce_model(double gbps, double latency_us, double inter
   return model;
 }
 
+AllReduceModel link_collective_model(trace::CollectiveOp op, const LinkSpec& link, int32_t ranks) {
+  const int64_t probe = int64_t{1} << 30;
+  const double at_zero = double(link_model_ns(op, 0, ranks, link));
+  const double at_probe = double(link_model_ns(op, probe, ranks, link));
+  return link_allreduce_model(link.gbps, link.latency_us, at_zero, (at_probe - at_zero) / double(probe));
+}
+
 }  // namespace dpscope::analysis

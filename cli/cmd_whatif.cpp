@@ -3,7 +3,6 @@
 // step time and exposed communication a recorded DDP run would have had with another bucket plan
 // or link (analysis/whatif.h), or an FSDP run with another prefetch mode, all-gather limit or link
 // (whatif_fsdp_report.h), beside the measured figures (docs/whatif.md); --sweep tries a range.
-#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -17,7 +16,9 @@
 #include "analysis/whatif.h"
 #include "cli/commands.h"
 #include "cli/whatif_fsdp_report.h"
+#include "cli/whatif_report.h"
 #include "trace/reader.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::cli {
 namespace {
@@ -156,13 +157,7 @@ nlohmann::json case_json(const analysis::ReplayTrace& replay, const Case& c,
     buckets.push_back({{"bytes", p.bucket_bytes[b]}, {"params", c.plan.buckets[b]}, {"names", names}});
   }
   j["buckets"] = buckets;
-  if (model.source == analysis::AllReduceModel::Source::kLink) {
-    j["model"] = {{"source", "link"}, {"latency_us", model.latency_us()}, {"gbps", model.gbps()},
-                  {"link_gbps", model.link_gbps}, {"link_latency_us", model.link_latency_us}};
-  } else {
-    j["model"] = {{"source", "fit"}, {"latency_us", model.latency_us()}, {"gbps", model.gbps()},
-                  {"fit_error_pct", model.fit_error_pct}, {"samples", model.samples}};
-  }
+  j["model"] = model_json(model);
   j["model"]["launch_offset_us"] = replay.launch_offset_ns / 1e3;
   j["assumptions"] = assumptions(replay, model);
   j["buckets_timed_as_recorded"] = p.buckets_timed_as_recorded;
@@ -190,8 +185,7 @@ void print_case(const analysis::ReplayTrace& replay, const Case& c, const analys
   }
   std::printf("\n");
   print_measured_and_predicted(p);
-  std::printf("\nassumptions\n");
-  for (const std::string& a : assumptions(replay, model)) std::printf("  - %s\n", a.c_str());
+  print_assumptions(assumptions(replay, model));
 }
 
 // FSDP flags on a DDP trace and DDP flags on an FSDP trace are refused by name.
@@ -217,65 +211,37 @@ void check_flags_for(const Options& o, trace::Strategy strategy) {
   }
 }
 
-void run_whatif(const Options& o, const std::optional<analysis::LinkSpec>& link) {
-  trace::Reader reader(o.trace);
-  const analysis::RunStats stats = analysis::compute_stats(reader);
-  check_flags_for(o, stats.strategy);
-  if (stats.strategy == trace::Strategy::Fsdp) {
-    FsdpWhatifRequest request;
-    request.trace = o.trace;
-    request.rank = o.rank;
-    if (o.backward_prefetch) request.backward_prefetch = trace::parse_mode(trace::kBackwardPrefetches, *o.backward_prefetch);
-    request.limit_all_gathers = o.limit_all_gathers;
-    request.link = link;
-    request.sweep = o.sweep;
-    request.json = o.json;
-    run_fsdp_whatif(request, reader, stats);
-    return;
-  }
-  const analysis::ReplayTrace replay = analysis::load_replay_trace(reader, stats, o.rank);
-  analysis::AllReduceModel model;
-  if (link) {
-    const double at_zero = double(analysis::link_model_ns(trace::CollectiveOp::AllReduce, 0, replay.world_size, *link));
-    const int64_t probe = int64_t{1} << 30;
-    const double at_probe = double(analysis::link_model_ns(trace::CollectiveOp::AllReduce, probe, replay.world_size, *link));
-    model = analysis::link_allreduce_model(link->gbps, link->latency_us, at_zero, (at_probe - at_zero) / double(probe));
-  } else {
-    model = analysis::fit_allreduce_model(replay);
-  }
-  // Settings not given stay as recorded; without recorded limits, PyTorch's defaults.
-  const analysis::BucketLimits base = replay.recorded_limits.value_or(analysis::BucketLimits{});
-  const auto limits_for = [&](std::optional<double> cap_mb) -> std::optional<analysis::BucketLimits> {
-    if (!cap_mb && !o.first_bucket_mb) return replay.recorded_limits;
-    analysis::BucketLimits limits = base;
-    if (cap_mb) limits.bucket_cap_bytes = to_bytes(*cap_mb);
-    if (o.first_bucket_mb) limits.first_bucket_bytes = to_bytes(*o.first_bucket_mb);
-    return limits;
-  };
-  std::string header = o.trace + ": rank " + std::to_string(replay.rank) + " of " +
-                       std::to_string(replay.world_size) + ", DDP, " +
-                       std::to_string(replay.iterations.size()) + " steady iterations (" +
-                       std::to_string(replay.iterations.front().iteration) + ".." +
-                       std::to_string(replay.iterations.back().iteration) + ")";
-  if (const std::string link_line = analysis::link_text(stats); !link_line.empty()) header += ", recorded on an " + link_line;
+// The limits a DDP prediction is made for: the settings given (`cap_mb`, --first-bucket-mb),
+// the others as recorded, else PyTorch's defaults; none given: the trace's own plan.
+std::optional<analysis::BucketLimits> limits_for(const Options& o, const analysis::ReplayTrace& replay,
+                                                 std::optional<double> cap_mb) {
+  if (!cap_mb && !o.first_bucket_mb) return replay.recorded_limits;
+  analysis::BucketLimits limits = replay.recorded_limits.value_or(analysis::BucketLimits{});
+  if (cap_mb) limits.bucket_cap_bytes = to_bytes(*cap_mb);
+  if (o.first_bucket_mb) limits.first_bucket_bytes = to_bytes(*o.first_bucket_mb);
+  return limits;
+}
 
-  if (!o.sweep) {
-    const Case c = predict_case(replay, limits_for(o.bucket_cap_mb), model);
-    if (o.json) {
-      nlohmann::json j = case_json(replay, c, model, true);
-      j["trace"] = o.trace;
-      j["rank"] = replay.rank;
-      j["world_size"] = replay.world_size;
-      std::cout << j.dump() << "\n";
-    } else {
-      std::printf("whatif %s\n", header.c_str());
-      print_case(replay, c, model);
-    }
-    std::cout.flush();
-    return;
+// One DDP prediction, for the settings given.
+void print_one(const Options& o, const analysis::ReplayTrace& replay, const analysis::AllReduceModel& model,
+               const std::string& header) {
+  const Case c = predict_case(replay, limits_for(o, replay, o.bucket_cap_mb), model);
+  if (o.json) {
+    nlohmann::json j = case_json(replay, c, model, true);
+    add_origin_json(j, o.trace, replay);
+    std::cout << j.dump() << "\n";
+  } else {
+    std::printf("whatif %s\n", header.c_str());
+    print_case(replay, c, model);
   }
+  std::cout.flush();
+}
+
+// The DDP sweep: each of kSweepCapsMb, and the fastest.
+void print_sweep(const Options& o, const analysis::ReplayTrace& replay, const analysis::AllReduceModel& model,
+                 const std::string& header) {
   std::vector<Case> cases;
-  for (const double cap : kSweepCapsMb) cases.push_back(predict_case(replay, limits_for(cap), model));
+  for (const double cap : kSweepCapsMb) cases.push_back(predict_case(replay, limits_for(o, replay, cap), model));
   const size_t best =
       fastest_case(cases, [](const auto& c) { return c.prediction.predicted_step_ms; });
   if (o.json) {
@@ -283,10 +249,8 @@ void run_whatif(const Options& o, const std::optional<analysis::LinkSpec>& link)
     return;
   }
   std::printf("whatif --sweep %s\n", header.c_str());
-  std::printf("recorded: %s; measured step %.2f ms, exposed communication %.2f ms (medians)\n\n",
-              limits_text(replay.recorded_limits, replay.recorded_plan.buckets.size()).c_str(),
-              cases.front().prediction.measured_step_ms,
-              cases.front().prediction.measured_exposed_comm_ms);
+  print_sweep_recorded(limits_text(replay.recorded_limits, replay.recorded_plan.buckets.size()),
+                       cases.front().prediction);
   std::printf("%10s %12s %8s %15s %16s\n", "cap", "first bucket", "buckets", "predicted step",
               "predicted exposed");
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -299,8 +263,44 @@ void run_whatif(const Options& o, const std::optional<analysis::LinkSpec>& link)
   std::printf("\nbest: --bucket-cap-mb %g (predicted step %.2f ms against %.2f ms measured)\n",
               kSweepCapsMb[best], cases[best].prediction.predicted_step_ms,
               cases[best].prediction.measured_step_ms);
-  std::printf("\nassumptions\n");
-  for (const std::string& a : assumptions(replay, model)) std::printf("  - %s\n", a.c_str());
+  print_assumptions(assumptions(replay, model));
+}
+
+void run_ddp_whatif(const Options& o, const std::optional<analysis::LinkSpec>& link, trace::Reader& reader,
+                    const analysis::RunStats& stats) {
+  const analysis::ReplayTrace replay = analysis::load_replay_trace(reader, stats, o.rank);
+  const analysis::AllReduceModel model =
+      link ? analysis::link_collective_model(trace::CollectiveOp::AllReduce, *link, replay.world_size)
+           : analysis::fit_allreduce_model(replay);
+  const std::string header = replay_header(o.trace, replay, "DDP", stats);
+  if (o.sweep) {
+    print_sweep(o, replay, model, header);
+  } else {
+    print_one(o, replay, model, header);
+  }
+}
+
+FsdpWhatifRequest fsdp_request(const Options& o, const std::optional<analysis::LinkSpec>& link) {
+  FsdpWhatifRequest request;
+  request.trace = o.trace;
+  request.rank = o.rank;
+  if (o.backward_prefetch) request.backward_prefetch = trace::parse_mode(trace::kBackwardPrefetches, *o.backward_prefetch);
+  request.limit_all_gathers = o.limit_all_gathers;
+  request.link = link;
+  request.sweep = o.sweep;
+  request.json = o.json;
+  return request;
+}
+
+void run_whatif(const Options& o, const std::optional<analysis::LinkSpec>& link) {
+  trace::Reader reader(o.trace);
+  const analysis::RunStats stats = analysis::compute_stats(reader);
+  check_flags_for(o, stats.strategy);
+  if (stats.strategy == trace::Strategy::Fsdp) {
+    run_fsdp_whatif(fsdp_request(o, link), reader, stats);
+  } else {
+    run_ddp_whatif(o, link, reader, stats);
+  }
 }
 
 }  // namespace

@@ -9,20 +9,13 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/whatif_report.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::cli {
 namespace {
 
 constexpr int32_t kSweepLimits[] = {0, 1, 2};
-
-// The ring model's cost of `op` on `link` among `ranks` ranks, as a line in bytes.
-analysis::AllReduceModel link_model(trace::CollectiveOp op, const analysis::LinkSpec& link, int32_t ranks) {
-  const int64_t probe = int64_t{1} << 30;
-  const double at_zero = double(analysis::link_model_ns(op, 0, ranks, link));
-  const double at_probe = double(analysis::link_model_ns(op, probe, ranks, link));
-  return analysis::link_allreduce_model(link.gbps, link.latency_us, at_zero,
-                                     (at_probe - at_zero) / double(probe));
-}
 
 std::string settings_text(const analysis::FsdpSettings& s) {
   return "backward prefetch " + std::string(trace::to_string(s.backward_prefetch)) +
@@ -73,22 +66,15 @@ std::vector<std::string> assumptions(const analysis::FsdpReplayTrace& replay,
   out.push_back("each rank is replayed on its own (a late peer delays a collective only in the "
                 "fitted cost, on average); communication threads competing with compute for "
                 "cores are not modelled");
-  if (replay.recorded.mixed_precision != "none" || replay.recorded.cpu_offload) {
+  const bool mixed_precision = trace::parse_mode(trace::kComputePrecisions, replay.recorded.mixed_precision) !=
+                               trace::ComputePrecision::Fp32;
+  if (mixed_precision || replay.recorded.cpu_offload) {
     out.push_back("recorded with mixed precision " + replay.recorded.mixed_precision +
                   (replay.recorded.cpu_offload ? " and CPU offload" : "") +
                   ": collectives are costed by their recorded bytes, casts and copies are "
                   "part of the recorded compute");
   }
   return out;
-}
-
-nlohmann::json model_json(const analysis::AllReduceModel& m) {
-  if (m.source == analysis::AllReduceModel::Source::kLink) {
-    return {{"source", "link"}, {"latency_us", m.latency_us()}, {"gbps", m.gbps()},
-            {"link_gbps", m.link_gbps}, {"link_latency_us", m.link_latency_us}};
-  }
-  return {{"source", "fit"}, {"latency_us", m.latency_us()}, {"gbps", m.gbps()},
-          {"fit_error_pct", m.fit_error_pct}, {"samples", m.samples}};
 }
 
 nlohmann::json case_json(const analysis::FsdpReplayTrace& replay, const analysis::FsdpCostModel& model,
@@ -115,7 +101,7 @@ nlohmann::json recorded_json(const analysis::FsdpReplayTrace& replay) {
           {"limit_all_gathers", r.settings.limit_all_gathers},
           {"forward_prefetch", r.forward_prefetch},
           {"limit_reduce_scatters", r.limit_reduce_scatters},
-          {"sharding", r.sharding}};
+          {"sharding", std::string(trace::to_string(r.sharding))}};
 }
 
 void print_case(const analysis::FsdpReplayTrace& replay, const analysis::FsdpCostModel& model,
@@ -123,56 +109,34 @@ void print_case(const analysis::FsdpReplayTrace& replay, const analysis::FsdpCos
   std::printf("recorded: %s\n", settings_text(replay.recorded.settings).c_str());
   std::printf("what if:  %s\n\n", settings_text(p.settings).c_str());
   print_measured_and_predicted(p);
-  std::printf("\nassumptions\n");
-  for (const std::string& a : assumptions(replay, model, p)) std::printf("  - %s\n", a.c_str());
+  print_assumptions(assumptions(replay, model, p));
 }
 
-}  // namespace
+// One prediction, for the recorded settings with those given changed.
+void print_one(const FsdpWhatifRequest& request, const analysis::FsdpReplayTrace& replay,
+               const analysis::FsdpCostModel& model, const std::string& header) {
+  analysis::FsdpSettings settings = replay.recorded.settings;
+  if (request.backward_prefetch) settings.backward_prefetch = *request.backward_prefetch;
+  if (request.limit_all_gathers) settings.limit_all_gathers = *request.limit_all_gathers;
+  const analysis::FsdpPrediction p = analysis::predict_fsdp(replay, settings, model);
+  if (request.json) {
+    nlohmann::json j = case_json(replay, model, p, true);
+    add_origin_json(j, request.trace, replay);
+    j["strategy"] = std::string(trace::to_string(trace::Strategy::Fsdp));
+    j["recorded"] = recorded_json(replay);
+    std::cout << j.dump() << "\n";
+  } else {
+    std::printf("whatif %s\n", header.c_str());
+    print_case(replay, model, p);
+  }
+  std::cout.flush();
+}
 
-void run_fsdp_whatif(const FsdpWhatifRequest& request, trace::Reader& reader,
-                     const analysis::RunStats& stats) {
-  if (request.sweep && (request.backward_prefetch || request.limit_all_gathers)) {
-    throw CliFailure("--sweep tries every --backward-prefetch mode with --limit-all-gathers 0, 1 "
-                     "and 2; drop those flags, or drop --sweep to predict one setting");
-  }
-  const analysis::FsdpReplayTrace replay = analysis::load_fsdp_replay_trace(reader, stats, request.rank);
-  const analysis::FsdpCostModel model =
-      request.link ? analysis::FsdpCostModel{link_model(trace::CollectiveOp::AllGather, *request.link, replay.world_size),
-                                          link_model(trace::CollectiveOp::ReduceScatter, *request.link, replay.world_size)}
-                   : analysis::fit_fsdp_cost_model(replay);
-  std::string header = request.trace + ": rank " + std::to_string(replay.rank) + " of " +
-                       std::to_string(replay.world_size) + ", FSDP (sharding " +
-                       replay.recorded.sharding + "), " + std::to_string(replay.iterations.size()) +
-                       " steady iterations (" + std::to_string(replay.iterations.front().iteration) +
-                       ".." + std::to_string(replay.iterations.back().iteration) + ")";
-  if (const std::string link_line = analysis::link_text(stats); !link_line.empty()) {
-    header += ", recorded on an " + link_line;
-  }
-
-  if (!request.sweep) {
-    analysis::FsdpSettings settings = replay.recorded.settings;
-    if (request.backward_prefetch) settings.backward_prefetch = *request.backward_prefetch;
-    if (request.limit_all_gathers) settings.limit_all_gathers = *request.limit_all_gathers;
-    const analysis::FsdpPrediction p = analysis::predict_fsdp(replay, settings, model);
-    if (request.json) {
-      nlohmann::json j = case_json(replay, model, p, true);
-      j["trace"] = request.trace;
-      j["rank"] = replay.rank;
-      j["world_size"] = replay.world_size;
-      j["strategy"] = "fsdp";
-      j["recorded"] = recorded_json(replay);
-      std::cout << j.dump() << "\n";
-    } else {
-      std::printf("whatif %s\n", header.c_str());
-      print_case(replay, model, p);
-    }
-    std::cout.flush();
-    return;
-  }
+// Every backward prefetch mode with each of kSweepLimits, and the fastest.
+void print_sweep(const FsdpWhatifRequest& request, const analysis::FsdpReplayTrace& replay,
+                 const analysis::FsdpCostModel& model, const std::string& header) {
   std::vector<analysis::FsdpPrediction> cases;
-  for (const trace::BackwardPrefetch mode : {trace::BackwardPrefetch::Pre,
-                                                 trace::BackwardPrefetch::Post,
-                                                 trace::BackwardPrefetch::None}) {
+  for (const trace::BackwardPrefetch mode : trace::kBackwardPrefetches) {
     for (const int32_t limit : kSweepLimits) cases.push_back(analysis::predict_fsdp(replay, {mode, limit}, model));
   }
   const size_t best = fastest_case(cases, [](const auto& c) { return c.predicted_step_ms; });
@@ -181,9 +145,7 @@ void run_fsdp_whatif(const FsdpWhatifRequest& request, trace::Reader& reader,
     return;
   }
   std::printf("whatif --sweep %s\n", header.c_str());
-  std::printf("recorded: %s; measured step %.2f ms, exposed communication %.2f ms (medians)\n\n",
-              settings_text(replay.recorded.settings).c_str(), cases.front().measured_step_ms,
-              cases.front().measured_exposed_comm_ms);
+  print_sweep_recorded(settings_text(replay.recorded.settings), cases.front());
   std::printf("%17s %17s %15s %18s\n", "backward prefetch", "all-gather limit", "predicted step",
               "predicted exposed");
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -198,8 +160,33 @@ void run_fsdp_whatif(const FsdpWhatifRequest& request, trace::Reader& reader,
               std::string(trace::to_string(cases[best].settings.backward_prefetch)).c_str(),
               cases[best].settings.limit_all_gathers, cases[best].predicted_step_ms,
               cases[best].measured_step_ms);
-  std::printf("\nassumptions\n");
-  for (const std::string& a : assumptions(replay, model, cases[best])) std::printf("  - %s\n", a.c_str());
+  print_assumptions(assumptions(replay, model, cases[best]));
+}
+
+}  // namespace
+
+void run_fsdp_whatif(const FsdpWhatifRequest& request, trace::Reader& reader,
+                     const analysis::RunStats& stats) {
+  if (request.sweep && (request.backward_prefetch || request.limit_all_gathers)) {
+    throw CliFailure("--sweep tries every --backward-prefetch mode with --limit-all-gathers 0, 1 "
+                     "and 2; drop those flags, or drop --sweep to predict one setting");
+  }
+  const analysis::FsdpReplayTrace replay = analysis::load_fsdp_replay_trace(reader, stats, request.rank);
+  const auto link_model = [&](trace::CollectiveOp op) {
+    return analysis::link_collective_model(op, *request.link, replay.world_size);
+  };
+  const analysis::FsdpCostModel model =
+      request.link ? analysis::FsdpCostModel{link_model(trace::CollectiveOp::AllGather),
+                                             link_model(trace::CollectiveOp::ReduceScatter)}
+                   : analysis::fit_fsdp_cost_model(replay);
+  const std::string strategy =
+      "FSDP (sharding " + std::string(trace::to_string(replay.recorded.sharding)) + ")";
+  const std::string header = replay_header(request.trace, replay, strategy, stats);
+  if (request.sweep) {
+    print_sweep(request, replay, model, header);
+  } else {
+    print_one(request, replay, model, header);
+  }
 }
 
 }  // namespace dpscope::cli

@@ -234,6 +234,22 @@ TEST(Whatif, TheRingModelOfALinkReplacesTheFit) {
   EXPECT_EQ(it.tail_end_ns, t0 + 4200 * kUs + 15 * kUs);
 }
 
+// --link-gbps costs a collective with the link's ring model: the line through its cost at 0 bytes
+// and at 1 GiB, which a ring's cost is.
+TEST(Whatif, TheLinkModelIsTheRingModelOfEachOp) {
+  const LinkSpec link{4, 50};
+  for (const CollectiveOp op : {CollectiveOp::AllReduce, CollectiveOp::AllGather, CollectiveOp::ReduceScatter}) {
+    const AllReduceModel model = link_collective_model(op, link, 4);
+    EXPECT_EQ(model.source, AllReduceModel::Source::kLink);
+    EXPECT_EQ(model.link_gbps, 4);
+    EXPECT_EQ(model.link_latency_us, 50);
+    for (const int64_t bytes : {int64_t{0}, int64_t{4000}, int64_t{1} << 20, int64_t{3} << 30}) {
+      EXPECT_NEAR(double(model.duration_ns(bytes)), double(link_model_ns(op, bytes, 4, link)), 1)
+          << to_string(op) << " " << bytes;
+    }
+  }
+}
+
 TEST(Whatif, RefusesTracesItCannotReplay) {
   Spec fsdp;
   fsdp.strategy = "fsdp";

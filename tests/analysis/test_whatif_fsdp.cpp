@@ -195,6 +195,7 @@ TEST(WhatifFsdp, ReadsTheRecordedSettingsAndFitsEachOpExactly) {
   const Loaded l = load(dir.file("t.sqlite"));
   EXPECT_EQ(l.replay.recorded.settings.backward_prefetch, trace::BackwardPrefetch::Pre);
   EXPECT_EQ(l.replay.recorded.settings.limit_all_gathers, 0);
+  EXPECT_EQ(l.replay.recorded.sharding, trace::ShardingStrategy::FullShard);
   ASSERT_EQ(l.replay.iterations.size(), 2u);
   EXPECT_EQ(l.replay.launch_offset_ns, 0);
   const FsdpCostModel model = fit_fsdp_cost_model(l.replay);
@@ -203,6 +204,14 @@ TEST(WhatifFsdp, ReadsTheRecordedSettingsAndFitsEachOpExactly) {
   EXPECT_NEAR(model.reduce_scatter.intercept_ns, 50 * kUs, 1);
   EXPECT_NEAR(model.reduce_scatter.ns_per_byte, 50, 1e-6);
   EXPECT_NEAR(model.all_gather.fit_error_pct, 0, 1e-6);
+}
+
+TEST(WhatifFsdp, ReadsTheShardingInEffect) {
+  TempDir dir;
+  Spec grad_op;
+  grad_op.sharding = "grad_op";
+  write_trace(dir.file("t.sqlite"), grad_op);
+  EXPECT_EQ(load(dir.file("t.sqlite")).replay.recorded.sharding, trace::ShardingStrategy::ShardGradOp);
 }
 
 TEST(WhatifFsdp, TheRecordedSettingsReproduceTheRecordedStep) {
