@@ -12,7 +12,7 @@
 
 #include "analysis/stats.h"
 #include "trace/error.h"
-#include "viewer/headless.h"
+#include "trace/vocabulary.h"
 #include "viewer/lod.h"
 
 namespace dpscope::view {
@@ -78,8 +78,8 @@ void App::request_whatif(const WhatifRequest& request) {
 
 std::string App::link() const {
   const Model& m = *traces[0].model;
-  return analysis::link_text(std::atof(m.meta_value("link_gbps", "0").c_str()),
-                          std::atof(m.meta_value("link_latency_us", "0").c_str()));
+  return analysis::link_text(std::atof(m.meta_value(trace::meta_key::kLinkGbps, "0").c_str()),
+                             std::atof(m.meta_value(trace::meta_key::kLinkLatencyUs, "0").c_str()));
 }
 
 void App::fit() {
@@ -247,11 +247,15 @@ void App::adopt_live_model(std::shared_ptr<const Model> fresh) {
   update_range();
 }
 
-void App::frame() {
+void App::poll_background() {
   for (OpenTrace& t : traces) t.poll_analysis();
   if (whatif_pending.valid() && whatif_pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     whatif = whatif_pending.get();
   }
+  poll_live();
+}
+
+void App::poll_live() {
   if (live_source_) {
     // The run ended (run.sqlite appeared): load it and follow it instead of the rank files.
     const std::string file = live_source_->poll();
@@ -271,16 +275,9 @@ void App::frame() {
   if (live_) {
     if (auto fresh = live_->poll()) adopt_live_model(std::move(fresh));
   }
-  handle_keys();
-  update_playback();
+}
 
-  const ImGuiViewport* viewport = ImGui::GetMainViewport();
-  ImGui::SetNextWindowPos(viewport->Pos);
-  ImGui::SetNextWindowSize(viewport->Size);
-  ImGui::Begin("dpscope-view", nullptr,
-               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
-                   ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoSavedSettings |
-                   ImGuiWindowFlags_NoBackground);
+void App::draw_header() {
   const Model& m = *traces[0].model;
   // An emulated link is said where the run is named, so that nobody reads its collectives'
   // lengths as this machine's (docs/communication.md).
@@ -288,9 +285,10 @@ void App::frame() {
   // Following a run directory, the file is a scratch merge: name what is followed instead.
   const std::string shown = live_source_ ? "live: " + live_source_->status() : m.path;
   ImGui::Text("%s  |  %s %s, %zu ranks, %lld events, %d iterations%s%s%s", shown.c_str(),
-              m.meta_value("strategy", "?").c_str(), m.meta_value("backend", "").c_str(),
-              m.ranks.size(), static_cast<long long>(m.events), m.iterations,
-              link.empty() ? "" : "  |  ", link.c_str(), live_ && !live_source_ ? "  |  live" : "");
+              m.meta_value(trace::meta_key::kStrategy, "?").c_str(),
+              m.meta_value(trace::meta_key::kBackend).c_str(), m.ranks.size(),
+              static_cast<long long>(m.events), m.iterations, link.empty() ? "" : "  |  ", link.c_str(),
+              live_ && !live_source_ ? "  |  live" : "");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(180);
   // Ctrl+F: type a query without reaching for the mouse.
@@ -309,8 +307,9 @@ void App::frame() {
   if (ImGui::SmallButton("Legend (L)")) show_legend = !show_legend;
   ImGui::SameLine();
   if (ImGui::SmallButton("Help (?)")) show_help = !show_help;
-  draw_narration_line();
+}
 
+void App::draw_panels() {
   const float total_h = ImGui::GetContentRegionAvail().y;
   ImGui::BeginChild("timeline", ImVec2(0, std::floor(total_h * 0.64f)), true,
                     ImGuiWindowFlags_NoScrollWithMouse | ImGuiWindowFlags_NoScrollbar);
@@ -330,7 +329,7 @@ void App::frame() {
   ImGui::BeginChild("right", ImVec2(0, 0), true);
   if (ImGui::BeginTabBar("right tabs")) {
     // The first tab opens selected: the units of an FSDP run, the buckets of anything else.
-    const bool fsdp = m.meta_value("strategy") == "fsdp";
+    const bool fsdp = traces[0].model->strategy() == trace::Strategy::Fsdp;
     if (fsdp && ImGui::BeginTabItem("Units")) { draw_units(*this); ImGui::EndTabItem(); }
     if (ImGui::BeginTabItem("Buckets")) { draw_buckets(*this); ImGui::EndTabItem(); }
     if (!fsdp && ImGui::BeginTabItem("Units")) { draw_units(*this); ImGui::EndTabItem(); }
@@ -343,6 +342,22 @@ void App::frame() {
     ImGui::EndTabBar();
   }
   ImGui::EndChild();
+}
+
+void App::frame() {
+  poll_background();
+  handle_keys();
+  update_playback();
+  const ImGuiViewport* viewport = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(viewport->Pos);
+  ImGui::SetNextWindowSize(viewport->Size);
+  ImGui::Begin("dpscope-view", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoSavedSettings |
+                   ImGuiWindowFlags_NoBackground);
+  draw_header();
+  draw_narration_line();
+  draw_panels();
   ImGui::End();
   draw_legend(*this);
   draw_help(*this);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <future>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -22,6 +23,12 @@
 #include "viewer/whatif_lanes.h"
 
 namespace dpscope::view {
+
+// What App::idle_wait_seconds returns when nothing moves: sleep until the next input.
+inline constexpr double kWaitForInput = std::numeric_limits<double>::infinity();
+// The text sizes App::font_scale may take (Ctrl +/-, --font-scale), times the 13 px font.
+inline constexpr float kMinFontScale = 0.75f;
+inline constexpr float kMaxFontScale = 3.0f;
 
 // One open trace: its model, its analysis (computed on a background thread after loading, with
 // the collectives' payloads read there too; null until ready) and the offset that places its
@@ -76,7 +83,7 @@ class App {
   // (whatif_lanes.h); they replace the current ones when ready. The What-if tab calls it.
   void request_whatif(const WhatifRequest& request);
   // How long the frame loop may sleep before the next frame when no input comes (seconds;
-  // 0: draw on; kWaitForInput: until an input). See Note [Quiet when idle].
+  // 0: draw on; kWaitForInput: until an input). See Note [Quiet when idle] (window.h).
   double idle_wait_seconds() const;
   // The range the zoom sweep ends on: one bucket's all-reduce in the middle of the run.
   std::pair<double, double> bucket_range() const;
@@ -149,7 +156,15 @@ class App {
   bool go_to_step(int32_t iteration, int index);
 
  private:
+  // The steps of frame(): take what background work finished, then draw.
+  void poll_background();
+  // --live: the newer model the follower read, or the file the source switched to.
+  void poll_live();
   void handle_keys();
+  // The header line: the run's name and figures, the find box, the buttons.
+  void draw_header();
+  // The timeline over the two tab panels (stats, find, compare | units, buckets, details, what-if).
+  void draw_panels();
   // The line under the header: the playhead's step in words, the play state and the keys.
   void draw_narration_line();
   // Playback's part of a frame: advances a playing playhead, refreshes the narration.

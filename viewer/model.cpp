@@ -123,10 +123,12 @@ const std::string& Model::name(trace::NameId id) const {
   return id >= 0 && static_cast<size_t>(id) < names.size() ? names[static_cast<size_t>(id)] : empty;
 }
 
-std::string Model::meta_value(const std::string& key, const std::string& fallback) const {
-  auto it = meta.find(key);
-  return it == meta.end() ? fallback : it->second;
+std::string Model::meta_value(std::string_view key, std::string_view fallback) const {
+  auto it = meta.find(std::string(key));
+  return it == meta.end() ? std::string(fallback) : it->second;
 }
+
+trace::Strategy Model::strategy() const { return trace::parse_strategy(meta_value(trace::meta_key::kStrategy)); }
 
 const RankData* Model::rank(int32_t rank) const {
   for (const auto& r : ranks) {

@@ -9,10 +9,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trace/records.h"
 #include "trace/schema.h"
+#include "trace/vocabulary.h"
 #include "viewer/span.h"
 
 namespace dpscope::view {
@@ -102,7 +104,10 @@ struct Model {
 
   // names[id], or "" for kNone / unknown ids.
   const std::string& name(trace::NameId id) const;
-  std::string meta_value(const std::string& key, const std::string& fallback = "") const;
+  // The meta table's value for `key` (a trace::meta_key), or `fallback` when it has none.
+  std::string meta_value(std::string_view key, std::string_view fallback = "") const;
+  // The run's strategy (meta key strategy), Unknown when absent or not one this version knows.
+  trace::Strategy strategy() const;
   const RankData* rank(int32_t rank) const;
 };
 

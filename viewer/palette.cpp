@@ -1,8 +1,10 @@
-// The viewer's colours (see palette.h).
-#include "trace/vocabulary.h"
+// The viewer's colours (see palette.h): the tables behind each colour function, and the two
+// themes' window colours with the switch between them.
 #include "viewer/palette.h"
 
 #include <string>
+
+#include "trace/vocabulary.h"
 
 namespace dpscope::view {
 
@@ -112,10 +114,13 @@ void set_theme(ThemeKind kind) {
 const char* to_string(ThemeKind kind) { return kind == ThemeKind::Dark ? "dark" : "projector"; }
 
 bool parse_theme(const std::string& text, ThemeKind* out) {
-  if (text == "dark") *out = ThemeKind::Dark;
-  else if (text == "projector") *out = ThemeKind::Projector;
-  else return false;
-  return true;
+  for (const ThemeKind kind : {ThemeKind::Dark, ThemeKind::Projector}) {
+    if (text == to_string(kind)) {
+      *out = kind;
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace dpscope::view

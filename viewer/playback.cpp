@@ -43,7 +43,7 @@ std::string phase_at(const Model& model, const std::vector<trace::Event>& events
 
 // Bytes per element of FSDP's full parameters (the compute dtype under mixed precision).
 int64_t full_element_bytes(const Model& model) {
-  const std::string dtype = model.meta_value("fsdp.compute_dtype", "Float");
+  const std::string dtype = model.meta_value(trace::meta_key::kFsdpComputeDtype, "Float");
   return dtype == "Half" || dtype == "BFloat16" ? 2 : 4;
 }
 

@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include "trace/vocabulary.h"
 #include "viewer/app.h"
 #include "viewer/lod.h"
 #include "viewer/palette.h"
@@ -70,12 +71,11 @@ void draw_buckets(App& app) {
   bool any = false;
   for (const auto& b : model.buckets) any = any || b.generation == 0;
   if (!any) {
-    const std::string strategy = model.meta_value("strategy", "?");
-    if (strategy == "fsdp") {
+    if (model.strategy() == trace::Strategy::Fsdp) {
       ImGui::TextWrapped("No DDP buckets in this trace: an FSDP run keeps its flat parameters in the Units tab.");
     } else {
       ImGui::TextWrapped("No DDP buckets in this trace (strategy %s): its collectives are in the timeline.",
-                         strategy.c_str());
+                         model.meta_value(trace::meta_key::kStrategy, "?").c_str());
     }
     return;
   }

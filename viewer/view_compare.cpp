@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "trace/vocabulary.h"
 #include "viewer/app.h"
 #include "viewer/lod.h"
 
@@ -16,8 +17,9 @@ void summary(const OpenTrace& t, const char* title) {
   const Model& m = *t.model;
   ImGui::TextColored(ImVec4(0.7f, 0.6f, 1, 1), "%s", title);
   ImGui::TextWrapped("%s", m.path.c_str());
-  ImGui::Text("strategy  %s (%s)", m.meta_value("strategy", "?").c_str(), m.meta_value("backend", "?").c_str());
-  ImGui::Text("model     %s", m.meta_value("model", "?").c_str());
+  ImGui::Text("strategy  %s (%s)", m.meta_value(trace::meta_key::kStrategy, "?").c_str(),
+              m.meta_value(trace::meta_key::kBackend, "?").c_str());
+  ImGui::Text("model     %s", m.meta_value(trace::meta_key::kModel, "?").c_str());
   ImGui::Text("ranks     %zu, iterations %d, events %lld", m.ranks.size(), m.iterations, static_cast<long long>(m.events));
   int gen0 = 0;
   for (const auto& b : m.buckets) gen0 += b.generation == 0;

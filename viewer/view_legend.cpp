@@ -1,10 +1,10 @@
 // The legend (L) and the help overlay (?): what every colour on the timeline, the panels and the
 // memory graphs means, drawn from the palette the panels draw with, and every mouse and key
 // control. Both are floating windows over the layout, so a class can keep them open.
-#include <GLFW/glfw3.h>
 #include <imgui.h>
 
 #include <string>
+#include <string_view>
 
 #include "trace/vocabulary.h"
 #include "viewer/app.h"
@@ -33,6 +33,19 @@ void line_entry(ImU32 color, const char* text) {
   ImGui::TextUnformatted(text);
 }
 
+// A phase's swatch, named as the trace records it.
+void phase_entry(std::string_view phase) { entry(phase_color(phase), std::string(phase).c_str()); }
+
+// Opens a floating window at `pos` (its `pivot` there) when it first appears; false, and ended,
+// when it is collapsed.
+bool begin_floating(const char* title, bool* open, ImVec2 pos, ImVec2 pivot, float alpha) {
+  ImGui::SetNextWindowPos(pos, ImGuiCond_Appearing, pivot);
+  ImGui::SetNextWindowBgAlpha(alpha);
+  if (ImGui::Begin(title, open, ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoSavedSettings)) return true;
+  ImGui::End();
+  return false;
+}
+
 void heading(const char* text) {
   ImGui::Spacing();
   ImGui::TextDisabled("%s", text);
@@ -43,20 +56,16 @@ void heading(const char* text) {
 void draw_legend(App& app) {
   if (!app.show_legend) return;
   const ImGuiViewport* viewport = ImGui::GetMainViewport();
-  ImGui::SetNextWindowPos(ImVec2(viewport->Pos.x + viewport->Size.x - 12, viewport->Pos.y + 60),
-                          ImGuiCond_Appearing, ImVec2(1, 0));
-  ImGui::SetNextWindowBgAlpha(0.94f);
-  if (!ImGui::Begin("Legend (L)", &app.show_legend,
-                    ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoSavedSettings)) {
-    ImGui::End();
+  if (!begin_floating("Legend (L)", &app.show_legend,
+                      ImVec2(viewport->Pos.x + viewport->Size.x - 12, viewport->Pos.y + 60), ImVec2(1, 0), 0.94f)) {
     return;
   }
   ImGui::BeginGroup();
   heading("phases (main lane)");
-  entry(phase_color(trace::kPhaseIteration), "iteration");
-  entry(phase_color(trace::kPhaseForward), "forward");
-  entry(phase_color(trace::kPhaseBackward), "backward");
-  entry(phase_color(trace::kPhaseOptimizerStep), "optimizer_step");
+  for (const std::string_view phase :
+       {trace::kPhaseIteration, trace::kPhaseForward, trace::kPhaseBackward, trace::kPhaseOptimizerStep}) {
+    phase_entry(phase);
+  }
   entry(phase_color(trace::kPhaseFinalizeBackward), "finalize_backward, construction, other");
   heading("inside backward");
   entry(hook_color(0), "gradient hook (buckets alternate");
@@ -105,12 +114,9 @@ void draw_legend(App& app) {
 void draw_help(App& app) {
   if (!app.show_help) return;
   const ImGuiViewport* viewport = ImGui::GetMainViewport();
-  ImGui::SetNextWindowPos(ImVec2(viewport->Pos.x + viewport->Size.x / 2, viewport->Pos.y + viewport->Size.y / 2),
-                          ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
-  ImGui::SetNextWindowBgAlpha(0.96f);
-  if (!ImGui::Begin("Mouse and keys (?)", &app.show_help,
-                    ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoSavedSettings)) {
-    ImGui::End();
+  if (!begin_floating("Mouse and keys (?)", &app.show_help,
+                      ImVec2(viewport->Pos.x + viewport->Size.x / 2, viewport->Pos.y + viewport->Size.y / 2),
+                      ImVec2(0.5f, 0.5f), 0.96f)) {
     return;
   }
   static const char* const kControls[][2] = {

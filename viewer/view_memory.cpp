@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <string>
 
 #include "viewer/app.h"
 #include "viewer/lod.h"
@@ -21,35 +22,34 @@ constexpr float kColumnPx = 2;  // one sample of the step functions every this m
 // ones are not a prefix: ask the schema.
 bool stacked(int category) { return trace::is_stacked(static_cast<trace::MemoryCategory>(category)); }
 
-}  // namespace
-
-void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, float y0, float width,
-                       float height) {
-  ImDrawList* draw = ImGui::GetWindowDrawList();
-  draw->AddRectFilled(ImVec2(x0, y0), ImVec2(x0 + width, y0 + height), theme().memory_ground);
-  // The scale: the larger of the stacked peak and the allocator lines' peaks.
+// The bytes at the top of the graph: the larger of the stacked peak and the allocator lines'
+// peaks.
+int64_t graph_scale(const RankData& rank) {
   int64_t scale = rank.memory_peak_bytes;
   for (int c = 0; c < trace::kMemoryCategoryCount; ++c) {
     if (!stacked(c)) scale = std::max(scale, rank.memory[size_t(c)].peak);
   }
-  if (scale <= 0) {
-    draw->AddText(ImVec2(x0 + 4, y0 + 2), IM_COL32(120, 120, 120, 255), "no memory samples");
-    return;
-  }
-  const double offset = double(app.traces[size_t(trace)].offset_ns);
-  const TimeMap map{app.view_t0 - offset, app.view_t1 - offset, x0, width};
-  const int columns = std::max(1, int(width / kColumnPx));
-  std::array<size_t, trace::kMemoryCategoryCount> hint{};
-  std::array<bool, trace::kMemoryCategoryCount> used{};
-  for (int c = 0; c < trace::kMemoryCategoryCount; ++c) used[size_t(c)] = !rank.memory[size_t(c)].ts.empty();
-  const float base = y0 + height;
-  const float scale_px = (height - 2) / float(scale);
-  // Step functions stay flat over many columns when zoomed in: each category's band (or line)
-  // is drawn as one rectangle per run of equal columns, not one per column.
+  return scale;
+}
+
+using Used = std::array<bool, trace::kMemoryCategoryCount>;  // the categories with samples
+
+// The graph's geometry: time across, bytes up from `base`.
+struct GraphArea {
+  TimeMap map;
+  float x0 = 0, width = 0, base = 0;
+  float scale_px = 0;  // pixels per byte
+};
+
+// Samples the step functions every kColumnPx and draws each category's band (or line). They
+// stay flat over many columns when zoomed in, so each is drawn as one rectangle per run of equal
+// columns, not one per column.
+void draw_bands(ImDrawList* draw, const RankData& rank, const GraphArea& area, const Used& used) {
   struct Run {
     float x = 0, bottom = 0, top = 0;
   };
   std::array<Run, trace::kMemoryCategoryCount> run{};
+  std::array<size_t, trace::kMemoryCategoryCount> hint{};
   auto flush = [&](int c, float x_end) {
     const Run& r = run[size_t(c)];
     if (x_end <= r.x) return;
@@ -59,10 +59,11 @@ void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, floa
       draw->AddLine(ImVec2(r.x, r.top), ImVec2(x_end, r.top), memory_color(c));
     }
   };
+  const int columns = std::max(1, int(area.width / kColumnPx));
   for (int col = 0; col <= columns; ++col) {
-    const float x = x0 + float(col) * kColumnPx;
-    const auto t = static_cast<int64_t>(map.t(x));
-    float stack = base;
+    const float x = area.x0 + float(col) * kColumnPx;
+    const auto t = static_cast<int64_t>(area.map.t(x));
+    float stack = area.base;
     for (int c = 0; c < trace::kMemoryCategoryCount; ++c) {
       if (!used[size_t(c)]) continue;
       const int64_t bytes = rank.memory[size_t(c)].at(t, &hint[size_t(c)]);
@@ -70,10 +71,10 @@ void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, floa
       next.x = x;
       if (stacked(c)) {
         next.bottom = stack;
-        next.top = stack - float(bytes) * scale_px;
+        next.top = stack - float(bytes) * area.scale_px;
         stack = next.top;
       } else {
-        next.bottom = next.top = base - float(bytes) * scale_px;
+        next.bottom = next.top = area.base - float(bytes) * area.scale_px;
       }
       Run& current = run[size_t(c)];
       if (col == 0) {
@@ -86,32 +87,58 @@ void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, floa
     }
   }
   for (int c = 0; c < trace::kMemoryCategoryCount; ++c) {
-    if (used[size_t(c)]) flush(c, x0 + width);
+    if (used[size_t(c)]) flush(c, area.x0 + area.width);
   }
-  // The peak of the stacked total.
-  const float peak_x = float(map.x(double(rank.memory_peak_ns)));
-  if (peak_x >= x0 && peak_x <= x0 + width) {
-    draw->AddLine(ImVec2(peak_x, y0), ImVec2(peak_x, base), kPeakColor, 1.5f);
-  }
+}
 
-  if (ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(ImVec2(x0, y0), ImVec2(x0 + width, base))) {
-    const auto t = static_cast<int64_t>(map.t(ImGui::GetIO().MousePos.x));
-    ImGui::BeginTooltip();
-    ImGui::Text("rank %d memory at %s", rank.info.rank,
-                format_duration(double(t - app.traces[size_t(trace)].model->t_begin)).c_str());
-    int64_t total = 0;
-    for (int c = 0; c < trace::kMemoryCategoryCount; ++c) {
-      if (!used[size_t(c)]) continue;
-      size_t h = 0;
-      const int64_t bytes = rank.memory[size_t(c)].at(t, &h);
-      if (stacked(c)) total += bytes;
-      ImGui::TextColored(ImColor(memory_color(c)), "%-16s %s",
-                         std::string(trace::to_string(static_cast<trace::MemoryCategory>(c))).c_str(),
-                         format_bytes(bytes).c_str());
-    }
-    ImGui::Text("stacked total    %s (peak %s)", format_bytes(total).c_str(),
-                format_bytes(rank.memory_peak_bytes).c_str());
-    ImGui::EndTooltip();
+// The bytes per category at trace time `t`, and the stacked total beside the peak's.
+void draw_tooltip(const RankData& rank, int64_t t, int64_t t_begin, const Used& used) {
+  ImGui::BeginTooltip();
+  ImGui::Text("rank %d memory at %s", rank.info.rank, format_duration(double(t - t_begin)).c_str());
+  int64_t total = 0;
+  for (int c = 0; c < trace::kMemoryCategoryCount; ++c) {
+    if (!used[size_t(c)]) continue;
+    size_t h = 0;
+    const int64_t bytes = rank.memory[size_t(c)].at(t, &h);
+    if (stacked(c)) total += bytes;
+    ImGui::TextColored(ImColor(memory_color(c)), "%-16s %s",
+                       std::string(trace::to_string(static_cast<trace::MemoryCategory>(c))).c_str(),
+                       format_bytes(bytes).c_str());
+  }
+  ImGui::Text("stacked total    %s (peak %s)", format_bytes(total).c_str(),
+              format_bytes(rank.memory_peak_bytes).c_str());
+  ImGui::EndTooltip();
+}
+
+}  // namespace
+
+void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, float y0, float width,
+                       float height) {
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  draw->AddRectFilled(ImVec2(x0, y0), ImVec2(x0 + width, y0 + height), theme().memory_ground);
+  const int64_t scale = graph_scale(rank);
+  if (scale <= 0) {
+    draw->AddText(ImVec2(x0 + 4, y0 + 2), IM_COL32(120, 120, 120, 255), "no memory samples");
+    return;
+  }
+  const OpenTrace& open = app.traces[size_t(trace)];
+  const double offset = double(open.offset_ns);
+  GraphArea area;
+  area.map = TimeMap{app.view_t0 - offset, app.view_t1 - offset, x0, width};
+  area.x0 = x0;
+  area.width = width;
+  area.base = y0 + height;
+  area.scale_px = (height - 2) / float(scale);
+  Used used{};
+  for (int c = 0; c < trace::kMemoryCategoryCount; ++c) used[size_t(c)] = !rank.memory[size_t(c)].ts.empty();
+  draw_bands(draw, rank, area, used);
+  // The peak of the stacked total.
+  const float peak_x = float(area.map.x(double(rank.memory_peak_ns)));
+  if (peak_x >= x0 && peak_x <= x0 + width) {
+    draw->AddLine(ImVec2(peak_x, y0), ImVec2(peak_x, area.base), kPeakColor, 1.5f);
+  }
+  if (ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(ImVec2(x0, y0), ImVec2(x0 + width, area.base))) {
+    draw_tooltip(rank, static_cast<int64_t>(area.map.t(ImGui::GetIO().MousePos.x)), open.model->t_begin, used);
   }
 }
 

@@ -102,6 +102,84 @@ void draw_waiting(const Analysis& a) {
   ImGui::EndTable();
 }
 
+// The range measured on the timeline: count / sum / average by name; or how to measure one.
+void draw_range(const App& app, const Model& model) {
+  if (!app.has_range) {
+    ImGui::TextDisabled("drag on the timeline to measure a range: count / sum / average by name");
+    return;
+  }
+  ImGui::Text("range %s (from %s): count / sum / avg by name", format_duration(double(app.range_t1 - app.range_t0)).c_str(),
+              format_duration(double(app.range_t0 - model.t_begin)).c_str());
+  if (ImGui::BeginTable("range", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
+    for (const char* h : {"name", "count", "sum", "avg"}) ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    for (const RangeRow& row : app.range_rows) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn(); ImGui::TextUnformatted(row.label.c_str());
+      ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(row.count));
+      ImGui::TableNextColumn(); ImGui::TextUnformatted(format_duration(row.sum_ns).c_str());
+      ImGui::TableNextColumn(); ImGui::TextUnformatted(format_duration(row.avg_ns()).c_str());
+    }
+    ImGui::EndTable();
+  }
+  ImGui::Separator();
+}
+
+// Whether every collective matched across ranks: the first mismatches, or the largest skew.
+void draw_matches(const Analysis& a) {
+  if (a.stats.mismatches) {
+    ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "%lld collectives do not match across ranks", static_cast<long long>(a.stats.mismatches));
+    int shown = 0;
+    for (const analysis::CollectiveMatch& m : a.stats.matches) {
+      if (m.mismatch && shown++ < 20) ImGui::BulletText("seq %lld: %s", static_cast<long long>(m.seq), m.why.c_str());
+    }
+  } else if (!a.stats.matches.empty()) {
+    ImGui::Text("%zu collectives matched on every rank; largest skew %s", a.stats.matches.size(),
+                format_duration(double(a.stats.max_skew_ns)).c_str());
+  }
+}
+
+// The focus rank's exposed communication per bucket, folded until opened.
+void draw_bucket_exposure(const analysis::RankStats& rank) {
+  if (rank.buckets.empty() || !ImGui::TreeNode("exposed communication per bucket")) return;
+  ImGui::Text("rank %d", rank.rank);
+  if (ImGui::BeginTable("buckets", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
+    for (const char* h : {"bucket", "all-reduces", "comm ms", "exposed ms"}) ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    for (const analysis::BucketExposure& b : rank.buckets) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn(); ImGui::Text("%d", b.bucket);
+      ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(b.collectives));
+      ImGui::TableNextColumn(); ImGui::Text("%.2f", b.comm_ms);
+      ImGui::TableNextColumn(); ImGui::Text("%.2f", b.exposed_comm_ms);
+    }
+    ImGui::EndTable();
+  }
+  ImGui::TreePop();
+}
+
+// The focus rank's overlap per iteration, folded until opened; clipped, as a run has thousands.
+void draw_iterations(const analysis::RankStats& rank) {
+  if (!ImGui::TreeNode("per iteration")) return;
+  ImGui::Text("rank %d", rank.rank);
+  if (ImGui::BeginTable("iterations", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchProp,
+                        ImVec2(0, 220))) {
+    for (const char* h : {"iteration", "compute ms", "comm ms", "overlap ms", "exposed ms"}) ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    ImGuiListClipper clipper;
+    clipper.Begin(int(rank.iterations.size()));
+    while (clipper.Step()) {
+      for (int i = clipper.DisplayStart; i < clipper.DisplayEnd; ++i) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn(); ImGui::Text("%d", i);
+        overlap_cells(rank.iterations[size_t(i)].overlap);
+      }
+    }
+    ImGui::EndTable();
+  }
+  ImGui::TreePop();
+}
+
 }  // namespace
 
 void draw_overlap_table(const Analysis& analysis, const char* id) {
@@ -120,25 +198,7 @@ void draw_overlap_table(const Analysis& analysis, const char* id) {
 void draw_stats(App& app) {
   OpenTrace& t = app.traces[0];
   const Model& model = *t.model;
-  if (app.has_range) {
-    ImGui::Text("range %s (from %s): count / sum / avg by name", format_duration(double(app.range_t1 - app.range_t0)).c_str(),
-                format_duration(double(app.range_t0 - model.t_begin)).c_str());
-    if (ImGui::BeginTable("range", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
-      for (const char* h : {"name", "count", "sum", "avg"}) ImGui::TableSetupColumn(h);
-      ImGui::TableHeadersRow();
-      for (const RangeRow& row : app.range_rows) {
-        ImGui::TableNextRow();
-        ImGui::TableNextColumn(); ImGui::TextUnformatted(row.label.c_str());
-        ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(row.count));
-        ImGui::TableNextColumn(); ImGui::TextUnformatted(format_duration(row.sum_ns).c_str());
-        ImGui::TableNextColumn(); ImGui::TextUnformatted(format_duration(row.avg_ns()).c_str());
-      }
-      ImGui::EndTable();
-    }
-    ImGui::Separator();
-  } else {
-    ImGui::TextDisabled("drag on the timeline to measure a range: count / sum / average by name");
-  }
+  draw_range(app, model);
   if (!t.analysis) {
     ImGui::TextDisabled("analysing...");
     return;
@@ -151,57 +211,15 @@ void draw_stats(App& app) {
   ImGui::Text("whole run, per rank");
   draw_overlap_table(a, "overlap");
   ImGui::TextWrapped("%s", kExposedMeaning);
-  if (a.stats.mismatches) {
-    ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "%lld collectives do not match across ranks", static_cast<long long>(a.stats.mismatches));
-    int shown = 0;
-    for (const analysis::CollectiveMatch& m : a.stats.matches) {
-      if (m.mismatch && shown++ < 20) ImGui::BulletText("seq %lld: %s", static_cast<long long>(m.seq), m.why.c_str());
-    }
-  } else if (!a.stats.matches.empty()) {
-    ImGui::Text("%zu collectives matched on every rank; largest skew %s", a.stats.matches.size(),
-                format_duration(double(a.stats.max_skew_ns)).c_str());
-  }
+  draw_matches(a);
   if (a.stats.ranks.size() > 1 && !a.stats.matches.empty()) draw_waiting(a);
   draw_memory_at_peak(a);
   if (model.ranks.empty()) return;
   app.focus_rank = std::clamp(app.focus_rank, 0, int(model.ranks.size()) - 1);
   const analysis::RankStats* rank = a.rank(model, size_t(app.focus_rank));
   if (!rank) return;
-  if (!rank->buckets.empty() && ImGui::TreeNode("exposed communication per bucket")) {
-    ImGui::Text("rank %d", rank->rank);
-    if (ImGui::BeginTable("buckets", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
-      for (const char* h : {"bucket", "all-reduces", "comm ms", "exposed ms"}) ImGui::TableSetupColumn(h);
-      ImGui::TableHeadersRow();
-      for (const analysis::BucketExposure& b : rank->buckets) {
-        ImGui::TableNextRow();
-        ImGui::TableNextColumn(); ImGui::Text("%d", b.bucket);
-        ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(b.collectives));
-        ImGui::TableNextColumn(); ImGui::Text("%.2f", b.comm_ms);
-        ImGui::TableNextColumn(); ImGui::Text("%.2f", b.exposed_comm_ms);
-      }
-      ImGui::EndTable();
-    }
-    ImGui::TreePop();
-  }
-  if (ImGui::TreeNode("per iteration")) {
-    ImGui::Text("rank %d", rank->rank);
-    if (ImGui::BeginTable("iterations", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchProp,
-                          ImVec2(0, 220))) {
-      for (const char* h : {"iteration", "compute ms", "comm ms", "overlap ms", "exposed ms"}) ImGui::TableSetupColumn(h);
-      ImGui::TableHeadersRow();
-      ImGuiListClipper clipper;
-      clipper.Begin(int(rank->iterations.size()));
-      while (clipper.Step()) {
-        for (int i = clipper.DisplayStart; i < clipper.DisplayEnd; ++i) {
-          ImGui::TableNextRow();
-          ImGui::TableNextColumn(); ImGui::Text("%d", i);
-          overlap_cells(rank->iterations[size_t(i)].overlap);
-        }
-      }
-      ImGui::EndTable();
-    }
-    ImGui::TreePop();
-  }
+  draw_bucket_exposure(*rank);
+  draw_iterations(*rank);
 }
 
 }  // namespace dpscope::view

@@ -5,10 +5,12 @@
 #include <imgui.h>
 
 #include <algorithm>
-#include <future>
+#include <array>
 #include <optional>
+#include <string>
 
 #include "analysis/collective_match.h"
+#include "trace/vocabulary.h"
 #include "viewer/app.h"
 #include "viewer/palette.h"
 
@@ -16,15 +18,52 @@ namespace dpscope::view {
 
 namespace {
 
+// What the replay keeps and what it costs, for each strategy.
+constexpr const char* kDdpIntro =
+    "Replay this run with another bucket cap: each gradient's ready time and the compute as recorded, "
+    "each bucket's all-reduce costed by a line fitted to this trace's own all-reduces (`dpscope "
+    "whatif`, docs/whatif.md). The prediction is drawn as a what-if lane under each rank.";
+constexpr const char* kFsdpIntro =
+    "Replay this run with another backward prefetch or all-gather limit: each unit's compute as "
+    "recorded, each all-gather and reduce-scatter costed by lines fitted to this trace's own "
+    "(`dpscope whatif`, docs/whatif.md). The prediction is drawn as a what-if lane under each rank.";
+
+// The DDP settings: the bucket cap and the first bucket's.
+void ddp_fields(WhatifRequest& request) {
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+  ImGui::InputDouble("bucket cap MiB", &request.bucket_cap_mb, 0, 0, "%g");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+  ImGui::InputDouble("first bucket MiB (0: as recorded)", &request.first_bucket_mb, 0, 0, "%g");
+}
+
+// The backward prefetch combo's choices: "as recorded", then trace::kBackwardPrefetches' spellings.
+constexpr size_t kPrefetchChoices = 1 + trace::kBackwardPrefetches.size();
+const std::array<const char*, kPrefetchChoices>& prefetch_choices() {
+  static const std::array<std::string, kPrefetchChoices> names = [] {
+    std::array<std::string, kPrefetchChoices> out{"as recorded"};
+    for (size_t i = 0; i < trace::kBackwardPrefetches.size(); ++i) {
+      out[i + 1] = std::string(trace::to_string(trace::kBackwardPrefetches[i]));
+    }
+    return out;
+  }();
+  static const std::array<const char*, kPrefetchChoices> choices = [] {
+    std::array<const char*, kPrefetchChoices> out{};
+    for (size_t i = 0; i < kPrefetchChoices; ++i) out[i] = names[i].c_str();
+    return out;
+  }();
+  return choices;
+}
+
 // The FSDP settings: each "as recorded" or a value.
 void fsdp_fields(WhatifRequest& request) {
-  static const char* const kModes[] = {"as recorded", "pre", "post", "none"};
-  int mode = request.backward_prefetch ? 1 + int(*request.backward_prefetch == trace::BackwardPrefetch::Post) +
-                                             2 * int(*request.backward_prefetch == trace::BackwardPrefetch::None)
-                                       : 0;
+  const auto& modes = trace::kBackwardPrefetches;
+  int choice = request.backward_prefetch
+                   ? 1 + int(std::find(modes.begin(), modes.end(), *request.backward_prefetch) - modes.begin())
+                   : 0;
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 8);
-  if (ImGui::Combo("backward prefetch", &mode, kModes, 4)) {
-    request.backward_prefetch = mode == 0 ? std::nullopt : trace::parse_mode(trace::kBackwardPrefetches, kModes[mode]);
+  if (ImGui::Combo("backward prefetch", &choice, prefetch_choices().data(), int(kPrefetchChoices))) {
+    request.backward_prefetch = choice == 0 ? std::nullopt : std::optional(modes[size_t(choice - 1)]);
   }
   ImGui::SameLine();
   int limit = request.limit_all_gathers.value_or(-1);
@@ -35,27 +74,8 @@ void fsdp_fields(WhatifRequest& request) {
   }
 }
 
-}  // namespace
-
-void draw_whatif(App& app) {
-  const bool fsdp = app.traces[0].model->meta_value("strategy") == "fsdp";
-  if (fsdp) {
-    ImGui::TextWrapped("Replay this run with another backward prefetch or all-gather limit: each unit's "
-                       "compute as recorded, each all-gather and reduce-scatter costed by lines fitted to "
-                       "this trace's own (`dpscope whatif`, docs/whatif.md). The prediction is drawn as a "
-                       "what-if lane under each rank.");
-    fsdp_fields(app.whatif_input);
-  } else {
-    ImGui::TextWrapped("Replay this run with another bucket cap: each gradient's ready time and the compute "
-                       "as recorded, each bucket's all-reduce costed by a line fitted to this trace's own "
-                       "all-reduces (`dpscope whatif`, docs/whatif.md). The prediction is drawn as a "
-                       "what-if lane under each rank.");
-    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
-    ImGui::InputDouble("bucket cap MiB", &app.whatif_input.bucket_cap_mb, 0, 0, "%g");
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
-    ImGui::InputDouble("first bucket MiB (0: as recorded)", &app.whatif_input.first_bucket_mb, 0, 0, "%g");
-  }
+// Predict (disabled while a prediction runs) and, with lanes shown, Clear.
+void draw_buttons(App& app) {
   const bool busy = app.whatif_pending.valid();
   if (busy) ImGui::BeginDisabled();
   if (ImGui::Button(busy ? "predicting..." : "Predict")) app.request_whatif(app.whatif_input);
@@ -64,8 +84,10 @@ void draw_whatif(App& app) {
     ImGui::SameLine();
     if (ImGui::Button("Clear")) app.whatif.reset();
   }
-  if (!app.whatif) return;
-  const WhatifLanes& w = *app.whatif;
+}
+
+// The prediction beside the measurement, with the model that made it; or the refusal.
+void draw_prediction(const WhatifLanes& w) {
   ImGui::Separator();
   ImGui::Text("%s", w.title().c_str());
   if (!w.error.empty()) {
@@ -96,6 +118,20 @@ void draw_whatif(App& app) {
     ImGui::EndTable();
   }
   ImGui::TextWrapped("cost: %s. A prediction, not a measurement: run it to check.", w.model_text.c_str());
+}
+
+}  // namespace
+
+void draw_whatif(App& app) {
+  const bool fsdp = app.traces[0].model->strategy() == trace::Strategy::Fsdp;
+  ImGui::TextWrapped("%s", fsdp ? kFsdpIntro : kDdpIntro);
+  if (fsdp) {
+    fsdp_fields(app.whatif_input);
+  } else {
+    ddp_fields(app.whatif_input);
+  }
+  draw_buttons(app);
+  if (app.whatif) draw_prediction(*app.whatif);
 }
 
 }  // namespace dpscope::view

@@ -7,6 +7,7 @@
 
 #include "analysis/stats.h"
 #include "trace/reader.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::view {
 namespace {
@@ -40,65 +41,122 @@ std::string cost_text(const analysis::AllReduceModel& cost, const char* what) {
   return text;
 }
 
+// One rank's predicted spans, whichever strategy replayed it.
+struct RankSpans {
+  std::vector<Span> comm;   // the predicted collectives
+  std::vector<Span> waits;  // the main thread's waits for them: a lane of their own, they overlap
+
+  void add_waits(const std::vector<analysis::Interval>& intervals, trace::CollectiveOp op) {
+    for (const analysis::Interval& wait : intervals) {
+      waits.push_back(Span::collective_wait(wait.begin_ns, wait.end_ns, op, trace::kNone));
+    }
+  }
+};
+
+// The medians the panel and the headless JSON show, which both strategies' predictions
+// (analysis::Prediction, analysis::FsdpPrediction) name alike.
+template <class Prediction>
+void take_medians(const Prediction& p, WhatifLanes& lanes) {
+  lanes.measured_step_ms = p.measured_step_ms;
+  lanes.predicted_step_ms = p.predicted_step_ms;
+  lanes.measured_exposed_comm_ms = p.measured_exposed_comm_ms;
+  lanes.predicted_exposed_comm_ms = p.predicted_exposed_comm_ms;
+}
+
 // One rank of a DDP trace: the plan for the request's limits; its all-reduces and tail waits.
-std::vector<Span> replay_ddp(trace::Reader& reader, const analysis::RunStats& stats, int32_t rank,
-                             const WhatifRequest& request, WhatifLanes& lanes, bool first) {
+// `summary` (the first rank replayed) takes the plan, the medians and the cost model.
+RankSpans replay_ddp(trace::Reader& reader, const analysis::RunStats& stats, int32_t rank,
+                     const WhatifRequest& request, WhatifLanes* summary) {
   const analysis::ReplayTrace replay = analysis::load_replay_trace(reader, stats, rank);
   const analysis::AllReduceModel cost = analysis::fit_allreduce_model(replay);
   analysis::BucketLimits limits = replay.recorded_limits.value_or(analysis::BucketLimits{});
   limits.bucket_cap_bytes = static_cast<int64_t>(request.bucket_cap_mb * kMiB);
   if (request.first_bucket_mb > 0) limits.first_bucket_bytes = static_cast<int64_t>(request.first_bucket_mb * kMiB);
   const analysis::Prediction p = analysis::predict(replay, analysis::plan_for(replay, limits), cost);
-  std::vector<Span> spans;
+  RankSpans spans;
   for (const analysis::IterationPrediction& it : p.iterations) {
     for (const auto& bucket : it.buckets) {
-      spans.push_back(Span::collective(bucket.start_ns, bucket.end_ns, trace::CollectiveOp::AllReduce, trace::kNone));
+      spans.comm.push_back(Span::collective(bucket.start_ns, bucket.end_ns, trace::CollectiveOp::AllReduce, trace::kNone));
     }
-    for (const analysis::Interval& wait : it.predicted_waits) {
-      spans.push_back(Span::collective_wait(wait.begin_ns, wait.end_ns, trace::CollectiveOp::AllReduce, trace::kNone));
-    }
+    spans.add_waits(it.predicted_waits, trace::CollectiveOp::AllReduce);
   }
-  if (first) {
-    lanes.bucket_bytes = p.bucket_bytes;
-    lanes.measured_step_ms = p.measured_step_ms;
-    lanes.predicted_step_ms = p.predicted_step_ms;
-    lanes.measured_exposed_comm_ms = p.measured_exposed_comm_ms;
-    lanes.predicted_exposed_comm_ms = p.predicted_exposed_comm_ms;
-    lanes.model_text = cost_text(cost, "all-reduce");
+  if (summary) {
+    take_medians(p, *summary);
+    summary->bucket_bytes = p.bucket_bytes;
+    summary->model_text = cost_text(cost, "all-reduce");
   }
   return spans;
 }
 
 // One rank of an FSDP trace: its all-gathers and reduce-scatters as the request's prefetch and
-// all-gather limit would schedule them, and the main thread's waits.
-std::vector<Span> replay_fsdp(trace::Reader& reader, const analysis::RunStats& stats, int32_t rank,
-                              const WhatifRequest& request, WhatifLanes& lanes, bool first) {
+// all-gather limit would schedule them, and the main thread's waits. `summary` (the first rank
+// replayed) takes the settings replayed, the medians and the cost model.
+RankSpans replay_fsdp(trace::Reader& reader, const analysis::RunStats& stats, int32_t rank,
+                      const WhatifRequest& request, WhatifLanes* summary) {
   const analysis::FsdpReplayTrace replay = analysis::load_fsdp_replay_trace(reader, stats, rank);
   const analysis::FsdpCostModel cost = analysis::fit_fsdp_cost_model(replay);
   analysis::FsdpSettings settings = replay.recorded.settings;
   if (request.backward_prefetch) settings.backward_prefetch = *request.backward_prefetch;
   if (request.limit_all_gathers) settings.limit_all_gathers = *request.limit_all_gathers;
   const analysis::FsdpPrediction p = analysis::predict_fsdp(replay, settings, cost);
-  std::vector<Span> spans;
+  RankSpans spans;
   for (size_t i = 0; i < p.iterations.size() && i < replay.iterations.size(); ++i) {
-    const analysis::FsdpIterationPrediction& it = p.iterations[i];
-    for (const analysis::FsdpScheduledCollective& c : it.collectives) {
+    for (const analysis::FsdpScheduledCollective& c : p.iterations[i].collectives) {
       const analysis::FsdpCollective& recorded = replay.iterations[i].collectives[size_t(c.collective)];
-      spans.push_back(Span::collective(c.start_ns, c.end_ns, recorded.op, trace::kNone));
+      spans.comm.push_back(Span::collective(c.start_ns, c.end_ns, recorded.op, trace::kNone));
     }
-    for (const analysis::Interval& wait : it.waits) {
-      spans.push_back(Span::collective_wait(wait.begin_ns, wait.end_ns, trace::CollectiveOp::AllGather, trace::kNone));
-    }
+    spans.add_waits(p.iterations[i].waits, trace::CollectiveOp::AllGather);
   }
-  if (first) {
-    lanes.measured_step_ms = p.measured_step_ms;
-    lanes.predicted_step_ms = p.predicted_step_ms;
-    lanes.measured_exposed_comm_ms = p.measured_exposed_comm_ms;
-    lanes.predicted_exposed_comm_ms = p.predicted_exposed_comm_ms;
-    lanes.model_text = cost_text(cost.all_gather, "all-gather") + "; " + cost_text(cost.reduce_scatter, "reduce-scatter");
-    lanes.fsdp_settings = settings;
+  if (summary) {
+    take_medians(p, *summary);
+    summary->model_text = cost_text(cost.all_gather, "all-gather") + "; " + cost_text(cost.reduce_scatter, "reduce-scatter");
+    summary->fsdp_settings = settings;
   }
   return spans;
+}
+
+// Why `request` cannot be replayed on a trace of the other strategy, or with limits out of
+// range; "" when it can.
+std::string request_error(const WhatifRequest& request, bool fsdp) {
+  if (request.settings == WhatifSettings::kDdp && fsdp) {
+    return "--whatif-cap-mb and --whatif-first-bucket-mb are for DDP traces; this one is FSDP: "
+           "use --whatif-backward-prefetch and --whatif-limit-all-gathers";
+  }
+  if (request.settings == WhatifSettings::kFsdp && !fsdp) {
+    return "--whatif-backward-prefetch and --whatif-limit-all-gathers are for FSDP traces; this one "
+           "is DDP: use --whatif-cap-mb";
+  }
+  if (!fsdp && (!(request.bucket_cap_mb > 0) || request.first_bucket_mb < 0)) {
+    return "the what-if bucket cap must be positive (MiB), and the first bucket positive or 0 (as recorded)";
+  }
+  if (fsdp && request.limit_all_gathers.value_or(0) < 0) return "the what-if all-gather limit must be 0 (none) or more";
+  return "";
+}
+
+// Replays every rank into `lanes`; throws the first rank's refusal (analysis::WhatifError) or
+// a file's error. A later rank that is refused keeps empty lanes.
+void replay_ranks(const Model& model, const WhatifRequest& request, const analysis::RunStats* analysed,
+                  WhatifLanes& lanes) {
+  trace::Reader reader(model.path);
+  std::optional<analysis::RunStats> own;
+  if (!analysed) own = analysis::compute_stats(reader);
+  const analysis::RunStats& stats = analysed ? *analysed : *own;
+  bool first = true;
+  for (size_t r = 0; r < model.ranks.size(); ++r) {
+    const int32_t rank = model.ranks[r].info.rank;
+    WhatifLanes* summary = first ? &lanes : nullptr;
+    RankSpans spans;
+    try {
+      spans = lanes.fsdp ? replay_fsdp(reader, stats, rank, request, summary)
+                         : replay_ddp(reader, stats, rank, request, summary);
+    } catch (const analysis::WhatifError&) {
+      if (first) throw;  // the same refusal for every rank: say it once
+      continue;
+    }
+    first = false;
+    lanes.by_rank[r].comm = lane_of(std::move(spans.comm), rank, lanes.title());
+    lanes.by_rank[r].waits = lane_of(std::move(spans.waits), rank, "what-if: waits");
+  }
 }
 
 }  // namespace
@@ -117,48 +175,12 @@ std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, cons
                                                         const analysis::RunStats* analysed) {
   auto lanes = std::make_shared<WhatifLanes>();
   lanes->request = request;
-  lanes->fsdp = model.meta_value("strategy") == "fsdp";
+  lanes->fsdp = model.strategy() == trace::Strategy::Fsdp;
   lanes->by_rank.resize(model.ranks.size());
-  if (request.settings == WhatifSettings::kDdp && lanes->fsdp) {
-    lanes->error = "--whatif-cap-mb and --whatif-first-bucket-mb are for DDP traces; this one is FSDP: "
-                   "use --whatif-backward-prefetch and --whatif-limit-all-gathers";
-    return lanes;
-  }
-  if (request.settings == WhatifSettings::kFsdp && !lanes->fsdp) {
-    lanes->error = "--whatif-backward-prefetch and --whatif-limit-all-gathers are for FSDP traces; this one "
-                   "is DDP: use --whatif-cap-mb";
-    return lanes;
-  }
-  if (!lanes->fsdp && (!(request.bucket_cap_mb > 0) || request.first_bucket_mb < 0)) {
-    lanes->error = "the what-if bucket cap must be positive (MiB), and the first bucket positive or 0 (as recorded)";
-    return lanes;
-  }
-  if (lanes->fsdp && request.limit_all_gathers.value_or(0) < 0) {
-    lanes->error = "the what-if all-gather limit must be 0 (none) or more";
-    return lanes;
-  }
+  lanes->error = request_error(request, lanes->fsdp);
+  if (!lanes->error.empty()) return lanes;
   try {
-    trace::Reader reader(model.path);
-    std::optional<analysis::RunStats> own;
-    if (!analysed) own = analysis::compute_stats(reader);
-    const analysis::RunStats& stats = analysed ? *analysed : *own;
-    bool first = true;
-    for (size_t r = 0; r < model.ranks.size(); ++r) {
-      const int32_t rank = model.ranks[r].info.rank;
-      std::vector<Span> spans, waits, comm_spans;
-      try {
-        spans = lanes->fsdp ? replay_fsdp(reader, stats, rank, request, *lanes, first)
-                            : replay_ddp(reader, stats, rank, request, *lanes, first);
-      } catch (const analysis::WhatifError&) {
-        if (first) throw;  // the same refusal for every rank: say it once
-        continue;
-      }
-      first = false;
-      // The waits in a lane of their own: they overlap the collectives they wait for.
-      for (const Span& s : spans) (s.kind == trace::EventKind::CollectiveWait ? waits : comm_spans).push_back(s);
-      lanes->by_rank[r].comm = lane_of(std::move(comm_spans), rank, lanes->title());
-      lanes->by_rank[r].waits = lane_of(std::move(waits), rank, "what-if: waits");
-    }
+    replay_ranks(model, request, analysed, *lanes);
   } catch (const std::exception& error) {
     lanes->error = error.what();
     lanes->by_rank.assign(model.ranks.size(), WhatifLanes::RankLanes{});

@@ -1,25 +1,28 @@
-// The GLFW + OpenGL 3 window with Dear ImGui, the interactive frame loop, and the headless
-// --screenshot mode: timed frames (optionally sweeping the zoom), the last read back into a PNG
-// through stb_image_write, and the one JSON line of the contract.
-#include "viewer/headless.h"
+// The GLFW + OpenGL 3 window with Dear ImGui (its input count: Note [Quiet when idle]), the
+// interactive frame loop with its loading screen, and the --screenshot loop: timed frames
+// (optionally sweeping the zoom), the last read back into a PNG through stb_image_write.
+#include "viewer/window.h"
 
 #include <GLFW/glfw3.h>
 #include <imgui.h>
 #include <imgui_impl_glfw.h>
 #include <imgui_impl_opengl3.h>
 #include <stb_image_write.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <future>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
-#include "analysis/stragglers.h"
-#include "viewer/app.h"
-#include "viewer/palette.h"
+#include "trace/error.h"
+#include "viewer/report.h"
 
 namespace dpscope::view {
 
@@ -48,6 +51,29 @@ void install_input_callbacks(GLFWwindow* window) {
   glfwSetWindowFocusCallback(window, [](GLFWwindow*, int) { on_input(); });
   glfwSetWindowSizeCallback(window, [](GLFWwindow*, int, int) { on_input(); });
   glfwSetWindowRefreshCallback(window, [](GLFWwindow*) { on_input(); });
+}
+
+// The back buffer as PNG: OpenGL's rows go bottom-up, PNG's top-down; alpha dropped, the frame
+// is opaque.
+void write_png(const std::string& path, int width, int height) {
+  std::vector<unsigned char> pixels(size_t(width) * size_t(height) * 4);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadBuffer(GL_BACK);
+  glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
+  std::vector<unsigned char> rgb(size_t(width) * size_t(height) * 3);
+  for (int y = 0; y < height; ++y) {
+    const unsigned char* src = pixels.data() + size_t(height - 1 - y) * size_t(width) * 4;
+    unsigned char* dst = rgb.data() + size_t(y) * size_t(width) * 3;
+    for (int x = 0; x < width; ++x) {
+      dst[3 * x] = src[4 * x];
+      dst[3 * x + 1] = src[4 * x + 1];
+      dst[3 * x + 2] = src[4 * x + 2];
+    }
+  }
+  if (!stbi_write_png(path.c_str(), width, height, 3, rgb.data(), width * 3)) {
+    throw std::runtime_error("cannot write the screenshot " + path +
+                             " (check that its directory exists and is writable)");
+  }
 }
 
 }  // namespace
@@ -87,6 +113,8 @@ Window::~Window() {
 }
 
 bool Window::should_close() const { return glfwWindowShouldClose(window_); }
+
+void Window::close() { glfwSetWindowShouldClose(window_, 1); }
 
 float Window::content_scale() const {
   float x = 1, y = 1;
@@ -136,178 +164,266 @@ void Window::end_frame(const std::string& capture_png) {
   glClearColor(ground.x, ground.y, ground.z, 1);
   glClear(GL_COLOR_BUFFER_BIT);
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-  if (!capture_png.empty()) {
-    std::vector<unsigned char> pixels(size_t(width) * size_t(height) * 4);
-    glPixelStorei(GL_PACK_ALIGNMENT, 1);
-    glReadBuffer(GL_BACK);
-    glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
-    // OpenGL's rows go bottom-up; PNG's top-down. Drop alpha: the frame is opaque.
-    std::vector<unsigned char> rgb(size_t(width) * size_t(height) * 3);
-    for (int y = 0; y < height; ++y) {
-      const unsigned char* src = pixels.data() + size_t(height - 1 - y) * size_t(width) * 4;
-      unsigned char* dst = rgb.data() + size_t(y) * size_t(width) * 3;
-      for (int x = 0; x < width; ++x) {
-        dst[3 * x] = src[4 * x];
-        dst[3 * x + 1] = src[4 * x + 1];
-        dst[3 * x + 2] = src[4 * x + 2];
-      }
-    }
-    if (!stbi_write_png(capture_png.c_str(), width, height, 3, rgb.data(), width * 3)) {
-      throw std::runtime_error("cannot write the screenshot " + capture_png +
-                               " (check that its directory exists and is writable)");
-    }
-  }
+  if (!capture_png.empty()) write_png(capture_png, width, height);
   glfwSwapBuffers(window_);
   glFinish();  // the frame is drawn when this returns, so frame times include the rendering
 }
 
 namespace {
 
-// The Stats panel's figures as drawn, for tests and scripts: per rank the whole run's overlap,
-// each iteration's and each bucket's exposed communication (main trace).
-std::string overlap_json(const App& app) {
-  std::string out = "[";
-  const std::shared_ptr<const Analysis>& analysis = app.traces[0].analysis;
-  if (!analysis) return "[]";
-  char number[64];
-  const auto ms = [&](double value) {
-    std::snprintf(number, sizeof(number), "%.6f", value);
-    return std::string(number);
-  };
-  for (const analysis::RankStats& r : analysis->stats.ranks) {
-    if (out.size() > 1) out += ", ";
-    out += "{\"rank\": " + std::to_string(r.rank) + ", \"compute_ms\": " + ms(r.overlap.compute_ms) +
-           ", \"comm_ms\": " + ms(r.overlap.comm_ms) + ", \"exposed_comm_ms\": " +
-           ms(r.overlap.exposed_comm_ms) + ", \"iterations_exposed_comm_ms\": [";
-    for (size_t i = 0; i < r.iterations.size(); ++i) {
-      out += (i ? ", " : "") + ms(r.iterations[i].overlap.exposed_comm_ms);
-    }
-    out += "], \"buckets\": [";
-    for (size_t b = 0; b < r.buckets.size(); ++b) {
-      out += std::string(b ? ", " : "") + "{\"bucket\": " + std::to_string(r.buckets[b].bucket) +
-             ", \"exposed_comm_ms\": " + ms(r.buckets[b].exposed_comm_ms) + "}";
-    }
-    out += "]}";
-  }
-  return out + "]";
+constexpr int kWindowWidth = 1280, kWindowHeight = 800;
+
+std::string window_title(const AppOptions& options) { return "dpscope-view: " + options.path; }
+
+struct Loaded {
+  std::shared_ptr<const Model> main, compare;
+};
+
+Loaded load_both(const std::string& path, const std::string& compare, LoadProgress* progress) {
+  Loaded loaded;
+  loaded.main = load_model(path, progress);
+  if (!compare.empty()) loaded.compare = load_model(compare, progress);
+  return loaded;
 }
 
-// The Stats panel's memory tables and the memory lanes' labels as drawn: per rank the peak's
-// total and, when they show the peak in the steps too, that one's (null otherwise).
-std::string memory_json(const App& app) {
-  const std::shared_ptr<const Analysis>& analysis = app.traces[0].analysis;
-  if (!analysis) return "[]";
-  const bool steps_shown = analysis->steps_peak_elsewhere();
-  std::string out = "[";
-  for (const analysis::RankStats& r : analysis->stats.ranks) {
-    if (out.size() > 1) out += ", ";
-    out += "{\"rank\": " + std::to_string(r.rank) + ", \"peak_bytes\": " +
-           std::to_string(r.memory_peak.total_bytes) + ", \"steps_peak_bytes\": " +
-           (steps_shown && r.step_memory_peak.found() ? std::to_string(r.step_memory_peak.total_bytes) : "null") +
-           "}";
-  }
-  return out + "]";
+// Where --live merges a run directory's rank files while it follows them.
+std::string live_scratch_path() {
+  return (std::filesystem::temp_directory_path() /
+          ("dpscope-view-live-" + std::to_string(::getpid()) + ".sqlite"))
+      .string();
 }
 
-// The Stats panel's straggler line as drawn: "" before the analysis, or with one rank.
-std::string stragglers_line(const App& app) {
-  const std::shared_ptr<const Analysis>& analysis = app.traces[0].analysis;
-  if (!analysis || analysis->stats.ranks.size() < 2) return "";
-  return analysis::stragglers_text(analysis->stats.stragglers);
-}
-
-// `text` inside a JSON string: quotes, backslashes and control characters escaped.
-std::string json_escaped(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char code[8];
-      std::snprintf(code, sizeof(code), "\\u%04x", c);
-      out += code;
+// The interactive viewer before it has an App: the traces loading on a thread (with --live, the
+// run's first file awaited first: the trace may not exist yet), then a load error waiting in a
+// dialog for the user.
+class Opening {
+ public:
+  explicit Opening(const AppOptions& options) : options_(options) {
+    if (options.live) {
+      source_ = std::make_unique<LiveSource>(options.path, live_scratch_path());
     } else {
-      out += c;
+      pending_ = std::async(std::launch::async, load_both, options.path, options.compare_path, &progress_);
     }
   }
-  return out;
-}
+  Opening(const Opening&) = delete;
+  Opening& operator=(const Opening&) = delete;
+  // A load still running stops early; pending_'s destructor waits for it (progress_ outlives it).
+  ~Opening() { progress_.cancel = true; }
 
-// The what-if lanes' prediction as the What-if tab shows it, or null without one.
-std::string whatif_json(const App& app) {
-  if (!app.whatif) return "null";
-  const WhatifLanes& w = *app.whatif;
-  if (!w.error.empty()) return "{\"error\": \"" + json_escaped(w.error) + "\"}";
-  char text[256];
-  std::snprintf(text, sizeof(text),
-                "{\"buckets\": %zu, \"measured_step_ms\": %.6f, \"predicted_step_ms\": %.6f, "
-                "\"measured_exposed_comm_ms\": %.6f, \"predicted_exposed_comm_ms\": %.6f}",
-                w.bucket_bytes.size(), w.measured_step_ms, w.predicted_step_ms, w.measured_exposed_comm_ms,
-                w.predicted_exposed_comm_ms);
-  return text;
-}
+  // The App once the load is done (it follows the live source, if any), else null; a load
+  // error is kept for the dialog, but a --live file caught mid-write is tried again.
+  std::unique_ptr<App> poll(float font_scale) {
+    if (source_ && !pending_.valid()) {
+      live_file_ = source_->poll();
+      if (!live_file_.empty()) {
+        pending_ = std::async(std::launch::async, load_both, live_file_, options_.compare_path, &progress_);
+      }
+    }
+    if (!error_.empty() || !pending_.valid() ||
+        pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      return nullptr;
+    }
+    try {
+      Loaded loaded = pending_.get();
+      auto app = std::make_unique<App>(options_, loaded.main, loaded.compare);
+      app->font_scale = app->default_font_scale = font_scale;
+      if (source_) app->follow(std::move(source_));
+      return app;
+    } catch (const trace::TraceError& e) {
+      if (!source_) error_ = e.what();
+    } catch (const std::exception& e) {
+      error_ = e.what();
+    }
+    return nullptr;
+  }
+
+  // How long the frame loop may sleep: the progress bar moves without input; an error waits.
+  double wait_seconds() const {
+    constexpr double kLoadingFrameSeconds = 0.05;
+    return error_.empty() ? kLoadingFrameSeconds : kWaitForInput;
+  }
+
+  // The error dialog (its Quit closes `window`), or the progress box.
+  void draw(Window& window) const {
+    if (!error_.empty()) {
+      draw_error(window);
+    } else {
+      draw_progress();
+    }
+  }
+
+  const std::string& error() const { return error_; }
+
+ private:
+  void draw_error(Window& window) const {
+    ImGui::OpenPopup("Cannot open the trace");
+    if (ImGui::BeginPopupModal("Cannot open the trace", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
+      ImGui::PushTextWrapPos(600);
+      ImGui::TextUnformatted(error_.c_str());
+      ImGui::PopTextWrapPos();
+      if (ImGui::Button("Quit")) window.close();
+      ImGui::EndPopup();
+    }
+  }
+
+  void draw_progress() const {
+    const ImGuiViewport* viewport = ImGui::GetMainViewport();
+    ImGui::SetNextWindowPos(ImVec2(viewport->Size.x / 2, viewport->Size.y / 2), 0, ImVec2(0.5f, 0.5f));
+    ImGui::Begin("loading", nullptr, ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoDecoration);
+    if (source_ && !pending_.valid()) {
+      ImGui::Text("live: %s", source_->status().c_str());
+      ImGui::TextDisabled("(it opens as soon as a rank has written its first events)");
+    } else {
+      ImGui::Text("loading %s", (source_ ? live_file_ : options_.path).c_str());
+    }
+    ImGui::ProgressBar(float(progress_.fraction.load()), ImVec2(400, 0));
+    ImGui::End();
+  }
+
+  const AppOptions& options_;
+  LoadProgress progress_;
+  std::unique_ptr<LiveSource> source_;
+  std::string live_file_;  // the file being loaded for --live
+  std::future<Loaded> pending_;
+  std::string error_;
+};
 
 }  // namespace
 
-int run_headless(Window& window, App& app, const HeadlessOptions& options, double open_ms) {
-  glfwSwapInterval(0);  // time the drawing, not the display's refresh
+int run_windowed(const AppOptions& options) {
+  Window window(window_title(options), kWindowWidth, kWindowHeight);
+  set_theme(options.theme);
+  const float font_scale = options.font_scale > 0 ? options.font_scale : window.content_scale();
+  Opening opening(options);
+  std::unique_ptr<App> app;
+  while (!window.should_close()) {
+    window.set_font_scale(app ? app->font_scale : font_scale);
+    window.begin_frame(app ? app->idle_wait_seconds() : opening.wait_seconds());
+    if (!app) app = opening.poll(font_scale);
+    if (app) {
+      app->frame();
+    } else {
+      opening.draw(window);
+    }
+    window.end_frame();
+  }
+  if (!opening.error().empty()) throw std::runtime_error(opening.error());
+  return 0;
+}
+
+namespace {
+
+// Headless --live: the file LiveSource gives for `path` (waiting up to a minute for a run to
+// start writing), the source left in `source` for the App to follow.
+std::string wait_for_live_file(const std::string& path, std::unique_ptr<LiveSource>* source) {
+  *source = std::make_unique<LiveSource>(path, live_scratch_path(), std::chrono::milliseconds(100));
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  for (;;) {
+    const std::string file = (*source)->poll();
+    if (!file.empty()) return file;
+    if (std::chrono::steady_clock::now() > give_up) {
+      throw std::runtime_error(path + ": no trace appeared there in a minute; start the run (dpscope "
+                               "launch --trace-dir " + path + " ...) or name an existing trace");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// The state the headless frames show: the legend, folded ranks, the text size, one step.
+void set_up_screenshot(Window& window, App& app, const HeadlessOptions& headless, float font_scale) {
   // The frames show the trace, not wherever the display's pointer happens to be: Xvfb's starts
   // at the screen's centre, over the timeline, where it would hover a span and draw its tooltip.
   ImGui::GetIO().ConfigFlags |= ImGuiConfigFlags_NoMouse;
-  const int frames = std::max(1, options.frames);
-  app.show_legend = options.legend;
+  app.show_legend = headless.legend;
   for (size_t t = 0; t < app.traces.size(); ++t) {
-    for (const int rank : options.folded) app.collapsed[{int(t), rank}] = true;
+    for (const int rank : headless.folded) app.collapsed[{int(t), rank}] = true;
   }
-  app.font_scale = options.font_scale;
+  app.font_scale = font_scale;
   window.set_font_scale(app.font_scale);
-  if (options.iteration >= 0) {
-    app.focus_rank = options.rank;
-    if (!app.go_to_step(options.iteration, options.step)) {
-      throw std::runtime_error("rank " + std::to_string(options.rank) + " has no iteration " +
-                               std::to_string(options.iteration) + " with a step " +
-                               std::to_string(options.step) +
-                               " in this trace; choose another --iteration, --step or --rank");
-    }
+  if (headless.iteration < 0) return;
+  app.focus_rank = headless.rank;
+  if (!app.go_to_step(headless.iteration, headless.step)) {
+    throw std::runtime_error("rank " + std::to_string(headless.rank) + " has no iteration " +
+                             std::to_string(headless.iteration) + " with a step " +
+                             std::to_string(headless.step) +
+                             " in this trace; choose another --iteration, --step or --rank");
   }
-  const double whole0 = app.view_t0, whole1 = app.view_t1;
-  const auto [b0, b1] = app.bucket_range();
+}
+
+// The zoom sweep: from the whole run `whole` to the bucket `bucket` (axis ns) as `f` goes from 0
+// to 1, geometric in width so that every zoom level gets the same number of frames; the centre
+// moves in step so the bucket stays in view.
+std::pair<double, double> swept_view(std::pair<double, double> whole, std::pair<double, double> bucket, double f) {
+  const auto [whole0, whole1] = whole;
+  const auto [b0, b1] = bucket;
+  const double w0 = whole1 - whole0, w1 = std::max(b1 - b0, 100.0);
+  const double width = w0 * std::pow(w1 / w0, f);
+  const double progress = std::log(w0 / width) / std::log(w0 / w1);
+  const double c = (whole0 + whole1) / 2 + progress * ((b0 + b1) / 2 - (whole0 + whole1) / 2);
+  return {c - width / 2, c + width / 2};
+}
+
+// Draws the frames, the last into the PNG; returns each frame's milliseconds.
+std::vector<double> draw_frames(Window& window, App& app, const HeadlessOptions& headless, bool live) {
+  glfwSwapInterval(0);  // time the drawing, not the display's refresh
+  const int frames = std::max(1, headless.frames);
+  const std::pair<double, double> whole{app.view_t0, app.view_t1};
+  const std::pair<double, double> bucket = app.bucket_range();
   std::vector<double> times;
   for (int i = 0; i < frames; ++i) {
-    if (options.zoom_sweep && frames > 1) {
-      // Geometric in width, so every zoom level gets the same number of frames; the centre
-      // moves in step so the bucket stays in view.
-      const double f = double(i) / double(frames - 1);
-      const double w0 = whole1 - whole0, w1 = std::max(b1 - b0, 100.0);
-      const double width = w0 * std::pow(w1 / w0, f);
-      const double progress = std::log(w0 / width) / std::log(w0 / w1);
-      const double c = (whole0 + whole1) / 2 + progress * ((b0 + b1) / 2 - (whole0 + whole1) / 2);
-      app.set_view(c - width / 2, c + width / 2);
+    if (headless.zoom_sweep && frames > 1) {
+      const auto [t0, t1] = swept_view(whole, bucket, double(i) / double(frames - 1));
+      app.set_view(t0, t1);
     }
     const auto start = std::chrono::steady_clock::now();
     window.set_font_scale(app.font_scale);
     window.begin_frame();
     app.frame();
-    window.end_frame(i == frames - 1 ? options.png : "");
+    window.end_frame(i == frames - 1 ? headless.png : "");
     const auto end = std::chrono::steady_clock::now();
     times.push_back(std::chrono::duration<double, std::milli>(end - start).count());
-    if (options.live) std::this_thread::sleep_until(start + std::chrono::milliseconds(33));
+    if (live) std::this_thread::sleep_until(start + std::chrono::milliseconds(33));
   }
-  // The frame that writes the PNG also reads it back; leave it out of the timing when others exist.
-  std::vector<double> timed(times.begin(), times.end() - (times.size() > 1 ? 1 : 0));
-  std::vector<double> sorted = timed;
+  return times;
+}
+
+// The median and the longest of `times`; the frame that writes the PNG also reads it back, so
+// it is left out when others exist.
+FrameTimes frame_times(const std::vector<double>& times, double open_ms) {
+  std::vector<double> sorted(times.begin(), times.end() - (times.size() > 1 ? 1 : 0));
   std::sort(sorted.begin(), sorted.end());
-  const double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
-                                          : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
-  // link_text has no quote or backslash to escape.
-  std::printf("{\"open_ms\": %.1f, \"frames\": %d, \"frame_ms_median\": %.2f, \"frame_ms_max\": %.2f, "
-              "\"link\": \"%s\", \"narration\": \"%s\", \"overlap\": %s, \"memory\": %s, \"stragglers\": \"%s\", "
-              "\"whatif\": %s}\n",
-              open_ms, frames, median, sorted.back(), app.link().c_str(),
-              json_escaped(app.narration).c_str(), overlap_json(app).c_str(), memory_json(app).c_str(),
-              json_escaped(stragglers_line(app)).c_str(), whatif_json(app).c_str());
+  const size_t n = sorted.size();
+  FrameTimes out;
+  out.open_ms = open_ms;
+  out.frames = int(times.size());
+  out.median_ms = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  out.max_ms = sorted.back();
+  return out;
+}
+
+}  // namespace
+
+int run_headless(const AppOptions& options, const HeadlessOptions& headless) {
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<LiveSource> source;
+  const std::string path = options.live ? wait_for_live_file(options.path, &source) : options.path;
+  Loaded loaded = load_both(path, options.compare_path, nullptr);
+  const double open_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  Window window(window_title(options), kWindowWidth, kWindowHeight);
+  set_theme(options.theme);
+  App app(options, loaded.main, loaded.compare);
+  if (source) app.follow(std::move(source));
+  app.wait_for_analysis();
+  set_up_screenshot(window, app, headless, options.font_scale > 0 ? options.font_scale : 1);
+  const std::vector<double> times = draw_frames(window, app, headless, options.live);
+  std::printf("%s\n", headless_report(app, frame_times(times, open_ms)).c_str());
   std::fflush(stdout);
+  if (options.live) {
+    std::fprintf(stderr, "dpscope-view: live: %d reloads, %lld events in the last one, %lld rows read by the reloads; "
+                 "followed %s after %d merges of rank files\n",
+                 app.live_reloads(), static_cast<long long>(app.traces[0].model->events),
+                 static_cast<long long>(app.live_rows_read()), app.live_status().c_str(), app.live_merges());
+  }
   return 0;
 }
 

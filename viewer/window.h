@@ -1,11 +1,12 @@
-// The window, the frame loop and the headless mode of dpscope-view: one GLFW window with an
-// OpenGL 3 context and Dear ImGui on it; interactive frames until closed, or (--screenshot) a
-// fixed number of timed frames whose last one is written as a PNG.
+// The window of dpscope-view and the loops that draw the App in it: one GLFW window with an
+// OpenGL 3 context and Dear ImGui on it; interactive frames until it is closed (loading with a
+// progress bar first), or (--screenshot) a fixed number of timed frames, the last one a PNG.
 #pragma once
 
-#include <limits>
 #include <string>
 #include <vector>
+
+#include "viewer/app.h"
 
 struct GLFWwindow;
 
@@ -20,12 +21,6 @@ namespace dpscope::view {
 // interval while following a run, the text cursor's blink while typing, and until the next
 // input when nothing moves. bench/viewer_idle.sh measures it; tests/viewer checks it.
 inline constexpr int kFramesAfterInput = 3;
-// The font scales Window::set_font_scale accepts (others are clamped to them).
-inline constexpr float kMinFontScale = 0.75f;
-inline constexpr float kMaxFontScale = 3.0f;
-inline constexpr double kWaitForInput = std::numeric_limits<double>::infinity();
-
-class App;
 
 // Owns the GLFW window and the ImGui context. Thread-safety: main thread only (GLFW's rule).
 class Window {
@@ -39,17 +34,19 @@ class Window {
   Window& operator=(const Window&) = delete;
 
   bool should_close() const;
+  // Asks the frame loop to end after this frame (the error dialog's Quit).
+  void close();
   // Takes the window's events and starts an ImGui frame. With `max_wait_s` > 0 it first sleeps
-  // until an input arrives or that many seconds pass (infinity: until an input), unless an input
-  // came within the last few frames, which ImGui needs to settle (hover, focus, a release).
+  // until an input arrives or that many seconds pass (kWaitForInput: until an input), unless an
+  // input came within the last few frames, which ImGui needs to settle (hover, focus, a release).
   // See Note [Quiet when idle].
   void begin_frame(double max_wait_s = 0);
   // Renders the ImGui frame; `capture_png` (if not empty) receives the frame, read back before
   // it is shown. Throws std::runtime_error naming the file if it cannot be written.
   void end_frame(const std::string& capture_png = "");
-  GLFWwindow* handle() const { return window_; }
   // Draws text at `scale` times Dear ImGui's 13 px font, and widgets in proportion, from the next
-  // frame on (rebuilds the font atlas when the scale changes; call between frames).
+  // frame on (clamped to [kMinFontScale, kMaxFontScale]; rebuilds the font atlas when the scale
+  // changes; call between frames).
   void set_font_scale(float scale);
   // The monitor's content scale (2 on a HiDPI screen, 1 under Xvfb): the default font scale.
   float content_scale() const;
@@ -59,28 +56,32 @@ class Window {
   float font_scale_ = 1;
 };
 
+// What --screenshot draws; the rest (the traces, --live, --font-scale, the theme) is AppOptions'.
 struct HeadlessOptions {
   std::string png;          // where the last frame goes
   int frames = 1;           // frames to draw
   bool zoom_sweep = false;  // sweep the view from the whole run to one bucket's all-reduce
-  bool live = false;        // pace frames at ~30 per second so a growing file can be followed
-  // Show one iteration of rank `rank` (-1: none), with the playhead on its step `step` — the
-  // picture of one moment with its narration line and buckets.
   bool legend = false;      // the legend window open
   std::vector<int> folded;  // rank indices whose lane groups are folded (every open trace)
-  float font_scale = 1;     // text size, times the 13 px font
+  // Show one iteration of rank `rank` (-1: none), with the playhead on its step `step` — the
+  // picture of one moment with its narration line and buckets.
   int iteration = -1;
   int step = 0;
   int rank = 0;
 };
 
-// Draws the frames, writes the PNG and prints one JSON line on stdout (docs/viewer.md):
-// {"open_ms": ..., "frames": N, "frame_ms_median": ..., "frame_ms_max": ..., "link": the header's
-// "emulated link ..." or "", "narration": the narration line as drawn (playback.h),
-// "overlap": [{"rank",
-// "compute_ms", "comm_ms", "exposed_comm_ms", "iterations_exposed_comm_ms": [...], "buckets":
-// [{"bucket", "exposed_comm_ms"}]}]} — "overlap" holds the Stats panel's figures as drawn. Returns
-// the exit status (0). Throws std::runtime_error if the PNG cannot be written.
-int run_headless(Window& window, App& app, const HeadlessOptions& options, double open_ms);
+// The interactive viewer: loads `options`' traces on a thread while showing progress (with
+// --live, waits for the run's first file, saying what it waits for), then draws the App until
+// the window is closed. Returns 0; a load error stays on screen in a dialog until the window is
+// closed, then is thrown (std::runtime_error) for the caller to print.
+int run_windowed(const AppOptions& options);
+
+// --screenshot: loads the traces (with --live, waiting up to a minute for a run to start
+// writing), draws `headless.frames` frames (with --live paced at ~30 per second, so that a
+// growing file is followed) at --font-scale or 1, writes the last as the PNG and prints one JSON
+// line on stdout (report.h; docs/viewer.md), and with --live one line of the follower's counts
+// on stderr. Returns the exit status (0). Throws std::runtime_error (trace::TraceError for a file)
+// saying what failed: a load, the window, the PNG, a step that is not there.
+int run_headless(const AppOptions& options, const HeadlessOptions& headless);
 
 }  // namespace dpscope::view

@@ -17,6 +17,7 @@ using namespace dpscope::view;
 using dpscope::testing::TempDir;
 using What = LifecycleStep::What;
 namespace trace = dpscope::trace;
+namespace formats = dpscope::formats;
 
 namespace {
 

@@ -1,0 +1,105 @@
+// The --screenshot JSON line (see report.h): each part read from the App's state the way its
+// panel reads it, so that the line and the picture cannot disagree.
+#include "viewer/report.h"
+
+#include <cstdio>
+
+#include "analysis/stragglers.h"
+
+namespace dpscope::view {
+namespace {
+
+std::string number(const char* format, double value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), format, value);
+  return text;
+}
+
+std::string ms(double value) { return number("%.6f", value); }
+
+// `text` inside a JSON string: quotes, backslashes and control characters escaped.
+std::string json_escaped(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char code[8];
+      std::snprintf(code, sizeof(code), "\\u%04x", c);
+      out += code;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// The Stats panel's figures as drawn: per rank the whole run's overlap, each iteration's and
+// each bucket's exposed communication.
+std::string overlap_json(const Analysis& analysis) {
+  std::string out = "[";
+  for (const analysis::RankStats& r : analysis.stats.ranks) {
+    if (out.size() > 1) out += ", ";
+    out += "{\"rank\": " + std::to_string(r.rank) + ", \"compute_ms\": " + ms(r.overlap.compute_ms) +
+           ", \"comm_ms\": " + ms(r.overlap.comm_ms) + ", \"exposed_comm_ms\": " +
+           ms(r.overlap.exposed_comm_ms) + ", \"iterations_exposed_comm_ms\": [";
+    for (size_t i = 0; i < r.iterations.size(); ++i) {
+      out += (i ? ", " : "") + ms(r.iterations[i].overlap.exposed_comm_ms);
+    }
+    out += "], \"buckets\": [";
+    for (size_t b = 0; b < r.buckets.size(); ++b) {
+      out += std::string(b ? ", " : "") + "{\"bucket\": " + std::to_string(r.buckets[b].bucket) +
+             ", \"exposed_comm_ms\": " + ms(r.buckets[b].exposed_comm_ms) + "}";
+    }
+    out += "]}";
+  }
+  return out + "]";
+}
+
+// The Stats panel's memory tables and the memory lanes' labels as drawn: per rank the peak's
+// total and, when they show the peak in the steps too, that one's (null otherwise).
+std::string memory_json(const Analysis& analysis) {
+  const bool steps_shown = analysis.steps_peak_elsewhere();
+  std::string out = "[";
+  for (const analysis::RankStats& r : analysis.stats.ranks) {
+    if (out.size() > 1) out += ", ";
+    out += "{\"rank\": " + std::to_string(r.rank) + ", \"peak_bytes\": " +
+           std::to_string(r.memory_peak.total_bytes) + ", \"steps_peak_bytes\": " +
+           (steps_shown && r.step_memory_peak.found() ? std::to_string(r.step_memory_peak.total_bytes) : "null") +
+           "}";
+  }
+  return out + "]";
+}
+
+// The Stats panel's straggler line as drawn: "" with one rank.
+std::string stragglers_line(const Analysis& analysis) {
+  if (analysis.stats.ranks.size() < 2) return "";
+  return analysis::stragglers_text(analysis.stats.stragglers);
+}
+
+// The what-if lanes' prediction as the What-if tab shows it, or null without one.
+std::string whatif_json(const App& app) {
+  if (!app.whatif) return "null";
+  const WhatifLanes& w = *app.whatif;
+  if (!w.error.empty()) return "{\"error\": \"" + json_escaped(w.error) + "\"}";
+  return "{\"buckets\": " + std::to_string(w.bucket_bytes.size()) + ", \"measured_step_ms\": " +
+         ms(w.measured_step_ms) + ", \"predicted_step_ms\": " + ms(w.predicted_step_ms) +
+         ", \"measured_exposed_comm_ms\": " + ms(w.measured_exposed_comm_ms) +
+         ", \"predicted_exposed_comm_ms\": " + ms(w.predicted_exposed_comm_ms) + "}";
+}
+
+}  // namespace
+
+std::string headless_report(const App& app, const FrameTimes& times) {
+  const Analysis* analysis = app.traces[0].analysis.get();
+  // link() has no quote or backslash to escape.
+  return "{\"open_ms\": " + number("%.1f", times.open_ms) + ", \"frames\": " + std::to_string(times.frames) +
+         ", \"frame_ms_median\": " + number("%.2f", times.median_ms) + ", \"frame_ms_max\": " +
+         number("%.2f", times.max_ms) + ", \"link\": \"" + app.link() + "\", \"narration\": \"" +
+         json_escaped(app.narration) + "\", \"overlap\": " + (analysis ? overlap_json(*analysis) : "[]") +
+         ", \"memory\": " + (analysis ? memory_json(*analysis) : "[]") + ", \"stragglers\": \"" +
+         json_escaped(analysis ? stragglers_line(*analysis) : "") + "\", \"whatif\": " + whatif_json(app) + "}";
+}
+
+}  // namespace dpscope::view

@@ -1,0 +1,28 @@
+// The one JSON line that `dpscope-view --screenshot` prints (docs/viewer.md): the frames' timing
+// and the figures as the panels draw them (overlap, memory, stragglers, the what-if prediction),
+// so that tests and scripts check what a user sees without reading pixels.
+#pragma once
+
+#include <string>
+
+#include "viewer/app.h"
+
+namespace dpscope::view {
+
+// How the headless frames went (window.h's run_headless measures them).
+struct FrameTimes {
+  double open_ms = 0;  // loading the traces
+  int frames = 0;
+  double median_ms = 0, max_ms = 0;  // per frame, the one that wrote the PNG left out
+};
+
+// The line, without its newline:
+// {"open_ms": ..., "frames": N, "frame_ms_median": ..., "frame_ms_max": ..., "link": the header's
+// "emulated link ..." or "", "narration": the narration line as drawn (playback.h),
+// "overlap": [{"rank", "compute_ms", "comm_ms", "exposed_comm_ms", "iterations_exposed_comm_ms":
+// [...], "buckets": [{"bucket", "exposed_comm_ms"}]}], "memory": [{"rank", "peak_bytes",
+// "steps_peak_bytes"}], "stragglers": the Stats panel's line, "whatif": the What-if tab's figures
+// or null}. The figures are the main trace's, as its analysis holds them once done.
+std::string headless_report(const App& app, const FrameTimes& times);
+
+}  // namespace dpscope::view
