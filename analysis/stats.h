@@ -201,17 +201,4 @@ std::string link_text(double link_gbps, double link_latency_us);
 // trace takes seconds. Throws TraceError if the file cannot be read.
 // Thread-safety: uses `reader`, so the calling thread must own it; the result is a plain value.
 RunStats compute_stats(trace::Reader& reader);
-
-// The `dpscope stats --json` object of docs/trace-format.md, on one line without a newline:
-// exactly the contract's keys, in its order; absent values (loss, iteration, bucket, ...) are
-// null. Pure function of `stats`.
-std::string stats_json(const RunStats& stats);
-
-// The readable report of `dpscope stats`: the run, a warning line for each rank that dropped
-// events or did not complete, the buckets and units, and per rank its iterations (step time,
-// loss, hooks, collectives, overlap), the median, min and max step time, overall overlap and
-// peak memory by category in MiB. Long runs show their first and last iterations only (the
-// step time summary still covers all). Ends with a newline. Pure function.
-std::string stats_text(const RunStats& stats);
-
 }  // namespace dpscope::analysis

@@ -1,11 +1,11 @@
 // The two renderings of RunStats: stats_json, the `dpscope stats --json` contract of
-// docs/trace-format.md, and stats_text, the readable report (see stats.h).
+// docs/trace-format.md, and stats_text, the readable report (see stats_report.h).
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "analysis/stats.h"
+#include "analysis/stats_report.h"
 
 namespace dpscope::analysis {
 namespace {

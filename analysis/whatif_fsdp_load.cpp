@@ -1,6 +1,8 @@
 // Reading an FSDP trace for the what-if replay (Note [FSDP what-if replay] in whatif_fsdp.h): the
 // recorded configuration, the refusals, the cost model's samples, and each steady iteration's
 // main-thread program.
+#include "analysis/whatif_fsdp_load.h"
+
 #include <algorithm>
 #include <map>
 #include <optional>

@@ -1,5 +1,7 @@
 // The cost of one collective for the what-if replays (whatif.h, whatif_fsdp.h): a line fitted by
 // least squares to the collectives of one kind the trace recorded, or the ring model of a link.
+#include "analysis/whatif_model.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "analysis/stats.h"
+#include "analysis/stats_report.h"
 #include "cli/commands.h"
 #include "trace/reader.h"
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/stats_report.h"
 #include "tests/analysis/stats_fixture.h"
 
 namespace dpscope::analysis {

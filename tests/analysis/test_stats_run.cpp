@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/stats_report.h"
 #include "analysis/intervals.h"
 #include "tests/analysis/stats_fixture.h"
 

@@ -10,6 +10,7 @@
 
 #include "analysis/collective_match.h"
 #include "analysis/stats.h"
+#include "analysis/stats_report.h"
 #include "analysis/stragglers.h"
 #include "tests/test_util.h"
 #include "trace/reader.h"

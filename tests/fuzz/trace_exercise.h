@@ -10,6 +10,7 @@
 #include <string>
 
 #include "analysis/stats.h"
+#include "analysis/stats_report.h"
 #include "formats/export_chrome.h"
 #include "trace/error.h"
 #include "trace/merge.h"

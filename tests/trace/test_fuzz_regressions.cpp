@@ -13,6 +13,7 @@
 #include <string>
 
 #include "analysis/stats.h"
+#include "analysis/stats_report.h"
 #include "formats/export_chrome.h"
 #include "tests/fuzz/seed_traces.h"
 #include "tests/test_util.h"

@@ -1,0 +1,110 @@
+// What the FSDP what-if replay reads of a trace (Note [FSDP what-if replay] in whatif_fsdp.h):
+// the settings it was recorded with, each steady iteration's main-thread program and
+// collectives, and the cost model's samples. Read once by load_fsdp_replay_trace
+// (whatif_fsdp_load.cpp); replayed by predict_fsdp (whatif_fsdp.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "analysis/intervals.h"
+#include "analysis/stats.h"
+#include "analysis/whatif.h"
+#include "trace/reader.h"
+#include "trace/vocabulary.h"
+
+namespace dpscope::analysis {
+
+// The settings a replay is made for. Plain value.
+struct FsdpSettings {
+  trace::BackwardPrefetch backward_prefetch = trace::BackwardPrefetch::Pre;
+  int32_t limit_all_gathers = 0;  // 0: no limit
+  bool operator==(const FsdpSettings& o) const {
+    return backward_prefetch == o.backward_prefetch && limit_all_gathers == o.limit_all_gathers;
+  }
+};
+
+// One point of the main thread's program (Note [FSDP what-if replay]).
+enum class FsdpStepKind {
+  kMark,          // a phase begins or ends: nothing happens, its predicted time is kept
+  kIssueGather,   // a unit needs its parameters soon: issue its all-gather unless in flight
+  kPrefetch,      // a recorded forward prefetch: the same as kIssueGather
+  kWaitGather,    // a unit needs its parameters now: issue if needed, then wait
+  kPostBackward,  // a unit's post-backward hook ran (where BACKWARD_POST prefetches)
+  kIssue,         // issue a reduce-scatter or any other collective
+  kWait,          // wait for a reduce-scatter or any other collective
+};
+
+struct FsdpStep {
+  FsdpStepKind kind = FsdpStepKind::kMark;
+  int64_t recorded_ns = 0;  // when the main thread reached the point
+  int64_t work_ns = 0;      // the main thread's work since the previous point (waits excluded)
+  int32_t collective = -1;  // index into FsdpIteration::collectives (issue and wait steps)
+  int32_t unit = -1;        // the unit (gather and post-backward steps)
+  // kWaitGather in backward: the step index of the next unit's backward gather wait in this
+  // backward pass (where a prefetch is aimed), -1 for the last unit.
+  int32_t next_backward_wait = -1;
+  int32_t mark = -1;        // kMark: index into FsdpIteration::marks
+};
+
+// One collective of the iteration on the replayed rank, as recorded.
+struct FsdpCollective {
+  trace::CollectiveOp op = trace::CollectiveOp::AllGather;
+  int32_t unit = -1;
+  int64_t bytes = 0;
+  uint8_t flags = 0;
+  int64_t enqueue_ns = 0;
+  Interval span;
+};
+
+// A phase slice of the iteration, by the program's marks.
+struct FsdpPhase {
+  std::string name;
+  int32_t begin_mark = 0, end_mark = 0;
+};
+
+// What the replay reads of one steady iteration on one rank. Plain values.
+struct FsdpIteration {
+  int32_t iteration = 0;
+  double measured_step_ms = 0;  // compute_stats' step time
+  OverlapStats measured;        // compute_stats' per-iteration figures
+  std::vector<FsdpCollective> collectives;
+  std::vector<FsdpStep> program;        // in recorded order
+  int64_t recorded_end_ns = 0;          // when the program's last point (or wait) ended
+  std::vector<int64_t> mark_recorded_ns;  // by mark
+  std::vector<FsdpPhase> phases;        // forward, backward and optimizer_step slices
+};
+
+// The trace's recorded FSDP configuration (meta config), as far as the replay needs it.
+struct FsdpRecordedConfig {
+  FsdpSettings settings;
+  bool forward_prefetch = false;
+  int32_t limit_reduce_scatters = 1;
+  // Meta fsdp.sharding, else config's; a word this version does not know reads as FullShard.
+  trace::ShardingStrategy sharding = trace::ShardingStrategy::FullShard;
+  // Config's mixed_precision as recorded (a ComputePrecision's spelling), which the report shows.
+  std::string mixed_precision{trace::to_string(trace::ComputePrecision::Fp32)};
+  bool cpu_offload = false;
+};
+
+// Everything the FSDP replay needs of a trace, read once (load_fsdp_replay_trace).
+struct FsdpReplayTrace : ReplayOrigin {
+  FsdpRecordedConfig recorded;
+  std::vector<std::string> unit_names;        // by unit index
+  std::vector<FsdpIteration> iterations;      // the steady iterations of `rank`
+  // Every all-gather and reduce-scatter of the steady iterations on every rank: (bytes, ns), the
+  // samples the cost models are fitted to.
+  std::vector<std::pair<int64_t, int64_t>> allgather_samples, reduce_scatter_samples;
+  int64_t launch_offset_ns = 0;  // Note [FSDP what-if replay]
+};
+
+// Reads `reader`'s FSDP trace for a replay of `rank`, using `stats` (compute_stats of the same
+// reader) for the measured figures and the steady iterations. Throws WhatifError naming the file
+// and the fix for: another strategy than FSDP, no unit state events, sharding no_shard (no
+// all-gathers to prefetch), no steady iterations, a rank not in the file, gradient accumulation.
+// Thread-safety: uses `reader`, so the calling thread must own it; the result is a plain value.
+FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank);
+
+}  // namespace dpscope::analysis
