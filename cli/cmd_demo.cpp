@@ -19,6 +19,7 @@
 #include "analysis/stats.h"
 #include "cli/commands.h"
 #include "trace/reader.h"
+#include "trace/vocabulary.h"
 #ifdef DPSCOPE_HAVE_ENGINE
 #include <torch/cuda.h>
 #endif
@@ -41,9 +42,11 @@ struct DemoOptions {
 
 // One of the two trainings the demo runs.
 struct DemoRun {
-  std::string title;       // "DDP"
-  std::string folder;      // "ddp": <out>/ddp/run.sqlite
-  std::string train_args;  // the strategy's flags of `dpscope train`
+  std::string title;        // "DDP"
+  trace::Strategy strategy;  // `dpscope train --strategy`; its spelling names the folder:
+                             // <out>/ddp/run.sqlite
+  std::string options;      // the strategy's own flags of `dpscope train`, after --strategy
+  std::string folder() const { return std::string(trace::to_string(strategy)); }
 };
 
 // What the summary shows of one run besides its trace's analysis.
@@ -228,54 +231,52 @@ std::string link_args(const DemoOptions& options) {
   return text;
 }
 
-void run_demo(const DemoOptions& options) {
-  const std::string bin = binary_dir();
-  const std::string dpscope = bin + "/dpscope";
-  const std::string viewer = bin + "/dpscope-view";
+// The demo's folder, made if need be, as an absolute path (the commands it prints run anywhere).
+std::string make_out_dir(const DemoOptions& options) {
   std::error_code error;
   std::filesystem::create_directories(options.out_dir, error);
   if (error) {
     throw CliFailure("cannot create " + options.out_dir + ": " + error.message() +
                      " (pass --out DIR)");
   }
-  const std::string out = std::filesystem::absolute(options.out_dir).lexically_normal().string();
+  return std::filesystem::absolute(options.out_dir).lexically_normal().string();
+}
 
-  // The MLP's layers hold 16,640, 65,792 and 2,570 parameters: a unit each from 2,000 up.
-  const std::vector<DemoRun> runs = {
-      {"DDP", "ddp", "--strategy ddp"},
-      {"FSDP FULL_SHARD", "fsdp", "--strategy fsdp --sharding full --wrap-min-params 2000"},
-  };
-  const DeviceChoice device = choose_device(options.ranks);
-  std::cout << "dpscope demo: " << options.ranks << " ranks " << device.line << "\n\n" << std::flush;
-  std::vector<RunSummary> summaries;
-  std::vector<Figures> figures;
-  int number = 1;
-  for (const DemoRun& run : runs) {
-    const std::string dir = out + "/" + run.folder;
-    // Rank files of an earlier demo would be merged with this one's.
-    std::filesystem::remove_all(dir, error);
-    std::filesystem::create_directories(dir, error);
-    const std::string command =
-        shell_quoted(dpscope) + " launch -n " + std::to_string(options.ranks) + " --trace-dir " +
-        shell_quoted(dir) + link_args(options) + " -- " + shell_quoted(dpscope) +
-        " train --model mlp --data digits --eval-fraction 0.2 --lr 0.1 --momentum 0.9 --steps " +
-        std::to_string(options.steps) + " --progress-every " +
-        std::to_string(std::max<int64_t>(1, options.steps / 3)) + " " + device.train_args + " " +
-        run.train_args;
-    std::cout << "== " << number++ << ". " << run.title << ": the MLP on the digits, "
-              << options.ranks << " ranks\n   " << command << "\n" << std::flush;
-    RunSummary summary;
-    summary.trace = dir + "/run.sqlite";
-    const std::string log = dir + "/train.log";
-    if (run_logged(command, log, summary) != 0) {
-      throw CliFailure("the " + run.title + " training failed; its output is in " + log +
-                       " (run scripts/setup to rebuild, then try again)");
-    }
-    std::cout << "\n";
-    summaries.push_back(summary);
+// Section `number`: `run` under `dpscope launch`, its trace in <out>/<folder>; returns where
+// its trace and output went.
+RunSummary launch_training(const DemoOptions& options, const DemoRun& run, const std::string& out,
+                           const DeviceChoice& device, int number) {
+  const std::string dpscope = binary_dir() + "/dpscope";
+  const std::string dir = out + "/" + run.folder();
+  std::error_code error;
+  // Rank files of an earlier demo would be merged with this one's.
+  std::filesystem::remove_all(dir, error);
+  std::filesystem::create_directories(dir, error);
+  const std::string command =
+      shell_quoted(dpscope) + " launch -n " + std::to_string(options.ranks) + " --trace-dir " +
+      shell_quoted(dir) + link_args(options) + " -- " + shell_quoted(dpscope) +
+      " train --model mlp --data digits --eval-fraction 0.2 --lr 0.1 --momentum 0.9 --steps " +
+      std::to_string(options.steps) + " --progress-every " +
+      std::to_string(std::max<int64_t>(1, options.steps / 3)) + " " + device.train_args +
+      " --strategy " + run.folder() + run.options;
+  std::cout << "== " << number << ". " << run.title << ": the MLP on the digits, "
+            << options.ranks << " ranks\n   " << command << "\n" << std::flush;
+  RunSummary summary;
+  summary.trace = dir + "/run.sqlite";
+  const std::string log = dir + "/train.log";
+  if (run_logged(command, log, summary) != 0) {
+    throw CliFailure("the " + run.title + " training failed; its output is in " + log +
+                     " (run scripts/setup to rebuild, then try again)");
   }
+  std::cout << "\n";
+  return summary;
+}
 
-  std::cout << "== " << number++ << ". Summary (from the traces, as `dpscope stats --json` has them, and the trainings' output)\n\n";
+// Section `number`: each run's summary, then FSDP's step time and peak against DDP's.
+void print_summaries(const std::vector<DemoRun>& runs, const std::vector<RunSummary>& summaries,
+                     int number) {
+  std::cout << "== " << number << ". Summary (from the traces, as `dpscope stats --json` has them, and the trainings' output)\n\n";
+  std::vector<Figures> figures;
   for (size_t i = 0; i < runs.size(); ++i) figures.push_back(print_summary(runs[i], summaries[i]));
   if (figures[0].step_ms > 0 && figures[0].peak_mib > 0) {
     std::printf("FSDP against DDP: step time x%.2f, peak memory x%.2f. Of the 85 k parameters, 3/4 are one\n"
@@ -285,7 +286,13 @@ void run_demo(const DemoOptions& options) {
                 "sharding pays.\n\n",
                 figures[1].step_ms / figures[0].step_ms, figures[1].peak_mib / figures[0].peak_mib);
   }
+}
 
+// Section `number`: the two traces in the viewer's compare mode on the display, else its
+// screenshots in `out`, else the command to open them where there is a display.
+void show_in_viewer(const DemoOptions& options, const std::string& out,
+                    const std::vector<RunSummary>& summaries, int number) {
+  const std::string viewer = binary_dir() + "/dpscope-view";
   const std::string a = shell_quoted(summaries[0].trace), b = shell_quoted(summaries[1].trace);
   std::cout << "== " << number << ". The viewer\n";
   if (!std::filesystem::exists(viewer)) {
@@ -311,16 +318,36 @@ void run_demo(const DemoOptions& options) {
   }
   std::cout << (options.no_view ? "   --no-view" : "   No display")
             << ": screenshots of the viewer instead:\n";
+  // Each run's screenshot beside its trace.
+  const auto beside = [](const RunSummary& summary) {
+    return std::filesystem::path(summary.trace).replace_filename("screenshot.png").string();
+  };
   const std::vector<std::pair<std::string, std::string>> shots = {
       {a + " --compare " + b, out + "/compare.png"},
-      {a, out + "/ddp/screenshot.png"},
-      {b, out + "/fsdp/screenshot.png"},
+      {a, beside(summaries[0])},
+      {b, beside(summaries[1])},
   };
   for (const auto& [traces, png] : shots) {
     if (screenshot(viewer, traces, png)) std::cout << "   " << png << "\n";
   }
   std::cout << "   Open the comparison where there is a display:\n   dpscope-view "
             << summaries[0].trace << " --compare " << summaries[1].trace << "\n";
+}
+
+void run_demo(const DemoOptions& options) {
+  const std::string out = make_out_dir(options);
+  // The MLP's layers hold 16,640, 65,792 and 2,570 parameters: a unit each from 2,000 up.
+  const std::vector<DemoRun> runs = {
+      {"DDP", trace::Strategy::Ddp, ""},
+      {"FSDP FULL_SHARD", trace::Strategy::Fsdp, " --sharding full --wrap-min-params 2000"},
+  };
+  const DeviceChoice device = choose_device(options.ranks);
+  std::cout << "dpscope demo: " << options.ranks << " ranks " << device.line << "\n\n" << std::flush;
+  std::vector<RunSummary> summaries;
+  int number = 1;
+  for (const DemoRun& run : runs) summaries.push_back(launch_training(options, run, out, device, number++));
+  print_summaries(runs, summaries, number++);
+  show_in_viewer(options, out, summaries, number);
 }
 
 }  // namespace

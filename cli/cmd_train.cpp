@@ -63,7 +63,7 @@ CLI::Option* add_mode_option(CLI::App* cmd, const std::string& name, std::string
 // `dpscope train`'s flags: the TrainConfig they fill, and the text of those parsed after.
 struct TrainFlags {
   train::TrainConfig config;
-  std::string strategy = "ddp";
+  std::string strategy{trace::to_string(train::Strategy::Ddp)};
   std::string initial_buckets = "pytorch";
   std::string comm_hook{ddp::to_string(ddp::CommHookKind::None)};
   std::string sharding{fsdp::to_string(fsdp::ShardingStrategy::FullShard)};
@@ -120,9 +120,7 @@ void add_run_options(CLI::App* cmd, TrainFlags& f) {
   cmd->add_option("--seed", c.seed, "Seed of the sampler, the synthetic data and the init")
       ->capture_default_str();
   cmd->add_option("--threads", c.threads, "Intra-op threads per rank (default: cores / local ranks)");
-  cmd->add_option("--strategy", f.strategy, "ddp | fsdp")
-      ->check(CLI::IsMember({"ddp", "fsdp"}))
-      ->capture_default_str();
+  add_mode_option(cmd, "--strategy", f.strategy, train::kTrainStrategies, "ddp | fsdp");
   cmd->add_option("--backend", c.backend,
                   "gloo | nccl (default: nccl with --device cuda, gloo on the CPU; gloo with "
                   "--device cuda stages tensors through host memory)")
@@ -216,7 +214,7 @@ void add_trace_options(CLI::App* cmd, TrainFlags& f) {
 // The TrainConfig the parsed flags give; refuses DDP's bucket flags with FSDP.
 train::TrainConfig config_from(const TrainFlags& f) {
   train::TrainConfig config = f.config;
-  config.strategy = f.strategy == "fsdp" ? train::Strategy::Fsdp : train::Strategy::Ddp;
+  config.strategy = *train::parse_mode(train::kTrainStrategies, f.strategy);
   config.broadcast_buffers = !f.no_broadcast_buffers;
   config.initial_buckets = *ddp::parse_initial_buckets(f.initial_buckets);
   config.comm_hook = *train::parse_mode(ddp::kCommHookKinds, f.comm_hook);

@@ -195,8 +195,8 @@ pid_t start_rank(const LaunchOptions& o, int local_rank, int port, const std::st
   // started inside torchrun passed on.
   ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
   if (o.link_gbps && o.link_latency_us) {
-    ::setenv(comm::kLinkGbpsEnv, analysis::link_value_text(*o.link_gbps).c_str(), 1);
-    ::setenv(comm::kLinkLatencyEnv, analysis::link_value_text(*o.link_latency_us).c_str(), 1);
+    ::setenv(analysis::kLinkGbpsEnv, analysis::link_value_text(*o.link_gbps).c_str(), 1);
+    ::setenv(analysis::kLinkLatencyEnv, analysis::link_value_text(*o.link_latency_us).c_str(), 1);
   }
   ::dup2(out_fd, STDOUT_FILENO);
   ::dup2(err_fd, STDERR_FILENO);

@@ -665,6 +665,75 @@ std::string config_json(const SynthOptions& options) {
   return config.dump();
 }
 
+// The run file at options.out, replaced if it exists.
+std::unique_ptr<trace::Writer> open_run_file(const SynthOptions& options) {
+  try {
+    return std::make_unique<trace::Writer>(options.out);
+  } catch (const trace::TraceError& error) {
+    throw trace::TraceError(std::string("synth: ") + error.what() + "; choose a writable --out path");
+  }
+}
+
+// The meta table, as `dpscope train --strategy ddp` writes it for the same run.
+void write_meta(trace::Writer& w, const SynthOptions& options, const Model& model) {
+  namespace key = trace::meta_key;
+  w.set_meta(key::kStrategy, trace::to_string(trace::Strategy::Ddp));
+  w.set_meta(key::kDdpInitialBuckets, "pytorch");
+  w.set_meta(key::kBackend, "gloo");
+  w.set_meta(key::kWorldSize, std::to_string(options.ranks));
+  w.set_meta(key::kModel, "synthetic mlp");
+  w.set_meta(key::kModelSummary,
+             std::to_string(options.layers) + " Linear layers (" + std::to_string(kInputs) +
+                 " -> " + std::to_string(options.hidden) + " -> ... -> " +
+                 std::to_string(kClasses) + "), " + std::to_string(model.params.size()) +
+                 " parameters, " + std::to_string(model.param_bytes / 4) + " elements");
+  w.set_meta(key::kCommandLine, "dpscope synth --events " + std::to_string(options.events) +
+                                    " --ranks " + std::to_string(options.ranks) + " --out " +
+                                    options.out + " --seed " + std::to_string(options.seed));
+  w.set_meta(key::kConfig, config_json(options));
+  w.set_meta(key::kTraceLevel, trace::to_string(trace::TraceLevel::Full));
+  w.set_meta(key::kDevice, "cpu");
+  w.set_meta(key::kCreatedUnixMs,
+             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count()));
+}
+
+// What the events refer to: the names, every rank's two lanes, the parameters and both
+// generations of buckets.
+void write_setup(trace::Writer& w, const SynthOptions& options, const Model& model,
+                 const Plan& initial, const Plan& rebuilt) {
+  for (trace::NameId id = kDdpInit; id <= kStepMs; ++id) w.add_name(id, kNames[id - 1]);
+  for (int r = 0; r < options.ranks; ++r) {
+    w.add_lane(trace::LaneInfo{r, 0, "main", trace::LaneKind::Host});
+    w.add_lane(trace::LaneInfo{r, 1, "gloo comm", trace::LaneKind::Comm});
+  }
+  for (trace::ParamInfo p : model.params) {
+    p.bucket = initial.bucket_of[static_cast<size_t>(p.index)];
+    p.rebuilt_bucket = rebuilt.bucket_of[static_cast<size_t>(p.index)];
+    w.add_param(p);
+  }
+  for (const Plan* generation : {&initial, &rebuilt}) {
+    for (const auto& b : generation->buckets) w.add_bucket(b);
+  }
+}
+
+// Every rank's row of `ranks`, complete, on hosts of 8 ranks each.
+void write_ranks(trace::Writer& w, int ranks, const Simulation& simulation, const Sink& sink) {
+  for (int r = 0; r < ranks; ++r) {
+    trace::RankInfo info;
+    info.rank = r;
+    info.host = "synth-node" + std::to_string(r / 8);
+    info.pid = 10000 + r;
+    info.local_rank = r % 8;
+    info.start_ns = simulation.rank_start(static_cast<size_t>(r));
+    info.end_ns = simulation.rank_end(static_cast<size_t>(r));
+    info.events = sink.rank_events(r);
+    info.status = "complete";
+    w.put_rank(info);
+  }
+}
+
 }  // namespace
 
 void check_synth_options(const SynthOptions& options) { validate(options); }
@@ -681,65 +750,18 @@ SynthResult synthesize(const SynthOptions& options, const std::function<void(dou
                        index_units * static_cast<int64_t>(std::size(trace::kIndexes)),
                    progress);
 
-  std::unique_ptr<trace::Writer> writer;
-  try {
-    writer = std::make_unique<trace::Writer>(options.out);
-  } catch (const trace::TraceError& error) {
-    throw trace::TraceError(std::string("synth: ") + error.what() + "; choose a writable --out path");
-  }
+  const std::unique_ptr<trace::Writer> writer = open_run_file(options);
   trace::Writer& w = *writer;
   w.begin();
-  w.set_meta("strategy", "ddp");
-  w.set_meta("ddp_initial_buckets", "pytorch");
-  w.set_meta("backend", "gloo");
-  w.set_meta("world_size", std::to_string(options.ranks));
-  w.set_meta("model", "synthetic mlp");
-  w.set_meta("model_summary",
-             std::to_string(options.layers) + " Linear layers (" + std::to_string(kInputs) +
-                 " -> " + std::to_string(options.hidden) + " -> ... -> " +
-                 std::to_string(kClasses) + "), " + std::to_string(model.params.size()) +
-                 " parameters, " + std::to_string(model.param_bytes / 4) + " elements");
-  w.set_meta("command_line", "dpscope synth --events " + std::to_string(options.events) +
-                                 " --ranks " + std::to_string(options.ranks) + " --out " +
-                                 options.out + " --seed " + std::to_string(options.seed));
-  w.set_meta("config", config_json(options));
-  w.set_meta("trace_level", "full");
-  w.set_meta("device", "cpu");
-  w.set_meta("created_unix_ms",
-             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                std::chrono::system_clock::now().time_since_epoch())
-                                .count()));
-  for (trace::NameId id = kDdpInit; id <= kStepMs; ++id) w.add_name(id, kNames[id - 1]);
-  for (int r = 0; r < options.ranks; ++r) {
-    w.add_lane(trace::LaneInfo{r, 0, "main", trace::LaneKind::Host});
-    w.add_lane(trace::LaneInfo{r, 1, "gloo comm", trace::LaneKind::Comm});
-  }
-  for (trace::ParamInfo p : model.params) {
-    p.bucket = initial.bucket_of[static_cast<size_t>(p.index)];
-    p.rebuilt_bucket = rebuilt.bucket_of[static_cast<size_t>(p.index)];
-    w.add_param(p);
-  }
-  for (const Plan* generation : {&initial, &rebuilt}) {
-    for (const auto& b : generation->buckets) w.add_bucket(b);
-  }
+  write_meta(w, options, model);
+  write_setup(w, options, model, initial, rebuilt);
   w.commit();
 
   Sink sink(w, options.ranks, tracker);
   Simulation simulation(options, iterations, model, initial, rebuilt, sink);
   simulation.construction();
   for (int64_t it = 0; it < iterations; ++it) simulation.iteration(static_cast<int32_t>(it));
-  for (int r = 0; r < options.ranks; ++r) {
-    trace::RankInfo info;
-    info.rank = r;
-    info.host = "synth-node" + std::to_string(r / 8);
-    info.pid = 10000 + r;
-    info.local_rank = r % 8;
-    info.start_ns = simulation.rank_start(static_cast<size_t>(r));
-    info.end_ns = simulation.rank_end(static_cast<size_t>(r));
-    info.events = sink.rank_events(r);
-    info.status = "complete";
-    w.put_rank(info);
-  }
+  write_ranks(w, options.ranks, simulation, sink);
   sink.commit();
   // The indexes one by one, for progress; finish() then finds them there.
   for (const char* ddl : trace::kIndexes) {

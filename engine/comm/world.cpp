@@ -7,6 +7,7 @@
 #include "analysis/link_model.h"
 #include "engine/comm/gloo_backend.h"
 #include "engine/comm/nccl_backend.h"
+#include "trace/vocabulary.h"
 
 #ifdef DPSCOPE_HAVE_CUDA
 #include <c10/cuda/CUDAFunctions.h>
@@ -35,13 +36,13 @@ Backend default_backend() {
 namespace {
 
 // The caller's link, else the environment's (Note [Link emulation]), checked.
-std::optional<LinkSpec> link_of(const WorldOptions& options, int rank) {
+std::optional<analysis::LinkSpec> link_of(const WorldOptions& options, int rank) {
   try {
     if (options.link) {
-      return check_link(options.link->gbps, options.link->latency_us, "WorldOptions::link.gbps",
-                        "WorldOptions::link.latency_us");
+      return analysis::check_link(options.link->gbps, options.link->latency_us,
+                                  "WorldOptions::link.gbps", "WorldOptions::link.latency_us");
     }
-    return link_from_env();
+    return analysis::link_from_env();
   } catch (const std::invalid_argument& error) {
     throw CommError("rank " + std::to_string(rank) + ": " + error.what());
   }
@@ -52,13 +53,13 @@ std::optional<LinkSpec> link_of(const WorldOptions& options, int rank) {
 World init_world(const WorldOptions& options) {
   World world;
   world.env = read_launch_env();
-  const std::optional<LinkSpec> link = link_of(options, world.env.rank);
+  const std::optional<analysis::LinkSpec> link = link_of(options, world.env.rank);
   world.store = rendezvous(world.env, options.timeout);
   world.clock = measure_clock_offset(*world.store, world.env);
   if (options.recorder) {
     options.recorder->set_clock_offset(world.clock.offset_ns, world.clock.uncertainty_ns);
-    options.recorder->set_meta("backend", to_string(options.backend));
-    options.recorder->set_meta("world_size", std::to_string(world.env.world_size));
+    options.recorder->set_meta(trace::meta_key::kBackend, to_string(options.backend));
+    options.recorder->set_meta(trace::meta_key::kWorldSize, std::to_string(world.env.world_size));
     if (link) record_link(*options.recorder, *link);
   }
   if (link) world.link = std::make_shared<EmulatedLink>(*link);

@@ -28,8 +28,8 @@ struct WorldOptions {
   trace::Recorder* recorder = nullptr;  // gets the clock offset and the group's collectives
   // The link to emulate (Note [Link emulation]); nullopt: the one DPSCOPE_LINK_GBPS and
   // DPSCOPE_LINK_LATENCY_US describe (set by `dpscope launch --link-gbps G --link-latency-us L`),
-  // and none when they are unset. Check a user's values with check_link (link_model.h) first.
-  std::optional<LinkSpec> link;
+  // and none when they are unset. Check a user's values with analysis::check_link first.
+  std::optional<analysis::LinkSpec> link;
 };
 
 struct World {

@@ -13,6 +13,7 @@
 #include "engine/memory/tracking_allocator.h"
 #include "engine/replica/broadcast_coalesced.h"
 #include "engine/replica/model_verification.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::ddp {
 
@@ -60,7 +61,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   for (const at::Tensor& param : params_) {
     specs.push_back({param.scalar_type(), param.device(), param.numel() * param.element_size()});
   }
-  if (recorder) recorder->set_meta("ddp_initial_buckets", to_string(options_.initial_buckets));
+  if (recorder) {
+    recorder->set_meta(trace::meta_key::kDdpInitialBuckets, to_string(options_.initial_buckets));
+  }
   BucketAssignment assignment = compute_bucket_assignment_by_size(
       specs,
       initial_size_limits(options_.initial_buckets, options_.find_unused_parameters,

@@ -16,6 +16,7 @@
 #include "engine/models/forward_hooks.h"
 #include "engine/replica/broadcast_coalesced.h"
 #include "engine/replica/model_verification.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::fsdp {
 
@@ -49,13 +50,12 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<torch::nn::Mo
   trace::Recorder* recorder = options_.recorder;
   if (recorder) {
     final_callback_name_ = recorder->name("fsdp.final_callback");
-    recorder->set_meta("fsdp.sharding", std::string(to_string(sharding_)));
-    recorder->set_meta("fsdp.backward_prefetch", std::string(to_string(options_.backward_prefetch)));
-    recorder->set_meta("fsdp.forward_prefetch", options_.forward_prefetch ? "true" : "false");
-    recorder->set_meta("fsdp.compute_dtype",
-                       std::string(c10::toString(options_.mixed_precision.param_dtype)));
-    recorder->set_meta("fsdp.reduce_dtype",
-                       std::string(c10::toString(options_.mixed_precision.reduce_dtype)));
+    namespace key = trace::meta_key;
+    recorder->set_meta(key::kFsdpSharding, to_string(sharding_));
+    recorder->set_meta(key::kFsdpBackwardPrefetch, to_string(options_.backward_prefetch));
+    recorder->set_meta(key::kFsdpForwardPrefetch, options_.forward_prefetch ? "true" : "false");
+    recorder->set_meta(key::kFsdpComputeDtype, c10::toString(options_.mixed_precision.param_dtype));
+    recorder->set_meta(key::kFsdpReduceDtype, c10::toString(options_.mixed_precision.reduce_dtype));
   }
 
   std::vector<at::Tensor> params;

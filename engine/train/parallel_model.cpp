@@ -4,6 +4,7 @@
 
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/fsdp/fully_sharded_data_parallel.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::train {
 
@@ -41,7 +42,7 @@ class DdpModel final : public ParallelModel {
     return state;
   }
 
-  std::string describe() const override { return "ddp"; }
+  std::string describe() const override { return std::string(trace::to_string(Strategy::Ddp)); }
 
  private:
   static ddp::DdpOptions options(const TrainConfig& config, trace::Recorder* recorder) {
@@ -91,7 +92,8 @@ class FsdpModel final : public ParallelModel {
   }
 
   std::string describe() const override {
-    return "fsdp (" + std::string(fsdp::to_string(fsdp_.sharding())) + ", " +
+    return std::string(trace::to_string(Strategy::Fsdp)) + " (" +
+           std::string(fsdp::to_string(fsdp_.sharding())) + ", " +
            std::to_string(fsdp_.unit_count()) + " unit" + (fsdp_.unit_count() == 1 ? "" : "s") + ")";
   }
 

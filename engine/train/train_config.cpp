@@ -1,5 +1,6 @@
 // validate_train_config (train_config.h): the checks of a TrainConfig that need no LibTorch, so
 // that `dpscope train` can make them in parse-only mode too (cli/cmd_train.cpp, the CLI fuzzer).
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -70,6 +71,8 @@ void validate_train_config(const TrainConfig& c) {
   auto require = [](bool ok, const std::string& message) {
     if (!ok) throw std::invalid_argument(message);
   };
+  const auto train_strategy = std::find(kTrainStrategies.begin(), kTrainStrategies.end(), c.strategy);
+  require(train_strategy != kTrainStrategies.end(), "--strategy must be ddp or fsdp");
   require(c.steps >= 1, "--steps must be at least 1");
   require(c.batch_size >= 1, "--batch-size must be at least 1");
   require(c.grad_accum >= 1, "--grad-accum must be at least 1");

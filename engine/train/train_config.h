@@ -3,6 +3,7 @@
 // (README.md, `dpscope train`); tutorials fill it in code.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -12,10 +13,15 @@
 #include "engine/fsdp/fsdp_modes.h"
 #include "engine/models/model_config.h"
 #include "trace/schema.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::train {
 
-enum class Strategy { Ddp, Fsdp };
+// The trace's strategies (trace/vocabulary.h), so that the meta key `strategy` and `--strategy`
+// spell each one way.
+using trace::Strategy;
+// The ones a training runs (`--strategy ddp | fsdp`); validate_train_config refuses the others.
+inline constexpr std::array<Strategy, 2> kTrainStrategies{Strategy::Ddp, Strategy::Fsdp};
 
 // --straggler RANK:MS: rank RANK works MS milliseconds longer each step, at the end of its
 // forward (so before its backward and its first bucket): a slow rank to teach and to test the

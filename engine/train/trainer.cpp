@@ -62,7 +62,7 @@ std::string config_json(const TrainConfig& c) {
                 std::string(ddp::to_string(c.initial_buckets)).c_str(), c.find_unused_parameters ? "true" : "false",
                 c.gradient_as_bucket_view ? "true" : "false", c.static_graph ? "true" : "false",
                 c.broadcast_buffers ? "true" : "false", std::string(ddp::to_string(c.comm_hook)).c_str(),
-                c.strategy == Strategy::Fsdp ? "fsdp" : "ddp", std::string(fsdp::to_string(c.sharding)).c_str(),
+                std::string(trace::to_string(c.strategy)).c_str(), std::string(fsdp::to_string(c.sharding)).c_str(),
                 static_cast<long long>(c.wrap_min_params), std::string(fsdp::to_string(c.mixed_precision)).c_str(),
                 c.reduce_fp32 ? "true" : "false", c.cpu_offload ? "true" : "false",
                 std::string(fsdp::to_string(c.backward_prefetch)).c_str(), c.forward_prefetch ? "true" : "false",
@@ -130,19 +130,20 @@ namespace {
 // The run's metadata: how it was started and configured, as `dpscope stats` and the viewer show it.
 void record_run_meta(trace::Recorder& recorder, const TrainConfig& config, const comm::LaunchEnv& env,
                      comm::Backend backend, bool fault_injected) {
-  recorder.set_meta("command_line", config.command_line);
-  recorder.set_meta("config", config_json(config));
-  recorder.set_meta("strategy", config.strategy == Strategy::Fsdp ? "fsdp" : "ddp");
-  recorder.set_meta("backend", std::string(comm::to_string(backend)));
-  recorder.set_meta("world_size", std::to_string(env.world_size));
-  recorder.set_meta("model", config.model.name);
-  recorder.set_meta("trace_level", std::string(trace::to_string(config.trace_level)));
-  recorder.set_meta("device", config.device);
-  if (fault_injected) recorder.set_meta("fault_injected", std::getenv("DPSCOPE_FAULT"));
+  namespace key = trace::meta_key;
+  recorder.set_meta(key::kCommandLine, config.command_line);
+  recorder.set_meta(key::kConfig, config_json(config));
+  recorder.set_meta(key::kStrategy, trace::to_string(config.strategy));
+  recorder.set_meta(key::kBackend, comm::to_string(backend));
+  recorder.set_meta(key::kWorldSize, std::to_string(env.world_size));
+  recorder.set_meta(key::kModel, config.model.name);
+  recorder.set_meta(key::kTraceLevel, trace::to_string(config.trace_level));
+  recorder.set_meta(key::kDevice, config.device);
+  if (fault_injected) recorder.set_meta(key::kFaultInjected, std::getenv("DPSCOPE_FAULT"));
   if (config.straggler) {
     char straggler[64];
     std::snprintf(straggler, sizeof(straggler), "%d:%g", config.straggler->rank, config.straggler->ms);
-    recorder.set_meta("straggler", straggler);
+    recorder.set_meta(key::kStraggler, straggler);
   }
 }
 
@@ -310,7 +311,7 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env, c10::Devi
   const data::Dataset eval_set = run_data.all.slice(train_rows, run_data.all.size());
   const std::shared_ptr<models::Model> model = build_model(config, env, run_data, device);
   const std::string summary = models::summarize(config.model.name, *model);
-  recorder.set_meta("model_summary", summary);
+  recorder.set_meta(trace::meta_key::kModelSummary, summary);
 
   const std::unique_ptr<ParallelModel> parallel =
       make_parallel_model(config, model, world.group, &recorder, &sampler);

@@ -17,6 +17,7 @@
 using dpscope::testing::dpscope_bin;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
+namespace analysis = dpscope::analysis;
 namespace trace = dpscope::trace;
 
 namespace {

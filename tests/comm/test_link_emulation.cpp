@@ -23,6 +23,7 @@
 
 using namespace dpscope;
 using namespace dpscope::comm;
+using namespace dpscope::analysis;
 using dpscope::testing::dpscope_bin;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;

@@ -16,6 +16,7 @@
 
 using namespace dpscope;
 using namespace dpscope::comm;
+using namespace dpscope::analysis;
 using trace::CollectiveOp;
 
 namespace {

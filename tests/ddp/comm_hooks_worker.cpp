@@ -23,6 +23,7 @@
 #include "engine/ddp/comm_hook.h"
 #include "engine/ddp/powersgd.h"
 #include "trace/recorder.h"
+#include "trace/vocabulary.h"
 
 using namespace dpscope;
 using Shape = std::vector<int64_t>;
@@ -349,8 +350,8 @@ int main(int argc, char** argv) {
       options.rank = env.rank;
       options.local_rank = env.local_rank;
       recorder = std::make_unique<trace::Recorder>(options);
-      recorder->set_meta("backend", "gloo");
-      recorder->set_meta("world_size", std::to_string(env.world_size));
+      recorder->set_meta(trace::meta_key::kBackend, "gloo");
+      recorder->set_meta(trace::meta_key::kWorldSize, std::to_string(env.world_size));
     }
     comm::WorldOptions options;
     options.backend = comm::Backend::Gloo;

@@ -45,6 +45,7 @@
 #include "engine/memory/tracking_allocator.h"
 #include "engine/replica/broadcast_coalesced.h"
 #include "trace/recorder.h"
+#include "trace/vocabulary.h"
 
 using namespace dpscope;
 
@@ -507,10 +508,10 @@ void run_trace(std::shared_ptr<comm::ProcessGroup> group, trace::Recorder* recor
   ddp::DistributedDataParallel ddp(model, group, options);
   sampler.sample();
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
-  const trace::NameId forward_name = recorder->name("forward");
-  const trace::NameId backward_name = recorder->name("backward");
-  const trace::NameId step_name = recorder->name("optimizer_step");
-  const trace::NameId iteration_name = recorder->name("iteration");
+  const trace::NameId forward_name = recorder->name(trace::kPhaseForward);
+  const trace::NameId backward_name = recorder->name(trace::kPhaseBackward);
+  const trace::NameId step_name = recorder->name(trace::kPhaseOptimizerStep);
+  const trace::NameId iteration_name = recorder->name(trace::kPhaseIteration);
   for (int it = 0; it < 3; ++it) {
     const int64_t begin_ns = trace::now_ns();
     zero_grad(*model);
@@ -544,7 +545,7 @@ void run_trace(std::shared_ptr<comm::ProcessGroup> group, trace::Recorder* recor
     }
     sampler.sample();
     recorder->phase(0, iteration_name, begin_ns, trace::now_ns(), it);
-    recorder->metric(it, recorder->name("loss"), loss.item<double>());
+    recorder->metric(it, recorder->name(trace::kMetricLoss), loss.item<double>());
   }
   std::printf("rank %d: params_hash %016llx\n", rank,
               static_cast<unsigned long long>(params_hash(*model)));
@@ -668,8 +669,8 @@ int main(int argc, char** argv) {
       options.rank = env.rank;
       options.local_rank = env.local_rank;
       recorder = std::make_unique<trace::Recorder>(options);
-      recorder->set_meta("strategy", "ddp");
-      recorder->set_meta("model", "ddp_worker " + mode);
+      recorder->set_meta(trace::meta_key::kStrategy, trace::to_string(trace::Strategy::Ddp));
+      recorder->set_meta(trace::meta_key::kModel, "ddp_worker " + mode);
       if (mode == "trace") allocator = &memory::TrackingAllocator::install();
     }
     comm::WorldOptions options;

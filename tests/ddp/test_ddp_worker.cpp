@@ -9,10 +9,12 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tests/test_util.h"
 #include "trace/reader.h"
+#include "trace/vocabulary.h"
 
 using dpscope::testing::dpscope_bin;
 using dpscope::testing::run_command;
@@ -379,9 +381,10 @@ TEST(DdpWorker, TraceContentThreeRanks) {
         }
         EXPECT_EQ(matches, 1) << "bucket " << b;
       }
-      for (const char* name : {"forward", "backward", "optimizer_step", "iteration"}) {
+      for (const std::string_view name : {trace::kPhaseForward, trace::kPhaseBackward,
+                                          trace::kPhaseOptimizerStep, trace::kPhaseIteration}) {
         int count = 0;
-        for (const auto& e : phases_named(merged, r, name)) count += e.iteration == it;
+        for (const auto& e : phases_named(merged, r, std::string(name))) count += e.iteration == it;
         EXPECT_EQ(count, 1) << name;
       }
     }

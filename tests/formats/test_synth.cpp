@@ -7,12 +7,14 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <string_view>
 #include <tuple>
 
 #include "formats/synth.h"
 #include "tests/test_util.h"
 #include "trace/error.h"
 #include "trace/reader.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::formats {
 namespace {
@@ -73,8 +75,10 @@ TEST_F(synthTrace, OpensWithReaderWithTheRunMetadata) {
     EXPECT_EQ(comm.kind, LaneKind::Comm);
   }
   const auto names = reader.names();
-  for (const char* name : {"forward", "backward", "optimizer_step", "iteration", "verify_model",
-                           "broadcast_state", "loss", "step_ms"}) {
+  for (const std::string_view name :
+       {trace::kPhaseForward, trace::kPhaseBackward, trace::kPhaseOptimizerStep, trace::kPhaseIteration,
+        std::string_view("verify_model"), std::string_view("broadcast_state"), trace::kMetricLoss,
+        trace::kMetricStepMs}) {
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
   }
 }
@@ -278,7 +282,7 @@ TEST_F(synthTrace, TimesAreOrdered) {
       EXPECT_GE(e.begin_ns, free);
       free = e.end_ns;
     }
-    if (e.kind == EventKind::Phase && names.at(static_cast<size_t>(e.name)) == "backward") {
+    if (e.kind == EventKind::Phase && names.at(static_cast<size_t>(e.name)) == trace::kPhaseBackward) {
       backward[{e.rank, e.iteration}] = {e.begin_ns, e.end_ns};
     }
     const auto r = static_cast<size_t>(e.rank);
@@ -323,7 +327,7 @@ TEST_F(synthTrace, AllocatorTotalIsTheSumOfTheCategories) {
   const auto metrics = reader.metrics(0);
   std::vector<double> loss;
   for (const Metric& m : metrics) {
-    if (m.name == "loss") loss.push_back(m.value);
+    if (m.name == trace::kMetricLoss) loss.push_back(m.value);
   }
   ASSERT_GT(loss.size(), size_t{2});
   EXPECT_LT(loss.back(), loss.front());

@@ -22,6 +22,7 @@ using dpscope::testing::have_python_torch;
 using dpscope::testing::max_abs_diff;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
+namespace analysis = dpscope::analysis;
 namespace trace = dpscope::trace;
 
 namespace {

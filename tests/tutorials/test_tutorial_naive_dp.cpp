@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/tutorials/tutorial_checks.h"
+#include "trace/vocabulary.h"
 
 using namespace dpscope::testing::tutorial;
 using dpscope::testing::TempDir;
@@ -22,7 +23,7 @@ std::map<int, std::map<int32_t, std::pair<int64_t, int64_t>>> backward_phases(tr
   std::map<int, std::map<int32_t, std::pair<int64_t, int64_t>>> phases;
   for (int rank = 0; rank < 2; ++rank) {
     for (const auto& e : reader.events_of_kind(trace::EventKind::Phase, rank)) {
-      if (names.at(e.name) == "backward") phases[rank][e.iteration] = {e.begin_ns, e.end_ns};
+      if (names.at(e.name) == trace::kPhaseBackward) phases[rank][e.iteration] = {e.begin_ns, e.end_ns};
     }
   }
   return phases;

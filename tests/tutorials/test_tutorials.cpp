@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tests/tutorials/tutorial_checks.h"
+#include "trace/vocabulary.h"
 
 using namespace dpscope::testing::tutorial;
 using dpscope::testing::TempDir;
@@ -281,7 +282,7 @@ TEST(Tutorials, NoSync07NoAllReduceInNoSyncMicroSteps) {
   for (int rank = 0; rank < 2; ++rank) {
     std::map<int32_t, std::vector<int64_t>> backward_begins;
     for (const auto& e : reader.events_of_kind(trace::EventKind::Phase, rank)) {
-      if (names.at(e.name) == "backward") backward_begins[e.iteration].push_back(e.begin_ns);
+      if (names.at(e.name) == trace::kPhaseBackward) backward_begins[e.iteration].push_back(e.begin_ns);
     }
     ASSERT_EQ(backward_begins.size(), 3u);
     for (const auto& c : reader.events_of_kind(trace::EventKind::Collective, rank)) {
@@ -589,7 +590,7 @@ TEST(Tutorials, RealTrainingReaches95PercentWithDdpAndFsdp) {
     int64_t losses = 0;
     for (const trace::Metric& metric : reader.metrics(0)) {
       if (metric.name == "accuracy") accuracy = metric.value;
-      if (metric.name == "loss") ++losses;
+      if (metric.name == trace::kMetricLoss) ++losses;
     }
     EXPECT_GE(accuracy, 0.95) << part << "\n" << run.output;
     EXPECT_EQ(losses, 300) << part;

@@ -16,6 +16,7 @@
 
 namespace dpscope::testing::tutorial {
 
+namespace analysis = dpscope::analysis;
 namespace trace = dpscope::trace;
 using dpscope::testing::dpscope_bin;
 using dpscope::testing::run_command;

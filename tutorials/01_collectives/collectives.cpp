@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "analysis/whatif.h"
 #include "engine/comm/link_emulation.h"
 #include "engine/comm/process_group.h"
+#include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 
@@ -47,7 +49,7 @@ struct Exchange {
 
 // Issues `collective` inside a phase named `phase` on the main lane, so that the viewer labels
 // it, and waits for it.
-void traced(tutorials::TracedRun& run, int32_t iteration, const std::string& phase,
+void traced(tutorials::TracedRun& run, int32_t iteration, std::string_view phase,
             const std::function<comm::WorkHandle()>& collective) {
   trace::ScopedPhase scope(&run.recorder(), 0, phase, iteration);
   collective()->wait();
@@ -66,7 +68,7 @@ std::vector<Exchange> four_collectives(tutorials::TracedRun& run, int64_t chunk)
   at::Tensor broadcast = mine.clone(), sum = mine.clone();
   at::Tensor my_chunk_of_sum = at::empty({chunk}, floats), gathered = at::empty({n * chunk}, floats);
 
-  trace::ScopedPhase iteration(&run.recorder(), 0, "iteration", 0);
+  trace::ScopedPhase iteration(&run.recorder(), 0, trace::kPhaseIteration, 0);
   traced(run, 0, "broadcast " + whole, [&] { return group.broadcast(broadcast, 0, tag); });
   traced(run, 0, "all-reduce " + whole, [&] { return group.all_reduce(sum, comm::ReduceOp::Sum, tag); });
   traced(run, 0, "reduce-scatter " + whole + " -> " + part,
@@ -85,7 +87,7 @@ std::vector<Exchange> four_collectives(tutorials::TracedRun& run, int64_t chunk)
 // with `iteration`. Returns the floats of this rank whose bits differ between the two results,
 // and the largest difference.
 std::pair<int64_t, double> all_reduce_two_ways(tutorials::TracedRun& run, const at::Tensor& tensor,
-                                               const std::string& phase, int32_t iteration) {
+                                               std::string_view phase, int32_t iteration) {
   comm::ProcessGroup& group = *run.group();
   const comm::CollectiveTag tag{iteration};
   const std::string whole = bytes_text(tensor.nbytes());
@@ -227,7 +229,7 @@ void print_parts_2_and_3(tutorials::Session& session, const at::Tensor& tensor,
 // noise on the machine touches one all-reduce of a size, not a run of them.
 std::string sweep(tutorials::Session& session, const std::vector<int64_t>& sizes, int64_t rounds) {
   tutorials::TracedRun run(session, "sweep");
-  run.recorder().set_meta("strategy", "collectives");
+  run.recorder().set_meta(trace::meta_key::kStrategy, trace::to_string(trace::Strategy::Collectives));
   comm::ProcessGroup& group = *run.group();
   // Zeros: their sum stays zero however often it is all-reduced.
   std::vector<at::Tensor> tensors;
@@ -236,7 +238,7 @@ std::string sweep(tutorials::Session& session, const std::vector<int64_t>& sizes
   }
   session.barrier();
   for (int32_t round = 0; round < rounds; ++round) {
-    trace::ScopedPhase iteration(&run.recorder(), 0, "iteration", round);
+    trace::ScopedPhase iteration(&run.recorder(), 0, trace::kPhaseIteration, round);
     for (at::Tensor& tensor : tensors) {
       traced(run, round, "all-reduce " + bytes_text(tensor.nbytes()),
              [&] { return group.all_reduce(tensor, comm::ReduceOp::Sum, comm::CollectiveTag{round}); });
@@ -311,13 +313,13 @@ void run(tutorials::Session& session, const Settings& settings) {
 
   tutorials::TracedRun primer(session, "primer");
   // No DDP or FSDP here: the viewer's header and `dpscope stats` name what the run does instead.
-  primer.recorder().set_meta("strategy", "collectives");
+  primer.recorder().set_meta(trace::meta_key::kStrategy, trace::to_string(trace::Strategy::Collectives));
   session.barrier();
   // A group's first messages take milliseconds on loopback here, its first large one of each
   // kind tens of them, far more than the next ones: paid before anything is shown or compared.
   all_reduce_two_ways(primer, random, "warm-up", trace::kNone);
   const std::vector<Exchange> exchanges = four_collectives(primer, settings.chunk);
-  const std::pair<int64_t, double> difference = all_reduce_two_ways(primer, random, "iteration", 1);
+  const std::pair<int64_t, double> difference = all_reduce_two_ways(primer, random, trace::kPhaseIteration, 1);
   const std::string primer_file = primer.finish();
   const std::optional<analysis::RunStats> stats =
       session.leader() ? std::optional(tutorials::read_stats(primer_file)) : std::nullopt;

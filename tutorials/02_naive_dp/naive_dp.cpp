@@ -31,6 +31,10 @@ constexpr const char* kProgram = "tutorial-02-naive-dp";
 enum class Variant { AfterBackward, Hooks, Buckets };
 constexpr Variant kVariants[] = {Variant::AfterBackward, Variant::Hooks, Variant::Buckets};
 
+// What the variants without DDP record as their strategy: no strategy of the vocabulary
+// (trace::Strategy), so the analysis treats them as Unknown and shows the word as recorded.
+constexpr const char* kNaiveStrategy = "naive-dp";
+
 const char* part_name(Variant variant) {
   switch (variant) {
     case Variant::AfterBackward: return "after-backward";
@@ -199,7 +203,12 @@ Outcome train(tutorials::Session& session, const Settings& settings, Variant var
   tutorials::TracedRun run(session, part_name(variant));
   nlohmann::json described = {{"sync", part_name(variant)}};
   if (variant == Variant::Buckets) described["bucket_cap_mb"] = settings.bucket_cap_mb;
-  run.describe(variant == Variant::Buckets ? "ddp" : "naive-dp", "mlp", *model, described);
+  if (variant == Variant::Buckets) {
+    run.describe(trace::Strategy::Ddp, "mlp", *model, described);
+  } else {
+    run.recorder().set_meta(trace::meta_key::kStrategy, kNaiveStrategy);
+    run.describe(trace::Strategy::Unknown, "mlp", *model, described);
+  }
   const trace::NameId sync_name = run.recorder().name("sync_gradients");
   Outcome outcome;
   {

@@ -59,7 +59,7 @@ std::string train_with_cap(tutorials::Session& session, const Settings& settings
   model->to(session.device());
 
   tutorials::TracedRun run(session, cap_text(cap_mb));
-  run.describe("ddp", work.config.name, *model,
+  run.describe(trace::Strategy::Ddp, work.config.name, *model,
                {{"bucket_cap_mb", cap_mb}, {"first_bucket_mb", settings.first_bucket_mb}});
   {
     ddp::DdpOptions ddp_options;

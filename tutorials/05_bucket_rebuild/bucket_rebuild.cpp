@@ -162,7 +162,7 @@ std::string train(tutorials::Session& session, const Settings& settings, const t
   model->to(session.device());
 
   tutorials::TracedRun run(session, run_name(variant));
-  run.describe("ddp", work.config.name, *model,
+  run.describe(trace::Strategy::Ddp, work.config.name, *model,
                variant == Variant::kGradientView  ? "{\"gradient_as_bucket_view\":true}"
                : variant == Variant::kBySizeGuess ? "{\"initial_buckets\":\"by-size\"}"
                                                   : "{}");

@@ -13,6 +13,7 @@
 
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
+#include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 
@@ -74,7 +75,7 @@ void show_the_error(tutorials::Session& session, std::shared_ptr<TwoHeads> model
 std::string train(tutorials::Session& session, std::shared_ptr<TwoHeads> model) {
   const tutorials::CommonOptions& options = session.options();
   tutorials::TracedRun run(session);
-  run.describe("ddp", "two-heads", *model, "{\"find_unused_parameters\":true}");
+  run.describe(trace::Strategy::Ddp, "two-heads", *model, "{\"find_unused_parameters\":true}");
   session.say("\n2. With find_unused_parameters, %lld steps; each rank says whether it used head_b:\n",
               static_cast<long long>(options.steps));
   {

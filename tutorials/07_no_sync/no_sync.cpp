@@ -55,7 +55,7 @@ Outcome train(tutorials::Session& session, const Settings& settings, Mode mode) 
                                                     : settings.micro_batch;
 
   tutorials::TracedRun run(session, part_name(mode));
-  run.describe("ddp", "mlp", *model,
+  run.describe(trace::Strategy::Ddp, "mlp", *model,
                {{"grad_accum", micro_steps}, {"batch_size", batch_size}, {"no_sync", mode == Mode::NoSync}});
   Outcome outcome;
   {

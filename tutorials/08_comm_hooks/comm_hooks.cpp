@@ -10,6 +10,7 @@
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/ddp/powersgd.h"
 #include "engine/models/models.h"
+#include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 
@@ -60,7 +61,7 @@ Outcome train(tutorials::Session& session, const Settings& settings, const std::
   model->to(session.device());
 
   tutorials::TracedRun run(session, hook_name);
-  run.describe("ddp", "mlp", *model, "{\"comm_hook\":\"" + hook_name + "\"}");
+  run.describe(trace::Strategy::Ddp, "mlp", *model, "{\"comm_hook\":\"" + hook_name + "\"}");
   Outcome outcome;
   outcome.hook = hook_name;
   {

@@ -21,6 +21,7 @@
 #include "analysis/link_model.h"
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
+#include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 
@@ -83,7 +84,7 @@ std::pair<std::string, std::vector<double>> train(tutorials::Session& session, c
   session.say("model: %s\n", models::summarize("mlp", *model).c_str());
 
   tutorials::TracedRun run(session);
-  run.describe("ddp", "mlp", *model,
+  run.describe(trace::Strategy::Ddp, "mlp", *model,
                {{"micro_batch", batch.micro}, {"grad_accum", batch.accumulate}, {"global_batch", batch.global()}});
   std::vector<double> compute_cpu_ms;
   {

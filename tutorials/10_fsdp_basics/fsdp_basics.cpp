@@ -11,6 +11,7 @@
 #include "engine/fsdp/fully_sharded_data_parallel.h"
 #include "engine/models/models.h"
 #include "engine/train/mode_spelling.h"
+#include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 
@@ -41,7 +42,7 @@ std::string train(tutorials::Session& session, const Settings& settings, const s
   const std::shared_ptr<models::Model> model = session.build_model(config);
 
   tutorials::TracedRun run(session, part);
-  run.describe("fsdp", "mlp", *model,
+  run.describe(trace::Strategy::Fsdp, "mlp", *model,
                {{"sharding", "full"},
                 {"wrap_min_params", settings.wrap_min_params},
                 {"backward_prefetch", settings.backward_prefetch},

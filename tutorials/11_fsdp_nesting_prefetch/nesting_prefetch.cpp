@@ -10,6 +10,7 @@
 
 #include "engine/models/models.h"
 #include "engine/train/parallel_model.h"
+#include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 #include "tutorials/common/workload.h"
@@ -71,7 +72,7 @@ std::string train(tutorials::Session& session, const Settings& settings, const t
   config.reduce_bucket_mb = 0;
 
   tutorials::TracedRun run(session, setting.part);
-  run.describe("fsdp", work.config.name, *model,
+  run.describe(trace::Strategy::Fsdp, work.config.name, *model,
                {{"sharding", fsdp::to_string(setting.sharding)},
                 {"wrap_min_params", config.wrap_min_params},
                 {"backward_prefetch", fsdp::to_string(setting.prefetch)}});

@@ -85,7 +85,7 @@ Result train_stage(tutorials::Session& session, const Settings& settings, const 
   } else if (stage.gradient_as_bucket_view) {
     described = {{"gradient_as_bucket_view", true}};
   }
-  run.describe(fsdp ? "fsdp" : "ddp", work.config.name, *model, described);
+  run.describe(stage.strategy, work.config.name, *model, described);
   {
     const std::unique_ptr<train::ParallelModel> parallel = train::make_parallel_model(
         config, model, run.group(), &run.recorder(), &run.memory_sampler());

@@ -13,6 +13,7 @@
 #include "engine/models/models.h"
 #include "engine/train/parallel_model.h"
 #include "engine/zero/zero_redundancy_optimizer.h"
+#include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 
@@ -103,7 +104,7 @@ Result train_stage(tutorials::Session& session, const Settings& settings, Stage 
   for (const at::Tensor& p : model->parameters()) result.parameters += p.numel();
   tutorials::TracedRun run(session, part_of(stage));
   if (stage == Stage::Zero1) {
-    run.describe("zero1", "mlp", *model, "{\"optimizer\":\"adam\"}");
+    run.describe(trace::Strategy::Zero1, "mlp", *model, "{\"optimizer\":\"adam\"}");
     zero::ZeroRedundancyOptimizer optimizer(model->parameters(), run.group(), [&](std::vector<at::Tensor> shard) {
       return std::make_unique<torch::optim::Adam>(shard, adam(settings));
     });
@@ -117,7 +118,7 @@ Result train_stage(tutorials::Session& session, const Settings& settings, Stage 
     config.sharding = stage == Stage::Zero2 ? fsdp::ShardingStrategy::ShardGradOp : fsdp::ShardingStrategy::FullShard;
     config.wrap_min_params = settings.wrap_min_params;
     config.reduce_bucket_mb = 0;  // each unit's gradient goes out when ready (tutorial 12)
-    run.describe(stage == Stage::Ddp ? "ddp" : "fsdp", "mlp", *model,
+    run.describe(config.strategy, "mlp", *model,
                  stage == Stage::Ddp ? "{\"optimizer\":\"adam\"}"
                                      : (std::string("{\"optimizer\":\"adam\",\"sharding\":\"") + std::string(fsdp::to_string(config.sharding)) +
                                         "\",\"reduce_bucket_mb\":0}").c_str());

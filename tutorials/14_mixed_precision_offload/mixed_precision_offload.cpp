@@ -12,6 +12,7 @@
 
 #include "engine/models/models.h"
 #include "engine/train/parallel_model.h"
+#include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 
@@ -67,7 +68,7 @@ Result train_setting(tutorials::Session& session, const Settings& settings, cons
   Result result;
   result.setting = setting;
   tutorials::TracedRun run(session, setting.part);
-  run.describe("fsdp", "mlp", *model,
+  run.describe(trace::Strategy::Fsdp, "mlp", *model,
                {{"sharding", "full"},
                 {"wrap_min_params", settings.wrap_min_params},
                 {"mixed_precision", fsdp::to_string(setting.mixed_precision)},

@@ -8,11 +8,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/data/dataset.h"
 #include "engine/models/models.h"
+#include "engine/train/mode_spelling.h"
 #include "engine/train/parallel_model.h"
 #include "trace/recorder.h"
 #include "trace/vocabulary.h"
@@ -31,8 +33,22 @@ struct Settings {
   int64_t batch_size = 32;      // per rank
   double eval_fraction = 0.2;   // the last rows, never trained on (dpscope train --eval-fraction)
   int64_t wrap_min_params = 100;  // every layer of the CNN (160 parameters and up) is its own unit
-  std::string strategies = "both";
+  std::vector<train::Strategy> strategies;  // --strategy's: DDP, FSDP, or both in this order
 };
+
+// --strategy's choices: each strategy of a training, or "both" of them.
+constexpr const char* kBoth = "both";
+std::vector<std::string> strategy_choices() {
+  std::vector<std::string> choices = train::mode_spellings(train::kTrainStrategies);
+  choices.emplace_back(kBoth);
+  return choices;
+}
+
+// The strategies --strategy's text (one of strategy_choices()) names.
+std::vector<train::Strategy> strategies_named(const std::string& text) {
+  if (const std::optional<train::Strategy> one = train::parse_mode(train::kTrainStrategies, text)) return {*one};
+  return {train::kTrainStrategies.begin(), train::kTrainStrategies.end()};
+}
 
 struct Outcome {
   std::string name;      // "DDP", "FSDP"
@@ -60,7 +76,7 @@ Outcome train_once(tutorials::Session& session, const Settings& settings, train:
   config.sharding = fsdp::ShardingStrategy::FullShard;
   config.wrap_min_params = settings.wrap_min_params;
 
-  tutorials::TracedRun run(session, fsdp ? "fsdp" : "ddp");
+  tutorials::TracedRun run(session, std::string(trace::to_string(strategy)));
   nlohmann::json described = {{"lr", settings.lr},
                               {"momentum", settings.momentum},
                               {"batch_size", settings.batch_size},
@@ -69,7 +85,7 @@ Outcome train_once(tutorials::Session& session, const Settings& settings, train:
     described["sharding"] = "full";
     described["wrap"] = "every layer";
   }
-  run.describe(fsdp ? "fsdp" : "ddp", "cnn", *model, described);
+  run.describe(strategy, "cnn", *model, described);
   {
     const std::unique_ptr<train::ParallelModel> parallel = train::make_parallel_model(
         config, model, run.group(), &run.recorder(), &run.memory_sampler());
@@ -179,11 +195,8 @@ void run(tutorials::Session& session, const Settings& settings) {
               static_cast<long long>(settings.batch_size), settings.lr, settings.momentum);
 
   std::vector<Outcome> outcomes;
-  if (settings.strategies != "fsdp") {
-    outcomes.push_back(train_once(session, settings, train::Strategy::Ddp, train_set, eval_set));
-  }
-  if (settings.strategies != "ddp") {
-    outcomes.push_back(train_once(session, settings, train::Strategy::Fsdp, train_set, eval_set));
+  for (const train::Strategy strategy : settings.strategies) {
+    outcomes.push_back(train_once(session, settings, strategy, train_set, eval_set));
   }
   if (!session.leader()) return;
 
@@ -221,10 +234,12 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", settings.batch_size, "Rows per rank and step")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--strategy", settings.strategies, "ddp | fsdp | both")
-      ->check(CLI::IsMember({"ddp", "fsdp", "both"}))
+  std::string strategy = kBoth;
+  app.add_option("--strategy", strategy, "ddp | fsdp | both")
+      ->check(CLI::IsMember(strategy_choices()))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  settings.strategies = strategies_named(strategy);
   return tutorials::guarded_main(kProgram, [&] {
     tutorials::Session session(kProgram, options, argc, argv);
     run(session, settings);

@@ -13,6 +13,7 @@
 #include "engine/data/dataset.h"
 #include "engine/models/models.h"
 #include "engine/train/parallel_model.h"
+#include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 
@@ -39,8 +40,8 @@ std::string train_on_gpu(tutorials::Session& session, train::Strategy strategy, 
   config.sharding = fsdp::ShardingStrategy::FullShard;
   config.wrap_min_params = 100;  // every layer of the CNN a unit, as in tutorial 15
 
-  tutorials::TracedRun run(session, fsdp ? "fsdp" : "ddp");
-  run.describe(fsdp ? "fsdp" : "ddp", "cnn", *model, fsdp ? "{\"sharding\":\"full\"}" : "{}");
+  tutorials::TracedRun run(session, std::string(trace::to_string(strategy)));
+  run.describe(strategy, "cnn", *model, fsdp ? "{\"sharding\":\"full\"}" : "{}");
   {
     const std::unique_ptr<train::ParallelModel> parallel = train::make_parallel_model(
         config, model, run.group(), &run.recorder(), &run.memory_sampler());

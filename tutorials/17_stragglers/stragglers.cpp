@@ -47,7 +47,7 @@ std::string train(tutorials::Session& session, const Settings& settings, int slo
   std::shared_ptr<models::Model> model = session.build_model(config);
 
   tutorials::TracedRun run(session, part_name(delay_ms));
-  run.describe("ddp", "mlp", *model, {{"straggler", {{"rank", slow_rank}, {"ms", delay_ms}}}});
+  run.describe(trace::Strategy::Ddp, "mlp", *model, {{"straggler", {{"rank", slow_rank}, {"ms", delay_ms}}}});
   const trace::NameId delay_name = run.recorder().name(trace::kPhaseStragglerDelay);
   {
     ddp::DdpOptions ddp_options;

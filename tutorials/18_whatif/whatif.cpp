@@ -14,6 +14,7 @@
 #include "analysis/whatif.h"
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
+#include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 #include "tutorials/common/workload.h"
@@ -45,7 +46,7 @@ std::string cap_text(double cap_mb) {
 std::string train_with_cap(tutorials::Session& session, const tutorials::Workload& work, double cap_mb) {
   std::shared_ptr<models::Model> model = session.build_model(work.config);
   tutorials::TracedRun run(session, cap_text(cap_mb));
-  run.describe("ddp", work.config.name, *model, {{"bucket_cap_mb", cap_mb}, {"first_bucket_mb", cap_mb}});
+  run.describe(trace::Strategy::Ddp, work.config.name, *model, {{"bucket_cap_mb", cap_mb}, {"first_bucket_mb", cap_mb}});
   {
     ddp::DdpOptions ddp_options;
     ddp_options.bucket_cap_bytes = static_cast<int64_t>(cap_mb * kMiB);

@@ -21,6 +21,7 @@
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
 #include "trace/merge.h"
+#include "trace/vocabulary.h"
 
 #ifdef DPSCOPE_HAVE_CUDA
 #include "engine/comm/nccl_backend.h"
@@ -183,12 +184,13 @@ TracedRun::TracedRun(Session& session, std::string part)
       memory_sampler_(recorder_.get(), memory::TrackingAllocator::installed(),
                       session.backend() == comm::Backend::Nccl ? session.env().local_rank : -1) {
   recorder_->set_clock_offset(session.world().clock.offset_ns, session.world().clock.uncertainty_ns);
-  recorder_->set_meta("command_line", session.command_line());
-  recorder_->set_meta("backend", std::string(comm::to_string(session.backend())));
-  recorder_->set_meta("world_size", std::to_string(session.world_size()));
-  recorder_->set_meta("trace_level", "full");
-  recorder_->set_meta("device", session.device().is_cuda() ? "cuda" : "cpu");
-  recorder_->set_meta("tutorial", session.program() + (part_.empty() ? "" : " / " + part_));
+  namespace key = trace::meta_key;
+  recorder_->set_meta(key::kCommandLine, session.command_line());
+  recorder_->set_meta(key::kBackend, comm::to_string(session.backend()));
+  recorder_->set_meta(key::kWorldSize, std::to_string(session.world_size()));
+  recorder_->set_meta(key::kTraceLevel, trace::to_string(trace::TraceLevel::Full));
+  recorder_->set_meta(key::kDevice, session.device().is_cuda() ? "cuda" : "cpu");
+  recorder_->set_meta(key::kTutorial, session.program() + (part_.empty() ? "" : " / " + part_));
 
   comm::ProcessGroupOptions options;
   options.timeout = kCollectiveTimeout;
@@ -220,12 +222,15 @@ TracedRun::~TracedRun() {
   recorder_->close("failed: the tutorial ended with an error");
 }
 
-void TracedRun::describe(std::string_view strategy, std::string_view model_name,
+void TracedRun::describe(trace::Strategy strategy, std::string_view model_name,
                          torch::nn::Module& model, const nlohmann::json& config) {
-  recorder_->set_meta("strategy", strategy);
-  recorder_->set_meta("model", model_name);
-  recorder_->set_meta("model_summary", models::summarize(std::string(model_name), model));
-  recorder_->set_meta("config", config.dump());
+  namespace key = trace::meta_key;
+  if (strategy != trace::Strategy::Unknown) {
+    recorder_->set_meta(key::kStrategy, trace::to_string(strategy));
+  }
+  recorder_->set_meta(key::kModel, model_name);
+  recorder_->set_meta(key::kModelSummary, models::summarize(std::string(model_name), model));
+  recorder_->set_meta(key::kConfig, config.dump());
 }
 
 std::string TracedRun::finish() {

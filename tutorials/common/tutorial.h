@@ -26,6 +26,7 @@
 #include "engine/train/traced_step.h"
 #include "engine/train/trainer.h"
 #include "trace/recorder.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::ddp {
 class DistributedDataParallel;
@@ -135,10 +136,12 @@ class TracedRun {
   // The merged file of every rank, <trace_dir>[/<part>]/run.sqlite, complete after finish().
   const std::string& run_file() const { return run_file_; }
 
-  // What `dpscope stats` and the viewer show as the run: strategy ("ddp", "fsdp"), the model's
-  // name and one-line summary, and the settings (meta `config`, with `dpscope train`'s key names
-  // where they mean the same, so that whatif and the viewer read them alike).
-  void describe(std::string_view strategy, std::string_view model_name, torch::nn::Module& model,
+  // What `dpscope stats` and the viewer show as the run: the strategy, the model's name and
+  // one-line summary, and the settings (meta `config`, with `dpscope train`'s key names where
+  // they mean the same, so that whatif and the viewer read them alike). Strategy::Unknown records
+  // no strategy: a tutorial whose way of training the vocabulary has no word for writes its own
+  // (meta_key::kStrategy), which the analysis shows as recorded.
+  void describe(trace::Strategy strategy, std::string_view model_name, torch::nn::Module& model,
                 const nlohmann::json& config = nlohmann::json::object());
   // Records the bytes each memory category holds now (Step does it between phases).
   void sample_memory() { memory_sampler_.sample(); }
