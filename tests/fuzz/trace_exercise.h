@@ -108,6 +108,9 @@ using namespace dpscope::formats;
 // go to `dir`.
 inline void exercise_trace(const std::string& path, const std::string& dir, bool merge) {
   using namespace dpscope::trace;
+  using analysis::compute_stats;
+  using analysis::RunStats;
+  using formats::export_chrome;
   const std::string json = dir + "/out.json";
   const std::string merged = dir + "/merged.sqlite";
   try {
