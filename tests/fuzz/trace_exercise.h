@@ -72,8 +72,6 @@ inline void check_message(const trace::TraceError& error, const std::string& a,
 // Reads everything of `reader` through every query the CLI and the viewer use.
 inline void read_all(trace::Reader& reader) {
   using namespace dpscope::trace;
-using namespace dpscope::analysis;
-using namespace dpscope::formats;
   reader.meta();
   reader.meta_value("world_size");
   reader.ranks();
