@@ -81,7 +81,7 @@ void check(const std::string& what, c10::ScalarType type, const at::Tensor& got,
   const std::vector<double> data = values_of(got);
   const double tol = tolerance(type);
   for (size_t i = 0; i < expected.size(); ++i) {
-    if (std::abs(data[i] - expected[i]) > tol * (1 + std::abs(expected[i]))) {
+    if (!(std::abs(data[i] - expected[i]) <= tol * (1 + std::abs(expected[i])))) {  // NaN fails
       std::printf("rank %d: FAIL %s %s n=%zu: index %zu got %g expected %g\n", rank, what.c_str(),
                   c10::toString(type), expected.size(), i, data[i], expected[i]);
       ++failures;

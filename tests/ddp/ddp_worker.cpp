@@ -44,6 +44,7 @@
 #include "engine/memory/memory_sampler.h"
 #include "engine/memory/tracking_allocator.h"
 #include "engine/replica/broadcast_coalesced.h"
+#include "tests/tensor_diff.h"
 #include "trace/recorder.h"
 #include "trace/vocabulary.h"
 
@@ -207,13 +208,13 @@ void zero_grad(torch::nn::Module& module) {
   for (at::Tensor& param : module.parameters()) param.mutable_grad() = at::Tensor();
 }
 
+// See tests/tensor_diff.h: a NaN or an infinity anywhere makes the result infinite.
 double max_abs_diff(torch::nn::Module& a, torch::nn::Module& b) {
   const auto pa = a.named_parameters();
   const auto pb = b.named_parameters();
   double worst = 0;
   for (const auto& item : pa) {
-    const at::Tensor other = pb[item.key()];
-    worst = std::max(worst, (item.value() - other).abs().max().item<double>());
+    worst = std::max(worst, dpscope::testing::max_abs_diff(item.value(), pb[item.key()]));
   }
   return worst;
 }
@@ -267,8 +268,9 @@ void reference_training(TestNet& model, int iterations, int micro_steps, double 
   double moved = 0;
   const auto params = model.parameters();
   for (size_t i = 0; i < params.size(); ++i) {
-    moved = std::max(moved, (params[i] - initial[i]).abs().max().item<double>());
+    moved = std::max(moved, dpscope::testing::max_abs_diff(params[i], initial[i]));
   }
+  if (!std::isfinite(moved)) fail("the reference training produced a NaN or an infinity");
   if (moved < 1e-4) fail("the reference training did not move the parameters");
 }
 

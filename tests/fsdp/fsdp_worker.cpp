@@ -95,6 +95,7 @@ void clip(comm::World& w) {
   double squares = 0;
   for (const at::Tensor& p : reference->parameters()) squares += p.grad().pow(2).sum().item<double>();
   const double expected = std::sqrt(squares);
+  if (!(expected > 0 && std::isfinite(expected))) fail("the reference gradient norm is " + std::to_string(expected));
 
   auto model = mlp(33, 1);
   fsdp::FullyShardedDataParallel fsdp(model, w.group, nested());
@@ -102,11 +103,12 @@ void clip(comm::World& w) {
   const at::Tensor out = fsdp.forward(inputs(key), [&](const at::Tensor& x) { return model->forward(x); });
   model->loss(out, labels(key)).backward();
   const double total = fsdp.clip_grad_norm(expected / 2).item<double>();
-  if (std::abs(total - expected) > 1e-5 * expected) {
+  // Written as !(within): a NaN fails it.
+  if (!(std::abs(total - expected) <= 1e-5 * expected)) {
     fail("clip_grad_norm total " + std::to_string(total) + ", expected " + std::to_string(expected));
   }
   const double after = fsdp.clip_grad_norm(1e9).item<double>();
-  if (std::abs(after - expected / 2) > 1e-4 * expected) {
+  if (!(std::abs(after - expected / 2) <= 1e-4 * expected)) {
     fail("after clipping to " + std::to_string(expected / 2) + " the norm is " + std::to_string(after));
   }
   std::printf("rank %d: norm %.6f\n", rank, total);

@@ -22,32 +22,30 @@ dpscope::testing::CommandResult launch(int world, const std::string& mode, const
                      " --trace-dir " + dir.file("traces") + " -- " + kWorker + " " + mode);
 }
 
-TEST(Zero1, EqualsDdpBitForBitOnTwoRanks) {
+// The run succeeded, and every rank printed `verdict` (after checking that training moved the
+// parameters and that the results agree): an exit status alone would pass a worker that
+// compared nothing.
+void expect_every_rank_says(int world, const std::string& mode, const std::string& verdict) {
   TempDir dir;
-  const auto run = launch(2, "equal_ddp", dir);
+  const auto run = launch(world, mode, dir);
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(run.output.find("FAIL"), std::string::npos) << run.output;
+  for (int r = 0; r < world; ++r) {
+    const std::string line = "rank " + std::to_string(r) + ": " + verdict;
+    EXPECT_NE(run.output.find(line), std::string::npos) << "no '" << line << "' in:\n" << run.output;
+  }
 }
 
-TEST(Zero1, EqualsDdpOnThreeRanks) {
-  TempDir dir;
-  const auto run = launch(3, "equal_ddp", dir);
-  EXPECT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_EQ(run.output.find("FAIL"), std::string::npos) << run.output;
-}
+TEST(Zero1, EqualsDdpBitForBitOnTwoRanks) { expect_every_rank_says(2, "equal_ddp", "zero-1 equals ddp"); }
+
+TEST(Zero1, EqualsDdpOnThreeRanks) { expect_every_rank_says(3, "equal_ddp", "zero-1 equals ddp"); }
 
 TEST(Zero1, EqualsOneProcessOnEveryBatch) {
-  TempDir dir;
-  const auto run = launch(3, "single", dir);
-  EXPECT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_EQ(run.output.find("FAIL"), std::string::npos) << run.output;
+  expect_every_rank_says(3, "single", "zero-1 equals one process");
 }
 
 TEST(Zero1, GradientsSetToNoneStillReduced) {
-  TempDir dir;
-  const auto run = launch(2, "set_to_none", dir);
-  EXPECT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_EQ(run.output.find("FAIL"), std::string::npos) << run.output;
+  expect_every_rank_says(2, "set_to_none", "set_to_none ok");
 }
 
 TEST(Zero1, FrozenParameterRefusedByName) {

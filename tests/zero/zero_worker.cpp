@@ -13,6 +13,7 @@
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -25,6 +26,7 @@
 #include "engine/train/trainer.h"
 #include "engine/zero/zero_redundancy_optimizer.h"
 #include "tests/rank_worker.h"
+#include "tests/tensor_diff.h"
 
 using namespace dpscope;
 using namespace dpscope::testing::worker;
@@ -108,10 +110,21 @@ std::vector<at::Tensor> train_ddp(comm::World& w, const Factory& factory, int st
   return snapshot(*model);
 }
 
+// Training moved the parameters away from the model's initial ones: a comparison of two
+// untouched models would prove nothing.
+void require_moved(const std::vector<at::Tensor>& trained, const std::string& what) {
+  const std::vector<at::Tensor> initial = snapshot(*mlp());
+  double moved = 0;
+  for (size_t i = 0; i < trained.size(); ++i) {
+    moved = std::max(moved, dpscope::testing::max_abs_diff(trained[i], initial[i]));
+  }
+  if (!(moved > 1e-4)) fail(what + ": training did not move the parameters");
+}
+
 void compare(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& expected,
              const std::string& what, double tolerance) {
   for (size_t i = 0; i < got.size(); ++i) {
-    const double diff = (got[i] - expected[i]).abs().max().item<double>();
+    const double diff = dpscope::testing::max_abs_diff(got[i], expected[i]);  // NaN: infinite
     if (diff > tolerance) {
       fail(what + ": parameter " + std::to_string(i) + " differs by " + std::to_string(diff));
     }
@@ -120,14 +133,19 @@ void compare(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& 
 
 void equal_ddp(comm::World& w) {
   const double tolerance = world == 2 ? 0.0 : 1e-6;
-  compare(train_zero(w, sgd_factory(0.9), 4), train_ddp(w, sgd_factory(0.9), 4), "SGD momentum", tolerance);
-  compare(train_zero(w, adam_factory(), 4), train_ddp(w, adam_factory(), 4), "Adam", tolerance);
+  const std::vector<at::Tensor> sgd = train_zero(w, sgd_factory(0.9), 4);
+  require_moved(sgd, "SGD momentum");
+  compare(sgd, train_ddp(w, sgd_factory(0.9), 4), "SGD momentum", tolerance);
+  const std::vector<at::Tensor> adam = train_zero(w, adam_factory(), 4);
+  require_moved(adam, "Adam");
+  compare(adam, train_ddp(w, adam_factory(), 4), "Adam", tolerance);
   std::printf("rank %d: zero-1 equals ddp\n", rank);
 }
 
 void single(comm::World& w) {
   const int steps = 3;
   const std::vector<at::Tensor> distributed = train_zero(w, sgd_factory(0), steps, /*stateful=*/false);
+  require_moved(distributed, "single process");
   auto model = mlp();
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
   for (int step = 0; step < steps; ++step) {
@@ -147,6 +165,7 @@ void single(comm::World& w) {
 
 void set_to_none(comm::World& w) {
   const std::vector<at::Tensor> expected = train_zero(w, sgd_factory(0.9), 3);
+  require_moved(expected, "gradients set to none");
   auto model = mlp();
   zero::ZeroRedundancyOptimizer optimizer(model->parameters(), w.group, sgd_factory(0.9));
   for (int step = 0; step < 3; ++step) {
