@@ -122,9 +122,26 @@ void BM_Record(benchmark::State& state) {
     if (dropped) state.SkipWithError("events were dropped; the measurement includes back-pressure");
   }
 }
-// A fixed count per thread bounds the buffered memory (80 B an event) and the drain at close.
+// A fixed count per thread bounds the buffered memory (96 B an event) and the drain at close.
 BENCHMARK(BM_Record)->Iterations(1 << 20)->Threads(1);
 BENCHMARK(BM_Record)->Iterations(1 << 19)->Threads(4);
+
+// A phase with both clocks (Note [Thread CPU time]), as the engine records each phase: two
+// readings of the thread's CPU clock, a system call each, and the record. What a step's phases,
+// collective issues and waits cost, not its hooks.
+void BM_RecordPhaseWithCpuTime(benchmark::State& state) {
+  auto recorder = make_recorder(TraceLevel::Full, bench_dir().file("phase.db"));
+  const NameId name = recorder->name("forward");
+  for (auto _ : state) {
+    const Stamp begin = stamp_now();
+    recorder->phase(0, name, begin, stamp_now(), 3);
+  }
+  state.SetItemsProcessed(state.iterations());
+  recorder->close();
+  recorder.reset();
+  remove_trace(bench_dir().file("phase.db"));
+}
+BENCHMARK(BM_RecordPhaseWithCpuTime)->Iterations(1 << 18);
 
 // Tracing off: what every call site costs in a run without tracing (one branch).
 void BM_RecordOff(benchmark::State& state) {

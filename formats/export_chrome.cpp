@@ -260,6 +260,12 @@ void write_args(JsonFile& out, const trace::Event& e, int64_t t0) {
     out.integer(saturating_sub(e.enqueue_ns, t0));
   }
   int_field("flags", e.flags, 0);
+  // The recording thread's CPU time over the span (Note [Thread CPU time]); not the raw clock
+  // values, which mean nothing outside their thread.
+  if (e.cpu_begin_ns != trace::kNone64 && e.cpu_end_ns != trace::kNone64) {
+    key("cpu_ns");
+    out.integer(saturating_sub(e.cpu_end_ns, e.cpu_begin_ns));
+  }
   out.raw("}");
 }
 

@@ -23,7 +23,8 @@ struct ChromeExportSummary {
 //   tid = lane, ts and dur in microseconds with nanosecond decimals, relative to the earliest
 //   event or memory sample. name: the interned name, else a descriptive one ("allreduce #7",
 //   "hook p3", "bucket_ready b1", "gathering u2"); cat: the event kind; args: every non-null
-//   field (op and dtype by name, enqueue_ns relative like ts, flags when set).
+//   field (op and dtype by name, enqueue_ns relative like ts, flags when set, and cpu_ns: the
+//   recording thread's CPU time over the span, where both CPU times were recorded).
 // - "C" counters per rank: "memory" with the current bytes of every stacked category seen so far
 //   (the full state at each sample time, so viewers stack them), and "memory (allocator)" with
 //   the allocator's categories, which are totals and would double the stack.

@@ -73,11 +73,17 @@ void copy_input(detail::Db& db) {
            : "");
   db.exec("INSERT INTO ranks (" + rank_columns + ") SELECT " + rank_columns + " FROM src.ranks ORDER BY rowid");
   db.exec("INSERT OR REPLACE INTO lanes SELECT * FROM src.lanes ORDER BY rowid");
-  db.exec("INSERT INTO events (rank, lane, kind, name, begin_ns, end_ns, iteration, param,"
-          " bucket, unit, op, grp, seq, bytes, dtype, value, enqueue_ns, flags)"
-          " SELECT e.rank, e.lane, e.kind, m.new, e.begin_ns, e.end_ns, e.iteration, e.param,"
-          " e.bucket, e.unit, e.op, e.grp, e.seq, e.bytes, e.dtype, e.value, e.enqueue_ns,"
-          " e.flags FROM src.events e LEFT JOIN temp.name_map m ON m.old = e.name ORDER BY e.id");
+  // A rank file of schema version 3 or older has no CPU times (NULL here).
+  const bool has_cpu_times = db.query_int("SELECT COUNT(*) FROM pragma_table_info('events', 'src')"
+                                          " WHERE name = 'cpu_begin_ns'") > 0;
+  db.exec(std::string("INSERT INTO events (rank, lane, kind, name, begin_ns, end_ns, iteration,"
+                      " param, bucket, unit, op, grp, seq, bytes, dtype, value, enqueue_ns, flags,"
+                      " cpu_begin_ns, cpu_end_ns)"
+                      " SELECT e.rank, e.lane, e.kind, m.new, e.begin_ns, e.end_ns, e.iteration,"
+                      " e.param, e.bucket, e.unit, e.op, e.grp, e.seq, e.bytes, e.dtype, e.value,"
+                      " e.enqueue_ns, e.flags, ") +
+          (has_cpu_times ? "e.cpu_begin_ns, e.cpu_end_ns" : "NULL, NULL") +
+          " FROM src.events e LEFT JOIN temp.name_map m ON m.old = e.name ORDER BY e.id");
   db.exec("INSERT INTO memory SELECT * FROM src.memory ORDER BY rowid");
   db.exec("INSERT INTO metrics (rank, iteration, name, value) SELECT x.rank, x.iteration, m.new,"
           " x.value FROM src.metrics x JOIN temp.name_map m ON m.old = x.name ORDER BY x.rowid");

@@ -17,9 +17,14 @@
 namespace dpscope::trace {
 namespace {
 
-constexpr const char* kEventColumns =
-    "rank, lane, kind, name, begin_ns, end_ns, iteration, param, bucket, unit, op, grp, seq,"
-    " bytes, dtype, value, enqueue_ns, flags";
+// The columns event_from_row reads, in its order. Files of schema version 3 and older have no
+// CPU times: NULL stands in for them (kNone64).
+std::string event_columns(int schema_version) {
+  return std::string(
+             "rank, lane, kind, name, begin_ns, end_ns, iteration, param, bucket, unit, op, grp,"
+             " seq, bytes, dtype, value, enqueue_ns, flags, ") +
+         (schema_version >= 4 ? "cpu_begin_ns, cpu_end_ns" : "NULL, NULL");
+}
 
 Event event_from_row(const detail::Statement& s) {
   Event e;
@@ -41,6 +46,8 @@ Event event_from_row(const detail::Statement& s) {
   e.value = s.column_int_or_none(15);
   e.enqueue_ns = s.column_int_or_none(16);
   e.flags = static_cast<uint8_t>(s.column_int(17));
+  e.cpu_begin_ns = s.column_int_or_none(18);
+  e.cpu_end_ns = s.column_int_or_none(19);
   return e;
 }
 
@@ -446,7 +453,7 @@ std::vector<Event> Reader::events(int32_t rank, LaneId lane, int64_t t0_ns, int6
 std::vector<Event> Reader::events(int32_t rank, LaneId lane, int64_t t0_ns, int64_t t1_ns,
                                   int64_t longest) {
   // begin_ns >= t0 - longest lets the (rank, lane, begin_ns) index bound the scan.
-  detail::Statement s(*db_, std::string("SELECT ") + kEventColumns +
+  detail::Statement s(*db_, "SELECT " + event_columns(schema_version_) +
                                 " FROM events WHERE rank = ? AND lane = ? AND begin_ns >= ?"
                                 " AND begin_ns <= ? AND end_ns >= ? ORDER BY begin_ns, id");
   s.bind_int(1, rank);
@@ -460,7 +467,7 @@ std::vector<Event> Reader::events(int32_t rank, LaneId lane, int64_t t0_ns, int6
 }
 
 std::vector<Event> Reader::events_of_kind(EventKind kind, int32_t rank) {
-  std::string sql = std::string("SELECT ") + kEventColumns + " FROM events WHERE kind = ?";
+  std::string sql = "SELECT " + event_columns(schema_version_) + " FROM events WHERE kind = ?";
   if (rank != kNone) sql += " AND rank = ?";
   sql += " ORDER BY rank, begin_ns, id";
   detail::Statement s(*db_, sql);
@@ -475,7 +482,7 @@ void Reader::for_each_event(const std::function<bool(const Event&)>& visit,
                             const std::function<void(double)>& progress) {
   const int64_t total = progress ? event_count() : 0;
   const int64_t step = std::max<int64_t>(total / 100, 1);
-  detail::Statement s(*db_, std::string("SELECT ") + kEventColumns +
+  detail::Statement s(*db_, "SELECT " + event_columns(schema_version_) +
                                 " FROM events ORDER BY rank, lane, begin_ns, id");
   int64_t seen = 0;
   while (s.step()) {

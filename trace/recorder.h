@@ -64,11 +64,19 @@ class Recorder : public FlushTarget {
     if (enabled(needed)) push(event);
   }
   // A phase slice (forward, backward, optimizer_step, iteration, construction steps): Summary.
-  void phase(LaneId lane, NameId name, int64_t begin_ns, int64_t end_ns, int32_t iteration);
+  // The Stamp form carries the recording thread's CPU time as well (Note [Thread CPU time]):
+  // the engine records with it, through stamp_for(); the nanosecond form records the wall
+  // clock alone (synthesized and test traces).
+  void phase(LaneId lane, NameId name, Stamp begin, Stamp end, int32_t iteration);
+  void phase(LaneId lane, NameId name, int64_t begin_ns, int64_t end_ns, int32_t iteration) {
+    phase(lane, name, Stamp{begin_ns}, Stamp{end_ns}, iteration);
+  }
   // A gradient hook firing: Full. fill_bytes is the bucket's fill level after this gradient.
+  // Wall clock only: hooks are the per-gradient hot path, and reading a thread's CPU clock is a
+  // system call (Note [Thread CPU time]).
   void hook(LaneId lane, int64_t begin_ns, int64_t end_ns, int32_t iteration, int32_t param,
             int32_t bucket, int64_t fill_bytes);
-  // A bucket instant (BucketReady, BucketLaunch, BucketDone): Full.
+  // A bucket instant (BucketReady, BucketLaunch, BucketDone): Full. Wall clock only, as hooks.
   void bucket_event(EventKind kind, LaneId lane, int64_t ts_ns, int32_t iteration,
                     int32_t bucket, int64_t seq = kNone64);
   // The bytes `category` holds from now on: Full.
@@ -153,8 +161,14 @@ class Recorder : public FlushTarget {
   bool closed_ = false;
 };
 
-// Records a phase slice from construction to destruction. Costs one branch when off; a null
-// recorder records nothing.
+// Now on both clocks when `recorder` records `needed`; else the wall clock alone, without the
+// system call that reading the CPU clock is (clock.h). A null recorder records nothing.
+inline Stamp stamp_for(const Recorder* recorder, TraceLevel needed) {
+  return recorder && recorder->enabled(needed) ? stamp_now() : Stamp{now_ns()};
+}
+
+// Records a phase slice from construction to destruction, with the thread's CPU time at both
+// ends. Costs one branch when off; a null recorder records nothing.
 class ScopedPhase {
  public:
   ScopedPhase(Recorder& recorder, LaneId lane, NameId name, int32_t iteration)
@@ -162,12 +176,12 @@ class ScopedPhase {
   ScopedPhase(Recorder* recorder, LaneId lane, NameId name, int32_t iteration)
       : recorder_(recorder && recorder->enabled(TraceLevel::Summary) ? recorder : nullptr),
         lane_(lane), name_(name), iteration_(iteration),
-        begin_ns_(recorder_ ? now_ns() : 0) {}
+        begin_(recorder_ ? stamp_now() : Stamp{}) {}
   // Interns `name` first (a setup call: for phases that happen once, like construction steps).
   ScopedPhase(Recorder* recorder, LaneId lane, std::string_view name, int32_t iteration)
       : ScopedPhase(recorder, lane, recorder ? recorder->name(name) : kNone, iteration) {}
   ~ScopedPhase() {
-    if (recorder_) recorder_->phase(lane_, name_, begin_ns_, now_ns(), iteration_);
+    if (recorder_) recorder_->phase(lane_, name_, begin_, stamp_now(), iteration_);
   }
   ScopedPhase(const ScopedPhase&) = delete;
   ScopedPhase& operator=(const ScopedPhase&) = delete;
@@ -177,20 +191,22 @@ class ScopedPhase {
   LaneId lane_;
   NameId name_;
   int32_t iteration_;
-  int64_t begin_ns_;
+  Stamp begin_;
 };
 
 // ---- Inline hot-path helpers -------------------------------------------------------------
 
-inline void Recorder::phase(LaneId lane, NameId name, int64_t begin_ns, int64_t end_ns,
+inline void Recorder::phase(LaneId lane, NameId name, Stamp begin, Stamp end,
                             int32_t iteration) {
   if (!enabled(TraceLevel::Summary)) return;
   Event e;
   e.kind = EventKind::Phase;
   e.lane = lane;
   e.name = name;
-  e.begin_ns = begin_ns;
-  e.end_ns = end_ns;
+  e.begin_ns = begin.wall_ns;
+  e.end_ns = end.wall_ns;
+  e.cpu_begin_ns = begin.cpu_ns;
+  e.cpu_end_ns = end.cpu_ns;
   e.iteration = iteration;
   push(e);
 }

@@ -13,11 +13,14 @@ namespace dpscope::trace {
 using NameId = int32_t;  // an interned name: names.id
 using LaneId = int16_t;  // a lane of one rank: lanes.lane
 
-// One row of `events`. 80 bytes, copied into a per-thread buffer on the hot path.
+// One row of `events`. 96 bytes, copied into a per-thread buffer on the hot path.
 // Fields that do not apply stay kNone / kNone64 and are stored as NULL.
 struct Event {
   int64_t begin_ns = 0;
   int64_t end_ns = 0;  // == begin_ns for an instant
+  // The recording thread's CPU time at begin and end; see Note [Thread CPU time].
+  int64_t cpu_begin_ns = kNone64;
+  int64_t cpu_end_ns = kNone64;
   int64_t enqueue_ns = kNone64;  // collectives: when the caller issued it
   int64_t bytes = kNone64;       // collectives: payload bytes
   int64_t value = kNone64;       // hooks: bucket fill bytes after the copy; marks: free use
@@ -35,7 +38,7 @@ struct Event {
   uint8_t flags = 0;             // EventFlag bits
   int16_t grp = kNone;           // process group id
 };
-static_assert(sizeof(Event) == 80, "Event is copied on the hot path; keep it at 80 bytes");
+static_assert(sizeof(Event) == 96, "Event is copied on the hot path; keep it at 96 bytes");
 
 // The columns of an event that a timeline draws with, for bulk loading (Reader::scan_event_spans):
 // 32 bytes instead of Event's 80, read from SQLite at a fraction of the cost. Everything else

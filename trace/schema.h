@@ -13,7 +13,8 @@ namespace dpscope::trace {
 // refuses files with a newer version and names both versions in its error.
 // 2: memory category 13 `data`.
 // 3: ranks.clock_uncertainty_ns.
-inline constexpr int kSchemaVersion = 3;
+// 4: events.cpu_begin_ns and events.cpu_end_ns (Note [Thread CPU time]).
+inline constexpr int kSchemaVersion = 4;
 // Stored as `PRAGMA application_id`: tells a dpscope trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x44505343;  // "DPSC"
 
@@ -32,6 +33,26 @@ inline constexpr int32_t kApplicationId = 0x44505343;  // "DPSC"
 // figures and in the steps' peak.
 inline constexpr int32_t kNone = -1;
 inline constexpr int64_t kNone64 = -1;
+
+// Note [Thread CPU time]
+// Beside its wall-clock begin and end, an event the engine records from the thread that does
+// the work carries that thread's CPU time (CLOCK_THREAD_CPUTIME_ID, trace/clock.h) at the same
+// two moments: how much the thread computed in between, whatever else the machine ran. It is
+// what a cluster clock replays compute with, instead of this machine's wall time.
+// - Phases: cpu_begin_ns and cpu_end_ns, read on the recording thread.
+// - Collectives: cpu_begin_ns is the issuing thread's CPU time when it issued the collective
+//   (with enqueue_ns); cpu_end_ns is NULL, the transfer being the link's, not a thread's.
+// - Collective waits: the waiting thread's CPU time when the wait began and ended.
+// - Everything else: NULL. Hooks and bucket instants happen once a gradient, the hot path, and
+//   reading the clock is a system call (0.3–1 µs, trace/clock.h); the thread's compute between
+//   them shows in the collectives issued from them. Also NULL: unit states, marks, synthesized
+//   traces, files of schema version 3 and older.
+// A step records 2 readings a phase and 3 a bucket's collective: about 20 µs a step for a
+// 3-bucket DDP step here, against steps of milliseconds.
+// The values are a thread's own clock, comparable only between events of the same thread (the
+// same rank and lane, and for a collective the lane that issued it); merge and clock alignment
+// leave them as recorded. LibTorch's intra-op threads are not counted: with `--threads N` above
+// 1 a span's computation is partly on other threads (the meta key intra_op_threads says how many).
 
 // ---- Enumerations --------------------------------------------------------------------------
 // Every enumeration is also written into its own lookup table (event_kinds, collective_ops, ...)
@@ -173,11 +194,12 @@ inline constexpr const char* kTables[] = {
     "CREATE TABLE names (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
 
     // Every recorded event. Instants have end_ns = begin_ns. NULL where a column does not apply.
+    // cpu_begin_ns / cpu_end_ns: see Note [Thread CPU time].
     "CREATE TABLE events (id INTEGER PRIMARY KEY, rank INTEGER NOT NULL, lane INTEGER NOT NULL,"
     " kind INTEGER NOT NULL, name INTEGER, begin_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"
     " iteration INTEGER, param INTEGER, bucket INTEGER, unit INTEGER, op INTEGER, grp INTEGER,"
     " seq INTEGER, bytes INTEGER, dtype INTEGER, value INTEGER, enqueue_ns INTEGER,"
-    " flags INTEGER NOT NULL DEFAULT 0)",
+    " flags INTEGER NOT NULL DEFAULT 0, cpu_begin_ns INTEGER, cpu_end_ns INTEGER)",
 
     // Memory counters: the bytes held by `category` on `rank` from ts_ns on.
     "CREATE TABLE memory (rank INTEGER NOT NULL, ts_ns INTEGER NOT NULL,"
@@ -225,7 +247,8 @@ inline constexpr const char* kTables[] = {
     "CREATE VIEW events_named AS SELECT e.id, e.rank, e.lane, l.name AS lane_name,"
     " k.name AS kind, n.name AS name, e.begin_ns, e.end_ns, e.end_ns - e.begin_ns AS dur_ns,"
     " e.iteration, e.param, e.bucket, e.unit, o.name AS op, e.grp, e.seq, e.bytes,"
-    " d.name AS dtype, e.value, e.enqueue_ns, e.flags FROM events e"
+    " d.name AS dtype, e.value, e.enqueue_ns, e.flags, e.cpu_begin_ns, e.cpu_end_ns,"
+    " e.cpu_end_ns - e.cpu_begin_ns AS cpu_ns FROM events e"
     " LEFT JOIN lanes l ON l.rank = e.rank AND l.lane = e.lane"
     " LEFT JOIN event_kinds k ON k.id = e.kind LEFT JOIN names n ON n.id = e.name"
     " LEFT JOIN collective_ops o ON o.id = e.op AND e.kind IN (5, 6)"

@@ -27,6 +27,8 @@ inline constexpr std::string_view kModel = "model";
 inline constexpr std::string_view kModelSummary = "model_summary";
 inline constexpr std::string_view kTraceLevel = "trace_level";  // "off" | "summary" | "full"
 inline constexpr std::string_view kDevice = "device";           // "cpu" | "cuda"
+// LibTorch's intra-op threads per rank; see Note [Thread CPU time] (schema.h).
+inline constexpr std::string_view kIntraOpThreads = "intra_op_threads";
 inline constexpr std::string_view kTutorial = "tutorial";       // the tutorial and its part
 inline constexpr std::string_view kFaultInjected = "fault_injected";  // DPSCOPE_FAULT's text
 inline constexpr std::string_view kStraggler = "straggler";     // --straggler RANK:MS

@@ -54,8 +54,8 @@ struct Writer::Statements {
         name(db, "INSERT OR IGNORE INTO names (id, name) VALUES (?, ?)"),
         event(db,
               "INSERT INTO events (rank, lane, kind, name, begin_ns, end_ns, iteration, param,"
-              " bucket, unit, op, grp, seq, bytes, dtype, value, enqueue_ns, flags)"
-              " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+              " bucket, unit, op, grp, seq, bytes, dtype, value, enqueue_ns, flags, cpu_begin_ns,"
+              " cpu_end_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
         memory(db, "INSERT INTO memory (rank, ts_ns, category, bytes) VALUES (?, ?, ?, ?)"),
         metric(db, "INSERT INTO metrics (rank, iteration, name, value) VALUES (?, ?, ?, ?)"),
         param(db,
@@ -183,6 +183,8 @@ void Writer::add_event(const Event& e) {
   s.bind_int_or_null(16, e.value, kNone64);
   s.bind_int_or_null(17, e.enqueue_ns, kNone64);
   s.bind_int(18, e.flags);
+  s.bind_int_or_null(19, e.cpu_begin_ns, kNone64);
+  s.bind_int_or_null(20, e.cpu_end_ns, kNone64);
   s.run();
 }
 

@@ -59,6 +59,11 @@ void event_fields(App& app, const Pick& pick) {
           e->kind == trace::EventKind::Hook ? format_bytes(e->value) : std::to_string(e->value));
   }
   if (e->enqueue_ns != kNone64) field("queued", format_duration(double(e->begin_ns - e->enqueue_ns)));
+  // The thread's own CPU time over the span (Note [Thread CPU time]): what it computed, against
+  // the wall time the span took on this machine.
+  if (e->cpu_begin_ns != kNone64 && e->cpu_end_ns != kNone64 && e->end_ns > e->begin_ns) {
+    field("CPU time", format_duration(double(e->cpu_end_ns - e->cpu_begin_ns)));
+  }
   if (e->flags) {
     std::string flags;
     if (e->flags & trace::kFlagPrefetch) flags += "prefetch ";

@@ -54,7 +54,7 @@ std::string collective_name(trace::CollectiveOp op, int64_t seq) {
 Work::Work(ProcessGroup& group, trace::CollectiveOp op, int64_t seq, int64_t bytes,
            trace::DType dtype, CollectiveTag tag)
     : group_(group), op_(op), seq_(seq), bytes_(bytes), dtype_(dtype), tag_(tag),
-      enqueue_ns_(trace::now_ns()) {}
+      enqueue_(trace::stamp_for(group.recorder(), trace::TraceLevel::Summary)) {}
 
 void Work::finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error,
                   uint8_t extra_flags, trace::LaneId lane) {
@@ -78,7 +78,8 @@ void Work::finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error,
     e.seq = seq_;
     e.bytes = bytes_;
     e.dtype = static_cast<uint8_t>(dtype_);
-    e.enqueue_ns = enqueue_ns_;
+    e.enqueue_ns = enqueue_.wall_ns;
+    e.cpu_begin_ns = enqueue_.cpu_ns;  // the issuing thread's; see Note [Thread CPU time]
     e.begin_ns = begin_ns;
     e.end_ns = end_ns;
     e.iteration = tag_.iteration;
@@ -125,14 +126,14 @@ int64_t Work::real_duration_ns() const {
 }
 
 void Work::wait(trace::LaneId lane) {
-  const int64_t begin_ns = trace::now_ns();
+  const trace::Stamp begin = trace::stamp_for(group_.recorder(), trace::TraceLevel::Summary);
   const auto deadline = std::chrono::steady_clock::now() + group_.options().timeout;
   if (!is_completed()) group_.run_on_waiting_thread(*this);  // See Note [Run on wait]
   std::unique_lock<std::mutex> lock(mutex_);
   bool finished = done_cv_.wait_until(lock, deadline, [&] { return done_; });
   // A collective that failed only after the whole timeout (Gloo's own timeout, which starts
   // when the collective does) is reported as the timeout, naming the ranks not heard from.
-  if (finished && error_ && trace::now_ns() - enqueue_ns_ >= timeout_ns()) finished = false;
+  if (finished && error_ && trace::now_ns() - enqueue_.wall_ns >= timeout_ns()) finished = false;
   const int64_t release_ns = finished ? release_ns_ : 0;
   lock.unlock();
   // See Note [Link emulation]: asleep until the emulated end, the CPU free for compute.
@@ -148,8 +149,11 @@ void Work::wait(trace::LaneId lane) {
     e.op = static_cast<uint8_t>(op_);
     e.grp = group_.options().group_id;
     e.seq = seq_;
-    e.begin_ns = begin_ns;
-    e.end_ns = trace::now_ns();
+    const trace::Stamp end = trace::stamp_for(recorder, trace::TraceLevel::Summary);
+    e.begin_ns = begin.wall_ns;
+    e.end_ns = end.wall_ns;
+    e.cpu_begin_ns = begin.cpu_ns;
+    e.cpu_end_ns = end.cpu_ns;
     e.iteration = tag_.iteration;
     e.bucket = tag_.bucket;
     e.unit = tag_.unit;

@@ -123,7 +123,7 @@ class Work {
   const int64_t bytes_;
   const trace::DType dtype_;
   const CollectiveTag tag_;
-  const int64_t enqueue_ns_;
+  const trace::Stamp enqueue_;  // when the caller issued it, on the issuing thread's clocks
   mutable std::mutex mutex_;
   std::condition_variable done_cv_;
   bool done_ = false;

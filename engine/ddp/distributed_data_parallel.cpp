@@ -120,11 +120,14 @@ bool DistributedDataParallel::will_sync_buffers() const {
 
 void DistributedDataParallel::sync_buffers(int authoritative_rank, int32_t iteration) {
   trace::Recorder* recorder = options_.recorder;
-  const int64_t begin_ns = trace::now_ns();
+  const trace::Stamp begin = trace::stamp_for(recorder, trace::TraceLevel::Summary);
   c10::NoGradGuard no_grad;
   replica::broadcast_coalesced(*group_, buffers_, authoritative_rank, replica::kBroadcastBufferBytes, 2,
                       collective_tag(iteration));
-  if (recorder) recorder->phase(0, forward_sync_name_, begin_ns, trace::now_ns(), iteration);
+  if (recorder) {
+    recorder->phase(0, forward_sync_name_, begin,
+                    trace::stamp_for(recorder, trace::TraceLevel::Summary), iteration);
+  }
 }
 
 void DistributedDataParallel::pre_forward() {

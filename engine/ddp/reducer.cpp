@@ -293,7 +293,7 @@ void Reducer::delay_all_reduce() {
 }
 
 void Reducer::finalize_backward() {
-  const int64_t begin_ns = trace::now_ns();
+  const trace::Stamp begin = trace::stamp_for(recorder_, trace::TraceLevel::Summary);
   enter(BackwardPhase::kIdle);
   memory::TrackingAllocator* allocator = memory::TrackingAllocator::installed();
   for (size_t index = 0; index < buckets_.size(); ++index) {
@@ -321,7 +321,10 @@ void Reducer::finalize_backward() {
     // first iteration's for good (zeroed, every parameter would read as unused from then on).
     if (dynamic_graph_find_unused()) local_used_map_.zero_();
   }
-  if (recorder_) recorder_->phase(0, finalize_name_, begin_ns, trace::now_ns(), iteration_);
+  if (recorder_) {
+    recorder_->phase(0, finalize_name_, begin,
+                     trace::stamp_for(recorder_, trace::TraceLevel::Summary), iteration_);
+  }
 }
 
 void Reducer::finalize_bucket_dense(Bucket& bucket) {

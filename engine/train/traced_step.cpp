@@ -13,7 +13,8 @@
 namespace dpscope::train {
 
 TracedStep::TracedStep(trace::Recorder& recorder, memory::MemorySampler& sampler, int32_t iteration)
-    : recorder_(recorder), sampler_(sampler), iteration_(iteration), begin_ns_(trace::now_ns()),
+    : recorder_(recorder), sampler_(sampler), iteration_(iteration),
+      begin_(trace::stamp_for(&recorder, trace::TraceLevel::Summary)),
       forward_name_(recorder.name(trace::kPhaseForward)) {}
 
 TracedStep::~TracedStep() {
@@ -49,9 +50,9 @@ void TracedStep::optimizer_step(torch::optim::Optimizer& optimizer) {
 
 double TracedStep::finish() {
   finished_ = true;
-  const int64_t end_ns = trace::now_ns();
-  const double ms = static_cast<double>(end_ns - begin_ns_) / 1e6;
-  recorder_.phase(0, recorder_.name(trace::kPhaseIteration), begin_ns_, end_ns, iteration_);
+  const trace::Stamp end = trace::stamp_for(&recorder_, trace::TraceLevel::Summary);
+  const double ms = static_cast<double>(end.wall_ns - begin_.wall_ns) / 1e6;
+  recorder_.phase(0, recorder_.name(trace::kPhaseIteration), begin_, end, iteration_);
   recorder_.metric(iteration_, recorder_.name(trace::kMetricLoss), loss_);
   recorder_.metric(iteration_, recorder_.name(trace::kMetricStepMs), ms);
   if (const int64_t resident = memory::resident_bytes(); resident >= 0) {

@@ -72,7 +72,7 @@ class TracedStep {
   trace::Recorder& recorder_;
   memory::MemorySampler& sampler_;
   int32_t iteration_;
-  int64_t begin_ns_;
+  trace::Stamp begin_;
   double loss_ = 0;
   bool finished_ = false;
   trace::NameId forward_name_;

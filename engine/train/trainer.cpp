@@ -139,6 +139,7 @@ void record_run_meta(trace::Recorder& recorder, const TrainConfig& config, const
   recorder.set_meta(key::kModel, config.model.name);
   recorder.set_meta(key::kTraceLevel, trace::to_string(config.trace_level));
   recorder.set_meta(key::kDevice, config.device);
+  recorder.set_meta(key::kIntraOpThreads, std::to_string(at::get_num_threads()));
   if (fault_injected) recorder.set_meta(key::kFaultInjected, std::getenv("DPSCOPE_FAULT"));
   if (config.straggler) {
     char straggler[64];
