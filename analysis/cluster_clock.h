@@ -1,0 +1,115 @@
+// The cluster clock: a run's timeline replayed as a cluster would run it — each rank's compute
+// taking its thread's CPU time, each collective the link model's time once every rank has
+// issued it — so that a lesson about time reads the same on an idle laptop and on a busy one.
+// Note [Cluster clock] says how; docs/cluster-clock.md what it leaves out.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "analysis/link_model.h"
+#include "trace/reader.h"
+#include "trace/schema.h"
+
+namespace dpscope::analysis {
+
+// A trace the cluster clock cannot replay, or a link it cannot use; the message names the file
+// and the fix.
+class ClusterClockError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A collective: its process group and its sequence number in it (the same on every rank).
+using CollectiveKey = std::pair<int32_t, int64_t>;
+
+// ---- What the replay reads: each rank's program ------------------------------------------
+
+enum class PointKind : uint8_t {
+  Compute,     // a moment of the thread (a span's begin or end, an instant); compute led to it
+  Issue,       // the thread issued collective (grp, seq)
+  WaitBegin,   // the thread began to wait for (grp, seq)
+  WaitEnd,     // ... and went on once it had completed
+  SleepBegin,  // a sleep standing for work (--straggler's delay): its wall time counts as compute
+  SleepEnd,
+};
+
+// A moment of a rank's computing thread, on both of its clocks (Note [Thread CPU time]).
+struct ThreadPoint {
+  int64_t wall_ns = 0;  // the trace's clock, aligned to rank 0
+  int64_t cpu_ns = 0;   // the thread's CPU clock
+  PointKind kind = PointKind::Compute;
+  CollectiveKey collective{trace::kNone, trace::kNone64};  // Issue, WaitBegin, WaitEnd
+};
+
+struct IssuedCollective {
+  trace::CollectiveOp op = trace::CollectiveOp::AllReduce;
+  int64_t bytes = 0;  // as the trace counts them (link_model_ns)
+};
+
+// One rank's program: its computing thread's points in the order they happened, and what each
+// collective it issued moves.
+struct RankProgram {
+  int32_t rank = 0;
+  std::vector<ThreadPoint> points;
+  std::map<CollectiveKey, IssuedCollective> collectives;
+};
+
+// ---- What the replay gives --------------------------------------------------------------
+
+// A span on the cluster clock: nanoseconds from the run's start, when every rank starts at once.
+struct ClusterSpan {
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+};
+
+struct ClusterTimeline {
+  // Per rank, the cluster time of each of its program's points, in the program's order.
+  std::map<int32_t, std::vector<int64_t>> point_ns;
+  // Each collective on the link: the same span on every rank that ran it.
+  std::map<CollectiveKey, ClusterSpan> collectives;
+  // Waits for a collective that not every rank of its group issued in the trace (a rank that
+  // failed, a trace cut short): taken at their recorded wall time instead.
+  int64_t unmatched_waits = 0;
+};
+
+// Replays `programs` on `link` (Note [Cluster clock]). Pure and deterministic: the same programs
+// give the same timeline. Throws ClusterClockError when a program is out of order (a point
+// before the one that precedes it on either clock).
+ClusterTimeline replay_programs(const std::vector<RankProgram>& programs, const LinkSpec& link);
+
+// ---- A trace on the cluster clock --------------------------------------------------------
+
+struct ClusterClockRun {
+  LinkSpec link;
+  bool link_from_trace = true;  // the run's emulated link (meta), or one given by the caller
+  // What the reader should know about the replay ("recorded with 2 intra-op threads: ...").
+  std::vector<std::string> warnings;
+  std::vector<RankProgram> programs;
+  ClusterTimeline timeline;
+  // Each rank's iterations (the `iteration` phases) on the cluster clock.
+  std::map<int32_t, std::map<int32_t, ClusterSpan>> iterations;
+
+  // `wall_ns` of `rank` (the trace's clock) on the cluster clock: exact at the program's points,
+  // linear in wall time between them, and the nearest point's outside. Events off the computing
+  // thread (unit states, memory samples) are placed so. 0 for a rank without points.
+  int64_t to_cluster(int32_t rank, int64_t wall_ns) const;
+  // The median of `rank`'s steady iterations (Note [Steady steps]) in ms on the cluster clock;
+  // nullopt with fewer than 3 iterations.
+  std::optional<double> steady_step_ms(int32_t rank) const;
+};
+
+// Reads `reader`'s run and replays it on `link`, or on the run's emulated link when `link` is
+// nullopt. Throws ClusterClockError naming `path` when the run cannot be replayed: no link
+// given nor recorded, a GPU run (its measured clock is the cluster's own), a trace without CPU
+// times (schema version 3 and older, or trace level off). Thread-safety: uses `reader`, which
+// the calling thread must own.
+ClusterClockRun cluster_clock(trace::Reader& reader, const std::string& path,
+                              const std::optional<LinkSpec>& link);
+
+}  // namespace dpscope::analysis

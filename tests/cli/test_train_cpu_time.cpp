@@ -1,0 +1,128 @@
+// What a real `dpscope train` records of its threads' CPU time (Note [Thread CPU time]), on 2
+// ranks of DDP with rank 1 told to sleep 40 ms a step (--straggler): the sleep is a span of wall
+// time with almost no CPU time, the phases have CPU time that never runs ahead of their wall
+// time, the collectives carry the issuing thread's CPU time, waits theirs, hooks none.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/cluster_clock.h"
+#include "tests/test_util.h"
+#include "trace/reader.h"
+#include "trace/vocabulary.h"
+
+using dpscope::testing::dpscope_bin;
+using dpscope::testing::run_command;
+using dpscope::testing::TempDir;
+using namespace dpscope::trace;
+namespace analysis = dpscope::analysis;
+
+namespace {
+
+// Generous for the few µs between reading the wall clock and the CPU clock at each end.
+constexpr int64_t kClockReadSlackNs = 200'000;
+
+int64_t cpu_ns(const Event& e) { return e.cpu_end_ns - e.cpu_begin_ns; }
+int64_t wall_ns(const Event& e) { return e.end_ns - e.begin_ns; }
+
+}  // namespace
+
+TEST(TrainCpuTime, ComputeSpansCarryCpuTimeAndASleepHasNone) {
+  TempDir dir;
+  const std::string trace = dir.file("run.sqlite");
+  const auto train = run_command(
+      "timeout -k 5 180 " + dpscope_bin() + " launch -n 2 -- " + dpscope_bin() +
+      " train --strategy ddp --model mlp --hidden 64 --layers 3 --steps 6 --batch-size 16"
+      " --threads 1 --progress-every 0 --bucket-cap-mb 0.01 --straggler 1:40 --trace " + trace);
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  Reader reader(trace);
+  EXPECT_EQ(reader.meta()[std::string(meta_key::kIntraOpThreads)], "1");
+  const std::vector<std::string> names = reader.names();
+  const auto named = [&](const Event& e, std::string_view name) {
+    return e.name >= 0 && size_t(e.name) < names.size() && names[e.name] == name;
+  };
+
+  int delays = 0, backwards = 0;
+  for (const Event& e : reader.events_of_kind(EventKind::Phase)) {
+    ASSERT_NE(e.cpu_begin_ns, kNone64) << names[e.name];
+    ASSERT_NE(e.cpu_end_ns, kNone64) << names[e.name];
+    EXPECT_GE(cpu_ns(e), 0) << names[e.name];
+    EXPECT_LE(cpu_ns(e), wall_ns(e) + kClockReadSlackNs) << names[e.name] << " on rank " << e.rank;
+    if (named(e, kPhaseStragglerDelay)) {
+      ++delays;
+      EXPECT_EQ(e.rank, 1);
+      EXPECT_GE(wall_ns(e), 40'000'000);
+      EXPECT_LT(cpu_ns(e), 4'000'000) << "a 40 ms sleep counted as compute";
+    }
+    if (named(e, kPhaseBackward)) {
+      ++backwards;
+      EXPECT_GT(cpu_ns(e), 0) << "backward computed nothing on rank " << e.rank;
+    }
+  }
+  EXPECT_EQ(delays, 6);
+  EXPECT_EQ(backwards, 12);
+
+  // Hooks, once a gradient, read no CPU clock (a system call on the hot path).
+  const std::vector<Event> hooks = reader.events_of_kind(EventKind::Hook);
+  ASSERT_FALSE(hooks.empty());
+  for (const Event& e : hooks) EXPECT_EQ(e.cpu_begin_ns, kNone64);
+  const std::vector<Event> collectives = reader.events_of_kind(EventKind::Collective);
+  ASSERT_FALSE(collectives.empty());
+  for (const Event& e : collectives) {
+    EXPECT_NE(e.cpu_begin_ns, kNone64) << "collective #" << e.seq << " on rank " << e.rank;
+    EXPECT_EQ(e.cpu_end_ns, kNone64);
+  }
+  const std::vector<Event> waits = reader.events_of_kind(EventKind::CollectiveWait);
+  ASSERT_FALSE(waits.empty());
+  for (const Event& e : waits) {
+    ASSERT_NE(e.cpu_begin_ns, kNone64);
+    EXPECT_LE(cpu_ns(e), wall_ns(e) + kClockReadSlackNs);
+  }
+  // Rank 0 waits for the sleeping rank 1 in every step's finalize: most of that time it has the
+  // wall clock's, not the CPU clock's.
+  int64_t wait_wall = 0, wait_cpu = 0;
+  for (const Event& e : waits) {
+    if (e.rank != 0 || e.iteration < 1) continue;
+    wait_wall += wall_ns(e);
+    wait_cpu += cpu_ns(e);
+  }
+  EXPECT_GT(wait_wall, 5 * 30'000'000) << "rank 0 should wait about 40 ms a step for rank 1";
+  EXPECT_LT(wait_cpu, wait_wall / 4);
+}
+
+// The same kind of run on an emulated link, replayed on the cluster clock (Note [Cluster
+// clock]): every rank's program completes without a wait left unmatched, every collective lasts
+// the link model's time, and every rank has each iteration on the cluster clock.
+TEST(TrainCpuTime, ARealRunReplaysOnTheClusterClock) {
+  TempDir dir;
+  const std::string trace = dir.file("run.sqlite");
+  const auto train = run_command(
+      "timeout -k 5 180 " + dpscope_bin() + " launch -n 2 --link-gbps 4 --link-latency-us 50 -- " +
+      dpscope_bin() + " train --strategy ddp --model mlp --hidden 64 --layers 3 --steps 6"
+      " --batch-size 16 --threads 1 --progress-every 0 --bucket-cap-mb 0.01 --trace " + trace);
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  Reader reader(trace);
+  const analysis::ClusterClockRun run = analysis::cluster_clock(reader, trace, std::nullopt);
+  EXPECT_TRUE(run.link_from_trace);
+  EXPECT_DOUBLE_EQ(run.link.gbps, 4);
+  EXPECT_TRUE(run.warnings.empty());
+  EXPECT_EQ(run.timeline.unmatched_waits, 0);
+  std::map<analysis::CollectiveKey, Event> recorded;
+  for (const Event& e : reader.events_of_kind(EventKind::Collective, 0)) recorded[{e.grp, e.seq}] = e;
+  ASSERT_FALSE(recorded.empty());
+  EXPECT_EQ(run.timeline.collectives.size(), recorded.size());
+  for (const auto& [key, span] : run.timeline.collectives) {
+    const Event& e = recorded.at(key);
+    EXPECT_EQ(span.end_ns - span.begin_ns,
+              analysis::link_model_ns(static_cast<CollectiveOp>(e.op), e.bytes, 2, run.link))
+        << "collective #" << key.second;
+  }
+  for (const int32_t rank : {0, 1}) {
+    ASSERT_EQ(run.iterations.at(rank).size(), 6u) << "rank " << rank;
+    ASSERT_TRUE(run.steady_step_ms(rank).has_value());
+    EXPECT_GT(*run.steady_step_ms(rank), 0);
+  }
+}
