@@ -38,16 +38,22 @@ namespace dpscope::analysis {
 
 namespace {
 
+// The begin of a wait or a sleep: its cluster time and its wall time.
+struct Hold {
+  int64_t at = 0;
+  int64_t wall = 0;
+  // Its end at `end` when the wall time in between counts (a sleep, a wait taken as recorded).
+  int64_t after_wall(const ThreadPoint& end) const { return at + std::max<int64_t>(end.wall_ns - wall, 0); }
+};
+
 struct RankState {
   const RankProgram* program = nullptr;
   size_t next = 0;          // the next point to place
   int64_t now = 0;          // the cluster time of the last point placed
   int64_t cpu = 0;          // the CPU clock at the last point placed
   bool started = false;
-  int64_t wait_begin = 0;   // cluster time at the WaitBegin being waited out
-  int64_t wait_wall = 0;    // its wall time
-  int64_t sleep_begin = 0;  // cluster time and wall time at the SleepBegin
-  int64_t sleep_wall = 0;
+  Hold wait;                // the WaitBegin being waited out
+  Hold sleep;               // the SleepBegin
   std::vector<int64_t>* placed = nullptr;
   std::vector<CollectiveKey> issue_order;  // this rank's collectives, as issued
   size_t nic_next = 0;                     // the first of them not yet on the link
@@ -118,6 +124,11 @@ class Replay {
     ++state.next;
   }
 
+  void begin_hold(RankState& state, const ThreadPoint& point, Hold& hold) {
+    hold = Hold{state.now + computed(state, point), point.wall_ns};
+    place(state, point, hold.at);
+  }
+
   // Places the rank's points until one waits for a collective not yet on the link.
   bool advance(RankState& state) {
     const std::vector<ThreadPoint>& points = state.program->points;
@@ -135,23 +146,19 @@ class Replay {
           break;
         }
         case PointKind::WaitBegin:
-          state.wait_begin = state.now + computed(state, point);
-          state.wait_wall = point.wall_ns;
-          place(state, point, state.wait_begin);
+          begin_hold(state, point, state.wait);
           break;
         case PointKind::WaitEnd: {
           const auto done = timeline_.collectives.find(point.collective);
           if (done == timeline_.collectives.end()) return state.next != before;
-          place(state, point, std::max(state.wait_begin, done->second.end_ns));
+          place(state, point, std::max(state.wait.at, done->second.end_ns));
           break;
         }
         case PointKind::SleepBegin:
-          state.sleep_begin = state.now + computed(state, point);
-          state.sleep_wall = point.wall_ns;
-          place(state, point, state.sleep_begin);
+          begin_hold(state, point, state.sleep);
           break;
         case PointKind::SleepEnd:
-          place(state, point, state.sleep_begin + std::max<int64_t>(point.wall_ns - state.sleep_wall, 0));
+          place(state, point, state.sleep.after_wall(point));
           break;
       }
     }
@@ -217,7 +224,7 @@ class Replay {
     RankState* earliest = nullptr;
     for (auto& [rank, state] : ranks_) {
       if (state.next >= state.program->points.size()) continue;
-      if (!earliest || state.wait_begin < earliest->wait_begin) earliest = &state;
+      if (!earliest || state.wait.at < earliest->wait.at) earliest = &state;
     }
     if (!earliest) return false;
     const ThreadPoint& point = earliest->program->points[earliest->next];
@@ -235,8 +242,7 @@ class Replay {
     }
     abandoned_.insert(point.collective);
     ++timeline_.unmatched_waits;
-    place(*earliest, point,
-          earliest->wait_begin + std::max<int64_t>(point.wall_ns - earliest->wait_wall, 0));
+    place(*earliest, point, earliest->wait.after_wall(point));
     return true;
   }
 
@@ -286,13 +292,14 @@ struct ProgramBuilder {
   }
 };
 
-// Sorts each program into the order it ran: by wall time, then CPU time, then begin before end
-// (a span's two points at one wall instant).
+// Sorts a program into the order it ran: by wall time, then CPU time; at one instant on both,
+// by kind, so that an issue comes before a wait and a span's begin before its end.
 void order_points(RankProgram& program) {
   std::stable_sort(program.points.begin(), program.points.end(),
                    [](const ThreadPoint& a, const ThreadPoint& b) {
                      if (a.wall_ns != b.wall_ns) return a.wall_ns < b.wall_ns;
-                     return a.cpu_ns < b.cpu_ns;
+                     if (a.cpu_ns != b.cpu_ns) return a.cpu_ns < b.cpu_ns;
+                     return a.kind < b.kind;
                    });
 }
 
@@ -334,16 +341,18 @@ std::optional<double> ClusterClockRun::steady_step_ms(int32_t rank) const {
   return summary.median_ms;
 }
 
-ClusterClockRun cluster_clock(trace::Reader& reader, const std::string& path,
-                              const std::optional<LinkSpec>& link) {
-  const std::map<std::string, std::string> meta = reader.meta();
+namespace {
+
+// The refusals and warnings that the trace's meta table decides: a GPU run, a missing link,
+// more than one intra-op thread.
+void read_settings(const std::map<std::string, std::string>& meta, const std::string& path,
+                   const std::optional<LinkSpec>& link, ClusterClockRun& run) {
   const auto device = meta.find(std::string(trace::meta_key::kDevice));
   if (device != meta.end() && device->second.rfind("cuda", 0) == 0) {
     throw ClusterClockError(path + ": a GPU run; its measured clock is already the cluster's "
                             "own (the cluster clock replays CPU runs, whose compute and "
                             "transfers shared this machine's cores): read its measured times");
   }
-  ClusterClockRun run;
   run.link = choose_link(meta, path, link, run.link_from_trace);
   if (const std::optional<double> threads = meta_number(meta, trace::meta_key::kIntraOpThreads);
       threads && *threads > 1) {
@@ -352,13 +361,18 @@ ClusterClockRun cluster_clock(trace::Reader& reader, const std::string& path,
                            "thread only, so compute that ran on the others is left out (record "
                            "with --threads 1)");
   }
+}
 
+// Each rank's program, from one pass over the events (Note [Cluster clock], 1), and each rank's
+// `iteration` phases into `iteration_phases`.
+std::map<int32_t, ProgramBuilder> read_programs(
+    trace::Reader& reader,
+    std::map<int32_t, std::vector<std::pair<int32_t, trace::Event>>>& iteration_phases) {
   const std::vector<std::string> names = reader.names();
   const auto named = [&](const trace::Event& e, std::string_view name) {
     return e.name >= 0 && size_t(e.name) < names.size() && names[size_t(e.name)] == name;
   };
   std::map<int32_t, ProgramBuilder> builders;
-  std::map<int32_t, std::vector<std::pair<int32_t, trace::Event>>> iteration_phases;
   reader.for_each_event([&](const trace::Event& e) {
     ProgramBuilder& builder = builders[e.rank];
     builder.program.rank = e.rank;
@@ -395,7 +409,17 @@ ClusterClockRun cluster_clock(trace::Reader& reader, const std::string& path,
     }
     return true;
   });
-  for (auto& [rank, builder] : builders) {
+  return builders;
+}
+
+}  // namespace
+
+ClusterClockRun cluster_clock(trace::Reader& reader, const std::string& path,
+                              const std::optional<LinkSpec>& link) {
+  ClusterClockRun run;
+  read_settings(reader.meta(), path, link, run);
+  std::map<int32_t, std::vector<std::pair<int32_t, trace::Event>>> iteration_phases;
+  for (auto& [rank, builder] : read_programs(reader, iteration_phases)) {
     if (!builder.has_cpu) {
       throw ClusterClockError(path + ": rank " + std::to_string(rank) + " recorded no thread CPU "
                               "times (a trace of schema version " +
@@ -405,13 +429,11 @@ ClusterClockRun cluster_clock(trace::Reader& reader, const std::string& path,
     order_points(builder.program);
     run.programs.push_back(std::move(builder.program));
   }
-  // A wait recorded before its Issue point at the same instant would block its own issue: the
-  // stable sort keeps the order the points were added in, and an Issue's enqueue time is always
-  // earlier than the wait that follows it.
   run.timeline = replay_programs(run.programs, run.link);
   for (const auto& [rank, phases] : iteration_phases) {
     for (const auto& [iteration, e] : phases) {
-      run.iterations[rank][iteration] = ClusterSpan{run.to_cluster(rank, e.begin_ns), run.to_cluster(rank, e.end_ns)};
+      run.iterations[rank][iteration] =
+          ClusterSpan{run.to_cluster(rank, e.begin_ns), run.to_cluster(rank, e.end_ns)};
     }
   }
   return run;

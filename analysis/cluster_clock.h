@@ -30,6 +30,7 @@ using CollectiveKey = std::pair<int32_t, int64_t>;
 
 // ---- What the replay reads: each rank's program ------------------------------------------
 
+// In the order that points of one instant take in a program read from a trace.
 enum class PointKind : uint8_t {
   Compute,     // a moment of the thread (a span's begin or end, an instant); compute led to it
   Issue,       // the thread issued collective (grp, seq)

@@ -1,7 +1,6 @@
 // The dpscope binary end to end: `stats`, `stats --json` and `export --chrome` on a trace the
 // test writes, and the one-line error (exit 1, nothing on stdout) for every kind of bad input.
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 
 #include <filesystem>
 #include <fstream>
@@ -10,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/sqlite_edit.h"
 #include "tests/test_util.h"
 #include "tests/trace_event.h"
 #include "trace/writer.h"
@@ -17,6 +17,7 @@
 namespace dpscope::trace {
 namespace {
 
+using testing::exec_sql;
 using testing::TempDir;
 
 struct Outcome {
@@ -176,13 +177,6 @@ TEST(cliExport, UnwritableOutput) {
 }
 
 // ---- Bad trace files: exit 1, nothing on stdout, one line on stderr naming the file.
-
-void exec_sql(const std::string& path, const char* sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
-  sqlite3_close(db);
-}
 
 void expect_one_line_error(const TempDir& dir, const std::string& path) {
   for (const std::string& command :

@@ -3,7 +3,6 @@
 // merge keeps them, and files of schema version 3 (no such columns) still read and merge.
 #include <gtest/gtest.h>
 
-#include <sqlite3.h>
 
 #include <chrono>
 #include <cstdint>
@@ -11,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/sqlite_edit.h"
 #include "tests/test_util.h"
 #include "trace/clock.h"
 #include "trace/merge.h"
@@ -18,17 +18,10 @@
 #include "trace/recorder.h"
 
 using namespace dpscope::trace;
+using dpscope::testing::exec_sql;
 using dpscope::testing::TempDir;
 
 namespace {
-
-void exec_sql(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
-      << sqlite3_errmsg(db);
-  sqlite3_close(db);
-}
 
 // A rank file with a phase and a collective with CPU times 1000 + their wall time, a phase with
 // the wall clock alone, and a hook and a bucket instant (which never carry CPU times), recorded

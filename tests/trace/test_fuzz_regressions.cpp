@@ -3,7 +3,6 @@
 // statistics and export, or fail with one TraceError naming the file: never crash, overflow,
 // allocate without bound or throw anything else.
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 
 #include <filesystem>
 #include <fstream>
@@ -16,6 +15,7 @@
 #include "analysis/stats_report.h"
 #include "formats/export_chrome.h"
 #include "tests/fuzz/seed_traces.h"
+#include "tests/sqlite_edit.h"
 #include "tests/test_util.h"
 #include "trace/error.h"
 #include "trace/merge.h"
@@ -27,18 +27,11 @@ namespace {
 using namespace dpscope::analysis;
 using namespace dpscope::formats;
 
+using testing::exec_sql;
 using testing::TempDir;
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-
-void exec_sql(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
-      << sqlite3_errmsg(db) << " in " << sql;
-  sqlite3_close(db);
-}
 
 // The two-rank DDP seed trace of the fuzzers with `sql` applied.
 std::string mutated_trace(const TempDir& dir, const std::string& sql) {

@@ -2,18 +2,19 @@
 // saying what is wrong — never a crash: missing, a directory, empty, random bytes, truncated,
 // a foreign SQLite database, a newer schema, a damaged dpscope file.
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 
 #include <filesystem>
 #include <fstream>
 #include <random>
 
+#include "tests/sqlite_edit.h"
 #include "tests/test_util.h"
 #include "trace/error.h"
 #include "trace/reader.h"
 #include "trace/writer.h"
 
 using namespace dpscope::trace;
+using dpscope::testing::exec_sql;
 using dpscope::testing::TempDir;
 
 namespace {
@@ -54,14 +55,6 @@ void write_trace(const std::string& path, int events = 20000) {
   }
   writer.commit();
   writer.finish();
-}
-
-void exec_sql(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
-      << sqlite3_errmsg(db);
-  sqlite3_close(db);
 }
 
 }  // namespace
