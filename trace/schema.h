@@ -47,8 +47,8 @@ inline constexpr int64_t kNone64 = -1;
 //   reading the clock is a system call (0.3–1 µs, trace/clock.h); the thread's compute between
 //   them shows in the collectives issued from them. Also NULL: unit states, marks, synthesized
 //   traces, files of schema version 3 and older.
-// A step records 2 readings a phase and 3 a bucket's collective: about 20 µs a step for a
-// 3-bucket DDP step here, against steps of milliseconds.
+// A step records 2 readings a phase and 3 a bucket's collective (its issue and wait): some 20 for a
+// 3-bucket DDP step, 15–30 µs here (bench/README.md), against steps of milliseconds.
 // The values are a thread's own clock, comparable only between events of the same thread (the
 // same rank and lane, and for a collective the lane that issued it); merge and clock alignment
 // leave them as recorded. LibTorch's intra-op threads are not counted: with `--threads N` above
