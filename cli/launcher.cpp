@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <ctime>
@@ -26,10 +27,13 @@
 #include <string>
 #include <vector>
 
+#include "analysis/cluster_clock.h"
 #include "analysis/link_model.h"
 #include "cli/commands.h"
 #include "trace/error.h"
 #include "trace/merge.h"
+#include "trace/reader.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::cli {
 namespace {
@@ -208,6 +212,27 @@ pid_t start_rank(const LaunchOptions& o, int local_rank, int port, const std::st
   ::_exit(127);
 }
 
+// A run on an emulated link: its step on the cluster clock (docs/cluster-clock.md), beside the
+// measured step_ms each rank printed — rank 0's median over the steady steps. A run that cannot
+// be replayed says why in one line; the launch still succeeds. Runs without a link print nothing.
+void print_cluster_step(const std::string& run_file) {
+  try {
+    trace::Reader reader(run_file);
+    if (!reader.meta().count(std::string(trace::meta_key::kLinkGbps))) return;
+    const analysis::ClusterClockRun run = analysis::cluster_clock(reader, run_file, std::nullopt);
+    for (const std::string& warning : run.warnings) std::cerr << "dpscope launch: " << warning << "\n";
+    if (const std::optional<double> ms = run.steady_step_ms(0)) {
+      char text[64];
+      std::snprintf(text, sizeof(text), "%.3f", *ms);
+      std::cerr << "dpscope launch: cluster_step_ms " << text << " (rank 0, steady steps; cluster "
+                << "clock: compute as CPU time, link " << analysis::link_value_text(run.link.gbps)
+                << " Gb/s, " << analysis::link_value_text(run.link.latency_us) << " µs)\n";
+    }
+  } catch (const std::exception& failure) {
+    std::cerr << "dpscope launch: no cluster clock for " << run_file << ": " << failure.what() << "\n";
+  }
+}
+
 // Merges the rank files this node's ranks left in trace_dir, if any. Never fails the launch.
 // Only this node's: on a shared filesystem the other nodes' files are theirs to merge. A rank
 // that ended without closing its trace (killed) gets how it ended written into its file first.
@@ -241,7 +266,9 @@ void merge_rank_files(const LaunchOptions& o, const std::string& trace_dir,
   } catch (const trace::TraceError& failure) {
     std::cerr << "dpscope launch: could not merge the rank files in " << trace_dir << ": "
               << failure.what() << "\n";
+    return;
   }
+  if (o.nnodes == 1) print_cluster_step(out);  // one node's file holds every rank
 }
 
 // The directory the ranks write their traces into (--trace-dir or a new one), created.

@@ -38,6 +38,7 @@ TEST(TrainCpuTime, ComputeSpansCarryCpuTimeAndASleepHasNone) {
       " train --strategy ddp --model mlp --hidden 64 --layers 3 --steps 6 --batch-size 16"
       " --threads 1 --progress-every 0 --bucket-cap-mb 0.01 --straggler 1:40 --trace " + trace);
   ASSERT_EQ(train.exit_code, 0) << train.output;
+  EXPECT_EQ(train.output.find("cluster_step_ms"), std::string::npos) << "no link, no cluster clock";
   Reader reader(trace);
   EXPECT_EQ(reader.meta()[std::string(meta_key::kIntraOpThreads)], "1");
   const std::vector<std::string> names = reader.names();
@@ -94,16 +95,22 @@ TEST(TrainCpuTime, ComputeSpansCarryCpuTimeAndASleepHasNone) {
 }
 
 // The same kind of run on an emulated link, replayed on the cluster clock (Note [Cluster
-// clock]): every rank's program completes without a wait left unmatched, every collective lasts
-// the link model's time, and every rank has each iteration on the cluster clock.
+// clock]): the launcher prints its step, every rank's program completes without a wait left
+// unmatched, every collective lasts the link model's time, and every rank has each iteration.
 TEST(TrainCpuTime, ARealRunReplaysOnTheClusterClock) {
   TempDir dir;
-  const std::string trace = dir.file("run.sqlite");
+  // The launcher merges the rank files in --trace-dir (with --trace, rank 0 would).
+  const std::string trace = dir.file("traces/run.sqlite");
   const auto train = run_command(
-      "timeout -k 5 180 " + dpscope_bin() + " launch -n 2 --link-gbps 4 --link-latency-us 50 -- " +
-      dpscope_bin() + " train --strategy ddp --model mlp --hidden 64 --layers 3 --steps 6"
-      " --batch-size 16 --threads 1 --progress-every 0 --bucket-cap-mb 0.01 --trace " + trace);
+      "timeout -k 5 180 " + dpscope_bin() + " launch -n 2 --link-gbps 4 --link-latency-us 50" +
+      " --trace-dir " + dir.file("traces") + " -- " + dpscope_bin() +
+      " train --strategy ddp --model mlp --hidden 64 --layers 3 --steps 6"
+      " --batch-size 16 --threads 1 --progress-every 0 --bucket-cap-mb 0.01");
   ASSERT_EQ(train.exit_code, 0) << train.output;
+  // The launcher prints the replayed step beside the ranks' measured ones.
+  EXPECT_NE(train.output.find("dpscope launch: cluster_step_ms "), std::string::npos) << train.output;
+  EXPECT_NE(train.output.find("(rank 0, steady steps; cluster clock: compute as CPU time, link 4 Gb/s, 50 µs)"),
+            std::string::npos) << train.output;
   Reader reader(trace);
   const analysis::ClusterClockRun run = analysis::cluster_clock(reader, trace, std::nullopt);
   EXPECT_TRUE(run.link_from_trace);
