@@ -329,6 +329,26 @@ int64_t ClusterClockRun::to_cluster(int32_t rank, int64_t wall_ns) const {
   return at[i - 1] + int64_t(fraction * double(at[i] - at[i - 1]));
 }
 
+trace::Event ClusterClockRun::to_cluster(const trace::Event& e) const {
+  trace::Event out = e;
+  if (e.kind == trace::EventKind::Collective && e.seq != trace::kNone64) {
+    const auto rank = rank_collectives.find(e.rank);
+    if (rank != rank_collectives.end()) {
+      const auto span = rank->second.find(CollectiveKey{e.grp, e.seq});
+      if (span != rank->second.end()) {
+        out.begin_ns = span->second.begin_ns;
+        out.end_ns = span->second.end_ns;
+        if (e.enqueue_ns != trace::kNone64) out.enqueue_ns = span->second.issue_ns;
+        return out;
+      }
+    }
+  }
+  out.begin_ns = to_cluster(e.rank, e.begin_ns);
+  out.end_ns = std::max(out.begin_ns, to_cluster(e.rank, e.end_ns));
+  if (e.enqueue_ns != trace::kNone64) out.enqueue_ns = std::min(out.begin_ns, to_cluster(e.rank, e.enqueue_ns));
+  return out;
+}
+
 std::optional<double> ClusterClockRun::steady_step_ms(int32_t rank) const {
   const auto found = iterations.find(rank);
   if (found == iterations.end() || found->second.size() < 3) return std::nullopt;
@@ -412,6 +432,24 @@ std::map<int32_t, ProgramBuilder> read_programs(
   return builders;
 }
 
+// Each rank's share of the collectives it issued that went on the link: its NIC takes one up
+// at its issue, or when the one issued before it ends (Note [Cluster clock], 2).
+void place_rank_collectives(ClusterClockRun& run) {
+  for (const RankProgram& program : run.programs) {
+    const std::vector<int64_t>& placed = run.timeline.point_ns.at(program.rank);
+    std::map<CollectiveKey, RankCollectiveSpan>& spans = run.rank_collectives[program.rank];
+    int64_t nic_free = 0;
+    for (size_t i = 0; i < program.points.size() && i < placed.size(); ++i) {
+      const ThreadPoint& point = program.points[i];
+      if (point.kind != PointKind::Issue) continue;
+      const auto link = run.timeline.collectives.find(point.collective);
+      if (link == run.timeline.collectives.end()) continue;
+      spans[point.collective] = RankCollectiveSpan{placed[i], std::max(placed[i], nic_free), link->second.end_ns};
+      nic_free = link->second.end_ns;
+    }
+  }
+}
+
 }  // namespace
 
 ClusterClockRun cluster_clock(trace::Reader& reader, const std::string& path,
@@ -430,6 +468,7 @@ ClusterClockRun cluster_clock(trace::Reader& reader, const std::string& path,
     run.programs.push_back(std::move(builder.program));
   }
   run.timeline = replay_programs(run.programs, run.link);
+  place_rank_collectives(run);
   for (const auto& [rank, phases] : iteration_phases) {
     for (const auto& [iteration, e] : phases) {
       run.iterations[rank][iteration] =

@@ -86,6 +86,17 @@ ClusterTimeline replay_programs(const std::vector<RankProgram>& programs, const 
 
 // ---- A trace on the cluster clock --------------------------------------------------------
 
+// One rank's share of a collective on the cluster clock: when its thread issued it, when its
+// NIC took it up (the issue, or the end of the collective the rank issued before it: the
+// emulated link's queue), and when it ended on the link, the same on every rank. From `begin_ns`
+// to the link span's start the rank waits for the others (Note [Waiting and transfer]), as a
+// Gloo span does for the last rank to arrive.
+struct RankCollectiveSpan {
+  int64_t issue_ns = 0;
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+};
+
 struct ClusterClockRun {
   LinkSpec link;
   bool link_from_trace = true;  // the run's emulated link (meta), or one given by the caller
@@ -95,11 +106,19 @@ struct ClusterClockRun {
   ClusterTimeline timeline;
   // Each rank's iterations (the `iteration` phases) on the cluster clock.
   std::map<int32_t, std::map<int32_t, ClusterSpan>> iterations;
+  // Per rank, each collective it issued that went on the link.
+  std::map<int32_t, std::map<CollectiveKey, RankCollectiveSpan>> rank_collectives;
 
   // `wall_ns` of `rank` (the trace's clock) on the cluster clock: exact at the program's points,
   // linear in wall time between them, and the nearest point's outside. Events off the computing
   // thread (unit states, memory samples) are placed so. 0 for a rank without points.
   int64_t to_cluster(int32_t rank, int64_t wall_ns) const;
+  // `e` with its times on the cluster clock, every other field as recorded: a collective that
+  // went on the link takes its RankCollectiveSpan (enqueue_ns the issue); any other event, and a
+  // collective that never got on the link, maps begin, end and enqueue through to_cluster (an
+  // end never before its begin). What `dpscope stats --clock cluster` and the viewer's cluster
+  // clock read instead of the recorded event.
+  trace::Event to_cluster(const trace::Event& e) const;
   // The median of `rank`'s steady iterations (Note [Steady steps]) in ms on the cluster clock;
   // nullopt with fewer than 3 iterations.
   std::optional<double> steady_step_ms(int32_t rank) const;

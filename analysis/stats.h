@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/clock_choice.h"
 #include "analysis/collective_match.h"
 #include "analysis/memory_peak.h"
 #include "analysis/stragglers.h"
@@ -22,6 +23,8 @@
 #include "trace/vocabulary.h"
 
 namespace dpscope::analysis {
+
+struct ClusterClockRun;  // analysis/cluster_clock.h
 
 // Note [Compute and exposed communication]
 // compute = the union of the Phase slices named "forward", "backward" and "optimizer_step", less
@@ -141,6 +144,11 @@ struct UnitStats {
 struct RunStats {
   std::string path;
   int schema_version = 0;
+  // The clock every time below is on (Note [Stats on the cluster clock]).
+  ClockLabel clock;
+  // The earliest begin of any event of any rank on that clock: where a collective's begin_ms
+  // counts from. 0 on the cluster clock (every rank starts there), and for a run without events.
+  int64_t origin_ns = 0;
   // Meta key "strategy": the strategy (Unknown when absent or not one of the vocabulary's), and
   // its text as recorded, which the summaries show.
   trace::Strategy strategy = trace::Strategy::Unknown;
@@ -201,4 +209,13 @@ std::string link_text(double link_gbps, double link_latency_us);
 // trace takes seconds. Throws TraceError if the file cannot be read.
 // Thread-safety: uses `reader`, so the calling thread must own it; the result is a plain value.
 RunStats compute_stats(trace::Reader& reader);
+
+// Note [Stats on the cluster clock]
+// The same figures with every event's times on the cluster clock (ClusterClockRun::to_cluster):
+// one definition of compute, overlap, waits and steps on both clocks, only the times differ. A
+// step is its `iteration` phase on that clock (the recorded step_ms metric is this machine's),
+// memory samples move with the events around them, and every rank's clock is the same one
+// (clock_uncertainty 0). `cluster` must come from cluster_clock() on the same file. Throws as
+// the other overload.
+RunStats compute_stats(trace::Reader& reader, const ClusterClockRun& cluster);
 }  // namespace dpscope::analysis

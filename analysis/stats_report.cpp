@@ -36,7 +36,8 @@ ordered_json peak_json(const MemoryAtPeak& peak) {
   return memory;
 }
 
-ordered_json rank_json(const RankStats& r) {
+// `origin_ns`: where a collective's begin_ms counts from (RunStats::origin_ns).
+ordered_json rank_json(const RankStats& r, int64_t origin_ns) {
   ordered_json iterations = ordered_json::array();
   for (const IterationStats& it : r.iterations) {
     ordered_json collectives = ordered_json::object();
@@ -58,7 +59,9 @@ ordered_json rank_json(const RankStats& r) {
     collectives.push_back(ordered_json{{"seq", int_or_null(c.seq, trace::kNone64)},
                                        {"kind", std::string(to_string(c.op))},
                                        {"bytes", int_or_null(c.bytes, trace::kNone64)},
-                                       {"iteration", int_or_null(c.iteration, trace::kNone)}});
+                                       {"iteration", int_or_null(c.iteration, trace::kNone)},
+                                       {"begin_ms", double(c.begin_ns - origin_ns) / 1e6},
+                                       {"ms", double(c.end_ns - c.begin_ns) / 1e6}});
   }
   ordered_json category_max = ordered_json::object();
   for (const CategoryBytes& c : r.category_max) category_max[std::string(to_string(c.category))] = c.bytes;
@@ -83,6 +86,14 @@ ordered_json rank_json(const RankStats& r) {
                       {"wait_ms", r.wait_ms},
                       {"transfer_ms", r.transfer_ms},
                       {"buckets", std::move(buckets)}};
+}
+
+// The clock the times are on, and the link the cluster clock replayed (null on the measured one).
+ordered_json clock_json(const ClockLabel& clock) {
+  const bool cluster = clock.clock == Clock::Cluster;
+  return ordered_json{{"name", std::string(to_string(clock.clock))},
+                      {"link_gbps", cluster ? ordered_json(clock.link_gbps) : ordered_json(nullptr)},
+                      {"link_latency_us", cluster ? ordered_json(clock.link_latency_us) : ordered_json(nullptr)}};
 }
 
 // The emulated link ({"gbps", "latency_us"}), or null when the link was real.
@@ -348,6 +359,7 @@ std::string stats_json(const RunStats& stats) {
                                  {"params", u.params}});
   }
   const ordered_json root{{"schema_version", stats.schema_version},
+                          {"clock", clock_json(stats.clock)},
                           {"run",
                            ordered_json{{"strategy", stats.strategy_recorded},
                                         {"backend", stats.backend},
@@ -371,7 +383,7 @@ std::string stats_json(const RunStats& stats) {
   text.resize(text.size() - 2);  // "]}" of the empty ranks array and of the root
   for (size_t i = 0; i < stats.ranks.size(); ++i) {
     if (i) text += ',';
-    text += dump(rank_json(stats.ranks[i]));
+    text += dump(rank_json(stats.ranks[i], stats.origin_ns));
   }
   text += "]}";
   return text;
@@ -384,6 +396,7 @@ std::string stats_text(const RunStats& stats) {
                 or_unknown(stats.strategy_recorded).c_str(), or_unknown(stats.backend).c_str(),
                 or_unknown(stats.model).c_str(), stats.world_size, stats.iterations,
                 stats.params.size(), stats.schema_version);
+  out += "clock: " + clock_text(stats.clock) + "\n";
   const std::string link = link_text(stats);
   if (!link.empty()) {
     out += "link: " + link + " (collectives held to a ring model's time; not a measurement of this machine)\n";

@@ -1,35 +1,90 @@
-// `dpscope stats [--json] TRACE`: the run statistics of a trace file, as the readable report or
-// as the JSON object of docs/trace-format.md ("dpscope stats --json"), on stdout.
+// `dpscope stats [--clock measured|cluster [--link-gbps G --link-latency-us L]] [--json] TRACE`:
+// the run statistics of a trace file, as the readable report or as the JSON object of
+// docs/trace-format.md ("dpscope stats --json"), on stdout, on this machine's measured clock or
+// on the cluster clock (docs/cluster-clock.md).
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 
+#include "analysis/clock_choice.h"
+#include "analysis/cluster_clock.h"
+#include "analysis/link_model.h"
 #include "analysis/stats.h"
 #include "analysis/stats_report.h"
 #include "cli/commands.h"
 #include "trace/reader.h"
 
 namespace dpscope::cli {
+namespace {
+
+struct Options {
+  std::string trace;
+  bool json = false;
+  std::string clock = "measured";
+  std::optional<double> link_gbps, link_latency_us;
+};
+
+// The clock asked for, and the link given for the cluster clock (nullopt: the run's own).
+// Throws CliFailure naming the option.
+std::pair<analysis::Clock, std::optional<analysis::LinkSpec>> checked_clock(const Options& o) {
+  const std::optional<analysis::Clock> clock = analysis::parse_clock(o.clock);
+  if (!clock) {
+    throw CliFailure("stats: --clock " + o.clock + " is not a clock: measured (this machine's, as " +
+                     "recorded) or cluster (the run replayed with compute as CPU time and the " +
+                     "network as the link model)");
+  }
+  std::optional<analysis::LinkSpec> link;
+  try {
+    link = analysis::check_link(o.link_gbps, o.link_latency_us, "--link-gbps", "--link-latency-us");
+  } catch (const std::invalid_argument& error) {
+    throw CliFailure(std::string("stats: ") + error.what());
+  }
+  if (link && *clock == analysis::Clock::Measured) {
+    throw CliFailure("stats: --link-gbps and --link-latency-us choose the cluster clock's link: "
+                     "add --clock cluster (the measured clock is the run's own)");
+  }
+  return {*clock, link};
+}
+
+}  // namespace
 
 void add_stats_command(CLI::App& app, CommandMode mode) {
-  struct Options {
-    std::string trace;
-    bool json = false;
-  };
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("stats", "Print run statistics of a trace (or --json)");
   cmd->add_flag("--json", options->json,
                 "One JSON object (the documented contract) instead of the report");
+  cmd->add_option("--clock", options->clock,
+                  "measured: this machine's times, as recorded; cluster: the run replayed as a "
+                  "cluster would run it (compute as CPU time, the network as the link model)")
+      ->capture_default_str();
+  cmd->add_option("--link-gbps", options->link_gbps,
+                  "The cluster clock's link, Gb/s (with --link-latency-us; default: the run's "
+                  "emulated link)");
+  cmd->add_option("--link-latency-us", options->link_latency_us, "The cluster clock's link latency, µs");
   cmd->add_option("TRACE", options->trace, "A trace file (a rank file or a merged run file)")
       ->required();
   cmd->callback([options, mode] {
-    if (mode == CommandMode::Validate) return;  // nothing to check before reading the file
+    const auto [clock, link] = checked_clock(*options);
+    if (mode == CommandMode::Validate) return;
     // Everything is computed before anything is printed: a file that fails to read leaves
     // stdout empty and main() prints its one-line error.
     trace::Reader reader(options->trace);
-    const analysis::RunStats stats = analysis::compute_stats(reader);
-    if (options->json) std::cout << analysis::stats_json(stats) << "\n";
-    else std::cout << analysis::stats_text(stats);
+    std::optional<analysis::RunStats> stats;
+    if (clock == analysis::Clock::Cluster) {
+      try {
+        const analysis::ClusterClockRun cluster = analysis::cluster_clock(reader, options->trace, link);
+        for (const std::string& warning : cluster.warnings) std::cerr << "dpscope stats: " << warning << "\n";
+        stats = analysis::compute_stats(reader, cluster);
+      } catch (const analysis::ClusterClockError& error) {
+        throw CliFailure(std::string("stats --clock cluster: ") + error.what());
+      }
+    } else {
+      stats = analysis::compute_stats(reader);
+    }
+    if (options->json) std::cout << analysis::stats_json(*stats) << "\n";
+    else std::cout << analysis::stats_text(*stats);
     std::cout.flush();
   });
 }

@@ -1,0 +1,35 @@
+// Which clock a figure is on: the measured one (this machine's, as recorded) or the cluster clock
+// (the run replayed with compute as its threads' CPU time and the network as the link model:
+// analysis/cluster_clock.h). Every report that shows a time says which, in these words.
+// Constants and pure functions only: thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace dpscope::analysis {
+
+enum class Clock {
+  Measured,  // as recorded on this machine, its scheduler and its real transfers included
+  Cluster,   // replayed as a cluster would run it (docs/cluster-clock.md)
+};
+
+// "measured" | "cluster": the spelling of `--clock` and of the JSON's "clock"."name".
+std::string_view to_string(Clock clock);
+// The clock `text` spells; nullopt for anything else.
+std::optional<Clock> parse_clock(std::string_view text);
+
+// The clock a set of figures is on, with the link the cluster clock replayed (0 on the measured
+// clock: its link, when it had an emulated one, is the run's own and reported as such).
+struct ClockLabel {
+  Clock clock = Clock::Measured;
+  double link_gbps = 0;
+  double link_latency_us = 0;
+};
+
+// The label a report prints beside its times: "measured (this machine)" or "cluster clock
+// (modeled: compute as CPU time, link 4 Gb/s, 50 µs)".
+std::string clock_text(const ClockLabel& label);
+
+}  // namespace dpscope::analysis
