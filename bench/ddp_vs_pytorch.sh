@@ -49,7 +49,7 @@ run() {
   esac
   sed -n 's/^\[0\] step \([0-9]*\)\/.* \([0-9.]*\) ms$/\1 \2/p' "$tmp/out" |
     awk '$1 >= 3 {print $2}' >> "$tmp/steps-$1"
-  sed -n 's/^\[0\] step_ms //p' "$tmp/out"
+  sed -n 's/^\[0\] step_ms \([0-9.]*\).*/\1/p' "$tmp/out"
 }
 
 echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \

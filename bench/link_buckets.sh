@@ -51,7 +51,7 @@ run() {
     --link-latency-us 50 --bucket-cap-mb "$cap" --first-bucket-mb "$cap" \
     > "$tmp/out" 2>&1 || { cat "$tmp/out" >&2; exit 1; }
   "$bin/dpscope" stats --json "$tmp/$1-$2/run.sqlite" > "$tmp/$1-$2/stats.json"
-  sed -n 's/^\[0\] step_ms //p' "$tmp/out"
+  sed -n 's/^\[0\] step_ms \([0-9.]*\).*/\1/p' "$tmp/out"
 }
 
 echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \

@@ -3,6 +3,7 @@
 // The options need no LibTorch (train_config.h): DPSCOPE_TRAIN_OPTIONS_ONLY builds them without
 // the engine, for parsing only (the CLI fuzzer); running then says the engine is missing.
 #include <array>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -18,6 +19,7 @@
 #ifdef DPSCOPE_HAVE_ENGINE
 #include <c10/util/Exception.h>
 
+#include "cli/cluster_step.h"
 #include "engine/train/trainer.h"
 #endif
 
@@ -44,6 +46,17 @@ std::string own_command_line() {
   }
   while (!text.empty() && text.back() == ' ') text.pop_back();
   return text;
+}
+
+// Rank 0 of a run on an emulated link that merged its run file itself (`--trace FILE`): the
+// step on the cluster clock, under the measured step_ms (under the launcher without --trace the
+// launcher merges and prints it). Nothing for other ranks or runs without a link.
+void print_cluster_step(const std::string& run_file) {
+  if (run_file.empty()) return;
+  const ClusterStepReport report = cluster_step_report(run_file);
+  for (const std::string& note : report.notes) std::fprintf(stderr, "dpscope train: %s\n", note.c_str());
+  if (report.line) std::printf("%s\n", report.line->c_str());
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -257,7 +270,8 @@ void add_train_command(CLI::App& app, CommandMode mode) {
 #else
     config.command_line = own_command_line();
     try {
-      train::run_training(config);
+      const train::TrainResult result = train::run_training(config);
+      print_cluster_step(result.run_file);
     } catch (const c10::Error& error) {
       // LibTorch's own errors: the message without the C++ stack behind it.
       throw std::runtime_error(error.what_without_backtrace());

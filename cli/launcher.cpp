@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "analysis/cluster_clock.h"
 #include "analysis/link_model.h"
+#include "cli/cluster_step.h"
 #include "cli/commands.h"
 #include "trace/error.h"
 #include "trace/merge.h"
@@ -213,24 +213,12 @@ pid_t start_rank(const LaunchOptions& o, int local_rank, int port, const std::st
 }
 
 // A run on an emulated link: its step on the cluster clock (docs/cluster-clock.md), beside the
-// measured step_ms each rank printed — rank 0's median over the steady steps. A run that cannot
-// be replayed says why in one line; the launch still succeeds. Runs without a link print nothing.
+// measured step_ms each rank printed. A run that cannot be replayed says why in one line; the
+// launch still succeeds. Runs without a link print nothing.
 void print_cluster_step(const std::string& run_file) {
-  try {
-    trace::Reader reader(run_file);
-    if (!reader.meta().count(std::string(trace::meta_key::kLinkGbps))) return;
-    const analysis::ClusterClockRun run = analysis::cluster_clock(reader, run_file, std::nullopt);
-    for (const std::string& warning : run.warnings) std::cerr << "dpscope launch: " << warning << "\n";
-    if (const std::optional<double> ms = run.steady_step_ms(0)) {
-      char text[64];
-      std::snprintf(text, sizeof(text), "%.3f", *ms);
-      std::cerr << "dpscope launch: cluster_step_ms " << text << " (rank 0, steady steps; cluster "
-                << "clock: compute as CPU time, link " << analysis::link_value_text(run.link.gbps)
-                << " Gb/s, " << analysis::link_value_text(run.link.latency_us) << " µs)\n";
-    }
-  } catch (const std::exception& failure) {
-    std::cerr << "dpscope launch: no cluster clock for " << run_file << ": " << failure.what() << "\n";
-  }
+  const ClusterStepReport report = cluster_step_report(run_file);
+  for (const std::string& note : report.notes) std::cerr << "dpscope launch: " << note << "\n";
+  if (report.line) std::cerr << "dpscope launch: " << *report.line << "\n";
 }
 
 // Merges the rank files this node's ranks left in trace_dir, if any. Never fails the launch.

@@ -46,21 +46,20 @@ TraceFiles plan_trace_files(const std::string& trace_option, const std::string& 
   return files;
 }
 
-std::string finish_trace_files(const TraceFiles& files, const comm::LaunchEnv& env) {
-  if (env.rank != 0 || files.run_file.empty() || files.rank_files.size() < 2 ||
-      files.rank_file == files.run_file) {
-    return "";
-  }
+FinishedTrace finish_trace_files(const TraceFiles& files, const comm::LaunchEnv& env) {
+  if (env.rank != 0 || files.run_file.empty()) return {};
+  if (files.rank_files.size() < 2 || files.rank_file == files.run_file) return {"", files.run_file};
   if (env.local_world_size != env.world_size) {
     std::string command = "dpscope merge " + files.run_file;
     for (const std::string& file : files.rank_files) command += " " + file;
-    return "trace: the ranks ran on several hosts, so each left its own rank file (" +
+    return {"trace: the ranks ran on several hosts, so each left its own rank file (" +
            files.rank_files.front() + " ... " + files.rank_files.back() +
-           "); gather them on one host and join them with: " + command;
+           "); gather them on one host and join them with: " + command, ""};
   }
   const trace::MergeResult merged = trace::merge_traces(files.rank_files, files.run_file);
-  return "trace " + files.run_file + " (merged from " + std::to_string(merged.ranks) +
-         " rank files, " + std::to_string(merged.events) + " events)";
+  return {"trace " + files.run_file + " (merged from " + std::to_string(merged.ranks) + " rank files, " +
+              std::to_string(merged.events) + " events)",
+          files.run_file};
 }
 
 }  // namespace dpscope::train

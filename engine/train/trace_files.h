@@ -29,10 +29,17 @@ struct TraceFiles {
 TraceFiles plan_trace_files(const std::string& trace_option, const std::string& model_name,
                             const comm::LaunchEnv& env);
 
+// What finish_trace_files did: the line to print ("trace t.sqlite (merged from 3 rank files)", or
+// where the rank files are and the command that merges them; "" when nothing was merged), and
+// the file that now holds the whole run on rank 0 (the merged file, or a single rank's own), ""
+// elsewhere and when the launcher merges.
+struct FinishedTrace {
+  std::string line;
+  std::string run_file;
+};
+
 // Rank 0, once every rank's file is closed: merges the rank files into run_file when all ranks
-// ran on this host. Returns the line to print ("trace t.sqlite (merged from 3 rank files)", or
-// where the rank files are and the command that merges them); "" on other ranks or when there is
-// nothing to merge. Throws trace::TraceError when the merge fails.
-std::string finish_trace_files(const TraceFiles& files, const comm::LaunchEnv& env);
+// ran on this host. Throws trace::TraceError when the merge fails.
+FinishedTrace finish_trace_files(const TraceFiles& files, const comm::LaunchEnv& env);
 
 }  // namespace dpscope::train

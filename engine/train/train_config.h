@@ -103,6 +103,9 @@ struct TrainResult {
   double eval_accuracy = -1;  // with eval_fraction > 0
   int64_t peak_memory_bytes = 0;  // the tracking allocator's peak (trace level full), else 0
   std::string trace_path;
+  // Rank 0: the file holding the whole run once it ended (the merged run file, or a single
+  // rank's own); "" on other ranks, when the launcher merges, or without a trace.
+  std::string run_file;
 };
 
 }  // namespace dpscope::train

@@ -24,6 +24,7 @@
 #include "engine/data/dataset.h"
 #include "engine/data/distributed_sampler.h"
 #include "engine/fault/fault_injection.h"
+#include "engine/memory/heap_policy.h"
 #include "engine/memory/memory_sampler.h"
 #include "engine/memory/tracking_allocator.h"
 #include "engine/train/parallel_model.h"
@@ -281,7 +282,7 @@ void print_end(const TrainResult& result, const std::optional<memory::TrackingAl
                 static_cast<double>(sampler.peak(memory::MemoryCategory::CudaAllocated)) / (1 << 20),
                 static_cast<double>(sampler.peak(memory::MemoryCategory::CudaReserved)) / (1 << 20));
   }
-  std::printf("step_ms %.3f\n", result.step_ms_median);
+  std::printf("step_ms %.3f (measured on this machine)\n", result.step_ms_median);
   if (!trace_line.empty()) std::printf("%s\n", trace_line.c_str());
   std::fflush(stdout);
 }

@@ -4,6 +4,9 @@
 // time, the collectives carry the issuing thread's CPU time, waits theirs, hooks none.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -21,6 +24,8 @@ using namespace dpscope::trace;
 namespace analysis = dpscope::analysis;
 
 namespace {
+
+using nlohmann::json;
 
 // Generous for the few µs between reading the wall clock and the CPU clock at each end.
 constexpr int64_t kClockReadSlackNs = 200'000;
@@ -109,7 +114,7 @@ TEST(TrainCpuTime, ARealRunReplaysOnTheClusterClock) {
   ASSERT_EQ(train.exit_code, 0) << train.output;
   // The launcher prints the replayed step beside the ranks' measured ones.
   EXPECT_NE(train.output.find("dpscope launch: cluster_step_ms "), std::string::npos) << train.output;
-  EXPECT_NE(train.output.find("(rank 0, steady steps; cluster clock: compute as CPU time, link 4 Gb/s, 50 µs)"),
+  EXPECT_NE(train.output.find("(rank 0, steady steps; cluster clock (modeled: compute as CPU time, link 4 Gb/s, 50 µs))"),
             std::string::npos) << train.output;
   Reader reader(trace);
   const analysis::ClusterClockRun run = analysis::cluster_clock(reader, trace, std::nullopt);
@@ -132,4 +137,98 @@ TEST(TrainCpuTime, ARealRunReplaysOnTheClusterClock) {
     ASSERT_TRUE(run.steady_step_ms(rank).has_value());
     EXPECT_GT(*run.steady_step_ms(rank), 0);
   }
+}
+
+// `dpscope train --trace FILE` on an emulated link: rank 0 merges the run and prints its step on
+// the cluster clock under its measured one; `dpscope stats --clock` gives both clocks in one
+// JSON shape, where on the cluster clock the last rank to arrive at each all-reduce sees
+// exactly the link model's time, and the report's steady step is the one train printed.
+TEST(TrainCpuTime, TrainAndStatsShowBothClocksEachLabelled) {
+  TempDir dir;
+  const std::string trace = dir.file("run.sqlite");
+  const auto train = run_command(
+      "timeout -k 5 180 " + dpscope_bin() + " launch -n 2 --link-gbps 4 --link-latency-us 50 -- " +
+      dpscope_bin() + " train --strategy ddp --model mlp --hidden 64 --layers 3 --steps 6"
+      " --batch-size 16 --threads 1 --progress-every 0 --bucket-cap-mb 0.01 --trace " + trace);
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  EXPECT_NE(train.output.find("[0] step_ms "), std::string::npos) << train.output;
+  EXPECT_NE(train.output.find(" (measured on this machine)"), std::string::npos) << train.output;
+  const size_t line = train.output.find("[0] cluster_step_ms ");
+  ASSERT_NE(line, std::string::npos) << train.output;
+  EXPECT_EQ(train.output.find("[1] cluster_step_ms"), std::string::npos) << "rank 0 merged, rank 0 prints";
+  const double printed = std::stod(train.output.substr(line + std::string("[0] cluster_step_ms ").size()));
+
+  const auto cluster = run_command(dpscope_bin() + " stats --clock cluster --json " + trace);
+  ASSERT_EQ(cluster.exit_code, 0) << cluster.output;
+  const json c = json::parse(cluster.output);
+  EXPECT_EQ(c["clock"], json({{"name", "cluster"}, {"link_gbps", 4.0}, {"link_latency_us", 50.0}}));
+  const auto measured = run_command(dpscope_bin() + " stats --clock measured --json " + trace);
+  ASSERT_EQ(measured.exit_code, 0) << measured.output;
+  const json m = json::parse(measured.output);
+  EXPECT_EQ(m["clock"]["name"], "measured");
+  EXPECT_TRUE(m["clock"]["link_gbps"].is_null());
+  // The same shape on both clocks: the same keys everywhere, the same collectives.
+  ASSERT_EQ(c["ranks"].size(), 2u);
+  ASSERT_EQ(c["ranks"][0]["collectives"].size(), m["ranks"][0]["collectives"].size());
+  for (const auto& [key, value] : m["ranks"][0].items()) EXPECT_TRUE(c["ranks"][0].contains(key)) << key;
+
+  // Each all-reduce: the rank that arrived last on the cluster clock transfers for exactly the
+  // link model's time, and no rank's span is shorter.
+  std::map<int64_t, std::vector<double>> allreduce_ms;
+  std::map<int64_t, int64_t> allreduce_bytes;
+  for (const json& rank : c["ranks"]) {
+    for (const json& collective : rank["collectives"]) {
+      ASSERT_TRUE(collective.contains("begin_ms") && collective.contains("ms")) << collective.dump();
+      EXPECT_GE(collective["begin_ms"].get<double>(), 0) << collective.dump();
+      if (collective["kind"] != "allreduce" || collective["iteration"].is_null()) continue;
+      allreduce_ms[collective["seq"]].push_back(collective["ms"]);
+      allreduce_bytes[collective["seq"]] = collective["bytes"];
+    }
+  }
+  ASSERT_GE(allreduce_ms.size(), 6u);
+  for (const auto& [seq, ms] : allreduce_ms) {
+    ASSERT_EQ(ms.size(), 2u) << "all-reduce #" << seq;
+    const double model_ms = double(analysis::link_model_ns(CollectiveOp::AllReduce, allreduce_bytes[seq], 2,
+                                                           analysis::LinkSpec{4, 50})) / 1e6;
+    EXPECT_NEAR(*std::min_element(ms.begin(), ms.end()), model_ms, 0.01 * model_ms) << "all-reduce #" << seq;
+  }
+  // The steady step of the report (rank 0, iterations 2..5) is the one train printed.
+  std::vector<double> steps;
+  for (const json& it : c["ranks"][0]["iterations"]) {
+    if (it["iteration"].get<int>() >= 2) steps.push_back(it["step_ms"]);
+  }
+  ASSERT_EQ(steps.size(), 4u);
+  std::sort(steps.begin(), steps.end());
+  EXPECT_NEAR((steps[1] + steps[2]) / 2, printed, 0.0015);
+  const auto text = run_command(dpscope_bin() + " stats --clock cluster " + trace);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("clock: cluster clock (modeled: compute as CPU time, link 4 Gb/s, 50 µs)"),
+            std::string::npos) << text.output;
+  const auto other_link = run_command(dpscope_bin() + " stats --clock cluster --link-gbps 1 --link-latency-us 50 --json " + trace);
+  ASSERT_EQ(other_link.exit_code, 0) << other_link.output;
+  EXPECT_EQ(json::parse(other_link.output)["clock"]["link_gbps"], 1.0);
+}
+
+// Bad --clock and link values, and a run without a link, are refused with the fix.
+TEST(TrainCpuTime, StatsRefusesABadClockOrLinkNamingTheFix) {
+  TempDir dir;
+  const std::string trace = dir.file("run.sqlite");
+  const auto train = run_command("timeout -k 5 120 " + dpscope_bin() +
+                                 " train --model mlp --hidden 32 --layers 2 --steps 3 --batch-size 8"
+                                 " --threads 1 --progress-every 0 --trace " + trace);
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  EXPECT_EQ(train.output.find("cluster_step_ms"), std::string::npos) << "no link, no cluster clock";
+  const auto refused = [&](const std::string& args, const std::vector<std::string>& says) {
+    const auto run = run_command(dpscope_bin() + " stats " + args + " " + trace);
+    EXPECT_NE(run.exit_code, 0) << args;
+    for (const std::string& text : says) EXPECT_NE(run.output.find(text), std::string::npos) << args << ": " << run.output;
+  };
+  refused("--clock wall", {"--clock wall is not a clock", "measured", "cluster"});
+  refused("--clock cluster", {trace, "--link-gbps 4 --link-latency-us 50"});
+  refused("--clock cluster --link-gbps 4", {"--link-gbps needs --link-latency-us"});
+  refused("--clock cluster --link-gbps 0 --link-latency-us 50", {"--link-gbps", "out of range"});
+  refused("--link-gbps 4 --link-latency-us 50", {"add --clock cluster"});
+  const auto given = run_command(dpscope_bin() + " stats --clock cluster --link-gbps 4 --link-latency-us 50 --json " + trace);
+  ASSERT_EQ(given.exit_code, 0) << given.output;
+  EXPECT_EQ(json::parse(given.output)["clock"]["name"], "cluster");
 }
