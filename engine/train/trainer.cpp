@@ -345,7 +345,9 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env, c10::Devi
   world.group->barrier()->wait();
   recorder.close();
   world.group->barrier()->wait();
-  print_end(result, peak, sampler, device, finish_trace_files(trace_files, env));
+  const FinishedTrace finished = finish_trace_files(trace_files, env);
+  result.run_file = finished.run_file;
+  print_end(result, peak, sampler, device, finished.line);
 }
 
 void close_after_failure(trace::Recorder& recorder, const std::string& error) {
@@ -365,6 +367,7 @@ TrainResult run_training(const TrainConfig& config) {
                           ? config.threads
                           : std::max(1, static_cast<int>(cores) / std::max(1, env.local_world_size)));
 
+  memory::keep_freed_memory_in_heap();  // See Note [Freed memory stays in the heap]
   TrainResult result;
   result.rank = env.rank;
   result.world_size = env.world_size;

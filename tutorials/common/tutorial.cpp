@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "engine/ddp/distributed_data_parallel.h"
+#include "engine/memory/heap_policy.h"
 #include "engine/models/models.h"
 #include "trace/merge.h"
 #include "trace/vocabulary.h"
@@ -82,7 +83,9 @@ Session::Session(std::string program, const CommonOptions& options, int argc, ch
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   at::set_num_threads(options.threads > 0 ? options.threads
                                           : std::max(1, cores / std::max(1, env.local_world_size)));
-  // Before any tensor exists, so that every allocation is counted by category.
+  // Before any tensor exists, so that every allocation is counted by category, and stays in
+  // the heap once freed (See Note [Freed memory stays in the heap]).
+  memory::keep_freed_memory_in_heap();
   memory::TrackingAllocator::install();
 
   const char* dir = std::getenv("DPSCOPE_TRACE_DIR");
