@@ -1,7 +1,10 @@
 // The spellings and labels of the two clocks (clock_choice.h).
 #include "analysis/clock_choice.h"
 
+#include "analysis/cluster_clock.h"
 #include "analysis/link_model.h"
+#include "analysis/stats.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::analysis {
 
@@ -24,6 +27,21 @@ std::string clock_text(const ClockLabel& label) {
   if (label.clock == Clock::Measured) return "measured (this machine)";
   return "cluster clock (modeled: compute as CPU time, link " + link_value_text(label.link_gbps) +
          " Gb/s, " + link_value_text(label.link_latency_us) + " µs)";
+}
+
+RunStats compute_lesson_stats(trace::Reader& reader) {
+  // See Note [The lesson's clock]. Only a run on an emulated link is tried: without one the
+  // cluster clock has no network to replay on.
+  const auto meta = reader.meta();
+  if (meta.count(std::string(trace::meta_key::kLinkGbps))) {
+    try {
+      const ClusterClockRun cluster = cluster_clock(reader, reader.path(), std::nullopt);
+      return compute_stats(reader, cluster);
+    } catch (const ClusterClockError&) {
+      // A GPU run or a trace without CPU times: its measured clock is the one to read.
+    }
+  }
+  return compute_stats(reader);
 }
 
 }  // namespace dpscope::analysis

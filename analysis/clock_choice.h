@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "trace/reader.h"
+
 namespace dpscope::analysis {
 
 enum class Clock {
@@ -31,5 +33,18 @@ struct ClockLabel {
 // The label a report prints beside its times: "measured (this machine)" or "cluster clock
 // (modeled: compute as CPU time, link 4 Gb/s, 50 µs)".
 std::string clock_text(const ClockLabel& label);
+
+// ---- The clock a lesson reads ------------------------------------------------------------
+
+// Note [The lesson's clock]
+// A lesson about time (the tutorials, the demo) reads its numbers on the cluster clock whenever
+// the run can be replayed there: a CPU run on an emulated link that recorded its threads' CPU
+// time. Then the numbers are the cluster's the run stands for, the same on an idle laptop and a
+// busy one. Any other run (no link, a GPU run, a trace without CPU times) reads its measured
+// clock, which for a GPU run is already the cluster's. The RunStats says which (its `clock`).
+// When a lesson is on the cluster clock it also prints the measured step beside it, so the
+// difference is in view.
+struct RunStats;
+RunStats compute_lesson_stats(trace::Reader& reader);
 
 }  // namespace dpscope::analysis

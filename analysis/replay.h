@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/cluster_clock.h"
 #include "analysis/stats.h"
 #include "analysis/whatif.h"
 #include "trace/reader.h"
@@ -69,13 +70,16 @@ struct ReplaySteps {
 
 // Streams every event of `reader` once: those of iterations 0..steady-1 go to `warmup` (when
 // given), those of steady iterations to `steady`, and the steady ones of `rank` are returned,
-// grouped by iteration and kind. Events outside iterations are skipped.
+// grouped by iteration and kind. Events outside iterations are skipped. With `cluster`, every
+// event's times are on the cluster clock (ClusterClockRun::to_cluster): a what-if on the
+// cluster clock replays the run as the cluster ran it (Note [What-if replay]).
 inline std::map<int32_t, IterationEvents> read_steady_events(
     trace::Reader& reader, int32_t steady, int32_t rank,
     const std::function<void(const trace::Event&)>& warmup,
-    const std::function<void(const trace::Event&)>& on_steady) {
+    const std::function<void(const trace::Event&)>& on_steady, const ClusterClockRun* cluster) {
   std::map<int32_t, IterationEvents> events;
-  reader.for_each_event([&](const trace::Event& e) {
+  reader.for_each_event([&](const trace::Event& recorded) {
+    const trace::Event e = cluster ? cluster->to_cluster(recorded) : recorded;
     if (e.iteration < 0) return true;
     if (e.iteration < steady) {
       if (warmup) warmup(e);
@@ -106,18 +110,25 @@ inline std::map<int32_t, IterationEvents> read_steady_events(
 //   4. each steady iteration built by `steps.build`, and given compute_stats' step time and
 //      overlap figures (iterations compute_stats does not know are skipped);
 //   5. the refusal when none is kept.
+// `stats` and `cluster` say the clock: both on the measured one (cluster null), or `stats`
+// computed on `cluster` (compute_stats(reader, *cluster)) for the cluster clock.
 // Returns the kept iterations, in order. Throws WhatifError naming the file and the fix.
 // Thread-safety: uses `reader`, so the calling thread must own it.
 template <typename Iteration>
 std::vector<Iteration> load_steady_iterations(trace::Reader& reader, const RunStats& stats,
                                               int32_t rank, ReplayOrigin& origin,
-                                              const ReplaySteps<Iteration>& steps) {
+                                              const ReplaySteps<Iteration>& steps,
+                                              const ClusterClockRun* cluster) {
   const std::string path = reader.path();
+  if ((stats.clock.clock == Clock::Cluster) != (cluster != nullptr)) {
+    throw WhatifError(path + ": the statistics and the events of a what-if must be on one clock: "
+                      "give the cluster clock's run with statistics computed on it, or neither");
+  }
   const RankStats& rank_stats = replayable_rank(path, stats, rank);
   origin = replay_origin(path, stats, rank);
   const std::vector<std::string> names = reader.names();
   std::map<int32_t, IterationEvents> events = read_steady_events(
-      reader, steady_from(size_t(stats.iterations)), rank, steps.warmup, steps.steady);
+      reader, steady_from(size_t(stats.iterations)), rank, steps.warmup, steps.steady, cluster);
   steps.check(events);
   std::vector<Iteration> kept;
   for (auto& [iteration, ev] : events) {

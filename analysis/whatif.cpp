@@ -359,7 +359,8 @@ ReplayOrigin replay_origin(const std::string& path, const RunStats& stats, int32
   return origin;
 }
 
-ReplayTrace load_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank) {
+ReplayTrace load_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank,
+                              const ClusterClockRun* cluster) {
   const std::string path = reader.path();
   refuse_other_strategies(path, stats);
   const RecordedConfig config = read_config(reader);
@@ -388,7 +389,7 @@ ReplayTrace load_replay_trace(trace::Reader& reader, const RunStats& stats, int3
   };
   steps.kept = "gradient hooks and bucket all-reduces";
   steps.record = "record a DDP run of at least 3 steps at --trace-level full";
-  trace.iterations = load_steady_iterations(reader, stats, rank, trace, steps);
+  trace.iterations = load_steady_iterations(reader, stats, rank, trace, steps, cluster);
   trace.launch_offset_ns = launch_offset(trace.iterations, trace.recorded_plan);
   return trace;
 }

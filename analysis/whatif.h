@@ -111,7 +111,10 @@ struct ReplayTrace : ReplayOrigin {
 // file and the fix for: another strategy than DDP, no Hook events (trace level summary), no
 // steady iterations, a rank not in the file, a comm hook other than the built-in all-reduce.
 // Thread-safety: uses `reader`, so the calling thread must own it; the result is a plain value.
-ReplayTrace load_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank);
+// With `cluster`, on the cluster clock: `stats` then computed on it (compute_stats(reader,
+// *cluster)), and every recorded time the replay keeps is the cluster's (Note [What-if replay]).
+ReplayTrace load_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank,
+                              const ClusterClockRun* cluster = nullptr);
 
 // Note [Compute and exposed communication] on predicted slices: compute = the union of
 // `compute` less the union of `waits`, comm = the union of `comm`. Pure.

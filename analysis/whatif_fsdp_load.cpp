@@ -291,7 +291,8 @@ void add_sample(const trace::Event& e, FsdpReplayTrace& trace) {
 
 }  // namespace
 
-FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank) {
+FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank,
+                                       const ClusterClockRun* cluster) {
   const std::string path = reader.path();
   refuse_other_strategies(path, stats);
   FsdpReplayTrace trace;
@@ -315,7 +316,7 @@ FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& st
   };
   steps.kept = "phases and all-gathers";
   steps.record = "record an FSDP run of at least 3 steps";
-  trace.iterations = load_steady_iterations(reader, stats, rank, trace, steps);
+  trace.iterations = load_steady_iterations(reader, stats, rank, trace, steps, cluster);
   trace.launch_offset_ns = launch_offset(trace.iterations);
   return trace;
 }

@@ -105,6 +105,8 @@ struct FsdpReplayTrace : ReplayOrigin {
 // and the fix for: another strategy than FSDP, no unit state events, sharding no_shard (no
 // all-gathers to prefetch), no steady iterations, a rank not in the file, gradient accumulation.
 // Thread-safety: uses `reader`, so the calling thread must own it; the result is a plain value.
-FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank);
+// With `cluster`, on the cluster clock, as load_replay_trace.
+FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank,
+                                       const ClusterClockRun* cluster = nullptr);
 
 }  // namespace dpscope::analysis

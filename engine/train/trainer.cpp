@@ -29,6 +29,7 @@
 #include "engine/memory/tracking_allocator.h"
 #include "engine/train/parallel_model.h"
 #include "engine/train/run_device.h"
+#include "engine/train/rank_threads.h"
 #include "engine/train/trace_files.h"
 #include "engine/train/traced_step.h"
 #include "trace/flush_guard.h"
@@ -362,10 +363,10 @@ TrainResult run_training(const TrainConfig& config) {
   const comm::LaunchEnv env = comm::read_launch_env();
   const c10::Device device = select_run_device(config.device, env);
   const std::optional<fault::FaultSpec> fault = fault::arm_from_environment(env.rank);
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   at::set_num_threads(config.threads > 0
                           ? config.threads
-                          : std::max(1, static_cast<int>(cores) / std::max(1, env.local_world_size)));
+                          : default_intra_op_threads(env.local_world_size,
+                                                     config.link_gbps || emulated_link_in_environment()));
 
   memory::keep_freed_memory_in_heap();  // See Note [Freed memory stays in the heap]
   TrainResult result;

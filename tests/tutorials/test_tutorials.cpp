@@ -656,9 +656,10 @@ TEST(Tutorials, Stragglers17EveryRankPaysTheDelayAndTheSlowOneIsNamed) {
 
 // Tutorial 18 claims that caps below the tensors' size make one plan (the same prediction), that
 // the recorded cap's prediction is the recorded step, that one bucket costs more than the
-// recorded plan (nothing overlaps), and that the checked cap is trained for real. How near the
-// real run lands is timing between two runs, which the suite's neighbours move by tens of
-// percent: bench/whatif.sh holds that bar (15 %) on an idle machine.
+// recorded plan (nothing overlaps), and that the checked cap is trained for real, the prediction
+// within 10 % of it. All on the cluster clock (Note [The lesson's clock]), where the suite's
+// neighbours do not move the steps; bench/whatif.sh holds the measured clock to 15 % on an idle
+// machine.
 TEST(Tutorials, Whatif18PredictsFromTheTraceAndChecksOneCap) {
   TempDir dir;
   const TutorialRun run = launch(dir, "tutorial-18-whatif", "--steps 10", "--link-gbps 4 --link-latency-us 50");
@@ -674,17 +675,19 @@ TEST(Tutorials, Whatif18PredictsFromTheTraceAndChecksOneCap) {
   EXPECT_NEAR(recorded[3], analysis::step_summary(stats.ranks.at(0)).median_ms,
               0.15 * analysis::step_summary(stats.ranks.at(0)).median_ms)
       << "the recorded cap predicts the recorded step";
-  const std::regex checked(R"(cap ([0-9.]+) MiB: predicted ([0-9.]+) ms, measured ([0-9.]+) ms)");
+  const std::regex checked(R"(cap ([0-9.]+) MiB: predicted ([0-9.]+) ms, the real run on the cluster clock ([0-9.]+) ms)");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(run.output, m, checked)) << run.output;
-  const double predicted = std::stod(m[2]), measured = std::stod(m[3]);
+  const double predicted = std::stod(m[2]), real = std::stod(m[3]);
   const std::vector<double> checked_row = row(std::string(6 - m[1].str().size(), ' ') + m[1].str());
   ASSERT_GE(checked_row.size(), 5u) << run.output;
   EXPECT_EQ(checked_row[2], 1) << "the cap that differs most is one bucket";
   EXPECT_EQ(checked_row[3], predicted) << "the check quotes the table's prediction";
   EXPECT_GT(predicted, recorded[3]) << "one bucket overlaps nothing, so its step is longer";
   EXPECT_GT(checked_row[4], recorded[4]) << "and more of its communication is exposed";
-  EXPECT_GT(measured, 0) << run.output;
+  EXPECT_NEAR(predicted, real, 0.10 * real) << "the what-if lands within 10 % of the real run\n" << run.output;
+  EXPECT_NE(run.output.find("cluster clock ms"), std::string::npos) << "both clocks, labelled\n" << run.output;
+  EXPECT_NE(run.output.find("measured (this machine) ms"), std::string::npos) << run.output;
   EXPECT_TRUE(std::filesystem::exists(run.trace_dir + "/cap-" + m[1].str() + "mb/run.sqlite"));
 }
 
@@ -718,7 +721,7 @@ TEST(Tutorials, Whatif18GptEveryCapItsOwnPlan) {
       << "the recorded cap predicts the recorded step";
   // The cap checked for real is the one whose prediction differs most from the recorded step:
   // one bucket on an idle machine (the README's), on a loaded one it can be 0.25 MiB.
-  const std::regex checked(R"(cap ([0-9.]+) MiB: predicted ([0-9.]+) ms, measured ([0-9.]+) ms)");
+  const std::regex checked(R"(cap ([0-9.]+) MiB: predicted ([0-9.]+) ms, the real run on the cluster clock ([0-9.]+) ms)");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(run.output, m, checked)) << run.output;
   const std::vector<double> checked_row = row(m[1].str());

@@ -277,19 +277,21 @@ double steady_median(const analysis::RankStats& rank, Figure figure) {
   return values[values.size() / 2];
 }
 
-// When one iteration's all-reduces ran against its backward, on rank 0: from the trace's slices.
+// When one iteration's all-reduces ran against its backward, on rank 0: from the trace's slices,
+// on the lesson's clock.
 void print_when(const std::string& path, Variant variant, int32_t iteration) {
   trace::Reader reader(path);
+  const tutorials::LessonEvents events(reader);
   const std::vector<std::string> names = reader.names();
   int64_t backward_begin = 0, backward_end = 0;
-  for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Phase, 0)) {
+  for (const trace::Event& e : events.of_kind(trace::EventKind::Phase, 0)) {
     if (e.iteration == iteration && names.at(e.name) == trace::kPhaseBackward) {
       backward_begin = e.begin_ns;
       backward_end = e.end_ns;
     }
   }
   int64_t first = INT64_MAX, last = 0;
-  for (const trace::Event& c : reader.events_of_kind(trace::EventKind::Collective, 0)) {
+  for (const trace::Event& c : events.of_kind(trace::EventKind::Collective, 0)) {
     if (c.iteration != iteration || c.op != static_cast<uint8_t>(trace::CollectiveOp::AllReduce)) continue;
     first = std::min(first, c.begin_ns);
     last = std::max(last, c.end_ns);
@@ -324,8 +326,10 @@ void run(tutorials::Session& session, const Settings& settings) {
   std::printf("  %-15s %11s %10s %10s %8s %8s %11s %10s\n", "run", "all-reduces", "bytes", "latency ms",
               "comm ms", "step ms", "exposed ms", "grad diff");
   double largest_difference = 0;
+  std::vector<analysis::RunStats> all_stats;
   for (size_t v = 0; v < outcomes.size(); ++v) {
-    const analysis::RunStats stats = tutorials::read_stats(outcomes[v].run_file);
+    all_stats.push_back(tutorials::read_stats(outcomes[v].run_file));
+    const analysis::RunStats& stats = all_stats.back();
     const analysis::RankStats& rank0 = tutorials::rank_stats(stats, 0);
     const int64_t all_reduces = tutorials::collectives_in(rank0, last, trace::CollectiveOp::AllReduce);
     const int64_t all_reduce_bytes =
@@ -349,7 +353,11 @@ void run(tutorials::Session& session, const Settings& settings) {
                 largest_difference);
   }
 
-  std::printf("\nWhen the all-reduces ran in step %d (rank 0, ms from the start of its backward):\n", last);
+  std::vector<tutorials::LabelledRun> labelled;
+  for (size_t v = 0; v < outcomes.size(); ++v) labelled.push_back({part_name(kVariants[v]), &all_stats[v]});
+  tutorials::print_clocks(labelled);
+
+  std::printf("\nWhen the all-reduces ran in step %d (rank 0, ms from the start of its backward, on the clock above):\n", last);
   for (size_t v = 0; v < outcomes.size(); ++v) print_when(outcomes[v].run_file, kVariants[v], last);
 
   std::printf("\ntraces:\n");

@@ -47,6 +47,7 @@ struct CapResult {
   double comm_ms = 0;
   double overlap_ms = 0;
   double exposed_ms = 0;  // exposed communication per step (analysis::overlap_per_step)
+  analysis::RunStats stats;  // on the lesson's clock (tutorials::read_stats)
 };
 
 // Trains the MLP for `steps` under DDP with this cap; returns the run file (on rank 0).
@@ -80,7 +81,8 @@ CapResult read_cap(double cap_mb, const std::string& path) {
   CapResult result;
   result.cap_mb = cap_mb;
   result.run_file = path;
-  const analysis::RunStats stats = tutorials::read_stats(path);
+  result.stats = tutorials::read_stats(path);
+  const analysis::RunStats& stats = result.stats;
   result.initial_buckets = tutorials::bucket_plan(stats, 0).size();
   result.rebuilt_buckets = tutorials::bucket_plan(stats, 1).size();
   const analysis::RankStats& rank0 = tutorials::rank_stats(stats, 0);
@@ -125,19 +127,20 @@ std::string layers_of(const analysis::RunStats& stats, const trace::BucketInfo& 
 // and with the same buckets in registration order.
 void explain_reverse_order(const CapResult& cap) {
   trace::Reader reader(cap.run_file);
-  const analysis::RunStats stats = analysis::compute_stats(reader);
+  const tutorials::LessonEvents events(reader);
+  const analysis::RunStats& stats = cap.stats;
   const std::vector<trace::BucketInfo> plan = tutorials::bucket_plan(stats, 1);
   const int32_t iteration = stats.iterations - 1;
   if (plan.size() < 2 || iteration < 1) return;
   std::map<int32_t, int64_t> ready_ns;  // parameter -> when its hook fired
-  for (const trace::Event& hook : reader.events_of_kind(trace::EventKind::Hook, 0)) {
+  for (const trace::Event& hook : events.of_kind(trace::EventKind::Hook, 0)) {
     // The hook begins when autograd hands it the gradient (it may end later: the hook that
     // completes a bucket also launches it).
     if (hook.iteration == iteration) ready_ns[hook.param] = hook.begin_ns;
   }
   const std::vector<std::string> names = reader.names();
   int64_t backward_begin = 0;
-  for (const trace::Event& phase : reader.events_of_kind(trace::EventKind::Phase, 0)) {
+  for (const trace::Event& phase : events.of_kind(trace::EventKind::Phase, 0)) {
     if (phase.iteration == iteration && names.at(phase.name) == trace::kPhaseBackward) {
       backward_begin = phase.begin_ns;
     }
@@ -206,6 +209,9 @@ void run(tutorials::Session& session, const Settings& settings) {
   }
   std::printf("  One all-reduce per bucket: a small cap starts sending sooner (more overlap) but "
               "pays each\n  all-reduce's fixed cost more often; PyTorch's default is 25 MiB.\n");
+  std::vector<tutorials::LabelledRun> labelled;
+  for (const CapResult& r : results) labelled.push_back({cap_text(r.cap_mb), &r.stats});
+  tutorials::print_clocks(labelled);
 
   // The run with the most buckets shows the order best.
   const CapResult& most = *std::max_element(results.begin(), results.end(), [](const CapResult& a, const CapResult& b) {

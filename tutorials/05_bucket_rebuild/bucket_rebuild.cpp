@@ -107,18 +107,19 @@ std::vector<BackwardTiming> backward_timings(trace::Reader& reader, int32_t iter
   std::vector<BackwardTiming> timings(iterations);
   std::vector<int64_t> begin(iterations, 0);
   const std::vector<std::string> names = reader.names();
-  for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Phase, 0)) {
+  const tutorials::LessonEvents events(reader);
+  for (const trace::Event& e : events.of_kind(trace::EventKind::Phase, 0)) {
     if (e.iteration < 0 || e.iteration >= iterations) continue;
     if (names.at(e.name) == trace::kPhaseBackward) begin[e.iteration] = e.begin_ns;
     if (names.at(e.name) == trace::kPhaseFinalizeBackward) timings[e.iteration].waited_ms = (e.end_ns - e.begin_ns) / 1e6;
   }
-  for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Hook, 0)) {
+  for (const trace::Event& e : events.of_kind(trace::EventKind::Hook, 0)) {
     if (e.iteration < 0 || e.iteration >= iterations) continue;
     BackwardTiming& t = timings[e.iteration];
     // A hook begins when autograd hands it the gradient; it may end later, after launching buckets.
     t.last_gradient_ms = std::max(t.last_gradient_ms, (e.begin_ns - begin[e.iteration]) / 1e6);
   }
-  for (const trace::Event& e : reader.events_of_kind(trace::EventKind::BucketLaunch, 0)) {
+  for (const trace::Event& e : events.of_kind(trace::EventKind::BucketLaunch, 0)) {
     if (e.iteration < 0 || e.iteration >= iterations) continue;
     BackwardTiming& t = timings[e.iteration];
     const double launch_ms = (e.begin_ns - begin[e.iteration]) / 1e6;
@@ -323,12 +324,14 @@ void run(tutorials::Session& session, const Settings& settings) {
   if (!session.leader()) return;
 
   trace::Reader reader(copy_run);
-  const analysis::RunStats stats = analysis::compute_stats(reader);
+  const analysis::RunStats stats = tutorials::read_stats(copy_run);
   trace::Reader guess_reader(guess_run);
-  const analysis::RunStats guess_stats = analysis::compute_stats(guess_reader);
+  const analysis::RunStats guess_stats = tutorials::read_stats(guess_run);
+  const analysis::RunStats view_stats = tutorials::read_stats(view_run);
   print_plans(work, stats, guess_stats);
   print_backward(reader, stats, guess_reader, work);
-  print_memory(stats, tutorials::read_stats(view_run));
+  print_memory(stats, view_stats);
+  tutorials::print_clocks({{"by-size-guess", &guess_stats}, {"gradient-copy", &stats}, {"gradient-view", &view_stats}});
   std::printf("\ntraces:\n  %s\n  %s\n  %s\ncompare: dpscope-view %s --compare %s\n",
               guess_run.c_str(), copy_run.c_str(), view_run.c_str(), guess_run.c_str(),
               copy_run.c_str());

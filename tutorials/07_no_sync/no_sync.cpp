@@ -120,12 +120,13 @@ double max_difference(const std::vector<at::Tensor>& a, const std::vector<at::Te
 // the all-reduces that began during it.
 void print_micro_steps(const std::string& path, int accumulate) {
   trace::Reader reader(path);
+  const tutorials::LessonEvents events(reader);
   const std::vector<std::string> names = reader.names();
   std::vector<trace::Event> backwards;
-  for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Phase, 0)) {
+  for (const trace::Event& e : events.of_kind(trace::EventKind::Phase, 0)) {
     if (e.iteration == 0 && names.at(e.name) == trace::kPhaseBackward) backwards.push_back(e);
   }
-  const std::vector<trace::Event> collectives = reader.events_of_kind(trace::EventKind::Collective, 0);
+  const std::vector<trace::Event> collectives = events.of_kind(trace::EventKind::Collective, 0);
   std::printf("\nOptimizer step 0 of the no_sync run on rank 0, micro-step by micro-step:\n");
   for (size_t i = 0; i < backwards.size(); ++i) {
     // A micro-step's all-reduces may still run after its backward returns: count those that
@@ -162,8 +163,10 @@ void run(tutorials::Session& session, const Settings& settings) {
   std::printf("  %-23s %12s %14s %9s %24s\n", "run", "all-reduces", "bytes sent", "comm ms",
               "max |param - big-batch|");
   const Mode modes[] = {Mode::BigBatch, Mode::SyncEveryMicroStep, Mode::NoSync};
+  std::vector<analysis::RunStats> all_stats;
   for (size_t m = 0; m < outcomes.size(); ++m) {
-    const analysis::RunStats stats = tutorials::read_stats(outcomes[m].run_file);
+    all_stats.push_back(tutorials::read_stats(outcomes[m].run_file));
+    const analysis::RunStats& stats = all_stats.back();
     const analysis::RankStats& rank0 = tutorials::rank_stats(stats, 0);
     int64_t all_reduces = 0, bytes = 0;
     for (const analysis::CollectiveStats& c : rank0.collectives) {
@@ -191,6 +194,10 @@ void run(tutorials::Session& session, const Settings& settings) {
   std::printf("  The three end with the same parameters (to float rounding): the accumulated\n"
               "  gradient is the big batch's. no_sync sends once per optimizer step, not once per\n"
               "  micro-batch, while computing on micro-batches as small as memory requires.\n");
+  std::vector<tutorials::LabelledRun> labelled;
+  for (size_t m = 0; m < outcomes.size(); ++m) labelled.push_back({part_name(modes[m]), &all_stats[m]});
+  tutorials::print_clocks(labelled);
+  std::printf("  (sync-every-micro-step's steps are its micro-steps: DDP counts one iteration per backward)\n");
   print_micro_steps(outcomes[2].run_file, settings.accumulate);
 
   std::printf("\ntraces:\n");

@@ -364,6 +364,8 @@ void run(tutorials::Session& session, const Settings& settings) {
     print_verdict(rows, *single, settings.weak, analysis::LinkSpec{stats.link_gbps, stats.link_latency_us});
   }
 
+  tutorials::print_clocks({{std::to_string(batch.ranks) + " rank(s)", &stats}});
+
   std::printf("\ntrace: %s\n", run_file.c_str());
   std::printf("look: dpscope-view %s --iteration 4\n", run_file.c_str());
 }

@@ -56,6 +56,7 @@ struct Outcome {
   // during which rank 0 computed nothing (Note [Compute and exposed communication]).
   double step_ms = 0;
   double exposed_ms = 0;
+  analysis::RunStats stats;  // on the lesson's clock (tutorials::read_stats)
 };
 
 std::string train(tutorials::Session& session, const Settings& settings, const tutorials::Workload& work,
@@ -94,8 +95,8 @@ Outcome read_outcome(const Setting& setting, const std::string& path, int32_t la
   outcome.units = reader.units().size();
   // Rank 0 as `dpscope stats` has it: the full_parameters band's largest value (a category
   // maximum) and the peak in the steps (Note [Memory at the peak]).
-  const analysis::RunStats stats = analysis::compute_stats(reader);
-  const analysis::RankStats& rank0 = tutorials::rank_stats(stats, 0);
+  outcome.stats = tutorials::read_stats(path);
+  const analysis::RankStats& rank0 = tutorials::rank_stats(outcome.stats, 0);
   for (const analysis::CategoryBytes& largest : rank0.category_max) {
     if (largest.category == trace::MemoryCategory::FullParameters) outcome.peak_full_parameters = largest.bytes;
   }
@@ -152,6 +153,9 @@ void run(tutorials::Session& session, const Settings& settings) {
                 static_cast<long long>(o.backward_gathers), o.step_ms, o.exposed_ms,
                 o.setting.what.c_str());
   }
+  std::vector<tutorials::LabelledRun> labelled;
+  for (const Outcome& o : outcomes) labelled.push_back({o.setting.part, &o.stats});
+  tutorials::print_clocks(labelled);
   std::printf(
       "\nReading it:\n"
       "  root-only vs nested: one unit must be gathered whole, so the whole model is full from\n"

@@ -173,6 +173,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   }
   std::printf("\n");
   tutorials::print_ring_traffic(runs, session.world_size());
+  tutorials::print_clocks(runs);
   std::printf("  DDP all-reduces the gradients once: 2(n-1)/n N. FULL_SHARD gathers each unit's\n"
               "  parameters twice (forward, and again for backward) and reduce-scatters its gradients:\n"
               "  3(n-1)/n N, 1.5 times DDP's. SHARD_GRAD_OP keeps the parameters gathered in forward\n"

@@ -226,6 +226,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   tutorials::print_step_memory_peaks(runs);
   print_formulas(results, psi, session.world_size());
   tutorials::print_ring_traffic(runs, session.world_size());
+  tutorials::print_clocks(runs);
   std::printf("  ZeRO-1 reduce-scatters the gradients and all-gathers the parameters: the two halves of\n"
               "  DDP's all-reduce, 2(n-1)/n N. ZeRO-2 the same; ZeRO-3 gathers twice, 3(n-1)/n N.\n"
               "\nOpen two: dpscope-view %s --compare %s\n",

@@ -148,6 +148,10 @@ void run(tutorials::Session& session, const Settings& settings) {
   const analysis::RunStats& slowest = all.back();
   if (slowest.iterations >= 3) print_first_all_reduce(slowest, 2);
 
+  std::vector<tutorials::LabelledRun> labelled;
+  for (size_t i = 0; i < files.size(); ++i) labelled.push_back({part_name(settings.delays_ms[i]), &all[i]});
+  tutorials::print_clocks(labelled);
+
   std::printf("\ntraces:\n");
   for (const std::string& f : files) std::printf("  %s\n", f.c_str());
   std::printf("look: dpscope-view %s   (rank %d's straggler_delay, the others' long all-reduces)\n",

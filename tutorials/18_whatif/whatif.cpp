@@ -8,9 +8,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "analysis/clock_choice.h"
+#include "analysis/cluster_clock.h"
 #include "analysis/whatif.h"
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
@@ -66,16 +69,32 @@ struct Forecast {
   double step_ms = 0, exposed_ms = 0;
 };
 
-// What the recorded run's trace predicts for every cap (first bucket = cap), on rank 0.
+// What the recorded run's trace predicts for every cap (first bucket = cap), on rank 0, on the
+// lesson's clock (Note [The lesson's clock]). On the cluster clock the what-if is that clock
+// with another cap: the recorded run replayed there, its all-reduces costed by the link's ring
+// model (the cluster clock's network); on the measured clock, by a line fitted to the trace.
 std::vector<Forecast> forecast(const std::string& recorded, const Settings& settings) {
   trace::Reader reader(recorded);
-  const analysis::RunStats stats = analysis::compute_stats(reader);
-  const analysis::ReplayTrace replay = analysis::load_replay_trace(reader, stats, 0);
-  const analysis::AllReduceModel cost = analysis::fit_allreduce_model(replay);
-  std::printf("\nFrom the recorded trace alone (cap %g MiB, %zu steady steps): an all-reduce costs\n"
-              "%.0f us + bytes at %.2f Gb/s, fitted to its %lld all-reduces (error %.0f %% of their time).\n",
-              settings.recorded_cap_mb, replay.iterations.size(), cost.latency_us(), cost.gbps(),
-              static_cast<long long>(cost.samples), cost.fit_error_pct);
+  const tutorials::LessonEvents lesson(reader);
+  const bool cluster_clock = lesson.clock().clock == analysis::Clock::Cluster;
+  std::optional<analysis::ClusterClockRun> cluster;
+  if (cluster_clock) cluster = analysis::cluster_clock(reader, recorded, std::nullopt);
+  const analysis::RunStats stats = cluster ? analysis::compute_stats(reader, *cluster) : analysis::compute_stats(reader);
+  const analysis::ReplayTrace replay = analysis::load_replay_trace(reader, stats, 0, cluster ? &*cluster : nullptr);
+  const analysis::AllReduceModel cost =
+      cluster ? analysis::link_collective_model(trace::CollectiveOp::AllReduce, cluster->link, stats.world_size)
+              : analysis::fit_allreduce_model(replay);
+  if (cluster) {
+    std::printf("\nFrom the recorded trace alone (cap %g MiB, %zu steady steps), on the %s:\n"
+                "an all-reduce costs %.0f us + bytes at %.2f Gb/s, the link's ring model.\n",
+                settings.recorded_cap_mb, replay.iterations.size(), analysis::clock_text(stats.clock).c_str(),
+                cost.latency_us(), cost.gbps());
+  } else {
+    std::printf("\nFrom the recorded trace alone (cap %g MiB, %zu steady steps): an all-reduce costs\n"
+                "%.0f us + bytes at %.2f Gb/s, fitted to its %lld all-reduces (error %.0f %% of their time).\n",
+                settings.recorded_cap_mb, replay.iterations.size(), cost.latency_us(), cost.gbps(),
+                static_cast<long long>(cost.samples), cost.fit_error_pct);
+  }
   std::printf("  %8s %8s %18s %22s\n", "cap MiB", "buckets", "predicted step ms", "predicted exposed ms");
   std::vector<Forecast> out;
   for (const double cap : settings.caps_mb) {
@@ -117,12 +136,18 @@ void run(tutorials::Session& session, const Settings& settings) {
               recorded_step, check_cap);
   const std::string checked = train_with_cap(session, work, check_cap);
   if (!session.leader()) return;
-  const double measured = analysis::step_summary(tutorials::rank_stats(tutorials::read_stats(checked), 0)).median_ms;
+  const analysis::RunStats recorded_stats = tutorials::read_stats(recorded);
+  const analysis::RunStats checked_stats = tutorials::read_stats(checked);
+  const double measured = analysis::step_summary(tutorials::rank_stats(checked_stats, 0)).median_ms;
+  const bool cluster = checked_stats.clock.clock == analysis::Clock::Cluster;
   for (const Forecast& f : forecasts) {
     if (f.cap_mb != check_cap) continue;
-    std::printf("  cap %g MiB: predicted %.2f ms, measured %.2f ms (%+.1f %%)\n", check_cap, f.step_ms, measured,
+    std::printf("  cap %g MiB: predicted %.2f ms, %s %.2f ms (%+.1f %%)\n", check_cap, f.step_ms,
+                cluster ? "the real run on the cluster clock" : "measured", measured,
                 100.0 * (f.step_ms - measured) / measured);
   }
+  tutorials::print_clocks({{cap_text(settings.recorded_cap_mb) + " (recorded)", &recorded_stats},
+                           {cap_text(check_cap) + " (checked)", &checked_stats}});
   std::printf("\ntraces:\n  %s\n  %s\n", recorded.c_str(), checked.c_str());
   std::printf("look: dpscope-view %s --whatif-cap-mb %g --whatif-first-bucket-mb %g\n"
               "      (the predicted all-reduces under the recorded ones)\n",

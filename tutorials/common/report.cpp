@@ -7,7 +7,9 @@
 #include <map>
 #include <stdexcept>
 
+#include "analysis/clock_choice.h"
 #include "analysis/link_model.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::tutorials {
 
@@ -55,6 +57,30 @@ std::string describe_event(const trace::Event& e, const analysis::RunStats& stat
 }  // namespace
 
 analysis::RunStats read_stats(const std::string& path) {
+  trace::Reader reader(path);
+  return analysis::compute_lesson_stats(reader);
+}
+
+LessonEvents::LessonEvents(trace::Reader& reader) : reader_(reader) {
+  // The same choice as analysis::compute_lesson_stats (Note [The lesson's clock]).
+  if (!reader.meta().count(std::string(trace::meta_key::kLinkGbps))) return;
+  try {
+    cluster_ = analysis::cluster_clock(reader, reader.path(), std::nullopt);
+    clock_ = analysis::ClockLabel{analysis::Clock::Cluster, cluster_->link.gbps, cluster_->link.latency_us};
+  } catch (const analysis::ClusterClockError&) {
+    // A GPU run or a trace without CPU times: its measured clock is the lesson's.
+  }
+}
+
+std::vector<trace::Event> LessonEvents::of_kind(trace::EventKind kind, int rank) const {
+  std::vector<trace::Event> events = reader_.events_of_kind(kind, rank);
+  if (cluster_) {
+    for (trace::Event& e : events) e = cluster_->to_cluster(e);
+  }
+  return events;
+}
+
+analysis::RunStats read_measured_stats(const std::string& path) {
   trace::Reader reader(path);
   return analysis::compute_stats(reader);
 }
@@ -215,6 +241,29 @@ int64_t ring_bytes_sent(trace::CollectiveOp op, int64_t bytes, int ranks) {
     case trace::CollectiveOp::Barrier: break;
   }
   return static_cast<int64_t>(std::llround(sent));
+}
+
+void print_clocks(const std::vector<LabelledRun>& runs) {
+  if (runs.empty()) return;
+  const analysis::ClockLabel& clock = runs.front().stats->clock;
+  if (clock.clock == analysis::Clock::Measured) {
+    std::printf("\nTimes above: %s. On an emulated link (dpscope launch --link-gbps 4 "
+                "--link-latency-us 50) they would be on the cluster clock, the same on a busy "
+                "machine (docs/cluster-clock.md).\n",
+                analysis::clock_text(clock).c_str());
+    return;
+  }
+  std::printf("\nTimes above: %s, the run replayed as\nthe cluster would run it, whatever else this "
+              "machine ran (docs/cluster-clock.md). Step, rank 0, median of the\nsteady steps, on both "
+              "clocks (measured: this machine's scheduler and real transfers included):\n",
+              analysis::clock_text(clock).c_str());
+  std::printf("  %-16s %16s %26s\n", "run", "cluster clock ms", "measured (this machine) ms");
+  for (const LabelledRun& run : runs) {
+    const analysis::RunStats measured = read_measured_stats(run.stats->path);
+    std::printf("  %-16s %16.2f %26.2f\n", run.label.c_str(),
+                analysis::step_summary(rank_stats(*run.stats, 0)).median_ms,
+                analysis::step_summary(rank_stats(measured, 0)).median_ms);
+  }
 }
 
 void print_ring_traffic(const std::vector<LabelledRun>& runs, int ranks) {

@@ -5,16 +5,39 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "analysis/cluster_clock.h"
 #include "analysis/stats.h"
 #include "trace/reader.h"
 
 namespace dpscope::tutorials {
 
-// compute_stats over the file at `path` (a run file from TracedRun::finish()).
+// The statistics of the file at `path` (a run file from TracedRun::finish()) on the lesson's
+// clock: the cluster clock for a CPU run on an emulated link, else the measured one (Note [The
+// lesson's clock], analysis/clock_choice.h). `clock` in the result says which.
 analysis::RunStats read_stats(const std::string& path);
+// The same on this machine's measured clock, to print beside the lesson's.
+analysis::RunStats read_measured_stats(const std::string& path);
+
+// A run's events on the lesson's clock, for the printouts that read events themselves (when each
+// all-reduce went out, when the last gradient came): on the cluster clock when the lesson reads
+// it (Note [The lesson's clock]; the run replayed once, at construction), else as recorded.
+// Holds `reader`, which must outlive it; one thread.
+class LessonEvents {
+ public:
+  explicit LessonEvents(trace::Reader& reader);
+  // reader.events_of_kind(kind, rank), each event's times on the lesson's clock.
+  std::vector<trace::Event> of_kind(trace::EventKind kind, int rank) const;
+  const analysis::ClockLabel& clock() const { return clock_; }
+
+ private:
+  trace::Reader& reader_;
+  std::optional<analysis::ClusterClockRun> cluster_;
+  analysis::ClockLabel clock_;
+};
 
 // The statistics of `rank`. Throws std::out_of_range naming the rank and file when absent.
 const analysis::RankStats& rank_stats(const analysis::RunStats& stats, int rank);
@@ -63,6 +86,12 @@ int64_t ring_bytes_sent(trace::CollectiveOp op, int64_t bytes, int ranks);
 // on the ring, what the run's emulated link needs for them by its ring model ("-" without a
 // link), the time with a collective running, and the bytes against the first run's.
 void print_ring_traffic(const std::vector<LabelledRun>& runs, int ranks);
+
+// Which clock the times above were on, and each run's step on both clocks: rank 0's median over
+// the steady steps on the lesson's clock (RunStats::clock) and measured on this machine (read
+// again from the run's file), one row per run. On the measured clock, how to get the cluster
+// clock. See Note [The lesson's clock] (analysis/clock_choice.h).
+void print_clocks(const std::vector<LabelledRun>& runs);
 
 // "660 B", "12.5 KiB", "2.00 MiB".
 std::string bytes_text(int64_t bytes);

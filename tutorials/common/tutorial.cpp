@@ -20,6 +20,7 @@
 
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/memory/heap_policy.h"
+#include "engine/train/rank_threads.h"
 #include "engine/models/models.h"
 #include "trace/merge.h"
 #include "trace/vocabulary.h"
@@ -79,10 +80,11 @@ Session::Session(std::string program, const CommonOptions& options, int argc, ch
       backend_(options.backend.empty() ? comm::default_backend() : comm::parse_backend(options.backend)) {
   for (int i = 0; i < argc; ++i) command_line_ += (i ? " " : "") + std::string(argv[i]);
   const comm::LaunchEnv env = comm::read_launch_env();
-  // The ranks of one host share its cores; more threads than cores only makes them fight.
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // The ranks of one host share its cores; more threads than cores only makes them fight. See
+  // Note [One thread a rank on an emulated link].
   at::set_num_threads(options.threads > 0 ? options.threads
-                                          : std::max(1, cores / std::max(1, env.local_world_size)));
+                                          : train::default_intra_op_threads(
+                                                env.local_world_size, train::emulated_link_in_environment()));
   // Before any tensor exists, so that every allocation is counted by category, and stays in
   // the heap once freed (See Note [Freed memory stays in the heap]).
   memory::keep_freed_memory_in_heap();

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The cluster clock's repeatability (docs/cluster-clock.md): the same runs on the idle machine and
+# with two busy loops on both cores, on both clocks. The measured step moves with the load; the
+# cluster clock (compute as thread CPU time, the network as the link model) should not.
+#
+#   bench/cluster_clock.sh [BUILD_DIR] [ROUNDS] [STEPS]  (defaults: build 3 40)
+#
+# Each round runs, idle and loaded in an order that alternates from round to round, three
+# 2-rank runs of
+#   dpscope launch -n 2 --link-gbps 4 --link-latency-us 50 -- dpscope train --model mlp
+#     --hidden 1024 --layers 3 --batch-size 32 --threads 1 --trace-level summary
+# ddp-1mib   DDP, 1 MiB buckets (--bucket-cap-mb 1 --first-bucket-mb 1)
+# ddp-single DDP, one bucket (--bucket-cap-mb 100 --first-bucket-mb 100)
+# fsdp       FSDP, full sharding, a unit per layer (--wrap-min-params 1), backward prefetch pre
+# and reads rank 0's measured step_ms (median of steps 3..K) and the launcher's cluster_step_ms
+# (the same median on the cluster clock); of ddp-1mib also, on the cluster clock, the part of
+# backward's compute after the first bucket went out (`dpscope stats --clock cluster`, rank 0's
+# "compute/comm overlap", PyTorch's DDP logging data). "Loaded" is two `sh -c 'while :; do :; done'` beside
+# the run. The summary gives, per run, the medians over rounds on both clocks and how far the
+# loaded median moved from the idle one; then the bucketed/single ratio on each clock (issue 18's
+# lesson) against its floor on the cluster clock: the single bucket's step less that overlap, the
+# best any overlap could do with these buckets on this link (bench/README.md derives the same
+# floor on the measured clock, 0.877).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+build="${1:-$root/build}"
+rounds="${2:-3}"
+steps="${3:-40}"
+bin="$build/bin"
+[[ -x "$bin/dpscope" ]] || { echo "no $bin/dpscope; build it first (ninja -C $build dpscope)" >&2; exit 1; }
+
+export OMP_NUM_THREADS=1
+tmp="$(mktemp -d)"
+busy=()
+stop_busy() { if ((${#busy[@]})); then kill "${busy[@]}" 2>/dev/null || true; wait "${busy[@]}" 2>/dev/null || true; fi; busy=(); }
+trap 'stop_busy; rm -rf "$tmp"' EXIT
+
+# Runs workload $1 and prints "MEASURED CLUSTER OVERLAP" (rank 0's step_ms, cluster_step_ms, and
+# for ddp-1mib the overlap above on the cluster clock, else 0).
+run() {
+  local args=(--strategy ddp --bucket-cap-mb 1 --first-bucket-mb 1)
+  case "$1" in
+    ddp-single) args=(--strategy ddp --bucket-cap-mb 100 --first-bucket-mb 100) ;;
+    fsdp) args=(--strategy fsdp --sharding full --wrap-min-params 1 --backward-prefetch pre) ;;
+  esac
+  rm -rf "$tmp/run"
+  "$bin/dpscope" launch -n 2 --link-gbps 4 --link-latency-us 50 --trace-dir "$tmp/run" -- \
+    "$bin/dpscope" train --backend gloo --threads 1 --model mlp --hidden 1024 --layers 3 \
+    --batch-size 32 --steps "$steps" --progress-every 0 --trace-level summary "${args[@]}" \
+    > "$tmp/out" 2>&1 || { cat "$tmp/out" >&2; exit 1; }
+  local measured cluster
+  measured=$(sed -n 's/^\[0\] step_ms \([0-9.]*\).*/\1/p' "$tmp/out")
+  cluster=$(sed -n 's/.*cluster_step_ms \([0-9.]*\).*/\1/p' "$tmp/out")
+  [[ -n "$measured" && -n "$cluster" ]] || { echo "no step_ms or cluster_step_ms in:" >&2; cat "$tmp/out" >&2; exit 1; }
+  local overlap=0
+  if [[ "$1" == ddp-1mib ]]; then
+    overlap=$("$bin/dpscope" stats --clock cluster "$tmp/run/run.sqlite" |
+      sed -n 's|.*compute/comm overlap \([0-9.]*\) ms.*|\1|p' | head -1)
+  fi
+  echo "$measured $cluster $overlap"
+}
+
+echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
+     "load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
+echo "link 4 Gb/s, 50 us; mlp hidden 1024, 3 layers, batch 32 per rank, $steps steps, 2 ranks, $rounds rounds"
+printf '%-6s %-11s %-7s %12s %12s\n' round run load measured_ms cluster_ms
+for ((round = 1; round <= rounds; ++round)); do
+  order=(idle loaded)
+  ((round % 2 == 0)) && order=(loaded idle)
+  for load in "${order[@]}"; do
+    if [[ "$load" == loaded ]]; then
+      sh -c 'while :; do :; done' & busy+=($!)
+      sh -c 'while :; do :; done' & busy+=($!)
+    fi
+    for workload in ddp-1mib ddp-single fsdp; do
+      read -r measured cluster overlap < <(run "$workload")
+      printf '%-6s %-11s %-7s %12s %12s\n' "$round" "$workload" "$load" "$measured" "$cluster"
+      echo "$workload $load $measured $cluster $overlap" >> "$tmp/results"
+    done
+    stop_busy
+  done
+done
+
+/usr/bin/python3 - "$tmp/results" <<'PY'
+import statistics, sys
+rows = [line.split() for line in open(sys.argv[1])]
+med = lambda run, load, col: statistics.median(float(r[col]) for r in rows if r[0] == run and r[1] == load)
+print("\nmedians over rounds (ms), and how far the loaded one moved from the idle one:")
+print(f"{'run':<11} {'measured idle':>14} {'loaded':>8} {'moved':>8} {'cluster idle':>13} {'loaded':>8} {'moved':>8}")
+for run in ("ddp-1mib", "ddp-single", "fsdp"):
+    mi, ml, ci, cl = med(run, "idle", 2), med(run, "loaded", 2), med(run, "idle", 3), med(run, "loaded", 3)
+    print(f"{run:<11} {mi:>14.2f} {ml:>8.2f} {100 * (ml / mi - 1):>+7.1f}% {ci:>13.2f} {cl:>8.2f} {100 * (cl / ci - 1):>+7.1f}%")
+print("\n1 MiB buckets / one bucket (issue 18's lesson), and its floor on the cluster clock:")
+for load in ("idle", "loaded"):
+    single = med('ddp-single', load, 3)
+    floor = (single - med('ddp-1mib', load, 4)) / single
+    print(f"  {load:<7} measured {med('ddp-1mib', load, 2) / med('ddp-single', load, 2):.3f}"
+          f"   cluster clock {med('ddp-1mib', load, 3) / single:.3f}, floor {floor:.3f}")
+PY
