@@ -298,11 +298,6 @@ void App::draw_header() {
               m.meta_value(trace::meta_key::kBackend).c_str(), m.ranks.size(),
               static_cast<long long>(m.events), m.iterations, link.empty() ? "" : "  |  ", link.c_str(),
               live_ && !live_source_ ? "  |  live" : "", clock_label().c_str());
-  // A switch to the cluster clock that failed says why where the clock is named (C again tries
-  // again).
-  if (!clock_error_.empty()) {
-    ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.35f, 1.0f), "C: %s", clock_error_.c_str());
-  }
   ImGui::SameLine();
   ImGui::SetNextItemWidth(180);
   // Ctrl+F: type a query without reaching for the mouse.
@@ -321,6 +316,13 @@ void App::draw_header() {
   if (ImGui::SmallButton("Legend (L)")) show_legend = !show_legend;
   ImGui::SameLine();
   if (ImGui::SmallButton("Help (?)")) show_help = !show_help;
+  // A switch to the cluster clock that failed says why under the line that names the clock (C
+  // tries again), wrapped: the message names the file and the fix.
+  if (!clock_error_.empty()) {
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.35f, 1.0f), "C: %s", clock_error_.c_str());
+    ImGui::PopTextWrapPos();
+  }
 }
 
 void App::draw_panels() {
