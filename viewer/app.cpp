@@ -66,6 +66,10 @@ void App::wait_for_analysis() {
     t.poll_analysis();
   }
   if (whatif_pending.valid()) whatif = whatif_pending.get();
+  if (clock_pending_.valid()) {
+    clock_pending_.wait();
+    poll_clock();
+  }
 }
 
 const Lane& App::whatif_lane(size_t rank, bool waits) const {
@@ -224,7 +228,7 @@ double App::idle_wait_seconds() const {
   for (const OpenTrace& t : traces) {
     if (t.pending.valid()) return kBackgroundPollSeconds;
   }
-  if (whatif_pending.valid()) return kBackgroundPollSeconds;
+  if (whatif_pending.valid() || clock_pending_.valid()) return kBackgroundPollSeconds;
   // A held pan or zoom key moves the view by the frame's time (handle_keys); a drag moves it
   // with the pointer.
   for (const int key : {GLFW_KEY_W, GLFW_KEY_A, GLFW_KEY_S, GLFW_KEY_D}) {
@@ -248,7 +252,7 @@ void App::adopt_live_model(std::shared_ptr<const Model> fresh) {
   const bool at_end = view_t1 >= double(traces[0].model->t_end);
   const double width = view_t1 - view_t0;
   traces[0].set_model(std::move(fresh));
-  clock_ = analysis::Clock::Measured;  // a live file grows: its cluster view would be stale
+  clock_ = clock_wanted_ = analysis::Clock::Measured;  // a live file grows: its cluster view would be stale
   selected = hovered = {};
   steps_cache_ = {};
   if (at_end) set_view(double(traces[0].model->t_end) - width, double(traces[0].model->t_end) + width * 0.02);
@@ -261,6 +265,7 @@ void App::poll_background() {
   if (whatif_pending.valid() && whatif_pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     whatif = whatif_pending.get();
   }
+  poll_clock();
   poll_live();
 }
 

@@ -92,8 +92,8 @@ class App {
   // Sets the visible time range (axis ns); keeps it at least 100 ns wide and within the run
   // (every open trace) and a margin of a tenth of its length on either side.
   void set_view(double t0, double t1);
-  // Blocks until every background analysis (and a requested what-if) is ready (headless runs use
-  // it before timing).
+  // Blocks until every background analysis (and a requested what-if, and the cluster views a
+  // switch of clock is building) is ready (headless runs use it before timing).
   void wait_for_analysis();
   // Starts predicting the main trace's what-if lanes for `request` on a background thread
   // (whatif_lanes.h); they replace the current ones when ready. The What-if tab calls it.
@@ -103,14 +103,18 @@ class App {
   double idle_wait_seconds() const;
   // The range the zoom sweep ends on: one bucket's all-reduce in the middle of the run.
   std::pair<double, double> bucket_range() const;
-  // Puts every open trace on `clock` together (C; --clock): on the first switch to the cluster
-  // clock builds each trace's cluster view (cluster_view, synchronously: about a load and an
-  // analysis of the file). When a trace cannot be replayed, every trace stays where it was and
+  // Puts every open trace on `clock` together (C; --clock). The first switch to the cluster
+  // clock builds each trace's cluster view (cluster_view) on a background thread — about a load
+  // and an analysis of the file, a minute for 10 M events — while the header says so and the
+  // measured clock stays; the switch happens in the frame that finds them built (or in
+  // wait_for_analysis). When a trace cannot be replayed, every trace stays measured and
   // clock_error() says why (ClusterClockError's message, which names the fix); the header shows
-  // it. Refits the view and realigns a compared run, whose times all moved. Returns whether
-  // `clock` is now shown.
+  // it. A switch refits the view and realigns a compared run, whose times all moved. Returns
+  // whether `clock` is shown now.
   bool set_clock(analysis::Clock clock);
   analysis::Clock clock() const { return clock_; }
+  // Whether the cluster views are being built.
+  bool clock_pending() const { return clock_pending_.valid(); }
   // Why the last switch to the cluster clock failed; "" after one that worked.
   const std::string& clock_error() const { return clock_error_; }
   // The header's words for the clock shown: analysis::clock_text of it.
@@ -218,7 +222,16 @@ class App {
   IterationSteps steps_cache_;
   AppOptions options_;
   analysis::Clock clock_ = analysis::Clock::Measured;
+  analysis::Clock clock_wanted_ = analysis::Clock::Measured;  // what the last C or --clock asked
   std::string clock_error_;
+  // The cluster views being built, one per open trace (for the measured models in clock_for_).
+  std::future<std::vector<std::shared_ptr<const ClusterView>>> clock_pending_;
+  std::vector<std::shared_ptr<const Model>> clock_for_;
+  // Takes finished cluster views; switches when the cluster clock is still wanted.
+  void poll_clock();
+  // Shows `clock` on every trace (each has its view for the cluster clock) and resets what
+  // named times on the other.
+  void show_clock(analysis::Clock clock);
   char find_buffer_[128] = {};
   std::unique_ptr<LiveFollower> live_;
   std::unique_ptr<LiveSource> live_source_;
