@@ -39,6 +39,12 @@ void add_synth_command(CLI::App& app, CommandMode mode) {
       ->required();
   command->add_option("--seed", options->seed, "Random seed: the same seed gives the same trace")
       ->capture_default_str();
+  command->add_option("--link-gbps", options->link_gbps,
+                      "The emulated link's bandwidth in Gb/s that the collectives take (recorded "
+                      "in meta: the cluster clock replays on it)")
+      ->capture_default_str();
+  command->add_option("--link-latency-us", options->link_latency_us, "The emulated link's latency in µs")
+      ->capture_default_str();
   command->callback([options, mode] {
     if (mode == CommandMode::Validate) {
       formats::check_synth_options(*options);

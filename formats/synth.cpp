@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "analysis/link_model.h"
 #include "trace/error.h"
 #include "trace/vocabulary.h"
 #include "trace/writer.h"
@@ -24,20 +25,20 @@ constexpr int kMaxRanks = 1024;
 // Iteration numbers are int32 in the format; this keeps every plan far below that.
 constexpr int64_t kMaxEvents = 2'000'000'000;
 
-// ---- The cost model: one CPU rank, gloo over TCP. Only proportions matter to the viewer; for
-// the default model on 8 ranks forward:backward compute:all-reduce come out about 1:2:2.7, so
+// ---- The cost model: one CPU rank, gloo on an emulated link (SynthOptions::link_gbps,
+// link_latency_us; each collective lasts analysis::link_model_ns, the ring model the cluster
+// clock replays with). Only proportions matter to the viewer; for the default model on 8 ranks
+// and the default 4 Gb/s link forward:backward compute:all-reduce come out about 1:2:2.7, so
 // the all-reduces overlap backward and queue behind it, and a part of them is exposed in the
 // waits at its end, as on gloo runs.
 constexpr int64_t kInputs = 64;  // digits-like input features
 constexpr int64_t kClasses = 10;
 constexpr int64_t kBatch = 32;
-constexpr double kFlopsPerNs = 50;      // matmul throughput of one rank
-constexpr double kCopyBytesPerNs = 20;  // memcpy into and out of buckets
-constexpr double kLinkBytesPerNs = 2;   // gloo ring bandwidth
-constexpr int64_t kCollectiveLatencyNs = 30'000;
+constexpr double kFlopsPerNs = 12.5;   // matmul throughput of one rank
+constexpr double kCopyBytesPerNs = 5;  // memcpy into and out of buckets
 constexpr int64_t kDispatchNs = 8'000;  // enqueue on the caller -> start on the comm thread
 constexpr int64_t kHookOverheadNs = 2'000;
-constexpr int64_t kDataLoadNs = 200'000;                      // between iterations
+constexpr int64_t kDataLoadNs = 800'000;                      // between iterations
 constexpr int64_t kMaxSkewNs = 5'000;                         // fixed per-rank offset of the start
 constexpr double kSpread = 0.02;                              // relative jitter of every duration
 constexpr int64_t kBroadcastChunkBytes = int64_t{250} << 20;  // DDP's coalesced broadcast cap
@@ -274,6 +275,11 @@ void validate(const SynthOptions& options) {
   if (options.first_bucket_bytes < 1 || options.bucket_cap_bytes < 1) {
     throw trace::TraceError("synth: bucket limits must be at least 1 byte");
   }
+  try {
+    analysis::check_link(options.link_gbps, options.link_latency_us, "--link-gbps", "--link-latency-us");
+  } catch (const std::invalid_argument& error) {
+    throw trace::TraceError(std::string("synth: ") + error.what());
+  }
   if (options.out.empty()) throw trace::TraceError("synth: no output path; pass --out PATH");
   const std::filesystem::path out(options.out);
   const std::filesystem::path parent =
@@ -339,20 +345,67 @@ class Sink {
 // A time per rank.
 using Times = std::vector<int64_t>;
 
+// Note [Synthetic CPU time]
+// The computing thread of a rank (lane 0) at full speed, alone on its core: its CPU clock
+// (CLOCK_THREAD_CPUTIME_ID, Note [Thread CPU time]) advances with the wall clock while it
+// computes and stands still while it waits inside a collective_wait. So phases and waits get
+// cpu_begin_ns and cpu_end_ns, each collective cpu_begin_ns at its issue (enqueue_ns), and the
+// cluster clock (analysis/cluster_clock.h) can replay the run. A rank's clock reads 0 at its
+// start.
+class CpuClock {
+ public:
+  explicit CpuClock(int64_t start = 0) : start_(start) {}
+  // The thread waited from `begin` to `end` (after every wait recorded before).
+  void wait(int64_t begin, int64_t end) {
+    waits_.push_back({begin, end, waited_});
+    waited_ += std::max<int64_t>(0, end - begin);
+  }
+  // The CPU clock at wall time `t`, which is no earlier than the last forget(): the wall time
+  // since the start less the waits before `t`.
+  int64_t at(int64_t t) const {
+    const auto after = std::upper_bound(waits_.begin(), waits_.end(), t,
+                                        [](int64_t v, const Wait& w) { return v < w.begin; });
+    if (after == waits_.begin()) return t - start_ - forgotten_;
+    const Wait& w = *std::prev(after);
+    return t - start_ - w.waited_before - (std::min(t, w.end) - w.begin);
+  }
+  // Drops the waits that end before `t`: later questions are about `t` or after (an iteration's
+  // phases begin at its start), so the list stays a few buckets long.
+  void forget(int64_t t) {
+    size_t n = 0;
+    while (n < waits_.size() && waits_[n].end <= t) ++n;
+    forgotten_ = n < waits_.size() ? waits_[n].waited_before : waited_;
+    waits_.erase(waits_.begin(), waits_.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+
+ private:
+  struct Wait {
+    int64_t begin, end, waited_before;
+  };
+  int64_t start_;
+  std::vector<Wait> waits_;
+  int64_t waited_ = 0;     // every wait so far
+  int64_t forgotten_ = 0;  // the waits forget() dropped
+};
+
 // The simulated run: every rank's clocks and memory, advanced stage by stage. Ranks are indexed
 // by size_t here and narrowed where they go into rows.
 class Simulation {
  public:
   Simulation(const SynthOptions& options, int64_t iterations, const Model& model,
              const Plan& initial, const Plan& rebuilt, Sink& sink)
-      : iterations_(iterations),
+      : link_{options.link_gbps, options.link_latency_us},
+        iterations_(iterations),
         model_(model),
         initial_(initial),
         rebuilt_(rebuilt),
         sink_(sink),
         rng_(options.seed),
         ranks_(static_cast<size_t>(options.ranks)) {
-    for (RankState& s : ranks_) s.host = s.comm_free = s.start = kStartNs + rng_.upto(kMaxSkewNs);
+    for (RankState& s : ranks_) {
+      s.host = s.comm_free = s.start = kStartNs + rng_.upto(kMaxSkewNs);
+      s.cpu = CpuClock(s.start);
+    }
   }
 
   // DDP's constructor: verify_model, broadcast_state, build_buckets, inside ddp_init.
@@ -393,6 +446,7 @@ class Simulation {
 
   void iteration(int32_t it) {
     const Times begin = hosts();
+    for (size_t r = 0; r < ranks_.size(); ++r) ranks_[r].cpu.forget(begin[r]);
     if (it == 1) rebuild_buckets();
     for (size_t r = 0; r < ranks_.size(); ++r) forward(r, it);
     backward(it, it == 0 ? initial_ : rebuilt_);
@@ -421,6 +475,7 @@ class Simulation {
     int64_t start = 0;
     int64_t host = 0;       // the main lane's clock
     int64_t comm_free = 0;  // when the comm lane's last collective ends
+    CpuClock cpu;           // the main lane's thread (Note [Synthetic CPU time])
     std::array<int64_t, trace::kMemoryCategoryCount> held_{};  // bytes by stacked category
     int64_t& held(trace::MemoryCategory category) { return held_[static_cast<size_t>(category)]; }
   };
@@ -440,9 +495,12 @@ class Simulation {
     e.iteration = iteration;
     return e;
   }
-  static trace::Event phase(size_t r, trace::NameId name, int64_t begin, int64_t end, int32_t iteration) {
+  // A phase of rank r's main lane, with its thread's CPU times.
+  trace::Event phase(size_t r, trace::NameId name, int64_t begin, int64_t end, int32_t iteration) const {
     trace::Event e = event(r, trace::EventKind::Phase, begin, end, iteration);
     e.name = name;
+    e.cpu_begin_ns = ranks_[r].cpu.at(begin);
+    e.cpu_end_ns = ranks_[r].cpu.at(end);
     return e;
   }
   static trace::Event instant(size_t r, trace::EventKind kind, int64_t ts, int32_t iteration, size_t bucket,
@@ -478,15 +536,16 @@ class Simulation {
       begin[r] = std::max(enqueue[r] + rng_.vary(kDispatchNs), ranks_[r].comm_free);
       last_start = std::max(last_start, begin[r]);
     }
-    // A ring all-reduce moves 2 (R-1)/R of the payload over each link, a broadcast all of it.
-    const double traffic = op == trace::CollectiveOp::AllReduce ? 2 * (R - 1) / R : (R > 1 ? 1 : 0);
-    const int64_t done = last_start + kCollectiveLatencyNs +
-                         rng_.vary(traffic * static_cast<double>(bytes) / kLinkBytesPerNs);
+    // The ring model of the link (what the emulated link holds a collective to); the real
+    // transfer varies around it.
+    const int64_t done =
+        last_start + rng_.vary(static_cast<double>(analysis::link_model_ns(op, bytes, static_cast<int>(R), link_)));
     for (size_t r = 0; r < ranks_.size(); ++r) {
       end[r] = ranks_[r].comm_free = done + rng_.upto(2'000);
       trace::Event e = event(r, trace::EventKind::Collective, begin[r], end[r], iteration);
       e.lane = 1;
       e.enqueue_ns = enqueue[r];
+      e.cpu_begin_ns = ranks_[r].cpu.at(enqueue[r]);  // the issuing thread's, at the issue
       e.bucket = bucket;
       e.op = static_cast<uint8_t>(op);
       e.grp = 0;
@@ -504,6 +563,9 @@ class Simulation {
                int64_t from, int64_t done) {
     trace::Event e = event(r, trace::EventKind::CollectiveWait, from,
                     std::max(from, done) + 500 + rng_.upto(1'500), iteration);
+    e.cpu_begin_ns = ranks_[r].cpu.at(from);
+    ranks_[r].cpu.wait(from, e.end_ns);
+    e.cpu_end_ns = ranks_[r].cpu.at(e.end_ns);
     e.bucket = bucket;
     e.op = static_cast<uint8_t>(op);
     e.grp = 0;
@@ -643,6 +705,7 @@ class Simulation {
     return 0.05 + 2.25 * std::exp(-4.0 * progress) * (1 + 0.1 * (2 * rng_.uniform() - 1));
   }
 
+  const analysis::LinkSpec link_;
   const int64_t iterations_;
   const Model& model_;
   const Plan& initial_;
@@ -661,7 +724,9 @@ std::string config_json(const SynthOptions& options) {
                            {"hidden", options.hidden},
                            {"batch_size", kBatch},
                            {"first_bucket_bytes", options.first_bucket_bytes},
-                           {"bucket_cap_bytes", options.bucket_cap_bytes}};
+                           {"bucket_cap_bytes", options.bucket_cap_bytes},
+                           {"link_gbps", options.link_gbps},
+                           {"link_latency_us", options.link_latency_us}};
   return config.dump();
 }
 
@@ -693,6 +758,10 @@ void write_meta(trace::Writer& w, const SynthOptions& options, const Model& mode
   w.set_meta(key::kConfig, config_json(options));
   w.set_meta(key::kTraceLevel, trace::to_string(trace::TraceLevel::Full));
   w.set_meta(key::kDevice, "cpu");
+  // The link the collectives were sized by, and one thread a rank: what the cluster clock needs.
+  w.set_meta(key::kLinkGbps, analysis::link_value_text(options.link_gbps));
+  w.set_meta(key::kLinkLatencyUs, analysis::link_value_text(options.link_latency_us));
+  w.set_meta(key::kIntraOpThreads, "1");
   w.set_meta(key::kCreatedUnixMs,
              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
                                 std::chrono::system_clock::now().time_since_epoch())

@@ -20,6 +20,12 @@ struct SynthOptions {
   int64_t hidden = 2048;
   int64_t first_bucket_bytes = int64_t{1} << 20;
   int64_t bucket_cap_bytes = int64_t{25} << 20;
+  // The emulated link the collectives run on: each lasts the ring model's time for it
+  // (analysis::link_model_ns), give or take the jitter of every duration. Written to the meta
+  // table (link_gbps, link_latency_us), as `dpscope launch --link-gbps G --link-latency-us L`
+  // records it, so that the cluster clock can replay the trace.
+  double link_gbps = 4;
+  double link_latency_us = 50;
 };
 
 struct SynthResult {
@@ -41,11 +47,16 @@ struct SynthResult {
 // it by default), later ones the plan rebuilt from the order gradients arrived (broadcast at the
 // start of iteration 1), as DDP does. Memory
 // samples and the loss/step_ms metrics go with every iteration. Ranks differ by a fixed skew of
-// a few microseconds plus seeded jitter; collectives end together on all ranks. The iteration
+// a few microseconds plus seeded jitter; collectives end together on all ranks. The main lane
+// records thread CPU times as one computing thread at full speed would (Note [Synthetic CPU
+// time] in synth.cpp: phases and waits both, a collective its issue's), and the meta table the
+// link and intra_op_threads 1, so `analysis::cluster_clock` replays a synthetic trace as it does
+// a recorded one. The iteration
 // count is chosen so the event count is as close to options.events as whole iterations allow.
 // `progress` (optional) gets the fraction of the work done (rows written, then indexes built)
 // about every 1 %, and 1.0 at the end. Throws TraceError, saying what to change, for events < 1,
-// ranks outside 1..1024, a model with no parameters, or a path that cannot be written.
+// ranks outside 1..1024, a model with no parameters, a link check_link refuses, or a path that
+// cannot be written.
 SynthResult synthesize(const SynthOptions& options,
                        const std::function<void(double)>& progress = {});
 

@@ -45,8 +45,9 @@ inline constexpr int64_t kNone64 = -1;
 // - Collective waits: the waiting thread's CPU time when the wait began and ended.
 // - Everything else: NULL. Hooks and bucket instants happen once a gradient, the hot path, and
 //   reading the clock is a system call (0.3–1 µs, trace/clock.h); the thread's compute between
-//   them shows in the collectives issued from them. Also NULL: unit states, marks, synthesized
-//   traces, files of schema version 3 and older.
+//   them shows in the collectives issued from them. Also NULL: unit states, marks, files of
+//   schema version 3 and older. Synthesized traces (formats/synth.h) carry them as a thread at
+//   full speed would.
 // A step records 2 readings a phase and 3 a bucket's collective (its issue and wait): some 20 for a
 // 3-bucket DDP step, 15–30 µs here (bench/README.md), against steps of milliseconds.
 // The values are a thread's own clock, comparable only between events of the same thread (the

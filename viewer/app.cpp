@@ -18,7 +18,10 @@
 namespace dpscope::view {
 
 void OpenTrace::set_model(std::shared_ptr<const Model> m) {
-  model = std::move(m);
+  model = measured = std::move(m);
+  analysis = measured_analysis = nullptr;
+  cluster = nullptr;
+  shown = analysis::Clock::Measured;
   details = std::make_unique<DetailSource>(model->path);
   pending = std::async(std::launch::async, [m = model]() -> std::shared_ptr<const Analysis> {
     try {
@@ -33,7 +36,8 @@ void OpenTrace::set_model(std::shared_ptr<const Model> m) {
 
 bool OpenTrace::poll_analysis() {
   if (pending.valid() && pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-    analysis = pending.get();
+    measured_analysis = pending.get();
+    if (shown == analysis::Clock::Measured) analysis = measured_analysis;
   }
   return analysis != nullptr;
 }
@@ -47,6 +51,7 @@ App::App(AppOptions options, std::shared_ptr<const Model> main,
   if (options_.live) live_ = std::make_unique<LiveFollower>(traces[0].model);
   align();
   fit();
+  if (options_.clock != analysis::Clock::Measured) set_clock(options_.clock);
   if (options_.whatif) {
     whatif_input = *options_.whatif;
     whatif_input.settings = WhatifSettings::kTrace;
@@ -61,6 +66,10 @@ void App::wait_for_analysis() {
     t.poll_analysis();
   }
   if (whatif_pending.valid()) whatif = whatif_pending.get();
+  if (clock_pending_.valid()) {
+    clock_pending_.wait();
+    poll_clock();
+  }
 }
 
 const Lane& App::whatif_lane(size_t rank, bool waits) const {
@@ -181,6 +190,9 @@ void App::handle_keys() {
   if (ImGui::IsKeyPressed(GLFW_KEY_LEFT_BRACKET, false)) play_speed = std::min(kSpeeds - 1, play_speed + 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT_BRACKET, false)) play_speed = std::max(0, play_speed - 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) show_legend = !show_legend;
+  if (ImGui::IsKeyPressed(GLFW_KEY_C, false) && !io.KeyCtrl) {
+    set_clock(clock_ == analysis::Clock::Measured ? analysis::Clock::Cluster : analysis::Clock::Measured);
+  }
   if (ImGui::IsKeyPressed(GLFW_KEY_T, false)) {
     set_theme(theme_kind() == ThemeKind::Dark ? ThemeKind::Projector : ThemeKind::Dark);
   }
@@ -216,7 +228,7 @@ double App::idle_wait_seconds() const {
   for (const OpenTrace& t : traces) {
     if (t.pending.valid()) return kBackgroundPollSeconds;
   }
-  if (whatif_pending.valid()) return kBackgroundPollSeconds;
+  if (whatif_pending.valid() || clock_pending_.valid()) return kBackgroundPollSeconds;
   // A held pan or zoom key moves the view by the frame's time (handle_keys); a drag moves it
   // with the pointer.
   for (const int key : {GLFW_KEY_W, GLFW_KEY_A, GLFW_KEY_S, GLFW_KEY_D}) {
@@ -240,6 +252,7 @@ void App::adopt_live_model(std::shared_ptr<const Model> fresh) {
   const bool at_end = view_t1 >= double(traces[0].model->t_end);
   const double width = view_t1 - view_t0;
   traces[0].set_model(std::move(fresh));
+  clock_ = clock_wanted_ = analysis::Clock::Measured;  // a live file grows: its cluster view would be stale
   selected = hovered = {};
   steps_cache_ = {};
   if (at_end) set_view(double(traces[0].model->t_end) - width, double(traces[0].model->t_end) + width * 0.02);
@@ -252,6 +265,7 @@ void App::poll_background() {
   if (whatif_pending.valid() && whatif_pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     whatif = whatif_pending.get();
   }
+  poll_clock();
   poll_live();
 }
 
@@ -284,11 +298,11 @@ void App::draw_header() {
   const std::string link = this->link();
   // Following a run directory, the file is a scratch merge: name what is followed instead.
   const std::string shown = live_source_ ? "live: " + live_source_->status() : m.path;
-  ImGui::Text("%s  |  %s %s, %zu ranks, %lld events, %d iterations%s%s%s", shown.c_str(),
+  ImGui::Text("%s  |  %s %s, %zu ranks, %lld events, %d iterations%s%s%s  |  %s", shown.c_str(),
               m.meta_value(trace::meta_key::kStrategy, "?").c_str(),
               m.meta_value(trace::meta_key::kBackend).c_str(), m.ranks.size(),
               static_cast<long long>(m.events), m.iterations, link.empty() ? "" : "  |  ", link.c_str(),
-              live_ && !live_source_ ? "  |  live" : "");
+              live_ && !live_source_ ? "  |  live" : "", clock_label().c_str());
   ImGui::SameLine();
   ImGui::SetNextItemWidth(180);
   // Ctrl+F: type a query without reaching for the mouse.
@@ -307,6 +321,13 @@ void App::draw_header() {
   if (ImGui::SmallButton("Legend (L)")) show_legend = !show_legend;
   ImGui::SameLine();
   if (ImGui::SmallButton("Help (?)")) show_help = !show_help;
+  // A switch to the cluster clock that failed says why under the line that names the clock (C
+  // tries again), wrapped: the message names the file and the fix.
+  if (!clock_error_.empty()) {
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.35f, 1.0f), "C: %s", clock_error_.c_str());
+    ImGui::PopTextWrapPos();
+  }
 }
 
 void App::draw_panels() {

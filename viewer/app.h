@@ -13,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "analysis/clock_choice.h"
+#include "analysis/link_model.h"
 #include "viewer/analysis.h"
+#include "viewer/cluster_model.h"
 #include "viewer/detail_source.h"
 #include "viewer/live.h"
 #include "viewer/live_source.h"
@@ -32,18 +35,28 @@ inline constexpr float kMaxFontScale = 3.0f;
 
 // One open trace: its model, its analysis (computed on a background thread after loading, with
 // the collectives' payloads read there too; null until ready) and the offset that places its
-// times on the shared axis (compare alignment).
+// times on the shared axis (compare alignment). `model` and `analysis` are what the panels draw:
+// the measured ones, or on the cluster clock (App::set_clock) the cluster view's.
 struct OpenTrace {
   std::shared_ptr<const Model> model;
   std::shared_ptr<const Analysis> analysis;
   std::future<std::shared_ptr<const Analysis>> pending;  // the analysis being computed
   std::unique_ptr<DetailSource> details;
   int64_t offset_ns = 0;  // axis time = trace time + offset_ns
+  // The measured clock's model and analysis (as loaded), kept while the cluster clock is shown.
+  std::shared_ptr<const Model> measured;
+  std::shared_ptr<const Analysis> measured_analysis;
+  // The cluster clock's, built on the first switch to it (cluster_model.h); null until then.
+  std::shared_ptr<const ClusterView> cluster;
+  analysis::Clock shown = analysis::Clock::Measured;
 
-  // Takes a freshly loaded model and starts its analysis.
+  // Takes a freshly loaded model and starts its analysis; shows the measured clock (a cluster
+  // view of an older model is dropped).
   void set_model(std::shared_ptr<const Model> m);
   // Picks up a finished analysis; true when one is ready.
   bool poll_analysis();
+  // Shows `clock`'s model and analysis (the cluster view must be built for Clock::Cluster).
+  void show(analysis::Clock clock);
 };
 
 // A span of one of the open traces (0: main, 1: --compare).
@@ -60,6 +73,9 @@ struct AppOptions {
   float font_scale = 0;  // text size, times the 13 px font; 0: the screen's content scale
   ThemeKind theme = ThemeKind::Dark;
   std::optional<WhatifRequest> whatif;  // what-if lanes to predict at start (--whatif-cap-mb)
+  analysis::Clock clock = analysis::Clock::Measured;  // the clock to start on (--clock)
+  // The cluster clock's link (--link-gbps, --link-latency-us, checked); nullopt: the run's own.
+  std::optional<analysis::LinkSpec> link;
 };
 
 // Thread-safety: UI thread only (the background analysis and live reload hand their results
@@ -76,8 +92,8 @@ class App {
   // Sets the visible time range (axis ns); keeps it at least 100 ns wide and within the run
   // (every open trace) and a margin of a tenth of its length on either side.
   void set_view(double t0, double t1);
-  // Blocks until every background analysis (and a requested what-if) is ready (headless runs use
-  // it before timing).
+  // Blocks until every background analysis (and a requested what-if, and the cluster views a
+  // switch of clock is building) is ready (headless runs use it before timing).
   void wait_for_analysis();
   // Starts predicting the main trace's what-if lanes for `request` on a background thread
   // (whatif_lanes.h); they replace the current ones when ready. The What-if tab calls it.
@@ -87,6 +103,22 @@ class App {
   double idle_wait_seconds() const;
   // The range the zoom sweep ends on: one bucket's all-reduce in the middle of the run.
   std::pair<double, double> bucket_range() const;
+  // Puts every open trace on `clock` together (C; --clock). The first switch to the cluster
+  // clock builds each trace's cluster view (cluster_view) on a background thread — about a load
+  // and an analysis of the file, a minute for 10 M events — while the header says so and the
+  // measured clock stays; the switch happens in the frame that finds them built (or in
+  // wait_for_analysis). When a trace cannot be replayed, every trace stays measured and
+  // clock_error() says why (ClusterClockError's message, which names the fix); the header shows
+  // it. A switch refits the view and realigns a compared run, whose times all moved. Returns
+  // whether `clock` is shown now.
+  bool set_clock(analysis::Clock clock);
+  analysis::Clock clock() const { return clock_; }
+  // Whether the cluster views are being built.
+  bool clock_pending() const { return clock_pending_.valid(); }
+  // Why the last switch to the cluster clock failed; "" after one that worked.
+  const std::string& clock_error() const { return clock_error_; }
+  // The header's words for the clock shown: analysis::clock_text of it.
+  std::string clock_label() const;
   // "emulated link 4 Gb/s, 50 µs" when the main trace's run emulated its interconnect (meta
   // link_gbps, link_latency_us), else "": the header says it beside the run's name.
   std::string link() const;
@@ -189,6 +221,17 @@ class App {
   void keep_in_view(int64_t t, int64_t t0, int64_t t1);
   IterationSteps steps_cache_;
   AppOptions options_;
+  analysis::Clock clock_ = analysis::Clock::Measured;
+  analysis::Clock clock_wanted_ = analysis::Clock::Measured;  // what the last C or --clock asked
+  std::string clock_error_;
+  // The cluster views being built, one per open trace (for the measured models in clock_for_).
+  std::future<std::vector<std::shared_ptr<const ClusterView>>> clock_pending_;
+  std::vector<std::shared_ptr<const Model>> clock_for_;
+  // Takes finished cluster views; switches when the cluster clock is still wanted.
+  void poll_clock();
+  // Shows `clock` on every trace (each has its view for the cluster clock) and resets what
+  // named times on the other.
+  void show_clock(analysis::Clock clock);
   char find_buffer_[128] = {};
   std::unique_ptr<LiveFollower> live_;
   std::unique_ptr<LiveSource> live_source_;

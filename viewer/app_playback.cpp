@@ -47,7 +47,9 @@ const App::IterationSteps& App::steps_of(int32_t iteration) {
   steps_cache_.rank_index = focus_rank;
   steps_cache_.iteration = iteration;
   const IterationSpan* span = rank ? rank->find_iteration(iteration) : nullptr;
-  if (!span) return steps_cache_;
+  // The events come from the file by their measured times: the step-through is the measured
+  // clock's (on the cluster clock none are found, and the narration line stays empty).
+  if (!span || clock_ != analysis::Clock::Measured) return steps_cache_;
   for (const Lane& lane : rank->lanes) {
     const auto& events = traces[0].details->events(rank->info.rank, lane, span->begin_ns, span->end_ns);
     for (const trace::Event& e : events) {

@@ -449,6 +449,27 @@ std::shared_ptr<const Model> load_model(const std::string& path, LoadProgress* p
   return model;
 }
 
+void derive_from_rows(Model& model) {
+  trace::NameId forward = kNone, iteration = kNone;
+  for (size_t id = 0; id < model.names.size(); ++id) {
+    if (model.names[id] == trace::kPhaseForward) forward = static_cast<trace::NameId>(id);
+    if (model.names[id] == trace::kPhaseIteration) iteration = static_cast<trace::NameId>(id);
+  }
+  for (RankData& rank : model.ranks) {
+    rank.events = 0;
+    for (const Lane& lane : rank.lanes) rank.events += static_cast<int64_t>(lane.spans.size());
+    for (MemorySeries& series : rank.memory) {
+      sort_series(series);
+      series.peak = 0;
+      for (int64_t b : series.bytes) series.peak = std::max(series.peak, b);
+    }
+    rank.gpu_memory_peak_bytes = -1;
+    find_memory_peak(rank);
+    build_iterations(rank, iteration, forward);
+  }
+  summarize(model);
+}
+
 std::shared_ptr<const Model> update_model(const Model& previous, LoadProgress* progress,
                                           int threads) {
   const auto started = std::chrono::steady_clock::now();

@@ -1,4 +1,5 @@
-// dpscope-view TRACE [--compare TRACE2] [--live] [--screenshot PNG --frames N [--zoom-sweep]]:
+// dpscope-view TRACE [--compare TRACE2] [--live] [--clock measured|cluster] [--screenshot PNG
+// --frames N [--zoom-sweep]]:
 // the desktop viewer of dpscope traces (docs/viewer.md). The command line only: the window and
 // its loops are window.h's. Errors are printed as one line, with exit status 1.
 #include <CLI/CLI.hpp>
@@ -8,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "analysis/clock_choice.h"
+#include "analysis/link_model.h"
 #include "trace/vocabulary.h"
 #include "viewer/window.h"
 
@@ -70,6 +73,38 @@ void add_moment_options(CLI::App& cli, HeadlessOptions& headless, CLI::Option* s
       ->check(CLI::NonNegativeNumber);
 }
 
+// --clock and the cluster clock's link, as given.
+struct ClockFlags {
+  std::string clock = std::string(dpscope::analysis::to_string(dpscope::analysis::Clock::Measured));
+  std::optional<double> link_gbps, link_latency_us;
+
+  void add_to(CLI::App& cli) {
+    namespace analysis = dpscope::analysis;
+    cli.add_option("--clock", clock,
+                   std::string("The clock the timelines, memory graphs and stats are on: ") +
+                       std::string(analysis::to_string(analysis::Clock::Measured)) +
+                       " (this machine's) | " + std::string(analysis::to_string(analysis::Clock::Cluster)) +
+                       " (the run replayed as a cluster would run it, docs/cluster-clock.md; C "
+                       "switches in the window)")
+        ->capture_default_str();
+    cli.add_option("--link-gbps", link_gbps, "The cluster clock's link bandwidth in Gb/s (default: the run's emulated link)");
+    cli.add_option("--link-latency-us", link_latency_us, "The cluster clock's link latency in µs (with --link-gbps)");
+  }
+
+  // Sets options.clock and options.link; throws std::invalid_argument saying what to change.
+  void apply(AppOptions& options) const {
+    namespace analysis = dpscope::analysis;
+    const std::optional<analysis::Clock> parsed = analysis::parse_clock(clock);
+    if (!parsed) {
+      throw std::invalid_argument("--clock " + clock + ": choose " +
+                                  std::string(analysis::to_string(analysis::Clock::Measured)) + " or " +
+                                  std::string(analysis::to_string(analysis::Clock::Cluster)));
+    }
+    options.clock = *parsed;
+    options.link = analysis::check_link(link_gbps, link_latency_us, "--link-gbps", "--link-latency-us");
+  }
+};
+
 // The --whatif-* flags as given: DDP's or FSDP's, never both.
 struct WhatifFlags {
   WhatifRequest request;
@@ -131,7 +166,9 @@ int main(int argc, char** argv) {
   HeadlessOptions headless;
   std::string theme_name = to_string(ThemeKind::Dark);
   WhatifFlags whatif;
+  ClockFlags clock;
   add_trace_options(cli, options);
+  clock.add_to(cli);
   CLI::Option* screenshot = add_screenshot_options(cli, headless);
   add_look_options(cli, options, theme_name);
   add_moment_options(cli, headless, screenshot);
@@ -142,6 +179,11 @@ int main(int argc, char** argv) {
     return cli.exit(e);
   }
   options.whatif = whatif.requested();
+  try {
+    clock.apply(options);
+  } catch (const std::invalid_argument& e) {
+    return fail(e.what());
+  }
   parse_theme(theme_name, &options.theme);
   try {
     return headless.png.empty() ? run_windowed(options) : run_headless(options, headless);

@@ -137,6 +137,12 @@ std::shared_ptr<const Model> load_model(const std::string& path, LoadProgress* p
 std::shared_ptr<const Model> update_model(const Model& previous, LoadProgress* progress = nullptr,
                                           int threads = 1);
 
+// What load_model derives from a model's lanes and memory series, found again after their times
+// changed (cluster_model.cpp): each series' order and peak, each rank's memory at the peak,
+// iterations and event count, and the model's time range, events and iterations. The lanes must
+// be built (build_rows). Pure; `model` is the caller's.
+void derive_from_rows(Model& model);
+
 // The text a span is known by in the timeline, find and range statistics: the phase or mark
 // name, "hook", "bucket_ready", the collective's op ("allreduce"), "wait allreduce", a unit
 // state ("gathering"). Pure.

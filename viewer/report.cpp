@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "analysis/clock_choice.h"
 #include "analysis/stragglers.h"
 
 namespace dpscope::view {
@@ -91,12 +92,23 @@ std::string whatif_json(const App& app) {
 
 }  // namespace
 
+// Each open trace's extent on the clock drawn, ms: [main] or [main, compare].
+std::string run_ms_json(const App& app) {
+  std::string out = "[";
+  for (const OpenTrace& t : app.traces) {
+    out += (out.size() > 1 ? ", " : "") + number("%.3f", double(t.model->t_end - t.model->t_begin) / 1e6);
+  }
+  return out + "]";
+}
+
 std::string headless_report(const App& app, const FrameTimes& times) {
   const Analysis* analysis = app.traces[0].analysis.get();
   // link() has no quote or backslash to escape.
   return "{\"open_ms\": " + number("%.1f", times.open_ms) + ", \"frames\": " + std::to_string(times.frames) +
          ", \"frame_ms_median\": " + number("%.2f", times.median_ms) + ", \"frame_ms_max\": " +
-         number("%.2f", times.max_ms) + ", \"link\": \"" + app.link() + "\", \"narration\": \"" +
+         number("%.2f", times.max_ms) + ", \"link\": \"" + app.link() + "\", \"clock\": \"" +
+         std::string(::dpscope::analysis::to_string(app.clock())) + "\", \"clock_label\": \"" +
+         json_escaped(app.clock_label()) + "\", \"run_ms\": " + run_ms_json(app) + ", \"narration\": \"" +
          json_escaped(app.narration) + "\", \"overlap\": " + (analysis ? overlap_json(*analysis) : "[]") +
          ", \"memory\": " + (analysis ? memory_json(*analysis) : "[]") + ", \"stragglers\": \"" +
          json_escaped(analysis ? stragglers_line(*analysis) : "") + "\", \"whatif\": " + whatif_json(app) + "}";

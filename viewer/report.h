@@ -18,7 +18,10 @@ struct FrameTimes {
 
 // The line, without its newline:
 // {"open_ms": ..., "frames": N, "frame_ms_median": ..., "frame_ms_max": ..., "link": the header's
-// "emulated link ..." or "", "narration": the narration line as drawn (playback.h),
+// "emulated link ..." or "", "clock": "measured" | "cluster" (the clock drawn, --clock / C),
+// "clock_label": the header's words for it (analysis::clock_text), "run_ms": each open trace's
+// extent on that clock, [main] or [main, compare] (first begin to last end, ms), "narration": the narration line as
+// drawn (playback.h),
 // "overlap": [{"rank", "compute_ms", "comm_ms", "exposed_comm_ms", "iterations_exposed_comm_ms":
 // [...], "buckets": [{"bucket", "exposed_comm_ms"}]}], "memory": [{"rank", "peak_bytes",
 // "steps_peak_bytes"}], "stragglers": the Stats panel's line, "whatif": the What-if tab's figures

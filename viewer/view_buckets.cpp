@@ -100,7 +100,8 @@ void draw_buckets(App& app) {
   Progress progress;
   if (const IterationSpan* span = iteration == trace::kNone ? nullptr : rank.find_iteration(iteration)) {
     for (const Lane& lane : rank.lanes) {
-      if (lane.info.kind != trace::LaneKind::Host) continue;
+      // The file's events are found by their measured times: the fill is the measured clock's.
+      if (lane.info.kind != trace::LaneKind::Host || t.shown != analysis::Clock::Measured) continue;
       for (const trace::Event& e : t.details->events(rank.info.rank, lane, span->begin_ns, span->end_ns)) {
         // A gradient counts from its hook's start (when autograd hands it over), as the narration
         // line says (playback.h); the bucket instants inside the hook come after it.

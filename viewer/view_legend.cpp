@@ -136,6 +136,7 @@ void draw_help(App& app) {
       {"[ / ]", "slower / faster (x1/10, x1/100, x1/1000)"},
       {"L", "legend: every colour"},
       {"T", "theme: dark, or projector (dark text on light ground)"},
+      {"C", "clock: measured, or the cluster clock (the run replayed as a cluster would run it)"},
       {"? or F1", "this help"},
       {"Esc", "clear selection and range, stop playing, close this help"},
   };

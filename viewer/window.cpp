@@ -413,7 +413,10 @@ int run_headless(const AppOptions& options, const HeadlessOptions& headless) {
   set_theme(options.theme);
   App app(options, loaded.main, loaded.compare);
   if (source) app.follow(std::move(source));
-  app.wait_for_analysis();
+  app.wait_for_analysis();  // and the cluster views of --clock cluster
+  // --clock cluster on a trace the cluster clock cannot replay: say why and fail, rather than
+  // draw the measured clock under a name that is not its own.
+  if (app.clock() != options.clock) throw std::runtime_error(app.clock_error());
   set_up_screenshot(window, app, headless, options.font_scale > 0 ? options.font_scale : 1);
   const std::vector<double> times = draw_frames(window, app, headless, options.live);
   std::printf("%s\n", headless_report(app, frame_times(times, open_ms)).c_str());

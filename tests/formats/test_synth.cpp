@@ -10,6 +10,8 @@
 #include <string_view>
 #include <tuple>
 
+#include "analysis/cluster_clock.h"
+#include "analysis/link_model.h"
 #include "formats/synth.h"
 #include "tests/test_util.h"
 #include "trace/error.h"
@@ -298,6 +300,83 @@ TEST_F(synthTrace, TimesAreOrdered) {
       EXPECT_GE(hook.begin_ns, begin);
       EXPECT_LE(hook.end_ns, end);
     }
+  }
+}
+
+// Note [Synthetic CPU time]: the main lane's thread computes at full speed, so its CPU clock
+// runs with the wall clock but for the waits; the cluster clock replays the trace on the link
+// the collectives were sized by.
+TEST_F(synthTrace, RecordsThreadCpuTimesAndTheLinkForTheClusterClock) {
+  Reader reader(path());
+  EXPECT_EQ(reader.meta_value(std::string(trace::meta_key::kLinkGbps)), "4");
+  EXPECT_EQ(reader.meta_value(std::string(trace::meta_key::kLinkLatencyUs)), "50");
+  EXPECT_EQ(reader.meta_value(std::string(trace::meta_key::kIntraOpThreads)), "1");
+  int64_t phases = 0, waits = 0, collectives = 0;
+  std::map<int16_t, int64_t> waited;  // wall time spent in waits so far, by rank
+  reader.for_each_event([&](const Event& e) {
+    switch (e.kind) {
+      case EventKind::Phase:
+        ++phases;
+        EXPECT_NE(e.cpu_begin_ns, kNone64);
+        EXPECT_LE(e.cpu_begin_ns, e.cpu_end_ns);
+        EXPECT_LE(e.cpu_end_ns - e.cpu_begin_ns, e.end_ns - e.begin_ns);
+        break;
+      case EventKind::CollectiveWait:
+        ++waits;
+        EXPECT_EQ(e.cpu_begin_ns, e.cpu_end_ns) << "the thread computes nothing while it waits";
+        break;
+      case EventKind::Collective:
+        ++collectives;
+        EXPECT_NE(e.cpu_begin_ns, kNone64);
+        EXPECT_EQ(e.cpu_end_ns, kNone64);
+        break;
+      default:
+        EXPECT_EQ(e.cpu_begin_ns, kNone64);
+        break;
+    }
+    return true;
+  });
+  EXPECT_GT(phases, 0);
+  EXPECT_GT(waits, 0);
+  EXPECT_GT(collectives, 0);
+  // The iteration phases compute for their wall time less their waits.
+  const auto names = reader.names();
+  for (const Event& it : reader.events_of_kind(EventKind::Phase, 0)) {
+    if (names.at(static_cast<size_t>(it.name)) != trace::kPhaseIteration) continue;
+    int64_t in_waits = 0;
+    for (const Event& w : reader.events_of_kind(EventKind::CollectiveWait, 0)) {
+      if (w.begin_ns >= it.begin_ns && w.end_ns <= it.end_ns) in_waits += w.end_ns - w.begin_ns;
+    }
+    EXPECT_EQ(it.cpu_end_ns - it.cpu_begin_ns, it.end_ns - it.begin_ns - in_waits);
+  }
+
+  const analysis::ClusterClockRun run = analysis::cluster_clock(reader, path(), std::nullopt);
+  EXPECT_TRUE(run.link_from_trace);
+  EXPECT_EQ(run.link.gbps, 4);
+  EXPECT_EQ(run.link.latency_us, 50);
+  EXPECT_TRUE(run.warnings.empty());
+  EXPECT_EQ(run.timeline.unmatched_waits, 0);
+  ASSERT_EQ(run.iterations.size(), size_t{kRanks});
+  EXPECT_EQ(run.iterations.at(0).size(), size_t(result_.iterations));
+  // Each all-reduce lasts the link model's time on the cluster clock.
+  for (const auto& [key, span] : run.timeline.collectives) {
+    const analysis::IssuedCollective& c = run.programs.at(0).collectives.at(key);
+    EXPECT_EQ(span.end_ns - span.begin_ns, analysis::link_model_ns(c.op, c.bytes, kRanks, run.link));
+  }
+  ASSERT_TRUE(run.steady_step_ms(0).has_value());
+  EXPECT_GT(*run.steady_step_ms(0), 0);
+}
+
+TEST(synth, RefusesALinkOutOfRange) {
+  TempDir dir;
+  SynthOptions options = options_for(dir.file("run.db"));
+  options.link_gbps = 0;
+  try {
+    synthesize(options);
+    FAIL() << "a 0 Gb/s link was accepted";
+  } catch (const TraceError& error) {
+    EXPECT_NE(std::string(error.what()).find("--link-gbps 0 is out of range"), std::string::npos)
+        << error.what();
   }
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,10 +40,12 @@ namespace {
 // dpscope-view on `trace`, killed when the test ends.
 class ViewerProcess {
  public:
-  explicit ViewerProcess(const std::string& trace) {
+  explicit ViewerProcess(const std::string& trace, std::vector<std::string> args = {}) {
     const std::string viewer = std::string(DPSCOPE_BIN_DIR) + "/dpscope-view";
-    std::vector<char*> argv = {const_cast<char*>(viewer.c_str()),
-                               const_cast<char*>(trace.c_str()), nullptr};
+    args.insert(args.begin(), {viewer, trace});
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
     if (posix_spawn(&pid_, viewer.c_str(), nullptr, nullptr, argv.data(), environ) != 0) pid_ = -1;
   }
   ~ViewerProcess() {
@@ -130,11 +133,13 @@ double cpu_over(const ViewerProcess& viewer, std::chrono::milliseconds wall,
 }
 
 // A synthetic run of `events` events on `ranks` ranks, written into `dir`: its path.
-std::string synth_trace(const TempDir& dir, int ranks, int64_t events) {
+std::string synth_trace(const TempDir& dir, int ranks, int64_t events, const std::string& name = "synth.sqlite",
+                        uint64_t seed = 1) {
   dpscope::formats::SynthOptions options;
   options.events = events;
   options.ranks = ranks;
-  options.out = dir.file("synth.sqlite");
+  options.seed = seed;
+  options.out = dir.file(name);
   dpscope::formats::synthesize(options);
   return options.out;
 }
@@ -339,6 +344,82 @@ TEST(ViewerInteractive, StepPlayFindZoomAndScaleWithTheKeysAndTheWheel) {
   const int rows_large = rows_with(capture(window, dir.file("large.xwd")), 0, 160, narration);
   EXPECT_GE(rows_large, rows_small * 17 / 10) << rows_small << " rows of narration, then " << rows_large;
   EXPECT_TRUE(viewer.running()) << "the viewer exited";
+}
+
+}  // namespace
+
+namespace {
+
+// C switches every open run between the measured clock and the cluster clock together; the
+// header (rows 0-20) names the clock shown. A ten times faster link than the runs' makes the
+// cluster clock's collectives visibly shorter, so the compared run's lanes (rows 340-510) change
+// too; a second C brings back the first picture.
+TEST(ViewerInteractive, CSwitchesTheClockOfBothRuns) {
+  if (!std::getenv("DISPLAY")) GTEST_SKIP() << "no display: run under `xvfb-run -a ctest`";
+  if (!have_xdotool() || !have_xwd()) GTEST_SKIP() << "xdotool or xwd is missing: apt-get install xdotool x11-apps (scripts/setup)";
+  TempDir dir;
+  const std::string a = synth_trace(dir, 2, 10000, "a.sqlite", 1);
+  const std::string b = synth_trace(dir, 2, 10000, "b.sqlite", 2);
+  ViewerProcess viewer(a, {"--compare", b, "--link-gbps", "40", "--link-latency-us", "5"});
+  ASSERT_GT(viewer.pid(), 0);
+  const std::string window = settled_window(viewer);
+  ASSERT_FALSE(window.empty()) << "dpscope-view opened no window";
+  run_command("xdotool mousemove --window " + window + " 5 795");
+  run_command("xdotool windowfocus --sync " + window);
+  const auto key = [&](const std::string& keys) {
+    ASSERT_EQ(run_command("xdotool key --delay 60 " + keys).exit_code, 0) << keys;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  };
+  const Image measured = capture(window, dir.file("measured.xwd"));
+  ASSERT_GT(measured.width, 0) << "xwd read nothing back";
+  key("c");
+  // The replay runs in the background; the switch comes in the frame after it is done.
+  Image cluster = capture(window, dir.file("cluster.xwd"));
+  for (int attempt = 0; attempt < 10 && same_rows(cluster, measured, 340, 510); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    cluster = capture(window, dir.file("cluster.xwd"));
+  }
+  EXPECT_FALSE(same_rows(cluster, measured, 0, 20)) << "the header still names the measured clock";
+  EXPECT_FALSE(same_rows(cluster, measured, 340, 510)) << "the compared run did not switch";
+  key("c");
+  // The first picture again, once the window has drawn it (a frame may be mid-draw when xwd reads).
+  Image back = capture(window, dir.file("back.xwd"));
+  for (int attempt = 0; attempt < 6 && !(same_rows(back, measured, 0, 20) && same_rows(back, measured, 340, 510));
+       ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    back = capture(window, dir.file("back.xwd"));
+  }
+  EXPECT_TRUE(same_rows(back, measured, 0, 20)) << "a second C did not return to the measured clock";
+  EXPECT_TRUE(same_rows(back, measured, 340, 510)) << "the compared run did not return";
+}
+
+// A run the cluster clock cannot replay (no link recorded): C stays on the measured clock and a
+// line under the header says why, in the error colour.
+TEST(ViewerInteractive, CSaysWhyARunCannotBeReplayed) {
+  if (!std::getenv("DISPLAY")) GTEST_SKIP() << "no display: run under `xvfb-run -a ctest`";
+  if (!have_xdotool() || !have_xwd()) GTEST_SKIP() << "xdotool or xwd is missing: apt-get install xdotool x11-apps (scripts/setup)";
+  TempDir dir;
+  const std::string trace = synth_trace(dir, 2, 5000);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(trace.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, "DELETE FROM meta WHERE key IN ('link_gbps', 'link_latency_us')", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  ViewerProcess viewer(trace);
+  ASSERT_GT(viewer.pid(), 0);
+  const std::string window = settled_window(viewer);
+  ASSERT_FALSE(window.empty()) << "dpscope-view opened no window";
+  run_command("xdotool mousemove --window " + window + " 5 795");
+  run_command("xdotool windowfocus --sync " + window);
+  const std::array<int, 3> error = {255, 115, 89};
+  const Image before = capture(window, dir.file("before.xwd"));
+  ASSERT_GT(before.width, 0) << "xwd read nothing back";
+  EXPECT_EQ(pixels_near(before, 0, 60, error), 0);
+  ASSERT_EQ(run_command("xdotool key c").exit_code, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const Image after = capture(window, dir.file("after.xwd"));
+  EXPECT_GT(pixels_near(after, 15, 45, error), 50) << "no error line under the header";
+  EXPECT_TRUE(same_rows(after, before, 0, 15)) << "the header changed: it should still say measured";
 }
 
 }  // namespace

@@ -1,0 +1,176 @@
+// dpscope-view on the cluster clock, headless (`--clock cluster`; the suite runs under
+// `xvfb-run -a ctest`, without a display these tests skip): a synthetic trace drawn on either
+// clock, its extents and figures moved as the replay's model says, a compared pair on one clock,
+// and the traces the cluster clock cannot replay refused with the fix. The C key: test_interactive.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <stb_image.h>
+
+#include <cstdlib>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "formats/synth.h"
+#include "tests/test_util.h"
+#include "tests/viewer/image_checks.h"
+
+using dpscope::testing::CommandResult;
+using dpscope::testing::Image;
+using dpscope::testing::run_command;
+using dpscope::testing::TempDir;
+
+namespace {
+
+#define REQUIRE_DISPLAY()                                                              \
+  if (!std::getenv("DISPLAY")) GTEST_SKIP() << "no display: run under `xvfb-run -a ctest`"
+
+std::string synth(const TempDir& dir, const std::string& name, int ranks, int64_t events, uint64_t seed = 1) {
+  dpscope::formats::SynthOptions options;
+  options.events = events;
+  options.ranks = ranks;
+  options.out = dir.file(name);
+  options.seed = seed;
+  dpscope::formats::synthesize(options);
+  return options.out;
+}
+
+// Runs `sql` on the trace at `path` (to take away what the cluster clock needs).
+void edit(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* error = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK) << (error ? error : "");
+  sqlite3_free(error);
+  sqlite3_close(db);
+}
+
+CommandResult view(const std::string& args) {
+  return run_command(std::string(DPSCOPE_BIN_DIR) + "/dpscope-view " + args);
+}
+
+// The JSON line: the only line on stdout that is an object.
+nlohmann::json json_line(const CommandResult& result) {
+  std::istringstream lines(result.output);
+  std::string line, found;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line[0] == '{') found = line;
+  }
+  return found.empty() ? nlohmann::json() : nlohmann::json::parse(found);
+}
+
+// Distinct colours of the PNG at `path`, quantised to 32 levels per channel (0 if unreadable).
+size_t colours(const std::string& path) {
+  int width = 0, height = 0, channels = 0;
+  unsigned char* data = stbi_load(path.c_str(), &width, &height, &channels, 3);
+  if (!data) return 0;
+  std::set<int> seen;
+  for (size_t i = 0; i + 2 < size_t(width) * size_t(height) * 3; i += 3) {
+    seen.insert((data[i] >> 3) << 10 | (data[i + 1] >> 3) << 5 | (data[i + 2] >> 3));
+  }
+  stbi_image_free(data);
+  return seen.size();
+}
+
+// A screenshot of `trace` on `clock` (extra flags after), its JSON line checked for the clock.
+nlohmann::json draw(const TempDir& dir, const std::string& trace, const std::string& clock,
+                    const std::string& extra = "") {
+  const std::string png = dir.file(clock + std::to_string(std::hash<std::string>()(extra)) + ".png");
+  const CommandResult result = view(trace + " --clock " + clock + " --screenshot " + png + " --frames 2 " + extra);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  const nlohmann::json json = json_line(result);
+  EXPECT_EQ(json.value("clock", ""), clock) << result.output;
+  EXPECT_GT(colours(png), 8u) << png << " looks blank";
+  return json;
+}
+
+double rank_figure(const nlohmann::json& json, size_t rank, const char* figure) {
+  return json.at("overlap").at(rank).at(figure).get<double>();
+}
+
+TEST(ViewerClock, ClusterClockDrawsASynthTraceAsTheModelSays) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string trace = synth(dir, "ddp.sqlite", 2, 20000);
+  const nlohmann::json measured = draw(dir, trace, "measured");
+  const nlohmann::json cluster = draw(dir, trace, "cluster");
+  EXPECT_EQ(measured.value("clock_label", ""), "measured (this machine)");
+  EXPECT_EQ(cluster.value("clock_label", ""), "cluster clock (modeled: compute as CPU time, link 4 Gb/s, 50 µs)");
+  // A synthetic thread computes at full speed on the link it was sized by: the replay takes
+  // about as long as the run, its compute exactly its CPU time (the wall time less the waits).
+  const double run = measured.at("run_ms").at(0).get<double>();
+  const double replayed = cluster.at("run_ms").at(0).get<double>();
+  EXPECT_NEAR(replayed, run, 0.1 * run);
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_NEAR(rank_figure(cluster, r, "compute_ms"), rank_figure(measured, r, "compute_ms"),
+                0.05 * rank_figure(measured, r, "compute_ms"));
+  }
+  // A link ten times faster: the same compute; the collectives (from each rank's NIC taking one
+  // up to its end, the wait for the other rank included) less than half as long; a shorter run.
+  const nlohmann::json fast = draw(dir, trace, "cluster", "--link-gbps 40 --link-latency-us 5");
+  EXPECT_EQ(fast.value("clock_label", ""), "cluster clock (modeled: compute as CPU time, link 40 Gb/s, 5 µs)");
+  EXPECT_LT(fast.at("run_ms").at(0).get<double>(), replayed);
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_NEAR(rank_figure(fast, r, "compute_ms"), rank_figure(measured, r, "compute_ms"),
+                0.05 * rank_figure(measured, r, "compute_ms"));
+    EXPECT_LT(rank_figure(fast, r, "comm_ms"), 0.5 * rank_figure(cluster, r, "comm_ms"));
+    EXPECT_LT(rank_figure(fast, r, "exposed_comm_ms"), rank_figure(cluster, r, "exposed_comm_ms"));
+  }
+}
+
+TEST(ViewerClock, CompareSwitchesBothRuns) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string a = synth(dir, "a.sqlite", 2, 10000, 1);
+  const std::string b = synth(dir, "b.sqlite", 2, 10000, 2);
+  const nlohmann::json measured = draw(dir, a, "measured", "--compare " + b);
+  const nlohmann::json fast = draw(dir, a, "cluster", "--compare " + b + " --link-gbps 40 --link-latency-us 5");
+  ASSERT_EQ(fast.at("run_ms").size(), 2u);
+  for (size_t t = 0; t < 2; ++t) {
+    EXPECT_LT(fast.at("run_ms").at(t).get<double>(), measured.at("run_ms").at(t).get<double>()) << "trace " << t;
+  }
+}
+
+TEST(ViewerClock, RefusesATraceWithoutALink) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string trace = synth(dir, "ddp.sqlite", 2, 5000);
+  edit(trace, "DELETE FROM meta WHERE key IN ('link_gbps', 'link_latency_us')");
+  const CommandResult result = view(trace + " --clock cluster --screenshot " + dir.file("x.png"));
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("recorded without an emulated link"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("--link-gbps 4 --link-latency-us 50"), std::string::npos) << result.output;
+  // A link given on the command line is enough; the measured clock never needed one.
+  draw(dir, trace, "cluster", "--link-gbps 4 --link-latency-us 50");
+  draw(dir, trace, "measured");
+  // A compared run that cannot be replayed keeps both on the measured clock.
+  const std::string good = synth(dir, "good.sqlite", 2, 5000);
+  const CommandResult pair = view(good + " --compare " + trace + " --clock cluster --screenshot " + dir.file("y.png"));
+  EXPECT_NE(pair.exit_code, 0) << pair.output;
+  EXPECT_NE(pair.output.find("recorded without an emulated link"), std::string::npos) << pair.output;
+}
+
+TEST(ViewerClock, RefusesATraceWithoutCpuTimes) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string trace = synth(dir, "ddp.sqlite", 2, 5000);
+  edit(trace, "UPDATE events SET cpu_begin_ns = NULL, cpu_end_ns = NULL");
+  const CommandResult result = view(trace + " --clock cluster --screenshot " + dir.file("x.png"));
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("recorded no thread CPU times"), std::string::npos) << result.output;
+}
+
+TEST(ViewerClock, ChecksTheClockAndTheLink) {
+  TempDir dir;
+  const std::string trace = synth(dir, "ddp.sqlite", 1, 1000);
+  CommandResult result = view(trace + " --clock wall --screenshot " + dir.file("x.png"));
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.output.find("--clock wall: choose measured or cluster"), std::string::npos) << result.output;
+  result = view(trace + " --clock cluster --link-gbps 4 --screenshot " + dir.file("x.png"));
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.output.find("--link-gbps needs --link-latency-us too"), std::string::npos) << result.output;
+}
+
+}  // namespace

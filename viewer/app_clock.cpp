@@ -1,0 +1,91 @@
+// The App's clock (C, --clock): every open trace shown on the measured clock or on the cluster
+// clock together, the cluster views built on a background thread on the first switch, and the
+// header's label.
+#include <chrono>
+#include <exception>
+#include <utility>
+
+#include "analysis/cluster_clock.h"
+#include "viewer/app.h"
+
+namespace dpscope::view {
+
+void OpenTrace::show(analysis::Clock clock) {
+  shown = clock;
+  if (clock == analysis::Clock::Cluster && cluster) {
+    model = cluster->model;
+    analysis = cluster->analysis;
+  } else {
+    shown = analysis::Clock::Measured;
+    model = measured;
+    analysis = measured_analysis;
+  }
+}
+
+bool App::set_clock(analysis::Clock clock) {
+  clock_wanted_ = clock;
+  if (clock == clock_) return true;
+  bool built = true;
+  for (const OpenTrace& t : traces) built = built && (clock == analysis::Clock::Measured || t.cluster);
+  if (built) {
+    show_clock(clock);
+    return true;
+  }
+  if (!clock_pending_.valid()) {
+    clock_error_.clear();
+    clock_for_.clear();
+    for (const OpenTrace& t : traces) clock_for_.push_back(t.measured);
+    // Every trace or none: a compared pair on two clocks would compare nothing. The first
+    // failure ends the work and comes out of get() in poll_clock.
+    clock_pending_ = std::async(std::launch::async, [models = clock_for_, link = options_.link] {
+      std::vector<std::shared_ptr<const ClusterView>> views;
+      for (const auto& m : models) views.push_back(std::make_shared<const ClusterView>(cluster_view(*m, link)));
+      return views;
+    });
+  }
+  return false;
+}
+
+void App::poll_clock() {
+  if (!clock_pending_.valid() ||
+      clock_pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    return;
+  }
+  std::vector<std::shared_ptr<const ClusterView>> views;
+  try {
+    views = clock_pending_.get();
+  } catch (const std::exception& error) {
+    clock_error_ = error.what();
+    clock_wanted_ = clock_;
+    return;
+  }
+  for (size_t i = 0; i < traces.size() && i < views.size(); ++i) {
+    // A live reload replaced the model meanwhile: its view would show the older file.
+    if (traces[i].measured == clock_for_[i]) traces[i].cluster = views[i];
+  }
+  if (clock_wanted_ != clock_) set_clock(clock_wanted_);
+}
+
+void App::show_clock(analysis::Clock clock) {
+  clock_error_.clear();
+  clock_ = clock;
+  for (OpenTrace& t : traces) t.show(clock);
+  // Spans and ranges picked on one clock name other times on the other.
+  selected = hovered = {};
+  has_range = false;
+  steps_cache_ = {};
+  ++steps_generation_;
+  align();
+  fit();
+  update_find();
+  update_range();
+}
+
+std::string App::clock_label() const {
+  if (clock_ == analysis::Clock::Cluster && traces[0].cluster) return analysis::clock_text(traces[0].cluster->label);
+  std::string label = analysis::clock_text(analysis::ClockLabel{});
+  if (clock_pending_.valid() && clock_wanted_ == analysis::Clock::Cluster) label += " (replaying on the cluster clock...)";
+  return label;
+}
+
+}  // namespace dpscope::view
