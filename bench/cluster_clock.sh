@@ -8,7 +8,7 @@
 # Each round runs, idle and loaded in an order that alternates from round to round, three
 # 2-rank runs of
 #   dpscope launch -n 2 --link-gbps 4 --link-latency-us 50 -- dpscope train --model mlp
-#     --hidden 1024 --layers 3 --batch-size 32 --threads 1 --trace-level summary
+#     --hidden 1024 --layers 3 --batch-size 32 --threads 1 --trace-level full
 # ddp-1mib   DDP, 1 MiB buckets (--bucket-cap-mb 1 --first-bucket-mb 1)
 # ddp-single DDP, one bucket (--bucket-cap-mb 100 --first-bucket-mb 100)
 # fsdp       FSDP, full sharding, a unit per layer (--wrap-min-params 1), backward prefetch pre
@@ -48,7 +48,7 @@ run() {
   rm -rf "$tmp/run"
   "$bin/dpscope" launch -n 2 --link-gbps 4 --link-latency-us 50 --trace-dir "$tmp/run" -- \
     "$bin/dpscope" train --backend gloo --threads 1 --model mlp --hidden 1024 --layers 3 \
-    --batch-size 32 --steps "$steps" --progress-every 0 --trace-level summary "${args[@]}" \
+    --batch-size 32 --steps "$steps" --progress-every 0 --trace-level full "${args[@]}" \
     > "$tmp/out" 2>&1 || { cat "$tmp/out" >&2; exit 1; }
   local measured cluster
   measured=$(sed -n 's/^\[0\] step_ms \([0-9.]*\).*/\1/p' "$tmp/out")
