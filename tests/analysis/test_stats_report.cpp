@@ -28,7 +28,7 @@ TEST(statsJson, ContractKeysInOrder) {
   const std::string text = stats_json(known_stats(dir));
   EXPECT_EQ(text.find('\n'), std::string::npos);
   const auto j = nlohmann::ordered_json::parse(text);
-  EXPECT_EQ(keys(j), (Keys{"schema_version", "run", "params", "buckets", "units",
+  EXPECT_EQ(keys(j), (Keys{"schema_version", "clock", "run", "params", "buckets", "units",
                            "collective_matching", "stragglers", "ranks"}));
   EXPECT_EQ(keys(j["run"]),
             (Keys{"strategy", "backend", "world_size", "iterations", "model", "link"}));
@@ -47,7 +47,8 @@ TEST(statsJson, ContractKeysInOrder) {
             (Keys{"iteration", "hooks", "step_ms", "loss", "collectives", "overlap", "wait_ms", "transfer_ms"}));
   EXPECT_EQ(keys(rank["iterations"][0]["collectives"]),
             (Keys{"allreduce", "broadcast", "allgather", "reduce_scatter", "barrier"}));
-  EXPECT_EQ(keys(rank["collectives"][0]), (Keys{"seq", "kind", "bytes", "iteration"}));
+  EXPECT_EQ(keys(rank["collectives"][0]), (Keys{"seq", "kind", "bytes", "iteration", "begin_ms", "ms"}));
+  EXPECT_EQ(keys(j["clock"]), (Keys{"name", "link_gbps", "link_latency_us"}));
   EXPECT_EQ(keys(rank["peak_memory_bytes"]),
             (Keys{"total", "ts_ns", "parameters", "gradients", "buckets", "activations"}));
   EXPECT_EQ(keys(rank["category_max_bytes"]),
@@ -60,6 +61,7 @@ TEST(statsJson, Values) {
   TempDir dir;
   const auto j = nlohmann::json::parse(stats_json(known_stats(dir)));
   EXPECT_EQ(j["schema_version"], kSchemaVersion);
+  EXPECT_EQ(j["clock"], (nlohmann::json{{"name", "measured"}, {"link_gbps", nullptr}, {"link_latency_us", nullptr}}));
   EXPECT_EQ(j["run"], (nlohmann::json{{"strategy", "ddp"}, {"backend", "gloo"}, {"world_size", 2},
                                       {"iterations", 2}, {"model", "toy"}, {"link", nullptr}}));
   EXPECT_EQ(j["params"][0], (nlohmann::json{{"index", 0}, {"name", "net1.weight"},
@@ -91,9 +93,10 @@ TEST(statsJson, Values) {
   EXPECT_DOUBLE_EQ(r0["iterations"][0]["transfer_ms"].get<double>(), 1.2);
   EXPECT_EQ(r0["collectives"][0],
             (nlohmann::json{{"seq", 0}, {"kind", "broadcast"}, {"bytes", 660},
-                            {"iteration", nullptr}}));
+                            {"iteration", nullptr}, {"begin_ms", 0.2}, {"ms", 0.6}}));
   EXPECT_EQ(r0["collectives"][5],
-            (nlohmann::json{{"seq", 0}, {"kind", "allgather"}, {"bytes", 100}, {"iteration", 0}}));
+            (nlohmann::json{{"seq", 0}, {"kind", "allgather"}, {"bytes", 100}, {"iteration", 0},
+                            {"begin_ms", 1.5}, {"ms", 0.5}}));
   EXPECT_EQ(r0["peak_memory_bytes"],
             (nlohmann::json{{"total", 7000}, {"ts_ns", us(8000)}, {"parameters", 1000},
                             {"gradients", 2000}, {"optimizer_state", 3000},
