@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/clock_choice.h"
 #include "analysis/stats.h"
 #include "cli/commands.h"
 #include "trace/reader.h"
@@ -92,10 +93,11 @@ struct Figures {
 double mib(int64_t bytes) { return double(bytes) / double(1 << 20); }
 
 // Prints the summary of one run from its trace: every figure is the trace's analysis
-// (analysis/stats.h), as `dpscope stats` prints it.
+// (analysis/stats.h), as `dpscope stats` prints it, its times on the lesson's clock (Note [The
+// lesson's clock]): on the emulated link, the cluster clock, with the measured step beside.
 Figures print_summary(const DemoRun& run, const RunSummary& summary) {
   trace::Reader reader(summary.trace);
-  const analysis::RunStats stats = analysis::compute_stats(reader);
+  const analysis::RunStats stats = analysis::compute_lesson_stats(reader);
   Figures figures;
   if (stats.ranks.empty()) throw CliFailure(summary.trace + " has no ranks: the training failed");
 
@@ -129,8 +131,16 @@ Figures print_summary(const DemoRun& run, const RunSummary& summary) {
   }
   if (losses > 0) std::printf("  final loss      %.4f (mean of the ranks' last batches)\n", loss / losses);
   if (!summary.accuracy.empty()) std::printf("  %s\n", summary.accuracy.c_str());
-  std::printf("  step time       %.2f ms (median, rank %d, steps %d..%d)\n", figures.step_ms,
+  std::printf("  clock           %s\n", analysis::clock_text(stats.clock).c_str());
+  std::printf("  step time       %.2f ms (median, rank %d, steps %d..%d)", figures.step_ms,
               stats.ranks.front().rank, steps.from_iteration + 1, stats.iterations);
+  if (stats.clock.clock == analysis::Clock::Cluster) {
+    const analysis::RunStats measured = analysis::compute_stats(reader);
+    std::printf("; measured on this machine %.2f ms (its cores shared by the ranks and the real "
+                "transfers: docs/cluster-clock.md)",
+                analysis::step_summary(measured.ranks.front()).median_ms);
+  }
+  std::printf("\n");
   std::printf("  communication   %.2f ms per step, %.2f ms of it exposed (%.0f%%: the rank computed nothing "
               "meanwhile; mean of the ranks, steps %d..)\n",
               comm_ms / ranks, exposed_ms / ranks, comm_ms > 0 ? 100 * exposed_ms / comm_ms : 0.0,

@@ -58,11 +58,11 @@ TEST(Demo, TrainsBothStrategiesAndWritesScreenshotsWithoutDisplay) {
 
   const analysis::RunStats ddp = [&] {
     trace::Reader reader(out + "/ddp/run.sqlite");
-    return analysis::compute_stats(reader);
+    return analysis::compute_lesson_stats(reader);
   }();
   const analysis::RunStats fsdp = [&] {
     trace::Reader reader(out + "/fsdp/run.sqlite");
-    return analysis::compute_stats(reader);
+    return analysis::compute_lesson_stats(reader);
   }();
   EXPECT_EQ(ddp.strategy, trace::Strategy::Ddp);
   EXPECT_EQ(fsdp.strategy, trace::Strategy::Fsdp);
@@ -74,12 +74,17 @@ TEST(Demo, TrainsBothStrategiesAndWritesScreenshotsWithoutDisplay) {
     EXPECT_EQ(stats->link_gbps, 4);
     EXPECT_EQ(stats->link_latency_us, 50);
   }
+  // On the emulated link the summary's times are the cluster clock's (Note [The lesson's clock]).
+  EXPECT_EQ(ddp.clock.clock, analysis::Clock::Cluster);
+  EXPECT_EQ(fsdp.clock.clock, analysis::Clock::Cluster);
   // Each of the MLP's three layers is a unit, beside the root.
   EXPECT_EQ(fsdp.units.size(), 4u);
 
   for (const char* word : {"DDP — mlp, 4 ranks", "FSDP FULL_SHARD — mlp, 4 ranks", "final loss",
                            "step time", "exposed", "peak memory", "accuracy",
-                           "emulated link 4 Gb/s, 50 \u00b5s"}) {
+                           "emulated link 4 Gb/s, 50 \u00b5s",
+                           "clock           cluster clock (modeled: compute as CPU time, link 4 Gb/s, 50 \u00b5s)",
+                           "; measured on this machine "}) {
     EXPECT_NE(result.output.find(word), std::string::npos) << word << "\n" << result.output;
   }
   // The summary's memory is the traces' peak in the steps (as `dpscope stats` has it; the
@@ -123,4 +128,5 @@ TEST(Demo, NoLinkRunsOnTheMachinesOwnTransport) {
   }
   EXPECT_EQ(result.output.find("emulated link"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("this machine's own (--no-link)"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("clock           measured (this machine)"), std::string::npos) << result.output;
 }
