@@ -92,6 +92,46 @@ struct Figures {
 
 double mib(int64_t bytes) { return double(bytes) / double(1 << 20); }
 
+// The summary's memory lines: every rank's peak in the steps, and rank 0's categories at its
+// peak. Returns the largest rank's peak in MiB.
+double print_peaks(const analysis::RunStats& stats) {
+  double largest = 0;
+  // The peak in the steps: the held-out rows' evaluation after them forwards all its rows at
+  // once and is no step's (Note [Work outside iterations]). On GPUs the categories count host
+  // memory only: the GPU's peak is the CUDA caching allocator's (cuda_allocated), without
+  // categories.
+  const bool gpu = stats.ranks.front().sampled_gpu_memory();
+  std::string peaks;
+  for (const analysis::RankStats& rank : stats.ranks) {
+    const int64_t peak = gpu ? rank.largest_in_steps(trace::MemoryCategory::CudaAllocated)
+                             : rank.step_memory_peak.total_bytes;
+    char part[32];
+    std::snprintf(part, sizeof(part), "%.2f", mib(peak));
+    peaks += (peaks.empty() ? "" : " / ") + std::string(part);
+    largest = std::max(largest, mib(peak));
+  }
+  const analysis::MemoryAtPeak& first = stats.ranks.front().step_memory_peak;
+  if (gpu) {
+    std::printf("  peak memory     %s MiB of GPU memory in the steps (cuda_allocated; ranks %d..%d; by category "
+                "only on the CPU, docs/gpu.md)\n",
+                peaks.c_str(), stats.ranks.front().rank, stats.ranks.back().rank);
+  } else if (first.found()) {
+    std::printf("  peak memory     %s MiB in the steps (ranks %d..%d)\n", peaks.c_str(),
+                stats.ranks.front().rank, stats.ranks.back().rank);
+    std::string parts;
+    for (const analysis::CategoryBytes& c : first.categories) {
+      if (c.bytes == 0) continue;
+      char part[64];
+      std::snprintf(part, sizeof(part), "%s%s %.2f", parts.empty() ? "" : ", ",
+                    std::string(trace::to_string(c.category)).c_str(), mib(c.bytes));
+      parts += part;
+    }
+    std::printf("  at the peak     %s (MiB, rank %d; they add up to its peak)\n", parts.c_str(),
+                stats.ranks.front().rank);
+  }
+  return largest;
+}
+
 // Prints the summary of one run from its trace: every figure is the trace's analysis
 // (analysis/stats.h), as `dpscope stats` prints it, its times on the lesson's clock (Note [The
 // lesson's clock]): on the emulated link, the cluster clock, with the measured step beside.
@@ -145,39 +185,7 @@ Figures print_summary(const DemoRun& run, const RunSummary& summary) {
               "meanwhile; mean of the ranks, steps %d..)\n",
               comm_ms / ranks, exposed_ms / ranks, comm_ms > 0 ? 100 * exposed_ms / comm_ms : 0.0,
               steps.from_iteration + 1);
-  // The peak in the steps: the held-out rows' evaluation after them forwards all its rows at
-  // once and is no step's (Note [Work outside iterations]). On GPUs the categories count host
-  // memory only: the GPU's peak is the CUDA caching allocator's (cuda_allocated), without
-  // categories.
-  const bool gpu = stats.ranks.front().sampled_gpu_memory();
-  std::string peaks;
-  for (const analysis::RankStats& rank : stats.ranks) {
-    const int64_t peak = gpu ? rank.largest_in_steps(trace::MemoryCategory::CudaAllocated)
-                             : rank.step_memory_peak.total_bytes;
-    char part[32];
-    std::snprintf(part, sizeof(part), "%.2f", mib(peak));
-    peaks += (peaks.empty() ? "" : " / ") + std::string(part);
-    figures.peak_mib = std::max(figures.peak_mib, mib(peak));
-  }
-  const analysis::MemoryAtPeak& first = stats.ranks.front().step_memory_peak;
-  if (gpu) {
-    std::printf("  peak memory     %s MiB of GPU memory in the steps (cuda_allocated; ranks %d..%d; by category "
-                "only on the CPU, docs/gpu.md)\n",
-                peaks.c_str(), stats.ranks.front().rank, stats.ranks.back().rank);
-  } else if (first.found()) {
-    std::printf("  peak memory     %s MiB in the steps (ranks %d..%d)\n", peaks.c_str(),
-                stats.ranks.front().rank, stats.ranks.back().rank);
-    std::string parts;
-    for (const analysis::CategoryBytes& c : first.categories) {
-      if (c.bytes == 0) continue;
-      char part[64];
-      std::snprintf(part, sizeof(part), "%s%s %.2f", parts.empty() ? "" : ", ",
-                    std::string(trace::to_string(c.category)).c_str(), mib(c.bytes));
-      parts += part;
-    }
-    std::printf("  at the peak     %s (MiB, rank %d; they add up to its peak)\n", parts.c_str(),
-                stats.ranks.front().rank);
-  }
+  figures.peak_mib = print_peaks(stats);
   std::printf("  trace           %s\n\n", summary.trace.c_str());
   std::fflush(stdout);
   return figures;
