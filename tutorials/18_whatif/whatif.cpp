@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,11 +75,9 @@ struct Forecast {
 std::vector<Forecast> forecast(const std::string& recorded, const Settings& settings) {
   trace::Reader reader(recorded);
   const tutorials::LessonEvents lesson(reader);
-  const bool cluster_clock = lesson.clock().clock == analysis::Clock::Cluster;
-  std::optional<analysis::ClusterClockRun> cluster;
-  if (cluster_clock) cluster = analysis::cluster_clock(reader, recorded, std::nullopt);
+  const analysis::ClusterClockRun* cluster = lesson.cluster();
   const analysis::RunStats stats = cluster ? analysis::compute_stats(reader, *cluster) : analysis::compute_stats(reader);
-  const analysis::ReplayTrace replay = analysis::load_replay_trace(reader, stats, 0, cluster ? &*cluster : nullptr);
+  const analysis::ReplayTrace replay = analysis::load_replay_trace(reader, stats, 0, cluster);
   const analysis::AllReduceModel cost =
       cluster ? analysis::link_collective_model(trace::CollectiveOp::AllReduce, cluster->link, stats.world_size)
               : analysis::fit_allreduce_model(replay);

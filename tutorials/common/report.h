@@ -32,6 +32,9 @@ class LessonEvents {
   // reader.events_of_kind(kind, rank), each event's times on the lesson's clock.
   std::vector<trace::Event> of_kind(trace::EventKind kind, int rank) const;
   const analysis::ClockLabel& clock() const { return clock_; }
+  // The replay behind them on the cluster clock, null on the measured clock: for a caller that
+  // needs more of it (statistics, a what-if) without replaying the run again.
+  const analysis::ClusterClockRun* cluster() const { return cluster_ ? &*cluster_ : nullptr; }
 
  private:
   trace::Reader& reader_;
