@@ -1,8 +1,11 @@
 // `dpscope whatif TRACE [--bucket-cap-mb X] [--first-bucket-mb Y] [--backward-prefetch M]
-// [--limit-all-gathers N] [--link-gbps G --link-latency-us L] [--sweep] [--rank R] [--json]`: the
+// [--limit-all-gathers N] [--link-gbps G --link-latency-us L] [--clock measured|cluster] [--sweep]
+// [--rank R] [--json]`: the
 // step time and exposed communication a recorded DDP run would have had with another bucket plan
 // or link (analysis/whatif.h), or an FSDP run with another prefetch mode, all-gather limit or link
-// (whatif_fsdp_report.h), beside the measured figures (docs/whatif.md); --sweep tries a range.
+// (whatif_fsdp_report.h), beside the recorded figures, on the measured clock or the cluster clock
+// (docs/whatif.md, docs/cluster-clock.md); --sweep tries a range.
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -11,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "analysis/clock_choice.h"
+#include "analysis/cluster_clock.h"
 #include "analysis/link_model.h"
 #include "analysis/stats.h"
 #include "analysis/whatif.h"
@@ -32,6 +37,7 @@ struct Options {
   std::optional<double> bucket_cap_mb, first_bucket_mb, link_gbps, link_latency_us;
   std::optional<std::string> backward_prefetch;  // FSDP only
   std::optional<int32_t> limit_all_gathers;      // FSDP only
+  std::string clock = "measured";
   int32_t rank = 0;
   bool sweep = false;
   bool json = false;
@@ -45,7 +51,20 @@ void check_mb(const std::optional<double>& mb, const char* flag) {
   }
 }
 
-std::optional<analysis::LinkSpec> check_options(const Options& o) {
+// The clock asked for, and the link given (nullopt: the fit on the measured clock, the run's own
+// link on the cluster clock).
+struct CheckedOptions {
+  analysis::Clock clock = analysis::Clock::Measured;
+  std::optional<analysis::LinkSpec> link;
+};
+
+CheckedOptions check_options(const Options& o) {
+  const std::optional<analysis::Clock> clock = analysis::parse_clock(o.clock);
+  if (!clock) {
+    throw CliFailure("whatif: --clock " + o.clock + " is not a clock: measured (the trace as "
+                     "recorded on this machine) or cluster (the run replayed as a cluster would "
+                     "run it, docs/cluster-clock.md)");
+  }
   check_mb(o.bucket_cap_mb, "--bucket-cap-mb");
   check_mb(o.first_bucket_mb, "--first-bucket-mb");
   if (o.sweep && o.bucket_cap_mb) {
@@ -62,7 +81,7 @@ std::optional<analysis::LinkSpec> check_options(const Options& o) {
                      " is out of range: the most all-gathers in flight, 0 (no limit) or more");
   }
   try {
-    return analysis::check_link(o.link_gbps, o.link_latency_us, "--link-gbps", "--link-latency-us");
+    return {*clock, analysis::check_link(o.link_gbps, o.link_latency_us, "--link-gbps", "--link-latency-us")};
   } catch (const std::invalid_argument& error) {
     throw CliFailure(error.what());
   }
@@ -117,10 +136,12 @@ std::vector<std::string> assumptions(const analysis::ReplayTrace& replay,
                   "recorded all-reduce times; the fitted line costs the others");
   }
   char text[256];
+  // On the cluster clock the all-reduce goes on the link as the hook issues it, before the hook
+  // has returned: the offset is then a little below zero.
   std::snprintf(text, sizeof(text),
-                "an all-reduce starts %.0f \u00b5s after its bucket's last gradient hook ends "
+                "an all-reduce starts %.0f \u00b5s %s its bucket's last gradient hook ends "
                 "(median of the recorded ones that did not queue)",
-                replay.launch_offset_ns / 1e3);
+                std::abs(replay.launch_offset_ns / 1e3), replay.launch_offset_ns < 0 ? "before" : "after");
   out.push_back(text);
   out.push_back("gradient ready times (hook ends), forward, optimizer step and all compute "
                 "before backward's tail are as recorded; the tail's own work (writing gradients "
@@ -224,14 +245,15 @@ std::optional<analysis::BucketLimits> limits_for(const Options& o, const analysi
 
 // One DDP prediction, for the settings given.
 void print_one(const Options& o, const analysis::ReplayTrace& replay, const analysis::AllReduceModel& model,
-               const std::string& header) {
+               const ReplayHeading& heading) {
   const Case c = predict_case(replay, limits_for(o, replay, o.bucket_cap_mb), model);
   if (o.json) {
     nlohmann::json j = case_json(replay, c, model, true);
     add_origin_json(j, o.trace, replay);
+    j["clock"] = clock_json(heading.clock);
     std::cout << j.dump() << "\n";
   } else {
-    std::printf("whatif %s\n", header.c_str());
+    std::printf("whatif %s\n", heading.text.c_str());
     print_case(replay, c, model);
   }
   std::cout.flush();
@@ -239,16 +261,16 @@ void print_one(const Options& o, const analysis::ReplayTrace& replay, const anal
 
 // The DDP sweep: each of kSweepCapsMb, and the fastest.
 void print_sweep(const Options& o, const analysis::ReplayTrace& replay, const analysis::AllReduceModel& model,
-                 const std::string& header) {
+                 const ReplayHeading& heading) {
   std::vector<Case> cases;
   for (const double cap : kSweepCapsMb) cases.push_back(predict_case(replay, limits_for(o, replay, cap), model));
   const size_t best =
       fastest_case(cases, [](const auto& c) { return c.prediction.predicted_step_ms; });
   if (o.json) {
-    print_sweep_json(cases, best, [&](const auto& c) { return case_json(replay, c, model, false); });
+    print_sweep_json(cases, best, heading.clock, [&](const auto& c) { return case_json(replay, c, model, false); });
     return;
   }
-  std::printf("whatif --sweep %s\n", header.c_str());
+  std::printf("whatif --sweep %s\n", heading.text.c_str());
   print_sweep_recorded(limits_text(replay.recorded_limits, replay.recorded_plan.buckets.size()),
                        cases.front().prediction);
   std::printf("%10s %12s %8s %15s %16s\n", "cap", "first bucket", "buckets", "predicted step",
@@ -266,22 +288,27 @@ void print_sweep(const Options& o, const analysis::ReplayTrace& replay, const an
   print_assumptions(assumptions(replay, model));
 }
 
-void run_ddp_whatif(const Options& o, const std::optional<analysis::LinkSpec>& link, trace::Reader& reader,
-                    const analysis::RunStats& stats) {
-  const analysis::ReplayTrace replay = analysis::load_replay_trace(reader, stats, o.rank);
+// `cluster`: the trace's replay on the cluster clock, which the prediction is made on (its link
+// costs the all-reduces); null on the measured clock, where `link` (else the fit) costs them.
+void run_ddp_whatif(const Options& o, std::optional<analysis::LinkSpec> link, trace::Reader& reader,
+                    const analysis::RunStats& stats, const analysis::ClusterClockRun* cluster) {
+  const analysis::ReplayTrace replay = analysis::load_replay_trace(reader, stats, o.rank, cluster);
+  if (cluster) link = cluster->link;
   const analysis::AllReduceModel model =
       link ? analysis::link_collective_model(trace::CollectiveOp::AllReduce, *link, replay.world_size)
            : analysis::fit_allreduce_model(replay);
-  const std::string header = replay_header(o.trace, replay, "DDP", stats);
+  const ReplayHeading heading = replay_heading(o.trace, replay, "DDP", stats);
   if (o.sweep) {
-    print_sweep(o, replay, model, header);
+    print_sweep(o, replay, model, heading);
   } else {
-    print_one(o, replay, model, header);
+    print_one(o, replay, model, heading);
   }
 }
 
-FsdpWhatifRequest fsdp_request(const Options& o, const std::optional<analysis::LinkSpec>& link) {
+FsdpWhatifRequest fsdp_request(const Options& o, const std::optional<analysis::LinkSpec>& link,
+                               const analysis::ClusterClockRun* cluster) {
   FsdpWhatifRequest request;
+  request.cluster = cluster;
   request.trace = o.trace;
   request.rank = o.rank;
   if (o.backward_prefetch) request.backward_prefetch = trace::parse_mode(trace::kBackwardPrefetches, *o.backward_prefetch);
@@ -292,14 +319,26 @@ FsdpWhatifRequest fsdp_request(const Options& o, const std::optional<analysis::L
   return request;
 }
 
-void run_whatif(const Options& o, const std::optional<analysis::LinkSpec>& link) {
+void run_whatif(const Options& o, const CheckedOptions& checked) {
   trace::Reader reader(o.trace);
-  const analysis::RunStats stats = analysis::compute_stats(reader);
+  // On the cluster clock the what-if is that clock with other settings: the recorded run
+  // replayed there (with the link given, else its own), and the new plan costed by the same link.
+  std::optional<analysis::ClusterClockRun> cluster;
+  if (checked.clock == analysis::Clock::Cluster) {
+    try {
+      cluster = analysis::cluster_clock(reader, o.trace, checked.link);
+    } catch (const analysis::ClusterClockError& error) {
+      throw CliFailure(std::string("whatif --clock cluster: ") + error.what());
+    }
+    for (const std::string& warning : cluster->warnings) std::cerr << "dpscope whatif: " << warning << "\n";
+  }
+  const analysis::RunStats stats = cluster ? analysis::compute_stats(reader, *cluster) : analysis::compute_stats(reader);
+  const analysis::ClusterClockRun* on_cluster = cluster ? &*cluster : nullptr;
   check_flags_for(o, stats.strategy);
   if (stats.strategy == trace::Strategy::Fsdp) {
-    run_fsdp_whatif(fsdp_request(o, link), reader, stats);
+    run_fsdp_whatif(fsdp_request(o, checked.link, on_cluster), reader, stats);
   } else {
-    run_ddp_whatif(o, link, reader, stats);
+    run_ddp_whatif(o, checked.link, reader, stats, on_cluster);
   }
 }
 
@@ -328,6 +367,11 @@ void add_whatif_command(CLI::App& app, CommandMode mode) {
                   "Cost collectives with the ring model of a link of G Gb/s (with "
                   "--link-latency-us) instead of the model fitted to the trace");
   cmd->add_option("--link-latency-us", options->link_latency_us, "The link's latency, µs");
+  cmd->add_option("--clock", options->clock,
+                  "measured (default: the trace as recorded on this machine) or cluster: the run "
+                  "replayed as a cluster would run it (compute as CPU time, the network as the "
+                  "link model: the run's emulated link, or --link-gbps), the prediction made on "
+                  "that clock with the same link (docs/cluster-clock.md)");
   cmd->add_flag("--sweep", options->sweep,
                 "DDP: try bucket caps 0.25, 0.5, 1, 2, 4, 8, 16, 25, 50 and 100 MiB; FSDP: every "
                 "backward prefetch mode with all-gather limits 0, 1 and 2; and name the best");
@@ -335,10 +379,10 @@ void add_whatif_command(CLI::App& app, CommandMode mode) {
   cmd->add_flag("--json", options->json,
                 "One JSON object (with --sweep an array) instead of the report (docs/whatif.md)");
   cmd->callback([options, mode] {
-    const std::optional<analysis::LinkSpec> link = check_options(*options);
+    const CheckedOptions checked = check_options(*options);
     if (mode == CommandMode::Validate) return;
     try {
-      run_whatif(*options, link);
+      run_whatif(*options, checked);
     } catch (const analysis::WhatifError& error) {
       throw CliFailure(error.what());
     }

@@ -114,7 +114,7 @@ void print_case(const analysis::FsdpReplayTrace& replay, const analysis::FsdpCos
 
 // One prediction, for the recorded settings with those given changed.
 void print_one(const FsdpWhatifRequest& request, const analysis::FsdpReplayTrace& replay,
-               const analysis::FsdpCostModel& model, const std::string& header) {
+               const analysis::FsdpCostModel& model, const ReplayHeading& heading) {
   analysis::FsdpSettings settings = replay.recorded.settings;
   if (request.backward_prefetch) settings.backward_prefetch = *request.backward_prefetch;
   if (request.limit_all_gathers) settings.limit_all_gathers = *request.limit_all_gathers;
@@ -122,11 +122,12 @@ void print_one(const FsdpWhatifRequest& request, const analysis::FsdpReplayTrace
   if (request.json) {
     nlohmann::json j = case_json(replay, model, p, true);
     add_origin_json(j, request.trace, replay);
+    j["clock"] = clock_json(heading.clock);
     j["strategy"] = std::string(trace::to_string(trace::Strategy::Fsdp));
     j["recorded"] = recorded_json(replay);
     std::cout << j.dump() << "\n";
   } else {
-    std::printf("whatif %s\n", header.c_str());
+    std::printf("whatif %s\n", heading.text.c_str());
     print_case(replay, model, p);
   }
   std::cout.flush();
@@ -134,17 +135,17 @@ void print_one(const FsdpWhatifRequest& request, const analysis::FsdpReplayTrace
 
 // Every backward prefetch mode with each of kSweepLimits, and the fastest.
 void print_sweep(const FsdpWhatifRequest& request, const analysis::FsdpReplayTrace& replay,
-                 const analysis::FsdpCostModel& model, const std::string& header) {
+                 const analysis::FsdpCostModel& model, const ReplayHeading& heading) {
   std::vector<analysis::FsdpPrediction> cases;
   for (const trace::BackwardPrefetch mode : trace::kBackwardPrefetches) {
     for (const int32_t limit : kSweepLimits) cases.push_back(analysis::predict_fsdp(replay, {mode, limit}, model));
   }
   const size_t best = fastest_case(cases, [](const auto& c) { return c.predicted_step_ms; });
   if (request.json) {
-    print_sweep_json(cases, best, [&](const auto& c) { return case_json(replay, model, c, false); });
+    print_sweep_json(cases, best, heading.clock, [&](const auto& c) { return case_json(replay, model, c, false); });
     return;
   }
-  std::printf("whatif --sweep %s\n", header.c_str());
+  std::printf("whatif --sweep %s\n", heading.text.c_str());
   print_sweep_recorded(settings_text(replay.recorded.settings), cases.front());
   std::printf("%17s %17s %15s %18s\n", "backward prefetch", "all-gather limit", "predicted step",
               "predicted exposed");
@@ -171,21 +172,23 @@ void run_fsdp_whatif(const FsdpWhatifRequest& request, trace::Reader& reader,
     throw CliFailure("--sweep tries every --backward-prefetch mode with --limit-all-gathers 0, 1 "
                      "and 2; drop those flags, or drop --sweep to predict one setting");
   }
-  const analysis::FsdpReplayTrace replay = analysis::load_fsdp_replay_trace(reader, stats, request.rank);
+  const analysis::FsdpReplayTrace replay =
+      analysis::load_fsdp_replay_trace(reader, stats, request.rank, request.cluster);
+  const std::optional<analysis::LinkSpec> link = request.cluster ? request.cluster->link : request.link;
   const auto link_model = [&](trace::CollectiveOp op) {
-    return analysis::link_collective_model(op, *request.link, replay.world_size);
+    return analysis::link_collective_model(op, *link, replay.world_size);
   };
   const analysis::FsdpCostModel model =
-      request.link ? analysis::FsdpCostModel{link_model(trace::CollectiveOp::AllGather),
+      link ? analysis::FsdpCostModel{link_model(trace::CollectiveOp::AllGather),
                                              link_model(trace::CollectiveOp::ReduceScatter)}
                    : analysis::fit_fsdp_cost_model(replay);
   const std::string strategy =
       "FSDP (sharding " + std::string(trace::to_string(replay.recorded.sharding)) + ")";
-  const std::string header = replay_header(request.trace, replay, strategy, stats);
+  const ReplayHeading heading = replay_heading(request.trace, replay, strategy, stats);
   if (request.sweep) {
-    print_sweep(request, replay, model, header);
+    print_sweep(request, replay, model, heading);
   } else {
-    print_one(request, replay, model, header);
+    print_one(request, replay, model, heading);
   }
 }
 

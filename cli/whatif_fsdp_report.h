@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "analysis/cluster_clock.h"
 #include "analysis/link_model.h"
 #include "analysis/stats.h"
 #include "analysis/whatif_fsdp.h"
@@ -21,11 +22,15 @@ struct FsdpWhatifRequest {
   std::optional<trace::BackwardPrefetch> backward_prefetch;
   std::optional<int32_t> limit_all_gathers;
   std::optional<analysis::LinkSpec> link;  // cost collectives on this link instead of the fit
+  // The cluster clock's replay of the trace (`dpscope whatif --clock cluster`), else null: the
+  // trace is loaded on that clock and its collectives are costed by the replay's link.
+  const analysis::ClusterClockRun* cluster = nullptr;
   bool sweep = false;                  // every prefetch mode x all-gather limits 0, 1, 2
   bool json = false;
 };
 
-// Reads the FSDP trace `reader` holds (`stats` = compute_stats of it), predicts and prints to
+// Reads the FSDP trace `reader` holds (`stats` = compute_stats of it, on request.cluster's clock
+// when given), predicts and prints to
 // stdout. Throws analysis::WhatifError (refusals) and CliFailure (--sweep with a setting).
 void run_fsdp_whatif(const FsdpWhatifRequest& request, trace::Reader& reader,
                      const analysis::RunStats& stats);

@@ -9,17 +9,26 @@
 #include <string>
 #include <vector>
 
+#include "analysis/clock_choice.h"
 #include "analysis/stats.h"
 #include "analysis/whatif.h"
 
 namespace dpscope::cli {
 
+// What a report says first: its header line, and the clock its times are on (both the recorded
+// run's, "measured" in the tables, and the prediction's).
+struct ReplayHeading {
+  std::string text;
+  analysis::ClockLabel clock;
+};
+
 // "TRACE: rank R of W, STRATEGY, N steady iterations (A..B)", then ", recorded on an emulated
-// link ..." when it was. `Replay` is analysis::ReplayTrace or analysis::FsdpReplayTrace (at
-// least one iteration: the loaders refuse a trace without); `stats` is compute_stats of it.
+// link ..." when it was, then "; times on the CLOCK" (analysis::clock_text). `Replay` is
+// analysis::ReplayTrace or analysis::FsdpReplayTrace (at least one iteration: the loaders refuse a
+// trace without); `stats` is compute_stats of it, on the clock the replay was loaded on.
 template <typename Replay>
-std::string replay_header(const std::string& trace, const Replay& replay, const std::string& strategy,
-                          const analysis::RunStats& stats) {
+ReplayHeading replay_heading(const std::string& trace, const Replay& replay, const std::string& strategy,
+                             const analysis::RunStats& stats) {
   std::string header = trace + ": rank " + std::to_string(replay.rank) + " of " +
                        std::to_string(replay.world_size) + ", " + strategy + ", " +
                        std::to_string(replay.iterations.size()) + " steady iterations (" +
@@ -28,7 +37,17 @@ std::string replay_header(const std::string& trace, const Replay& replay, const 
   if (const std::string link_line = analysis::link_text(stats); !link_line.empty()) {
     header += ", recorded on an " + link_line;
   }
-  return header;
+  header += "; times on the " + analysis::clock_text(stats.clock);
+  return {header, stats.clock};
+}
+
+// The clock's JSON, as `dpscope stats --json` has it: {"name", "link_gbps", "link_latency_us"},
+// the link null on the measured clock.
+inline nlohmann::json clock_json(const analysis::ClockLabel& clock) {
+  const bool cluster = clock.clock == analysis::Clock::Cluster;
+  return {{"name", std::string(analysis::to_string(clock.clock))},
+          {"link_gbps", cluster ? nlohmann::json(clock.link_gbps) : nlohmann::json()},
+          {"link_latency_us", cluster ? nlohmann::json(clock.link_latency_us) : nlohmann::json()}};
 }
 
 // The fields of one prediction's JSON that say what was replayed: the trace as given, the rank
@@ -75,12 +94,14 @@ size_t fastest_case(const std::vector<Case>& cases, PredictedStepMs predicted_st
   return best;
 }
 
-// A sweep's JSON on stdout: one row per case (`row(case)`), the fastest marked "best".
+// A sweep's JSON on stdout: one row per case (`row(case)`) with the clock, the fastest marked
+// "best".
 template <typename Case, typename Row>
-void print_sweep_json(const std::vector<Case>& cases, size_t best, Row row) {
+void print_sweep_json(const std::vector<Case>& cases, size_t best, const analysis::ClockLabel& clock, Row row) {
   nlohmann::json rows = nlohmann::json::array();
   for (size_t i = 0; i < cases.size(); ++i) {
     nlohmann::json j = row(cases[i]);
+    j["clock"] = clock_json(clock);
     j["best"] = i == best;
     rows.push_back(j);
   }

@@ -57,6 +57,11 @@ struct OpenTrace {
   bool poll_analysis();
   // Shows `clock`'s model and analysis (the cluster view must be built for Clock::Cluster).
   void show(analysis::Clock clock);
+  // The file's events of `rank`'s iteration `iteration` (on any lane, begun within it), on the
+  // shown clock: found by the measured iteration's times (Note [Span to event]) and, on the
+  // cluster clock, mapped by the cluster view's replay. Empty when the rank or iteration is not
+  // in the trace. Reads the file through `details`: the UI thread only.
+  std::vector<trace::Event> iteration_events(int32_t rank, int32_t iteration) const;
 };
 
 // A span of one of the open traces (0: main, 1: --compare).

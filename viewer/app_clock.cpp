@@ -22,6 +22,23 @@ void OpenTrace::show(analysis::Clock clock) {
   }
 }
 
+std::vector<trace::Event> OpenTrace::iteration_events(int32_t rank, int32_t iteration) const {
+  std::vector<trace::Event> events;
+  const RankData* found = nullptr;
+  for (const RankData& r : measured->ranks) found = r.info.rank == rank ? &r : found;
+  const IterationSpan* span = found ? found->find_iteration(iteration) : nullptr;
+  if (!span) return events;
+  const analysis::ClusterClockRun* run =
+      shown == analysis::Clock::Cluster && cluster ? cluster->run.get() : nullptr;
+  for (const Lane& lane : found->lanes) {
+    for (const trace::Event& e : details->events(rank, lane, span->begin_ns, span->end_ns)) {
+      // The iteration's own: a collective of the previous one still running at its start is not.
+      if (e.begin_ns >= span->begin_ns) events.push_back(run ? run->to_cluster(e) : e);
+    }
+  }
+  return events;
+}
+
 bool App::set_clock(analysis::Clock clock) {
   clock_wanted_ = clock;
   if (clock == clock_) return true;

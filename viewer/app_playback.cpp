@@ -46,17 +46,8 @@ const App::IterationSteps& App::steps_of(int32_t iteration) {
   ++steps_generation_;
   steps_cache_.rank_index = focus_rank;
   steps_cache_.iteration = iteration;
-  const IterationSpan* span = rank ? rank->find_iteration(iteration) : nullptr;
-  // The events come from the file by their measured times: the step-through is the measured
-  // clock's (on the cluster clock none are found, and the narration line stays empty).
-  if (!span || clock_ != analysis::Clock::Measured) return steps_cache_;
-  for (const Lane& lane : rank->lanes) {
-    const auto& events = traces[0].details->events(rank->info.rank, lane, span->begin_ns, span->end_ns);
-    for (const trace::Event& e : events) {
-      // The iteration's own: a collective of the previous one still running at its start is not.
-      if (e.begin_ns >= span->begin_ns) steps_cache_.events.push_back(e);
-    }
-  }
+  if (!rank) return steps_cache_;
+  steps_cache_.events = traces[0].iteration_events(rank->info.rank, iteration);
   steps_cache_.steps = lifecycle_steps(steps_cache_.events);
   return steps_cache_;
 }

@@ -62,7 +62,8 @@ std::shared_ptr<Model> empty_copy(const Model& measured, const analysis::Cluster
 
 ClusterView cluster_view(const Model& measured, const std::optional<analysis::LinkSpec>& link) {
   trace::Reader reader(measured.path);
-  const analysis::ClusterClockRun run = analysis::cluster_clock(reader, measured.path, link);
+  auto replay = std::make_shared<const analysis::ClusterClockRun>(analysis::cluster_clock(reader, measured.path, link));
+  const analysis::ClusterClockRun& run = *replay;
   std::shared_ptr<Model> model = empty_copy(measured, run);
   // for_each_event comes by (rank, lane, begin): each lane's spans arrive together.
   std::vector<Span> spans;
@@ -112,6 +113,7 @@ ClusterView cluster_view(const Model& measured, const std::optional<analysis::Li
   view.warnings = run.warnings;
   view.analysis = std::make_shared<const Analysis>(analyze(*model, analysis::compute_stats(reader, run)));
   view.model = std::move(model);
+  view.run = std::move(replay);
   return view;
 }
 

@@ -22,6 +22,9 @@ struct ClusterView {
   std::shared_ptr<const Analysis> analysis;
   analysis::ClockLabel label;
   std::vector<std::string> warnings;  // the replay's (ClusterClockRun::warnings)
+  // The replay itself, for what is read from the file by measured times and shown on this clock
+  // (the step-through's events: App::steps_of maps them with ClusterClockRun::to_cluster).
+  std::shared_ptr<const analysis::ClusterClockRun> run;
 };
 
 // `measured`'s file replayed on `link`, or on the run's emulated link when nullopt: every event

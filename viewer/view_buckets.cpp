@@ -98,19 +98,15 @@ void draw_buckets(App& app) {
   }
   // What the playhead's iteration did so far on the main lanes: hooks, bucket instants.
   Progress progress;
-  if (const IterationSpan* span = iteration == trace::kNone ? nullptr : rank.find_iteration(iteration)) {
-    for (const Lane& lane : rank.lanes) {
-      // The file's events are found by their measured times: the fill is the measured clock's.
-      if (lane.info.kind != trace::LaneKind::Host || t.shown != analysis::Clock::Measured) continue;
-      for (const trace::Event& e : t.details->events(rank.info.rank, lane, span->begin_ns, span->end_ns)) {
-        // A gradient counts from its hook's start (when autograd hands it over), as the narration
-        // line says (playback.h); the bucket instants inside the hook come after it.
-        if (e.begin_ns > playhead || e.begin_ns < span->begin_ns) continue;
-        if (e.kind == EventKind::Hook) progress.filled.insert(e.param);
-        int level = e.kind == EventKind::BucketReady ? 1 : e.kind == EventKind::BucketLaunch ? 2
-                  : e.kind == EventKind::BucketDone ? 3 : 0;
-        if (level) progress.state[e.bucket] = std::max(progress.state[e.bucket], level);
-      }
+  if (iteration != trace::kNone) {
+    for (const trace::Event& e : t.iteration_events(rank.info.rank, iteration)) {
+      // A gradient counts from its hook's start (when autograd hands it over), as the narration
+      // line says (playback.h); the bucket instants inside the hook come after it.
+      if (e.begin_ns > playhead) continue;
+      if (e.kind == EventKind::Hook) progress.filled.insert(e.param);
+      int level = e.kind == EventKind::BucketReady ? 1 : e.kind == EventKind::BucketLaunch ? 2
+                : e.kind == EventKind::BucketDone ? 3 : 0;
+      if (level) progress.state[e.bucket] = std::max(progress.state[e.bucket], level);
     }
   }
   const float column = ImGui::GetContentRegionAvail().x / (rebuilt_exists ? 2.0f : 1.0f) - 12;

@@ -79,6 +79,52 @@ TEST(WhatifCli, PredictsTheRecordedRunFromItsOwnTrace) {
   EXPECT_EQ(link["buckets"].size(), 2u) << link.dump();
 }
 
+// On the cluster clock the what-if is that clock with other settings: the recorded run replayed
+// there ("measured" is its cluster step, as `dpscope stats --clock cluster` has it) and every
+// all-reduce costed by the link's ring model, which is exactly what the replay gave the recorded
+// ones. So the recorded settings predict the recorded cluster step closely, on a busy machine too.
+TEST(WhatifCli, PredictsOnTheClusterClock) {
+  TempDir dir;
+  const std::string trace = train(dir, "");
+  const nlohmann::json measured = whatif_json(trace);
+  EXPECT_EQ(measured["clock"]["name"], "measured") << measured.dump();
+  EXPECT_TRUE(measured["clock"]["link_gbps"].is_null()) << measured.dump();
+
+  const nlohmann::json j = whatif_json("--clock cluster " + trace);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["clock"]["name"], "cluster") << j.dump();
+  EXPECT_EQ(j["clock"]["link_gbps"], 4.0) << j.dump();
+  EXPECT_EQ(j["clock"]["link_latency_us"], 50.0) << j.dump();
+  EXPECT_EQ(j["model"]["source"], "link") << j.dump();
+  EXPECT_EQ(j["model"]["link_gbps"], 4.0) << j.dump();
+  const double error = dpscope::testing::median_step_error(j);
+  EXPECT_GE(error, 0) << j.dump();
+  EXPECT_LE(error, 0.05) << j.dump();
+
+  // "measured" on this clock is the cluster clock's step of the same iterations.
+  const auto stats = run_command(dpscope_bin() + " stats --clock cluster --json " + trace);
+  ASSERT_EQ(stats.exit_code, 0) << stats.output;
+  const nlohmann::json s = nlohmann::json::parse(stats.output);
+  std::vector<double> steps;
+  for (const auto& row : j["iterations"]) {
+    for (const auto& it : s["ranks"][0]["iterations"]) {
+      if (it["iteration"] == row["iteration"]) {
+        EXPECT_NEAR(row["measured_step_ms"].get<double>(), it["step_ms"].get<double>(), 1e-3) << row.dump();
+        steps.push_back(it["step_ms"].get<double>());
+      }
+    }
+  }
+  EXPECT_EQ(steps.size(), j["iterations"].size());
+
+  const auto text = run_command(dpscope_bin() + " whatif --clock cluster --bucket-cap-mb 1 " + trace);
+  EXPECT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("; times on the cluster clock (modeled: compute as CPU time, link 4 Gb/s, 50 \u00b5s)"),
+            std::string::npos) << text.output;
+  const auto bad = run_command(dpscope_bin() + " whatif --clock wall " + trace);
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("--clock wall is not a clock: measured"), std::string::npos) << bad.output;
+}
+
 TEST(WhatifCli, RefusesBadTracesAndSettings) {
   TempDir dir;
   const std::string trace = train(dir, " --trace-level summary");

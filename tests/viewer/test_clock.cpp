@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "formats/synth.h"
 #include "tests/test_util.h"
@@ -131,6 +132,33 @@ TEST(ViewerClock, CompareSwitchesBothRuns) {
   for (size_t t = 0; t < 2; ++t) {
     EXPECT_LT(fast.at("run_ms").at(t).get<double>(), measured.at("run_ms").at(t).get<double>()) << "trace " << t;
   }
+}
+
+// The step-through reads the file's events of the playhead's iteration and, on the cluster clock,
+// maps them by the replay: the same moments to step to, placed on that clock, where the ones on
+// the main thread keep their order and a collective's start moves to when the link takes it.
+TEST(ViewerClock, StepsThroughAnIterationOnTheClusterClock) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string trace = synth(dir, "ddp.sqlite", 2, 20000);
+  std::vector<std::string> measured, cluster;
+  for (int step = 0; step < 6; ++step) {
+    const std::string at = "--iteration 3 --step " + std::to_string(step);
+    measured.push_back(draw(dir, trace, "measured", at).value("narration", ""));
+    cluster.push_back(draw(dir, trace, "cluster", at).value("narration", ""));
+    EXPECT_EQ(cluster.back().rfind("rank 0, ", 0), 0u) << "step " << step << ": " << cluster.back();
+  }
+  EXPECT_EQ(cluster[0], measured[0]);
+  EXPECT_NE(cluster[0].find("gradient is ready"), std::string::npos) << cluster[0];
+  // The first gradients fill bucket 0 on both clocks; its collective comes within these steps.
+  auto names_collective = [](const std::vector<std::string>& narrations) {
+    for (const std::string& n : narrations) {
+      if (n.find("seq 16") != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(names_collective(measured));
+  EXPECT_TRUE(names_collective(cluster));
 }
 
 TEST(ViewerClock, RefusesATraceWithoutALink) {
