@@ -624,29 +624,29 @@ namespace {
 
 // Tutorial 17 claims that one slow rank slows every rank by about its delay, that the others
 // spend the delay waiting at their all-reduces while it waits for nobody, and that the analysis
-// names it (Note [Stragglers]); the even run names nobody.
+// names it (Note [Stragglers]); the even run names nobody. Run as its README runs it, on an
+// emulated link, so all of it is read on the cluster clock (Note [The lesson's clock]): the
+// delay (a sleep) keeps its wall time there, and the ranks' compute is their CPU time, which a
+// busy machine does not hand to one rank more than the other.
 TEST(Tutorials, Stragglers17EveryRankPaysTheDelayAndTheSlowOneIsNamed) {
   TempDir dir;
-  const TutorialRun run = launch(dir, "tutorial-17-stragglers", "--steps 6 --delays-ms 0 30");
+  const TutorialRun run = launch(dir, "tutorial-17-stragglers", "--steps 6 --delays-ms 0 30",
+                                 "--link-gbps 1 --link-latency-us 50");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const analysis::RunStats even = stats_of(run.trace_dir + "/even/run.sqlite");
+  EXPECT_EQ(even.clock.clock, analysis::Clock::Cluster);
   const analysis::RunStats slow = stats_of(run.trace_dir + "/slow-30ms/run.sqlite");
-  // A busy machine can make one of two ranks consistently a little late in the even run too (a
-  // real, small straggler): whatever it names there is far below the delay.
-  for (const analysis::Straggler& s : even.stragglers.stragglers) {
-    EXPECT_LT(s.late_ms, 10.0) << analysis::stragglers_text(even.stragglers);
-  }
+  // On the measured clock a busy machine could serve one rank last every step and the even run
+  // named it; on the cluster clock nobody (tried with two busy loops beside the suite's tests).
+  EXPECT_TRUE(even.stragglers.stragglers.empty()) << analysis::stragglers_text(even.stragglers);
   ASSERT_EQ(slow.stragglers.stragglers.size(), 1u) << analysis::stragglers_text(slow.stragglers);
   EXPECT_EQ(slow.stragglers.stragglers[0].rank, 1) << "the last rank by default";
   EXPECT_NEAR(slow.stragglers.stragglers[0].late_ms, 30.0, 6.0);
-  // Every rank's step holds the 30 ms, the fast rank's too. (Against the even run, a looser
-  // bound: on a loaded machine the even run's steps are slower, and the slow rank's sleep hands
-  // its core to the others.)
+  // Every rank's step holds the 30 ms, the fast rank's too.
   for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_GE(analysis::step_summary(slow.ranks.at(size_t(rank))).median_ms, 28.0) << "rank " << rank << " pays the delay too";
-    EXPECT_GE(analysis::step_summary(slow.ranks.at(size_t(rank))).median_ms,
-              analysis::step_summary(even.ranks.at(size_t(rank))).median_ms + 15.0)
-        << "rank " << rank;
+    EXPECT_NEAR(analysis::step_summary(slow.ranks.at(size_t(rank))).median_ms,
+                analysis::step_summary(even.ranks.at(size_t(rank))).median_ms + 30.0, 5.0)
+        << "rank " << rank << " pays the delay too";
   }
   EXPECT_GT(analysis::wait_per_step(slow.ranks.at(0)).first, 25.0) << "rank 0 waits for rank 1";
   EXPECT_LT(analysis::wait_per_step(slow.ranks.at(1)).first, 5.0) << "rank 1 waits for nobody";
