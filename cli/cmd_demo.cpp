@@ -88,6 +88,7 @@ int run_logged(const std::string& command, const std::string& log, RunSummary& s
 struct Figures {
   double step_ms = 0;   // rank 0's median over the steady steps (Note [Steady steps])
   double peak_mib = 0;  // the largest rank's peak in the steps (Note [Memory at the peak])
+  analysis::Clock clock = analysis::Clock::Measured;  // the lesson's clock the figures are on
 };
 
 double mib(int64_t bytes) { return double(bytes) / double(1 << 20); }
@@ -139,6 +140,7 @@ Figures print_summary(const DemoRun& run, const RunSummary& summary) {
   trace::Reader reader(summary.trace);
   const analysis::RunStats stats = analysis::compute_lesson_stats(reader);
   Figures figures;
+  figures.clock = stats.clock.clock;
   if (stats.ranks.empty()) throw CliFailure(summary.trace + " has no ranks: the training failed");
 
   const analysis::StepSummary steps = analysis::step_summary(stats.ranks.front());
@@ -201,9 +203,9 @@ bool has_display() {
 
 bool has_xvfb_run() { return std::system("command -v xvfb-run > /dev/null 2>&1") == 0; }
 
-// Draws `traces` (one, or two with --compare) into `png` with the viewer's --screenshot: on the
-// display when there is one, else under xvfb-run as tutorials/screenshot.sh does. False (with
-// the command to see why printed) when it cannot.
+// Draws `traces` (one, or two with --compare, and the --clock flag) into `png` with the viewer's
+// --screenshot: on the display when there is one, else under xvfb-run as tutorials/screenshot.sh
+// does. False (with the command to see why printed) when it cannot.
 bool screenshot(const std::string& viewer, const std::string& traces, const std::string& png) {
   const std::string draw = std::string(has_display() ? "" : "xvfb-run -a -s '-screen 0 1600x1000x24' ") +
                            shell_quoted(viewer) + " " + traces + " --screenshot " + shell_quoted(png) + " --frames 30";
@@ -290,9 +292,10 @@ RunSummary launch_training(const DemoOptions& options, const DemoRun& run, const
   return summary;
 }
 
-// Section `number`: each run's summary, then FSDP's step time and peak against DDP's.
-void print_summaries(const std::vector<DemoRun>& runs, const std::vector<RunSummary>& summaries,
-                     int number) {
+// Section `number`: each run's summary, then FSDP's step time and peak against DDP's. Returns
+// the clock the summaries are on (the lesson's), which the viewer then shows too.
+analysis::Clock print_summaries(const std::vector<DemoRun>& runs, const std::vector<RunSummary>& summaries,
+                                int number) {
   std::cout << "== " << number << ". Summary (from the traces, as `dpscope stats --json` has them, and the trainings' output)\n\n";
   std::vector<Figures> figures;
   for (size_t i = 0; i < runs.size(); ++i) figures.push_back(print_summary(runs[i], summaries[i]));
@@ -304,34 +307,36 @@ void print_summaries(const std::vector<DemoRun>& runs, const std::vector<RunSumm
                 "sharding pays.\n\n",
                 figures[1].step_ms / figures[0].step_ms, figures[1].peak_mib / figures[0].peak_mib);
   }
+  return figures[0].clock == figures[1].clock ? figures[0].clock : analysis::Clock::Measured;
 }
 
 // Section `number`: the two traces in the viewer's compare mode on the display, else its
-// screenshots in `out`, else the command to open them where there is a display.
+// screenshots in `out`, else the command to open them where there is a display; on `clock`, the
+// clock the summaries were on.
 void show_in_viewer(const DemoOptions& options, const std::string& out,
-                    const std::vector<RunSummary>& summaries, int number) {
+                    const std::vector<RunSummary>& summaries, analysis::Clock clock, int number) {
   const std::string viewer = binary_dir() + "/dpscope-view";
-  const std::string a = shell_quoted(summaries[0].trace), b = shell_quoted(summaries[1].trace);
+  const std::string on_clock = " --clock " + std::string(analysis::to_string(clock));
+  const std::string a = shell_quoted(summaries[0].trace) + on_clock, b = shell_quoted(summaries[1].trace);
+  const std::string open_command =
+      "dpscope-view " + summaries[0].trace + " --compare " + summaries[1].trace + on_clock;
   std::cout << "== " << number << ". The viewer\n";
   if (!std::filesystem::exists(viewer)) {
     std::cout << "   dpscope-view was not built (the viewer needs libglfw3-dev and libimgui-dev: run "
-                 "scripts/setup). The traces are ready for it:\n   dpscope-view "
-              << summaries[0].trace << " --compare " << summaries[1].trace << "\n";
+                 "scripts/setup). The traces are ready for it:\n   " << open_command << "\n";
     return;
   }
   if (has_display() && !options.no_view) {
     std::cout << "   " << viewer << " " << summaries[0].trace << " --compare " << summaries[1].trace
-              << "\n" << std::flush;
+              << on_clock << "\n" << std::flush;
     if (std::system((shell_quoted(viewer) + " " + a + " --compare " + b).c_str()) != 0) {
-      throw CliFailure("the viewer failed; run it yourself to see why: dpscope-view " +
-                       summaries[0].trace + " --compare " + summaries[1].trace);
+      throw CliFailure("the viewer failed; run it yourself to see why: " + open_command);
     }
     return;
   }
   if (!has_display() && !has_xvfb_run()) {
     std::cout << "   No display and no xvfb-run, so no screenshots (apt-get install xvfb for "
-                 "them). Open the traces where there is a display:\n   dpscope-view "
-              << summaries[0].trace << " --compare " << summaries[1].trace << "\n";
+                 "them). Open the traces where there is a display:\n   " << open_command << "\n";
     return;
   }
   std::cout << (options.no_view ? "   --no-view" : "   No display")
@@ -343,13 +348,12 @@ void show_in_viewer(const DemoOptions& options, const std::string& out,
   const std::vector<std::pair<std::string, std::string>> shots = {
       {a + " --compare " + b, out + "/compare.png"},
       {a, beside(summaries[0])},
-      {b, beside(summaries[1])},
+      {b + on_clock, beside(summaries[1])},
   };
   for (const auto& [traces, png] : shots) {
     if (screenshot(viewer, traces, png)) std::cout << "   " << png << "\n";
   }
-  std::cout << "   Open the comparison where there is a display:\n   dpscope-view "
-            << summaries[0].trace << " --compare " << summaries[1].trace << "\n";
+  std::cout << "   Open the comparison where there is a display:\n   " << open_command << "\n";
 }
 
 void run_demo(const DemoOptions& options) {
@@ -364,8 +368,8 @@ void run_demo(const DemoOptions& options) {
   std::vector<RunSummary> summaries;
   int number = 1;
   for (const DemoRun& run : runs) summaries.push_back(launch_training(options, run, out, device, number++));
-  print_summaries(runs, summaries, number++);
-  show_in_viewer(options, out, summaries, number);
+  const analysis::Clock clock = print_summaries(runs, summaries, number++);
+  show_in_viewer(options, out, summaries, clock, number);
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 # Remakes the pictures in this folder from fresh runs, with the viewer's headless mode (under
 # xvfb-run when there is no display): the README's first picture (one step of a 4-rank DDP
 # backward on an emulated 4 Gb/s link, narrated, its flows drawn), the demo's DDP/FSDP comparison
-# and the viewer on a 4-rank synthetic run. Usage: docs/screenshots/regenerate.sh [BUILD_DIR]
+# and the viewer on a 4-rank synthetic run. The first two are lessons about time and are drawn on
+# the cluster clock (docs/cluster-clock.md), as the demo draws its own.
+# Usage: docs/screenshots/regenerate.sh [BUILD_DIR]
 set -euo pipefail
 if [ -z "${DISPLAY:-}" ]; then
   exec xvfb-run -a -s "-screen 0 1600x1000x24 -noreset" "$0" "$@"
@@ -22,8 +24,8 @@ done
   "$bin/dpscope" train --model mlp --hidden 512 --layers 6 --bucket-cap-mb 1 --steps 8 \
   --batch-size 128 --progress-every 0 > "$work/step.log" 2>&1 ||
   { cat "$work/step.log" >&2; exit 1; }
-"$bin/dpscope-view" "$work/step/run.sqlite" --screenshot "$out/ddp-step.png" --frames 3 \
-  --iteration 5 --step 3 > /dev/null
+"$bin/dpscope-view" "$work/step/run.sqlite" --clock cluster --screenshot "$out/ddp-step.png" \
+  --frames 3 --iteration 5 --step 3 > /dev/null
 
 # 2. The demo's comparison (scripts/demo's runs).
 env -u DISPLAY "$bin/dpscope" demo --out "$work/demo" > "$work/demo.log" 2>&1 ||
