@@ -79,9 +79,14 @@ const Lane& App::whatif_lane(size_t rank, bool waits) const {
 }
 
 void App::request_whatif(const WhatifRequest& request) {
+  whatif_requested_ = request;
+  // On the cluster clock the prediction is made on it, from the shown model's replay.
+  const OpenTrace& t = traces[0];
+  std::shared_ptr<const analysis::ClusterClockRun> cluster =
+      t.shown == analysis::Clock::Cluster && t.cluster ? t.cluster->run : nullptr;
   // The analysis's statistics, when it is done, spare the replay a second pass over the file.
-  whatif_pending = std::async(std::launch::async, [m = traces[0].model, a = traces[0].analysis, request] {
-    return compute_whatif_lanes(*m, request, a && !a->stats.ranks.empty() ? &a->stats : nullptr);
+  whatif_pending = std::async(std::launch::async, [m = t.model, a = t.analysis, request, cluster] {
+    return compute_whatif_lanes(*m, request, a && !a->stats.ranks.empty() ? &a->stats : nullptr, cluster.get());
   });
 }
 

@@ -226,6 +226,7 @@ class App {
   void keep_in_view(int64_t t, int64_t t0, int64_t t1);
   IterationSteps steps_cache_;
   AppOptions options_;
+  WhatifRequest whatif_requested_;  // the last request_whatif's, made again on a clock switch
   analysis::Clock clock_ = analysis::Clock::Measured;
   analysis::Clock clock_wanted_ = analysis::Clock::Measured;  // what the last C or --clock asked
   std::string clock_error_;

@@ -87,6 +87,8 @@ void App::show_clock(analysis::Clock clock) {
   clock_error_.clear();
   clock_ = clock;
   for (OpenTrace& t : traces) t.show(clock);
+  // What-if lanes are drawn on the clock they were predicted on: predict again on this one.
+  if (whatif || whatif_pending.valid()) request_whatif(whatif_requested_);
   // Spans and ranges picked on one clock name other times on the other.
   selected = hovered = {};
   has_range = false;

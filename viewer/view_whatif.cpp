@@ -18,15 +18,17 @@ namespace dpscope::view {
 
 namespace {
 
-// What the replay keeps and what it costs, for each strategy.
+// What the replay keeps and what it costs, for each strategy; the cost differs by clock.
 constexpr const char* kDdpIntro =
     "Replay this run with another bucket cap: each gradient's ready time and the compute as recorded, "
-    "each bucket's all-reduce costed by a line fitted to this trace's own all-reduces (`dpscope "
-    "whatif`, docs/whatif.md). The prediction is drawn as a what-if lane under each rank.";
+    "each bucket's all-reduce costed by %s (`dpscope whatif`, docs/whatif.md). The prediction is "
+    "drawn as a what-if lane under each rank.";
 constexpr const char* kFsdpIntro =
     "Replay this run with another backward prefetch or all-gather limit: each unit's compute as "
-    "recorded, each all-gather and reduce-scatter costed by lines fitted to this trace's own "
-    "(`dpscope whatif`, docs/whatif.md). The prediction is drawn as a what-if lane under each rank.";
+    "recorded, each all-gather and reduce-scatter costed by %s (`dpscope whatif`, docs/whatif.md). "
+    "The prediction is drawn as a what-if lane under each rank.";
+constexpr const char* kFittedCost = "a line fitted to this trace's own";
+constexpr const char* kLinkCost = "the link's ring model (on the cluster clock the recorded ones cost that too)";
 
 // The DDP settings: the bucket cap and the first bucket's.
 void ddp_fields(WhatifRequest& request) {
@@ -124,7 +126,7 @@ void draw_prediction(const WhatifLanes& w) {
 
 void draw_whatif(App& app) {
   const bool fsdp = app.traces[0].model->strategy() == trace::Strategy::Fsdp;
-  ImGui::TextWrapped("%s", fsdp ? kFsdpIntro : kDdpIntro);
+  ImGui::TextWrapped(fsdp ? kFsdpIntro : kDdpIntro, app.clock() == analysis::Clock::Cluster ? kLinkCost : kFittedCost);
   if (fsdp) {
     fsdp_fields(app.whatif_input);
   } else {

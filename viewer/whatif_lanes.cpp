@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "analysis/link_model.h"
 #include "analysis/stats.h"
 #include "trace/reader.h"
 #include "trace/vocabulary.h"
@@ -36,8 +37,13 @@ Lane lane_of(std::vector<Span> spans, int32_t rank, const std::string& name) {
 
 std::string cost_text(const analysis::AllReduceModel& cost, const char* what) {
   char text[200];
-  std::snprintf(text, sizeof(text), "%s %s, fitted to %lld (error %.1f %%)", what, cost.line_text().c_str(),
-                static_cast<long long>(cost.samples), cost.fit_error_pct);
+  if (cost.source == analysis::AllReduceModel::Source::kLink) {
+    std::snprintf(text, sizeof(text), "%s %s, the %g Gb/s, %g \u00b5s link's ring model", what,
+                  cost.line_text().c_str(), cost.link_gbps, cost.link_latency_us);
+  } else {
+    std::snprintf(text, sizeof(text), "%s %s, fitted to %lld (error %.1f %%)", what, cost.line_text().c_str(),
+                  static_cast<long long>(cost.samples), cost.fit_error_pct);
+  }
   return text;
 }
 
@@ -66,9 +72,12 @@ void take_medians(const Prediction& p, WhatifLanes& lanes) {
 // One rank of a DDP trace: the plan for the request's limits; its all-reduces and tail waits.
 // `summary` (the first rank replayed) takes the plan, the medians and the cost model.
 RankSpans replay_ddp(trace::Reader& reader, const analysis::RunStats& stats, int32_t rank,
-                     const WhatifRequest& request, WhatifLanes* summary) {
-  const analysis::ReplayTrace replay = analysis::load_replay_trace(reader, stats, rank);
-  const analysis::AllReduceModel cost = analysis::fit_allreduce_model(replay);
+                     const WhatifRequest& request, const analysis::ClusterClockRun* cluster,
+                     WhatifLanes* summary) {
+  const analysis::ReplayTrace replay = analysis::load_replay_trace(reader, stats, rank, cluster);
+  const analysis::AllReduceModel cost =
+      cluster ? analysis::link_collective_model(trace::CollectiveOp::AllReduce, cluster->link, replay.world_size)
+              : analysis::fit_allreduce_model(replay);
   analysis::BucketLimits limits = replay.recorded_limits.value_or(analysis::BucketLimits{});
   limits.bucket_cap_bytes = static_cast<int64_t>(request.bucket_cap_mb * kMiB);
   if (request.first_bucket_mb > 0) limits.first_bucket_bytes = static_cast<int64_t>(request.first_bucket_mb * kMiB);
@@ -92,9 +101,15 @@ RankSpans replay_ddp(trace::Reader& reader, const analysis::RunStats& stats, int
 // all-gather limit would schedule them, and the main thread's waits. `summary` (the first rank
 // replayed) takes the settings replayed, the medians and the cost model.
 RankSpans replay_fsdp(trace::Reader& reader, const analysis::RunStats& stats, int32_t rank,
-                      const WhatifRequest& request, WhatifLanes* summary) {
-  const analysis::FsdpReplayTrace replay = analysis::load_fsdp_replay_trace(reader, stats, rank);
-  const analysis::FsdpCostModel cost = analysis::fit_fsdp_cost_model(replay);
+                      const WhatifRequest& request, const analysis::ClusterClockRun* cluster,
+                      WhatifLanes* summary) {
+  const analysis::FsdpReplayTrace replay = analysis::load_fsdp_replay_trace(reader, stats, rank, cluster);
+  const auto link_cost = [&](trace::CollectiveOp op) {
+    return analysis::link_collective_model(op, cluster->link, replay.world_size);
+  };
+  const analysis::FsdpCostModel cost =
+      cluster ? analysis::FsdpCostModel{link_cost(trace::CollectiveOp::AllGather), link_cost(trace::CollectiveOp::ReduceScatter)}
+              : analysis::fit_fsdp_cost_model(replay);
   analysis::FsdpSettings settings = replay.recorded.settings;
   if (request.backward_prefetch) settings.backward_prefetch = *request.backward_prefetch;
   if (request.limit_all_gathers) settings.limit_all_gathers = *request.limit_all_gathers;
@@ -136,10 +151,10 @@ std::string request_error(const WhatifRequest& request, bool fsdp) {
 // Replays every rank into `lanes`; throws the first rank's refusal (analysis::WhatifError) or
 // a file's error. A later rank that is refused keeps empty lanes.
 void replay_ranks(const Model& model, const WhatifRequest& request, const analysis::RunStats* analysed,
-                  WhatifLanes& lanes) {
+                  const analysis::ClusterClockRun* cluster, WhatifLanes& lanes) {
   trace::Reader reader(model.path);
   std::optional<analysis::RunStats> own;
-  if (!analysed) own = analysis::compute_stats(reader);
+  if (!analysed) own = cluster ? analysis::compute_stats(reader, *cluster) : analysis::compute_stats(reader);
   const analysis::RunStats& stats = analysed ? *analysed : *own;
   bool first = true;
   for (size_t r = 0; r < model.ranks.size(); ++r) {
@@ -147,8 +162,8 @@ void replay_ranks(const Model& model, const WhatifRequest& request, const analys
     WhatifLanes* summary = first ? &lanes : nullptr;
     RankSpans spans;
     try {
-      spans = lanes.fsdp ? replay_fsdp(reader, stats, rank, request, summary)
-                         : replay_ddp(reader, stats, rank, request, summary);
+      spans = lanes.fsdp ? replay_fsdp(reader, stats, rank, request, cluster, summary)
+                         : replay_ddp(reader, stats, rank, request, cluster, summary);
     } catch (const analysis::WhatifError&) {
       if (first) throw;  // the same refusal for every rank: say it once
       continue;
@@ -172,7 +187,8 @@ std::string WhatifLanes::title() const {
 }
 
 std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, const WhatifRequest& request,
-                                                        const analysis::RunStats* analysed) {
+                                                        const analysis::RunStats* analysed,
+                                                        const analysis::ClusterClockRun* cluster) {
   auto lanes = std::make_shared<WhatifLanes>();
   lanes->request = request;
   lanes->fsdp = model.strategy() == trace::Strategy::Fsdp;
@@ -180,7 +196,7 @@ std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, cons
   lanes->error = request_error(request, lanes->fsdp);
   if (!lanes->error.empty()) return lanes;
   try {
-    replay_ranks(model, request, analysed, *lanes);
+    replay_ranks(model, request, analysed, cluster, *lanes);
   } catch (const std::exception& error) {
     lanes->error = error.what();
     lanes->by_rank.assign(model.ranks.size(), WhatifLanes::RankLanes{});

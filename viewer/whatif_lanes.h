@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/cluster_clock.h"
 #include "analysis/whatif.h"
 #include "analysis/whatif_fsdp.h"
 #include "viewer/model.h"
@@ -59,10 +60,14 @@ struct WhatifLanes {
 // Replays every rank of the trace `model` was loaded from with `request` (Note [What-if replay]
 // for DDP, Note [FSDP what-if replay] for FSDP, chosen by the meta key strategy): reads the file
 // with its own trace::Reader, fits the collectives' cost to the trace's own, and builds the
-// lanes. `stats` is the file's analysis when the viewer has it already (else it is computed). A trace whatif cannot replay (level summary, too few iterations, another strategy)
+// lanes. `stats` is the file's analysis when the viewer has it already (else it is computed).
+// With `cluster` (the file's replay on the cluster clock, which `model` and `stats` are then on)
+// the what-if is that clock with other settings, as `dpscope whatif --clock cluster`: the points
+// are read on it and the collectives costed by its link's ring model instead of a fit. A trace whatif cannot replay (level summary, too few iterations, another strategy)
 // gives lanes with `error` set, not an exception. Seconds on a big trace: the
 // viewer runs it on a background thread. Thread-safety: any thread; reads `model` only.
 std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, const WhatifRequest& request,
-                                                        const analysis::RunStats* stats = nullptr);
+                                                        const analysis::RunStats* stats = nullptr,
+                                                        const analysis::ClusterClockRun* cluster = nullptr);
 
 }  // namespace dpscope::view

@@ -161,6 +161,28 @@ TEST(ViewerClock, StepsThroughAnIterationOnTheClusterClock) {
   EXPECT_TRUE(names_collective(cluster));
 }
 
+// On the cluster clock the what-if lanes are predicted on it, as `dpscope whatif --clock cluster`
+// predicts: the same figures, the collectives costed by the link; switching clocks predicts again.
+TEST(ViewerClock, PredictsWhatifLanesOnTheClusterClock) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string trace = synth(dir, "ddp.sqlite", 2, 20000);
+  const nlohmann::json cluster = draw(dir, trace, "cluster", "--whatif-cap-mb 1");
+  const nlohmann::json measured = draw(dir, trace, "measured", "--whatif-cap-mb 1");
+  const auto cli = run_command(std::string(DPSCOPE_BIN_DIR) + "/dpscope whatif --json --clock cluster --bucket-cap-mb 1 " + trace);
+  ASSERT_EQ(cli.exit_code, 0) << cli.output;
+  const nlohmann::json expected = nlohmann::json::parse(cli.output);
+  ASSERT_TRUE(cluster.at("whatif").contains("predicted_step_ms")) << cluster.dump();
+  for (const char* figure : {"measured_step_ms", "predicted_step_ms", "measured_exposed_comm_ms", "predicted_exposed_comm_ms"}) {
+    EXPECT_NEAR(cluster.at("whatif").at(figure).get<double>(), expected.at(figure).get<double>(), 1e-6) << figure;
+  }
+  EXPECT_EQ(cluster.at("whatif").at("buckets").get<size_t>(), expected.at("buckets").size());
+  // The measured clock's lanes are the fitted model's, on other times.
+  ASSERT_TRUE(measured.at("whatif").contains("measured_step_ms")) << measured.dump();
+  EXPECT_NE(measured.at("whatif").at("measured_step_ms").get<double>(),
+            cluster.at("whatif").at("measured_step_ms").get<double>());
+}
+
 TEST(ViewerClock, RefusesATraceWithoutALink) {
   REQUIRE_DISPLAY();
   TempDir dir;
