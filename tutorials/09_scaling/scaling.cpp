@@ -137,29 +137,23 @@ std::pair<std::string, std::vector<double>> train(tutorials::Session& session, c
 // One rank count's numbers per optimizer step, over the steady steps (analysis::steady_from).
 struct Row {
   Batch batch;
-  double step_ms = 0;          // wall clock here: rank 0's median step_ms
-  double compute_wall_ms = 0;  // the trace's compute, wall clock: its mean per step, mean over ranks
+  double step_ms = 0;          // measured clock here: rank 0's median step_ms
+  double compute_wall_ms = 0;  // the trace's compute, measured clock: its mean per step, mean over ranks
   double compute_cpu_ms = 0;   // thread CPU time in the compute phases: median per rank, mean over ranks
-  double wait_ms = 0;          // in the all-reduce, waiting for the last rank: mean per step and over ranks
-  double link_ms = 0;          // the all-reduce once the last rank arrived: median, longest rank
+  double wait_ms = 0;          // in the all-reduce, waiting for the last rank (measured): mean per step and over ranks
+  double link_ms = 0;          // the all-reduce once the last rank arrived, on the lesson's clock: median, longest rank
+  double measured_link_ms = 0; // the same on the measured clock
   double ring_ms = 0;          // the ring model's time for the step's all-reduces on the link
   int64_t gradient_bytes = 0;  // all-reduced per step
 
   double cluster_step_ms() const { return compute_cpu_ms + link_ms; }
 };
 
-Row measure(const analysis::RunStats& stats, const Batch& batch, const std::vector<double>& cpu_by_rank) {
-  Row row;
-  row.batch = batch;
-  row.step_ms = analysis::step_summary(tutorials::rank_stats(stats, 0)).median_ms;
-  for (const analysis::RankStats& rank : stats.ranks) {
-    row.compute_wall_ms += analysis::overlap_per_step(rank).compute_ms / double(stats.ranks.size());
-    row.wait_ms += analysis::wait_per_step(rank).first / double(stats.ranks.size());
-  }
-  for (const double cpu : cpu_by_rank) row.compute_cpu_ms += cpu / double(cpu_by_rank.size());
-  // On a cluster every rank arrives at once; here the ranks take turns on the cores, and those that
-  // arrive early wait. The last to arrive transfers for the whole all-reduce: on the emulated link
-  // the model's time, unless the real one on this machine took longer.
+// On a cluster every rank arrives at once; here the ranks take turns on the cores, and those that
+// arrive early wait. The last to arrive transfers for the whole all-reduce: on the cluster clock
+// exactly the link model's time (on the measured clock, longer when the real one was slower).
+// Per step the longest transfer of any rank; the median over the steady steps.
+double last_arrival_link_ms(const analysis::RunStats& stats) {
   std::vector<double> link_by_step;
   for (int32_t it = 0; it < stats.iterations; ++it) {
     double longest = 0;
@@ -168,7 +162,23 @@ Row measure(const analysis::RunStats& stats, const Batch& batch, const std::vect
     }
     link_by_step.push_back(longest);
   }
-  row.link_ms = median_of_steady_steps(link_by_step);
+  return median_of_steady_steps(link_by_step);
+}
+
+// `measured`: the run on this machine's clock, for the "measured here" columns; `stats`: on the
+// lesson's clock (Note [The lesson's clock]), for the link's time the cluster table adds.
+Row measure(const analysis::RunStats& measured, const analysis::RunStats& stats, const Batch& batch,
+            const std::vector<double>& cpu_by_rank) {
+  Row row;
+  row.batch = batch;
+  row.step_ms = analysis::step_summary(tutorials::rank_stats(measured, 0)).median_ms;
+  for (const analysis::RankStats& rank : measured.ranks) {
+    row.compute_wall_ms += analysis::overlap_per_step(rank).compute_ms / double(measured.ranks.size());
+    row.wait_ms += analysis::wait_per_step(rank).first / double(measured.ranks.size());
+  }
+  for (const double cpu : cpu_by_rank) row.compute_cpu_ms += cpu / double(cpu_by_rank.size());
+  row.link_ms = last_arrival_link_ms(stats);
+  row.measured_link_ms = last_arrival_link_ms(measured);
   const analysis::RankStats& rank0 = tutorials::rank_stats(stats, 0);
   const int32_t from = analysis::steady_from(rank0.iterations.size());
   row.gradient_bytes = tutorials::collective_bytes_in(rank0, from, trace::CollectiveOp::AllReduce);
@@ -206,7 +216,7 @@ std::vector<Row> load_rows(const std::string& path, const std::string& key) {
     std::istringstream fields(line);
     Row r;
     if (fields >> r.batch.ranks >> r.batch.micro >> r.batch.accumulate >> r.step_ms >> r.compute_wall_ms >>
-        r.compute_cpu_ms >> r.wait_ms >> r.link_ms >> r.ring_ms >> r.gradient_bytes) {
+        r.compute_cpu_ms >> r.wait_ms >> r.link_ms >> r.measured_link_ms >> r.ring_ms >> r.gradient_bytes) {
       rows.push_back(r);
     }
   }
@@ -219,7 +229,7 @@ void save_rows(const std::string& path, const std::string& key, const std::vecto
   for (const Row& r : rows) {
     out << r.batch.ranks << ' ' << r.batch.micro << ' ' << r.batch.accumulate << ' ' << r.step_ms << ' '
         << r.compute_wall_ms << ' ' << r.compute_cpu_ms << ' ' << r.wait_ms << ' ' << r.link_ms << ' '
-        << r.ring_ms << ' ' << r.gradient_bytes << "\n";
+        << r.measured_link_ms << ' ' << r.ring_ms << ' ' << r.gradient_bytes << "\n";
   }
   if (!out) throw std::runtime_error("cannot write the scaling table " + path + "; pass a writable --table");
 }
@@ -230,8 +240,8 @@ bool outlasted_link(const Row& r) { return r.ring_ms > 0 && r.link_ms > 1.1 * r.
 double throughput(const Row& r) { return double(r.batch.global()) / r.cluster_step_ms() * 1e3; }
 
 void print_measured_here(const std::vector<Row>& rows) {
-  std::printf("\nMeasured here, the ranks sharing %u cores (per step: step, CPU and link medians; compute\n"
-              "wall and waiting, dpscope stats' means):\n",
+  std::printf("\nMeasured here, on this machine's clock, the ranks sharing %u cores (per step: step, CPU\n"
+              "and link medians; compute wall and waiting, dpscope stats' means):\n",
               std::thread::hardware_concurrency());
   std::printf("  %5s  %-26s %9s %10s %12s %9s %11s %9s\n", "ranks", "global = micro x accum x n", "step ms",
               "samples/s", "compute wall", "CPU ms", "waiting ms", "link ms");
@@ -242,7 +252,7 @@ void print_measured_here(const std::vector<Row>& rows) {
                   static_cast<long long>(r.batch.ranks));
     std::printf("  %5lld  %-26s %9.1f %10.0f %12.1f %9.1f %11.1f %9.1f\n", static_cast<long long>(r.batch.ranks),
                 batch, r.step_ms, double(r.batch.global()) / r.step_ms * 1e3, r.compute_wall_ms, r.compute_cpu_ms,
-                r.wait_ms, r.link_ms);
+                r.wait_ms, r.measured_link_ms);
   }
 }
 
@@ -342,7 +352,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   if (!session.leader()) return;
 
   const analysis::RunStats stats = tutorials::read_stats(run_file);
-  const Row row = measure(stats, batch, cpu_by_rank);
+  const Row row = measure(tutorials::read_measured_stats(run_file), stats, batch, cpu_by_rank);
   std::printf("gradients all-reduced per step: %s in one bucket\n", tutorials::bytes_text(row.gradient_bytes).c_str());
 
   const std::string table = !settings.table.empty()
