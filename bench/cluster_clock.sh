@@ -16,8 +16,9 @@
 # (the same median on the cluster clock); of ddp-1mib also, on the cluster clock, the part of
 # backward's compute after the first bucket went out (`dpscope stats --clock cluster`, rank 0's
 # "compute/comm overlap", PyTorch's DDP logging data). "Loaded" is two `sh -c 'while :; do :; done'` beside
-# the run. The summary gives, per run, the medians over rounds on both clocks and how far the
-# loaded median moved from the idle one; then the bucketed/single ratio on each clock (issue 18's
+# the run. The summary gives, per run, the medians over rounds on both clocks, how far the
+# loaded median moved from the idle one, and the median over rounds of each round's loaded run
+# against its idle one (paired); then the bucketed/single ratio on each clock (issue 18's
 # lesson) against its floor on the cluster clock: the single bucket's step less that overlap, the
 # best any overlap could do with these buckets on this link (bench/README.md derives the same
 # floor on the measured clock, 0.877).
@@ -77,7 +78,7 @@ for ((round = 1; round <= rounds; ++round)); do
     for workload in ddp-1mib ddp-single fsdp; do
       read -r measured cluster overlap < <(run "$workload")
       printf '%-6s %-11s %-7s %12s %12s\n' "$round" "$workload" "$load" "$measured" "$cluster"
-      echo "$workload $load $measured $cluster $overlap" >> "$tmp/results"
+      echo "$round $workload $load $measured $cluster $overlap" >> "$tmp/results"
     done
     stop_busy
   done
@@ -85,17 +86,26 @@ done
 
 /usr/bin/python3 - "$tmp/results" <<'PY'
 import statistics, sys
-rows = [line.split() for line in open(sys.argv[1])]
-med = lambda run, load, col: statistics.median(float(r[col]) for r in rows if r[0] == run and r[1] == load)
-print("\nmedians over rounds (ms), and how far the loaded one moved from the idle one:")
-print(f"{'run':<11} {'measured idle':>14} {'loaded':>8} {'moved':>8} {'cluster idle':>13} {'loaded':>8} {'moved':>8}")
+rows = [line.split() for line in open(sys.argv[1])]  # round run load measured cluster overlap
+med = lambda run, load, col: statistics.median(float(r[col]) for r in rows if r[1] == run and r[2] == load)
+# Loaded against idle within each round (the two minutes apart), the median over rounds: the
+# machine's own speed drifts over minutes (a virtual machine's host), and a paired comparison
+# takes that drift out where the medians of the two sets keep it.
+def paired(run, col):
+    value = {(r[0], r[2]): float(r[col]) for r in rows if r[1] == run}
+    rounds = sorted({r[0] for r in rows if r[1] == run})
+    return statistics.median(value[(k, "loaded")] / value[(k, "idle")] - 1 for k in rounds)
+print("\nmedians over rounds (ms), how far the loaded one moved from the idle one, and the median")
+print("over rounds of each round's loaded run against its idle one (paired):")
+print(f"{'run':<11} {'measured idle':>14} {'loaded':>8} {'moved':>8} {'paired':>8} {'cluster idle':>13} {'loaded':>8} {'moved':>8} {'paired':>8}")
 for run in ("ddp-1mib", "ddp-single", "fsdp"):
-    mi, ml, ci, cl = med(run, "idle", 2), med(run, "loaded", 2), med(run, "idle", 3), med(run, "loaded", 3)
-    print(f"{run:<11} {mi:>14.2f} {ml:>8.2f} {100 * (ml / mi - 1):>+7.1f}% {ci:>13.2f} {cl:>8.2f} {100 * (cl / ci - 1):>+7.1f}%")
+    mi, ml, ci, cl = med(run, "idle", 3), med(run, "loaded", 3), med(run, "idle", 4), med(run, "loaded", 4)
+    print(f"{run:<11} {mi:>14.2f} {ml:>8.2f} {100 * (ml / mi - 1):>+7.1f}% {100 * paired(run, 3):>+7.1f}%"
+          f" {ci:>13.2f} {cl:>8.2f} {100 * (cl / ci - 1):>+7.1f}% {100 * paired(run, 4):>+7.1f}%")
 print("\n1 MiB buckets / one bucket (issue 18's lesson), and its floor on the cluster clock:")
 for load in ("idle", "loaded"):
-    single = med('ddp-single', load, 3)
-    floor = (single - med('ddp-1mib', load, 4)) / single
-    print(f"  {load:<7} measured {med('ddp-1mib', load, 2) / med('ddp-single', load, 2):.3f}"
-          f"   cluster clock {med('ddp-1mib', load, 3) / single:.3f}, floor {floor:.3f}")
+    single = med('ddp-single', load, 4)
+    floor = (single - med('ddp-1mib', load, 5)) / single
+    print(f"  {load:<7} measured {med('ddp-1mib', load, 3) / med('ddp-single', load, 3):.3f}"
+          f"   cluster clock {med('ddp-1mib', load, 4) / single:.3f}, floor {floor:.3f}")
 PY
