@@ -143,7 +143,10 @@ void TrackingAllocator::record_peak_breakdown(int64_t total) const {
     peak_snapshot_.bytes[i] = by_category_[i].load(std::memory_order_relaxed);
     sum += peak_snapshot_.bytes[i];
   }
-  peak_snapshot_.bytes[static_cast<int>(MemoryCategory::AllocatorTotal)] = sum;
+  // The running total that crossed the peak, not the categories' sum: the two are kept apart so
+  // that the trace holds one against the other (tests/ddp/test_ddp_worker.cpp). They differ only
+  // by what another thread allocated between the loads above.
+  peak_snapshot_.bytes[static_cast<int>(MemoryCategory::AllocatorTotal)] = total;
   peak_snapshot_.ts_ns = trace::now_ns();
   ++peak_snapshot_.generation;
   peak_snapshot_total_ = total;
