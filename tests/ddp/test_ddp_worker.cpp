@@ -290,8 +290,8 @@ void expect_categories_add_up_to_the_allocators_total(const std::vector<trace::M
     stacked_peak = std::max(stacked_peak, stacked);
     total_peak = std::max(total_peak, s.bytes);
   }
-  ASSERT_GT(moments, 10);
-  EXPECT_GE(equal, moments * 9 / 10) << equal << " of " << moments << " moments add up";
+  ASSERT_GT(moments, 5);
+  EXPECT_GE(equal, moments - std::max(2, moments / 10)) << equal << " of " << moments << " moments add up";
   EXPECT_NEAR(double(stacked_peak), double(total_peak), 0.01 * double(total_peak));
 }
 
