@@ -68,7 +68,8 @@ case "$number" in
       link=(--link-gbps 4 --link-latency-us 50) ;;
   15) folder=15_real_training;      view=(ddp/run.sqlite --compare fsdp/run.sqlite --iteration 150) ;;
   16) folder=16_gpus;               view=(ddp/run.sqlite --compare fsdp/run.sqlite) ;;
-  17) folder=17_stragglers;         view=(slow-40ms/run.sqlite --iteration 4) ;;
+  17) folder=17_stragglers;         view=(slow-40ms/run.sqlite --iteration 4)
+      link=(--link-gbps 1 --link-latency-us 50); clock=cluster ;;
   18) folder=18_whatif;             view=(cap-1mb/run.sqlite --whatif-cap-mb 25 --whatif-first-bucket-mb 25 --iteration 6 --fold 1)
       link=(--link-gbps 4 --link-latency-us 50) ;;
   *) echo "screenshot.sh: no tutorial $number; choose 01 .. 18" >&2; exit 2 ;;
