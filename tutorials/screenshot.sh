@@ -71,7 +71,7 @@ case "$number" in
   17) folder=17_stragglers;         view=(slow-40ms/run.sqlite --iteration 4)
       link=(--link-gbps 1 --link-latency-us 50); clock=cluster ;;
   18) folder=18_whatif;             view=(cap-1mb/run.sqlite --whatif-cap-mb 25 --whatif-first-bucket-mb 25 --iteration 6 --fold 1)
-      link=(--link-gbps 4 --link-latency-us 50) ;;
+      link=(--link-gbps 4 --link-latency-us 50); clock=cluster ;;
   *) echo "screenshot.sh: no tutorial $number; choose 01 .. 18" >&2; exit 2 ;;
 esac
 program="$bin/tutorial-${folder//_/-}"
