@@ -65,11 +65,12 @@ void App::wait_for_analysis() {
     if (t.pending.valid()) t.pending.wait();
     t.poll_analysis();
   }
-  if (whatif_pending.valid()) whatif = whatif_pending.get();
   if (clock_pending_.valid()) {
     clock_pending_.wait();
     poll_clock();
   }
+  // After the clock: switching it predicts the what-if lanes again on the new clock.
+  if (whatif_pending.valid()) whatif = whatif_pending.get();
 }
 
 const Lane& App::whatif_lane(size_t rank, bool waits) const {
