@@ -108,6 +108,9 @@ class App {
   double idle_wait_seconds() const;
   // The range the zoom sweep ends on: one bucket's all-reduce in the middle of the run.
   std::pair<double, double> bucket_range() const;
+  // The focus rank's events in `iteration`, on the shown clock (OpenTrace::iteration_events),
+  // cached with the step-through's steps: the Buckets tab's fill reads them every frame.
+  const std::vector<trace::Event>& focus_iteration_events(int32_t iteration) { return steps_of(iteration).events; }
   // Puts every open trace on `clock` together (C; --clock). The first switch to the cluster
   // clock builds each trace's cluster view (cluster_view) on a background thread — about a load
   // and an analysis of the file, a minute for 10 M events — while the header says so and the

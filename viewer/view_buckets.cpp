@@ -99,7 +99,7 @@ void draw_buckets(App& app) {
   // What the playhead's iteration did so far on the main lanes: hooks, bucket instants.
   Progress progress;
   if (iteration != trace::kNone) {
-    for (const trace::Event& e : t.iteration_events(rank.info.rank, iteration)) {
+    for (const trace::Event& e : app.focus_iteration_events(iteration)) {
       // A gradient counts from its hook's start (when autograd hands it over), as the narration
       // line says (playback.h); the bucket instants inside the hook come after it.
       if (e.begin_ns > playhead) continue;
