@@ -405,6 +405,11 @@ std::map<int32_t, ProgramBuilder> read_programs(
           IssuedCollective{static_cast<trace::CollectiveOp>(e.op), std::max<int64_t>(e.bytes, 0)};
       return true;
     }
+    if (e.kind == trace::EventKind::Hook) {
+      // Only its end is read on both clocks (Note [Thread CPU time]): the gradient's ready moment.
+      if (e.lane == 0 && e.cpu_end_ns != trace::kNone64) builder.add(e.end_ns, e.cpu_end_ns, PointKind::Compute);
+      return true;
+    }
     if (e.lane != 0 || e.cpu_begin_ns == trace::kNone64 || e.cpu_end_ns == trace::kNone64) return true;
     builder.has_cpu = true;
     switch (e.kind) {

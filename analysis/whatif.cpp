@@ -268,21 +268,34 @@ struct ReplayPlan {
 std::vector<BucketSchedule> schedule_buckets(const ReplayIteration& it, const ReplayPlan& replay,
                                              const AllReduceModel& model, int64_t launch_offset_ns) {
   std::vector<BucketSchedule> buckets;
-  int64_t previous_launch = INT64_MIN, previous_end = INT64_MIN;
+  const bool every_rank = !it.ready_everywhere_ns.empty();
+  int64_t previous_launch = INT64_MIN, previous_launch_everywhere = INT64_MIN, previous_end = INT64_MIN;
   for (size_t b = 0; b < replay.plan.buckets.size(); ++b) {
     BucketSchedule s;
     s.bytes = replay.bytes[b];
     s.ready_ns = INT64_MIN;
-    for (const int64_t p : replay.plan.buckets[b]) s.ready_ns = std::max(s.ready_ns, it.ready_ns[p]);
+    int64_t ready_everywhere = INT64_MIN;
+    for (const int64_t p : replay.plan.buckets[b]) {
+      s.ready_ns = std::max(s.ready_ns, it.ready_ns[p]);
+      if (every_rank) ready_everywhere = std::max(ready_everywhere, it.ready_everywhere_ns[p]);
+    }
     s.launch_ns = std::max(s.ready_ns, previous_launch);
     s.start_ns = std::max(s.launch_ns + launch_offset_ns, previous_end);
+    // The transfer begins once the last rank launched the bucket: on the measured clock each
+    // rank is replayed on its own, so that is this rank.
+    int64_t transfer_ns = s.start_ns;
+    if (every_rank) {
+      const int64_t launch_everywhere = std::max(ready_everywhere, previous_launch_everywhere);
+      transfer_ns = std::max(s.start_ns, std::max(launch_everywhere + launch_offset_ns, previous_end));
+      previous_launch_everywhere = launch_everywhere;
+    }
     int64_t duration = model.duration_ns(s.bytes);
     if (replay.twins[b] != trace::kNone) {
       for (const ReplayIteration::RecordedAllReduce& a : it.allreduces) {
         if (a.bucket == replay.twins[b]) duration = a.span.end_ns - a.span.begin_ns;
       }
     }
-    s.end_ns = s.start_ns + duration;
+    s.end_ns = transfer_ns + duration;
     previous_launch = s.launch_ns;
     previous_end = s.end_ns;
     buckets.push_back(s);
@@ -374,8 +387,15 @@ ReplayTrace load_replay_trace(trace::Reader& reader, const RunStats& stats, int3
   steps.warmup = [&](const trace::Event& e) {
     if (e.rank == 0 && e.kind == trace::EventKind::Hook) rank0_hooks[e.iteration].push_back({e.begin_ns, e.param});
   };
+  // On the cluster clock, each gradient's latest hook end on any rank, by iteration and parameter
+  // (See Note [What-if replay]).
+  std::map<std::pair<int32_t, int32_t>, int64_t> ready_everywhere;
   steps.steady = [&](const trace::Event& e) {
     if (is_bucket_allreduce(e)) trace.allreduce_samples.push_back({e.bytes, e.end_ns - e.begin_ns});
+    if (cluster && e.kind == trace::EventKind::Hook && e.param >= 0) {
+      int64_t& ready = ready_everywhere.try_emplace({e.iteration, e.param}, INT64_MIN).first->second;
+      ready = std::max(ready, e.end_ns);
+    }
   };
   steps.check = [&](const std::map<int32_t, IterationEvents>&) {
     trace.arrival_order = arrival_order(path, rank0_hooks, params);
@@ -390,6 +410,18 @@ ReplayTrace load_replay_trace(trace::Reader& reader, const RunStats& stats, int3
   steps.kept = "gradient hooks and bucket all-reduces";
   steps.record = "record a DDP run of at least 3 steps at --trace-level full";
   trace.iterations = load_steady_iterations(reader, stats, rank, trace, steps, cluster);
+  trace.transfers_wait_for_every_rank = cluster != nullptr;
+  if (cluster) {
+    for (ReplayIteration& it : trace.iterations) {
+      it.ready_everywhere_ns = it.ready_ns;
+      for (size_t p = 0; p < it.ready_ns.size(); ++p) {
+        const auto found = ready_everywhere.find({it.iteration, int32_t(p)});
+        if (found != ready_everywhere.end()) {
+          it.ready_everywhere_ns[p] = std::max(it.ready_ns[p], found->second);
+        }
+      }
+    }
+  }
   trace.launch_offset_ns = launch_offset(trace.iterations, trace.recorded_plan);
   return trace;
 }

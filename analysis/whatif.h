@@ -45,7 +45,11 @@ namespace dpscope::analysis {
 // forward, backward and optimizer_step less the waits (the predicted tail waits replace the
 // recorded bucket waits), comm = the predicted bucket all-reduces and every other collective of
 // the iteration as recorded. Ranks are replayed independently: each times its own collectives
-// from its own launches, as the emulated link does (Note [Link emulation]).
+// from its own launches, as the emulated link does (Note [Link emulation]). On the cluster clock
+// a collective starts on the link when every rank has issued it (Note [Cluster clock]), so there
+// a bucket's all-reduce begins at this rank's launch, as above, but its transfer only at the
+// latest rank's: launch_everywhere = max(latest ready of its gradients on any rank, previous
+// bucket's launch_everywhere), end = max(start, launch_everywhere + launch offset) + model.
 
 // A refusal: the trace cannot be replayed, or the settings are out of range. The message is
 // one line naming the file or the flag and saying what to do.
@@ -66,6 +70,9 @@ struct ReplayIteration {
   double measured_step_ms = 0;  // compute_stats' step time
   OverlapStats measured;        // compute_stats' per-iteration figures
   std::vector<int64_t> ready_ns;  // by parameter index: its gradient's ready time
+  // On the cluster clock, by parameter index: its latest ready time on any rank; empty on the
+  // measured clock, where each rank is replayed on its own (Note [What-if replay]).
+  std::vector<int64_t> ready_everywhere_ns;
   std::vector<Interval> compute;  // forward, backward and optimizer_step phases
   std::vector<Interval> waits;       // collective waits other than the tail's bucket waits
   std::vector<Interval> other_comm;  // collectives other than the bucket all-reduces
@@ -104,6 +111,9 @@ struct ReplayTrace : ReplayOrigin {
   // Median of (all-reduce start - its bucket's ready time) over the recorded all-reduces that
   // did not queue behind the previous one, on the replayed rank: the launch offset.
   int64_t launch_offset_ns = 0;
+  // On the cluster clock a bucket's transfer waits for the last rank to launch it; on the
+  // measured clock each rank is replayed on its own (Note [What-if replay]).
+  bool transfers_wait_for_every_rank = false;
 };
 
 // Reads `reader`'s trace for a replay of `rank`, using `stats` (compute_stats of the same

@@ -87,6 +87,7 @@ struct TrainFlags {
   std::string straggler;  // "RANK:MS", parsed by train::parse_straggler
   double link_gbps = 0;
   double link_latency_us = 0;
+  CLI::Option* data_option = nullptr;
   CLI::Option* link_gbps_option = nullptr;
   CLI::Option* link_latency_option = nullptr;
   std::vector<CLI::Option*> ddp_bucket_options;  // refused with --strategy fsdp
@@ -97,7 +98,8 @@ void add_model_options(CLI::App* cmd, TrainFlags& f) {
   train::TrainConfig& c = f.config;
   cmd->add_option("--model", c.model.name,
                   "toy | mlp | cnn | transformer | branch (an MLP with a head some batches skip) | "
-                  "gpt (a GPT-2-shaped character-level language model; --data text)")
+                  "gpt (a GPT-2-shaped character-level language model: trains on --data text, "
+                  "its default)")
       ->check(CLI::IsMember({"toy", "mlp", "cnn", "transformer", "branch", "gpt"}))
       ->capture_default_str();
   cmd->add_option("--hidden", c.model.hidden,
@@ -110,10 +112,10 @@ void add_model_options(CLI::App* cmd, TrainFlags& f) {
   cmd->add_option("--seq", c.model.sequence,
                   "gpt: context length in characters (default 64); transformer: sequence "
                   "length (default 8)");
-  cmd->add_option("--data", c.data,
-                  "digits | text (data/opticks.txt.gz, for gpt) | synthetic")
-      ->check(CLI::IsMember({"digits", "text", "synthetic"}))
-      ->capture_default_str();
+  f.data_option = cmd->add_option("--data", c.data,
+                                  "digits | text (data/opticks.txt.gz, for gpt) | synthetic "
+                                  "(default: digits, text for --model gpt)")
+                      ->check(CLI::IsMember({"digits", "text", "synthetic"}));
   cmd->add_option("--samples", c.synthetic_samples, "synthetic: number of samples")->capture_default_str();
   cmd->add_option("--eval-fraction", c.eval_fraction,
                   "Hold out the last fraction of the rows and report accuracy on it at the end")
@@ -241,6 +243,8 @@ train::TrainConfig config_from(const TrainFlags& f) {
                                   "bucket is --reduce-bucket-mb; drop it or use --strategy ddp");
     }
   }
+  // The language model has nothing to predict in the other data sets.
+  if (config.model.name == "gpt" && !f.data_option->count()) config.data = "text";
   if (!f.straggler.empty()) config.straggler = train::parse_straggler(f.straggler);
   if (f.link_gbps_option->count()) config.link_gbps = f.link_gbps;
   if (f.link_latency_option->count()) config.link_latency_us = f.link_latency_us;

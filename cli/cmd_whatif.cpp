@@ -146,8 +146,12 @@ std::vector<std::string> assumptions(const analysis::ReplayTrace& replay,
   out.push_back("gradient ready times (hook ends), forward, optimizer step and all compute "
                 "before backward's tail are as recorded; the tail's own work (writing gradients "
                 "back) is shared among the buckets by bytes");
-  out.push_back("buckets launch in index order and one all-reduce runs at a time; each rank "
-                "is replayed on its own (a late peer does not delay a collective)");
+  out.push_back(replay.transfers_wait_for_every_rank
+                    ? "buckets launch in index order and one all-reduce runs at a time; its "
+                      "transfer starts when the last rank launched it (its gradients' hook ends "
+                      "on every rank, as the cluster clock replays them)"
+                    : "buckets launch in index order and one all-reduce runs at a time; each rank "
+                      "is replayed on its own (a late peer does not delay a collective)");
   out.push_back("the CPU cost of launching more or fewer all-reduces, and communication "
                 "threads competing with backward for cores, are not modelled");
   if (replay.recorded_limits) {

@@ -349,7 +349,8 @@ using Times = std::vector<int64_t>;
 // The computing thread of a rank (lane 0) at full speed, alone on its core: its CPU clock
 // (CLOCK_THREAD_CPUTIME_ID, Note [Thread CPU time]) advances with the wall clock while it
 // computes and stands still while it waits inside a collective_wait. So phases and waits get
-// cpu_begin_ns and cpu_end_ns, each collective cpu_begin_ns at its issue (enqueue_ns), and the
+// cpu_begin_ns and cpu_end_ns, each collective cpu_begin_ns at its issue (enqueue_ns), each
+// gradient hook cpu_end_ns, and the
 // cluster clock (analysis/cluster_clock.h) can replay the run. A rank's clock reads 0 at its
 // start.
 class CpuClock {
@@ -656,6 +657,7 @@ class Simulation {
           const int64_t hook_begin = s.host;
           s.host += rng_.vary(kHookOverheadNs + static_cast<double>(bytes) / kCopyBytesPerNs);
           trace::Event hook = event(r, trace::EventKind::Hook, hook_begin, s.host, it);
+          hook.cpu_end_ns = ranks_[r].cpu.at(s.host);
           hook.param = static_cast<int32_t>(p);
           hook.bucket = static_cast<int32_t>(bucket);
           hook.value = fill[bucket] += bytes;
@@ -675,6 +677,7 @@ class Simulation {
                                        first_seq + static_cast<int64_t>(next_launch)));
           }
           hook.end_ns = s.host + 500;
+          hook.cpu_end_ns = ranks_[r].cpu.at(hook.end_ns);
           s.host = hook.end_ns;
           sink_.event(hook);
           for (const trace::Event& e : instants) sink_.event(e);

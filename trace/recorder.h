@@ -72,10 +72,15 @@ class Recorder : public FlushTarget {
     phase(lane, name, Stamp{begin_ns}, Stamp{end_ns}, iteration);
   }
   // A gradient hook firing: Full. fill_bytes is the bucket's fill level after this gradient.
-  // Wall clock only: hooks are the per-gradient hot path, and reading a thread's CPU clock is a
-  // system call (Note [Thread CPU time]).
-  void hook(LaneId lane, int64_t begin_ns, int64_t end_ns, int32_t iteration, int32_t param,
+  // Its end carries the thread's CPU time (the gradient's ready moment on the cluster clock),
+  // its begin the wall clock only: see Note [Thread CPU time]. Read `end` with stamp_now() only
+  // when enabled(TraceLevel::Full): the CPU clock is a system call.
+  void hook(LaneId lane, int64_t begin_ns, Stamp end, int32_t iteration, int32_t param,
             int32_t bucket, int64_t fill_bytes);
+  void hook(LaneId lane, int64_t begin_ns, int64_t end_ns, int32_t iteration, int32_t param,
+            int32_t bucket, int64_t fill_bytes) {
+    hook(lane, begin_ns, Stamp{end_ns}, iteration, param, bucket, fill_bytes);
+  }
   // A bucket instant (BucketReady, BucketLaunch, BucketDone): Full. Wall clock only, as hooks.
   void bucket_event(EventKind kind, LaneId lane, int64_t ts_ns, int32_t iteration,
                     int32_t bucket, int64_t seq = kNone64);
@@ -211,14 +216,15 @@ inline void Recorder::phase(LaneId lane, NameId name, Stamp begin, Stamp end,
   push(e);
 }
 
-inline void Recorder::hook(LaneId lane, int64_t begin_ns, int64_t end_ns, int32_t iteration,
+inline void Recorder::hook(LaneId lane, int64_t begin_ns, Stamp end, int32_t iteration,
                            int32_t param, int32_t bucket, int64_t fill_bytes) {
   if (!enabled(TraceLevel::Full)) return;
   Event e;
   e.kind = EventKind::Hook;
   e.lane = lane;
   e.begin_ns = begin_ns;
-  e.end_ns = end_ns;
+  e.end_ns = end.wall_ns;
+  e.cpu_end_ns = end.cpu_ns;
   e.iteration = iteration;
   e.param = param;
   e.bucket = bucket;

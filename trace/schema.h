@@ -43,13 +43,18 @@ inline constexpr int64_t kNone64 = -1;
 // - Collectives: cpu_begin_ns is the issuing thread's CPU time when it issued the collective
 //   (with enqueue_ns); cpu_end_ns is NULL, the transfer being the link's, not a thread's.
 // - Collective waits: the waiting thread's CPU time when the wait began and ended.
-// - Everything else: NULL. Hooks and bucket instants happen once a gradient, the hot path, and
-//   reading the clock is a system call (0.3–1 µs, trace/clock.h); the thread's compute between
-//   them shows in the collectives issued from them. Also NULL: unit states, marks, files of
-//   schema version 3 and older. Synthesized traces (formats/synth.h) carry them as a thread at
-//   full speed would.
-// A step records 2 readings a phase and 3 a bucket's collective (its issue and wait): some 20 for a
-// 3-bucket DDP step, 15–30 µs here (bench/README.md), against steps of milliseconds.
+// - Gradient hooks: cpu_end_ns only, the moment the gradient is ready, which the cluster clock
+//   and the what-if on it time the buckets by; a hook preempted between its collective's issue
+//   and its end would otherwise be placed by wall time. cpu_begin_ns is NULL: one reading a
+//   gradient on the hot path, the clock being a system call (0.3–1 µs, trace/clock.h). Traces
+//   before this reading (schema version 4 all the same) have NULL there, and their hook ends
+//   are placed between the points around them.
+// - Everything else: NULL. Bucket instants lie inside the hooks; also unit states, marks, files
+//   of schema version 3 and older. Synthesized traces (formats/synth.h) carry them as a thread
+//   at full speed would.
+// A step records 2 readings a phase, 3 a bucket's collective (its issue and wait) and 1 a
+// gradient: some 30 for a 3-bucket, 8-parameter DDP step, 15–40 µs here (bench/README.md),
+// against steps of milliseconds.
 // The values are a thread's own clock, comparable only between events of the same thread (the
 // same rank and lane, and for a collective the lane that issued it); merge and clock alignment
 // leave them as recorded. LibTorch's intra-op threads are not counted: with `--threads N` above

@@ -394,8 +394,14 @@ void summarize(Model& model) {
   bool any = false;
   model.events = 0;
   model.iterations = 0;
-  for (const RankData& r : model.ranks) {
+  for (RankData& r : model.ranks) {
     model.events += r.events;
+    bool rank_any = false;
+    const auto extend = [&](int64_t first, int64_t last) {
+      r.t_begin = rank_any ? std::min(r.t_begin, first) : first;
+      r.t_end = rank_any ? std::max(r.t_end, last) : last;
+      rank_any = true;
+    };
     for (const Lane& lane : r.lanes) {
       for (int row = 0; row < lane.rows(); ++row) {
         if (lane.row_begin(row) == lane.row_end(row)) continue;
@@ -404,8 +410,13 @@ void summarize(Model& model) {
         model.t_begin = any ? std::min(model.t_begin, first) : first;
         model.t_end = any ? std::max(model.t_end, last) : last;
         any = true;
+        extend(first, last);
       }
     }
+    for (const MemorySeries& series : r.memory) {
+      if (!series.ts.empty()) extend(series.ts.front(), series.ts.back());
+    }
+    if (!rank_any) r.t_begin = r.t_end = 0;
     for (const auto& it : r.iterations) model.iterations = std::max(model.iterations, it.iteration + 1);
   }
   if (!any) model.t_begin = model.t_end = 0;

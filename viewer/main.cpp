@@ -43,7 +43,10 @@ void add_look_options(CLI::App& cli, AppOptions& options, std::string& theme_nam
 CLI::Option* add_screenshot_options(CLI::App& cli, HeadlessOptions& headless) {
   auto* screenshot = cli.add_option("--screenshot", headless.png,
                                     "Headless: draw --frames frames, write the last as this PNG, print one JSON line, exit");
-  cli.add_option("--frames", headless.frames, "Frames to draw with --screenshot")->needs(screenshot)->check(CLI::PositiveNumber);
+  cli.add_option("--frames", headless.frames,
+                 "Frames to draw with --screenshot (at least 3, what a finished layout needs)")
+      ->needs(screenshot)
+      ->check(CLI::PositiveNumber);
   cli.add_flag("--zoom-sweep", headless.zoom_sweep, "With --screenshot: sweep the zoom from the whole run to one bucket")
       ->needs(screenshot);
   return screenshot;

@@ -73,6 +73,9 @@ struct RankData {
   int64_t gpu_memory_peak_bytes = -1;
   std::vector<IterationSpan> iterations;  // by begin_ns
   int64_t events = 0;
+  // The rank's extent: the earliest begin and the latest end of its events and memory samples
+  // (both 0 without any). Its memory graph is drawn, and hovered, inside it only.
+  int64_t t_begin = 0, t_end = 0;
   // The iteration whose span holds time t, or kNone (construction, between iterations).
   int32_t iteration_at(int64_t t) const;
   const IterationSpan* find_iteration(int32_t iteration) const;

@@ -125,8 +125,13 @@ void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, floa
   const double offset = double(open.offset_ns);
   GraphArea area;
   area.map = TimeMap{app.view_t0 - offset, app.view_t1 - offset, x0, width};
-  area.x0 = x0;
-  area.width = width;
+  // The graph covers the rank's own extent: before its first moment and after its last it held
+  // nothing the trace knows of (a sample held on to the edge read as memory kept after the end).
+  const auto left = float(std::max<double>(x0, area.map.x(double(rank.t_begin))));
+  const auto right = float(std::min<double>(x0 + width, area.map.x(double(rank.t_end))));
+  if (right <= left) return;
+  area.x0 = left;
+  area.width = right - left;
   area.base = y0 + height;
   area.scale_px = (height - 2) / float(scale);
   Used used{};
@@ -137,7 +142,7 @@ void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, floa
   if (peak_x >= x0 && peak_x <= x0 + width) {
     draw->AddLine(ImVec2(peak_x, y0), ImVec2(peak_x, area.base), kPeakColor, 1.5f);
   }
-  if (ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(ImVec2(x0, y0), ImVec2(x0 + width, area.base))) {
+  if (ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(ImVec2(left, y0), ImVec2(right, area.base))) {
     draw_tooltip(rank, static_cast<int64_t>(area.map.t(ImGui::GetIO().MousePos.x)), open.model->t_begin, used);
   }
 }

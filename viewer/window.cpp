@@ -366,7 +366,7 @@ std::pair<double, double> swept_view(std::pair<double, double> whole, std::pair<
 // Draws the frames, the last into the PNG; returns each frame's milliseconds.
 std::vector<double> draw_frames(Window& window, App& app, const HeadlessOptions& headless, bool live) {
   glfwSwapInterval(0);  // time the drawing, not the display's refresh
-  const int frames = std::max(1, headless.frames);
+  const int frames = std::max(kFramesForAFinishedLayout, headless.frames);
   const std::pair<double, double> whole{app.view_t0, app.view_t1};
   const std::pair<double, double> bucket = app.bucket_range();
   std::vector<double> times;

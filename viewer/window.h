@@ -56,10 +56,17 @@ class Window {
   float font_scale_ = 1;
 };
 
+// The fewest frames --screenshot draws. Dear ImGui lays out a tab bar, a table's columns and an
+// auto-sized window on their first frame and draws them settled on the next, so a first frame
+// lacks the tab bars and has the Stats table collapsed: every view here is settled by frame 2
+// (compared PNGs, with the legend, at text size 2, stepped, on the cluster clock); 3 leaves one
+// frame spare.
+inline constexpr int kFramesForAFinishedLayout = 3;
+
 // What --screenshot draws; the rest (the traces, --live, --font-scale, the theme) is AppOptions'.
 struct HeadlessOptions {
   std::string png;          // where the last frame goes
-  int frames = 1;           // frames to draw
+  int frames = kFramesForAFinishedLayout;  // frames to draw; fewer are raised to that
   bool zoom_sweep = false;  // sweep the view from the whole run to one bucket's all-reduce
   bool legend = false;      // the legend window open
   std::vector<int> folded;  // rank indices whose lane groups are folded (every open trace)

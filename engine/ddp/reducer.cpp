@@ -135,8 +135,8 @@ void Reducer::autograd_hook(size_t index) {
   if (should_rebuild_buckets()) rebuilt_param_indices_.push_back(static_cast<int64_t>(index));
   mark_variable_ready(index);
   const Locator& where = locators_[index];
-  if (recorder_) {
-    recorder_->hook(0, begin_ns, trace::now_ns(), iteration_, static_cast<int32_t>(index),
+  if (recorder_ && recorder_->enabled(trace::TraceLevel::Full)) {
+    recorder_->hook(0, begin_ns, trace::stamp_now(), iteration_, static_cast<int32_t>(index),
                     static_cast<int32_t>(where.bucket), buckets_[where.bucket].filled_bytes);
   }
 }

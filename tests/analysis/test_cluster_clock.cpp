@@ -205,6 +205,10 @@ void record_run(const TempDir& dir, bool link, const std::string& device = "cpu"
       issued.begin_ns = issued.enqueue_ns;
       issued.end_ns = issued.begin_ns + 3'000'000;
       recorder.record(trace::TraceLevel::Summary, issued);
+      // A gradient hook preempted for 3 ms before it returned: its end carries its CPU time.
+      const int64_t hook_begin = stamp(start + 1'600'000).wall_ns;
+      asleep += 3'000'000;
+      recorder.hook(0, hook_begin, stamp(start + 1'700'000), it, 0, 0, 64);
       trace::Event wait;
       wait.kind = trace::EventKind::CollectiveWait;
       wait.op = issued.op;
@@ -248,6 +252,15 @@ TEST(ClusterClock, ARecordedRunOnItsEmulatedLink) {
     EXPECT_NEAR(*run.steady_step_ms(rank), 2.200002, 1e-9);
   }
   EXPECT_EQ(run.timeline.collectives.at({0, 1}).end_ns - run.timeline.collectives.at({0, 1}).begin_ns, 500'002);
+  // The hook ends 1.7 ms of CPU time into its iteration, its 3 ms of preemption left out (placed
+  // by wall time between the issue and the wait around it, it ended about 1.96 ms in).
+  const std::vector<trace::Event> hooks = reader.events_of_kind(trace::EventKind::Hook);
+  ASSERT_EQ(hooks.size(), 6u);
+  for (const trace::Event& hook : hooks) {
+    const trace::Event placed = run.to_cluster(hook);
+    EXPECT_EQ(placed.end_ns - run.iterations.at(hook.rank).at(hook.iteration).begin_ns, 1'700'000)
+        << "rank " << hook.rank << " iteration " << hook.iteration;
+  }
 }
 
 TEST(ClusterClock, RefusalsNameTheFix) {

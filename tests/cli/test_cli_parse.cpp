@@ -52,6 +52,8 @@ TEST(CliParse, ValidCommandsRunNothing) {
   parse({"stats", "--json", dir.file("missing.sqlite")});
   parse({"view", dir.file("missing.sqlite"), "--frames", "3"});
   parse({"demo", "--out", dir.file("demo"), "--ranks", "2", "--steps", "3", "--no-view"});
+  // The language model picks its text unless --data is given.
+  parse({"train", "--model", "gpt", "--steps", "5"});
   parse({"train", "--model", "mlp", "--steps", "5", "--trace", dir.file("train.sqlite"),
          "--save-final", dir.file("final.pt")});
   parse({"train", "--strategy", "fsdp", "--sharding", "grad_op", "--wrap-min-params", "100",
@@ -126,7 +128,8 @@ TEST(CliParse, TrainChecksTheModelsSizesAndData) {
             std::string::npos);
   EXPECT_NE(message({"train", "--model", "cnn", "--seq", "2"}).find("drop it for --model cnn"),
             std::string::npos);
-  EXPECT_NE(message({"train", "--model", "gpt"}).find("train it on --data text"), std::string::npos);
+  EXPECT_NE(message({"train", "--model", "gpt", "--data", "digits"}).find("train it on --data text"),
+            std::string::npos);
   // DDP's bucket flags are refused with FSDP (which would ignore them), as every other DDP flag.
   for (const std::string flag : {"--bucket-cap-mb", "--first-bucket-mb"}) {
     EXPECT_NE(message({"train", "--strategy", "fsdp", flag, "3"}).find(flag + " is a DDP option"),

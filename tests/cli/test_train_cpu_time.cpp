@@ -71,10 +71,21 @@ TEST(TrainCpuTime, ComputeSpansCarryCpuTimeAndASleepHasNone) {
   EXPECT_EQ(delays, 6);
   EXPECT_EQ(backwards, 12);
 
-  // Hooks, once a gradient, read no CPU clock (a system call on the hot path).
+  // Hooks, once a gradient, read the CPU clock once (a system call on the hot path): at their
+  // end, the gradient's ready moment. A thread's CPU clock never runs ahead of its wall clock.
   const std::vector<Event> hooks = reader.events_of_kind(EventKind::Hook);
   ASSERT_FALSE(hooks.empty());
-  for (const Event& e : hooks) EXPECT_EQ(e.cpu_begin_ns, kNone64);
+  std::map<int32_t, const Event*> previous_hook;  // by rank
+  for (const Event& e : hooks) {
+    EXPECT_EQ(e.cpu_begin_ns, kNone64);
+    ASSERT_NE(e.cpu_end_ns, kNone64) << "hook of parameter " << e.param << " on rank " << e.rank;
+    const Event*& before = previous_hook[e.rank];
+    if (before && before->end_ns <= e.end_ns) {
+      EXPECT_LE(before->cpu_end_ns, e.cpu_end_ns);
+      EXPECT_LE(e.cpu_end_ns - before->cpu_end_ns, e.end_ns - before->end_ns + kClockReadSlackNs);
+    }
+    before = &e;
+  }
   const std::vector<Event> collectives = reader.events_of_kind(EventKind::Collective);
   ASSERT_FALSE(collectives.empty());
   for (const Event& e : collectives) {

@@ -80,9 +80,12 @@ TEST(WhatifCli, PredictsTheRecordedRunFromItsOwnTrace) {
 }
 
 // On the cluster clock the what-if is that clock with other settings: the recorded run replayed
-// there ("measured" is its cluster step, as `dpscope stats --clock cluster` has it) and every
-// all-reduce costed by the link's ring model, which is exactly what the replay gave the recorded
-// ones. So the recorded settings predict the recorded cluster step closely, on a busy machine too.
+// there ("measured" is its cluster step, as `dpscope stats --clock cluster` has it), every
+// all-reduce costed by the link's ring model and started when the last rank launched it, which is
+// exactly what the replay gave the recorded ones. So the recorded settings predict the recorded
+// cluster step closely, on a busy machine too: over 7 runs (3 idle, 4 beside two busy loops) the
+// median error per iteration was 0.2-0.4 % and the largest 2.3 % (before a bucket waited for its
+// last rank, and before hooks carried their CPU time, medians reached 8.4 % in CI).
 TEST(WhatifCli, PredictsOnTheClusterClock) {
   TempDir dir;
   const std::string trace = train(dir, "");
@@ -99,7 +102,7 @@ TEST(WhatifCli, PredictsOnTheClusterClock) {
   EXPECT_EQ(j["model"]["link_gbps"], 4.0) << j.dump();
   const double error = dpscope::testing::median_step_error(j);
   EXPECT_GE(error, 0) << j.dump();
-  EXPECT_LE(error, 0.05) << j.dump();
+  EXPECT_LE(error, 0.015) << j.dump();
 
   // "measured" on this clock is the cluster clock's step of the same iterations.
   const auto stats = run_command(dpscope_bin() + " stats --clock cluster --json " + trace);

@@ -311,7 +311,7 @@ TEST_F(synthTrace, RecordsThreadCpuTimesAndTheLinkForTheClusterClock) {
   EXPECT_EQ(reader.meta_value(std::string(trace::meta_key::kLinkGbps)), "4");
   EXPECT_EQ(reader.meta_value(std::string(trace::meta_key::kLinkLatencyUs)), "50");
   EXPECT_EQ(reader.meta_value(std::string(trace::meta_key::kIntraOpThreads)), "1");
-  int64_t phases = 0, waits = 0, collectives = 0;
+  int64_t phases = 0, waits = 0, collectives = 0, hooks = 0;
   std::map<int16_t, int64_t> waited;  // wall time spent in waits so far, by rank
   reader.for_each_event([&](const Event& e) {
     switch (e.kind) {
@@ -330,6 +330,11 @@ TEST_F(synthTrace, RecordsThreadCpuTimesAndTheLinkForTheClusterClock) {
         EXPECT_NE(e.cpu_begin_ns, kNone64);
         EXPECT_EQ(e.cpu_end_ns, kNone64);
         break;
+      case EventKind::Hook:
+        ++hooks;
+        EXPECT_EQ(e.cpu_begin_ns, kNone64);
+        EXPECT_NE(e.cpu_end_ns, kNone64);
+        break;
       default:
         EXPECT_EQ(e.cpu_begin_ns, kNone64);
         break;
@@ -338,6 +343,7 @@ TEST_F(synthTrace, RecordsThreadCpuTimesAndTheLinkForTheClusterClock) {
   });
   EXPECT_GT(phases, 0);
   EXPECT_GT(waits, 0);
+  EXPECT_GT(hooks, 0);
   EXPECT_GT(collectives, 0);
   // The iteration phases compute for their wall time less their waits.
   const auto names = reader.names();

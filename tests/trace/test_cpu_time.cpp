@@ -23,9 +23,9 @@ using dpscope::testing::TempDir;
 
 namespace {
 
-// A rank file with a phase and a collective with CPU times 1000 + their wall time, a phase with
-// the wall clock alone, and a hook and a bucket instant (which never carry CPU times), recorded
-// with a clock offset of 50.
+// A rank file with a phase and a collective with CPU times 1000 + their wall time, a phase and
+// a hook with the wall clock alone, a hook with its end's CPU time, and a bucket instant (which
+// never carries CPU times), recorded with a clock offset of 50.
 void record_rank(const std::string& path, int32_t rank) {
   RecorderOptions options;
   options.path = path;
@@ -36,6 +36,7 @@ void record_rank(const std::string& path, int32_t rank) {
   recorder.phase(0, recorder.name("backward"), at(100), at(400), 0);
   recorder.phase(0, recorder.name("synthesized"), int64_t{500}, int64_t{600}, 0);
   recorder.hook(0, 150, 160, 0, 2, 0, 64);
+  recorder.hook(0, 162, at(165), 0, 1, 0, 128);
   recorder.bucket_event(EventKind::BucketLaunch, 0, 170, 0, 0, 7);
   Event collective;
   collective.kind = EventKind::Collective;
@@ -55,12 +56,17 @@ void expect_cpu_times(Reader& reader, int32_t rank) {
   EXPECT_EQ(phases[0].cpu_end_ns, 1400);
   EXPECT_EQ(phases[1].cpu_begin_ns, kNone64);
   EXPECT_EQ(phases[1].cpu_end_ns, kNone64);
-  for (const EventKind kind : {EventKind::Hook, EventKind::BucketLaunch}) {
-    const std::vector<Event> events = reader.events_of_kind(kind, rank);
-    ASSERT_EQ(events.size(), 1u);
-    EXPECT_EQ(events[0].cpu_begin_ns, kNone64);
-    EXPECT_EQ(events[0].cpu_end_ns, kNone64);
-  }
+  const std::vector<Event> launches = reader.events_of_kind(EventKind::BucketLaunch, rank);
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].cpu_begin_ns, kNone64);
+  EXPECT_EQ(launches[0].cpu_end_ns, kNone64);
+  const std::vector<Event> hooks = reader.events_of_kind(EventKind::Hook, rank);
+  ASSERT_EQ(hooks.size(), 2u);
+  EXPECT_EQ(hooks[0].cpu_begin_ns, kNone64);
+  EXPECT_EQ(hooks[0].cpu_end_ns, kNone64);
+  EXPECT_EQ(hooks[1].end_ns, 215);
+  EXPECT_EQ(hooks[1].cpu_begin_ns, kNone64);  // a hook reads its end's CPU time only
+  EXPECT_EQ(hooks[1].cpu_end_ns, 1165);
   const std::vector<Event> collectives = reader.events_of_kind(EventKind::Collective, rank);
   ASSERT_EQ(collectives.size(), 1u);
   EXPECT_EQ(collectives[0].enqueue_ns, 220);

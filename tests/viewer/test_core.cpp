@@ -327,6 +327,21 @@ TEST(ViewerModel, LoadsASyntheticRunCompletely) {
   }
   EXPECT_LT(model->t_begin, model->t_end);
   EXPECT_EQ(model->ranks[1].iteration_at(model->ranks[1].iterations[3].begin_ns + 1), 3);
+  // Each rank's extent (where its memory graph is drawn): its events' and samples' own.
+  std::map<int32_t, std::pair<int64_t, int64_t>> extent;
+  const auto extend = [&](int32_t rank, int64_t first, int64_t last) {
+    auto [it, fresh] = extent.try_emplace(rank, first, last);
+    it->second = {std::min(it->second.first, first), std::max(it->second.second, last)};
+  };
+  reader.for_each_event([&](const dpscope::trace::Event& e) {
+    extend(e.rank, e.begin_ns, e.end_ns);
+    return true;
+  });
+  for (const auto& sample : reader.memory()) extend(sample.rank, sample.ts_ns, sample.ts_ns);
+  for (const RankData& r : model->ranks) {
+    EXPECT_EQ(r.t_begin, extent.at(r.info.rank).first) << "rank " << r.info.rank;
+    EXPECT_EQ(r.t_end, extent.at(r.info.rank).second) << "rank " << r.info.rank;
+  }
 }
 
 // On a GPU the categories are host memory; the model keeps the GPU's own peak (cuda_allocated)

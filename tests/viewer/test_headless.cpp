@@ -312,8 +312,8 @@ TEST(ViewerHeadless, FoldedRanksLetTheOthersFit) {
   TempDir dir;
   const std::string trace = synth(dir, "ddp.sqlite", 8, 20000);
   const std::string plain = dir.file("plain.png"), folded = dir.file("folded.png");
-  expect_screenshot(view(trace + " --screenshot " + plain + " --frames 2"), plain, 2);
-  expect_screenshot(view(trace + " --screenshot " + folded + " --frames 2 --fold 1,2,3,4,5,6"), folded, 2);
+  expect_screenshot(view(trace + " --screenshot " + plain + " --frames 3"), plain, 3);
+  expect_screenshot(view(trace + " --screenshot " + folded + " --frames 3 --fold 1,2,3,4,5,6"), folded, 3);
   const auto header_rows = [](const Image& image) {
     int rows = 0;
     for (int y = 0; y < image.height; ++y) {
@@ -512,6 +512,80 @@ TEST(ViewerHeadless, TheScreenshotDoesNotDependOnWhereThePointerIs) {
   size_t differing = 0;
   for (size_t i = 0; i < shots[0].rgb.size(); ++i) differing += shots[0].rgb[i] != shots[1].rgb[i];
   EXPECT_EQ(differing, 0u);
+}
+
+// Dear ImGui settles a tab bar, a table's columns and an auto-sized window on their second
+// frame: a screenshot of one frame lacked the tab bars and had the Stats table collapsed. Without
+// --frames, and with --frames 1, the picture is the settled one, pixel for pixel.
+TEST(ViewerHeadless, AScreenshotIsAFinishedFrameWithoutFrames) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string trace = synth(dir, "ddp.sqlite", 2, 20000);
+  std::vector<Image> shots;
+  for (const std::string frames : {"", " --frames 1", " --frames 12"}) {
+    SCOPED_TRACE(frames);
+    const std::string png = dir.file("shot" + std::to_string(shots.size()) + ".png");
+    const auto result = view(trace + " --legend --iteration 3 --step 2 --screenshot " + png + frames);
+    expect_screenshot(result, png, frames == " --frames 12" ? 12 : 3);
+    shots.push_back(load_png(png));
+  }
+  for (size_t s = 1; s < shots.size(); ++s) {
+    ASSERT_EQ(shots[s].rgb.size(), shots[0].rgb.size());
+    size_t differing = 0;
+    for (size_t i = 0; i < shots[0].rgb.size(); ++i) differing += shots[0].rgb[i] != shots[s].rgb[i];
+    EXPECT_EQ(differing, 0u) << "shot " << s;
+  }
+}
+
+// A memory graph ends where its rank's trace ends: in compare mode the shorter run's graph
+// stopped holding its last sample out to the right edge, which read as memory kept after the run.
+// The graphs are the rows of the memory ground; each one's rightmost pixel of the parameters'
+// band (every DDP rank holds its parameters throughout) must sit where its run ends.
+TEST(ViewerHeadless, TheMemoryGraphEndsWhereTheRunEnds) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string short_run = synth(dir, "short.sqlite", 1, 4000);
+  const std::string long_run = synth(dir, "long.sqlite", 1, 20000);
+  const std::string png = dir.file("compare.png");
+  const auto result = view(short_run + " --compare " + long_run + " --screenshot " + png);
+  expect_screenshot(result, png, 3);
+  const auto run_ms = json_line(result.output)["run_ms"];
+  ASSERT_EQ(run_ms.size(), 2u) << result.output;
+  const double ratio = run_ms[0].get<double>() / run_ms[1].get<double>();
+  ASSERT_LT(ratio, 0.5) << result.output;
+  const Image image = load_png(png);
+  const auto is = [&](int x, int y, int r, int g, int b) {
+    const unsigned char* p = image.at(x, y);
+    return p[0] == r && p[1] == g && p[2] == b;
+  };
+  // Per memory graph (a run of rows with a memory-ground pixel at the left of the timeline), the
+  // rightmost parameters-blue pixel and the graph's left edge.
+  struct Graph {
+    int left = 0, right = -1;
+  };
+  std::vector<Graph> graphs;
+  bool inside = false;
+  for (int y = 0; y < image.height; ++y) {
+    int left = -1, right = -1;
+    for (int x = 0; x < image.width; ++x) {
+      if (left < 0 && is(x, y, 24, 26, 32)) left = x;
+      if (is(x, y, 66, 133, 244)) right = x;
+    }
+    if (left < 0) {
+      inside = false;
+      continue;
+    }
+    if (!inside) graphs.push_back({left, -1});
+    inside = true;
+    graphs.back().right = std::max(graphs.back().right, right);
+  }
+  std::vector<Graph> drawn;
+  for (const Graph& g : graphs) {
+    if (g.right > g.left) drawn.push_back(g);
+  }
+  ASSERT_EQ(drawn.size(), 2u) << "memory graphs found: " << graphs.size();
+  const double short_width = drawn[0].right - drawn[0].left, long_width = drawn[1].right - drawn[1].left;
+  EXPECT_NEAR(short_width / long_width, ratio, 0.05) << short_width << " px against " << long_width;
 }
 
 TEST(ViewerHeadless, BadFilesGiveOneLineNamingTheFileAndExitNonZero) {

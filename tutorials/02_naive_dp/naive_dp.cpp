@@ -171,7 +171,7 @@ class AllReduceHooks {
     at::Tensor& grad = params_[index].mutable_grad();
     pending_.push_back(run_.group()->all_reduce(grad, comm::ReduceOp::Average, {iteration_}));
     // Each gradient travels alone: no bucket, and the fill is the gradient's own bytes.
-    run_.recorder().hook(0, begin_ns, trace::now_ns(), iteration_, static_cast<int32_t>(index),
+    run_.recorder().hook(0, begin_ns, trace::stamp_now(), iteration_, static_cast<int32_t>(index),
                          trace::kNone, grad.numel() * grad.element_size());
   }
 
