@@ -192,7 +192,7 @@ void App::handle_keys() {
   if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT) || ImGui::IsKeyPressed(GLFW_KEY_N)) step(+1);
   if (ImGui::IsKeyPressed(GLFW_KEY_LEFT) || ImGui::IsKeyPressed(GLFW_KEY_P)) step(-1);
   if (ImGui::IsKeyPressed(GLFW_KEY_SPACE, false)) toggle_play();
-  constexpr int kSpeeds = int(std::size(kPlaySpeeds));
+  constexpr int kSpeeds = int(std::size(kPlaySecondsPerIteration));
   if (ImGui::IsKeyPressed(GLFW_KEY_LEFT_BRACKET, false)) play_speed = std::min(kSpeeds - 1, play_speed + 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT_BRACKET, false)) play_speed = std::max(0, play_speed - 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) show_legend = !show_legend;

@@ -178,17 +178,19 @@ class App {
 
   // ---- Step-through and play (app_playback.cpp; the steps and their words: playback.h). They
   // follow focus_rank of the main trace, one iteration at a time.
-  // Slow-motion speeds: trace time per second of wall time.
-  static constexpr double kPlaySpeeds[] = {0.1, 0.01, 0.001};
+  // Play speeds, as the wall seconds one iteration takes to play, whatever its length: a class
+  // talks over 10 s (the default) of a 3 ms DDP step and of a 300 ms GPT one alike.
+  static constexpr double kPlaySecondsPerIteration[] = {2.5, 5, 10, 20, 40};
+  static constexpr int kDefaultPlaySpeed = 2;
   bool playing = false;
-  int play_speed = 1;     // index into kPlaySpeeds
+  int play_speed = kDefaultPlaySpeed;  // index into kPlaySecondsPerIteration
   std::string narration;  // the step the playhead stands on, in words ("" when none)
   // Moves the playhead to the focus rank's next (+1) or previous (-1) step, into the next or
   // previous iteration at the ends of one; pins it, keeps it in view and selects the step's
   // span (Details, flows).
   void step(int direction);
   // Plays the playhead's iteration from the playhead (or from its start when the playhead is
-  // at its end) at kPlaySpeeds[play_speed]; again: pause.
+  // at its end), the whole iteration in kPlaySecondsPerIteration[play_speed]; again: pause.
   void toggle_play();
   // Puts the playhead on step `index` (from 0) of iteration `iteration` of the focus rank and
   // shows that iteration, a compared run aligned on it (headless --iteration / --step); false

@@ -4,7 +4,6 @@
 #include <imgui.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "viewer/app.h"
 #include "viewer/lod.h"
@@ -150,7 +149,8 @@ void App::update_playback() {
     if (!span) {
       playing = false;
     } else {
-      const double advance = double(ImGui::GetIO().DeltaTime) * 1e9 * kPlaySpeeds[play_speed];
+      const double advance = double(ImGui::GetIO().DeltaTime) * double(span->end_ns - span->begin_ns) /
+                             kPlaySecondsPerIteration[play_speed];
       playhead = std::min(span->end_ns + offset, playhead + std::max<int64_t>(1, int64_t(advance)));
       if (playhead >= span->end_ns + offset) playing = false;
       // Follow the playhead: page the view on when it reaches the right edge.
@@ -177,11 +177,11 @@ void App::update_playback() {
 }
 
 void App::draw_narration_line() {
-  const int speed = int(std::lround(1 / kPlaySpeeds[play_speed]));
+  const double seconds = kPlaySecondsPerIteration[play_speed];
   if (playing) {
-    ImGui::TextDisabled("playing at x1/%d (space pauses, [ ] slower / faster)  |", speed);
+    ImGui::TextDisabled("playing, an iteration in %g s (space pauses, [ ] slower / faster)  |", seconds);
   } else {
-    ImGui::TextDisabled("<- -> step, space plays at x1/%d, [ ] speed  |", speed);
+    ImGui::TextDisabled("<- -> step, space plays an iteration in %g s, [ ] speed  |", seconds);
   }
   ImGui::SameLine();
   if (narration.empty() && narrated_iteration_ != trace::kNone) {

@@ -117,30 +117,61 @@ int64_t step_at(const std::vector<LifecycleStep>& steps, int64_t t_ns) {
   return next_step(steps, t_ns) == -1 ? int64_t(steps.size()) - 1 : next_step(steps, t_ns) - 1;
 }
 
+namespace {
+
+// A gradient ready, and its bucket's fill: bytes first (a bucket fills by bytes, its cap), the
+// gradients beside, counted among the steps up to `index`.
+std::string gradient_ready_text(const Model& model, const std::vector<LifecycleStep>& steps, size_t index,
+                                const trace::BucketInfo* bucket) {
+  const trace::Event& e = steps[index].event;
+  std::string text = param_name(model, e.param) + "'s gradient is ready";
+  if (!bucket) return text;
+  int64_t in = 0;
+  for (size_t i = 0; i <= index; ++i) {
+    const LifecycleStep& s = steps[i];
+    in += s.what == What::GradientReady && s.event.iteration == e.iteration && s.event.bucket == e.bucket;
+  }
+  const std::string gradients = std::to_string(in) + " of " + std::to_string(bucket->params.size()) + " gradients";
+  return text + " -> bucket " + std::to_string(e.bucket) +
+         (e.value != trace::kNone64
+              ? " is " + format_bytes(e.value) + " of " + format_bytes(bucket->bytes) + " full (" + gradients + ")"
+              : " has " + gradients);
+}
+
+// An FSDP unit's state beginning or ending, with the unit's own full parameters' bytes.
+std::string unit_state_text(const Model& model, const LifecycleStep& step) {
+  const trace::Event& e = step.event;
+  const auto state = static_cast<trace::UnitState>(e.op);
+  const trace::UnitInfo* info = unit_info(model, e.unit);
+  const std::string unit = unit_text(model, e.unit);
+  const std::string full = info ? format_bytes(info->padded_numel * full_element_bytes(model)) : std::string("?");
+  const bool begin = step.what == What::UnitStateBegin;
+  if (state == trace::UnitState::Gathering) return unit + " starts gathering its full parameters (all-gather)";
+  if (state == trace::UnitState::Full) {
+    return begin ? unit + " gathered: full parameters " + full : unit + " frees its full parameters (" + full + ")";
+  }
+  return begin ? unit + " starts reducing its gradients (reduce-scatter)" : unit + "'s gradient shard is reduced";
+}
+
+}  // namespace
+
 std::string narrate(const Model& model, const std::vector<trace::Event>& events,
                     const std::vector<LifecycleStep>& steps, size_t index) {
   if (index >= steps.size()) return "";
   const LifecycleStep& step = steps[index];
   const trace::Event& e = step.event;
+  // Where the class is, first: the rank, the iteration and the phase.
   std::string text = "rank " + std::to_string(e.rank);
+  if (e.iteration != trace::kNone) text += ", iteration " + std::to_string(e.iteration);
   const std::string phase = phase_at(model, events, step.t_ns);
   if (!phase.empty()) text += ", " + phase;
   text += ": ";
   const trace::BucketInfo* bucket = e.bucket == trace::kNone ? nullptr : bucket_in_force(model, e.iteration, e.bucket);
   const std::string bucket_name = "bucket " + std::to_string(e.bucket);
   switch (step.what) {
-    case What::GradientReady: {
-      text += param_name(model, e.param) + "'s gradient is ready";
-      if (!bucket) break;
-      int64_t in = 0;
-      for (size_t i = 0; i <= index; ++i) {
-        const LifecycleStep& s = steps[i];
-        in += s.what == What::GradientReady && s.event.iteration == e.iteration && s.event.bucket == e.bucket;
-      }
-      text += " -> " + bucket_name + " is " + std::to_string(in) + "/" + std::to_string(bucket->params.size()) + " full";
-      if (e.value != trace::kNone64) text += " (" + format_bytes(e.value) + " of " + format_bytes(bucket->bytes) + ")";
+    case What::GradientReady:
+      text += gradient_ready_text(model, steps, index, bucket);
       break;
-    }
     case What::BucketReady: {
       // Buckets launch strictly in index order (Note [Bucket order]): a full bucket waits for
       // the first one before it that has not been launched yet.
@@ -174,24 +205,9 @@ std::string narrate(const Model& model, const std::vector<trace::Event>& events,
       text += bucket_name + "'s averaged gradients are written back to .grad";
       break;
     case What::UnitStateBegin:
-    case What::UnitStateEnd: {
-      const auto state = static_cast<trace::UnitState>(e.op);
-      const trace::UnitInfo* info = unit_info(model, e.unit);
-      const std::string unit = unit_text(model, e.unit);
-      const std::string full =
-          info ? format_bytes(info->padded_numel * full_element_bytes(model)) : std::string("?");
-      const bool begin = step.what == What::UnitStateBegin;
-      if (state == trace::UnitState::Gathering) {
-        text += unit + " starts gathering its full parameters (all-gather)";
-      } else if (state == trace::UnitState::Full) {
-        text += begin ? unit + " gathered: full parameters " + full
-                      : unit + " frees its full parameters (" + full + ")";
-      } else {
-        text += begin ? unit + " starts reducing its gradients (reduce-scatter)"
-                      : unit + "'s gradient shard is reduced";
-      }
+    case What::UnitStateEnd:
+      text += unit_state_text(model, step);
       break;
-    }
   }
   return text;
 }

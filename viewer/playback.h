@@ -43,9 +43,9 @@ int64_t previous_step(const std::vector<LifecycleStep>& steps, int64_t t_ns);
 // The index of the last step at or before `t_ns`: the one the playhead stands on, or -1.
 int64_t step_at(const std::vector<LifecycleStep>& steps, int64_t t_ns);
 
-// Step `index` in words, for the narration line: "rank 0, backward: fc2.weight's gradient is
-// ready -> bucket 1 is 3/4 full (768 KiB of 1 MiB)", "bucket 1 is full -> it waits for bucket 0
-// to be launched first (buckets go in order)", "bucket 1's collective is launched (seq 14)",
+// Step `index` in words, for the narration line: "rank 0, iteration 5, backward: fc2.weight's
+// gradient is ready -> bucket 1 is 768.0 KiB of 1.0 MiB full (3 of 4 gradients)", "bucket 1 is
+// full -> it waits for bucket 0 to be launched first (buckets go in order)", "bucket 1's collective is launched (seq 14)",
 // "unit 2 gathered: full parameters 4.0 MiB". `events` are the rows the steps came from (for the
 // phase around the step); the bucket plan in force is the initial one in iteration 0 and the
 // rebuilt one after (See Note [The first iteration's buckets]).

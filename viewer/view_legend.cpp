@@ -133,7 +133,7 @@ void draw_help(App& app) {
       {"Ctrl+F", "type in the find box"},
       {"-> or N / <- or P", "next / previous step of the focus rank (narration line)"},
       {"space", "play the playhead's iteration in slow motion; again: pause"},
-      {"[ / ]", "slower / faster (x1/10, x1/100, x1/1000)"},
+      {"[ / ]", "slower / faster: an iteration plays in 2.5, 5, 10 (the default), 20 or 40 s"},
       {"L", "legend: every colour"},
       {"T", "theme: dark, or projector (dark text on light ground)"},
       {"C", "clock: measured, or the cluster clock (the run replayed as a cluster would run it)"},

@@ -224,8 +224,9 @@ TEST(ViewerHeadless, AStepOfAnIterationIsNarratedAndDrawn) {
   const auto first = view(trace + " --screenshot " + png + " --frames 3 --iteration 2 --step 0");
   expect_screenshot(first, png, 3);
   const std::string narration = json_line(first.output)["narration"];
-  EXPECT_EQ(narration.rfind("rank 0, backward: fc", 0), 0u) << narration;
-  EXPECT_NE(narration.find("'s gradient is ready -> bucket 0 is 1/"), std::string::npos) << narration;
+  EXPECT_EQ(narration.rfind("rank 0, iteration 2, backward: fc", 0), 0u) << narration;
+  EXPECT_NE(narration.find("'s gradient is ready -> bucket 0 is "), std::string::npos) << narration;
+  EXPECT_NE(narration.find(" full (1 of "), std::string::npos) << narration;
   // The narration line's colour, on the line under the header (and nowhere near as much on a
   // screenshot without a step: the line then only says how to get one, greyed).
   const std::array<int, 3> narration_colour = {255, 219, 115};

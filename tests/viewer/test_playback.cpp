@@ -120,15 +120,16 @@ TEST(ViewerPlayback, TheNarrationSaysWhatHappensToGradientsBucketsAndCollectives
         const trace::BucketInfo& b = *rebuilt.at(s.event.bucket);
         const int in = ++hooks_in[s.event.bucket];
         const std::string name = model.params.at(size_t(s.event.param)).name;
+        EXPECT_EQ(text.rfind("rank 0, iteration " + std::to_string(s.event.iteration) + ", backward: ", 0), 0u)
+            << text;
         EXPECT_NE(text.find("backward: " + name + "'s gradient is ready -> bucket " +
-                            std::to_string(b.index) + " is " + std::to_string(in) + "/" +
-                            std::to_string(b.params.size()) + " full"),
+                            std::to_string(b.index) + " is " + format_bytes(s.event.value) + " of " +
+                            format_bytes(b.bytes) + " full (" + std::to_string(in) + " of " +
+                            std::to_string(b.params.size()) + " gradients)"),
                   std::string::npos)
             << text;
         if (in == int(b.params.size())) {
-          EXPECT_NE(text.find("(" + format_bytes(b.bytes) + " of " + format_bytes(b.bytes) + ")"),
-                    std::string::npos)
-              << "the last gradient fills the bucket: " << text;
+          EXPECT_EQ(s.event.value, b.bytes) << "the last gradient fills the bucket: " << text;
         }
         break;
       }
@@ -199,9 +200,10 @@ TEST(ViewerPlayback, AFullBucketWaitsForTheBucketsBeforeIt) {
   const auto steps = lifecycle_steps(events);
   ASSERT_EQ(steps.size(), 4u);
   EXPECT_EQ(narrate(model, events, steps, 0),
-            "rank 0, backward: bucket 1 is full (1.0 KiB) -> it waits for bucket 0 to be launched first "
-            "(buckets go in order)");
-  EXPECT_EQ(narrate(model, events, steps, 1), "rank 0, backward: bucket 0 is full (1.0 KiB) -> it is launched now");
+            "rank 0, iteration 0, backward: bucket 1 is full (1.0 KiB) -> it waits for bucket 0 to be "
+            "launched first (buckets go in order)");
+  EXPECT_EQ(narrate(model, events, steps, 1),
+            "rank 0, iteration 0, backward: bucket 0 is full (1.0 KiB) -> it is launched now");
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include "engine/comm/dtype.h"
 #include "engine/ddp/distributed_data_parallel.h"
+#include "analysis/whatif.h"
 #include "engine/models/models.h"
 #include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
@@ -272,9 +273,7 @@ double steady_median(const analysis::RankStats& rank, Figure figure) {
   for (const analysis::IterationStats& it : rank.iterations) {
     if (it.iteration >= analysis::steady_from(rank.iterations.size())) values.push_back(figure(it));
   }
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
+  return analysis::median_of(std::move(values));  // as `dpscope stats` takes a median
 }
 
 // When one iteration's all-reduces ran against its backward, on rank 0: from the trace's slices,

@@ -142,7 +142,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   const analysis::StepSummary steady = analysis::summarize_steps(std::vector<double>(last + 1, 1.0));
   std::printf("\nRank 0, from each trace (as `dpscope stats` has it): the largest full_parameters of the\n"
               "memory graph, the peak in the steps, the all-gathers of the last iteration (iteration %d),\n"
-              "and the median step and its exposed communication over iterations %d..%d:\n",
+              "and the median step and the mean exposed communication per step over iterations %d..%d:\n",
               last, steady.from_iteration, last);
   std::printf("  %-14s %5s %17s %12s %12s %9s %8s %11s  %s\n", "run", "units", "full params max",
               "step peak", "all-gathers", "backward", "step ms", "exposed ms", "setting");

@@ -9,6 +9,7 @@
 
 #include "analysis/clock_choice.h"
 #include "analysis/link_model.h"
+#include "analysis/whatif.h"
 #include "trace/vocabulary.h"
 
 namespace dpscope::tutorials {
@@ -267,7 +268,8 @@ void print_clocks(const std::vector<LabelledRun>& runs) {
 }
 
 void print_ring_traffic(const std::vector<LabelledRun>& runs, int ranks) {
-  std::printf("\nCommunication per step (rank 0, median of steps 2..; sent: the bytes rank 0 puts on the\n"
+  std::printf("\nCommunication per step (rank 0, median of steps 1.., iteration 0 building plans and\n"
+              "warming connections up; sent: the bytes rank 0 puts on the\n"
               "ring, 2(n-1)/n of a tensor for an all-reduce, (n-1)/n for a reduce-scatter or an\n"
               "all-gather; link ms: what the emulated link needs for them, by its ring model; comm ms:\n"
               "time with a collective running, waits for the other rank included; exposed ms: the part\n"
@@ -291,27 +293,24 @@ void print_ring_traffic(const std::vector<LabelledRun>& runs, int ranks) {
       step.sent += static_cast<double>(ring_bytes_sent(c.op, c.bytes, ranks));
       if (link.gbps > 0) step.link_ms += static_cast<double>(analysis::link_model_ns(c.op, c.bytes, ranks, link)) / 1e6;
     }
-    std::vector<int64_t> counts;
-    std::vector<double> sent, link_ms, comm_ms, exposed_ms;
+    std::vector<double> counts, sent, link_ms, comm_ms, exposed_ms;
     for (const analysis::IterationStats& it : rank0.iterations) {
       if (it.iteration < 1) continue;  // iteration 0 builds plans and warms connections up
-      counts.push_back(per_step[it.iteration].collectives);
+      counts.push_back(double(per_step[it.iteration].collectives));
       sent.push_back(per_step[it.iteration].sent);
       link_ms.push_back(per_step[it.iteration].link_ms);
       comm_ms.push_back(it.overlap.comm_ms);
       exposed_ms.push_back(it.overlap.exposed_comm_ms);
     }
     if (sent.empty()) continue;
-    for (auto* v : {&sent, &link_ms, &comm_ms, &exposed_ms}) std::sort(v->begin(), v->end());
-    std::sort(counts.begin(), counts.end());
-    const double median_sent = sent[sent.size() / 2];
+    // The median as `dpscope stats` takes it: the mean of the middle two of an even count.
+    const double median_sent = analysis::median_of(sent);
     if (first_sent == 0) first_sent = median_sent;
     char link_text[32] = "-";
-    if (link.gbps > 0) std::snprintf(link_text, sizeof(link_text), "%.2f", link_ms[link_ms.size() / 2]);
-    std::printf("  %-14s %12lld %12s %9s %9.2f %11.2f %14.2f\n", run.label.c_str(),
-                static_cast<long long>(counts[counts.size() / 2]),
-                bytes_text(static_cast<int64_t>(median_sent)).c_str(), link_text, comm_ms[comm_ms.size() / 2],
-                exposed_ms[exposed_ms.size() / 2], median_sent / first_sent);
+    if (link.gbps > 0) std::snprintf(link_text, sizeof(link_text), "%.2f", analysis::median_of(link_ms));
+    std::printf("  %-14s %12g %12s %9s %9.2f %11.2f %14.2f\n", run.label.c_str(), analysis::median_of(counts),
+                bytes_text(static_cast<int64_t>(median_sent)).c_str(), link_text, analysis::median_of(comm_ms),
+                analysis::median_of(exposed_ms), median_sent / first_sent);
   }
 }
 
