@@ -196,6 +196,7 @@ void App::handle_keys() {
   if (ImGui::IsKeyPressed(GLFW_KEY_LEFT_BRACKET, false)) play_speed = std::min(kSpeeds - 1, play_speed + 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT_BRACKET, false)) play_speed = std::max(0, play_speed - 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) show_legend = !show_legend;
+  if (ImGui::IsKeyPressed(GLFW_KEY_U, false)) fold_secondary_lanes = !fold_secondary_lanes;
   if (ImGui::IsKeyPressed(GLFW_KEY_C, false) && !io.KeyCtrl) {
     set_clock(clock_ == analysis::Clock::Measured ? analysis::Clock::Cluster : analysis::Clock::Measured);
   }

@@ -155,6 +155,9 @@ class App {
   int focus_rank = 0;                  // rank index for the buckets and units panels
   int align_iteration = 0;             // compare: iteration aligned across the two runs
   std::map<std::pair<int, int>, bool> collapsed;  // (trace, rank index) -> group folded
+  // Every rank's secondary lanes folded (U): FSDP's unit lanes and every comm lane but a rank's
+  // first, so that more ranks' main and comm lanes and memory graphs fit (is_secondary_lane).
+  bool fold_secondary_lanes = false;
   bool measuring = false;              // a left drag on the timeline is measuring a range
   bool dragging_playhead = false;      // a left drag on the ruler is moving the playhead
   bool show_legend = false;            // the legend window (L)

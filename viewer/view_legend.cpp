@@ -135,6 +135,7 @@ void draw_help(App& app) {
       {"space", "play the playhead's iteration in slow motion; again: pause"},
       {"[ / ]", "slower / faster: an iteration plays in 2.5, 5, 10 (the default), 20 or 40 s"},
       {"L", "legend: every colour"},
+      {"U", "fold / unfold every rank's secondary lanes (FSDP units, a second comm lane)"},
       {"T", "theme: dark, or projector (dark text on light ground)"},
       {"C", "clock: measured, or the cluster clock (the run replayed as a cluster would run it)"},
       {"? or F1", "this help"},

@@ -324,15 +324,36 @@ float draw_run_title(Frame& f, float left, float y) {
   return y + sz.header_height;
 }
 
+// A lane U folds: an FSDP unit's, or a comm lane after the rank's first (a second process group).
+bool is_secondary_lane(const RankData& rank, size_t lane_index) {
+  const trace::LaneKind kind = rank.lanes[lane_index].info.kind;
+  if (kind == trace::LaneKind::Unit) return true;
+  if (kind != trace::LaneKind::Comm) return false;
+  for (size_t li = 0; li < lane_index; ++li) {
+    if (rank.lanes[li].info.kind == trace::LaneKind::Comm && !rank.lanes[li].spans.empty()) return true;
+  }
+  return false;
+}
+
 // A rank group's header at y ("- rank 0  host cpu  status"); a click on its label folds or
 // unfolds the group. Returns whether the group is folded.
 bool draw_rank_header(Frame& f, float left, int rank_index, const Pointer& pointer, float y) {
   const RankData& rank = f.app.traces[size_t(f.trace)].model->ranks[size_t(rank_index)];
   bool& collapsed = f.app.collapsed[{f.trace, rank_index}];
   if (y + sz.header_height < f.clip_y0 || y > f.clip_y1) return collapsed;
-  char header[160];
-  std::snprintf(header, sizeof(header), "%s rank %d  %s %s  %s", collapsed ? "+" : "-", rank.info.rank,
-                rank.info.host.c_str(), rank.info.device.c_str(), rank.info.status.c_str());
+  int folded_lanes = 0;
+  if (f.app.fold_secondary_lanes) {
+    for (size_t li = 0; li < rank.lanes.size(); ++li) {
+      folded_lanes += !rank.lanes[li].spans.empty() && is_secondary_lane(rank, li);
+    }
+  }
+  char folded[48] = "";
+  if (folded_lanes > 0) {
+    std::snprintf(folded, sizeof(folded), "  (%d lane%s folded: U)", folded_lanes, folded_lanes == 1 ? "" : "s");
+  }
+  char header[200];
+  std::snprintf(header, sizeof(header), "%s rank %d  %s %s  %s%s", collapsed ? "+" : "-", rank.info.rank,
+                rank.info.host.c_str(), rank.info.device.c_str(), rank.info.status.c_str(), folded);
   f.draw->AddRectFilled(ImVec2(left, y), ImVec2(f.right, y + sz.header_height), theme().rank_header);
   f.draw->AddText(ImVec2(left + 4, y + 2), theme().rank_header_text, header);
   if (pointer.over_lanes && ImGui::IsMouseClicked(ImGuiMouseButton_Left) &&
@@ -342,13 +363,14 @@ bool draw_rank_header(Frame& f, float left, int rank_index, const Pointer& point
   return collapsed;
 }
 
-// The rank's recorded lanes from y, row by row; the span under the pointer becomes the hovered
-// one. Returns the y below them.
+// The rank's recorded lanes from y, row by row (its secondary ones only when not folded); the
+// span under the pointer becomes the hovered one. Returns the y below them.
 float draw_recorded_lanes(Frame& f, float left, int rank_index, const Pointer& pointer, float y) {
   const RankData& rank = f.app.traces[size_t(f.trace)].model->ranks[size_t(rank_index)];
   for (size_t li = 0; li < rank.lanes.size(); ++li) {
     const Lane& lane = rank.lanes[li];
     if (lane.spans.empty()) continue;
+    if (f.app.fold_secondary_lanes && is_secondary_lane(rank, li)) continue;
     const float lane_y0 = y;
     for (int row = 0; row < lane.rows(); ++row) {
       const float h = row_height(lane, row);

@@ -335,6 +335,7 @@ void set_up_screenshot(Window& window, App& app, const HeadlessOptions& headless
   // at the screen's centre, over the timeline, where it would hover a span and draw its tooltip.
   ImGui::GetIO().ConfigFlags |= ImGuiConfigFlags_NoMouse;
   app.show_legend = headless.legend;
+  app.fold_secondary_lanes = headless.fold_lanes;
   for (size_t t = 0; t < app.traces.size(); ++t) {
     for (const int rank : headless.folded) app.collapsed[{int(t), rank}] = true;
   }

@@ -69,6 +69,7 @@ struct HeadlessOptions {
   int frames = kFramesForAFinishedLayout;  // frames to draw; fewer are raised to that
   bool zoom_sweep = false;  // sweep the view from the whole run to one bucket's all-reduce
   bool legend = false;      // the legend window open
+  bool fold_lanes = false;  // every rank's secondary lanes folded (U)
   std::vector<int> folded;  // rank indices whose lane groups are folded (every open trace)
   // Show one iteration of rank `rank` (-1: none), with the playhead on its step `step` — the
   // picture of one moment with its narration line and buckets.
