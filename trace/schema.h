@@ -53,8 +53,8 @@ inline constexpr int64_t kNone64 = -1;
 //   of schema version 3 and older. Synthesized traces (formats/synth.h) carry them as a thread
 //   at full speed would.
 // A step records 2 readings a phase, 3 a bucket's collective (its issue and wait) and 1 a
-// gradient: some 30 for a 3-bucket, 8-parameter DDP step, 15–40 µs here (bench/README.md),
-// against steps of milliseconds.
+// gradient: some 30 for a 3-bucket, 8-parameter DDP step, 15–40 µs here, 90 µs for the GPT's 54
+// gradients on its 190 ms step (bench/README.md), against steps of milliseconds.
 // The values are a thread's own clock, comparable only between events of the same thread (the
 // same rank and lane, and for a collective the lane that issued it); merge and clock alignment
 // leave them as recorded. LibTorch's intra-op threads are not counted: with `--threads N` above
