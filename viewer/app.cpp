@@ -197,6 +197,10 @@ void App::handle_keys() {
   if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT_BRACKET, false)) play_speed = std::max(0, play_speed - 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) show_legend = !show_legend;
   if (ImGui::IsKeyPressed(GLFW_KEY_U, false)) fold_secondary_lanes = !fold_secondary_lanes;
+  if (ImGui::IsKeyPressed(GLFW_KEY_TAB, false) && traces.size() > 1) {
+    focus_trace = 1 - std::clamp(focus_trace, 0, 1);
+    playing = false;
+  }
   if (ImGui::IsKeyPressed(GLFW_KEY_C, false) && !io.KeyCtrl) {
     set_clock(clock_ == analysis::Clock::Measured ? analysis::Clock::Cluster : analysis::Clock::Measured);
   }
@@ -357,7 +361,7 @@ void App::draw_panels() {
   ImGui::BeginChild("right", ImVec2(0, 0), true);
   if (ImGui::BeginTabBar("right tabs")) {
     // The first tab opens selected: the units of an FSDP run, the buckets of anything else.
-    const bool fsdp = traces[0].model->strategy() == trace::Strategy::Fsdp;
+    const bool fsdp = focused_trace().model->strategy() == trace::Strategy::Fsdp;
     if (fsdp && ImGui::BeginTabItem("Units")) { draw_units(*this); ImGui::EndTabItem(); }
     if (ImGui::BeginTabItem("Buckets")) { draw_buckets(*this); ImGui::EndTabItem(); }
     if (!fsdp && ImGui::BeginTabItem("Units")) { draw_units(*this); ImGui::EndTabItem(); }
@@ -383,9 +387,13 @@ void App::frame() {
                ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
                    ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoSavedSettings |
                    ImGuiWindowFlags_NoBackground);
+  // Tab is the viewer's key (compare focus), not Dear ImGui's hop from one text field to the next:
+  // a hop would activate the find box, which then takes every key.
+  ImGui::PushAllowKeyboardFocus(false);
   draw_header();
   draw_narration_line();
   draw_panels();
+  ImGui::PopAllowKeyboardFocus();
   ImGui::End();
   draw_legend(*this);
   draw_help(*this);

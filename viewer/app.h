@@ -4,6 +4,7 @@
 // here; they all draw through ImGui and read the state below.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <future>
 #include <limits>
@@ -153,6 +154,10 @@ class App {
   FindQuery find;
   FindResult find_result;
   int focus_rank = 0;                  // rank index for the buckets and units panels
+  // Compare: the run that stepping, the narration, Buckets and Units follow (0: A, 1: B); the
+  // last one clicked, Tab switches. focused_trace() clamps it into range.
+  int focus_trace = 0;
+  OpenTrace& focused_trace() { return traces[size_t(std::clamp(focus_trace, 0, int(traces.size()) - 1))]; }
   int align_iteration = 0;             // compare: iteration aligned across the two runs
   std::map<std::pair<int, int>, bool> collapsed;  // (trace, rank index) -> group folded
   // Every rank's secondary lanes folded (U): FSDP's unit lanes and every comm lane but a rank's
@@ -180,7 +185,7 @@ class App {
   void align();
 
   // ---- Step-through and play (app_playback.cpp; the steps and their words: playback.h). They
-  // follow focus_rank of the main trace, one iteration at a time.
+  // follow focus_rank of the focused trace (focus_trace), one iteration at a time.
   // Play speeds, as the wall seconds one iteration takes to play, whatever its length: a class
   // talks over 10 s (the default) of a 3 ms DDP step and of a 300 ms GPT one alike.
   static constexpr double kPlaySecondsPerIteration[] = {2.5, 5, 10, 20, 40};
@@ -216,6 +221,7 @@ class App {
   void update_playback();
   // The focus rank's events and steps in `iteration` (cached for the last one asked).
   struct IterationSteps {
+    int trace_index = -1;
     int rank_index = -1;
     int32_t iteration = trace::kNone;
     std::vector<trace::Event> events;
@@ -230,6 +236,7 @@ class App {
   int32_t narrated_iteration_ = trace::kNone;
   int64_t narrated_index_ = -1;
   int narrated_rank_ = -1;
+  int narrated_trace_ = -1;
   // Shows [t0, t1] (axis ns) when the playhead at `t` is outside the view.
   void keep_in_view(int64_t t, int64_t t0, int64_t t1);
   IterationSteps steps_cache_;

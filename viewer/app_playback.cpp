@@ -32,7 +32,8 @@ SpanRef span_of_event(const Model& model, int rank_index, const trace::Event& e)
 }  // namespace
 
 const RankData* App::focus() {
-  const Model& model = *traces[0].model;
+  focus_trace = std::clamp(focus_trace, 0, int(traces.size()) - 1);
+  const Model& model = *focused_trace().model;
   if (model.ranks.empty()) return nullptr;
   focus_rank = std::clamp(focus_rank, 0, int(model.ranks.size()) - 1);
   return &model.ranks[size_t(focus_rank)];
@@ -40,13 +41,17 @@ const RankData* App::focus() {
 
 const App::IterationSteps& App::steps_of(int32_t iteration) {
   const RankData* rank = focus();
-  if (steps_cache_.rank_index == focus_rank && steps_cache_.iteration == iteration) return steps_cache_;
+  if (steps_cache_.trace_index == focus_trace && steps_cache_.rank_index == focus_rank &&
+      steps_cache_.iteration == iteration) {
+    return steps_cache_;
+  }
   steps_cache_ = IterationSteps{};
   ++steps_generation_;
+  steps_cache_.trace_index = focus_trace;
   steps_cache_.rank_index = focus_rank;
   steps_cache_.iteration = iteration;
   if (!rank) return steps_cache_;
-  steps_cache_.events = traces[0].iteration_events(rank->info.rank, iteration);
+  steps_cache_.events = focused_trace().iteration_events(rank->info.rank, iteration);
   steps_cache_.steps = lifecycle_steps(steps_cache_.events);
   return steps_cache_;
 }
@@ -66,11 +71,11 @@ void App::keep_in_view(int64_t t, int64_t t0, int64_t t1) {
 }
 
 void App::step(int direction) {
-  const Model& model = *traces[0].model;
+  const Model& model = *focused_trace().model;
   const RankData* focused = focus();
   if (!focused) return;
   const RankData& rank = *focused;
-  const int64_t offset = traces[0].offset_ns;
+  const int64_t offset = focused_trace().offset_ns;
   const int64_t t = playhead - offset;
   // Start in the playhead's iteration, else the first one after (before) it.
   int32_t iteration = rank.iteration_at(t);
@@ -87,7 +92,7 @@ void App::step(int direction) {
       const IterationSpan* span = rank.find_iteration(iteration);
       playhead = steps.steps[size_t(index)].t_ns + offset;
       pinned_playhead = true;
-      selected = {0, span_of_event(model, focus_rank, steps.steps[size_t(index)].event)};
+      selected = {focus_trace, span_of_event(model, focus_rank, steps.steps[size_t(index)].event)};
       keep_in_view(playhead, span->begin_ns + offset, span->end_ns + offset);
       return;
     }
@@ -104,7 +109,7 @@ void App::toggle_play() {
   const RankData* focused = focus();
   if (!focused) return;
   const RankData& rank = *focused;
-  const int64_t offset = traces[0].offset_ns;
+  const int64_t offset = focused_trace().offset_ns;
   int32_t iteration = rank.iteration_at(playhead - offset);
   if (iteration == trace::kNone && !rank.iterations.empty()) iteration = rank.iterations.front().iteration;
   const IterationSpan* span = rank.find_iteration(iteration);
@@ -119,7 +124,7 @@ void App::toggle_play() {
 }
 
 bool App::go_to_step(int32_t iteration, int index) {
-  const Model& model = *traces[0].model;
+  const Model& model = *focused_trace().model;
   const RankData* rank = focus();
   if (!rank) return false;
   const IterationSpan* span = rank->find_iteration(iteration);
@@ -128,21 +133,21 @@ bool App::go_to_step(int32_t iteration, int index) {
   // A compared run shows the same iteration below, not whatever ran at that time.
   align_iteration = iteration;
   align();
-  const int64_t offset = traces[0].offset_ns;
+  const int64_t offset = focused_trace().offset_ns;
   const double margin = 0.05 * double(span->end_ns - span->begin_ns);
   pinned_playhead = true;
   playhead = steps.steps[size_t(index)].t_ns + offset;
-  selected = {0, span_of_event(model, focus_rank, steps.steps[size_t(index)].event)};
+  selected = {focus_trace, span_of_event(model, focus_rank, steps.steps[size_t(index)].event)};
   set_view(double(span->begin_ns + offset) - margin, double(span->end_ns + offset) + margin);
   return true;
 }
 
 void App::update_playback() {
-  const Model& model = *traces[0].model;
+  const Model& model = *focused_trace().model;
   const RankData* focused = focus();
   if (!focused) return;
   const RankData& rank = *focused;
-  const int64_t offset = traces[0].offset_ns;
+  const int64_t offset = focused_trace().offset_ns;
   if (playing) {
     const int32_t iteration = rank.iteration_at(playhead - offset);
     const IterationSpan* span = rank.find_iteration(iteration);
@@ -166,18 +171,26 @@ void App::update_playback() {
   const IterationSteps* steps = iteration == trace::kNone ? nullptr : &steps_of(iteration);
   const int64_t index = steps ? step_at(steps->steps, playhead - offset) : -1;
   if (steps_generation_ == narrated_generation_ && iteration == narrated_iteration_ &&
-      index == narrated_index_ && focus_rank == narrated_rank_) {
+      index == narrated_index_ && focus_rank == narrated_rank_ && focus_trace == narrated_trace_) {
     return;
   }
   narrated_generation_ = steps_generation_;
   narrated_iteration_ = iteration;
   narrated_index_ = index;
   narrated_rank_ = focus_rank;
+  narrated_trace_ = focus_trace;
   narration = index >= 0 ? narrate(model, steps->events, steps->steps, size_t(index)) : "";
 }
 
 void App::draw_narration_line() {
   const double seconds = kPlaySecondsPerIteration[play_speed];
+  if (traces.size() > 1) {
+    // Compare: which run the keys and the narration follow.
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().narration), "run %c", 'A' + focus_trace);
+    ImGui::SameLine();
+    ImGui::TextDisabled("(Tab: run %c)  |", 'A' + (1 - focus_trace));
+    ImGui::SameLine();
+  }
   if (playing) {
     ImGui::TextDisabled("playing, an iteration in %g s (space pauses, [ ] slower / faster)  |", seconds);
   } else {

@@ -77,6 +77,13 @@ void add_moment_options(CLI::App& cli, HeadlessOptions& headless, CLI::Option* s
   cli.add_option("--rank", headless.rank, "With --iteration: whose iteration and steps (default 0)")
       ->needs(iteration)
       ->check(CLI::NonNegativeNumber);
+  cli.add_option_function<std::string>(
+         "--run", [&headless](const std::string& run) { headless.run = run == "B" || run == "b" ? 1 : 0; },
+         "With --iteration and --compare: the run whose iteration and steps are shown, A (default) or B, "
+         "as Tab switches in the window")
+      ->needs(iteration)
+      ->needs("--compare")
+      ->check(CLI::IsMember({"A", "B", "a", "b"}));
 }
 
 // --clock and the cluster clock's link, as given.

@@ -66,7 +66,7 @@ void draw_plan(const Model& model, int generation, const Progress* progress, flo
 }  // namespace
 
 void draw_buckets(App& app) {
-  OpenTrace& t = app.traces[0];
+  OpenTrace& t = app.focused_trace();
   const Model& model = *t.model;
   bool any = false;
   for (const auto& b : model.buckets) any = any || b.generation == 0;

@@ -136,6 +136,7 @@ void draw_help(App& app) {
       {"[ / ]", "slower / faster: an iteration plays in 2.5, 5, 10 (the default), 20 or 40 s"},
       {"L", "legend: every colour"},
       {"U", "fold / unfold every rank's secondary lanes (FSDP units, a second comm lane)"},
+      {"Tab", "compare: step, narrate and show Buckets / Units for the other run (a click focuses one too)"},
       {"T", "theme: dark, or projector (dark text on light ground)"},
       {"C", "clock: measured, or the cluster clock (the run replayed as a cluster would run it)"},
       {"? or F1", "this help"},

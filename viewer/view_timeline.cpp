@@ -265,7 +265,10 @@ void handle_mouse(Frame& f, bool hovered_area) {
       app.selected = app.hovered;
       app.pinned_playhead = true;
       app.playhead = int64_t(f.map.t(mx));
-      if (app.selected.valid()) app.focus_rank = app.selected.span.rank;
+      if (app.selected.valid()) {
+        app.focus_trace = app.selected.trace;
+        app.focus_rank = app.selected.span.rank;
+      }
     }
     app.measuring = false;
   }

@@ -12,7 +12,7 @@
 namespace dpscope::view {
 
 void draw_units(App& app) {
-  OpenTrace& t = app.traces[0];
+  OpenTrace& t = app.focused_trace();
   const Model& model = *t.model;
   if (model.ranks.empty()) return;
   app.focus_rank = std::clamp(app.focus_rank, 0, int(model.ranks.size()) - 1);

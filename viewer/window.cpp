@@ -342,9 +342,10 @@ void set_up_screenshot(Window& window, App& app, const HeadlessOptions& headless
   app.font_scale = font_scale;
   window.set_font_scale(app.font_scale);
   if (headless.iteration < 0) return;
+  app.focus_trace = headless.run;
   app.focus_rank = headless.rank;
   if (!app.go_to_step(headless.iteration, headless.step)) {
-    throw std::runtime_error("rank " + std::to_string(headless.rank) + " has no iteration " +
+    throw std::runtime_error(std::string(headless.run ? "run B's " : "") + "rank " + std::to_string(headless.rank) + " has no iteration " +
                              std::to_string(headless.iteration) + " with a step " +
                              std::to_string(headless.step) +
                              " in this trace; choose another --iteration, --step or --rank");

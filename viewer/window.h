@@ -76,6 +76,7 @@ struct HeadlessOptions {
   int iteration = -1;
   int step = 0;
   int rank = 0;
+  int run = 0;  // with --compare: whose iteration and steps, 0 (A) or 1 (B), as Tab switches
 };
 
 // The interactive viewer: loads `options`' traces on a thread while showing progress (with

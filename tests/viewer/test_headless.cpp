@@ -589,6 +589,30 @@ TEST(ViewerHeadless, TheMemoryGraphEndsWhereTheRunEnds) {
   EXPECT_NEAR(short_width / long_width, ratio, 0.05) << short_width << " px against " << long_width;
 }
 
+// Compare mode is two runs: stepping and the narration follow the focused one, A by default and
+// B with --run B (Tab in the window), and the line under the header says which.
+TEST(ViewerHeadless, CompareStepsAndNarratesTheFocusedRun) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string ddp = synth(dir, "ddp.sqlite", 2, 20000);
+  const std::string fsdp = fsdp_trace(dir);
+  const auto narration_of = [&](const std::string& run) {
+    const std::string png = dir.file("run" + run + ".png");
+    const auto result = view(ddp + " --compare " + fsdp + " --screenshot " + png + " --iteration 2 --step 1 --run " + run);
+    expect_screenshot(result, png, 3);
+    return json_line(result.output)["narration"].get<std::string>();
+  };
+  const std::string a = narration_of("A"), b = narration_of("B");
+  EXPECT_EQ(a.rfind("rank 0, iteration 2, ", 0), 0u) << a;
+  EXPECT_NE(a.find("gradient is ready"), std::string::npos) << "A is the DDP run: " << a;
+  EXPECT_EQ(b.rfind("rank 0, iteration 2, ", 0), 0u) << b;
+  EXPECT_NE(b.find("unit "), std::string::npos) << "B is the FSDP run: " << b;
+  // --run needs a second run to focus.
+  const auto alone = view(ddp + " --screenshot " + dir.file("alone.png") + " --iteration 2 --run B");
+  EXPECT_NE(alone.exit_code, 0);
+  EXPECT_NE(alone.output.find("--compare"), std::string::npos) << alone.output;
+}
+
 TEST(ViewerHeadless, BadFilesGiveOneLineNamingTheFileAndExitNonZero) {
   TempDir dir;
   const std::string good = synth(dir, "good.sqlite", 2, 5000);

@@ -357,6 +357,49 @@ TEST(ViewerInteractive, StepPlayFindZoomAndScaleWithTheKeysAndTheWheel) {
 
 namespace {
 
+// Compare mode is two runs: Tab gives the focus to the other run, and the narration line (rows
+// 24-50: "run A (Tab: run B) | ... rank 0, iteration ...") tells the focused run's step; a second
+// Tab gives the first run's line back, pixel for pixel.
+TEST(ViewerInteractive, TabMovesTheFocusToTheOtherRun) {
+  if (!std::getenv("DISPLAY")) GTEST_SKIP() << "no display: run under `xvfb-run -a ctest`";
+  if (!have_xdotool() || !have_xwd()) GTEST_SKIP() << "xdotool or xwd is missing: apt-get install xdotool x11-apps (scripts/setup)";
+  TempDir dir;
+  const std::string a = synth_trace(dir, 2, 10000, "a.sqlite", 1);
+  const std::string b = synth_trace(dir, 4, 10000, "b.sqlite", 2);
+  ViewerProcess viewer(a, {"--compare", b});
+  ASSERT_GT(viewer.pid(), 0);
+  const std::string window = settled_window(viewer);
+  ASSERT_FALSE(window.empty()) << "dpscope-view opened no window";
+  run_command("xdotool mousemove --window " + window + " 5 795");
+  run_command("xdotool windowfocus --sync " + window);
+  const auto key = [&](const std::string& keys) {
+    ASSERT_EQ(run_command("xdotool key --delay 60 " + keys).exit_code, 0) << keys;
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  };
+  // A picture of the narration line once it stops changing (a frame may be mid-draw when xwd reads).
+  const auto settled_line = [&](const std::string& name, const Image* unlike) {
+    Image shot = capture(window, dir.file(name));
+    for (int attempt = 0; attempt < 8 && unlike && same_rows(shot, *unlike, 24, 50); ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      shot = capture(window, dir.file(name));
+    }
+    return shot;
+  };
+  key("Right Right");
+  const Image on_a = settled_line("a.xwd", nullptr);
+  ASSERT_GT(on_a.width, 0) << "xwd read nothing back";
+  key("Tab");
+  const Image on_b = settled_line("b.xwd", &on_a);
+  EXPECT_FALSE(same_rows(on_b, on_a, 24, 50)) << "Tab did not move the focus: the narration line is the same";
+  key("Tab");
+  Image back = capture(window, dir.file("back.xwd"));
+  for (int attempt = 0; attempt < 8 && !same_rows(back, on_a, 24, 50); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    back = capture(window, dir.file("back.xwd"));
+  }
+  EXPECT_TRUE(same_rows(back, on_a, 24, 50)) << "a second Tab did not give run A's line back";
+}
+
 // C switches every open run between the measured clock and the cluster clock together; the
 // header (rows 0-20) names the clock shown. A ten times faster link than the runs' makes the
 // cluster clock's collectives visibly shorter, so the compared run's lanes (rows 340-510) change
