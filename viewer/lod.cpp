@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 namespace dpscope::view {
 
@@ -177,6 +178,14 @@ Ruler layout_ruler(const TimeMap& map, double origin, const std::vector<Iteratio
   last_end = -1e9f;
   auto it = std::lower_bound(iterations.begin(), iterations.end(), map.t0,
                              [](const IterationSpan& s, double t) { return double(s.begin_ns) < t; });
+  const size_t first_iteration_label = ruler.labels.size();
+  // Zoomed into an iteration that began left of the view, its name is pinned to the left edge:
+  // the row would otherwise be blank, or name only the next one.
+  std::optional<RulerLabel> pinned;
+  if (it != iterations.begin() && double(std::prev(it)->end_ns) > map.t0) {
+    pinned = RulerLabel{float(map.x0) + 2, 0, 1, "it " + std::to_string(std::prev(it)->iteration)};
+    pinned->width = text_width(pinned->text);
+  }
   for (; it != iterations.end() && double(it->begin_ns) <= map.t1; ++it) {
     RulerLabel label{float(map.x(double(it->begin_ns))) + 2, 0, 1, "it " + std::to_string(it->iteration)};
     if (label.x < last_end + kRulerLabelGap) {
@@ -191,6 +200,13 @@ Ruler layout_ruler(const TimeMap& map, double origin, const std::vector<Iteratio
     if (label.x + label.width > right) break;
     last_end = label.x + label.width;
     ruler.labels.push_back(std::move(label));
+  }
+  if (pinned) {
+    const bool room = ruler.labels.size() == first_iteration_label ||
+                      pinned->x + pinned->width + kRulerLabelGap <= ruler.labels[first_iteration_label].x;
+    if (room && pinned->x + pinned->width <= right) {
+      ruler.labels.insert(ruler.labels.begin() + long(first_iteration_label), std::move(*pinned));
+    }
   }
   return ruler;
 }

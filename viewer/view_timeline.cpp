@@ -165,8 +165,14 @@ void draw_flows(Frame& f) {
     f.draw->AddBezierCubic(ImVec2(xa, ya), ImVec2(xa + 30, ya), ImVec2(xb - 30, yb), ImVec2(xb, yb), color, 1.5f);
     f.draw->AddTriangleFilled(ImVec2(xb, yb), ImVec2(xb - 6, yb - 4), ImVec2(xb - 6, yb + 4), color);
     if (twin) {
+      // On a plate of the window's ground: orange straight on a red all-reduce or on a span's
+      // label was unreadable.
       const std::string skew = format_duration(double(b.begin_ns - a.begin_ns));
-      f.draw->AddText(ImVec2((xa + xb) / 2 + 4, (ya + yb) / 2 - 7), color, skew.c_str());
+      const ImVec2 at((xa + xb) / 2 + 4, (ya + yb) / 2 - 7);
+      const ImVec2 size = ImGui::CalcTextSize(skew.c_str());
+      f.draw->AddRectFilled(ImVec2(at.x - 2, at.y - 1), ImVec2(at.x + size.x + 2, at.y + size.y + 1),
+                            theme().background, 2.0f);
+      f.draw->AddText(at, color, skew.c_str());
     }
   }
 }

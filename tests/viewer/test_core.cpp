@@ -295,6 +295,37 @@ TEST(ViewerLod, RulerLabelsNeverOverlapAtAnyZoomOrWidth) {
   }
 }
 
+// Zoomed into the middle of one iteration, the iterations row names it at the left edge: no
+// iteration begins in view, and a blank row left the class guessing which one it was.
+TEST(ViewerLod, ZoomedIntoAnIterationTheRowNamesIt) {
+  TempDir dir;
+  auto model = synth_model(dir, 2, 40000);
+  const auto& iterations = model->ranks.at(0).iterations;
+  ASSERT_GT(iterations.size(), 10u);
+  const auto width_of = [](const std::string& text) { return 7.0f * float(text.size()); };
+  const IterationSpan& shown = iterations[5];
+  const double length = double(shown.end_ns - shown.begin_ns);
+  const double t0 = double(shown.begin_ns) + 0.3 * length;
+  const TimeMap map{t0, t0 + 0.4 * length, 132, 1000};
+  const Ruler ruler = layout_ruler(map, double(model->t_begin), iterations, width_of);
+  std::vector<RulerLabel> row;
+  for (const RulerLabel& label : ruler.labels) {
+    if (label.row == 1) row.push_back(label);
+  }
+  ASSERT_EQ(row.size(), 1u);
+  EXPECT_EQ(row[0].text, "it " + std::to_string(shown.iteration));
+  EXPECT_FLOAT_EQ(row[0].x, 134.0f);
+  // With the next iteration's start in view too, both are named, the pinned one first.
+  const TimeMap across{t0, double(shown.end_ns) + 0.3 * length, 132, 1000};
+  std::vector<std::string> names;
+  for (const RulerLabel& label : layout_ruler(across, double(model->t_begin), iterations, width_of).labels) {
+    if (label.row == 1) names.push_back(label.text);
+  }
+  ASSERT_GE(names.size(), 2u);
+  EXPECT_EQ(names[0], "it " + std::to_string(shown.iteration));
+  EXPECT_EQ(names[1], "it " + std::to_string(shown.iteration + 1));
+}
+
 // Span labels are whole or cut with "..", never clipped mid-letter or shorter than 3 letters.
 TEST(ViewerLod, LabelsElideCleanly) {
   const auto width_of = [](const std::string& text) { return 7.0f * float(text.size()); };
