@@ -144,6 +144,18 @@ std::string synth_trace(const TempDir& dir, int ranks, int64_t events, const std
   return options.out;
 }
 
+// The pointer away from the timeline (no tooltip over a span), the keyboard on `window`.
+void take_keyboard(const std::string& window) {
+  run_command("xdotool mousemove --window " + window + " 5 795");
+  run_command("xdotool windowfocus --sync " + window);
+}
+
+// Presses `keys` in the window that has the keyboard, then gives it `settle_ms` to draw.
+void press(const std::string& keys, int settle_ms) {
+  EXPECT_EQ(run_command("xdotool key --delay 60 " + keys).exit_code, 0) << keys;
+  std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms));
+}
+
 // The window of `viewer` once it has loaded and analysed its trace: its CPU time stops growing
 // (at most a minute on a loaded machine). "" when it opened none.
 std::string settled_window(const ViewerProcess& viewer) {
@@ -370,12 +382,8 @@ TEST(ViewerInteractive, TabMovesTheFocusToTheOtherRun) {
   ASSERT_GT(viewer.pid(), 0);
   const std::string window = settled_window(viewer);
   ASSERT_FALSE(window.empty()) << "dpscope-view opened no window";
-  run_command("xdotool mousemove --window " + window + " 5 795");
-  run_command("xdotool windowfocus --sync " + window);
-  const auto key = [&](const std::string& keys) {
-    ASSERT_EQ(run_command("xdotool key --delay 60 " + keys).exit_code, 0) << keys;
-    std::this_thread::sleep_for(std::chrono::milliseconds(600));
-  };
+  take_keyboard(window);
+  const auto key = [](const std::string& keys) { press(keys, 600); };
   // A picture of the narration line once it stops changing (a frame may be mid-draw when xwd reads).
   const auto settled_line = [&](const std::string& name, const Image* unlike) {
     Image shot = capture(window, dir.file(name));
@@ -414,12 +422,8 @@ TEST(ViewerInteractive, CSwitchesTheClockOfBothRuns) {
   ASSERT_GT(viewer.pid(), 0);
   const std::string window = settled_window(viewer);
   ASSERT_FALSE(window.empty()) << "dpscope-view opened no window";
-  run_command("xdotool mousemove --window " + window + " 5 795");
-  run_command("xdotool windowfocus --sync " + window);
-  const auto key = [&](const std::string& keys) {
-    ASSERT_EQ(run_command("xdotool key --delay 60 " + keys).exit_code, 0) << keys;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  };
+  take_keyboard(window);
+  const auto key = [](const std::string& keys) { press(keys, 1000); };
   const Image measured = capture(window, dir.file("measured.xwd"));
   ASSERT_GT(measured.width, 0) << "xwd read nothing back";
   key("c");
