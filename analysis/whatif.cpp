@@ -410,7 +410,6 @@ ReplayTrace load_replay_trace(trace::Reader& reader, const RunStats& stats, int3
   steps.kept = "gradient hooks and bucket all-reduces";
   steps.record = "record a DDP run of at least 3 steps at --trace-level full";
   trace.iterations = load_steady_iterations(reader, stats, rank, trace, steps, cluster);
-  trace.transfers_wait_for_every_rank = cluster != nullptr;
   if (cluster) {
     for (ReplayIteration& it : trace.iterations) {
       it.ready_everywhere_ns = it.ready_ns;

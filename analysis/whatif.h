@@ -111,9 +111,12 @@ struct ReplayTrace : ReplayOrigin {
   // Median of (all-reduce start - its bucket's ready time) over the recorded all-reduces that
   // did not queue behind the previous one, on the replayed rank: the launch offset.
   int64_t launch_offset_ns = 0;
-  // On the cluster clock a bucket's transfer waits for the last rank to launch it; on the
-  // measured clock each rank is replayed on its own (Note [What-if replay]).
-  bool transfers_wait_for_every_rank = false;
+  // On the cluster clock a bucket's transfer waits for the last rank to launch it (the
+  // iterations carry every rank's ready times); on the measured clock each rank is replayed on
+  // its own (Note [What-if replay]).
+  bool transfers_wait_for_every_rank() const {
+    return !iterations.empty() && !iterations.front().ready_everywhere_ns.empty();
+  }
 };
 
 // Reads `reader`'s trace for a replay of `rank`, using `stats` (compute_stats of the same

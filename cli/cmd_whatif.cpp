@@ -146,7 +146,7 @@ std::vector<std::string> assumptions(const analysis::ReplayTrace& replay,
   out.push_back("gradient ready times (hook ends), forward, optimizer step and all compute "
                 "before backward's tail are as recorded; the tail's own work (writing gradients "
                 "back) is shared among the buckets by bytes");
-  out.push_back(replay.transfers_wait_for_every_rank
+  out.push_back(replay.transfers_wait_for_every_rank()
                     ? "buckets launch in index order and one all-reduce runs at a time; its "
                       "transfer starts when the last rank launched it (its gradients' hook ends "
                       "on every rank, as the cluster clock replays them)"
