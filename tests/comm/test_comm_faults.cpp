@@ -49,7 +49,8 @@ TEST(commFaults, AStalledRankIsNamedWhenTheOthersTimeOut) {
 
 // Started by hand with torchrun's variables (no launcher to stop the survivors): when rank 1
 // dies in the middle of its all-reduces, ranks 0 and 2 get an error naming a collective at once
-// instead of waiting out the 30 s timeout.
+// instead of waiting out the 120 s timeout: their errors are not the timeout's, and the run (1.5 s
+// here idle) ends well before it.
 TEST(commFaults, ARankKilledMidCollectiveFailsTheOthersClearly) {
   TempDir dir;
   const std::string script =
@@ -62,12 +63,13 @@ TEST(commFaults, ARankKilledMidCollectiveFailsTheOthersClearly) {
   const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(
                            std::chrono::steady_clock::now() - started)
                            .count();
-  EXPECT_LT(seconds, 30) << "the survivors waited for the timeout instead of failing";
+  EXPECT_LT(seconds, 100) << "the survivors waited for the timeout instead of failing";
   for (int rank : {0, 2}) {
     const std::string out = read_text(dir.file("out" + std::to_string(rank) + ".txt"));
     // 3: the worker caught the CommError; 128 + N: signal N ended it (141: SIGPIPE).
     EXPECT_EQ(read_text(dir.file("status" + std::to_string(rank) + ".txt")), "3\n") << out;
     EXPECT_NE(out.find("CommError: allreduce #"), std::string::npos) << out;
+    EXPECT_EQ(out.find("timed out"), std::string::npos) << out;
     EXPECT_NE(out.find("rank " + std::to_string(rank)), std::string::npos) << out;
   }
 }

@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <deque>
+#include <future>
+#include <stdexcept>
 #include <thread>
 
 #include "engine/comm/gloo_backend.h"
@@ -79,6 +81,31 @@ std::vector<std::string> run_ranks(int size, const std::function<void(int)>& bod
   for (auto& thread : threads) thread.join();
   return errors;
 }
+
+// Keeps the other ranks alive until rank 0's wait has timed out, instead of sleeping past the
+// timeout (a sleep of 2.5 s against a 2 s timeout let a busy machine end them first). A wait that
+// never times out fails the test after a minute rather than hanging it.
+class TimeoutSignal {
+ public:
+  void wait_signalling(Work& work) {
+    try {
+      work.wait();
+    } catch (...) {
+      fired_.set_value();
+      throw;
+    }
+    fired_.set_value();
+  }
+  void outlive() {
+    if (fired_future_.wait_for(std::chrono::minutes(1)) != std::future_status::ready) {
+      throw std::runtime_error("rank 0's wait neither timed out nor finished within a minute");
+    }
+  }
+
+ private:
+  std::promise<void> fired_;
+  std::shared_future<void> fired_future_ = fired_.get_future().share();
+};
 
 }  // namespace
 
@@ -247,16 +274,19 @@ TEST(processGroup, CheckModeNamesARankThatNeverIssues) {
 
 TEST(processGroup, TimeoutNamesTheCollectiveAndTheRanksNotHeardFrom) {
   auto store = std::make_shared<c10d::HashStore>();
+  TimeoutSignal timeout;
   auto errors = run_ranks(3, [&](int rank) {
     TestGroup group(store, rank, 3, options_with(std::chrono::milliseconds(2000), false),
                     rank == 0 ? TestGroup::Mode::kNever : TestGroup::Mode::kImmediate);
-    group.all_reduce(at::ones({4}), ReduceOp::Sum)->wait();
-    // Rank 2 stops here; rank 0's second all-reduce never finishes.
-    if (rank == 2) return;
+    // Rank 0's all-reduce #0 never finishes; rank 2 stops after it, rank 1 issues #1 too.
     auto work = group.all_reduce(at::ones({4}), ReduceOp::Sum);
-    if (rank == 0) work->wait();
-    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    if (rank == 0) timeout.wait_signalling(*work);
+    work->wait();
+    if (rank == 2) return;
+    group.all_reduce(at::ones({4}), ReduceOp::Sum);
+    timeout.outlive();
   });
+  EXPECT_EQ(errors[1], "");
   const std::string& message = errors[0];
   EXPECT_NE(message.find("allreduce #0 on group 'world' timed out after 2 s on rank 0"),
             std::string::npos)
@@ -267,15 +297,17 @@ TEST(processGroup, TimeoutNamesTheCollectiveAndTheRanksNotHeardFrom) {
 
 TEST(processGroup, TimeoutNamesALaggingRank) {
   auto store = std::make_shared<c10d::HashStore>();
+  TimeoutSignal timeout;
   auto errors = run_ranks(2, [&](int rank) {
     TestGroup group(store, rank, 2, options_with(std::chrono::milliseconds(2000), false),
                     TestGroup::Mode::kNever);
     if (rank == 1) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      timeout.outlive();
       return;
     }
-    group.all_reduce(at::ones({4}), ReduceOp::Sum)->wait();
+    timeout.wait_signalling(*group.all_reduce(at::ones({4}), ReduceOp::Sum));
   });
+  EXPECT_EQ(errors[1], "");
   EXPECT_NE(errors[0].find("ranks not heard from: rank 1 (issued no collective)"),
             std::string::npos)
       << errors[0];
