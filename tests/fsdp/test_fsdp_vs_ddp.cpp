@@ -106,12 +106,14 @@ TEST(FsdpVsDdp, GptTwoRanksShardGradOpUnitPerLayer) {
 }
 // Mixed precision: bfloat16 keeps 8 significant bits, so gradients computed from bf16 weights and
 // activations are about 1% off; through 8 steps with momentum 0.9 that must stay a small part of
-// how far training moved the parameters: at most 10% of it (measured: about 3%).
+// how far training moved the parameters: at most 6% of it. Measured, the same on every run (the
+// data, the initial weights and Gloo's reduction order are fixed): 2.33% on two ranks, 2.99% on
+// three with fp32 reduction.
 TEST(FsdpVsDdp, Bf16MixedPrecisionTwoRanks) {
-  compare({2, kMlp, "--wrap-min-params 100 --mixed-precision bf16", 0.1});
+  compare({2, kMlp, "--wrap-min-params 100 --mixed-precision bf16", 0.06});
 }
 TEST(FsdpVsDdp, Bf16MixedPrecisionFp32ReduceThreeRanks) {
-  compare({3, kMlp, "--wrap-min-params 100 --mixed-precision bf16 --reduce-fp32", 0.1});
+  compare({3, kMlp, "--wrap-min-params 100 --mixed-precision bf16 --reduce-fp32", 0.06});
 }
 
 }  // namespace

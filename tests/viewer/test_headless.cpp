@@ -665,8 +665,9 @@ TEST(ViewerHeadless, LiveFollowsAFileThatGrows) {
   auto run = std::async(std::launch::async, [&] {
     return view(options.path + " --live --screenshot " + dir.file("live.png") + " --frames 60");
   });
-  // Bounded: at most 40 batches of 20 events, whatever the viewer does.
-  for (int batch = 0; batch < 40 && run.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready; ++batch) {
+  // The file grows for as long as the viewer runs, however late a busy machine starts it; bounded
+  // at a minute of batches (20 events every 50 ms) whatever the viewer does.
+  for (int batch = 0; batch < 1200 && run.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready; ++batch) {
     write_iterations(20);
   }
   const CommandResult result = run.get();
@@ -694,10 +695,18 @@ TEST(ViewerHeadless, LiveFollowsARunDirectoryFromItsStartToItsMergedFile) {
   REQUIRE_DISPLAY();
   TempDir dir;
   const std::string run_dir = dir.file("run");
-  // 150 frames at ~30 per second: five seconds, enough for what follows on a loaded machine.
+  // The viewer merges the rank files into dpscope-view-live-PID.sqlite in its TMPDIR: the test
+  // sees there when the first merge has begun.
+  const std::filesystem::path viewer_tmp = dir.file("viewer-tmp");
+  std::filesystem::create_directories(viewer_tmp);
+  const auto merging = [&] { return !std::filesystem::is_empty(viewer_tmp); };
+  // 300 frames at ~30 per second: ten seconds, enough for what follows on a loaded machine.
   auto viewer_run = std::async(std::launch::async, [&] {
-    return view(run_dir + " --live --screenshot " + dir.file("live.png") + " --frames 150");
+    return run_command("TMPDIR=" + viewer_tmp.string() + " " + viewer() + " " + run_dir + " --live --screenshot " +
+                       dir.file("live.png") + " --frames 300");
   });
+  // Meant to start the viewer before the directory exists; a viewer started late finds it there,
+  // which the rest checks as well.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   std::filesystem::create_directories(run_dir);
   std::vector<std::unique_ptr<Recorder>> ranks;
@@ -712,8 +721,11 @@ TEST(ViewerHeadless, LiveFollowsARunDirectoryFromItsStartToItsMergedFile) {
   }
   int64_t t = now_ns();
   int written = 0;
-  // About a second of iterations on both ranks, in batches (bounded, whatever the viewer does).
-  for (int batch = 0; batch < 10 && viewer_run.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready;
+  // Iterations on both ranks in batches, at least a second of them and on until the viewer has
+  // begun merging the rank files, however late a busy machine starts it (bounded at a minute,
+  // whatever the viewer does).
+  for (int batch = 0; batch < 600 && !(batch >= 10 && merging()) &&
+                      viewer_run.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready;
        ++batch) {
     for (auto& recorder : ranks) {
       const NameId step = recorder->name("iteration");

@@ -150,10 +150,57 @@ void take_keyboard(const std::string& window) {
   run_command("xdotool windowfocus --sync " + window);
 }
 
-// Presses `keys` in the window that has the keyboard, then gives it `settle_ms` to draw.
-void press(const std::string& keys, int settle_ms) {
+// The viewer's main thread as /proc/PID/task/PID/stat has it: its state letter (S: asleep) and
+// the clock ticks it has run (user plus system).
+std::pair<char, long long> main_thread(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/stat");
+  const std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t name_end = text.rfind(')');
+  if (name_end == std::string::npos) return {'?', -1};
+  std::istringstream fields(text.substr(name_end + 2));
+  char state = '?';
+  std::string field;
+  long long utime = 0, stime = 0;
+  fields >> state;
+  for (int i = 4; fields >> field && i <= 15; ++i) {
+    if (i == 14) utime = std::stoll(field);
+    if (i == 15) stime = std::stoll(field);
+  }
+  return {state, utime + stime};
+}
+
+// Whether the viewer has drawn every frame its input asked for: its main thread asleep waiting
+// for the next input (Note [Quiet when idle]) at both ends of 100 ms in which it did not run.
+// Under load a thread that still has frames to draw is runnable (R), not asleep, however long
+// the machine keeps it waiting: a condition, where a fixed sleep was a guess.
+bool drawn_and_asleep(const ViewerProcess& viewer) {
+  const auto before = main_thread(viewer.pid());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto after = main_thread(viewer.pid());
+  return before.first == 'S' && after.first == 'S' && before.second == after.second;
+}
+
+// What the window shows once the viewer has drawn what the input asked for and gone back to
+// sleep, and (given `unlike`) the picture differs from it; at most 15 s, then what it shows. Not
+// for a window that keeps drawing (playing).
+Image settled_capture(const ViewerProcess& viewer, const std::string& window, const std::string& file,
+                      const Image* unlike = nullptr) {
+  for (int attempt = 0; attempt < 150; ++attempt) {
+    if (!drawn_and_asleep(viewer)) continue;
+    Image shot = capture(window, file);
+    if (!unlike || shot.rgb != unlike->rgb) return shot;
+  }
+  std::fprintf(stderr, "settled_capture: after 15 s the viewer is %s (%s)\n",
+               unlike ? "asleep or not, and the picture unchanged" : "still drawing", file.c_str());
+  return capture(window, file);
+}
+
+// Presses `keys` in the window that has the keyboard and returns the picture once they have
+// changed it and the viewer has drawn all it will.
+Image press(const ViewerProcess& viewer, const std::string& window, const std::string& keys, const std::string& file) {
+  const Image before = settled_capture(viewer, window, file);
   EXPECT_EQ(run_command("xdotool key --delay 60 " + keys).exit_code, 0) << keys;
-  std::this_thread::sleep_for(std::chrono::milliseconds(settle_ms));
+  return settled_capture(viewer, window, file, &before);
 }
 
 // The window of `viewer` once it has loaded and analysed its trace: its CPU time stops growing
@@ -206,36 +253,33 @@ TEST(ViewerInteractive, StepPlayFindZoomAndScaleWithTheKeysAndTheWheel) {
   ASSERT_GT(viewer.pid(), 0);
   const std::string window = settled_window(viewer);
   ASSERT_FALSE(window.empty()) << "dpscope-view opened no window";
-  // The pointer away from the timeline (no tooltip), the keyboard on the window.
-  run_command("xdotool mousemove --window " + window + " 5 795");
-  run_command("xdotool windowfocus --sync " + window);
-  const auto settle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(400)); };
-  const auto key = [&](const std::string& keys) {
-    ASSERT_EQ(run_command("xdotool key --delay 60 " + keys).exit_code, 0) << keys;
-    settle();
+  take_keyboard(window);
+  // Each input is followed by the picture once it has changed and settled (settled_capture).
+  const auto key = [&](const std::string& keys, const std::string& file) { return press(viewer, window, keys, dir.file(file)); };
+  // Pointer input given as xdotool's arguments after "mousemove --window W", the pointer then
+  // moved off the timeline.
+  const auto pointer = [&](const std::string& input, const std::string& file) {
+    const Image before = settled_capture(viewer, window, dir.file(file));
+    run_command("xdotool mousemove --window " + window + " " + input);
+    run_command("xdotool mousemove --window " + window + " 5 795");
+    return settled_capture(viewer, window, dir.file(file), &before);
   };
   const std::array<int, 3> narration = {255, 219, 115}, found = {255, 230, 0};
   // The playhead's green, drawn translucent and anti-aliased (so fainter where it falls between
   // two columns) over whatever lies beneath; a column of it is a line, not a green span's edge.
   const auto is_playhead = [](const unsigned char* p) { return p[1] > 90 && p[1] > p[0] + 40 && p[1] > p[2] + 20; };
-  settle();
-  const Image start = capture(window, dir.file("start.xwd"));
+  const Image start = settled_capture(viewer, window, dir.file("start.xwd"));
   ASSERT_GT(start.width, 0) << "xwd read nothing back";
 
   // -> : the playhead moves to the next step; the narration line (rows 24-50) says another thing.
-  key("Right Right");
-  const Image stepped = capture(window, dir.file("stepped.xwd"));
+  const Image stepped = key("Right Right", "stepped.xwd");
   EXPECT_GT(pixels_near(stepped, 24, 50, narration), 100) << "no narration after stepping";
   EXPECT_FALSE(same_rows(stepped, start, 24, 50)) << "the narration line did not change";
 
   // The wheel over the playhead zooms in around it: the ruler (rows 50-90) shows other times.
   const int playhead_x = column_where(stepped, 100, 500, is_playhead);
   ASSERT_GE(playhead_x, 0) << "no playhead drawn";
-  run_command("xdotool mousemove --window " + window + " " + std::to_string(playhead_x) +
-              " 300 click --repeat 20 --delay 30 4");
-  run_command("xdotool mousemove --window " + window + " 5 795");
-  settle();
-  const Image zoomed = capture(window, dir.file("zoom.xwd"));
+  const Image zoomed = pointer(std::to_string(playhead_x) + " 300 click --repeat 20 --delay 30 4", "zoom.xwd");
   EXPECT_FALSE(same_rows(zoomed, stepped, 50, 90)) << "the ruler did not change after the wheel";
 
   // Where the window shows a solid fill of `colors` (the pixel and its four neighbours), scanning
@@ -254,11 +298,8 @@ TEST(ViewerInteractive, StepPlayFindZoomAndScaleWithTheKeysAndTheWheel) {
     }
     return std::pair{-1, -1};
   };
-  const auto click_at = [&](std::pair<int, int> at) {
-    run_command("xdotool mousemove --window " + window + " " + std::to_string(at.first) + " " +
-                std::to_string(at.second) + " click 1");
-    run_command("xdotool mousemove --window " + window + " 5 795");
-    settle();
+  const auto click_at = [&](std::pair<int, int> at, const std::string& file) {
+    return pointer(std::to_string(at.first) + " " + std::to_string(at.second) + " click 1", file);
   };
 
   // Click a gradient hook: it is selected (outlined in white) and its flows are drawn, the first
@@ -266,19 +307,20 @@ TEST(ViewerInteractive, StepPlayFindZoomAndScaleWithTheKeysAndTheWheel) {
   // ready"); zoomed far in around it, that hook is wide enough to be drawn in its own colour
   // (narrower spans fold into grey blocks). A pixel off at one zoom is a hundred at the next, so
   // the zoom goes a few notches at a time, each about where the playhead is drawn now.
+  Image zooming = zoomed;
   for (int round = 0; round < 6; ++round) {
-    const int x = column_where(capture(window, dir.file("zoom-in.xwd")), 100, 500, is_playhead);
+    const int x = column_where(zooming, 100, 500, is_playhead);
     ASSERT_GE(x, 0) << "the playhead left the view while zooming in on it (round " << round << ")";
-    run_command("xdotool mousemove --window " + window + " " + std::to_string(x) + " 300 click --repeat 8 --delay 30 4");
-    run_command("xdotool mousemove --window " + window + " 5 795");
-    settle();
+    zooming = pointer(std::to_string(x) + " 300 click --repeat 8 --delay 30 4", "zoom-in.xwd");
   }
-  key("Escape");  // nothing selected: whatever the click adds is its doing
-  const Image before_hook = capture(window, dir.file("hook0.xwd"));
+  // Stepping selected the step's span: Escape selects nothing, so whatever the click adds is its
+  // doing. The picture may not change (press would wait for a change); the viewer has taken the
+  // key once it is asleep again (drawn_and_asleep).
+  EXPECT_EQ(run_command("xdotool key Escape").exit_code, 0);
+  const Image before_hook = settled_capture(viewer, window, dir.file("hook0.xwd"));
   const auto hook = solid(before_hook, 100, 500, {{230, 200, 60}, {200, 170, 30}});
   ASSERT_GE(hook.first, 0) << "no hook drawn to click";
-  click_at(hook);
-  const Image hook_clicked = capture(window, dir.file("hook1.xwd"));
+  const Image hook_clicked = click_at(hook, "hook1.xwd");
   // The selection's outline is opaque white; a flow is white at 200/255 over the lanes.
   int box_x0 = hook_clicked.width, box_x1 = -1, box_y0 = hook_clicked.height, box_y1 = -1;
   for (int y = 100; y < 500; ++y) {
@@ -303,15 +345,11 @@ TEST(ViewerInteractive, StepPlayFindZoomAndScaleWithTheKeysAndTheWheel) {
 
   // Click an all-reduce (rank 0's comm lane lies above any memory graph's red): its flow to the
   // other rank's part of the same collective is drawn in the skew colour (orange), with the skew.
-  key("Escape");
-  run_command("xdotool mousemove --window " + window + " 700 300 click --repeat 48 --delay 30 5");
-  run_command("xdotool mousemove --window " + window + " 5 795");
-  settle();
-  const Image before_allreduce = capture(window, dir.file("allreduce0.xwd"));
+  key("Escape", "deselected.xwd");
+  const Image before_allreduce = pointer("700 300 click --repeat 48 --delay 30 5", "allreduce0.xwd");
   const auto allreduce = solid(before_allreduce, 100, 500, {{219, 68, 55}});
   ASSERT_GE(allreduce.first, 0) << "no all-reduce drawn to click";
-  click_at(allreduce);
-  const Image allreduce_clicked = capture(window, dir.file("allreduce1.xwd"));
+  const Image allreduce_clicked = click_at(allreduce, "allreduce1.xwd");
   const auto is_skew = [](const unsigned char* p) { return p[0] > 200 && p[1] > 100 && p[1] < 160 && p[2] < 60; };
   int skew_pixels = 0;
   for (int y = 100; y < 500; ++y) {
@@ -321,46 +359,42 @@ TEST(ViewerInteractive, StepPlayFindZoomAndScaleWithTheKeysAndTheWheel) {
   }
   EXPECT_GT(skew_pixels, 30) << "no flow to the other rank after clicking the all-reduce at (" << allreduce.first
                              << ", " << allreduce.second << ")";
-  key("Escape");
+  key("Escape", "deselected.xwd");
 
-  // space: playing moves the playhead between two frames; space again pauses.
-  key("space");
+  // space: playing moves the playhead from frame to frame (it is watched for up to 10 s, as long
+  // as a busy machine may take to draw a few frames); space again pauses.
+  EXPECT_EQ(run_command("xdotool key space").exit_code, 0);
   const int x0 = column_where(capture(window, dir.file("play0.xwd")), 100, 500, is_playhead);
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
-  const int x1 = column_where(capture(window, dir.file("play1.xwd")), 100, 500, is_playhead);
-  key("space");
+  int x1 = x0;
+  for (int attempt = 0; attempt < 100 && x1 <= x0; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    x1 = column_where(capture(window, dir.file("play1.xwd")), 100, 500, is_playhead);
+  }
+  EXPECT_EQ(run_command("xdotool key space").exit_code, 0);
   EXPECT_GE(x0, 0);
   EXPECT_GT(x1, x0) << "the playhead did not move while playing";
 
   // Ctrl+F, a query, Return: the matches in view are outlined in the find colour.
-  const int found_before = pixels_near(capture(window, dir.file("find0.xwd")), 50, 520, found);
-  key("ctrl+f");
+  const int found_before = pixels_near(settled_capture(viewer, window, dir.file("find0.xwd")), 50, 520, found);
+  key("ctrl+f", "find-box.xwd");
   ASSERT_EQ(run_command("xdotool type --delay 40 allreduce").exit_code, 0);
-  key("Return");
-  const int found_after = pixels_near(capture(window, dir.file("find1.xwd")), 50, 520, found);
+  const int found_after = pixels_near(key("Return", "find1.xwd"), 50, 520, found);
   EXPECT_GT(found_after, found_before + 50) << "no matches outlined after typing in the find box";
-  key("Escape");
+  // Escape leaves the find box; the matches stay outlined, so the picture may not change.
+  EXPECT_EQ(run_command("xdotool key Escape").exit_code, 0);
+  const Image before_pan = settled_capture(viewer, window, dir.file("pan0.xwd"));
 
   // D held pans: the ruler shows other times.
-  const Image before_pan = capture(window, dir.file("pan0.xwd"));
   ASSERT_EQ(run_command("xdotool keydown d sleep 0.5 keyup d").exit_code, 0);
-  settle();
-  EXPECT_FALSE(same_rows(capture(window, dir.file("pan1.xwd")), before_pan, 50, 90)) << "D did not pan";
+  EXPECT_FALSE(same_rows(settled_capture(viewer, window, dir.file("pan1.xwd"), &before_pan), before_pan, 50, 90))
+      << "D did not pan";
 
   // Ctrl + four times: x2 text, the narration line's glyphs about twice as tall (a step first, so
-  // that there is a narration).
-  key("Right");
-  const int rows_small = rows_with(capture(window, dir.file("small.xwd")), 0, 120, narration);
+  // that there is a narration). Beside two busy loops and the suite, one capture a fixed time
+  // after the keys once showed 19 rows where 20 were due: the settled picture is read instead.
+  const int rows_small = rows_with(key("Right", "small.xwd"), 0, 120, narration);
   ASSERT_GT(rows_small, 5) << "no narration after stepping";
-  key("ctrl+equal ctrl+equal ctrl+equal ctrl+equal");
-  // On a loaded machine the window may draw the last key's size a few frames later: wait for it
-  // (up to 5 s) rather than for a fixed time. Beside two busy loops and the suite, one capture
-  // after the keys once showed 19 rows where 20 were due.
-  int rows_large = 0;
-  for (int attempt = 0; attempt < 20 && rows_large < rows_small * 17 / 10; ++attempt) {
-    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    rows_large = rows_with(capture(window, dir.file("large.xwd")), 0, 160, narration);
-  }
+  const int rows_large = rows_with(key("ctrl+equal ctrl+equal ctrl+equal ctrl+equal", "large.xwd"), 0, 160, narration);
   EXPECT_GE(rows_large, rows_small * 17 / 10) << rows_small << " rows of narration, then " << rows_large;
   EXPECT_TRUE(viewer.running()) << "the viewer exited";
 }
@@ -383,28 +417,11 @@ TEST(ViewerInteractive, TabMovesTheFocusToTheOtherRun) {
   const std::string window = settled_window(viewer);
   ASSERT_FALSE(window.empty()) << "dpscope-view opened no window";
   take_keyboard(window);
-  const auto key = [](const std::string& keys) { press(keys, 600); };
-  // A picture of the narration line once it stops changing (a frame may be mid-draw when xwd reads).
-  const auto settled_line = [&](const std::string& name, const Image* unlike) {
-    Image shot = capture(window, dir.file(name));
-    for (int attempt = 0; attempt < 8 && unlike && same_rows(shot, *unlike, 24, 50); ++attempt) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      shot = capture(window, dir.file(name));
-    }
-    return shot;
-  };
-  key("Right Right");
-  const Image on_a = settled_line("a.xwd", nullptr);
+  const Image on_a = press(viewer, window, "Right Right", dir.file("a.xwd"));
   ASSERT_GT(on_a.width, 0) << "xwd read nothing back";
-  key("Tab");
-  const Image on_b = settled_line("b.xwd", &on_a);
+  const Image on_b = press(viewer, window, "Tab", dir.file("b.xwd"));
   EXPECT_FALSE(same_rows(on_b, on_a, 24, 50)) << "Tab did not move the focus: the narration line is the same";
-  key("Tab");
-  Image back = capture(window, dir.file("back.xwd"));
-  for (int attempt = 0; attempt < 8 && !same_rows(back, on_a, 24, 50); ++attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    back = capture(window, dir.file("back.xwd"));
-  }
+  const Image back = press(viewer, window, "Tab", dir.file("back.xwd"));
   EXPECT_TRUE(same_rows(back, on_a, 24, 50)) << "a second Tab did not give run A's line back";
 }
 
@@ -423,21 +440,19 @@ TEST(ViewerInteractive, CSwitchesTheClockOfBothRuns) {
   const std::string window = settled_window(viewer);
   ASSERT_FALSE(window.empty()) << "dpscope-view opened no window";
   take_keyboard(window);
-  const auto key = [](const std::string& keys) { press(keys, 1000); };
-  const Image measured = capture(window, dir.file("measured.xwd"));
+  const Image measured = settled_capture(viewer, window, dir.file("measured.xwd"));
   ASSERT_GT(measured.width, 0) << "xwd read nothing back";
-  key("c");
-  // The replay runs in the background; the switch comes in the frame after it is done.
-  Image cluster = capture(window, dir.file("cluster.xwd"));
+  // The replay runs in the background; the switch comes in the frame after it is done, which
+  // may come after the window has drawn and settled on the key's first effect.
+  Image cluster = press(viewer, window, "c", dir.file("cluster.xwd"));
   for (int attempt = 0; attempt < 10 && same_rows(cluster, measured, 340, 510); ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     cluster = capture(window, dir.file("cluster.xwd"));
   }
   EXPECT_FALSE(same_rows(cluster, measured, 0, 20)) << "the header still names the measured clock";
   EXPECT_FALSE(same_rows(cluster, measured, 340, 510)) << "the compared run did not switch";
-  key("c");
-  // The first picture again, once the window has drawn it (a frame may be mid-draw when xwd reads).
-  Image back = capture(window, dir.file("back.xwd"));
+  // The first picture again, once the window has drawn it.
+  Image back = press(viewer, window, "c", dir.file("back.xwd"));
   for (int attempt = 0; attempt < 6 && !(same_rows(back, measured, 0, 20) && same_rows(back, measured, 340, 510));
        ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -463,15 +478,12 @@ TEST(ViewerInteractive, CSaysWhyARunCannotBeReplayed) {
   ASSERT_GT(viewer.pid(), 0);
   const std::string window = settled_window(viewer);
   ASSERT_FALSE(window.empty()) << "dpscope-view opened no window";
-  run_command("xdotool mousemove --window " + window + " 5 795");
-  run_command("xdotool windowfocus --sync " + window);
+  take_keyboard(window);
   const std::array<int, 3> error = {255, 115, 89};
-  const Image before = capture(window, dir.file("before.xwd"));
+  const Image before = settled_capture(viewer, window, dir.file("before.xwd"));
   ASSERT_GT(before.width, 0) << "xwd read nothing back";
   EXPECT_EQ(pixels_near(before, 0, 60, error), 0);
-  ASSERT_EQ(run_command("xdotool key c").exit_code, 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  const Image after = capture(window, dir.file("after.xwd"));
+  const Image after = press(viewer, window, "c", dir.file("after.xwd"));
   EXPECT_GT(pixels_near(after, 15, 45, error), 50) << "no error line under the header";
   EXPECT_TRUE(same_rows(after, before, 0, 15)) << "the header changed: it should still say measured";
 }
