@@ -209,9 +209,15 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<c10d::Store> store, int rank,
                     ". Check that every rank was started with the same WORLD_SIZE and that the "
                     "ranks can reach each other there (GLOO_SOCKET_IFNAME picks the interface)");
   }
-  const int threads = std::max(1, this->options().gloo_threads);
-  slot_busy_.assign(threads, 0);
-  slot_lanes_.assign(threads, -1);
+  const int threads = this->options().gloo_threads;
+  if (threads < 0) {
+    throw CommError("rank " + std::to_string(rank) + ": gloo group '" + this->options().name + "' was given " +
+                    std::to_string(threads) +
+                    " communication threads; give 0 or more (ProcessGroupOptions::gloo_threads)");
+  }
+  // With no thread, the waiters still run in a slot (Note [Run on wait]).
+  slot_busy_.assign(std::max(1, threads), 0);
+  slot_lanes_.assign(std::max(1, threads), -1);
   slot_lanes_[0] = comm_lane();
   for (int i = 0; i < threads; ++i) comm_threads_.emplace_back([this] { comm_loop(); });
 }

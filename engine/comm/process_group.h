@@ -151,7 +151,9 @@ struct ProcessGroupOptions {
   // Gloo: how many collectives of the group may run at once (communication threads), like
   // PyTorch's ProcessGroupGloo (2 threads by default). Only all-reduces of disjoint tensors
   // ever overlap, and Works still finish in issue order (Note [Collective order]). 1: strictly
-  // one at a time.
+  // one at a time. 0: no communication thread; each collective runs on the thread that waits
+  // for it (Note [Run on wait]), so one that nobody waits for never runs: a debugger's stack
+  // then shows the caller, and tests force that path with it.
   int gloo_threads = 2;
 };
 

@@ -59,7 +59,9 @@ TEST(WhatifCli, PredictsTheRecordedRunFromItsOwnTrace) {
   EXPECT_EQ(derived, recorded);
   // The replay keeps everything but backward's tail as recorded, so with the recorded settings
   // its only error is the fitted model's on the tail's all-reduces: a few per cent of a step, in
-  // the median step (whatif_checks.h says why per step). 15 % leaves room for a busy machine.
+  // the median step (whatif_checks.h says why per step). Measured: 2.2 % and 3.1 % idle, 1.4-5.8 %
+  // over 4 runs beside two busy loops; 15 % allowed, the fit being a wall-clock one. The cluster
+  // clock's test below holds the replay itself to 1.5 %.
   const double error = dpscope::testing::median_step_error(j);
   EXPECT_GE(error, 0) << j.dump();
   EXPECT_LE(error, 0.15) << j.dump();

@@ -217,6 +217,54 @@ TEST(processGroup, GlooLeavesACollectivesTensorsToTheThreadThatWaits) {
   }
 }
 
+// Note [Run on wait] is a race between a communication thread and the waiter, so each side is
+// forced here instead of counted over many races: a collective waited for only once a
+// communication thread has finished it is traced without kFlagRanOnWaiter; with no
+// communication thread (gloo_threads 0) nothing runs until it is waited for, and then on the
+// waiting thread, flagged. A negative thread count is refused naming the option.
+TEST(processGroup, GlooFlagsTheCollectivesItsWaiterRan) {
+  TempDir dir;
+  for (const int threads : {2, 0}) {
+    SCOPED_TRACE(std::to_string(threads) + " communication threads");
+    const std::string path = dir.file("threads" + std::to_string(threads) + ".sqlite");
+    {
+      trace::RecorderOptions recorder_options;
+      recorder_options.path = path;
+      trace::Recorder recorder(recorder_options);
+      ProcessGroupOptions options;
+      options.timeout = std::chrono::seconds(20);
+      options.recorder = &recorder;
+      options.gloo_threads = threads;
+      const std::shared_ptr<ProcessGroup> group = make_gloo_group(std::make_shared<c10d::HashStore>(), 0, 1, options);
+      for (int i = 0; i < 10; ++i) {
+        WorkHandle work = group->all_reduce(at::full({4}, double(i)), ReduceOp::Sum);
+        if (threads > 0) {
+          while (!work->is_completed()) std::this_thread::yield();
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          EXPECT_FALSE(work->is_completed()) << "all_reduce " << i << " ran before anyone waited for it";
+        }
+        work->wait();
+      }
+    }
+    trace::Reader reader(path);
+    const std::vector<trace::Event> collectives = reader.events_of_kind(trace::EventKind::Collective);
+    ASSERT_EQ(collectives.size(), 10u);
+    for (const trace::Event& e : collectives) {
+      EXPECT_EQ((e.flags & trace::kFlagRanOnWaiter) != 0, threads == 0) << "seq " << e.seq;
+    }
+  }
+  ProcessGroupOptions negative;
+  negative.gloo_threads = -1;
+  try {
+    make_gloo_group(std::make_shared<c10d::HashStore>(), 0, 1, negative);
+    FAIL() << "a negative thread count was taken";
+  } catch (const CommError& error) {
+    EXPECT_NE(std::string(error.what()).find("give 0 or more (ProcessGroupOptions::gloo_threads)"), std::string::npos)
+        << error.what();
+  }
+}
+
 TEST(processGroup, RejectsBadArgumentsNamingTheRank) {
   TestGroup group(std::make_shared<c10d::HashStore>(), 1, 4, {}, TestGroup::Mode::kImmediate);
   auto expect_error = [](const std::function<void()>& call, const std::string& phrase) {
