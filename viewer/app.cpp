@@ -196,7 +196,7 @@ void App::handle_keys() {
   if (ImGui::IsKeyPressed(GLFW_KEY_LEFT_BRACKET, false)) play_speed = std::min(kSpeeds - 1, play_speed + 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT_BRACKET, false)) play_speed = std::max(0, play_speed - 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) show_legend = !show_legend;
-  if (ImGui::IsKeyPressed(GLFW_KEY_U, false)) fold_secondary_lanes = !fold_secondary_lanes;
+  if (ImGui::IsKeyPressed(GLFW_KEY_U, false)) lane_folding = lanes_folded() ? LaneFolding::Unfolded : LaneFolding::Folded;
   if (ImGui::IsKeyPressed(GLFW_KEY_TAB, false) && traces.size() > 1) {
     focus_trace = 1 - std::clamp(focus_trace, 0, 1);
     playing = false;
@@ -302,48 +302,13 @@ void App::poll_live() {
   }
 }
 
-void App::draw_header() {
-  const Model& m = *traces[0].model;
-  // An emulated link is said where the run is named, so that nobody reads its collectives'
-  // lengths as this machine's (docs/communication.md).
-  const std::string link = this->link();
-  // Following a run directory, the file is a scratch merge: name what is followed instead.
-  const std::string shown = live_source_ ? "live: " + live_source_->status() : m.path;
-  ImGui::Text("%s  |  %s %s, %zu ranks, %lld events, %d iterations%s%s%s  |  %s", shown.c_str(),
-              m.meta_value(trace::meta_key::kStrategy, "?").c_str(),
-              m.meta_value(trace::meta_key::kBackend).c_str(), m.ranks.size(),
-              static_cast<long long>(m.events), m.iterations, link.empty() ? "" : "  |  ", link.c_str(),
-              live_ && !live_source_ ? "  |  live" : "", clock_label().c_str());
-  ImGui::SameLine();
-  ImGui::SetNextItemWidth(180);
-  // Ctrl+F: type a query without reaching for the mouse.
-  if (ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_F, false)) ImGui::SetKeyboardFocusHere();
-  if (ImGui::InputTextWithHint("##find", "find (name or kind; Ctrl+F)", find_buffer_, sizeof(find_buffer_))) {
-    find_text = find_buffer_;
-    update_find();
-  }
-  if (!find.empty()) {
-    ImGui::SameLine();
-    ImGui::Text("%lld found", static_cast<long long>(find_result.total));
-  }
-  ImGui::SameLine();
-  if (ImGui::SmallButton("Fit (F)")) fit();
-  ImGui::SameLine();
-  if (ImGui::SmallButton("Legend (L)")) show_legend = !show_legend;
-  ImGui::SameLine();
-  if (ImGui::SmallButton("Help (?)")) show_help = !show_help;
-  // A switch to the cluster clock that failed says why under the line that names the clock (C
-  // tries again), wrapped: the message names the file and the fix.
-  if (!clock_error_.empty()) {
-    ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.35f, 1.0f), "C: %s", clock_error_.c_str());
-    ImGui::PopTextWrapPos();
-  }
-}
-
 void App::draw_panels() {
   const float total_h = ImGui::GetContentRegionAvail().y;
-  ImGui::BeginChild("timeline", ImVec2(0, std::floor(total_h * 0.64f)), true,
+  // The timeline's share of the height grows with the text size, so that two ranks' lanes stay
+  // in view on a projector (Stats and Buckets then scroll): 64 % at x1, 80 % from x2.3 on.
+  const float scale = ImGui::GetFontSize() / 13;
+  const float timeline_share = std::clamp(0.64f + 0.12f * (scale - 1), 0.64f, 0.8f);
+  ImGui::BeginChild("timeline", ImVec2(0, std::floor(total_h * timeline_share)), true,
                     ImGuiWindowFlags_NoScrollWithMouse | ImGuiWindowFlags_NoScrollbar);
   draw_timeline(*this);
   ImGui::EndChild();
@@ -377,6 +342,7 @@ void App::draw_panels() {
 }
 
 void App::frame() {
+  layout = LayoutReport{};
   poll_background();
   handle_keys();
   update_playback();

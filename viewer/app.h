@@ -34,6 +34,26 @@ inline constexpr double kWaitForInput = std::numeric_limits<double>::infinity();
 inline constexpr float kMinFontScale = 0.75f;
 inline constexpr float kMaxFontScale = 3.0f;
 
+// Whether every rank's secondary lanes (FSDP's unit lanes, a comm lane after a rank's first:
+// is_secondary_lane in view_timeline.cpp) are folded. Auto folds them from a text size of
+// kAutoFoldFontScale up, where a projector's text leaves room for few lanes; U picks Folded or
+// Unfolded from then on, --fold-lanes Folded.
+enum class LaneFolding { Auto, Folded, Unfolded };
+inline constexpr float kAutoFoldFontScale = 1.5f;
+
+// What the last frame's layout left visible, measured where it was drawn (the headless JSON's
+// "layout"): whether the header's controls (find box, buttons) lay inside the window, whether the
+// narration needed more than its two lines, how many ranks had their main and comm lanes wholly
+// in view (in compare mode, the fewer of the two panels'), and how many fixed labels (lane
+// names, rank headers) were drawn cut. Span labels, which shorten with ".." as one zooms out,
+// are not counted.
+struct LayoutReport {
+  bool controls_visible = true;
+  bool narration_clipped = false;
+  int ranks_visible = 0;
+  int clipped_labels = 0;
+};
+
 // One open trace: its model, its analysis (computed on a background thread after loading, with
 // the collectives' payloads read there too; null until ready) and the offset that places its
 // times on the shared axis (compare alignment). `model` and `analysis` are what the panels draw:
@@ -77,6 +97,7 @@ struct AppOptions {
   std::string compare_path;
   bool live = false;
   float font_scale = 0;  // text size, times the 13 px font; 0: the screen's content scale
+  int window_width = 1280, window_height = 800;  // the window's size in pixels (--size)
   ThemeKind theme = ThemeKind::Dark;
   std::optional<WhatifRequest> whatif;  // what-if lanes to predict at start (--whatif-cap-mb)
   analysis::Clock clock = analysis::Clock::Measured;  // the clock to start on (--clock)
@@ -160,9 +181,13 @@ class App {
   OpenTrace& focused_trace() { return traces[size_t(std::clamp(focus_trace, 0, int(traces.size()) - 1))]; }
   int align_iteration = 0;             // compare: iteration aligned across the two runs
   std::map<std::pair<int, int>, bool> collapsed;  // (trace, rank index) -> group folded
-  // Every rank's secondary lanes folded (U): FSDP's unit lanes and every comm lane but a rank's
-  // first, so that more ranks' main and comm lanes and memory graphs fit (is_secondary_lane).
-  bool fold_secondary_lanes = false;
+  // Every rank's secondary lanes folded or not (U): FSDP's unit lanes and every comm lane but a
+  // rank's first, so that more ranks' main and comm lanes and memory graphs fit.
+  LaneFolding lane_folding = LaneFolding::Auto;
+  bool lanes_folded() const {
+    return lane_folding == LaneFolding::Auto ? font_scale >= kAutoFoldFontScale : lane_folding == LaneFolding::Folded;
+  }
+  LayoutReport layout;  // filled by each frame's drawing
   bool measuring = false;              // a left drag on the timeline is measuring a range
   bool dragging_playhead = false;      // a left drag on the ruler is moving the playhead
   bool show_legend = false;            // the legend window (L)

@@ -182,30 +182,4 @@ void App::update_playback() {
   narration = index >= 0 ? narrate(model, steps->events, steps->steps, size_t(index)) : "";
 }
 
-void App::draw_narration_line() {
-  const double seconds = kPlaySecondsPerIteration[play_speed];
-  if (traces.size() > 1) {
-    // Compare: which run the keys and the narration follow.
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().narration), "run %c", 'A' + focus_trace);
-    ImGui::SameLine();
-    ImGui::TextDisabled("(Tab: run %c)  |", 'A' + (1 - focus_trace));
-    ImGui::SameLine();
-  }
-  if (playing) {
-    ImGui::TextDisabled("playing, an iteration in %g s (space pauses, [ ] slower / faster)  |", seconds);
-  } else {
-    ImGui::TextDisabled("<- -> step, space plays an iteration in %g s, [ ] speed  |", seconds);
-  }
-  ImGui::SameLine();
-  if (narration.empty() && narrated_iteration_ != trace::kNone) {
-    ImGui::TextDisabled("rank %d, iteration %d: before its first step (press -> to go to it)", focus_rank,
-                        narrated_iteration_);
-  } else if (narration.empty()) {
-    ImGui::TextDisabled("rank %d: put the playhead in an iteration (click the timeline or press ->)",
-                        focus_rank);
-  } else {
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().narration), "%s", narration.c_str());
-  }
-}
-
 }  // namespace dpscope::view

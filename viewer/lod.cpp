@@ -153,8 +153,38 @@ std::pair<double, double> clamp_view(double t0, double t1, double run0, double r
   return {t0, t0 + width};
 }
 
+namespace {
+
+// The ruler's iteration row (labels from `first` on) with the playhead's iteration named: when
+// the greedy pass left it out, its label goes where the iteration begins (the view's left edge
+// if it began before), and the labels it would crowd give way.
+void name_playhead_iteration(Ruler& ruler, size_t first, const TimeMap& map, const std::vector<IterationSpan>& iterations,
+                             const std::function<float(const std::string&)>& text_width, double playhead) {
+  if (std::isnan(playhead) || playhead < map.t0 || playhead > map.t1) return;
+  auto it = std::upper_bound(iterations.begin(), iterations.end(), playhead,
+                             [](double t, const IterationSpan& s) { return t < double(s.begin_ns); });
+  if (it == iterations.begin() || double(std::prev(it)->end_ns) < playhead) return;
+  const IterationSpan& own = *std::prev(it);
+  RulerLabel label{std::max(float(map.x(double(own.begin_ns))), float(map.x0)) + 2, 0, 1, "it " + std::to_string(own.iteration)};
+  label.width = text_width(label.text);
+  const float right = float(map.x0 + map.width);
+  label.x = std::max(float(map.x0) + 2, std::min(label.x, right - label.width));
+  for (size_t i = first; i < ruler.labels.size(); ++i) {
+    if (ruler.labels[i].text == label.text && std::abs(ruler.labels[i].x - label.x) < 1) return;
+  }
+  const auto crowded = [&](const RulerLabel& other) {
+    return other.x < label.x + label.width + kRulerLabelGap && label.x < other.x + other.width + kRulerLabelGap;
+  };
+  ruler.labels.erase(std::remove_if(ruler.labels.begin() + long(first), ruler.labels.end(), crowded), ruler.labels.end());
+  const auto at = std::lower_bound(ruler.labels.begin() + long(first), ruler.labels.end(), label.x,
+                                   [](const RulerLabel& l, float x) { return l.x < x; });
+  ruler.labels.insert(at, std::move(label));
+}
+
+}  // namespace
+
 Ruler layout_ruler(const TimeMap& map, double origin, const std::vector<IterationSpan>& iterations,
-                   const std::function<float(const std::string&)>& text_width) {
+                   const std::function<float(const std::string&)>& text_width, double playhead) {
   Ruler ruler;
   const double right = map.x0 + map.width;
   // The step: labels of the widest kind (the view's end) fit between neighbouring ticks.
@@ -208,6 +238,7 @@ Ruler layout_ruler(const TimeMap& map, double origin, const std::vector<Iteratio
       ruler.labels.insert(ruler.labels.begin() + long(first_iteration_label), std::move(*pinned));
     }
   }
+  name_playhead_iteration(ruler, first_iteration_label, map, iterations, text_width, playhead);
   return ruler;
 }
 

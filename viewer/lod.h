@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,7 +72,10 @@ double tick_step(const TimeMap& map, double min_px);
 // (the run's start), each labelled on row 0 ("120 ms"), and the iterations that begin in view
 // named on row 1 ("it 3"), so the two never meet. The step is wide enough for its labels; a
 // label that would come within kRulerLabelGap of the one before it on its row, or run past the
-// right edge, is left out (its tick stays). `text_width` measures a label in pixels. Pure.
+// right edge, is left out (its tick stays). The iteration the `playhead` (map's time; NaN for
+// none) stands in is always named, its neighbours giving way, so that the label nearest the
+// playhead on its left names the playhead's own iteration. `text_width` measures a label in
+// pixels. Pure.
 inline constexpr float kRulerLabelGap = 8;
 struct RulerLabel {
   float x = 0;      // left edge of the text
@@ -84,6 +88,7 @@ struct Ruler {
   std::vector<RulerLabel> labels;
 };
 Ruler layout_ruler(const TimeMap& map, double origin, const std::vector<IterationSpan>& iterations,
-                   const std::function<float(const std::string&)>& text_width);
+                   const std::function<float(const std::string&)>& text_width,
+                   double playhead = std::numeric_limits<double>::quiet_NaN());
 
 }  // namespace dpscope::view

@@ -37,6 +37,20 @@ void add_look_options(CLI::App& cli, AppOptions& options, std::string& theme_nam
                  "Text size, times the 13 px font (default: the screen's content scale; Ctrl +/- "
                  "change it in the window)")
       ->check(CLI::Range(double(kMinFontScale), double(kMaxFontScale)));
+  cli.add_option_function<std::string>(
+         "--size",
+         [&options](const std::string& size) {
+           int width = 0, height = 0;
+           char end = 0;
+           if (std::sscanf(size.c_str(), "%dx%d%c", &width, &height, &end) != 2 || width < 320 || height < 240 ||
+               width > 8192 || height > 8192) {
+             throw CLI::ValidationError("--size", "give WIDTHxHEIGHT in pixels, from 320x240 to 8192x8192 (as 1600x1000), not '" +
+                                                      size + "'");
+           }
+           options.window_width = width;
+           options.window_height = height;
+         },
+         "The window's size in pixels, WIDTHxHEIGHT (default 1280x800; a projector's 1600x1000, say)");
 }
 
 // --screenshot and what it draws; returns --screenshot, which the others need.

@@ -90,6 +90,14 @@ std::string whatif_json(const App& app) {
          ", \"predicted_exposed_comm_ms\": " + ms(w.predicted_exposed_comm_ms) + "}";
 }
 
+// What the frame's layout left visible (LayoutReport, measured where it was drawn).
+std::string layout_json(const LayoutReport& layout) {
+  return std::string("{\"controls_visible\": ") + (layout.controls_visible ? "true" : "false") +
+         ", \"narration_clipped\": " + (layout.narration_clipped ? "true" : "false") +
+         ", \"ranks_visible\": " + std::to_string(layout.ranks_visible) +
+         ", \"clipped_labels\": " + std::to_string(layout.clipped_labels) + "}";
+}
+
 }  // namespace
 
 // Each open trace's extent on the clock drawn, ms: [main] or [main, compare].
@@ -109,7 +117,7 @@ std::string headless_report(const App& app, const FrameTimes& times) {
          number("%.2f", times.max_ms) + ", \"link\": \"" + app.link() + "\", \"clock\": \"" +
          std::string(::dpscope::analysis::to_string(app.clock())) + "\", \"clock_label\": \"" +
          json_escaped(app.clock_label()) + "\", \"run_ms\": " + run_ms_json(app) + ", \"narration\": \"" +
-         json_escaped(app.narration) + "\", \"overlap\": " + (analysis ? overlap_json(*analysis) : "[]") +
+         json_escaped(app.narration) + "\", \"layout\": " + layout_json(app.layout) + ", \"overlap\": " + (analysis ? overlap_json(*analysis) : "[]") +
          ", \"memory\": " + (analysis ? memory_json(*analysis) : "[]") + ", \"stragglers\": \"" +
          json_escaped(analysis ? stragglers_line(*analysis) : "") + "\", \"whatif\": " + whatif_json(app) + "}";
 }

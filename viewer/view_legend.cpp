@@ -37,9 +37,14 @@ void line_entry(ImU32 color, const char* text) {
 void phase_entry(std::string_view phase) { entry(phase_color(phase), std::string(phase).c_str()); }
 
 // Opens a floating window at `pos` (its `pivot` there) when it first appears; false, and ended,
-// when it is collapsed.
+// when it is collapsed. It sizes itself to its content but never past the viewport (less a
+// margin): at a projector's text size what does not fit scrolls.
 bool begin_floating(const char* title, bool* open, ImVec2 pos, ImVec2 pivot, float alpha) {
+  const ImGuiViewport* viewport = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(pos, ImGuiCond_Appearing, pivot);
+  // Hung from its top (pivot y 0) it has the room below `pos`; centred, the whole height.
+  const float room = pivot.y == 0 ? viewport->Pos.y + viewport->Size.y - pos.y - 12 : viewport->Size.y - 24;
+  ImGui::SetNextWindowSizeConstraints(ImVec2(0, 0), ImVec2(viewport->Size.x - 24, room));
   ImGui::SetNextWindowBgAlpha(alpha);
   if (ImGui::Begin(title, open, ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoSavedSettings)) return true;
   ImGui::End();
@@ -135,9 +140,10 @@ void draw_help(App& app) {
       {"space", "play the playhead's iteration in slow motion; again: pause"},
       {"[ / ]", "slower / faster: an iteration plays in 2.5, 5, 10 (the default), 20 or 40 s"},
       {"L", "legend: every colour"},
-      {"U", "fold / unfold every rank's secondary lanes (FSDP units, a second comm lane)"},
+      {"U", "fold / unfold every rank's secondary lanes (FSDP units, a second comm lane); from text x1.5 they start folded"},
       {"Tab", "compare: step, narrate and show Buckets / Units for the other run (a click focuses one too)"},
       {"T", "theme: dark, or projector (dark text on light ground)"},
+      {"Ctrl + / Ctrl - / Ctrl 0", "text larger / smaller / back to the start's size (x0.75 to x3)"},
       {"C", "clock: measured, or the cluster clock (the run replayed as a cluster would run it)"},
       {"? or F1", "this help"},
       {"Esc", "clear selection and range, stop playing, close this help"},

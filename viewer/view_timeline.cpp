@@ -27,13 +27,25 @@ struct TimelineSizes {
 };
 TimelineSizes sz;
 
-void scale_sizes(float font_size) {
+float text_width(const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; }
+
+// The sizes for the font, the label column wide enough for the open traces' lane names and the
+// memory graph's labels (never more than a third of the panel), so that none is cut.
+void scale_sizes(const App& app, float font_size, float panel_width) {
   const float s = font_size / 13;  // the sizes above are for Dear ImGui's 13 px font
   sz = TimelineSizes{};
   for (float* v : {&sz.label_width, &sz.ruler_height, &sz.ruler_iteration_row, &sz.header_height,
                    &sz.row_height, &sz.instant_row_height, &sz.memory_height}) {
     *v = std::round(*v * s);
   }
+  // The widest label: the ranks share their lanes' names, so a few ranks tell them all.
+  float widest = text_width("steps 999.9 MiB");
+  for (const OpenTrace& t : app.traces) {
+    for (size_t ri = 0; ri < std::min<size_t>(t.model->ranks.size(), 8); ++ri) {
+      for (const Lane& lane : t.model->ranks[ri].lanes) widest = std::max(widest, text_width(lane.info.name));
+    }
+  }
+  sz.label_width = std::min(std::max(sz.label_width, std::ceil(widest + 16 + 4 * s)), std::floor(panel_width / 3));
 }
 constexpr double kFoldPx = 3;  // spans narrower than this fold into counted blocks
 
@@ -61,6 +73,7 @@ struct Frame {
   TimeMap map;      // axis time <-> screen x
   float right = 0;  // right edge of the lanes
   float clip_y0 = 0, clip_y1 = 0;
+  int ranks_visible = 0;  // ranks whose main and comm lanes lie wholly in [clip_y0, clip_y1]
   std::vector<RowPlace> rows;
   std::vector<DrawItem> items;  // scratch
 };
@@ -129,8 +142,8 @@ void draw_row(Frame& f, int trace, int rank_index, const Lane& lane, int lane_in
 // [y0, y1] is on screen.
 void draw_lane_name(Frame& f, float label_x, const Lane& lane, ImU32 color, float y0, float y1) {
   if (y0 > f.clip_y1 || y1 < f.clip_y0) return;
-  const std::string name = elide(lane.info.name, sz.label_width - 16,
-                                 [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
+  const std::string name = elide(lane.info.name, sz.label_width - 16, text_width);
+  f.app.layout.clipped_labels += name != lane.info.name;
   f.draw->AddText(ImVec2(label_x + 12, y0), color, name.c_str());
   f.draw->AddLine(ImVec2(label_x, y1), ImVec2(f.right, y1), theme().lane_separator);
 }
@@ -206,7 +219,7 @@ void draw_ruler(Frame& f, float y0) {
   local.t0 -= double(panel.offset_ns);
   local.t1 -= double(panel.offset_ns);
   const Ruler ruler = layout_ruler(local, double(m.t_begin), m.ranks.empty() ? kNoIterations : m.ranks[0].iterations,
-                                   [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
+                                   text_width, double(f.app.playhead) - double(panel.offset_ns));
   for (const float x : ruler.ticks) {
     f.draw->AddLine(ImVec2(x, y0 + sz.ruler_height - 6), ImVec2(x, y0 + sz.ruler_height), theme().dim_text);
   }
@@ -351,7 +364,7 @@ bool draw_rank_header(Frame& f, float left, int rank_index, const Pointer& point
   bool& collapsed = f.app.collapsed[{f.trace, rank_index}];
   if (y + sz.header_height < f.clip_y0 || y > f.clip_y1) return collapsed;
   int folded_lanes = 0;
-  if (f.app.fold_secondary_lanes) {
+  if (f.app.lanes_folded()) {
     for (size_t li = 0; li < rank.lanes.size(); ++li) {
       folded_lanes += !rank.lanes[li].spans.empty() && is_secondary_lane(rank, li);
     }
@@ -363,8 +376,10 @@ bool draw_rank_header(Frame& f, float left, int rank_index, const Pointer& point
   char header[200];
   std::snprintf(header, sizeof(header), "%s rank %d  %s %s  %s%s", collapsed ? "+" : "-", rank.info.rank,
                 rank.info.host.c_str(), rank.info.device.c_str(), rank.info.status.c_str(), folded);
+  const std::string shown = elide(header, f.right - left - 8, text_width);
+  f.app.layout.clipped_labels += shown != header;
   f.draw->AddRectFilled(ImVec2(left, y), ImVec2(f.right, y + sz.header_height), theme().rank_header);
-  f.draw->AddText(ImVec2(left + 4, y + 2), theme().rank_header_text, header);
+  f.draw->AddText(ImVec2(left + 4, y + 2), theme().rank_header_text, shown.c_str());
   if (pointer.over_lanes && ImGui::IsMouseClicked(ImGuiMouseButton_Left) &&
       ImGui::IsMouseHoveringRect(ImVec2(left, y), ImVec2(left + sz.label_width, y + sz.header_height))) {
     collapsed = !collapsed;
@@ -376,10 +391,12 @@ bool draw_rank_header(Frame& f, float left, int rank_index, const Pointer& point
 // span under the pointer becomes the hovered one. Returns the y below them.
 float draw_recorded_lanes(Frame& f, float left, int rank_index, const Pointer& pointer, float y) {
   const RankData& rank = f.app.traces[size_t(f.trace)].model->ranks[size_t(rank_index)];
+  // Whether the rank's main lane (its first) and its first comm lane lie wholly in view.
+  bool main_seen = false, main_in_view = false, comm_seen = false, comm_in_view = true;
   for (size_t li = 0; li < rank.lanes.size(); ++li) {
     const Lane& lane = rank.lanes[li];
     if (lane.spans.empty()) continue;
-    if (f.app.fold_secondary_lanes && is_secondary_lane(rank, li)) continue;
+    if (f.app.lanes_folded() && is_secondary_lane(rank, li)) continue;
     const float lane_y0 = y;
     for (int row = 0; row < lane.rows(); ++row) {
       const float h = row_height(lane, row);
@@ -395,7 +412,16 @@ float draw_recorded_lanes(Frame& f, float left, int rank_index, const Pointer& p
       y += h;
     }
     draw_lane_name(f, left, lane, theme().text, lane_y0, y);
+    const bool in_view = lane_y0 >= f.clip_y0 && y <= f.clip_y1;
+    if (!main_seen) {
+      main_seen = true;
+      main_in_view = in_view;
+    } else if (!comm_seen && lane.info.kind == trace::LaneKind::Comm) {
+      comm_seen = true;
+      comm_in_view = in_view;
+    }
   }
+  f.ranks_visible += main_seen && main_in_view && comm_in_view;
   return y;
 }
 
@@ -508,6 +534,7 @@ void draw_trace_panel(App& app, int trace, float height) {
     y = draw_rank_group(f, origin.x, int(ri), pointer, y);
   }
   draw_overlays(f, top.y, y);
+  app.layout.ranks_visible = trace == 0 ? f.ranks_visible : std::min(app.layout.ranks_visible, f.ranks_visible);
   handle_mouse(f, pointer.over_lanes);
   if (app.hovered.valid() && pointer.over_lanes) draw_span_tooltip(app, app.hovered);
   ImGui::SetCursorScreenPos(top);
@@ -518,7 +545,7 @@ void draw_trace_panel(App& app, int trace, float height) {
 }  // namespace
 
 void draw_timeline(App& app) {
-  scale_sizes(ImGui::GetFontSize());
+  scale_sizes(app, ImGui::GetFontSize(), ImGui::GetContentRegionAvail().x);
   app.hovered = {};
   // With --compare each run gets half the height, its own ruler and iteration grid, and its own
   // vertical scroll, so both are in view at once; time and the playhead are shared.

@@ -171,8 +171,6 @@ void Window::end_frame(const std::string& capture_png) {
 
 namespace {
 
-constexpr int kWindowWidth = 1280, kWindowHeight = 800;
-
 std::string window_title(const AppOptions& options) { return "dpscope-view: " + options.path; }
 
 struct Loaded {
@@ -291,7 +289,7 @@ class Opening {
 }  // namespace
 
 int run_windowed(const AppOptions& options) {
-  Window window(window_title(options), kWindowWidth, kWindowHeight);
+  Window window(window_title(options), options.window_width, options.window_height);
   set_theme(options.theme);
   const float font_scale = options.font_scale > 0 ? options.font_scale : window.content_scale();
   Opening opening(options);
@@ -335,7 +333,7 @@ void set_up_screenshot(Window& window, App& app, const HeadlessOptions& headless
   // at the screen's centre, over the timeline, where it would hover a span and draw its tooltip.
   ImGui::GetIO().ConfigFlags |= ImGuiConfigFlags_NoMouse;
   app.show_legend = headless.legend;
-  app.fold_secondary_lanes = headless.fold_lanes;
+  if (headless.fold_lanes) app.lane_folding = LaneFolding::Folded;
   for (size_t t = 0; t < app.traces.size(); ++t) {
     for (const int rank : headless.folded) app.collapsed[{int(t), rank}] = true;
   }
@@ -411,7 +409,7 @@ int run_headless(const AppOptions& options, const HeadlessOptions& headless) {
   const std::string path = options.live ? wait_for_live_file(options.path, &source) : options.path;
   Loaded loaded = load_both(path, options.compare_path, nullptr);
   const double open_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  Window window(window_title(options), kWindowWidth, kWindowHeight);
+  Window window(window_title(options), options.window_width, options.window_height);
   set_theme(options.theme);
   App app(options, loaded.main, loaded.compare);
   if (source) app.follow(std::move(source));

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Remakes the pictures in this folder from fresh runs, with the viewer's headless mode (under
 # xvfb-run when there is no display): the README's first picture (one step of a 4-rank DDP
-# backward on an emulated 4 Gb/s link, narrated, its flows drawn), the demo's DDP/FSDP comparison
-# and the viewer on a 4-rank synthetic run. The first two are lessons about time and are drawn on
-# the cluster clock (docs/cluster-clock.md), as the demo draws its own.
+# backward on an emulated 4 Gb/s link, narrated, its flows drawn) and the same at x2 in the
+# projector theme, the demo's DDP/FSDP comparison and the viewer on a 4-rank synthetic run. The
+# step's pictures and the demo's are lessons about time and are drawn on the cluster clock
+# (docs/cluster-clock.md), as the demo draws its own.
 # Usage: docs/screenshots/regenerate.sh [BUILD_DIR]
 set -euo pipefail
 if [ -z "${DISPLAY:-}" ]; then
@@ -26,6 +27,9 @@ done
   { cat "$work/step.log" >&2; exit 1; }
 "$bin/dpscope-view" "$work/step/run.sqlite" --clock cluster --screenshot "$out/ddp-step.png" \
   --frames 3 --iteration 5 --step 3 > /dev/null
+#    The same moment as a class sees it projected: twice the text, the projector theme, 1600x1000.
+"$bin/dpscope-view" "$work/step/run.sqlite" --clock cluster --screenshot "$out/projector-x2.png" \
+  --size 1600x1000 --font-scale 2 --theme projector --iteration 5 --step 3 > /dev/null
 
 # 2. The demo's comparison (scripts/demo's runs).
 env -u DISPLAY "$bin/dpscope" demo --out "$work/demo" > "$work/demo.log" 2>&1 ||
@@ -36,4 +40,4 @@ cp "$work/demo/compare.png" "$out/demo-compare.png"
 "$bin/dpscope" synth --events 200000 --ranks 4 --out "$work/synth.sqlite" > /dev/null
 "$bin/dpscope-view" "$work/synth.sqlite" --screenshot "$out/viewer.png" --frames 3 \
   --iteration 20 --step 6 > /dev/null
-echo "regenerate.sh: wrote $out/ddp-step.png, demo-compare.png, viewer.png"
+echo "regenerate.sh: wrote $out/ddp-step.png, projector-x2.png, demo-compare.png, viewer.png"

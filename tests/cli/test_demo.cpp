@@ -3,6 +3,8 @@
 // writes the viewer's screenshots next to them.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -202,6 +204,26 @@ TEST(Demo, TeachesBothLessonsWithItsDefaults) {
   }
   ASSERT_EQ(accuracies.size(), 2u) << result.output;
   for (const double accuracy : accuracies) EXPECT_GE(accuracy, 0.9) << result.output;
+
+  // The demo projected (docs/viewer.md, "A projector"): at x2 in a 1600x1000 window each run keeps
+  // the header's controls, its narration and its labels whole, and two ranks' main and comm
+  // lanes in view, at the moment the comparison screenshot shows.
+#ifdef DPSCOPE_TEST_READS_PNG
+  if (std::getenv("DISPLAY")) {
+    for (const char* run : {"/ddp/run.sqlite", "/fsdp/run.sqlite"}) {
+      const auto shown = run_command(std::string(DPSCOPE_BIN_DIR) + "/dpscope-view " + out + run +
+                                     " --size 1600x1000 --font-scale 2 --iteration 100 --step 6 --screenshot " +
+                                     dir.file("projected.png"));
+      ASSERT_EQ(shown.exit_code, 0) << shown.output;
+      const nlohmann::json json = nlohmann::json::parse(shown.output.substr(shown.output.rfind("\n{") + 1), nullptr, false);
+      ASSERT_TRUE(json.is_object() && json.contains("layout")) << shown.output;
+      EXPECT_EQ(json["layout"]["controls_visible"], true) << run << ": " << json["layout"];
+      EXPECT_EQ(json["layout"]["narration_clipped"], false) << run << ": " << json["layout"];
+      EXPECT_GE(json["layout"]["ranks_visible"].get<int>(), 2) << run << ": " << json["layout"];
+      EXPECT_EQ(json["layout"]["clipped_labels"], 0) << run << ": " << json["layout"];
+    }
+  }
+#endif
 
 #ifdef DPSCOPE_TEST_READS_PNG
   // The comparison shows both runs' memory graphs (rank 0's each, the other ranks folded).

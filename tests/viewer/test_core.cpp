@@ -326,6 +326,41 @@ TEST(ViewerLod, ZoomedIntoAnIterationTheRowNamesIt) {
   EXPECT_EQ(names[1], "it " + std::to_string(shown.iteration + 1));
 }
 
+// Zoomed out so far that the iterations row names only every few iterations, the label nearest
+// the playhead on its left still names the playhead's own iteration, wherever it stands ("it 27"
+// beside a playhead in 28 told a class the wrong one), and the row's labels still keep apart.
+TEST(ViewerLod, TheRulerNamesThePlayheadsIteration) {
+  TempDir dir;
+  auto model = synth_model(dir, 2, 40000);
+  const auto& iterations = model->ranks.at(0).iterations;
+  ASSERT_GT(iterations.size(), 30u);
+  const auto width_of = [](const std::string& text) { return 7.0f * float(text.size()); };
+  const TimeMap map{double(iterations[2].begin_ns), double(iterations[30].end_ns), 132, 1000};
+  int skipped = 0;
+  for (size_t i = 2; i <= 30; ++i) {
+    const IterationSpan& own = iterations[i];
+    const double playhead = double(own.begin_ns) + 0.6 * double(own.end_ns - own.begin_ns);
+    const Ruler ruler = layout_ruler(map, double(model->t_begin), iterations, width_of, playhead);
+    const RulerLabel* nearest = nullptr;
+    float row_end = -1e9f;
+    for (const RulerLabel& label : ruler.labels) {
+      if (label.row != 1) continue;
+      EXPECT_GE(label.x, row_end + kRulerLabelGap) << "playhead in iteration " << own.iteration << ": " << label.text;
+      row_end = label.x + label.width;
+      if (label.x <= map.x(playhead)) nearest = &label;
+    }
+    ASSERT_NE(nearest, nullptr) << "iteration " << own.iteration;
+    EXPECT_EQ(nearest->text, "it " + std::to_string(own.iteration));
+    // Without the playhead the row leaves this iteration out (the case this guards).
+    bool named_without = false;
+    for (const RulerLabel& label : layout_ruler(map, double(model->t_begin), iterations, width_of).labels) {
+      named_without = named_without || (label.row == 1 && label.text == "it " + std::to_string(own.iteration));
+    }
+    skipped += !named_without;
+  }
+  EXPECT_GT(skipped, 10) << "the view should be zoomed out far enough to skip iterations";
+}
+
 // Span labels are whole or cut with "..", never clipped mid-letter or shorter than 3 letters.
 TEST(ViewerLod, LabelsElideCleanly) {
   const auto width_of = [](const std::string& text) { return 7.0f * float(text.size()); };

@@ -1,0 +1,175 @@
+// The two lines over the timeline, laid out to hold at any text size (a projector's ×3 too): the
+// header (the run's name and figures, the find box, the buttons), whose pieces wrap onto the next
+// line instead of running off-screen, and the narration caption, at most two lines. Both report
+// what they could not show in App::layout.
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "trace/vocabulary.h"
+#include "viewer/app.h"
+
+namespace dpscope::view {
+namespace {
+
+// The narration caption's height in lines; a longer narration is cut there (and reported).
+constexpr int kNarrationLines = 2;
+
+// The x of the content region's right edge, in screen coordinates.
+float right_edge() { return ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x; }
+
+// Whether an item `width` wide, put after the last one on its line, would end before the right
+// edge.
+bool fits_after_last(float width) {
+  return ImGui::GetItemRectMax().x + ImGui::GetStyle().ItemSpacing.x + width <= right_edge();
+}
+
+// Text that wraps at the window's right edge (a piece too long for a whole line of its own).
+void wrapped_text(const std::string& text) {
+  ImGui::PushTextWrapPos(0.0f);
+  ImGui::TextUnformatted(text.c_str());
+  ImGui::PopTextWrapPos();
+}
+
+// The header's words, piece by piece ("|" between two on one line): a piece that does not fit
+// after the previous one starts the next line.
+void draw_pieces(const std::vector<std::string>& pieces) {
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const std::string joined = "|  " + pieces[i];
+    if (i > 0 && fits_after_last(ImGui::CalcTextSize(joined.c_str()).x)) {
+      ImGui::SameLine();
+      wrapped_text(joined);
+    } else {
+      wrapped_text(pieces[i]);
+    }
+  }
+}
+
+// Puts the next control `width` wide after the last item if it fits there, else on a new line.
+void place_control(float width) {
+  if (fits_after_last(width)) ImGui::SameLine();
+}
+
+// Whether the last item lies wholly inside the viewport.
+bool last_item_on_screen() {
+  const ImGuiViewport* viewport = ImGui::GetMainViewport();
+  const ImVec2 max = ImGui::GetItemRectMax();
+  return max.x <= viewport->Pos.x + viewport->Size.x + 0.5f && max.y <= viewport->Pos.y + viewport->Size.y + 0.5f;
+}
+
+// A small button placed by place_control; whether it was clicked.
+bool header_button(const char* label, bool& controls_visible) {
+  place_control(ImGui::CalcTextSize(label).x + 2 * ImGui::GetStyle().FramePadding.x);
+  const bool clicked = ImGui::SmallButton(label);
+  controls_visible = controls_visible && last_item_on_screen();
+  return clicked;
+}
+
+}  // namespace
+
+void App::draw_header() {
+  const Model& m = *traces[0].model;
+  // An emulated link is said where the run is named, so that nobody reads its collectives'
+  // lengths as this machine's (docs/communication.md).
+  const std::string link = this->link();
+  // Following a run directory, the file is a scratch merge: name what is followed instead.
+  std::vector<std::string> pieces = {live_source_ ? "live: " + live_source_->status() : m.path};
+  char figures[256];
+  std::snprintf(figures, sizeof(figures), "%s %s, %zu ranks, %lld events, %d iterations",
+                m.meta_value(trace::meta_key::kStrategy, "?").c_str(), m.meta_value(trace::meta_key::kBackend).c_str(),
+                m.ranks.size(), static_cast<long long>(m.events), m.iterations);
+  pieces.emplace_back(figures);
+  if (!link.empty()) pieces.push_back(link);
+  if (live_ && !live_source_) pieces.emplace_back("live");
+  pieces.push_back(clock_label());
+  draw_pieces(pieces);
+
+  // The find box as wide as its hint, so that the hint is never cut.
+  static const char kFindHint[] = "find (name or kind; Ctrl+F)";
+  const float find_width = ImGui::CalcTextSize(kFindHint).x + 2 * ImGui::GetStyle().FramePadding.x;
+  place_control(find_width);
+  ImGui::SetNextItemWidth(find_width);
+  // Ctrl+F: type a query without reaching for the mouse.
+  if (ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_F, false)) ImGui::SetKeyboardFocusHere();
+  if (ImGui::InputTextWithHint("##find", kFindHint, find_buffer_, sizeof(find_buffer_))) {
+    find_text = find_buffer_;
+    update_find();
+  }
+  layout.controls_visible = last_item_on_screen();
+  if (!find.empty()) {
+    const std::string found = std::to_string(find_result.total) + " found";
+    place_control(ImGui::CalcTextSize(found.c_str()).x);
+    ImGui::TextUnformatted(found.c_str());
+  }
+  if (header_button("Fit (F)", layout.controls_visible)) fit();
+  if (header_button("Legend (L)", layout.controls_visible)) show_legend = !show_legend;
+  if (header_button("Help (?)", layout.controls_visible)) show_help = !show_help;
+  // A switch to the cluster clock that failed says why under the line that names the clock (C
+  // tries again), wrapped: the message names the file and the fix.
+  if (!clock_error_.empty()) {
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.35f, 1.0f), "C: %s", clock_error_.c_str());
+    ImGui::PopTextWrapPos();
+  }
+}
+
+void App::draw_narration_line() {
+  const double seconds = kPlaySecondsPerIteration[play_speed];
+  bool first = true;
+  // A dim piece of the line's keys and state, wrapping like the header's.
+  const auto hint = [&](const std::string& text) {
+    if (!first) place_control(ImGui::CalcTextSize(text.c_str()).x);
+    first = false;
+    ImGui::TextDisabled("%s", text.c_str());
+  };
+  if (traces.size() > 1) {
+    // Compare: which run the keys and the narration follow.
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().narration), "run %c", 'A' + focus_trace);
+    first = false;
+    hint("(Tab: run " + std::string(1, char('A' + (1 - focus_trace))) + ")  |");
+  }
+  char keys[128];
+  if (playing) {
+    std::snprintf(keys, sizeof(keys), "playing, an iteration in %g s (space pauses, [ ] slower / faster)  |", seconds);
+  } else {
+    std::snprintf(keys, sizeof(keys), "<- -> step, space plays an iteration in %g s, [ ] speed  |", seconds);
+  }
+  hint(keys);
+
+  std::string text;
+  if (narration.empty() && narrated_iteration_ != trace::kNone) {
+    text = "rank " + std::to_string(focus_rank) + ", iteration " + std::to_string(narrated_iteration_) +
+           ": before its first step (press -> to go to it)";
+  } else if (narration.empty()) {
+    text = "rank " + std::to_string(focus_rank) + ": put the playhead in an iteration (click the timeline or press ->)";
+  }
+  const ImU32 color = narration.empty() ? ImGui::GetColorU32(ImGuiCol_TextDisabled) : theme().narration;
+  if (!narration.empty()) text = narration;
+  // The caption: after the keys when it fits there on one line, else from the next line on,
+  // wrapped at the window's edge and cut after kNarrationLines lines.
+  const float line = ImGui::GetTextLineHeightWithSpacing();
+  if (fits_after_last(ImGui::CalcTextSize(text.c_str()).x)) {
+    ImGui::SameLine();
+    ImGui::PushStyleColor(ImGuiCol_Text, color);
+    ImGui::TextUnformatted(text.c_str());
+    ImGui::PopStyleColor();
+    layout.narration_clipped = false;
+    return;
+  }
+  const float width = right_edge() - ImGui::GetCursorScreenPos().x;
+  const float needed = ImGui::CalcTextSize(text.c_str(), nullptr, false, width).y;
+  const float shown = std::min(needed, kNarrationLines * ImGui::GetTextLineHeight());
+  layout.narration_clipped = needed > kNarrationLines * ImGui::GetTextLineHeight() + 0.5f;
+  const ImVec2 at = ImGui::GetCursorScreenPos();
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  draw->PushClipRect(at, ImVec2(at.x + width, at.y + shown), true);
+  draw->AddText(ImGui::GetFont(), ImGui::GetFontSize(), at, color, text.c_str(), nullptr, width);
+  draw->PopClipRect();
+  ImGui::Dummy(ImVec2(width, std::max(shown, line - ImGui::GetStyle().ItemSpacing.y)));
+}
+
+}  // namespace dpscope::view
