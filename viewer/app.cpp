@@ -305,9 +305,9 @@ void App::poll_live() {
 void App::draw_panels() {
   const float total_h = ImGui::GetContentRegionAvail().y;
   // The timeline's share of the height grows with the text size, so that two ranks' lanes stay
-  // in view on a projector (Stats and Buckets then scroll): 64 % at x1, 80 % from x2.3 on.
+  // in view on a projector (Stats and Buckets then scroll): 64 % at x1, 80 % from x2 on.
   const float scale = ImGui::GetFontSize() / 13;
-  const float timeline_share = std::clamp(0.64f + 0.12f * (scale - 1), 0.64f, 0.8f);
+  const float timeline_share = std::clamp(0.64f + 0.16f * (scale - 1), 0.64f, 0.8f);
   ImGui::BeginChild("timeline", ImVec2(0, std::floor(total_h * timeline_share)), true,
                     ImGuiWindowFlags_NoScrollWithMouse | ImGuiWindowFlags_NoScrollbar);
   draw_timeline(*this);

@@ -86,16 +86,19 @@ void draw_buckets(App& app) {
   const RankData& rank = model.ranks[size_t(app.focus_rank)];
   const int64_t playhead = app.playhead - t.offset_ns;
   const int32_t iteration = rank.iteration_at(playhead);
-  ImGui::SameLine();
   bool rebuilt_exists = false;
   for (const auto& b : model.buckets) rebuilt_exists = rebuilt_exists || b.generation == 1;
   const int in_force = iteration == 0 || !rebuilt_exists ? 0 : 1;
+  // Beside the rank's slider when it fits, wrapped under it otherwise (a projector's text size).
+  ImGui::SameLine();
+  ImGui::PushTextWrapPos(0.0f);
   if (iteration == trace::kNone) {
     ImGui::TextDisabled("playhead outside an iteration (click the timeline to move it)");
   } else {
     ImGui::Text("iteration %d at %s, plan %s in force", iteration,
                 format_duration(double(playhead - model.t_begin)).c_str(), in_force ? "rebuilt" : "initial");
   }
+  ImGui::PopTextWrapPos();
   // What the playhead's iteration did so far on the main lanes: hooks, bucket instants.
   Progress progress;
   if (iteration != trace::kNone) {

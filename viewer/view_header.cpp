@@ -61,10 +61,11 @@ bool last_item_on_screen() {
   return max.x <= viewport->Pos.x + viewport->Size.x + 0.5f && max.y <= viewport->Pos.y + viewport->Size.y + 0.5f;
 }
 
-// A small button placed by place_control; whether it was clicked.
+// A button placed by place_control; whether it was clicked.
 bool header_button(const char* label, bool& controls_visible) {
   place_control(ImGui::CalcTextSize(label).x + 2 * ImGui::GetStyle().FramePadding.x);
-  const bool clicked = ImGui::SmallButton(label);
+  // A full button: a small one's frame has no room under the text, which cut descenders ("Leqend").
+  const bool clicked = ImGui::Button(label);
   controls_visible = controls_visible && last_item_on_screen();
   return clicked;
 }
@@ -133,12 +134,22 @@ void App::draw_narration_line() {
     hint("(Tab: run " + std::string(1, char('A' + (1 - focus_trace))) + ")  |");
   }
   char keys[128];
-  if (playing) {
-    std::snprintf(keys, sizeof(keys), "playing, an iteration in %g s (space pauses, [ ] slower / faster)  |", seconds);
+  if (font_scale >= kAutoFoldFontScale) {
+    // A projector's text: the short form, after the header's buttons when it fits there, so that
+    // the lanes keep the line.
+    std::snprintf(keys, sizeof(keys), "%s %g s  [ ] speed  |", playing ? "playing:" : "<- -> step  space: play in", seconds);
+    first = first && !fits_after_last(ImGui::CalcTextSize(keys).x);
+    if (!first) place_control(ImGui::CalcTextSize(keys).x);
+    ImGui::TextDisabled("%s", keys);
+    first = false;
   } else {
-    std::snprintf(keys, sizeof(keys), "<- -> step, space plays an iteration in %g s, [ ] speed  |", seconds);
+    if (playing) {
+      std::snprintf(keys, sizeof(keys), "playing, an iteration in %g s (space pauses, [ ] slower / faster)  |", seconds);
+    } else {
+      std::snprintf(keys, sizeof(keys), "<- -> step, space plays an iteration in %g s, [ ] speed  |", seconds);
+    }
+    hint(keys);
   }
-  hint(keys);
 
   std::string text;
   if (narration.empty() && narrated_iteration_ != trace::kNone) {
@@ -166,9 +177,10 @@ void App::draw_narration_line() {
   layout.narration_clipped = needed > kNarrationLines * ImGui::GetTextLineHeight() + 0.5f;
   const ImVec2 at = ImGui::GetCursorScreenPos();
   ImDrawList* draw = ImGui::GetWindowDrawList();
-  draw->PushClipRect(at, ImVec2(at.x + width, at.y + shown), true);
+  // Cut only a caption too long for its lines, and below the last one's descenders ("g").
+  if (layout.narration_clipped) draw->PushClipRect(at, ImVec2(at.x + width, at.y + shown + ImGui::GetFontSize() / 4), true);
   draw->AddText(ImGui::GetFont(), ImGui::GetFontSize(), at, color, text.c_str(), nullptr, width);
-  draw->PopClipRect();
+  if (layout.narration_clipped) draw->PopClipRect();
   ImGui::Dummy(ImVec2(width, std::max(shown, line - ImGui::GetStyle().ItemSpacing.y)));
 }
 

@@ -105,7 +105,9 @@ void draw_waiting(const Analysis& a) {
 // The range measured on the timeline: count / sum / average by name; or how to measure one.
 void draw_range(const App& app, const Model& model) {
   if (!app.has_range) {
+    ImGui::PushTextWrapPos(0.0f);
     ImGui::TextDisabled("drag on the timeline to measure a range: count / sum / average by name");
+    ImGui::PopTextWrapPos();
     return;
   }
   ImGui::Text("range %s (from %s): count / sum / avg by name", format_duration(double(app.range_t1 - app.range_t0)).c_str(),

@@ -38,6 +38,9 @@ void scale_sizes(const App& app, float font_size, float panel_width) {
                    &sz.row_height, &sz.instant_row_height, &sz.memory_height}) {
     *v = std::round(*v * s);
   }
+  // The memory graph grows with the text only to x1.5, and to its two lines of labels beyond:
+  // on a projector the lanes need the height more than the graph's detail does.
+  sz.memory_height = std::max(std::round(44 * std::min(s, 1.5f)), 2 * std::round(font_size) + 4);
   // The widest label: the ranks share their lanes' names, so a few ranks tell them all.
   float widest = text_width("steps 999.9 MiB");
   for (const OpenTrace& t : app.traces) {
@@ -516,7 +519,7 @@ void draw_overlays(Frame& f, float y0, float y1) {
 // One trace's panel, `height` pixels tall (0: the rest of the timeline): its ruler, then its
 // lanes in a child window that scrolls vertically, the overlays, the mouse and the tooltip.
 void draw_trace_panel(App& app, int trace, float height) {
-  Frame f{app, trace, ImGui::GetWindowDrawList(), {}, 0, 0, 0, {}, {}};
+  Frame f{app, trace, ImGui::GetWindowDrawList(), {}, 0, 0, 0, 0, {}, {}};
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   draw_panel_ruler(f, origin, ImGui::GetContentRegionAvail());
 
