@@ -153,6 +153,15 @@ std::pair<double, double> clamp_view(double t0, double t1, double run0, double r
   return {t0, t0 + width};
 }
 
+int first_clear_place(const std::vector<ScreenRect>& candidates, const std::vector<ScreenRect>& taken) {
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (std::none_of(taken.begin(), taken.end(), [&](const ScreenRect& t) { return candidates[i].overlaps(t); })) {
+      return int(i);
+    }
+  }
+  return -1;
+}
+
 namespace {
 
 // The ruler's iteration row (labels from `first` on) with the playhead's iteration named: when

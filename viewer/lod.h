@@ -60,6 +60,15 @@ std::string format_bytes(int64_t bytes);
 std::string elide(const std::string& text, float max_width,
                   const std::function<float(const std::string&)>& text_width);
 
+// A rectangle on screen, [x0, x1) x [y0, y1), in pixels.
+struct ScreenRect {
+  float x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+  bool overlaps(const ScreenRect& o) const { return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1; }
+};
+// The index of the first of `candidates` (places for a label, in order of preference) that
+// overlaps none of `taken` (labels already drawn), or -1 when each overlaps one. Pure.
+int first_clear_place(const std::vector<ScreenRect>& candidates, const std::vector<ScreenRect>& taken);
+
 // [t0, t1] moved (and narrowed, if wider) to lie within the run [run0, run1] and a margin of
 // a tenth of the run's length on either side: pan and zoom never leave the run. Pure.
 std::pair<double, double> clamp_view(double t0, double t1, double run0, double run1);

@@ -2,6 +2,8 @@
 // themes' window colours with the switch between them.
 #include "viewer/palette.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "trace/vocabulary.h"
@@ -23,7 +25,7 @@ ImU32 collective_color(trace::CollectiveOp op) {
     case trace::CollectiveOp::Broadcast: return IM_COL32(0, 170, 170, 255);
     case trace::CollectiveOp::AllReduce: return IM_COL32(219, 68, 55, 255);
     case trace::CollectiveOp::AllGather: return IM_COL32(0, 150, 220, 255);
-    case trace::CollectiveOp::ReduceScatter: return IM_COL32(200, 60, 170, 255);
+    case trace::CollectiveOp::ReduceScatter: return IM_COL32(210, 70, 180, 255);
     case trace::CollectiveOp::Barrier: return IM_COL32(140, 140, 140, 255);
   }
   return IM_COL32(219, 68, 55, 255);
@@ -56,7 +58,7 @@ ImU32 memory_color(int category) {
       IM_COL32(0, 150, 220, 255),    // full_parameters
       IM_COL32(15, 157, 88, 255),    // shards
       IM_COL32(120, 200, 120, 255),  // gradient_shards
-      IM_COL32(200, 60, 170, 255),   // full_gradients
+      IM_COL32(210, 70, 180, 255),   // full_gradients
       IM_COL32(150, 100, 200, 255),  // optimizer_state
       IM_COL32(0, 170, 170, 255),    // activations
       IM_COL32(140, 140, 140, 255),  // other
@@ -74,7 +76,7 @@ ImU32 unit_state_color(std::optional<trace::UnitState> state) {
   switch (*state) {
     case trace::UnitState::Gathering: return IM_COL32(0, 150, 220, 255);
     case trace::UnitState::Full: return IM_COL32(15, 157, 88, 255);
-    case trace::UnitState::Reducing: return IM_COL32(200, 60, 170, 255);
+    case trace::UnitState::Reducing: return IM_COL32(210, 70, 180, 255);
   }
   return IM_COL32(105, 110, 128, 255);
 }
@@ -86,20 +88,52 @@ constexpr Theme kDark = {
     IM_COL32(235, 235, 235, 255), IM_COL32(60, 50, 90, 255),  IM_COL32(255, 255, 255, 255),
     IM_COL32(190, 190, 200, 255), IM_COL32(150, 150, 160, 255), IM_COL32(60, 60, 70, 255),
     IM_COL32(24, 26, 32, 255),   IM_COL32(200, 200, 200, 70), IM_COL32(10, 10, 10, 255),
-    IM_COL32(255, 219, 115, 255), IM_COL32(30, 50, 70, 255),
+    IM_COL32(255, 219, 115, 255), IM_COL32(30, 50, 70, 255),     IM_COL32(120, 200, 255, 255),
+    IM_COL32(255, 70, 70, 255),   IM_COL32(255, 140, 0, 220),   IM_COL32(140, 200, 255, 255),
+    IM_COL32(255, 115, 89, 255),
 };
 constexpr Theme kProjector = {
     IM_COL32(250, 250, 250, 255), IM_COL32(228, 230, 236, 255), IM_COL32(40, 44, 60, 255),
     IM_COL32(255, 255, 255, 255), IM_COL32(70, 40, 120, 255),   IM_COL32(255, 255, 255, 255),
     IM_COL32(10, 10, 10, 255),    IM_COL32(70, 70, 80, 255),    IM_COL32(170, 170, 180, 255),
     IM_COL32(236, 238, 242, 255), IM_COL32(40, 40, 40, 110),   IM_COL32(0, 0, 0, 255),
-    IM_COL32(150, 70, 0, 255),    IM_COL32(215, 232, 248, 255),
+    IM_COL32(150, 70, 0, 255),    IM_COL32(215, 232, 248, 255), IM_COL32(0, 90, 170, 255),
+    IM_COL32(190, 30, 30, 255),   IM_COL32(170, 75, 0, 230),    IM_COL32(0, 80, 170, 255),
+    IM_COL32(190, 30, 30, 255),
 };
 ThemeKind current = ThemeKind::Dark;
 
 }  // namespace
 
 const Theme& theme() { return current == ThemeKind::Dark ? kDark : kProjector; }
+
+double contrast_ratio(ImU32 a, ImU32 b) {
+  // Relative luminance of an sRGB colour (WCAG 2).
+  const auto luminance = [](ImU32 c) {
+    const auto channel = [](unsigned v) {
+      const double x = double(v) / 255;
+      return x <= 0.03928 ? x / 12.92 : std::pow((x + 0.055) / 1.055, 2.4);
+    };
+    return 0.2126 * channel((c >> IM_COL32_R_SHIFT) & 0xFF) + 0.7152 * channel((c >> IM_COL32_G_SHIFT) & 0xFF) +
+           0.0722 * channel((c >> IM_COL32_B_SHIFT) & 0xFF);
+  };
+  const double la = luminance(a), lb = luminance(b);
+  return (std::max(la, lb) + 0.05) / (std::min(la, lb) + 0.05);
+}
+
+void color_entry(ImU32 color, const char* text) {
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  const float h = ImGui::GetTextLineHeight();
+  ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(p.x, p.y + 2), ImVec2(p.x + 2 * h, p.y + h - 1), color);
+  ImGui::Dummy(ImVec2(2 * h, h));
+  ImGui::SameLine();
+  ImGui::TextUnformatted(text);
+}
+
+ImU32 label_color_on(ImU32 fill) {
+  constexpr ImU32 kLightLabel = IM_COL32(245, 245, 245, 255);
+  return contrast_ratio(theme().span_text, fill) >= kMinTextContrast ? theme().span_text : kLightLabel;
+}
 ThemeKind theme_kind() { return current; }
 
 void set_theme(ThemeKind kind) {
@@ -109,6 +143,9 @@ void set_theme(ThemeKind kind) {
   } else {
     ImGui::StyleColorsLight();
   }
+  // Dear ImGui's greyed text is too faint on the light style's ground (2.6:1): the theme's
+  // captions' colour instead (Note [Text contrast]).
+  ImGui::GetStyle().Colors[ImGuiCol_TextDisabled] = ImGui::ColorConvertU32ToFloat4(theme().dim_text);
 }
 
 const char* to_string(ThemeKind kind) { return kind == ThemeKind::Dark ? "dark" : "projector"; }

@@ -50,6 +50,11 @@ struct Theme {
   ImU32 span_text;       // a label on a span
   ImU32 narration;       // the narration line, and the keys in the help
   ImU32 whatif_band;     // behind a what-if lane (whatif_lanes.h), so it is not taken for a recording
+  ImU32 whatif_text;     // a what-if lane's name: a prediction, in the colour of no recorded lane's
+  ImU32 peak_text;       // a memory graph's "peak" label
+  ImU32 skew;            // the flow between two ranks' parts of a collective, and its label
+  ImU32 range_text;      // the measured range's length
+  ImU32 error_text;      // why the cluster clock cannot be shown (under the header)
 };
 const Theme& theme();
 ThemeKind theme_kind();
@@ -59,15 +64,29 @@ void set_theme(ThemeKind kind);
 const char* to_string(ThemeKind kind);
 bool parse_theme(const std::string& text, ThemeKind* out);
 
-// A what-if lane's name: a prediction, in the colour of neither theme's recorded lanes.
-inline constexpr ImU32 kWhatifTextColor = IM_COL32(120, 200, 255, 255);
+// Note [Text contrast]
+// Every text is drawn in a colour whose WCAG 2 contrast with what it is drawn on is at least
+// kMinTextContrast (AA for normal text), in both themes: a class reads the screen from the back
+// row, often off a projector that washes the colours out. A label on a span takes the theme's
+// span_text, or a light colour on the fills where that would not stand out (label_color_on);
+// the theme's own text colours are chosen against its grounds. tests/viewer/test_palette.cpp
+// checks every pair the panels draw.
+inline constexpr double kMinTextContrast = 4.5;
+// The WCAG 2 contrast ratio of two colours (their alpha ignored), from 1 to 21. Pure.
+double contrast_ratio(ImU32 a, ImU32 b);
+// The colour of a label drawn on `fill`: the theme's span_text, or a light one where span_text's
+// contrast with the fill is below kMinTextContrast. See Note [Text contrast].
+ImU32 label_color_on(ImU32 fill);
+// A swatch of `color` and `text` beside it in the theme's text colour, on one line (the legend,
+// the memory tooltip, the Units tab's key): a colour is named by its swatch, never by colouring
+// the text, which a light ground would wash out. UI thread, inside an ImGui window.
+void color_entry(ImU32 color, const char* text);
 
 // Highlights.
 inline constexpr ImU32 kSelectedColor = IM_COL32(255, 255, 255, 255);
 inline constexpr ImU32 kFoundColor = IM_COL32(255, 230, 0, 255);
 inline constexpr ImU32 kMismatchColor = IM_COL32(255, 40, 40, 255);
 inline constexpr ImU32 kFlowColor = IM_COL32(255, 255, 255, 200);
-inline constexpr ImU32 kSkewColor = IM_COL32(255, 140, 0, 220);
 inline constexpr ImU32 kRangeColor = IM_COL32(90, 160, 255, 50);
 inline constexpr ImU32 kPeakColor = IM_COL32(255, 70, 70, 255);
 inline constexpr ImU32 kPlayheadColor = IM_COL32(80, 255, 120, 200);

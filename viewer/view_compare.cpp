@@ -15,7 +15,7 @@ namespace {
 
 void summary(const OpenTrace& t, const char* title) {
   const Model& m = *t.model;
-  ImGui::TextColored(ImVec4(0.7f, 0.6f, 1, 1), "%s", title);
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().narration), "%s", title);
   ImGui::TextWrapped("%s", m.path.c_str());
   ImGui::Text("strategy  %s (%s)", m.meta_value(trace::meta_key::kStrategy, "?").c_str(),
               m.meta_value(trace::meta_key::kBackend, "?").c_str());
@@ -44,10 +44,10 @@ void summary(const OpenTrace& t, const char* title) {
   }
   ImGui::Text("memory    %s peak%s (largest rank)", format_bytes(peak).c_str(), in_steps ? " in the steps" : "");
   const std::string link = analysis::link_text(stats);
-  if (!link.empty()) ImGui::TextColored(ImVec4(1, 0.8f, 0.4f, 1), "link      %s", link.c_str());
+  if (!link.empty()) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().narration), "link      %s", link.c_str());
   draw_overlap_table(*t.analysis, title);
   if (stats.mismatches) {
-    ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "%lld mismatched collectives", static_cast<long long>(stats.mismatches));
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().error_text), "%lld mismatched collectives", static_cast<long long>(stats.mismatches));
   }
 }
 

@@ -91,7 +91,7 @@ void event_fields(App& app, const Pick& pick) {
         }
         field("transfer", format_duration(double(split.transfer_ns)));
       }
-      if (m->mismatch) ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "MISMATCH: %s", m->why.c_str());
+      if (m->mismatch) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().error_text), "MISMATCH: %s", m->why.c_str());
     }
   }
 }

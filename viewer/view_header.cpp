@@ -113,7 +113,7 @@ void App::draw_header() {
   // tries again), wrapped: the message names the file and the fix.
   if (!clock_error_.empty()) {
     ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.35f, 1.0f), "C: %s", clock_error_.c_str());
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().error_text), "C: %s", clock_error_.c_str());
     ImGui::PopTextWrapPos();
   }
 }

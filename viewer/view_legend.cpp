@@ -14,14 +14,7 @@ namespace dpscope::view {
 namespace {
 
 // A colour swatch and its meaning on one line.
-void entry(ImU32 color, const char* text) {
-  const ImVec2 p = ImGui::GetCursorScreenPos();
-  const float h = ImGui::GetTextLineHeight();
-  ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(p.x, p.y + 2), ImVec2(p.x + 2 * h, p.y + h - 1), color);
-  ImGui::Dummy(ImVec2(2 * h, h));
-  ImGui::SameLine();
-  ImGui::TextUnformatted(text);
-}
+void entry(ImU32 color, const char* text) { color_entry(color, text); }
 
 // A marker drawn as a line (playhead, iteration starts, flows, line-drawn memory series).
 void line_entry(ImU32 color, const char* text) {
@@ -108,7 +101,7 @@ void draw_legend(App& app) {
   line_entry(kPlayheadColor, "playhead (drag its handle on the ruler)");
   entry(kPeakColor, "a rank's memory peak");
   line_entry(kFlowColor, "flow: hook -> bucket -> collective");
-  line_entry(kSkewColor, "skew between ranks");
+  line_entry(theme().skew, "skew between ranks");
   entry(kFoundColor, "found (find box)");
   entry(kMismatchColor, "collective that differs across ranks");
   entry(kFoldColor, "many narrow spans folded (xN)");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "viewer/app.h"
@@ -101,9 +102,10 @@ void draw_tooltip(const RankData& rank, int64_t t, int64_t t_begin, const Used& 
     size_t h = 0;
     const int64_t bytes = rank.memory[size_t(c)].at(t, &h);
     if (stacked(c)) total += bytes;
-    ImGui::TextColored(ImColor(memory_color(c)), "%-16s %s",
-                       std::string(trace::to_string(static_cast<trace::MemoryCategory>(c))).c_str(),
-                       format_bytes(bytes).c_str());
+    char line[96];
+    std::snprintf(line, sizeof(line), "%-16s %s", std::string(trace::to_string(static_cast<trace::MemoryCategory>(c))).c_str(),
+                  format_bytes(bytes).c_str());
+    color_entry(memory_color(c), line);
   }
   ImGui::Text("stacked total    %s (peak %s)", format_bytes(total).c_str(),
               format_bytes(rank.memory_peak_bytes).c_str());
@@ -118,7 +120,7 @@ void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, floa
   draw->AddRectFilled(ImVec2(x0, y0), ImVec2(x0 + width, y0 + height), theme().memory_ground);
   const int64_t scale = graph_scale(rank);
   if (scale <= 0) {
-    draw->AddText(ImVec2(x0 + 4, y0 + 2), IM_COL32(120, 120, 120, 255), "no memory samples");
+    draw->AddText(ImVec2(x0 + 4, y0 + 2), theme().dim_text, "no memory samples");
     return;
   }
   const OpenTrace& open = app.traces[size_t(trace)];

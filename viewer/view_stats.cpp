@@ -85,7 +85,7 @@ void draw_waiting(const Analysis& a) {
   if (a.stats.stragglers.stragglers.empty()) {
     ImGui::TextDisabled("stragglers: %s", stragglers.c_str());
   } else {
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kSkewColor), "straggler: %s", stragglers.c_str());
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().skew), "straggler: %s", stragglers.c_str());
   }
   if (!ImGui::BeginTable("waiting", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) return;
   for (const char* h : {"rank", "waiting for the last rank ms", "transferring ms"}) ImGui::TableSetupColumn(h);
@@ -130,7 +130,7 @@ void draw_range(const App& app, const Model& model) {
 // Whether every collective matched across ranks: the first mismatches, or the largest skew.
 void draw_matches(const Analysis& a) {
   if (a.stats.mismatches) {
-    ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "%lld collectives do not match across ranks", static_cast<long long>(a.stats.mismatches));
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().error_text), "%lld collectives do not match across ranks", static_cast<long long>(a.stats.mismatches));
     int shown = 0;
     for (const analysis::CollectiveMatch& m : a.stats.matches) {
       if (m.mismatch && shown++ < 20) ImGui::BulletText("seq %lld: %s", static_cast<long long>(m.seq), m.why.c_str());

@@ -78,6 +78,7 @@ struct Frame {
   float clip_y0 = 0, clip_y1 = 0;
   int ranks_visible = 0;  // ranks whose main and comm lanes lie wholly in [clip_y0, clip_y1]
   std::vector<RowPlace> rows;
+  std::vector<ScreenRect> span_labels;  // where the spans' labels were drawn, for the skew labels to avoid
   std::vector<DrawItem> items;  // scratch
 };
 
@@ -108,7 +109,7 @@ void draw_row(Frame& f, int trace, int rank_index, const Lane& lane, int lane_in
       // The count only where it fits inside the block, never over the next one.
       const std::string count = "x" + std::to_string(item.count);
       if (ImGui::CalcTextSize(count.c_str()).x + 4 <= x1 - x0) {
-        f.draw->AddText(ImVec2(x0 + 2, y0), theme().span_text, count.c_str());
+        f.draw->AddText(ImVec2(x0 + 2, y0), label_color_on(kFoldColor), count.c_str());
       }
       continue;
     }
@@ -123,7 +124,10 @@ void draw_row(Frame& f, int trace, int rank_index, const Lane& lane, int lane_in
         // Whole, or cut with ".." ("finalize_back.."), never clipped mid-letter.
         const std::string label = elide(span_label(model, s), x1 - x0 - 5,
                                         [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
-        if (!label.empty()) f.draw->AddText(ImVec2(x0 + 3, y0), theme().span_text, label.c_str());
+        if (!label.empty()) {
+          f.draw->AddText(ImVec2(x0 + 3, y0), label_color_on(color), label.c_str());
+          f.span_labels.push_back({x0 + 3, y0, x0 + 3 + text_width(label), y0 + h});
+        }
       }
     }
     const SpanRef ref{rank_index, lane_index, int64_t(item.first)};
@@ -163,6 +167,27 @@ float row_y(const Frame& f, int trace, const SpanRef& ref) {
   return NAN;
 }
 
+// A skew's value beside its flow, on a plate of the window's ground (orange straight on a red
+// all-reduce was unreadable), in the first place near the flow's middle that covers no span's
+// label; where every place would, only while the pointer is near the middle.
+void draw_skew_label(Frame& f, float xa, float ya, float xb, float yb, const std::string& skew) {
+  const ImVec2 size = ImGui::CalcTextSize(skew.c_str());
+  const float mx = (xa + xb) / 2, my = (ya + yb) / 2;
+  const auto at = [&](float x, float y) { return ScreenRect{x - 2, y - 1, x + size.x + 2, y + size.y + 1}; };
+  const std::vector<ScreenRect> places = {at(mx + 4, my - size.y / 2), at(mx - size.x - 8, my - size.y / 2),
+                                          at(mx + 4, my - 1.5f * size.y), at(mx + 4, my + 0.5f * size.y),
+                                          at(mx - size.x - 8, my - 1.5f * size.y), at(mx - size.x - 8, my + 0.5f * size.y)};
+  int place = first_clear_place(places, f.span_labels);
+  if (place < 0) {
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
+    if (std::abs(mouse.x - mx) > 3 * size.y || std::abs(mouse.y - my) > 3 * size.y) return;
+    place = 0;
+  }
+  const ScreenRect& r = places[size_t(place)];
+  f.draw->AddRectFilled(ImVec2(r.x0, r.y0), ImVec2(r.x1, r.y1), theme().background, 2.0f);
+  f.draw->AddText(ImVec2(r.x0 + 2, r.y0 + 1), theme().skew, skew.c_str());
+}
+
 void draw_flows(Frame& f) {
   const Pick& sel = f.app.selected;
   if (!sel.valid() || sel.trace != f.trace) return;
@@ -177,19 +202,10 @@ void draw_flows(Frame& f) {
     const bool twin = flow.kind == Flow::SameCollective;
     const float xa = float(f.map.x(double(twin ? a.begin_ns : a.end_ns) + offset));
     const float xb = float(f.map.x(double(b.begin_ns) + offset));
-    const ImU32 color = twin ? kSkewColor : kFlowColor;
+    const ImU32 color = twin ? theme().skew : kFlowColor;
     f.draw->AddBezierCubic(ImVec2(xa, ya), ImVec2(xa + 30, ya), ImVec2(xb - 30, yb), ImVec2(xb, yb), color, 1.5f);
     f.draw->AddTriangleFilled(ImVec2(xb, yb), ImVec2(xb - 6, yb - 4), ImVec2(xb - 6, yb + 4), color);
-    if (twin) {
-      // On a plate of the window's ground: orange straight on a red all-reduce or on a span's
-      // label was unreadable.
-      const std::string skew = format_duration(double(b.begin_ns - a.begin_ns));
-      const ImVec2 at((xa + xb) / 2 + 4, (ya + yb) / 2 - 7);
-      const ImVec2 size = ImGui::CalcTextSize(skew.c_str());
-      f.draw->AddRectFilled(ImVec2(at.x - 2, at.y - 1), ImVec2(at.x + size.x + 2, at.y + size.y + 1),
-                            theme().background, 2.0f);
-      f.draw->AddText(at, color, skew.c_str());
-    }
+    if (twin) draw_skew_label(f, xa, ya, xb, yb, format_duration(double(b.begin_ns - a.begin_ns)));
   }
 }
 
@@ -447,7 +463,7 @@ float draw_whatif_lanes(Frame& f, float left, int rank_index, float y) {
       if (y + h >= f.clip_y0 && y <= f.clip_y1) draw_row(f, f.trace, rank_index, lane, kNotALane, row, y);
       y += h;
     }
-    draw_lane_name(f, left, lane, kWhatifTextColor, lane_y0, y);
+    draw_lane_name(f, left, lane, theme().whatif_text, lane_y0, y);
   }
   return y;
 }
@@ -465,7 +481,7 @@ float draw_rank_memory(Frame& f, float left, int rank_index, float y) {
     const bool gpu = rank.gpu_memory_peak_bytes >= 0;
     const std::string peak = (gpu ? "host " : "peak ") + format_bytes(rank.memory_peak_bytes);
     const float line = ImGui::GetTextLineHeight();
-    f.draw->AddText(ImVec2(left + 12, y + line), kPeakColor, peak.c_str());
+    f.draw->AddText(ImVec2(left + 12, y + line), theme().peak_text, peak.c_str());
     if (gpu) {
       const std::string gpu_peak = "GPU " + format_bytes(rank.gpu_memory_peak_bytes);
       f.draw->AddText(ImVec2(left + 12, y + 2 * line), theme().text, gpu_peak.c_str());
@@ -507,7 +523,7 @@ void draw_overlays(Frame& f, float y0, float y1) {
     if (x1 > x0) {
       f.draw->AddRectFilled(ImVec2(x0, f.clip_y0), ImVec2(x1, f.clip_y1), kRangeColor);
       const std::string label = format_duration(double(app.range_t1 - app.range_t0));
-      f.draw->AddText(ImVec2(x0 + 4, f.clip_y0 + 2), IM_COL32(140, 200, 255, 255), label.c_str());
+      f.draw->AddText(ImVec2(x0 + 4, f.clip_y0 + 2), theme().range_text, label.c_str());
     }
   }
   // Flows to spans outside the view run to the lanes' edge, not over the lane names or scrollbar.
@@ -519,7 +535,7 @@ void draw_overlays(Frame& f, float y0, float y1) {
 // One trace's panel, `height` pixels tall (0: the rest of the timeline): its ruler, then its
 // lanes in a child window that scrolls vertically, the overlays, the mouse and the tooltip.
 void draw_trace_panel(App& app, int trace, float height) {
-  Frame f{app, trace, ImGui::GetWindowDrawList(), {}, 0, 0, 0, 0, {}, {}};
+  Frame f{app, trace, ImGui::GetWindowDrawList(), {}, 0, 0, 0, 0, {}, {}, {}};
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   draw_panel_ruler(f, origin, ImGui::GetContentRegionAvail());
 

@@ -28,11 +28,11 @@ void draw_units(App& app) {
   ImGui::SetNextItemWidth(90);
   ImGui::SliderInt("rank", &app.focus_rank, 0, int(model.ranks.size()) - 1);
   ImGui::SameLine();
-  ImGui::TextColored(ImColor(unit_state_color(std::nullopt)), "sharded");
+  color_entry(unit_state_color(std::nullopt), "sharded");
   for (int s = 0; s < trace::kUnitStateCount; ++s) {
     const auto state = static_cast<trace::UnitState>(s);
     ImGui::SameLine();
-    ImGui::TextColored(ImColor(unit_state_color(state)), "%s", std::string(trace::to_string(state)).c_str());
+    color_entry(unit_state_color(state), std::string(trace::to_string(state)).c_str());
   }
   const int64_t playhead = app.playhead - t.offset_ns;
   const float label_w = 150;

@@ -93,7 +93,7 @@ void draw_prediction(const WhatifLanes& w) {
   ImGui::Separator();
   ImGui::Text("%s", w.title().c_str());
   if (!w.error.empty()) {
-    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.3f, 0.3f, 1));
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(theme().error_text));
     ImGui::TextWrapped("%s", w.error.c_str());  // a refusal names the file and the fix: all of it
     ImGui::PopStyleColor();
     return;

@@ -20,6 +20,7 @@
 
 #include "analysis/stats.h"
 #include "tests/test_util.h"
+#include "tests/viewer/screenshot_json.h"
 #include "trace/reader.h"
 
 using dpscope::testing::dpscope_bin;
@@ -215,7 +216,7 @@ TEST(Demo, TeachesBothLessonsWithItsDefaults) {
                                      " --size 1600x1000 --font-scale 2 --iteration 100 --step 6 --screenshot " +
                                      dir.file("projected.png"));
       ASSERT_EQ(shown.exit_code, 0) << shown.output;
-      const nlohmann::json json = nlohmann::json::parse(shown.output.substr(shown.output.rfind("\n{") + 1), nullptr, false);
+      const nlohmann::json json = dpscope::testing::screenshot_json(shown.output);
       ASSERT_TRUE(json.is_object() && json.contains("layout")) << shown.output;
       EXPECT_EQ(json["layout"]["controls_visible"], true) << run << ": " << json["layout"];
       EXPECT_EQ(json["layout"]["narration_clipped"], false) << run << ": " << json["layout"];

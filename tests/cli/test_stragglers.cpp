@@ -37,7 +37,9 @@ TEST(stragglers, ASlowRankIsNamedFirstWithAboutItsExtraTime) {
   ASSERT_FALSE(slow.is_null());
   ASSERT_GE(slow["stragglers"].size(), 1u) << slow["stragglers"];
   EXPECT_EQ(slow["stragglers"][0]["rank"], 2);
-  EXPECT_NEAR(slow["stragglers"][0]["late_ms"].get<double>(), 30.0, 6.0) << "within 20 % of 30 ms";
+  // Within 20 % of 30 ms. Measured on the cluster clock: 30.5 ms idle, 31.0-32.9 beside the whole
+  // suite and two busy loops (a loaded machine wakes a sleep late, and the sleep keeps its wall time).
+  EXPECT_NEAR(slow["stragglers"][0]["late_ms"].get<double>(), 30.0, 6.0);
   // The others spend about that per step waiting for it; rank 2 hardly waits.
   const double steps = slow["stragglers"][0]["steps"].get<double>();
   EXPECT_GT(slow["ranks"][0]["wait_ms"].get<double>(), 0.8 * 30 * steps);

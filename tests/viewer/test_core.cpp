@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "formats/synth.h"
 #include "tests/test_util.h"
@@ -359,6 +360,20 @@ TEST(ViewerLod, TheRulerNamesThePlayheadsIteration) {
     skipped += !named_without;
   }
   EXPECT_GT(skipped, 10) << "the view should be zoomed out far enough to skip iterations";
+}
+
+// A skew's label goes to the first place that covers no span's label (the timeline's skew
+// labels once sat on top of the all-reduce's own), and nowhere when every place would.
+TEST(ViewerLod, ALabelTakesTheFirstPlaceClearOfTheOthers) {
+  const std::vector<ScreenRect> taken = {{100, 10, 160, 25}, {200, 10, 260, 25}};
+  EXPECT_EQ(first_clear_place({{120, 12, 150, 24}, {170, 12, 195, 24}}, taken), 1);
+  EXPECT_EQ(first_clear_place({{170, 12, 195, 24}, {120, 12, 150, 24}}, taken), 0);
+  EXPECT_EQ(first_clear_place({{150, 0, 210, 30}, {90, 20, 110, 40}}, taken), -1);
+  // Touching edges do not overlap: [x0, x1) x [y0, y1).
+  EXPECT_EQ(first_clear_place({{160, 10, 200, 25}}, taken), 0);
+  EXPECT_EQ(first_clear_place({{100, 25, 160, 40}}, taken), 0);
+  EXPECT_EQ(first_clear_place({}, taken), -1);
+  EXPECT_EQ(first_clear_place({{0, 0, 5, 5}}, {}), 0);
 }
 
 // Span labels are whole or cut with "..", never clipped mid-letter or shorter than 3 letters.

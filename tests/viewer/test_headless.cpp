@@ -22,6 +22,7 @@
 
 #include "formats/synth.h"
 #include "tests/test_util.h"
+#include "tests/viewer/screenshot_json.h"
 #include "tests/viewer/image_checks.h"
 #include "trace/merge.h"
 #include "trace/reader.h"
@@ -35,6 +36,7 @@ using dpscope::testing::pixels_near;
 using dpscope::testing::rows_with;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
+using dpscope::testing::screenshot_json;
 
 namespace {
 
@@ -52,16 +54,6 @@ std::string synth(const TempDir& dir, const std::string& name, int ranks, int64_
   options.seed = seed;
   synthesize(options);
   return options.out;
-}
-
-// The JSON line of the contract: the only line on stdout.
-nlohmann::json json_line(const std::string& output) {
-  std::istringstream lines(output);
-  std::string line, found;
-  while (std::getline(lines, line)) {
-    if (!line.empty() && line[0] == '{') found = line;
-  }
-  return nlohmann::json::parse(found);
 }
 
 Image load_png(const std::string& path) {
@@ -118,7 +110,7 @@ std::string lane_list(const std::string& trace) {
 
 void expect_screenshot(const CommandResult& result, const std::string& png, int frames) {
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  const auto json = json_line(result.output);
+  const auto json = screenshot_json(result.output);
   EXPECT_EQ(json["frames"], frames);
   EXPECT_GT(json["open_ms"].get<double>(), 0);
   EXPECT_GT(json["frame_ms_median"].get<double>(), 0);
@@ -223,7 +215,7 @@ TEST(ViewerHeadless, AStepOfAnIterationIsNarratedAndDrawn) {
   const std::string png = dir.file("step.png");
   const auto first = view(trace + " --screenshot " + png + " --frames 3 --iteration 2 --step 0");
   expect_screenshot(first, png, 3);
-  const std::string narration = json_line(first.output)["narration"];
+  const std::string narration = screenshot_json(first.output)["narration"];
   EXPECT_EQ(narration.rfind("rank 0, iteration 2, backward: fc", 0), 0u) << narration;
   EXPECT_NE(narration.find("'s gradient is ready -> bucket 0 is "), std::string::npos) << narration;
   EXPECT_NE(narration.find(" full (1 of "), std::string::npos) << narration;
@@ -239,10 +231,10 @@ TEST(ViewerHeadless, AStepOfAnIterationIsNarratedAndDrawn) {
 
   const auto second = view(trace + " --screenshot " + png + " --frames 2 --iteration 2 --step 1");
   ASSERT_EQ(second.exit_code, 0) << second.output;
-  EXPECT_NE(json_line(second.output)["narration"], narration);
+  EXPECT_NE(screenshot_json(second.output)["narration"], narration);
   const auto other_rank = view(trace + " --screenshot " + png + " --frames 2 --iteration 2 --rank 1");
   ASSERT_EQ(other_rank.exit_code, 0) << other_rank.output;
-  EXPECT_EQ(json_line(other_rank.output)["narration"].get<std::string>().rfind("rank 1, ", 0), 0u);
+  EXPECT_EQ(screenshot_json(other_rank.output)["narration"].get<std::string>().rfind("rank 1, ", 0), 0u);
 
   const auto missing = view(trace + " --screenshot " + png + " --frames 2 --iteration 100000");
   EXPECT_NE(missing.exit_code, 0);
@@ -260,12 +252,12 @@ TEST(ViewerHeadless, TheLegendShowsColoursTheRunDoesNotUse) {
   expect_screenshot(view(trace + " --screenshot " + with + " --frames 3 --legend"), with, 3);
   expect_screenshot(view(trace + " --screenshot " + without + " --frames 3"), without, 3);
   const Image legend = load_png(with), plain = load_png(without);
-  for (const auto& [what, colour] : {std::pair{"reduce_scatter", std::array<int, 3>{200, 60, 170}},
+  for (const auto& [what, colour] : {std::pair{"reduce_scatter", std::array<int, 3>{210, 70, 180}},
                                      std::pair{"unit full", std::array<int, 3>{15, 157, 88}},
                                      std::pair{"barrier", std::array<int, 3>{140, 140, 140}}}) {
     EXPECT_GT(pixels_near(legend, 0, legend.height, colour), 100) << what;
   }
-  EXPECT_LT(pixels_near(plain, 0, plain.height, {200, 60, 170}), 20) << "reduce_scatter without the legend";
+  EXPECT_LT(pixels_near(plain, 0, plain.height, {210, 70, 180}), 20) << "reduce_scatter without the legend";
 }
 
 
@@ -394,9 +386,9 @@ TEST(ViewerHeadless, TheStatsPanelShowsWhatDpscopeStatsComputes) {
     const std::string png = dir.file(name + ".png");
     const auto shown = view(trace + " --screenshot " + png + " --frames 2");
     ASSERT_EQ(shown.exit_code, 0) << shown.output;
-    const auto overlap = json_line(shown.output)["overlap"];
+    const auto overlap = screenshot_json(shown.output)["overlap"];
     // The header says when the link was emulated, as `dpscope stats` does.
-    EXPECT_EQ(json_line(shown.output)["link"],
+    EXPECT_EQ(screenshot_json(shown.output)["link"],
               name == "ddp-one-bucket" ? "emulated link 4 Gb/s, 50 \u00b5s" : "");
     if (name == "ddp-one-bucket") {
       EXPECT_EQ(stats["run"]["link"]["gbps"], 4.0);
@@ -435,7 +427,7 @@ TEST(ViewerHeadless, TheStatsPanelShowsWhatDpscopeStatsComputes) {
       EXPECT_EQ(sum, computed["peak_memory_bytes"]["total"].get<int64_t>()) << "rank " << r;
       // The panel's memory tables: the peak, and the peak in the steps where the FSDP run's
       // evaluation of half the rows, after the steps, peaked higher than any step.
-      const nlohmann::json memory = json_line(shown.output)["memory"][r];
+      const nlohmann::json memory = screenshot_json(shown.output)["memory"][r];
       EXPECT_EQ(memory["peak_bytes"], computed["peak_memory_bytes"]["total"]) << "rank " << r;
       if (name == "fsdp") {
         EXPECT_EQ(memory["steps_peak_bytes"], computed["step_peak_memory_bytes"]["total"]) << "rank " << r;
@@ -446,7 +438,7 @@ TEST(ViewerHeadless, TheStatsPanelShowsWhatDpscopeStatsComputes) {
       EXPECT_GT(stats["ranks"][0]["buckets"].size(), 1u) << "several buckets";
     }
     // The straggler line names whom `dpscope stats` names (See Note [Stragglers]).
-    const std::string straggler_line = json_line(shown.output)["stragglers"];
+    const std::string straggler_line = screenshot_json(shown.output)["stragglers"];
     if (stats["stragglers"].empty()) {
       EXPECT_EQ(straggler_line.rfind("none", 0), 0u) << straggler_line;
     } else {
@@ -551,7 +543,7 @@ TEST(ViewerHeadless, TheMemoryGraphEndsWhereTheRunEnds) {
   const std::string png = dir.file("compare.png");
   const auto result = view(short_run + " --compare " + long_run + " --screenshot " + png);
   expect_screenshot(result, png, 3);
-  const auto run_ms = json_line(result.output)["run_ms"];
+  const auto run_ms = screenshot_json(result.output)["run_ms"];
   ASSERT_EQ(run_ms.size(), 2u) << result.output;
   const double ratio = run_ms[0].get<double>() / run_ms[1].get<double>();
   ASSERT_LT(ratio, 0.5) << result.output;
@@ -601,7 +593,7 @@ TEST(ViewerHeadless, CompareStepsAndNarratesTheFocusedRun) {
     const std::string png = dir.file("run" + run + ".png");
     const auto result = view(ddp + " --compare " + fsdp + " --screenshot " + png + " --iteration 2 --step 1 --run " + run);
     expect_screenshot(result, png, 3);
-    return json_line(result.output)["narration"].get<std::string>();
+    return screenshot_json(result.output)["narration"].get<std::string>();
   };
   const std::string a = narration_of("A"), b = narration_of("B");
   EXPECT_EQ(a.rfind("rank 0, iteration 2, ", 0), 0u) << a;
@@ -773,7 +765,7 @@ TEST(ViewerHeadless, WhatifLanesShowWhatDpscopeWhatifPredicts) {
   const std::string png = dir.file("whatif.png"), plain_png = dir.file("plain.png");
   const auto shown = view(trace + " --whatif-cap-mb 25 --screenshot " + png + " --frames 3");
   ASSERT_EQ(shown.exit_code, 0) << shown.output;
-  const auto drawn = json_line(shown.output)["whatif"];
+  const auto drawn = screenshot_json(shown.output)["whatif"];
   ASSERT_TRUE(drawn.is_object()) << shown.output;
   EXPECT_EQ(drawn["buckets"], cli["buckets"].size());
   for (const char* key : {"measured_step_ms", "predicted_step_ms", "measured_exposed_comm_ms", "predicted_exposed_comm_ms"}) {
@@ -781,7 +773,7 @@ TEST(ViewerHeadless, WhatifLanesShowWhatDpscopeWhatifPredicts) {
   }
   const auto plain = view(trace + " --screenshot " + plain_png + " --frames 3");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
-  EXPECT_TRUE(json_line(plain.output)["whatif"].is_null());
+  EXPECT_TRUE(screenshot_json(plain.output)["whatif"].is_null());
   const std::array<int, 3> band = {30, 50, 70};  // the dark theme's what-if band
   EXPECT_GT(pixels_near(load_png(png), 90, 520, band), 2000) << "no what-if lane drawn";
   EXPECT_EQ(pixels_near(load_png(plain_png), 90, 520, band), 0);
@@ -798,7 +790,7 @@ TEST(ViewerHeadless, WhatifLanesShowWhatDpscopeWhatifPredicts) {
   const auto fsdp_cli = nlohmann::json::parse(fsdp_predicted.output);
   const auto fsdp_shown = view(fsdp + " --whatif-backward-prefetch none --screenshot " + png + " --frames 3");
   ASSERT_EQ(fsdp_shown.exit_code, 0) << fsdp_shown.output;
-  const auto fsdp_drawn = json_line(fsdp_shown.output)["whatif"];
+  const auto fsdp_drawn = screenshot_json(fsdp_shown.output)["whatif"];
   ASSERT_TRUE(fsdp_drawn.is_object() && !fsdp_drawn.contains("error")) << fsdp_shown.output;
   for (const char* key : {"measured_step_ms", "predicted_step_ms", "measured_exposed_comm_ms", "predicted_exposed_comm_ms"}) {
     EXPECT_NEAR(fsdp_drawn[key].get<double>(), fsdp_cli[key].get<double>(), 1e-3) << key;
@@ -806,7 +798,7 @@ TEST(ViewerHeadless, WhatifLanesShowWhatDpscopeWhatifPredicts) {
   EXPECT_GT(pixels_near(load_png(png), 90, 520, band), 2000) << "no what-if lane drawn for FSDP";
   const auto refused = view(fsdp + " --whatif-cap-mb 25 --screenshot " + png + " --frames 2");
   ASSERT_EQ(refused.exit_code, 0) << refused.output;
-  EXPECT_NE(json_line(refused.output)["whatif"]["error"].get<std::string>().find("are for DDP traces; this one is FSDP"),
+  EXPECT_NE(screenshot_json(refused.output)["whatif"]["error"].get<std::string>().find("are for DDP traces; this one is FSDP"),
             std::string::npos)
       << refused.output;
 }

@@ -7,26 +7,17 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
-#include <sstream>
 #include <string>
 
 #include "tests/analysis/stats_fixture.h"
 #include "tests/test_util.h"
+#include "tests/viewer/screenshot_json.h"
 
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
+using dpscope::testing::screenshot_json;
 
 namespace {
-
-// The JSON line of the --screenshot contract: the only line on stdout that opens an object.
-nlohmann::json json_line(const std::string& output) {
-  std::istringstream lines(output);
-  std::string line, found;
-  while (std::getline(lines, line)) {
-    if (!line.empty() && line[0] == '{') found = line;
-  }
-  return nlohmann::json::parse(found, nullptr, false);
-}
 
 // The known trace, written as the analysis tests write it.
 std::string known_trace(const TempDir& dir) {
@@ -45,7 +36,7 @@ TEST(ViewerKnownTrace, TheStatsPanelDrawsTheHandWorkedFigures) {
   const auto shown = run_command(std::string(DPSCOPE_BIN_DIR) + "/dpscope-view " + known_trace(dir) +
                                  " --screenshot " + dir.file("known.png") + " --frames 3");
   ASSERT_EQ(shown.exit_code, 0) << shown.output;
-  const nlohmann::json j = json_line(shown.output);
+  const nlohmann::json j = screenshot_json(shown.output);
   ASSERT_TRUE(j.is_object()) << shown.output;
   ASSERT_EQ(j["overlap"].size(), 2u) << j.dump();
   ASSERT_EQ(j["memory"].size(), 2u) << j.dump();

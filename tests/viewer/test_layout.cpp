@@ -7,29 +7,20 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
-#include <sstream>
 #include <string>
 
 #include "formats/synth.h"
 #include "tests/test_util.h"
+#include "tests/viewer/screenshot_json.h"
 
 using dpscope::testing::CommandResult;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
+using dpscope::testing::screenshot_json;
 
 namespace {
 
 std::string viewer() { return std::string(DPSCOPE_BIN_DIR) + "/dpscope-view"; }
-
-// The JSON line of the --screenshot contract.
-nlohmann::json json_line(const std::string& output) {
-  std::istringstream lines(output);
-  std::string line, found;
-  while (std::getline(lines, line)) {
-    if (!line.empty() && line[0] == '{') found = line;
-  }
-  return nlohmann::json::parse(found, nullptr, false);
-}
 
 // A 4-rank synthetic DDP run (as the demo's: main, comm and memory lanes per rank).
 std::string synth_run(const TempDir& dir, const std::string& name, uint64_t seed) {
@@ -49,7 +40,7 @@ nlohmann::json layout_of(const TempDir& dir, const std::string& args, const std:
   const CommandResult shown = run_command(viewer() + " " + args + " --size " + size + " --font-scale " +
                                           std::to_string(scale) + " --iteration 10 --step 6 --screenshot " + png);
   EXPECT_EQ(shown.exit_code, 0) << shown.output;
-  const nlohmann::json j = json_line(shown.output);
+  const nlohmann::json j = screenshot_json(shown.output);
   EXPECT_TRUE(j.is_object() && j.contains("layout")) << shown.output;
   return j.is_object() && j.contains("layout") ? j["layout"] : nlohmann::json::object();
 }
