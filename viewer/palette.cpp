@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <unordered_map>
 
 #include "trace/vocabulary.h"
 
@@ -132,7 +134,15 @@ void color_entry(ImU32 color, const char* text) {
 
 ImU32 label_color_on(ImU32 fill) {
   constexpr ImU32 kLightLabel = IM_COL32(245, 245, 245, 255);
-  return contrast_ratio(theme().span_text, fill) >= kMinTextContrast ? theme().span_text : kLightLabel;
+  // Called for every label of every frame, over a palette of a few dozen fills: the choice is
+  // made once per (theme, fill).
+  static std::unordered_map<uint64_t, ImU32> chosen;
+  const uint64_t key = uint64_t(current) << 32 | fill;
+  const auto found = chosen.find(key);
+  if (found != chosen.end()) return found->second;
+  const ImU32 label = contrast_ratio(theme().span_text, fill) >= kMinTextContrast ? theme().span_text : kLightLabel;
+  chosen.emplace(key, label);
+  return label;
 }
 ThemeKind theme_kind() { return current; }
 

@@ -75,7 +75,8 @@ inline constexpr double kMinTextContrast = 4.5;
 // The WCAG 2 contrast ratio of two colours (their alpha ignored), from 1 to 21. Pure.
 double contrast_ratio(ImU32 a, ImU32 b);
 // The colour of a label drawn on `fill`: the theme's span_text, or a light one where span_text's
-// contrast with the fill is below kMinTextContrast. See Note [Text contrast].
+// contrast with the fill is below kMinTextContrast, chosen once per theme and fill (UI thread
+// only). See Note [Text contrast].
 ImU32 label_color_on(ImU32 fill);
 // A swatch of `color` and `text` beside it in the theme's text colour, on one line (the legend,
 // the memory tooltip, the Units tab's key): a colour is named by its swatch, never by colouring

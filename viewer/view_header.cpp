@@ -135,21 +135,16 @@ void App::draw_narration_line() {
   }
   char keys[128];
   if (font_scale >= kAutoFoldFontScale) {
-    // A projector's text: the short form, after the header's buttons when it fits there, so that
-    // the lanes keep the line.
+    // A projector's text: the short form, which may join the header's last line (after its
+    // buttons, when it fits there), so that the lanes keep the line.
     std::snprintf(keys, sizeof(keys), "%s %g s  [ ] speed  |", playing ? "playing:" : "<- -> step  space: play in", seconds);
-    first = first && !fits_after_last(ImGui::CalcTextSize(keys).x);
-    if (!first) place_control(ImGui::CalcTextSize(keys).x);
-    ImGui::TextDisabled("%s", keys);
     first = false;
+  } else if (playing) {
+    std::snprintf(keys, sizeof(keys), "playing, an iteration in %g s (space pauses, [ ] slower / faster)  |", seconds);
   } else {
-    if (playing) {
-      std::snprintf(keys, sizeof(keys), "playing, an iteration in %g s (space pauses, [ ] slower / faster)  |", seconds);
-    } else {
-      std::snprintf(keys, sizeof(keys), "<- -> step, space plays an iteration in %g s, [ ] speed  |", seconds);
-    }
-    hint(keys);
+    std::snprintf(keys, sizeof(keys), "<- -> step, space plays an iteration in %g s, [ ] speed  |", seconds);
   }
+  hint(keys);
 
   std::string text;
   if (narration.empty() && narrated_iteration_ != trace::kNone) {

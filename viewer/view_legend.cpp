@@ -13,9 +13,6 @@
 namespace dpscope::view {
 namespace {
 
-// A colour swatch and its meaning on one line.
-void entry(ImU32 color, const char* text) { color_entry(color, text); }
-
 // A marker drawn as a line (playhead, iteration starts, flows, line-drawn memory series).
 void line_entry(ImU32 color, const char* text) {
   const ImVec2 p = ImGui::GetCursorScreenPos();
@@ -27,7 +24,7 @@ void line_entry(ImU32 color, const char* text) {
 }
 
 // A phase's swatch, named as the trace records it.
-void phase_entry(std::string_view phase) { entry(phase_color(phase), std::string(phase).c_str()); }
+void phase_entry(std::string_view phase) { color_entry(phase_color(phase), std::string(phase).c_str()); }
 
 // Opens a floating window at `pos` (its `pivot` there) when it first appears; false, and ended,
 // when it is collapsed. It sizes itself to its content but never past the viewport (less a
@@ -64,19 +61,19 @@ void draw_legend(App& app) {
        {trace::kPhaseIteration, trace::kPhaseForward, trace::kPhaseBackward, trace::kPhaseOptimizerStep}) {
     phase_entry(phase);
   }
-  entry(phase_color(trace::kPhaseFinalizeBackward), "finalize_backward, construction, other");
+  color_entry(phase_color(trace::kPhaseFinalizeBackward), "finalize_backward, construction, other");
   heading("inside backward");
-  entry(hook_color(0), "gradient hook (buckets alternate");
-  entry(hook_color(1), "  between two yellows)");
-  entry(kWaitColor, "wait for a collective");
-  entry(kBucketReadyColor, "bucket ready (all its gradients in)");
-  entry(kBucketLaunchColor, "bucket launched");
-  entry(kBucketDoneColor, "bucket done (written back)");
+  color_entry(hook_color(0), "gradient hook (buckets alternate");
+  color_entry(hook_color(1), "  between two yellows)");
+  color_entry(kWaitColor, "wait for a collective");
+  color_entry(kBucketReadyColor, "bucket ready (all its gradients in)");
+  color_entry(kBucketLaunchColor, "bucket launched");
+  color_entry(kBucketDoneColor, "bucket done (written back)");
   heading("collectives (comm lanes)");
   for (const trace::CollectiveOp op :
        {trace::CollectiveOp::AllReduce, trace::CollectiveOp::Broadcast, trace::CollectiveOp::AllGather,
         trace::CollectiveOp::ReduceScatter, trace::CollectiveOp::Barrier}) {
-    entry(collective_color(op), std::string(trace::to_string(op)).c_str());
+    color_entry(collective_color(op), std::string(trace::to_string(op)).c_str());
   }
   ImGui::EndGroup();
   ImGui::SameLine(0, 24);
@@ -84,27 +81,27 @@ void draw_legend(App& app) {
   heading("FSDP unit states");
   for (int state = 0; state < trace::kUnitStateCount; ++state) {
     const auto unit_state = static_cast<trace::UnitState>(state);
-    entry(unit_state_color(unit_state), std::string(trace::to_string(unit_state)).c_str());
+    color_entry(unit_state_color(unit_state), std::string(trace::to_string(unit_state)).c_str());
   }
-  entry(unit_state_color(std::nullopt), "sharded (between states)");
+  color_entry(unit_state_color(std::nullopt), "sharded (between states)");
   heading("memory (stacked; lines: totals)");
   for (int c = 0; c < trace::kMemoryCategoryCount; ++c) {
     const auto category = static_cast<trace::MemoryCategory>(c);
     const std::string name(trace::to_string(category));
     if (trace::is_stacked(category)) {
-      entry(memory_color(c), name.c_str());
+      color_entry(memory_color(c), name.c_str());
     } else {
       line_entry(memory_color(c), name.c_str());
     }
   }
   heading("markers");
   line_entry(kPlayheadColor, "playhead (drag its handle on the ruler)");
-  entry(kPeakColor, "a rank's memory peak");
+  color_entry(kPeakColor, "a rank's memory peak");
   line_entry(kFlowColor, "flow: hook -> bucket -> collective");
   line_entry(theme().skew, "skew between ranks");
-  entry(kFoundColor, "found (find box)");
-  entry(kMismatchColor, "collective that differs across ranks");
-  entry(kFoldColor, "many narrow spans folded (xN)");
+  color_entry(kFoundColor, "found (find box)");
+  color_entry(kMismatchColor, "collective that differs across ranks");
+  color_entry(kFoldColor, "many narrow spans folded (xN)");
   ImGui::EndGroup();
   ImGui::End();
 }

@@ -122,8 +122,7 @@ void draw_row(Frame& f, int trace, int rank_index, const Lane& lane, int lane_in
       f.draw->AddRectFilled(ImVec2(x0, y0 + 1), ImVec2(x1, y0 + h - 1), color);
       if (x1 - x0 > 24) {
         // Whole, or cut with ".." ("finalize_back.."), never clipped mid-letter.
-        const std::string label = elide(span_label(model, s), x1 - x0 - 5,
-                                        [](const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; });
+        const std::string label = elide(span_label(model, s), x1 - x0 - 5, text_width);
         if (!label.empty()) {
           f.draw->AddText(ImVec2(x0 + 3, y0), label_color_on(color), label.c_str());
           f.span_labels.push_back({x0 + 3, y0, x0 + 3 + text_width(label), y0 + h});
