@@ -219,12 +219,14 @@ struct Measured {
   int64_t measured_ns;
   int64_t model_ns;
 };
-// Held at least the model's time. No upper bound: how long the real collective takes beyond it
+// Held at least the model's time, less 1 % for the moments between the worker's clock reading at
+// the issue and the link's (measured over four runs of both tests: 1.0013 to 1.0099 times the
+// model at the least, never below it). No upper bound: how long the real collective takes beyond it
 // depends on the machine (Gloo's 2-rank reduce-scatter of 16 MiB took 307 ms against the
 // model's 134 under AddressSanitizer in CI); the hold's exact length is checked above on the
 // scripted backend, speed in bench/.
 void expect_held_for_model(int64_t measured, int64_t model, const std::string& what) {
-  EXPECT_GE(measured, static_cast<int64_t>(0.97 * model)) << what;
+  EXPECT_GE(measured, static_cast<int64_t>(0.99 * model)) << what;
 }
 
 void run_gloo(int world, const std::string& gbps) {

@@ -89,7 +89,9 @@ TEST_F(synthTrace, EventCountIsCloseToTheRequestedOne) {
   Reader reader(path());
   const int64_t count = reader.event_count();
   EXPECT_EQ(count, result_.events);
-  EXPECT_NEAR(static_cast<double>(count), static_cast<double>(kEvents), 0.02 * kEvents);
+  // synth ends on a whole iteration: 19,896 of 20,000 events on 4 ranks (-0.52 %), and the same
+  // for seeds 1, 7, 42 and 123 (19,996 on 1 rank, 19,840 on 8); 1.5 % is three times that.
+  EXPECT_NEAR(static_cast<double>(count), static_cast<double>(kEvents), 0.015 * kEvents);
   EXPECT_EQ(static_cast<int64_t>(reader.memory().size()), result_.memory_samples);
   EXPECT_EQ(static_cast<int64_t>(reader.metrics().size()), result_.metrics);
   EXPECT_GT(result_.iterations, 2);

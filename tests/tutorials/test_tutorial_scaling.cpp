@@ -91,14 +91,14 @@ TEST(TutorialScaling, GlobalBatchRingModelAndEfficiency) {
                 model_ms[n], 1e-4);
     const std::vector<double> row = table_row(all_rows, "On a cluster", n);
     EXPECT_NEAR(row[9], model_ms[n], 0.051) << "the printed ring model, " << n << " ranks\n" << all_rows;
-    // The trace: on the emulated link the all-reduce lasts the model's time, unless this loaded
-    // machine's own all-reduce took longer.
+    // The trace on the cluster clock (stats_of): the last rank's all-reduce lasts the model's
+    // time. Measured idle and beside two busy loops: 48.3 and 72.6 ms, the model's to the
+    // printed 0.1 ms, on 2 and 4 ranks; 1 % is three times that resolution on 48 ms.
     link_ms[n] = link_ms_of(stats[n]);
-    EXPECT_GE(link_ms[n], model_ms[n] * 0.98) << n << " ranks";
-    EXPECT_LE(link_ms[n], model_ms[n] * 1.25) << n << " ranks";
+    EXPECT_NEAR(link_ms[n], model_ms[n], 0.01 * model_ms[n]) << n << " ranks";
     EXPECT_NEAR(table_row(all_rows, "On a cluster", n)[3], link_ms[n], 0.051) << all_rows;
   }
-  EXPECT_NEAR(link_ms[4] / link_ms[2], model_ms[4] / model_ms[2], 0.2);
+  EXPECT_NEAR(link_ms[4] / link_ms[2], model_ms[4] / model_ms[2], 0.02);
 
   // Compute: each rank's CPU time falls with its share of the batch (a quarter on 4 ranks), even
   // where 4 ranks share fewer cores. Less than half: a step's fixed costs (hooks, the Gloo
