@@ -305,12 +305,18 @@ void App::poll_live() {
 void App::draw_panels() {
   const float total_h = ImGui::GetContentRegionAvail().y;
   // The timeline's share of the height grows with the text size, so that two ranks' lanes stay
-  // in view on a projector (Stats and Buckets then scroll): 64 % at x1, 80 % from x2 on.
+  // in view on a projector (Stats and Buckets then scroll): 64 % at x1, 80 % at x2, 85 % from
+  // x2.3 on, where the panels below hold their tab bars and a line or two.
   const float scale = ImGui::GetFontSize() / 13;
-  const float timeline_share = std::clamp(0.64f + 0.16f * (scale - 1), 0.64f, 0.8f);
+  const float timeline_share = std::clamp(0.64f + 0.16f * (scale - 1), 0.64f, 0.85f);
   ImGui::BeginChild("timeline", ImVec2(0, std::floor(total_h * timeline_share)), true,
                     ImGuiWindowFlags_NoScrollWithMouse | ImGuiWindowFlags_NoScrollbar);
+  // The atlas's second font, where the window has made one: the lanes' smaller text. See Note
+  // [The timeline's text size].
+  ImFontAtlas& fonts = *ImGui::GetIO().Fonts;
+  if (fonts.Fonts.Size > 1) ImGui::PushFont(fonts.Fonts[1]);
   draw_timeline(*this);
+  if (fonts.Fonts.Size > 1) ImGui::PopFont();
   ImGui::EndChild();
 
   const float bottom_w = ImGui::GetContentRegionAvail().x;

@@ -193,6 +193,9 @@ class App {
   bool show_legend = false;            // the legend window (L)
   bool show_help = false;              // the mouse-and-keys window (? or F1)
   float font_scale = 1;                // text size (Ctrl +/-/0); the window applies it
+  // The lanes' text size, font_scale or less: chosen each frame by the timeline so that two
+  // ranks fit (Note [The timeline's text size]); the window applies it from the next frame.
+  float timeline_font_scale = kMaxFontScale;
   float default_font_scale = 1;        // what Ctrl 0 returns to (--font-scale or the screen's)
   double measure_from = 0;             // where that drag started (axis ns)
   // The main trace's what-if lanes, drawn under each rank's lanes; null when none was asked for.
@@ -236,12 +239,16 @@ class App {
   // --live: the newer model the follower read, or the file the source switched to.
   void poll_live();
   void handle_keys();
-  // The header line: the run's name and figures, the find box, the buttons.
+  // The header line: the run's name and figures, the find box, the buttons; from
+  // kAutoFoldFontScale on, where these would take more than two lines, folded into a Menu button
+  // and the clock's name (view_header.cpp).
   void draw_header();
   // The timeline over the two tab panels (stats, find, compare | units, buckets, details, what-if).
   void draw_panels();
   // The line under the header: the playhead's step in words, the play state and the keys.
   void draw_narration_line();
+  void draw_header_controls(float find_width, bool in_line);
+  void draw_folded_header(const std::vector<std::string>& pieces, float find_width);
   // Playback's part of a frame: advances a playing playhead, refreshes the narration.
   void update_playback();
   // The focus rank's events and steps in `iteration` (cached for the last one asked).
@@ -279,6 +286,7 @@ class App {
   // named times on the other.
   void show_clock(analysis::Clock clock);
   char find_buffer_[128] = {};
+  bool header_folded_ = false;  // this frame's header folded into its Menu line (view_header.cpp)
   std::unique_ptr<LiveFollower> live_;
   std::unique_ptr<LiveSource> live_source_;
   std::future<std::shared_ptr<const Model>> switching_;  // loading the file live_source_ moved to

@@ -156,6 +156,8 @@ void set_theme(ThemeKind kind) {
   // Dear ImGui's greyed text is too faint on the light style's ground (2.6:1): the theme's
   // captions' colour instead (Note [Text contrast]).
   ImGui::GetStyle().Colors[ImGuiCol_TextDisabled] = ImGui::ColorConvertU32ToFloat4(theme().dim_text);
+  // A menu's ground is opaque: the lanes' labels showed through the dark style's (94 % alpha).
+  ImGui::GetStyle().Colors[ImGuiCol_PopupBg].w = 1;
 }
 
 const char* to_string(ThemeKind kind) { return kind == ThemeKind::Dark ? "dark" : "projector"; }

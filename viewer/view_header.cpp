@@ -6,6 +6,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -16,8 +17,11 @@
 namespace dpscope::view {
 namespace {
 
-// The narration caption's height in lines; a longer narration is cut there (and reported).
+// The narration caption's height in lines; a longer narration is cut there (and reported). Where
+// the header folded into one line, the caption takes one of the lines it gave up: at x3 in a
+// 1280-pixel window a bucket's fill runs to three.
 constexpr int kNarrationLines = 2;
+constexpr int kNarrationLinesUnderAFoldedHeader = 3;
 
 // The x of the content region's right edge, in screen coordinates.
 float right_edge() { return ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x; }
@@ -61,14 +65,46 @@ bool last_item_on_screen() {
   return max.x <= viewport->Pos.x + viewport->Size.x + 0.5f && max.y <= viewport->Pos.y + viewport->Size.y + 0.5f;
 }
 
-// A button placed by place_control; whether it was clicked.
-bool header_button(const char* label, bool& controls_visible) {
-  place_control(ImGui::CalcTextSize(label).x + 2 * ImGui::GetStyle().FramePadding.x);
+// The header's buttons, and the folded header's one, which opens a menu of them.
+constexpr const char* kHeaderButtons[] = {"Fit (F)", "Legend (L)", "Help (?)"};
+constexpr char kMenuButton[] = "Menu";
+constexpr char kFindHint[] = "find (name or kind; Ctrl+F)";
+
+// A button, placed by place_control when `in_line`; whether it was clicked.
+bool header_button(const char* label, bool& controls_visible, bool in_line) {
+  if (in_line) place_control(ImGui::CalcTextSize(label).x + 2 * ImGui::GetStyle().FramePadding.x);
   // A full button: a small one's frame has no room under the text, which cut descenders ("Leqend").
   const bool clicked = ImGui::Button(label);
   controls_visible = controls_visible && last_item_on_screen();
   return clicked;
 }
+
+// The lines the full header takes in `width` pixels: its pieces and then its controls
+// (`control_widths`), laid out as draw_pieces and place_control lay them.
+int header_lines(const std::vector<std::string>& pieces, const std::vector<float>& control_widths, float width) {
+  const float spacing = ImGui::GetStyle().ItemSpacing.x;
+  int lines = 0;
+  float x = 0;
+  const auto place = [&](float item, float alone, bool first) {
+    if (!first && x + spacing + item <= width) {
+      x += spacing + item;
+    } else {
+      const int wrapped = std::max(1, int(std::ceil(alone / width)));  // a piece wider than a line wraps
+      lines += wrapped;
+      x = alone - float(wrapped - 1) * width;
+    }
+  };
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    place(ImGui::CalcTextSize(("|  " + pieces[i]).c_str()).x, ImGui::CalcTextSize(pieces[i].c_str()).x, i == 0);
+  }
+  for (const float control : control_widths) place(control, control, false);
+  return lines;
+}
+
+// The full header at a projector's text size in a narrow window (three lines and more) leaves the
+// lanes too little height: it folds into one line, from kAutoFoldFontScale on, when it would
+// take more than two.
+constexpr int kFullHeaderLines = 2;
 
 }  // namespace
 
@@ -87,12 +123,33 @@ void App::draw_header() {
   if (!link.empty()) pieces.push_back(link);
   if (live_ && !live_source_) pieces.emplace_back("live");
   pieces.push_back(clock_label());
-  draw_pieces(pieces);
 
-  // The find box as wide as its hint, so that the hint is never cut.
-  static const char kFindHint[] = "find (name or kind; Ctrl+F)";
-  const float find_width = ImGui::CalcTextSize(kFindHint).x + 2 * ImGui::GetStyle().FramePadding.x;
-  place_control(find_width);
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float find_width = ImGui::CalcTextSize(kFindHint).x + 2 * style.FramePadding.x;
+  std::vector<float> controls = {find_width};
+  for (const char* label : kHeaderButtons) controls.push_back(ImGui::CalcTextSize(label).x + 2 * style.FramePadding.x);
+  const bool folded = font_scale >= kAutoFoldFontScale &&
+                      header_lines(pieces, controls, ImGui::GetContentRegionAvail().x) > kFullHeaderLines;
+  header_folded_ = folded;
+  if (folded) {
+    draw_folded_header(pieces, find_width);
+  } else {
+    draw_pieces(pieces);
+    place_control(find_width);
+    draw_header_controls(find_width, true);
+  }
+  // A switch to the cluster clock that failed says why under the line that names the clock (C
+  // tries again), wrapped: the message names the file and the fix.
+  if (!clock_error_.empty()) {
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().error_text), "C: %s", clock_error_.c_str());
+    ImGui::PopTextWrapPos();
+  }
+}
+
+// The find box (Ctrl+F focuses it), what it found, and the buttons: after one another on the
+// header's lines (`in_line`), or one under the other in the folded header's menu.
+void App::draw_header_controls(float find_width, bool in_line) {
   ImGui::SetNextItemWidth(find_width);
   // Ctrl+F: type a query without reaching for the mouse.
   if (ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_F, false)) ImGui::SetKeyboardFocusHere();
@@ -100,21 +157,39 @@ void App::draw_header() {
     find_text = find_buffer_;
     update_find();
   }
-  layout.controls_visible = last_item_on_screen();
+  if (in_line) layout.controls_visible = last_item_on_screen();
   if (!find.empty()) {
     const std::string found = std::to_string(find_result.total) + " found";
-    place_control(ImGui::CalcTextSize(found.c_str()).x);
+    if (in_line) place_control(ImGui::CalcTextSize(found.c_str()).x);
     ImGui::TextUnformatted(found.c_str());
   }
-  if (header_button("Fit (F)", layout.controls_visible)) fit();
-  if (header_button("Legend (L)", layout.controls_visible)) show_legend = !show_legend;
-  if (header_button("Help (?)", layout.controls_visible)) show_help = !show_help;
-  // A switch to the cluster clock that failed says why under the line that names the clock (C
-  // tries again), wrapped: the message names the file and the fix.
-  if (!clock_error_.empty()) {
-    ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().error_text), "C: %s", clock_error_.c_str());
-    ImGui::PopTextWrapPos();
+  bool on_screen = true;
+  bool& visible = in_line ? layout.controls_visible : on_screen;
+  if (header_button(kHeaderButtons[0], visible, in_line)) fit();
+  if (header_button(kHeaderButtons[1], visible, in_line)) show_legend = !show_legend;
+  if (header_button(kHeaderButtons[2], visible, in_line)) show_help = !show_help;
+}
+
+// The header folded: a Menu button, whose window holds the run's pieces, the find box and the
+// buttons, then the clock shown (and what a query found), wrapped at the window's edge: which
+// clock the lanes are on is never hidden.
+void App::draw_folded_header(const std::vector<std::string>& pieces, float find_width) {
+  const bool ctrl_f = ImGui::GetIO().KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_F, false);
+  if (ImGui::Button(kMenuButton) || ctrl_f) ImGui::OpenPopup("header menu");
+  layout.controls_visible = last_item_on_screen();
+  const ImVec2 under_button(ImGui::GetItemRectMin().x, ImGui::GetItemRectMax().y);
+  std::string line = pieces.back();
+  if (!find.empty()) line += "  |  " + std::to_string(find_result.total) + " found";
+  ImGui::SameLine();
+  wrapped_text(line);
+  // The menu opens under its button, not where the pointer is; Escape closes it.
+  ImGui::SetNextWindowPos(under_button, ImGuiCond_Appearing);
+  if (ImGui::BeginPopup("header menu")) {
+    for (size_t i = 0; i + 1 < pieces.size(); ++i) ImGui::TextUnformatted(pieces[i].c_str());
+    if (ctrl_f) ImGui::SetKeyboardFocusHere();
+    draw_header_controls(find_width, false);
+    if (ImGui::IsKeyPressed(GLFW_KEY_ESCAPE, false)) ImGui::CloseCurrentPopup();
+    ImGui::EndPopup();
   }
 }
 
@@ -134,7 +209,11 @@ void App::draw_narration_line() {
     hint("(Tab: run " + std::string(1, char('A' + (1 - focus_trace))) + ")  |");
   }
   char keys[128];
-  if (font_scale >= kAutoFoldFontScale) {
+  if (header_folded_) {
+    // The folded header's line: the play speed alone (Help lists the keys).
+    std::snprintf(keys, sizeof(keys), "%s %g s/iteration", playing ? "playing:" : "space:", seconds);
+    first = false;
+  } else if (font_scale >= kAutoFoldFontScale) {
     // A projector's text: the short form, which may join the header's last line (after its
     // buttons, when it fits there), so that the lanes keep the line.
     std::snprintf(keys, sizeof(keys), "%s %g s  [ ] speed  |", playing ? "playing:" : "<- -> step  space: play in", seconds);
@@ -156,7 +235,7 @@ void App::draw_narration_line() {
   const ImU32 color = narration.empty() ? ImGui::GetColorU32(ImGuiCol_TextDisabled) : theme().narration;
   if (!narration.empty()) text = narration;
   // The caption: after the keys when it fits there on one line, else from the next line on,
-  // wrapped at the window's edge and cut after kNarrationLines lines.
+  // wrapped at the window's edge and cut after its lines.
   const float line = ImGui::GetTextLineHeightWithSpacing();
   if (fits_after_last(ImGui::CalcTextSize(text.c_str()).x)) {
     ImGui::SameLine();
@@ -168,8 +247,9 @@ void App::draw_narration_line() {
   }
   const float width = right_edge() - ImGui::GetCursorScreenPos().x;
   const float needed = ImGui::CalcTextSize(text.c_str(), nullptr, false, width).y;
-  const float shown = std::min(needed, kNarrationLines * ImGui::GetTextLineHeight());
-  layout.narration_clipped = needed > kNarrationLines * ImGui::GetTextLineHeight() + 0.5f;
+  const int lines = header_folded_ ? kNarrationLinesUnderAFoldedHeader : kNarrationLines;
+  const float shown = std::min(needed, float(lines) * ImGui::GetTextLineHeight());
+  layout.narration_clipped = needed > float(lines) * ImGui::GetTextLineHeight() + 0.5f;
   const ImVec2 at = ImGui::GetCursorScreenPos();
   ImDrawList* draw = ImGui::GetWindowDrawList();
   // Cut only a caption too long for its lines, and below the last one's descenders ("g").

@@ -29,18 +29,25 @@ TimelineSizes sz;
 
 float text_width(const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; }
 
-// The sizes for the font, the label column wide enough for the open traces' lane names and the
-// memory graph's labels (never more than a third of the panel), so that none is cut.
-void scale_sizes(const App& app, float font_size, float panel_width) {
+// The sizes for a font of `font_size` pixels, but the label column's width.
+TimelineSizes sizes_for(float font_size) {
   const float s = font_size / 13;  // the sizes above are for Dear ImGui's 13 px font
-  sz = TimelineSizes{};
-  for (float* v : {&sz.label_width, &sz.ruler_height, &sz.ruler_iteration_row, &sz.header_height,
-                   &sz.row_height, &sz.instant_row_height, &sz.memory_height}) {
+  TimelineSizes sizes;
+  for (float* v : {&sizes.label_width, &sizes.ruler_height, &sizes.ruler_iteration_row, &sizes.header_height,
+                   &sizes.row_height, &sizes.instant_row_height, &sizes.memory_height}) {
     *v = std::round(*v * s);
   }
   // The memory graph grows with the text only to x1.5, and to its two lines of labels beyond:
   // on a projector the lanes need the height more than the graph's detail does.
-  sz.memory_height = std::max(std::round(44 * std::min(s, 1.5f)), 2 * std::round(font_size) + 4);
+  sizes.memory_height = std::max(std::round(44 * std::min(s, 1.5f)), 2 * std::round(font_size) + 4);
+  return sizes;
+}
+
+// The sizes for the font, the label column wide enough for the open traces' lane names and the
+// memory graph's labels (never more than a third of the panel), so that none is cut.
+void scale_sizes(const App& app, float font_size, float panel_width) {
+  const float s = font_size / 13;
+  sz = sizes_for(font_size);
   // The widest label: the ranks share their lanes' names, so a few ranks tell them all.
   float widest = text_width("steps 999.9 MiB");
   for (const OpenTrace& t : app.traces) {
@@ -52,9 +59,10 @@ void scale_sizes(const App& app, float font_size, float panel_width) {
 }
 constexpr double kFoldPx = 3;  // spans narrower than this fold into counted blocks
 
-float row_height(const Lane& lane, int row) {
-  return lane.has_instant_row && row == lane.rows() - 1 ? sz.instant_row_height : sz.row_height;
+float row_height(const TimelineSizes& sizes, const Lane& lane, int row) {
+  return lane.has_instant_row && row == lane.rows() - 1 ? sizes.instant_row_height : sizes.row_height;
 }
+float row_height(const Lane& lane, int row) { return row_height(sz, lane, row); }
 
 int row_of(const Lane& lane, int64_t index) {
   auto it = std::upper_bound(lane.row_start.begin(), lane.row_start.end(),
@@ -375,7 +383,87 @@ bool is_secondary_lane(const RankData& rank, size_t lane_index) {
   return false;
 }
 
-// A rank group's header at y ("- rank 0  host cpu  status"); a click on its label folds or
+// Note [The timeline's text size]
+// At a projector's text size (--font-scale, Ctrl +) the lanes' rows, headers and ruler grow with
+// the text, and in a short window not even two ranks' main and comm lanes fit: at x3 in 1280x800
+// not one did. So the timeline takes its text size apart from the rest: the largest of the text
+// size and the steps of kTimelineScaleStep below it, down to kTimelineScaleFloor (x1 with
+// --compare: kComparedTimelineScaleFloor), at which every
+// panel (each run's, with --compare) holds its ruler and its first two unfolded ranks' lanes
+// down to their first comm lane; the header, the narration, the panels, the legend and help keep
+// the text size. The sizes are known before drawing (sizes_for, the lanes' rows), so the choice
+// depends on the window and the text size only and settles in one frame: the frame that
+// chooses asks the window for the font (App::timeline_font_scale), the next draws with it.
+constexpr float kTimelineScaleStep = 0.25f;
+// The smallest the lanes' text gets, x1.25: at x3 in 1280x800 a three-line narration leaves the
+// lanes too little for two ranks at x1.5. With --compare each run's panel has half the height:
+// there it may go down to x1.
+constexpr float kTimelineScaleFloor = 1.25f;
+constexpr float kComparedTimelineScaleFloor = 1.0f;
+
+// The height `trace`'s panel needs at `sizes` for its ruler and the lanes of its first `ranks`
+// unfolded ranks down to each one's first comm lane (the memory graph and what-if lanes of all
+// but the last of them included, a folded rank's header too).
+float height_for_ranks(const App& app, int trace, const TimelineSizes& sizes, int ranks) {
+  float height = sizes.ruler_height + (app.traces.size() > 1 ? sizes.header_height : 0);
+  const Model& model = *app.traces[size_t(trace)].model;
+  int counted = 0;
+  for (size_t ri = 0; ri < model.ranks.size() && counted < ranks; ++ri) {
+    height += sizes.header_height;
+    const auto folded = app.collapsed.find({trace, int(ri)});
+    if (folded != app.collapsed.end() && folded->second) continue;
+    const bool last = ++counted == ranks;
+    const RankData& rank = model.ranks[ri];
+    bool main_seen = false;
+    for (size_t li = 0; li < rank.lanes.size(); ++li) {
+      const Lane& lane = rank.lanes[li];
+      if (lane.spans.empty() || (app.lanes_folded() && is_secondary_lane(rank, li))) continue;
+      for (int row = 0; row < lane.rows(); ++row) height += row_height(sizes, lane, row);
+      if (last && main_seen && lane.info.kind == trace::LaneKind::Comm) break;
+      main_seen = true;
+    }
+    if (last) break;
+    if (trace == 0) {
+      for (const bool waits : {false, true}) {
+        const Lane& lane = app.whatif_lane(ri, waits);
+        for (int row = 0; !lane.spans.empty() && row < lane.rows(); ++row) height += row_height(sizes, lane, row);
+      }
+    }
+    height += sizes.memory_height + 4;
+  }
+  return height;
+}
+
+// The lanes' text size for panels `panel_height` pixels tall; see Note [The timeline's text size].
+float choose_timeline_scale(const App& app, float panel_height) {
+  const float floor = std::min(app.font_scale, app.traces.size() > 1 ? kComparedTimelineScaleFloor : kTimelineScaleFloor);
+  for (float scale = app.font_scale; scale > floor; scale -= kTimelineScaleStep) {
+    const TimelineSizes sizes = sizes_for(std::round(13 * scale));
+    bool fits = true;
+    for (int trace = 0; trace < int(app.traces.size()) && fits; ++trace) {
+      fits = height_for_ranks(app, trace, sizes, 2) <= panel_height;
+    }
+    if (fits) return scale;
+  }
+  return floor;
+}
+
+// A folded rank's line, in the Stats panel's words: "  |  step 12.3 ms, exposed comm 4.5 ms, peak
+// 642.7 MiB" (the median steady step, exposed communication per step, the run's peak), or ""
+// before the analysis is done.
+std::string folded_rank_summary(const Frame& f, int rank_index) {
+  const OpenTrace& open = f.app.traces[size_t(f.trace)];
+  const analysis::RankStats* stats = open.analysis ? open.analysis->rank(*open.model, size_t(rank_index)) : nullptr;
+  if (!stats) return "";
+  char summary[160];
+  std::snprintf(summary, sizeof(summary), "  |  step %.1f ms, exposed comm %.1f ms, peak %s",
+                analysis::step_summary(*stats).median_ms, analysis::overlap_per_step(*stats).exposed_comm_ms,
+                format_bytes(stats->memory_peak.total_bytes).c_str());
+  return summary;
+}
+
+// A rank group's header at y ("- rank 0  host cpu  status"; folded, "+ rank 1 ..." and its
+// summary); a click on its label folds or
 // unfolds the group. Returns whether the group is folded.
 bool draw_rank_header(Frame& f, float left, int rank_index, const Pointer& pointer, float y) {
   const RankData& rank = f.app.traces[size_t(f.trace)].model->ranks[size_t(rank_index)];
@@ -394,8 +482,11 @@ bool draw_rank_header(Frame& f, float left, int rank_index, const Pointer& point
   char header[200];
   std::snprintf(header, sizeof(header), "%s rank %d  %s %s  %s%s", collapsed ? "+" : "-", rank.info.rank,
                 rank.info.host.c_str(), rank.info.device.c_str(), rank.info.status.c_str(), folded);
-  const std::string shown = elide(header, f.right - left - 8, text_width);
-  f.app.layout.clipped_labels += shown != header;
+  // A folded rank's summary where the line has room for it whole.
+  const float room = f.right - left - 8;
+  const std::string summarized = header + (collapsed ? folded_rank_summary(f, rank_index) : "");
+  const std::string shown = text_width(summarized) <= room ? summarized : elide(header, room, text_width);
+  f.app.layout.clipped_labels += shown != header && shown != summarized;
   f.draw->AddRectFilled(ImVec2(left, y), ImVec2(f.right, y + sz.header_height), theme().rank_header);
   f.draw->AddText(ImVec2(left + 4, y + 2), theme().rank_header_text, shown.c_str());
   if (pointer.over_lanes && ImGui::IsMouseClicked(ImGuiMouseButton_Left) &&
@@ -569,6 +660,7 @@ void draw_timeline(App& app) {
   // vertical scroll, so both are in view at once; time and the playhead are shared.
   const int panels = int(app.traces.size());
   const float total = ImGui::GetContentRegionAvail().y;
+  app.timeline_font_scale = choose_timeline_scale(app, std::floor(total / float(panels)) - ImGui::GetStyle().ItemSpacing.y);
   for (int trace = 0; trace < panels; ++trace) {
     const bool last = trace == panels - 1;
     draw_trace_panel(app, trace, last ? 0 : std::floor(total / float(panels)) - ImGui::GetStyle().ItemSpacing.y);

@@ -122,17 +122,25 @@ float Window::content_scale() const {
   return std::max(x, y);
 }
 
-void Window::set_font_scale(float scale) {
+void Window::set_font_scale(float scale, float timeline_scale) {
   scale = std::clamp(scale, kMinFontScale, kMaxFontScale);
-  if (scale == font_scale_) return;
+  timeline_scale = std::clamp(timeline_scale, kMinFontScale, scale);
+  if (scale == font_scale_ && timeline_scale == timeline_scale_) return;
+  const bool style_changes = scale != font_scale_;
   font_scale_ = scale;
+  timeline_scale_ = timeline_scale;
   ImGuiIO& io = ImGui::GetIO();
   io.Fonts->Clear();
   ImFontConfig config;
   config.SizePixels = std::round(13 * scale);
   io.Fonts->AddFontDefault(&config);
+  if (timeline_scale < scale) {
+    config.SizePixels = std::round(13 * timeline_scale);
+    io.Fonts->AddFontDefault(&config);
+  }
   ImGui_ImplOpenGL3_DestroyFontsTexture();
   ImGui_ImplOpenGL3_CreateFontsTexture();
+  if (!style_changes) return;
   ImGuiStyle& style = ImGui::GetStyle();
   style = ImGuiStyle();
   set_theme(theme_kind());
@@ -295,7 +303,7 @@ int run_windowed(const AppOptions& options) {
   Opening opening(options);
   std::unique_ptr<App> app;
   while (!window.should_close()) {
-    window.set_font_scale(app ? app->font_scale : font_scale);
+    window.set_font_scale(app ? app->font_scale : font_scale, app ? app->timeline_font_scale : font_scale);
     window.begin_frame(app ? app->idle_wait_seconds() : opening.wait_seconds());
     if (!app) app = opening.poll(font_scale);
     if (app) {
@@ -338,7 +346,7 @@ void set_up_screenshot(Window& window, App& app, const HeadlessOptions& headless
     for (const int rank : headless.folded) app.collapsed[{int(t), rank}] = true;
   }
   app.font_scale = font_scale;
-  window.set_font_scale(app.font_scale);
+  window.set_font_scale(app.font_scale, app.timeline_font_scale);
   if (headless.iteration < 0) return;
   app.focus_trace = headless.run;
   app.focus_rank = headless.rank;
@@ -376,7 +384,7 @@ std::vector<double> draw_frames(Window& window, App& app, const HeadlessOptions&
       app.set_view(t0, t1);
     }
     const auto start = std::chrono::steady_clock::now();
-    window.set_font_scale(app.font_scale);
+    window.set_font_scale(app.font_scale, app.timeline_font_scale);
     window.begin_frame();
     app.frame();
     window.end_frame(i == frames - 1 ? headless.png : "");

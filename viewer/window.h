@@ -46,22 +46,26 @@ class Window {
   void end_frame(const std::string& capture_png = "");
   // Draws text at `scale` times Dear ImGui's 13 px font, and widgets in proportion, from the next
   // frame on (clamped to [kMinFontScale, kMaxFontScale]; rebuilds the font atlas when the scale
-  // changes; call between frames).
-  void set_font_scale(float scale);
+  // changes; call between frames). A `timeline_scale` below it adds a second font of that size,
+  // the atlas's second (timeline_font()): the lanes' text where the panel is short of height
+  // (Note [The timeline's text size]).
+  void set_font_scale(float scale, float timeline_scale);
   // The monitor's content scale (2 on a HiDPI screen, 1 under Xvfb): the default font scale.
   float content_scale() const;
 
  private:
   GLFWwindow* window_ = nullptr;
   float font_scale_ = 1;
+  float timeline_scale_ = 1;
 };
 
 // The fewest frames --screenshot draws. Dear ImGui lays out a tab bar, a table's columns and an
 // auto-sized window on their first frame and draws them settled on the next, so a first frame
 // lacks the tab bars and has the Stats table collapsed: every view here is settled by frame 2
-// (compared PNGs, with the legend, at text size 2, stepped, on the cluster clock); 3 leaves one
-// frame spare.
-inline constexpr int kFramesForAFinishedLayout = 3;
+// (compared PNGs, with the legend, at text size 2, stepped, on the cluster clock).
+// One more where the timeline's text size changes (Note [The timeline's text size]): the first
+// frame chooses it, the second draws with it.
+inline constexpr int kFramesForAFinishedLayout = 4;
 
 // What --screenshot draws; the rest (the traces, --live, --font-scale, the theme) is AppOptions'.
 struct HeadlessOptions {

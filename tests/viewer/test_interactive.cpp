@@ -404,6 +404,30 @@ TEST(ViewerInteractive, StepPlayFindZoomAndScaleWithTheKeysAndTheWheel) {
 
 namespace {
 
+// At x3 in the 1280x800 window the full header would take three lines and more: it folds into a
+// Menu button (view_header.cpp). Ctrl+F opens the menu under it (rows 90-300) at its find box; a
+// query typed there finds, and Escape closes the menu, whose line (rows 20-90) then says how many
+// it found.
+TEST(ViewerInteractive, TheFoldedHeadersMenuFinds) {
+  if (!std::getenv("DISPLAY")) GTEST_SKIP() << "no display: run under `xvfb-run -a ctest`";
+  if (!have_xdotool() || !have_xwd()) GTEST_SKIP() << "xdotool or xwd is missing: apt-get install xdotool x11-apps (scripts/setup)";
+  TempDir dir;
+  ViewerProcess viewer(synth_trace(dir, 2, 20000), {"--font-scale", "3"});
+  ASSERT_GT(viewer.pid(), 0);
+  const std::string window = settled_window(viewer);
+  ASSERT_FALSE(window.empty()) << "dpscope-view opened no window";
+  take_keyboard(window);
+  const Image start = settled_capture(viewer, window, dir.file("start.xwd"));
+  ASSERT_GT(start.width, 0) << "xwd read nothing back";
+  const Image menu = press(viewer, window, "ctrl+f", dir.file("menu.xwd"));
+  EXPECT_FALSE(same_rows(menu, start, 90, 300)) << "Ctrl+F did not open the folded header's menu under its button";
+  ASSERT_EQ(run_command("xdotool type --delay 40 allreduce").exit_code, 0);
+  const Image typed = press(viewer, window, "Return", dir.file("typed.xwd"));
+  const Image closed = press(viewer, window, "Escape", dir.file("closed.xwd"));
+  EXPECT_FALSE(same_rows(closed, typed, 90, 300)) << "Escape did not close the menu";
+  EXPECT_FALSE(same_rows(closed, start, 20, 90)) << "the Menu line does not say what the query found";
+}
+
 // Compare mode is two runs: Tab gives the focus to the other run, and the narration line (rows
 // 24-80: "run A (Tab: run B) | ... rank 0, iteration ...") tells the focused run's step; a second
 // Tab gives the first run's line back, pixel for pixel.
