@@ -124,6 +124,10 @@ void expect_screenshot(const CommandResult& result, const std::string& png, int 
   EXPECT_GE(colours(image), 12u);
 }
 
+// The fsdp_trace's units' parameter counts: each its own, and unit 2 a root that holds none of
+// its own (its children's parameters are theirs).
+constexpr std::array<int64_t, 3> kUnitNumel = {1000, 3000, 0};
+
 // A 2-rank FSDP-like run written through the Recorder and merged: unit lanes with
 // gathering / full / reducing states, all-gathers and reduce-scatters, FSDP memory categories.
 std::string fsdp_trace(const TempDir& dir) {
@@ -139,9 +143,10 @@ std::string fsdp_trace(const TempDir& dir) {
     const LaneId comm = r.add_lane("nccl stream", LaneKind::Stream);
     std::vector<LaneId> unit_lanes;
     for (int u = 0; u < 3; ++u) {
-      UnitInfo unit{u, "layer" + std::to_string(u), u == 0 ? kNone : 0, 1000, 1000, 500};
+      const int64_t numel = kUnitNumel[size_t(u)], shard = numel / 2;
+      UnitInfo unit{u, u == 2 ? "" : "layer" + std::to_string(u), u == 2 ? kNone : 2, numel, numel, shard};
       if (rank == 0) r.add_unit(unit);
-      r.add_unit_shard({u, rank, rank * 500, rank * 500 + 500, 500});
+      r.add_unit_shard({u, rank, rank * shard, rank * shard + shard, shard});
       unit_lanes.push_back(r.add_lane("unit " + std::to_string(u), LaneKind::Unit));
     }
     const NameId forward = r.name("forward"), backward = r.name("backward"), iteration = r.name("iteration");
@@ -584,6 +589,28 @@ TEST(ViewerHeadless, TheMemoryGraphEndsWhereTheRunEnds) {
   ASSERT_EQ(drawn.size(), 2u) << "memory graphs found: " << graphs.size();
   const double short_width = drawn[0].right - drawn[0].left, long_width = drawn[1].right - drawn[1].left;
   EXPECT_NEAR(short_width / long_width, ratio, 0.05) << short_width << " px against " << long_width;
+}
+
+// FSDP's narration gives each unit its own full parameters' bytes (fp32: 4 a parameter): 3.9 KiB
+// for unit 0, 11.7 KiB for unit 1, and 0 B for the root, which holds none of its own.
+TEST(ViewerHeadless, FsdpNarrationGivesEachUnitItsOwnBytes) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string trace = fsdp_trace(dir);
+  std::map<std::string, std::string> gathered;  // unit's words -> the bytes the narration gave it
+  for (int step = 0; step < 30 && gathered.size() < 3; ++step) {
+    const std::string png = dir.file("step.png");
+    const auto result = view(trace + " --screenshot " + png + " --iteration 1 --step " + std::to_string(step));
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    const std::string narration = screenshot_json(result.output)["narration"];
+    const size_t at = narration.find(" gathered: full parameters ");
+    const size_t unit = narration.find("unit ");
+    if (at == std::string::npos || unit == std::string::npos) continue;
+    gathered[narration.substr(unit, at - unit)] = narration.substr(at + 27);
+  }
+  const std::map<std::string, std::string> expected = {
+      {"unit 0 (layer0)", "3.9 KiB"}, {"unit 1 (layer1)", "11.7 KiB"}, {"unit 2 (root)", "0 B"}};
+  EXPECT_EQ(gathered, expected);
 }
 
 // Compare mode is two runs: stepping and the narration follow the focused one, A by default and
