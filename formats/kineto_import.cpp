@@ -3,6 +3,7 @@
 // trace::Writer, event by event, under a temporary name renamed over the output at the end.
 #include "formats/kineto_import.h"
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -407,6 +408,39 @@ KinetoImportResult import_kineto(const KinetoImportOptions& options,
     throw;
   }
   return result;
+}
+
+bool is_kineto_file_name(std::string_view path) {
+  auto ends = [&](std::string_view tail) {
+    return path.size() > tail.size() && path.compare(path.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  return ends(".json") || ends(".json.gz");
+}
+
+TemporaryImport::TemporaryImport(const std::vector<std::string>& inputs,
+                                 const std::function<void(const std::string&)>& warn) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "dpscope-import-XXXXXX").string();
+  if (!::mkdtemp(pattern.data())) {
+    throw KinetoError("import: cannot make a temporary directory in " +
+                      std::filesystem::temp_directory_path().string() + "; set TMPDIR to a writable one");
+  }
+  dir_ = pattern;
+  path_ = (std::filesystem::path(dir_) / "run.sqlite").string();
+  KinetoImportOptions options;
+  options.inputs = inputs;
+  options.out = path_;
+  try {
+    result_ = import_kineto(options, warn);
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+    throw;
+  }
+}
+
+TemporaryImport::~TemporaryImport() {
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
 }
 
 }  // namespace dpscope::formats

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "formats/kineto_reader.h"
@@ -45,5 +46,27 @@ void check_kineto_options(const KinetoImportOptions& options);
 // when the output cannot be written. Thread-safety: none shared.
 KinetoImportResult import_kineto(const KinetoImportOptions& options,
                                  const std::function<void(const std::string&)>& warn);
+
+// Whether `path` names a profiler trace by its ending: ".json" or ".json.gz".
+bool is_kineto_file_name(std::string_view path);
+
+// A run imported into a temporary file (in $TMPDIR) for a program that opens it at once, the
+// viewer: `dpscope-view rank-*.json.gz`. The file is removed when the object dies. Throws as
+// import_kineto. Not copyable; one owner.
+class TemporaryImport {
+ public:
+  TemporaryImport(const std::vector<std::string>& inputs, const std::function<void(const std::string&)>& warn);
+  ~TemporaryImport();
+  TemporaryImport(const TemporaryImport&) = delete;
+  TemporaryImport& operator=(const TemporaryImport&) = delete;
+
+  const std::string& path() const { return path_; }
+  const KinetoImportResult& result() const { return result_; }
+
+ private:
+  std::string dir_;
+  std::string path_;
+  KinetoImportResult result_;
+};
 
 }  // namespace dpscope::formats

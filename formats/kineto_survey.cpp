@@ -52,7 +52,13 @@ KinetoRole kineto_role(const KinetoEvent& e, bool nccl_kernels) {
       throw KinetoError(std::string("an instant event without \"") + (e.has_ts ? "name" : "ts") +
                         "\"; the trace is damaged: export it again");
     }
-    return e.name == "[memory]" ? KinetoRole::Memory : KinetoRole::Instant;
+    if (e.name == "[memory]") return KinetoRole::Memory;
+    // Kineto's own bookkeeping ("Iteration Start: PyTorch Profiler", "Record Window End") sits
+    // on pseudo processes named by text ("Traces", ""), not on a thread of the program.
+    const bool program_thread = !e.pid.empty() && std::all_of(e.pid.begin(), e.pid.end(), [](char c) {
+      return (c >= '0' && c <= '9') || c == '-';
+    });
+    return program_thread ? KinetoRole::Instant : KinetoRole::Ignored;
   }
   if (e.ph != 'X') return KinetoRole::Ignored;
   if (!e.has_ts || !e.has_dur || !e.has_name) {

@@ -21,7 +21,7 @@ namespace dpscope::formats {
 
 // What one Kineto event becomes. Decided from its phase, category and name alone.
 enum class KinetoRole : uint8_t {
-  Ignored,         // metadata, flows, counters, Kineto's own "Trace" span, B/E pairs
+  Ignored,         // metadata, flows, counters, B/E pairs, Kineto's own "Trace" span and instants
   GpuKernel,       // a kernel, memcpy or memset on a GPU stream: a Mark flagged kFlagGpuKernel
   GpuCollective,   // an NCCL kernel: a Collective on its stream, flagged kFlagGpuKernel
   GpuAnnotation,   // gpu_user_annotation: a Mark on the stream
@@ -32,7 +32,7 @@ enum class KinetoRole : uint8_t {
   HostCollective,  // gloo:* ops, and nccl:* ops of a trace without NCCL kernels: a Collective
   Autograd,        // autograd::engine::evaluate_function: a Mark; bounds a derived backward
   HostSpan,        // any other CPU op, annotation or runtime call: a Mark slice
-  Instant,         // an instant ('i'): a Mark instant
+  Instant,         // an instant ('i') on a thread of the program: a Mark instant
   Memory,          // [memory]: memory samples
 };
 
