@@ -298,6 +298,10 @@ int32_t rank_of(const std::string& path, const KinetoSurvey& survey, const Kinet
       throw KinetoError(path + ": distributedInfo.rank " + std::to_string(survey.info.rank) +
                         " is out of range (0..32767); the trace is damaged");
     }
+    if (options.rank != trace::kNone && options.rank != survey.info.rank) {
+      warn(path + ": --rank " + std::to_string(options.rank) + " ignored: its distributedInfo says rank " +
+           std::to_string(survey.info.rank));
+    }
     return static_cast<int32_t>(survey.info.rank);
   }
   const int32_t rank = options.rank != trace::kNone ? options.rank : static_cast<int32_t>(index);

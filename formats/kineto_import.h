@@ -39,7 +39,8 @@ void check_kineto_options(const KinetoImportOptions& options);
 // Imports `options.inputs` into `options.out`. The run file is written under a temporary name in
 // the same directory and renamed over `out` only when complete, so a failure leaves nothing
 // half-written (and an older `out` untouched). `warn` receives one line per warning (a file
-// without distributedInfo, whose rank comes from --rank or the file order). Throws KinetoError
+// without distributedInfo, whose rank comes from --rank or the file order; a --rank that its
+// distributedInfo contradicts, which is ignored). Throws KinetoError
 // naming the file (and byte offset) for bad input: an unreadable, truncated or invalid file, JSON
 // that is not a trace, events missing fields, two files of the same rank, files of different runs
 // (their distributedInfo differs in world size, backend or NCCL version); and trace::TraceError
