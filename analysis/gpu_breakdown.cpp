@@ -111,7 +111,10 @@ std::optional<GpuBreakdown> GpuBreakdownBuilder::finish(const std::vector<Kernel
   out.compute_pct = pct(busy_compute, span);
   out.non_compute_pct = pct(span - busy_compute - idle, span);
   if (!comm_set.empty()) {
-    out.comm_overlap_pct = pct(comm_set.intersection_length(compute_set), comm_set.length());
+    const int64_t hidden = comm_set.intersection_length(compute_set);
+    out.comm_overlap_pct = pct(hidden, comm_set.length());
+    out.comm_ms = double(comm_set.length()) / 1e6;
+    out.exposed_comm_ms = double(comm_set.length() - hidden) / 1e6;
   }
   return out;
 }

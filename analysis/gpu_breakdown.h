@@ -54,6 +54,11 @@ struct GpuBreakdown {
   double compute_pct = 0;
   double non_compute_pct = 0;
   std::optional<double> comm_overlap_pct;  // empty: no communication kernels
+  // The union of the communication kernels, and the part of it no compute kernel ran beside: the
+  // GPU's own exposed communication (the phases' is the CPU's view: Note [Compute and exposed
+  // communication]). Milliseconds; 0 without communication kernels.
+  double comm_ms = 0;
+  double exposed_comm_ms = 0;
 };
 
 // Gathers one rank's kernels and ProfilerSteps as the events stream by (compute_stats' pass), then

@@ -44,7 +44,9 @@ ordered_json gpu_json(const GpuBreakdown& g) {
                    {"idle_pct", g.idle_pct},
                    {"compute_pct", g.compute_pct},
                    {"non_compute_pct", g.non_compute_pct},
-                   {"comm_overlap_pct", g.comm_overlap_pct ? ordered_json(*g.comm_overlap_pct) : ordered_json(nullptr)}};
+                   {"comm_overlap_pct", g.comm_overlap_pct ? ordered_json(*g.comm_overlap_pct) : ordered_json(nullptr)},
+                   {"comm_ms", g.comm_ms},
+                   {"exposed_comm_ms", g.exposed_comm_ms}};
   if (!g.comm_overlap_pct) out["comm_note"] = "no communication kernels";
   return out;
 }
@@ -307,8 +309,10 @@ void append_rank(const RankStats& r, std::string& out) {
                   "non-compute %.2f%%; ",
                   static_cast<long long>(g.kernels), g.kernel_span_ms, g.idle_pct, g.compute_pct,
                   g.non_compute_pct);
-    out += g.comm_overlap_pct ? format("communication overlapped by compute %.2f%%\n", *g.comm_overlap_pct)
-                              : std::string("no communication kernels, so no comm/compute overlap\n");
+    out += g.comm_overlap_pct
+               ? format("communication overlapped by compute %.2f%% (of %.3f ms; exposed on the GPU %.3f ms)\n",
+                        *g.comm_overlap_pct, g.comm_ms, g.exposed_comm_ms)
+               : std::string("no communication kernels, so no comm/compute overlap\n");
   }
   const OverlapStats& o = r.overlap;
   out += format("  overlap: compute %.3f ms, comm %.3f ms, hidden %.3f ms, exposed comm %.3f ms",

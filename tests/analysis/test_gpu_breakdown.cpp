@@ -68,6 +68,8 @@ TEST(GpuBreakdown, KernelsLaunchedInTheLastStepAreLeftOut) {
   EXPECT_NEAR(g->non_compute_pct, 100.0 * 300 / 600, 1e-9);
   ASSERT_TRUE(g->comm_overlap_pct);
   EXPECT_NEAR(*g->comm_overlap_pct, 100.0 * 100 / 300, 1e-9);
+  EXPECT_DOUBLE_EQ(g->comm_ms, 0.3);
+  EXPECT_DOUBLE_EQ(g->exposed_comm_ms, 0.2);
 }
 
 TEST(GpuBreakdown, WholeMicrosecondsRoundBeginsUpAndEndsDown) {
