@@ -144,8 +144,10 @@ int16_t group_of(const std::string& name, std::map<std::string, int16_t>& groups
 }
 
 int64_t to_ns(int64_t base_time_ns, double us) {
+  // Within ±2^61 ns (73 years), and so is baseTimeNanoseconds (survey_kineto_file): a time plus
+  // a duration plus the base never overflows.
   const double ns = std::round(us * 1000.0);
-  if (!(std::fabs(ns) < 4.6e18)) {
+  if (!(std::fabs(ns) < 2.3e18)) {
     throw KinetoError("a time of " + std::to_string(us) + " µs is out of range; the trace is damaged");
   }
   return base_time_ns + static_cast<int64_t>(ns);
@@ -234,6 +236,10 @@ KinetoSurvey survey_kineto_file(const std::string& path) {
   KinetoSurvey s;
   CollectiveCandidates c;
   s.info = read_kineto_file(path, [&](const KinetoEvent& e) { survey_event(e, s, c); });
+  if (s.info.base_time_ns > int64_t(2.3e18) || s.info.base_time_ns < -int64_t(2.3e18)) {
+    throw KinetoError(path + ": baseTimeNanoseconds " + std::to_string(s.info.base_time_ns) +
+                      " is out of range (more than 73 years from 1970); the trace is damaged");
+  }
   std::sort(s.steps.begin(), s.steps.end(),
             [](const KinetoStep& a, const KinetoStep& b) { return a.begin_ns < b.begin_ns; });
   // The collectives are the NCCL kernels when there are any, else the nccl:* ops; gloo's always.

@@ -54,7 +54,7 @@ int64_t dtype_size(uint8_t dtype);
 // index in `groups`, which it joins).
 int16_t group_of(const std::string& name, std::map<std::string, int16_t>& groups);
 // A time of the file in dpscope's nanoseconds: baseTimeNanoseconds + ts (µs) x 1000, rounded.
-// Throws KinetoError for a time outside ±2^62 ns.
+// Throws KinetoError for a time outside ±2.3e18 ns (about 2^61).
 int64_t to_ns(int64_t base_time_ns, double us);
 
 // A lane of the file: a CPU thread (pid, tid) or a GPU stream (device, stream).
@@ -98,7 +98,8 @@ struct KinetoSurvey {
   int64_t seq_of(int16_t grp, int64_t begin_ns) const;
 };
 
-// Pass 1 over `path`. Throws KinetoError as read_kineto_file does.
+// Pass 1 over `path`. Throws KinetoError as read_kineto_file does, and for a baseTimeNanoseconds
+// outside ±2.3e18.
 KinetoSurvey survey_kineto_file(const std::string& path);
 
 }  // namespace dpscope::formats
