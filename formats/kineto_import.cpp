@@ -67,12 +67,27 @@ class RunSink {
   int64_t in_transaction_ = 0;
 };
 
-// The first and last autograd function of an iteration, on the lane that ran them: a backward
-// phase where the trace has no backward annotation (PyTorch's own DDP on the CPU).
-struct AutogradBounds {
+// The first and last event of a kind in an iteration, on the lane of the first: a phase derived
+// where the trace has no annotation of its own (backward from the autograd functions, as in
+// PyTorch's own DDP on the CPU; forward from FSDP2's forward hooks).
+struct DerivedBounds {
   int64_t begin_ns = INT64_MAX;
   int64_t end_ns = INT64_MIN;
   trace::LaneId lane = 0;
+
+  void add(int64_t begin, int64_t end, trace::LaneId on) {
+    if (begin < begin_ns) lane = on;
+    begin_ns = std::min(begin_ns, begin);
+    end_ns = std::max(end_ns, end);
+  }
+};
+
+// What a derived phase is derived for: its name, the iterations with bounds, and those that have
+// the phase annotated already.
+struct DerivedPhase {
+  std::string_view name;
+  std::map<int32_t, DerivedBounds> bounds;
+  std::set<int32_t> annotated;
 };
 
 // One file's second pass: its lanes, then each event mapped and written, then its derived
@@ -102,7 +117,7 @@ class RankImporter {
     ev.name = sink_.name(e.name);
     ev.kind = trace::EventKind::Mark;
     ev.iteration = survey_.iteration_at(raw_begin);
-    place(e, role, raw_begin, raw_end, ev);
+    place(e, role, raw_begin, ev);
     sink_.event(ev);
     first_ns_ = std::min(first_ns_, ev.begin_ns);
     last_ns_ = std::max(last_ns_, ev.end_ns);
@@ -111,18 +126,20 @@ class RankImporter {
 
   // The derived backward phases and the rank's row.
   void finish() {
-    for (const auto& [iteration, b] : autograd_) {
-      if (explicit_backward_.count(iteration)) continue;
-      trace::Event ev;
-      ev.rank = static_cast<int16_t>(rank_);
-      ev.lane = b.lane;
-      ev.kind = trace::EventKind::Phase;
-      ev.name = sink_.name(std::string(trace::kPhaseBackward));
-      ev.begin_ns = b.begin_ns;
-      ev.end_ns = b.end_ns;
-      ev.iteration = iteration;
-      sink_.event(ev);
-      ++events_;
+    for (const DerivedPhase* derived : {&derived_forward_, &derived_backward_}) {
+      for (const auto& [iteration, b] : derived->bounds) {
+        if (derived->annotated.count(iteration)) continue;
+        trace::Event ev;
+        ev.rank = static_cast<int16_t>(rank_);
+        ev.lane = b.lane;
+        ev.kind = trace::EventKind::Phase;
+        ev.name = sink_.name(std::string(derived->name));
+        ev.begin_ns = b.begin_ns;
+        ev.end_ns = b.end_ns;
+        ev.iteration = iteration;
+        sink_.event(ev);
+        ++events_;
+      }
     }
     trace::RankInfo info;
     info.rank = rank_;
@@ -190,7 +207,7 @@ class RankImporter {
     ev.name = sink_.name(std::string(name));
   }
 
-  void place(const KinetoEvent& e, KinetoRole role, int64_t raw_begin, int64_t raw_end, trace::Event& ev) {
+  void place(const KinetoEvent& e, KinetoRole role, int64_t raw_begin, trace::Event& ev) {
     switch (role) {
       case KinetoRole::GpuKernel:
       case KinetoRole::GpuCollective: {
@@ -206,10 +223,16 @@ class RankImporter {
       }
       case KinetoRole::GpuAnnotation: ev.flags = trace::kFlagGpuTime; break;
       case KinetoRole::Iteration: phase(trace::kPhaseIteration, ev); break;
-      case KinetoRole::Forward: phase(trace::kPhaseForward, ev); break;
+      case KinetoRole::Forward:
+        phase(trace::kPhaseForward, ev);
+        derived_forward_.annotated.insert(ev.iteration);
+        break;
       case KinetoRole::Backward:
         phase(trace::kPhaseBackward, ev);
-        explicit_backward_.insert(ev.iteration);
+        derived_backward_.annotated.insert(ev.iteration);
+        break;
+      case KinetoRole::ForwardHook:
+        if (ev.iteration != trace::kNone) derived_forward_.bounds[ev.iteration].add(ev.begin_ns, ev.end_ns, ev.lane);
         break;
       case KinetoRole::OptimizerStep: phase(trace::kPhaseOptimizerStep, ev); break;
       case KinetoRole::HostCollective:
@@ -217,12 +240,7 @@ class RankImporter {
         ev.enqueue_ns = ev.begin_ns;  // the op issues the collective as it begins
         break;
       case KinetoRole::Autograd:
-        if (ev.iteration != trace::kNone) {
-          AutogradBounds& b = autograd_[ev.iteration];
-          if (base() + raw_begin < b.begin_ns) b.lane = ev.lane;
-          b.begin_ns = std::min(b.begin_ns, base() + raw_begin);
-          b.end_ns = std::max(b.end_ns, base() + raw_end);
-        }
+        if (ev.iteration != trace::kNone) derived_backward_.bounds[ev.iteration].add(ev.begin_ns, ev.end_ns, ev.lane);
         break;
       default: break;
     }
@@ -260,8 +278,8 @@ class RankImporter {
   int32_t rank_;
   std::map<std::string, int16_t> groups_;
   std::map<KinetoLaneKey, trace::LaneId> lanes_;
-  std::map<int32_t, AutogradBounds> autograd_;
-  std::set<int32_t> explicit_backward_;
+  DerivedPhase derived_forward_{trace::kPhaseForward, {}, {}};
+  DerivedPhase derived_backward_{trace::kPhaseBackward, {}, {}};
   std::string gpu_device_;
   int64_t first_ns_ = INT64_MAX, last_ns_ = INT64_MIN, events_ = 0;
 };

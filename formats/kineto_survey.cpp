@@ -15,19 +15,20 @@ bool starts_with(std::string_view s, std::string_view prefix) {
 }
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
-// The names that mark a training phase. DDP: its module's forward; FSDP1: every wrapped
-// module's forward and its backward hooks; FSDP2: its forward and backward hooks
-// (FSDP::pre_forward, ...); the "## name ##" annotations of HTA's and torchrec's traces.
+// The names that mark a training phase (docs/kineto.md, "The mapping"). Whole forwards: DDP's
+// module and FSDP1's root (FullyShardedDataParallel.forward), and the "## name ##" annotations of
+// HTA's and torchrec's traces. FSDP2 annotates only its hooks: FSDP::pre_forward and
+// post_forward bound a derived forward; FSDP's backward hooks (both versions) are short marks,
+// the backward itself coming from the autograd functions.
 bool is_forward(std::string_view n) {
   return n == "DistributedDataParallel.forward" || n == "FullyShardedDataParallel.forward" ||
-         n == "## forward ##" || starts_with(n, "FSDP::pre_forward") ||
-         starts_with(n, "FSDP::post_forward");
+         n == "## forward ##";
 }
-bool is_backward(std::string_view n) {
-  return n == "## backward ##" || starts_with(n, "FullyShardedDataParallel._pre_backward_hook") ||
-         starts_with(n, "FullyShardedDataParallel._post_backward_hook") ||
-         starts_with(n, "FSDP::pre_backward") || starts_with(n, "FSDP::post_backward");
+bool is_forward_hook(std::string_view n) {
+  return starts_with(n, "FSDP::pre_forward") || starts_with(n, "FSDP::post_forward") ||
+         starts_with(n, "FSDP::root_pre_forward");
 }
+bool is_backward(std::string_view n) { return n == "## backward ##"; }
 bool is_optimizer(std::string_view n) {
   return starts_with(n, "Optimizer.step#") || n == "## optimizer ##";
 }
@@ -75,6 +76,7 @@ KinetoRole kineto_role(const KinetoEvent& e, bool nccl_kernels) {
   const std::string_view n = e.name;
   if (starts_with(n, "ProfilerStep#")) return KinetoRole::Iteration;
   if (is_forward(n)) return KinetoRole::Forward;
+  if (is_forward_hook(n)) return KinetoRole::ForwardHook;
   if (is_backward(n)) return KinetoRole::Backward;
   if (is_optimizer(n)) return KinetoRole::OptimizerStep;
   if (starts_with(n, "gloo:")) return KinetoRole::HostCollective;
@@ -210,6 +212,7 @@ void survey_event(const KinetoEvent& e, KinetoSurvey& s, CollectiveCandidates& c
       }
       break;
     case KinetoRole::Forward:
+    case KinetoRole::ForwardHook:
       s.ddp = s.ddp || e.name == "DistributedDataParallel.forward";
       s.fsdp = s.fsdp || starts_with(e.name, "FullyShardedDataParallel") || starts_with(e.name, "FSDP::");
       break;

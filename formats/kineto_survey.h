@@ -26,11 +26,12 @@ enum class KinetoRole : uint8_t {
   GpuCollective,   // an NCCL kernel: a Collective on its stream, flagged kFlagGpuKernel
   GpuAnnotation,   // gpu_user_annotation: a Mark on the stream
   Iteration,       // ProfilerStep#N: the phase `iteration`
-  Forward,         // DDP's and FSDP's forward annotations: the phase `forward`
-  Backward,        // "## backward ##", FSDP's backward annotations: the phase `backward`
+  Forward,         // DDP's and FSDP1's forward annotations, "## forward ##": the phase `forward`
+  ForwardHook,     // FSDP2's forward hooks: a Mark; bound a derived forward
+  Backward,        // "## backward ##": the phase `backward`
   OptimizerStep,   // Optimizer.step#..., "## optimizer ##": the phase `optimizer_step`
   HostCollective,  // gloo:* ops, and nccl:* ops of a trace without NCCL kernels: a Collective
-  Autograd,        // autograd::engine::evaluate_function: a Mark; bounds a derived backward
+  Autograd,        // autograd::engine::evaluate_function: a Mark; bound a derived backward
   HostSpan,        // any other CPU op, annotation or runtime call: a Mark slice
   Instant,         // an instant ('i') on a thread of the program: a Mark instant
   Memory,          // [memory]: memory samples

@@ -196,6 +196,33 @@ TEST(KinetoImport, FilesWithoutDistributedInfoTakeTheirPlaceInTheList) {
   EXPECT_FALSE(stats.matches[0].mismatch);
 }
 
+// FSDP2 annotates its hooks only: forward spans its first pre-forward to its last post-forward,
+// backward the autograd functions (its backward hooks stay marks).
+TEST(KinetoImport, Fsdp2HooksGiveDerivedForwardAndBackward) {
+  Imported run;
+  write_file(run.dir.file("fsdp2.json"),
+             object_trace({x_event("user_annotation", "ProfilerStep#7", 1, 1, 100, 1000),
+                           x_event("user_annotation", "FSDP::root_pre_forward", 1, 1, 110, 5),
+                           x_event("user_annotation", "FSDP::pre_forward", 1, 1, 120, 10),
+                           x_event("user_annotation", "FSDP::post_forward", 1, 1, 300, 10),
+                           x_event("cpu_op", "autograd::engine::evaluate_function: MmBackward0", 1, 2, 400, 50),
+                           x_event("user_annotation", "FSDP::pre_backward", 1, 2, 405, 5),
+                           x_event("cpu_op", "autograd::engine::evaluate_function: AddBackward0", 1, 2, 600, 40),
+                           x_event("user_annotation", "FSDP::post_backward", 1, 2, 630, 5)},
+                          "\"backend\": \"nccl\", \"rank\": 0, \"world_size\": 2"));
+  import_into(run, {run.dir.file("fsdp2.json")});
+  trace::Reader reader(run.path);
+  EXPECT_EQ(reader.meta_value(std::string(trace::meta_key::kStrategy)), "fsdp");
+  const auto names = reader.names();
+  std::map<std::string, std::pair<int64_t, int64_t>> phases;
+  for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Phase)) {
+    EXPECT_TRUE(phases.emplace(names[size_t(e.name)], std::make_pair(e.begin_ns, e.end_ns)).second)
+        << "one " << names[size_t(e.name)] << " phase";
+  }
+  EXPECT_EQ(phases[std::string(trace::kPhaseForward)], std::make_pair(int64_t(110000), int64_t(310000)));
+  EXPECT_EQ(phases[std::string(trace::kPhaseBackward)], std::make_pair(int64_t(400000), int64_t(640000)));
+}
+
 // A ROCm GPU: HIP kernels on stream 0, no communication kernels.
 TEST(KinetoImport, RocmTraceWithoutCommunicationKernelsSaysSo) {
   Imported run;
