@@ -50,6 +50,17 @@ TEST(ViewerProfilerFiles, TwoRanksOfGzippedProfilerTracesOpenAndDraw) {
   EXPECT_EQ(imports_in(dir.path()), 0) << "the temporary run file outlived the viewer";
 }
 
+TEST(ViewerProfilerFiles, DpscopeViewPassesProfilerFilesToTheViewer) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string png = dir.file("nccl.png");
+  const auto result = run_command(std::string(DPSCOPE_BIN_DIR) + "/dpscope view " + shipped("nccl_data.json.gz") +
+                                  " --screenshot=" + png + " --frames=2");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_FALSE(screenshot_json(result.output).is_discarded()) << result.output;
+  EXPECT_TRUE(std::filesystem::exists(png));
+}
+
 TEST(ViewerProfilerFiles, ABadProfilerFileIsOneLineAndExit1) {
   TempDir dir;
   const std::string bad = dir.file("rank-0.json");
