@@ -181,10 +181,8 @@ Issued issue(comm::ProcessGroup& group, CollectiveOp op, ReduceOp reduce, c10::S
       issued.verify = [] {};
       break;
     case CollectiveOp::AllToAll:
-    case CollectiveOp::SendRecv:  // imported traces' ops: the engine has no such collective
-      issued.work = group.barrier();
-      issued.verify = [] {};
-      break;
+    case CollectiveOp::SendRecv:
+      throw std::logic_error(what + ": imported traces' op; the engine has no such collective");
   }
   expect(issued.work, op, type, n);
   return issued;
