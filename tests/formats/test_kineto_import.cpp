@@ -223,7 +223,7 @@ TEST(KinetoImport, Fsdp2HooksGiveDerivedForwardAndBackward) {
   EXPECT_EQ(phases[std::string(trace::kPhaseBackward)], std::make_pair(int64_t(400000), int64_t(640000)));
 }
 
-// A ROCm GPU: HIP kernels on stream 0, no communication kernels.
+// A ROCm GPU: HIP kernels on stream 0, no communication kernels; its allocator's memory samples.
 TEST(KinetoImport, RocmTraceWithoutCommunicationKernelsSaysSo) {
   Imported run;
   const std::string launch_args = "\"correlation\": 1";
@@ -234,7 +234,10 @@ TEST(KinetoImport, RocmTraceWithoutCommunicationKernelsSaysSo) {
                            x_event("kernel", "Cijk_Ailk_Bljk_SB_MT64x64x16_SN", 0, 0, 200, 100,
                                    "\"device\": 0, \"stream\": 0, \"correlation\": 1"),
                            x_event("gpu_memcpy", "Memcpy HtoD", 0, 0, 350, 50,
-                                   "\"device\": 0, \"stream\": 0, \"correlation\": 2")},
+                                   "\"device\": 0, \"stream\": 0, \"correlation\": 2"),
+                           "{\"ph\": \"i\", \"name\": \"[memory]\", \"pid\": 5, \"tid\": 5, \"ts\": 150, "
+                           "\"s\": \"t\", \"args\": {\"Total Allocated\": 1024, \"Total Reserved\": 2048, "
+                           "\"Device Type\": 1, \"Device Id\": 0}}"},
                           "\"backend\": \"nccl\", \"rank\": 0, \"world_size\": 1"));
   import_into(run, {run.dir.file("rocm.json")});
   EXPECT_TRUE(run.warnings.empty());
@@ -251,6 +254,9 @@ TEST(KinetoImport, RocmTraceWithoutCommunicationKernelsSaysSo) {
   EXPECT_NEAR(g.compute_pct, 50, 1e-9);
   EXPECT_NEAR(g.idle_pct, 25, 1e-9);
   EXPECT_NEAR(g.non_compute_pct, 25, 1e-9);
+  // The GPU allocator's totals become the memory graph's CUDA lines.
+  EXPECT_EQ(stats.ranks[0].largest(trace::MemoryCategory::CudaAllocated), 1024);
+  EXPECT_EQ(stats.ranks[0].largest(trace::MemoryCategory::CudaReserved), 2048);
 }
 
 TEST(KinetoImport, BaseTimeNanosecondsShiftsEveryTime) {
