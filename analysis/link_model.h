@@ -159,6 +159,12 @@ inline int64_t link_model_ns(trace::CollectiveOp op, int64_t bytes, int ranks,
     case trace::CollectiveOp::Barrier:
       ns = std::ceil(std::log2(n)) * latency_ns;
       break;
+    case trace::CollectiveOp::AllToAll:  // s is one rank's input; it keeps 1/n of it
+      ns = (n - 1) * (latency_ns + s / n * ns_per_byte);
+      break;
+    case trace::CollectiveOp::SendRecv:  // one transfer to one peer
+      ns = latency_ns + s * ns_per_byte;
+      break;
   }
   // In range by check_link's bounds up to petabytes; capped (NaN too, from an unchecked link) so
   // that the conversion is always defined.

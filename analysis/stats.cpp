@@ -57,6 +57,7 @@ struct RankScratch {
   std::vector<std::vector<Interval>> compute, waits, comm;  // by iteration
   std::vector<Interval> all_compute, all_waits, all_comm;
   std::vector<CollectiveStats> collective_list;
+  GpuBreakdownBuilder gpu;  // GPU kernels and ProfilerSteps (imported traces)
   // DDP bucket all-reduces: (iteration, bucket, span), for BucketExposure.
   struct BucketComm {
     int32_t iteration;
@@ -111,6 +112,7 @@ std::vector<PhaseRole> phase_roles(const std::vector<std::string>& names) {
 
 void add_event(const trace::Event& e, const std::vector<PhaseRole>& roles, RankScratch& s) {
   const bool in_iteration = e.iteration >= 0;
+  if (e.flags & trace::kFlagGpuKernel) s.gpu.add_kernel(e);
   if (in_iteration) {
     s.first_iteration_ns = std::min(s.first_iteration_ns, e.begin_ns);
     s.last_iteration_end_ns = std::max(s.last_iteration_end_ns, e.end_ns);
@@ -137,6 +139,7 @@ void add_event(const trace::Event& e, const std::vector<PhaseRole>& roles, RankS
       } else if (role == PhaseRole::Finalize && in_iteration) {
         RankScratch::at(s.ddp, e.iteration).finalize.emplace(e.begin_ns, e.end_ns);
       } else if (role == PhaseRole::Iteration && in_iteration) {
+        s.gpu.add_iteration(e);
         auto& phase = RankScratch::at(s.iteration_phase, e.iteration);
         if (!phase || e.begin_ns < phase->first) {
           phase.emplace(e.begin_ns, saturating_sub(e.end_ns, e.begin_ns));
@@ -478,6 +481,10 @@ void finish_ranks(trace::Reader& reader, const std::vector<trace::RankInfo>& ran
                   StreamedEvents& streamed, IterationBound& bound, const ClusterClockRun* cluster,
                   RunStats& stats) {
   std::vector<RankScratch>& scratch = streamed.scratch;
+  const std::vector<KernelClass> kernel_classes = cluster ? std::vector<KernelClass>{}
+                                                          : classify_names(reader.names());
+  const std::string whole_us_ranks =
+      reader.meta_value(std::string(trace::meta_key::kImportedFractionalUsRanks));
   for (size_t r = 0; r < ranks.size(); ++r) {
     RankStats out;
     out.rank = ranks[r].rank;
@@ -492,6 +499,7 @@ void finish_ranks(trace::Reader& reader, const std::vector<trace::RankInfo>& ran
     out.ddp = ddp_timings(scratch[r]);
     out.compute_phases = scratch[r].compute_phases;
     out.clock_uncertainty_ns = cluster ? 0 : ranks[r].clock_uncertainty_ns;
+    if (!cluster) out.gpu = scratch[r].gpu.finish(kernel_classes, rounding_for(whole_us_ranks, out.rank));
     stats.ranks.push_back(std::move(out));
   }
   const int32_t max_iteration = streamed.max_iteration;

@@ -15,6 +15,7 @@
 
 #include "analysis/clock_choice.h"
 #include "analysis/collective_match.h"
+#include "analysis/gpu_breakdown.h"
 #include "analysis/memory_peak.h"
 #include "analysis/stragglers.h"
 #include "trace/reader.h"
@@ -131,6 +132,9 @@ struct RankStats {
   double wait_ms = 0;
   double transfer_ms = 0;
   int64_t clock_uncertainty_ns = 0;  // ranks.clock_uncertainty_ns
+  // The GPU breakdown of a rank with GPU kernels (imported traces; Note [GPU breakdown]), on the
+  // measured clock only; empty otherwise.
+  std::optional<GpuBreakdown> gpu;
 
   // False when the numbers are incomplete: events were dropped or the rank did not finish.
   bool complete() const { return dropped_events == 0 && status == "complete"; }

@@ -36,6 +36,21 @@ ordered_json peak_json(const MemoryAtPeak& peak) {
   return memory;
 }
 
+// The GPU breakdown (Note [GPU breakdown]); comm_overlap_pct is null, and comm_note says why, on a
+// rank without communication kernels.
+ordered_json gpu_json(const GpuBreakdown& g) {
+  ordered_json out{{"kernels", g.kernels},
+                   {"kernel_span_ms", g.kernel_span_ms},
+                   {"idle_pct", g.idle_pct},
+                   {"compute_pct", g.compute_pct},
+                   {"non_compute_pct", g.non_compute_pct},
+                   {"comm_overlap_pct", g.comm_overlap_pct ? ordered_json(*g.comm_overlap_pct) : ordered_json(nullptr)},
+                   {"comm_ms", g.comm_ms},
+                   {"exposed_comm_ms", g.exposed_comm_ms}};
+  if (!g.comm_overlap_pct) out["comm_note"] = "no communication kernels";
+  return out;
+}
+
 // `origin_ns`: where a collective's begin_ms counts from (RunStats::origin_ns).
 ordered_json rank_json(const RankStats& r, int64_t origin_ns) {
   ordered_json iterations = ordered_json::array();
@@ -74,18 +89,20 @@ ordered_json rank_json(const RankStats& r, int64_t origin_ns) {
   }
   ordered_json peak = peak_json(r.memory_peak);
   if (peak.is_null()) peak = ordered_json{{"total", 0}};
-  return ordered_json{{"rank", r.rank},
-                      {"iterations", std::move(iterations)},
-                      {"collectives", std::move(collectives)},
-                      {"peak_memory_bytes", std::move(peak)},
-                      {"step_peak_memory_bytes", peak_json(r.step_memory_peak)},
-                      {"memory_after_steps_bytes", peak_json(r.memory_after_steps)},
-                      {"category_max_bytes", std::move(category_max)},
-                      {"overlap", overlap_json(r.overlap)},
-                      {"clock_uncertainty_ms", double(r.clock_uncertainty_ns) / 1e6},
-                      {"wait_ms", r.wait_ms},
-                      {"transfer_ms", r.transfer_ms},
-                      {"buckets", std::move(buckets)}};
+  ordered_json out{{"rank", r.rank},
+                   {"iterations", std::move(iterations)},
+                   {"collectives", std::move(collectives)},
+                   {"peak_memory_bytes", std::move(peak)},
+                   {"step_peak_memory_bytes", peak_json(r.step_memory_peak)},
+                   {"memory_after_steps_bytes", peak_json(r.memory_after_steps)},
+                   {"category_max_bytes", std::move(category_max)},
+                   {"overlap", overlap_json(r.overlap)},
+                   {"clock_uncertainty_ms", double(r.clock_uncertainty_ns) / 1e6},
+                   {"wait_ms", r.wait_ms},
+                   {"transfer_ms", r.transfer_ms},
+                   {"buckets", std::move(buckets)}};
+  if (r.gpu) out["gpu"] = gpu_json(*r.gpu);
+  return out;
 }
 
 // The clock the times are on, and the link the cluster clock replayed (null on the measured one).
@@ -286,6 +303,17 @@ void append_rank(const RankStats& r, std::string& out) {
            "comm below are unknown, not zero\n";
   }
   if (r.collectives.empty()) out += "  no collectives recorded\n";
+  if (r.gpu) {
+    const GpuBreakdown& g = *r.gpu;
+    out += format("  GPU (HTA's breakdown, %lld kernels): kernel span %.3f ms: idle %.2f%%, compute %.2f%%, "
+                  "non-compute %.2f%%; ",
+                  static_cast<long long>(g.kernels), g.kernel_span_ms, g.idle_pct, g.compute_pct,
+                  g.non_compute_pct);
+    out += g.comm_overlap_pct
+               ? format("communication overlapped by compute %.2f%% (of %.3f ms; exposed on the GPU %.3f ms)\n",
+                        *g.comm_overlap_pct, g.comm_ms, g.exposed_comm_ms)
+               : std::string("no communication kernels, so no comm/compute overlap\n");
+  }
   const OverlapStats& o = r.overlap;
   out += format("  overlap: compute %.3f ms, comm %.3f ms, hidden %.3f ms, exposed comm %.3f ms",
                 o.compute_ms, o.comm_ms, o.overlap_ms, o.exposed_comm_ms);

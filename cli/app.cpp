@@ -23,6 +23,7 @@ std::unique_ptr<CLI::App> make_app(CommandMode mode) {
   add_stats_command(*app, mode);
   add_export_command(*app, mode);
   add_merge_command(*app, mode);
+  add_import_command(*app, mode);
   add_synth_command(*app, mode);
   add_view_command(*app, mode);
   add_demo_command(*app, mode);

@@ -1,5 +1,6 @@
 // dpscope view TRACE [VIEWER ARGS...]: starts dpscope-view, the desktop viewer, from beside the
-// dpscope binary, after checking that the trace opens.
+// dpscope binary, after checking that the trace opens (PyTorch profiler files, which the viewer
+// imports itself, are passed on as they are).
 #include <unistd.h>
 
 #include <cerrno>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "formats/kineto_import.h"
 #include "trace/reader.h"
 
 namespace dpscope::cli {
@@ -20,7 +22,7 @@ void add_view_command(CLI::App& app, CommandMode mode) {
   command->callback([command, args, mode] {
     if (mode == CommandMode::Validate) return;  // the viewer checks its own options
     // Fail here, with the reader's message, rather than in a window.
-    trace::Reader check((*args)[0]);
+    if (!formats::is_kineto_file_name((*args)[0])) trace::Reader check((*args)[0]);
     const std::string viewer = binary_dir() + "/dpscope-view";
     if (::access(viewer.c_str(), X_OK) != 0) {
       throw CliFailure("dpscope-view was not found at " + viewer +

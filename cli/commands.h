@@ -30,6 +30,7 @@ void add_launch_command(CLI::App& app, CommandMode mode);  // launch -n N -- PRO
 void add_stats_command(CLI::App& app, CommandMode mode);   // stats [--json] TRACE
 void add_export_command(CLI::App& app, CommandMode mode);  // export --chrome OUT.json TRACE
 void add_merge_command(CLI::App& app, CommandMode mode);   // merge OUT RANKFILES...
+void add_import_command(CLI::App& app, CommandMode mode);  // import FILES... -o RUN: Kineto traces
 void add_synth_command(CLI::App& app, CommandMode mode);   // synth --events N --ranks R --out PATH
 void add_view_command(CLI::App& app, CommandMode mode);    // view TRACE
 void add_demo_command(CLI::App& app, CommandMode mode);    // demo

@@ -9,7 +9,7 @@ constexpr std::string_view kEventKindNames[kEventKindCount] = {
     "phase", "hook", "bucket_ready", "bucket_launch", "bucket_done",
     "collective", "collective_wait", "unit_state", "mark"};
 constexpr std::string_view kCollectiveOpNames[kCollectiveOpCount] = {
-    "broadcast", "allreduce", "allgather", "reduce_scatter", "barrier"};
+    "broadcast", "allreduce", "allgather", "reduce_scatter", "barrier", "alltoall", "send_recv"};
 constexpr std::string_view kUnitStateNames[kUnitStateCount] = {"gathering", "full", "reducing"};
 constexpr std::string_view kDTypeNames[kDTypeCount] = {
     "float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool"};

@@ -14,7 +14,9 @@ namespace dpscope::trace {
 // 2: memory category 13 `data`.
 // 3: ranks.clock_uncertainty_ns.
 // 4: events.cpu_begin_ns and events.cpu_end_ns (Note [Thread CPU time]).
-inline constexpr int kSchemaVersion = 4;
+// 5: collective ops 5 `alltoall` and 6 `send_recv`, event flag kFlagGpuKernel (imported PyTorch
+//    profiler traces, docs/kineto.md).
+inline constexpr int kSchemaVersion = 5;
 // Stored as `PRAGMA application_id`: tells a dpscope trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x44505343;  // "DPSC"
 
@@ -90,8 +92,10 @@ enum class CollectiveOp : uint8_t {
   AllGather = 2,
   ReduceScatter = 3,
   Barrier = 4,
+  AllToAll = 5,  // since version 5: imported traces (NCCL's and Gloo's all_to_all)
+  SendRecv = 6,  // since version 5: imported traces (NCCL's point-to-point send/recv kernels)
 };
-inline constexpr int kCollectiveOpCount = 5;
+inline constexpr int kCollectiveOpCount = 7;
 
 // The FSDP unit state that a UnitState slice spans; a unit is `sharded` between slices.
 enum class UnitState : uint8_t {
@@ -162,6 +166,10 @@ enum EventFlag : uint8_t {
   kFlagBucketed = 1 << 2,   // a reduce-scatter that went through the bucketer
   kFlagGpuTime = 1 << 3,    // begin/end come from CUDA events (converted to the host clock)
   kFlagRanOnWaiter = 1 << 4,  // run by the thread that waited for it (Note [Run on wait])
+  // Since version 5: a GPU kernel, memcpy or memset as a profiler recorded it on a stream lane
+  // (imported PyTorch profiler traces: a Mark, or a Collective for a communication kernel, named
+  // as the profiler named it, enqueue_ns its launch's CPU time). analysis/gpu_breakdown.h.
+  kFlagGpuKernel = 1 << 5,
 };
 
 // Names as stored in the lookup tables, in `stats --json` and in exports.

@@ -41,6 +41,11 @@ inline constexpr std::string_view kFsdpForwardPrefetch = "fsdp.forward_prefetch"
 inline constexpr std::string_view kFsdpComputeDtype = "fsdp.compute_dtype";  // LibTorch's dtype name
 inline constexpr std::string_view kFsdpReduceDtype = "fsdp.reduce_dtype";
 inline constexpr std::string_view kMergedRanks = "merged_ranks";  // written by merge: how many rank files
+// Written by `dpscope import`: the PyTorch profiler (Kineto) files the run was imported from.
+inline constexpr std::string_view kImportedFrom = "imported_from";
+// Written by `dpscope import`: the ranks whose profiler trace had fractional-microsecond times
+// ("0,1"), whose GPU breakdown rounds times as HTA does (analysis/gpu_breakdown.h).
+inline constexpr std::string_view kImportedFractionalUsRanks = "imported_fractional_us_ranks";
 }  // namespace meta_key
 
 // ---- Strategies ----------------------------------------------------------------------------

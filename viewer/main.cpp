@@ -1,4 +1,4 @@
-// dpscope-view TRACE [--compare TRACE2] [--live] [--clock measured|cluster] [--screenshot PNG
+// dpscope-view TRACE | PROFILER.json[.gz]... [--compare TRACE2] [--live] [--clock measured|cluster] [--screenshot PNG
 // --frames N [--zoom-sweep]]:
 // the desktop viewer of dpscope traces (docs/viewer.md). The command line only: the window and
 // its loops are window.h's. Errors are printed as one line, with exit status 1.
@@ -11,6 +11,7 @@
 
 #include "analysis/clock_choice.h"
 #include "analysis/link_model.h"
+#include "formats/kineto_import.h"
 #include "trace/vocabulary.h"
 #include "viewer/window.h"
 
@@ -19,9 +20,12 @@ namespace {
 using namespace dpscope::view;
 namespace trace = dpscope::trace;
 
-// The traces to open.
-void add_trace_options(CLI::App& cli, AppOptions& options) {
-  cli.add_option("TRACE", options.path, "The trace file (a merged run file or a rank file)")->required();
+// The traces to open: one dpscope trace, or PyTorch profiler files (one per rank).
+void add_trace_options(CLI::App& cli, AppOptions& options, std::vector<std::string>& paths) {
+  cli.add_option("TRACE", paths,
+                 "The trace file (a merged run file or a rank file), or PyTorch profiler traces "
+                 "(.json, .json.gz, one per rank), imported into a temporary run file first")
+      ->required();
   cli.add_option("--compare", options.compare_path, "A second trace drawn under the first, aligned on iterations");
   cli.add_flag("--live", options.live, "Follow a trace that a running training is still writing");
 }
@@ -185,16 +189,32 @@ int fail(const std::string& message) {
   return 1;
 }
 
+// The file to open: the one dpscope trace given, or a temporary run imported from the profiler
+// files given (docs/kineto.md), kept in `imported` for as long as the window is open.
+std::string trace_to_open(const std::vector<std::string>& paths,
+                          std::optional<dpscope::formats::TemporaryImport>& imported) {
+  size_t profiler_files = 0;
+  for (const std::string& p : paths) profiler_files += dpscope::formats::is_kineto_file_name(p) ? 1 : 0;
+  if (profiler_files == 0 && paths.size() == 1) return paths[0];
+  if (profiler_files != paths.size()) {
+    throw std::invalid_argument("give one dpscope trace, or PyTorch profiler traces (.json, .json.gz) only");
+  }
+  imported.emplace(paths, [](const std::string& line) { std::fprintf(stderr, "dpscope-view: warning: %s\n", line.c_str()); });
+  return imported->path();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App cli{"dpscope-view: the desktop viewer of dpscope traces"};
   AppOptions options;
+  std::vector<std::string> paths;
+  std::optional<dpscope::formats::TemporaryImport> imported;
   HeadlessOptions headless;
   std::string theme_name = to_string(ThemeKind::Dark);
   WhatifFlags whatif;
   ClockFlags clock;
-  add_trace_options(cli, options);
+  add_trace_options(cli, options, paths);
   clock.add_to(cli);
   CLI::Option* screenshot = add_screenshot_options(cli, headless);
   add_look_options(cli, options, theme_name);
@@ -208,7 +228,8 @@ int main(int argc, char** argv) {
   options.whatif = whatif.requested();
   try {
     clock.apply(options);
-  } catch (const std::invalid_argument& e) {
+    options.path = trace_to_open(paths, imported);
+  } catch (const std::exception& e) {
     return fail(e.what());
   }
   parse_theme(theme_name, &options.theme);

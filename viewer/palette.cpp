@@ -29,6 +29,8 @@ ImU32 collective_color(trace::CollectiveOp op) {
     case trace::CollectiveOp::AllGather: return IM_COL32(0, 150, 220, 255);
     case trace::CollectiveOp::ReduceScatter: return IM_COL32(210, 70, 180, 255);
     case trace::CollectiveOp::Barrier: return IM_COL32(140, 140, 140, 255);
+    case trace::CollectiveOp::AllToAll: return IM_COL32(230, 120, 20, 255);
+    case trace::CollectiveOp::SendRecv: return IM_COL32(120, 90, 200, 255);
   }
   return IM_COL32(219, 68, 55, 255);
 }

@@ -381,6 +381,10 @@ void GlooProcessGroup::run(Request& request, const std::string& broken) {
     case trace::CollectiveOp::AllGather: return run_all_gather(request);
     case trace::CollectiveOp::ReduceScatter: return run_reduce_scatter(request);
     case trace::CollectiveOp::Barrier: return run_barrier(request);
+    case trace::CollectiveOp::AllToAll:
+    case trace::CollectiveOp::SendRecv:
+      throw CommError(describe(request) + ": not a collective the engine issues (only imported "
+                      "profiler traces record it)");
   }
 }
 

@@ -503,6 +503,10 @@ NcclProcessGroup::Call NcclProcessGroup::prepare(const Request& request) const {
       call.count = 1;
       call.type = ncclFloat32;
       break;
+    case trace::CollectiveOp::AllToAll:
+    case trace::CollectiveOp::SendRecv:
+      throw Unsupported(std::string(trace::to_string(request.op)) +
+                        " is not a collective the engine issues (only imported profiler traces record it)");
   }
   return call;
 }
@@ -576,6 +580,9 @@ void NcclProcessGroup::launch(InFlight& entry) {
           result = ncclReduceScatter(call.send, call.recv, call.count, call.type, call.op, comm_,
                                      comm);
           break;
+        case trace::CollectiveOp::AllToAll:
+        case trace::CollectiveOp::SendRecv:
+          break;  // refused by prepare()
       }
     }
     if (result != ncclSuccess) throw std::runtime_error(nccl_error(result, comm_));

@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -180,6 +181,9 @@ Issued issue(comm::ProcessGroup& group, CollectiveOp op, ReduceOp reduce, c10::S
       issued.work = group.barrier();
       issued.verify = [] {};
       break;
+    case CollectiveOp::AllToAll:
+    case CollectiveOp::SendRecv:
+      throw std::logic_error(what + ": imported traces' op; the engine has no such collective");
   }
   expect(issued.work, op, type, n);
   return issued;

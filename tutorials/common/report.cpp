@@ -240,6 +240,8 @@ int64_t ring_bytes_sent(trace::CollectiveOp op, int64_t bytes, int ranks) {
     case trace::CollectiveOp::AllGather: sent = (n - 1) * s; break;
     case trace::CollectiveOp::Broadcast: sent = s; break;
     case trace::CollectiveOp::Barrier: break;
+    case trace::CollectiveOp::AllToAll: sent = (n - 1) / n * s; break;
+    case trace::CollectiveOp::SendRecv: sent = s; break;
   }
   return static_cast<int64_t>(std::llround(sent));
 }

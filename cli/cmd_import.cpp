@@ -1,0 +1,58 @@
+// dpscope import FILE... -o RUN.sqlite [--rank N]: PyTorch profiler (Kineto) traces, one per rank,
+// into one dpscope run file (formats/kineto_import.h, docs/kineto.md). Warnings go to stderr, one
+// line each; the summary to stdout.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "formats/kineto_import.h"
+
+namespace dpscope::cli {
+namespace {
+
+void run_import(const formats::KinetoImportOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const formats::KinetoImportResult result = formats::import_kineto(options, [](const std::string& line) {
+    const std::string text = "dpscope: warning: " + line + "\n";
+    std::cerr.write(text.data(), static_cast<std::streamsize>(text.size()));
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("import: %d rank%s, %lld events (%lld collectives), %lld memory samples, %d profiler "
+              "steps, %.2f s -> %s\n",
+              result.ranks, result.ranks == 1 ? "" : "s", static_cast<long long>(result.events),
+              static_cast<long long>(result.collectives), static_cast<long long>(result.memory_samples),
+              result.iterations, seconds, options.out.c_str());
+}
+
+}  // namespace
+
+void add_import_command(CLI::App& app, CommandMode mode) {
+  auto options = std::make_shared<formats::KinetoImportOptions>();
+  CLI::App* command = app.add_subcommand(
+      "import", "Turn PyTorch profiler (Kineto) traces, one .json or .json.gz per rank, into one run file");
+  command->add_option("FILES", options->inputs, "The Kineto trace files, one per rank")->required();
+  command->add_option("-o,--out", options->out, "The run file to write (replaced only when the import succeeds)")
+      ->required();
+  command->add_option("--rank", options->rank,
+                      "The rank of a single file without distributedInfo (default: its place in the list)");
+  command->callback([options, mode] {
+    if (mode == CommandMode::Validate) {
+      try {
+        formats::check_kineto_options(*options);
+      } catch (const formats::KinetoError& error) {
+        throw CliFailure(error.what());
+      }
+      return;
+    }
+    std::string line = "dpscope import";
+    for (const std::string& input : options->inputs) line += " " + input;
+    line += " -o " + options->out;
+    if (options->rank != trace::kNone) line += " --rank " + std::to_string(options->rank);
+    options->command_line = line;
+    run_import(*options);
+  });
+}
+
+}  // namespace dpscope::cli

@@ -1,0 +1,106 @@
+// The first of the import's two passes over a Kineto file, and the event classification both
+// passes share: what each event becomes in dpscope's trace (docs/kineto.md, "The mapping"). The
+// survey keeps what the second pass needs to place an event as it streams by: the file's run
+// information, its lanes, its ProfilerSteps, each launch's CPU time by correlation id, and the
+// begin times of its collectives by group (for their sequence numbers).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "formats/kineto_reader.h"
+#include "trace/records.h"
+#include "trace/schema.h"
+
+namespace dpscope::formats {
+
+// What one Kineto event becomes. Decided from its phase, category and name alone.
+enum class KinetoRole : uint8_t {
+  Ignored,         // metadata, flows, counters, B/E pairs, Kineto's own "Trace" span and instants
+  GpuKernel,       // a kernel, memcpy or memset on a GPU stream: a Mark flagged kFlagGpuKernel
+  GpuCollective,   // an NCCL kernel: a Collective on its stream, flagged kFlagGpuKernel
+  GpuAnnotation,   // gpu_user_annotation: a Mark on the stream
+  Iteration,       // ProfilerStep#N: the phase `iteration`
+  Forward,         // DDP's and FSDP1's forward annotations, "## forward ##": the phase `forward`
+  ForwardHook,     // FSDP2's forward hooks: a Mark; bound a derived forward
+  Backward,        // "## backward ##": the phase `backward`
+  OptimizerStep,   // Optimizer.step#..., "## optimizer ##": the phase `optimizer_step`
+  HostCollective,  // gloo:* ops, and nccl:* ops of a trace without NCCL kernels: a Collective
+  Autograd,        // autograd::engine::evaluate_function: a Mark; bound a derived backward
+  HostSpan,        // any other CPU op, annotation or runtime call: a Mark slice
+  Instant,         // an instant ('i') on a thread of the program: a Mark instant
+  Memory,          // [memory]: memory samples
+};
+
+// The role of `e`. Throws KinetoError for a complete ('X') event without ts, dur or name, or an
+// instant without ts or name (the reader puts the file and offset in front). `nccl_kernels`: whether the file has NCCL kernels (then its nccl:* CPU ops
+// are marks: the kernels are the collectives).
+KinetoRole kineto_role(const KinetoEvent& e, bool nccl_kernels);
+
+// Whether a GPU kernel's name is an NCCL (or RCCL) communication kernel.
+bool is_nccl_kernel(std::string_view name);
+// The collective a name or "Collective name" argument spells ("nccl:all_reduce", "allreduce",
+// "ncclKernel_AllReduce_RING_LL_Sum_float", "gloo:broadcast", ...); 0xff when none.
+uint8_t collective_op_of(std::string_view text);
+// The DType of a profiler's dtype text ("Float", "c10::Half", "float", ...); 0xff when unknown.
+uint8_t dtype_of(std::string_view text);
+// Bytes of one element of `dtype` (a DType value); 0 for 0xff.
+int64_t dtype_size(uint8_t dtype);
+// The process group id of a "Process Group Name" ("0" -> 0; "" -> 0; other text -> 1000 + its
+// index in `groups`, which it joins).
+int16_t group_of(const std::string& name, std::map<std::string, int16_t>& groups);
+// A time of the file in dpscope's nanoseconds: baseTimeNanoseconds + ts (µs) x 1000, rounded.
+// Throws KinetoError for a time outside ±2.3e18 ns (about 2^61).
+int64_t to_ns(int64_t base_time_ns, double us);
+
+// A lane of the file: a CPU thread (pid, tid) or a GPU stream (device, stream).
+struct KinetoLaneKey {
+  bool gpu = false;
+  std::string pid;
+  std::string tid;  // the thread, or the stream's number
+  bool operator<(const KinetoLaneKey& o) const {
+    return std::tie(gpu, pid, tid) < std::tie(o.gpu, o.pid, o.tid);
+  }
+};
+KinetoLaneKey lane_key_of(const KinetoEvent& e, KinetoRole role);
+
+// One ProfilerStep: the iteration it becomes is its index among the file's steps by begin.
+struct KinetoStep {
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+};
+
+// What the first pass learns about a file. Its times are the file's own (to_ns with no base:
+// baseTimeNanoseconds may come after the events), as the second pass looks them up. Memory: a few words per lane, step and collective,
+// and two per launch (the map from correlation id to launch time).
+struct KinetoSurvey {
+  KinetoRunInfo info;
+  std::map<KinetoLaneKey, int> first_seen;               // lane -> order of first appearance
+  std::map<KinetoLaneKey, std::string> thread_names;     // from thread_name metadata
+  std::vector<KinetoStep> steps;                         // sorted by begin
+  std::unordered_map<int64_t, int64_t> launch_ns;        // correlation -> launch begin (ns)
+  bool nccl_kernels = false;
+  bool ddp = false, fsdp = false, gloo = false, nccl = false;
+  // Collectives' begin times by group, sorted: a collective's seq is its index here.
+  std::map<int16_t, std::vector<int64_t>> collective_begins;
+  std::map<std::string, int16_t> groups;
+  std::string main_pid;  // the process of the thread that runs the ProfilerSteps (or the first)
+  KinetoLaneKey main_thread;
+  bool has_main_thread = false;
+
+  // The iteration whose step holds `t_ns`; kNone outside every step.
+  int32_t iteration_at(int64_t t_ns) const;
+  // The sequence number of a collective of group `grp` that begins at `begin_ns`.
+  int64_t seq_of(int16_t grp, int64_t begin_ns) const;
+};
+
+// Pass 1 over `path`. Throws KinetoError as read_kineto_file does, and for a baseTimeNanoseconds
+// outside ±2.3e18.
+KinetoSurvey survey_kineto_file(const std::string& path);
+
+}  // namespace dpscope::formats

@@ -1,0 +1,76 @@
+// The Kineto import on PyTorch 1.13's own DDP (tests/formats/kineto_ddp.py, run with
+// /usr/bin/python3 on the CPU with Gloo, on 2 and 4 ranks): the older bare-list form without
+// distributedInfo imports with a warning per file, and every profiled step has as many
+// gloo:all_reduce collectives as DDP has buckets (its logging data's rebuilt_bucket_sizes),
+// matched across the ranks. Skips when /usr/bin/python3 has no torch.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "analysis/stats.h"
+#include "tests/formats/kineto_fixture.h"
+#include "trace/reader.h"
+#include "trace/vocabulary.h"
+
+namespace dpscope::formats {
+namespace {
+
+using namespace kineto_test;
+
+constexpr int kSteps = 3;
+
+bool python_has_torch() {
+  return testing::run_command("/usr/bin/python3 -c 'import torch'").exit_code == 0;
+}
+
+// Records `ranks` ranks of DDP into `dir` and imports them; returns DDP's bucket count.
+size_t record_and_import(Imported& run, int ranks) {
+  const std::string out = run.dir.file("profiles");
+  const auto recorded = testing::run_command("/usr/bin/python3 " + std::string(DPSCOPE_SOURCE_DIR) +
+                                             "/tests/formats/kineto_ddp.py " + out + " " +
+                                             std::to_string(ranks) + " " + std::to_string(kSteps));
+  EXPECT_EQ(recorded.exit_code, 0) << recorded.output;
+  std::vector<std::string> files;
+  for (int r = 0; r < ranks; ++r) files.push_back(out + "/rank-" + std::to_string(r) + ".json");
+  import_into(run, files);
+  std::ifstream ddp(out + "/ddp.json");
+  const nlohmann::json logged = nlohmann::json::parse(ddp);
+  return logged["rebuilt_bucket_sizes"].size();
+}
+
+void expect_allreduce_per_bucket(int ranks) {
+  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch (install python3-torch)";
+  Imported run;
+  const size_t buckets = record_and_import(run, ranks);
+  ASSERT_GE(buckets, 2u) << "the model should make DDP build several buckets";
+  EXPECT_EQ(run.warnings.size(), size_t(ranks)) << "one warning a file: PyTorch 1.13 writes no distributedInfo";
+  trace::Reader reader(run.path);
+  EXPECT_EQ(reader.meta_value(std::string(trace::meta_key::kStrategy)), "ddp");
+  EXPECT_EQ(reader.meta_value(std::string(trace::meta_key::kBackend)), "gloo");
+  const analysis::RunStats stats = analysis::compute_stats(reader);
+  ASSERT_EQ(stats.ranks.size(), size_t(ranks));
+  ASSERT_EQ(stats.iterations, kSteps + 1);
+  for (const analysis::RankStats& r : stats.ranks) {
+    EXPECT_GT(r.compute_phases, 0) << "rank " << r.rank;
+    // The last profiled step may lose its last all-reduces when the profiler stops (kineto_ddp.py).
+    for (int i = 0; i < kSteps; ++i) {
+      const analysis::IterationStats& it = r.iterations[size_t(i)];
+      EXPECT_EQ(it.collectives[size_t(trace::CollectiveOp::AllReduce)], int64_t(buckets))
+          << "rank " << r.rank << ", ProfilerStep " << i;
+      EXPECT_GT(it.overlap.compute_ms, 0);
+    }
+  }
+  int64_t matched = 0;
+  for (const analysis::CollectiveMatch& m : stats.matches) matched += m.mismatch ? 0 : 1;
+  EXPECT_GE(matched, int64_t(buckets) * kSteps);
+}
+
+TEST(KinetoDdp, TwoRanksOfPytorchDdpHaveAnAllReduceABucket) { expect_allreduce_per_bucket(2); }
+
+TEST(KinetoDdp, FourRanksOfPytorchDdpHaveAnAllReduceABucket) { expect_allreduce_per_bucket(4); }
+
+}  // namespace
+}  // namespace dpscope::formats

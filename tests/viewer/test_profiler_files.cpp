@@ -1,0 +1,83 @@
+// dpscope-view on PyTorch profiler files (docs/kineto.md): `dpscope-view rank-*.json.gz` imports
+// them into a temporary run file, draws it like any run (a lane group per rank, the screenshot's
+// JSON line) and leaves no temporary file behind; a bad file is one line and exit 1. Needs a
+// display (the suite runs under `xvfb-run -a ctest`); without one the tests skip.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/test_util.h"
+#include "tests/viewer/screenshot_json.h"
+
+namespace {
+
+using dpscope::testing::run_command;
+using dpscope::testing::screenshot_json;
+using dpscope::testing::TempDir;
+
+#define REQUIRE_DISPLAY() \
+  if (!std::getenv("DISPLAY")) GTEST_SKIP() << "no display: run under `xvfb-run -a ctest`"
+
+std::string viewer() { return std::string(DPSCOPE_BIN_DIR) + "/dpscope-view"; }
+std::string shipped(const std::string& name) {
+  return std::string(DPSCOPE_SOURCE_DIR) + "/tests/data/kineto/" + name;
+}
+
+// The dpscope-import-* directories in `tmp`.
+int imports_in(const std::filesystem::path& tmp) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(tmp)) {
+    n += entry.path().filename().string().rfind("dpscope-import-", 0) == 0 ? 1 : 0;
+  }
+  return n;
+}
+
+TEST(ViewerProfilerFiles, TwoRanksOfGzippedProfilerTracesOpenAndDraw) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string png = dir.file("sampled.png");
+  const auto result = run_command("TMPDIR=" + dir.path().string() + " " + viewer() + " " +
+                                  shipped("sampled_rank-0.json.gz") + " " + shipped("sampled_rank-1.json.gz") +
+                                  " --screenshot " + png + " --frames 3");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const nlohmann::json json = screenshot_json(result.output);
+  ASSERT_FALSE(json.is_discarded()) << result.output;
+  EXPECT_TRUE(std::filesystem::exists(png));
+  EXPECT_GT(std::filesystem::file_size(png), 10000u);
+  EXPECT_EQ(imports_in(dir.path()), 0) << "the temporary run file outlived the viewer";
+}
+
+TEST(ViewerProfilerFiles, DpscopeViewPassesProfilerFilesToTheViewer) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string png = dir.file("nccl.png");
+  const auto result = run_command(std::string(DPSCOPE_BIN_DIR) + "/dpscope view " + shipped("nccl_data.json.gz") +
+                                  " --screenshot=" + png + " --frames=2");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_FALSE(screenshot_json(result.output).is_discarded()) << result.output;
+  EXPECT_TRUE(std::filesystem::exists(png));
+}
+
+TEST(ViewerProfilerFiles, ABadProfilerFileIsOneLineAndExit1) {
+  TempDir dir;
+  const std::string bad = dir.file("rank-0.json");
+  run_command("printf '{\"traceEvents\": [' > " + bad);
+  const auto result = run_command("TMPDIR=" + dir.path().string() + " " + viewer() + " " + bad +
+                                  " --screenshot " + dir.file("x.png"));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_EQ(result.output.rfind("dpscope-view: " + bad + ": at byte ", 0), 0u) << result.output;
+  EXPECT_EQ(imports_in(dir.path()), 0);
+}
+
+TEST(ViewerProfilerFiles, ProfilerFilesAndATraceTogetherAreRefused) {
+  TempDir dir;
+  const auto result = run_command(viewer() + " " + shipped("nccl_data.json.gz") + " run.sqlite");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("PyTorch profiler traces (.json, .json.gz) only"), std::string::npos)
+      << result.output;
+}
+
+}  // namespace
