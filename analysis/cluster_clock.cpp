@@ -464,10 +464,14 @@ ClusterClockRun cluster_clock(trace::Reader& reader, const std::string& path,
   std::map<int32_t, std::vector<std::pair<int32_t, trace::Event>>> iteration_phases;
   for (auto& [rank, builder] : read_programs(reader, iteration_phases)) {
     if (!builder.has_cpu) {
-      throw ClusterClockError(path + ": rank " + std::to_string(rank) + " recorded no thread CPU "
-                              "times (a trace of schema version " +
-                              std::to_string(reader.schema_version()) +
-                              "; they came in version 4): record the run again with this dpscope");
+      const std::string imported = reader.meta_value(std::string(trace::meta_key::kImportedFrom));
+      throw ClusterClockError(
+          path + ": rank " + std::to_string(rank) + " recorded no thread CPU times " +
+          (imported.empty() ? "(a trace of schema version " + std::to_string(reader.schema_version()) +
+                                  "; they came in version 4): record the run again with this dpscope"
+                            : "(imported from " + imported +
+                                  ", which records none): the cluster clock replays runs dpscope "
+                                  "recorded; read this one on the measured clock"));
     }
     order_points(builder.program);
     run.programs.push_back(std::move(builder.program));

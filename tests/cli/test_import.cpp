@@ -40,6 +40,18 @@ std::string shipped(const std::string& name) {
   return "'" + std::string(DPSCOPE_SOURCE_DIR) + "/tests/data/kineto/" + name + "'";
 }
 
+// A profiler trace records no thread CPU times: the cluster clock refuses it, saying where the
+// run came from and which clock reads it.
+TEST(CliImport, TheClusterClockRefusesAnImportedRunNamingWhatItCameFrom) {
+  TempDir dir;
+  const std::string run = dir.file("run.sqlite");
+  ASSERT_EQ(dpscope(dir, "import " + shipped("nccl_data.json.gz") + " -o '" + run + "'").exit_code, 0);
+  const Outcome stats = dpscope(dir, "stats --clock cluster --link-gbps 4 --link-latency-us 50 '" + run + "'");
+  EXPECT_NE(stats.exit_code, 0);
+  EXPECT_NE(stats.err.find("recorded no thread CPU times (imported from PyTorch profiler"), std::string::npos) << stats.err;
+  EXPECT_NE(stats.err.find("read this one on the measured clock"), std::string::npos) << stats.err;
+}
+
 TEST(CliImport, SampledRanksImportAndGiveTheGpuBreakdownInStatsJson) {
   TempDir dir;
   const std::string run = dir.file("run.sqlite");
