@@ -6,10 +6,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 #include <string>
 
 #include "tests/sqlite_edit.h"
+#include "tests/cli/cli_run.h"
 #include "tests/test_util.h"
 #include "tests/trace_event.h"
 #include "trace/writer.h"
@@ -18,34 +18,10 @@ namespace dpscope::trace {
 namespace {
 
 using testing::exec_sql;
+using testing::CliOutcome;
+using testing::run_dpscope;
+using testing::shell_quoted;
 using testing::TempDir;
-
-struct Outcome {
-  int exit_code = -1;
-  std::string out;  // stdout alone
-  std::string err;  // stderr alone
-};
-
-std::string quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Runs dpscope with `args`, keeping stdout and stderr apart.
-Outcome dpscope(const TempDir& dir, const std::string& args) {
-  const std::string err_file = dir.file("stderr.txt");
-  const auto result = testing::run_command("( " + quoted(testing::dpscope_bin()) + " " + args +
-                                           " 2>" + quoted(err_file) + " )");
-  return Outcome{result.exit_code, result.output, read_file(err_file)};
-}
 
 // A two-rank, one-iteration trace: forward + backward, two hooks into one bucket, its
 // all-reduce, a loss metric and a memory sample per rank.
@@ -107,7 +83,7 @@ TEST(cliStats, Text) {
   TempDir dir;
   const std::string trace = dir.file("run.dpscope");
   write_trace(trace);
-  const Outcome run = dpscope(dir, "stats " + quoted(trace));
+  const CliOutcome run = run_dpscope(dir, "stats " + shell_quoted(trace));
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.err, "");
   EXPECT_NE(run.out.find("run: strategy ddp, backend gloo, model toy, world size 2, 1 iterations"),
@@ -121,7 +97,7 @@ TEST(cliStats, Json) {
   TempDir dir;
   const std::string trace = dir.file("run.dpscope");
   write_trace(trace);
-  const Outcome run = dpscope(dir, "stats --json " + quoted(trace));
+  const CliOutcome run = run_dpscope(dir, "stats --json " + shell_quoted(trace));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.err, "");
   ASSERT_FALSE(run.out.empty());
@@ -147,7 +123,7 @@ TEST(cliExport, Chrome) {
   const std::string trace = dir.file("run.dpscope");
   const std::string out = dir.file("run.json");
   write_trace(trace);
-  const Outcome run = dpscope(dir, "export --chrome " + quoted(out) + " " + quoted(trace));
+  const CliOutcome run = run_dpscope(dir, "export --chrome " + shell_quoted(out) + " " + shell_quoted(trace));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.err, "");  // small traces print no progress
   EXPECT_EQ(run.out.rfind("dpscope: wrote " + out + ": ", 0), 0u) << run.out;
@@ -169,7 +145,7 @@ TEST(cliExport, UnwritableOutput) {
   const std::string trace = dir.file("run.dpscope");
   const std::string out = dir.file("missing-dir/run.json");
   write_trace(trace);
-  const Outcome run = dpscope(dir, "export --chrome " + quoted(out) + " " + quoted(trace));
+  const CliOutcome run = run_dpscope(dir, "export --chrome " + shell_quoted(out) + " " + shell_quoted(trace));
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_EQ(run.out, "");
   EXPECT_EQ(run.err.rfind("dpscope: " + out + ": ", 0), 0u) << run.err;
@@ -180,10 +156,10 @@ TEST(cliExport, UnwritableOutput) {
 
 void expect_one_line_error(const TempDir& dir, const std::string& path) {
   for (const std::string& command :
-       {"stats " + quoted(path), "stats --json " + quoted(path),
-        "export --chrome " + quoted(dir.file("out.json")) + " " + quoted(path)}) {
+       {"stats " + shell_quoted(path), "stats --json " + shell_quoted(path),
+        "export --chrome " + shell_quoted(dir.file("out.json")) + " " + shell_quoted(path)}) {
     SCOPED_TRACE(command);
-    const Outcome run = dpscope(dir, command);
+    const CliOutcome run = run_dpscope(dir, command);
     EXPECT_EQ(run.exit_code, 1);
     EXPECT_EQ(run.out, "");
     EXPECT_EQ(run.err.rfind("dpscope: " + path + ": ", 0), 0u) << run.err;
@@ -235,8 +211,8 @@ TEST(cliBadInput, Truncated) {
 // the flag and the accepted range, exit 1, no trace written.
 TEST(cliBadInput, TrainLinkOutOfRange) {
   TempDir dir;
-  const Outcome run = dpscope(dir, "train --link-gbps 0 --link-latency-us 50 --trace " +
-                                       quoted(dir.file("train.sqlite")));
+  const CliOutcome run = run_dpscope(dir, "train --link-gbps 0 --link-latency-us 50 --trace " +
+                                       shell_quoted(dir.file("train.sqlite")));
   if (run.err.find("without the engine") != std::string::npos) GTEST_SKIP() << run.err;
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_EQ(run.out, "");

@@ -7,34 +7,17 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
+#include "tests/cli/cli_run.h"
 #include "tests/test_util.h"
 
 namespace dpscope::cli {
 namespace {
 
+using testing::CliOutcome;
+using testing::run_dpscope;
 using testing::TempDir;
-
-struct Outcome {
-  int exit_code = -1;
-  std::string out;  // stdout alone
-  std::string err;  // stderr alone
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-Outcome dpscope(const TempDir& dir, const std::string& args) {
-  const std::string err_file = dir.file("stderr.txt");
-  const auto result = testing::run_command("( '" + testing::dpscope_bin() + "' " + args + " 2>'" + err_file + "' )");
-  return Outcome{result.exit_code, result.output, read_file(err_file)};
-}
 
 std::string shipped(const std::string& name) {
   return "'" + std::string(DPSCOPE_SOURCE_DIR) + "/tests/data/kineto/" + name + "'";
@@ -52,8 +35,8 @@ TEST(CliImport, TheClusterClockRefusesAnImportedRunNamingWhatItCameFrom) {
     {"ph": "X", "cat": "user_annotation", "name": "DistributedDataParallel.forward", "pid": 1, "tid": 1,
       "ts": 20, "dur": 100, "args": {}},
     {"ph": "X", "cat": "cpu_op", "name": "gloo:all_reduce", "pid": 1, "tid": 3, "ts": 250, "dur": 300, "args": {}}])";
-  ASSERT_EQ(dpscope(dir, "import '" + trace + "' -o '" + run + "'").exit_code, 0);
-  const Outcome stats = dpscope(dir, "stats --clock cluster --link-gbps 4 --link-latency-us 50 '" + run + "'");
+  ASSERT_EQ(run_dpscope(dir, "import '" + trace + "' -o '" + run + "'").exit_code, 0);
+  const CliOutcome stats = run_dpscope(dir, "stats --clock cluster --link-gbps 4 --link-latency-us 50 '" + run + "'");
   EXPECT_NE(stats.exit_code, 0);
   EXPECT_NE(stats.err.find("recorded no thread CPU times (imported from PyTorch profiler"), std::string::npos) << stats.err;
   EXPECT_NE(stats.err.find("read this one on the measured clock"), std::string::npos) << stats.err;
@@ -62,12 +45,12 @@ TEST(CliImport, TheClusterClockRefusesAnImportedRunNamingWhatItCameFrom) {
 TEST(CliImport, SampledRanksImportAndGiveTheGpuBreakdownInStatsJson) {
   TempDir dir;
   const std::string run = dir.file("run.sqlite");
-  const Outcome imported = dpscope(dir, "import " + shipped("sampled_rank-0.json.gz") + " " +
+  const CliOutcome imported = run_dpscope(dir, "import " + shipped("sampled_rank-0.json.gz") + " " +
                                             shipped("sampled_rank-1.json.gz") + " -o '" + run + "'");
   ASSERT_EQ(imported.exit_code, 0) << imported.out << imported.err;
   EXPECT_NE(imported.out.find("import: 2 ranks,"), std::string::npos) << imported.out;
   EXPECT_TRUE(imported.err.empty()) << imported.err;
-  const Outcome stats = dpscope(dir, "stats --json '" + run + "'");
+  const CliOutcome stats = run_dpscope(dir, "stats --json '" + run + "'");
   ASSERT_EQ(stats.exit_code, 0) << stats.err;
   const auto json = nlohmann::json::parse(stats.out);
   ASSERT_EQ(json["ranks"].size(), 2u);
@@ -77,9 +60,9 @@ TEST(CliImport, SampledRanksImportAndGiveTheGpuBreakdownInStatsJson) {
   }
   EXPECT_NEAR(gpu["comm_overlap_pct"].get<double>(), 11.81, 0.05);
   EXPECT_NEAR(json["ranks"][1]["gpu"]["idle_pct"].get<double>(), 54.72, 0.05);
-  const Outcome text = dpscope(dir, "stats '" + run + "'");
+  const CliOutcome text = run_dpscope(dir, "stats '" + run + "'");
   EXPECT_NE(text.out.find("GPU (HTA's breakdown"), std::string::npos) << text.out;
-  const Outcome exported = dpscope(dir, "export --chrome '" + dir.file("run.json") + "' '" + run + "'");
+  const CliOutcome exported = run_dpscope(dir, "export --chrome '" + dir.file("run.json") + "' '" + run + "'");
   EXPECT_EQ(exported.exit_code, 0) << exported.err;
 }
 
@@ -89,15 +72,15 @@ TEST(CliImport, ATraceWithoutCommunicationKernelsSaysSoInsteadOfNaN) {
   std::ofstream(trace) << "{\"distributedInfo\": {\"rank\": 0, \"world_size\": 1}, \"traceEvents\": ["
                           "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"gemm\", \"pid\": 0, \"tid\": 7, "
                           "\"ts\": 10, \"dur\": 5, \"args\": {\"stream\": 7, \"device\": 0}}]}";
-  ASSERT_EQ(dpscope(dir, "import '" + trace + "' -o '" + dir.file("run.sqlite") + "'").exit_code, 0);
-  const Outcome stats = dpscope(dir, "stats --json '" + dir.file("run.sqlite") + "'");
+  ASSERT_EQ(run_dpscope(dir, "import '" + trace + "' -o '" + dir.file("run.sqlite") + "'").exit_code, 0);
+  const CliOutcome stats = run_dpscope(dir, "stats --json '" + dir.file("run.sqlite") + "'");
   ASSERT_EQ(stats.exit_code, 0) << stats.err;
   EXPECT_EQ(stats.out.find("NaN"), std::string::npos);
   EXPECT_EQ(stats.out.find("nan"), std::string::npos);
   const auto gpu = nlohmann::json::parse(stats.out)["ranks"][0]["gpu"];
   EXPECT_TRUE(gpu["comm_overlap_pct"].is_null());
   EXPECT_EQ(gpu["comm_note"], "no communication kernels");
-  const Outcome text = dpscope(dir, "stats '" + dir.file("run.sqlite") + "'");
+  const CliOutcome text = run_dpscope(dir, "stats '" + dir.file("run.sqlite") + "'");
   EXPECT_NE(text.out.find("no communication kernels"), std::string::npos) << text.out;
 }
 
@@ -105,7 +88,7 @@ TEST(CliImport, BadInputIsOneLineAndNoOutputFile) {
   TempDir dir;
   const std::string bad = dir.file("bad.json");
   std::ofstream(bad) << "{\"traceEvents\": [{\"ph\": \"X\",";
-  const Outcome outcome = dpscope(dir, "import '" + bad + "' -o '" + dir.file("run.sqlite") + "'");
+  const CliOutcome outcome = run_dpscope(dir, "import '" + bad + "' -o '" + dir.file("run.sqlite") + "'");
   EXPECT_EQ(outcome.exit_code, 1);
   EXPECT_TRUE(outcome.out.empty()) << outcome.out;
   EXPECT_EQ(outcome.err.rfind("dpscope: " + bad + ": at byte ", 0), 0u) << outcome.err;
@@ -118,7 +101,7 @@ TEST(CliImport, MissingDistributedInfoWarnsOnStderr) {
   const std::string trace = dir.file("cpu.json");
   std::ofstream(trace) << "[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"gloo:all_reduce\", \"pid\": 1, "
                           "\"tid\": 1, \"ts\": 10, \"dur\": 5}]";
-  const Outcome outcome = dpscope(dir, "import '" + trace + "' --rank 2 -o '" + dir.file("run.sqlite") + "'");
+  const CliOutcome outcome = run_dpscope(dir, "import '" + trace + "' --rank 2 -o '" + dir.file("run.sqlite") + "'");
   ASSERT_EQ(outcome.exit_code, 0) << outcome.err;
   EXPECT_NE(outcome.err.find("dpscope: warning: " + trace + ": no distributedInfo.rank; imported as rank 2"),
             std::string::npos)
