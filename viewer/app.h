@@ -94,6 +94,9 @@ struct Pick {
 
 struct AppOptions {
   std::string path;
+  // What the header and the window's title call the main trace: its path, unless the viewer
+  // imported it from profiler files into a temporary run (docs/kineto.md), whose files it names.
+  std::string shown_name;
   std::string compare_path;
   bool live = false;
   float font_scale = 0;  // text size, times the 13 px font; 0: the screen's content scale

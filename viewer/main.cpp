@@ -203,6 +203,13 @@ std::string trace_to_open(const std::vector<std::string>& paths,
   return imported->path();
 }
 
+// The profiler files the viewer imported, as the header names them: "profiler: a.json.gz, b.json.gz".
+std::string imported_name(const std::vector<std::string>& paths) {
+  std::string name = "profiler:";
+  for (size_t i = 0; i < paths.size(); ++i) name += (i ? ", " : " ") + paths[i];
+  return name;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -229,6 +236,7 @@ int main(int argc, char** argv) {
   try {
     clock.apply(options);
     options.path = trace_to_open(paths, imported);
+    if (imported) options.shown_name = imported_name(paths);
   } catch (const std::exception& e) {
     return fail(e.what());
   }

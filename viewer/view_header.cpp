@@ -114,7 +114,8 @@ void App::draw_header() {
   // lengths as this machine's (docs/communication.md).
   const std::string link = this->link();
   // Following a run directory, the file is a scratch merge: name what is followed instead.
-  std::vector<std::string> pieces = {live_source_ ? "live: " + live_source_->status() : m.path};
+  const std::string& name = options_.shown_name.empty() ? m.path : options_.shown_name;
+  std::vector<std::string> pieces = {live_source_ ? "live: " + live_source_->status() : name};
   char figures[256];
   std::snprintf(figures, sizeof(figures), "%s %s, %zu ranks, %lld events, %d iterations",
                 m.meta_value(trace::meta_key::kStrategy, "?").c_str(), m.meta_value(trace::meta_key::kBackend).c_str(),

@@ -179,7 +179,9 @@ void Window::end_frame(const std::string& capture_png) {
 
 namespace {
 
-std::string window_title(const AppOptions& options) { return "dpscope-view: " + options.path; }
+std::string window_title(const AppOptions& options) {
+  return "dpscope-view: " + (options.shown_name.empty() ? options.path : options.shown_name);
+}
 
 struct Loaded {
   std::shared_ptr<const Model> main, compare;
