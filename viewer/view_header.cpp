@@ -70,9 +70,12 @@ constexpr const char* kHeaderButtons[] = {"Fit (F)", "Legend (L)", "Help (?)"};
 constexpr char kMenuButton[] = "Menu";
 constexpr char kFindHint[] = "find (name or kind; Ctrl+F)";
 
+// The width of a framed item (a button, the find box) showing `text`.
+float framed_width(const char* text) { return ImGui::CalcTextSize(text).x + 2 * ImGui::GetStyle().FramePadding.x; }
+
 // A button, placed by place_control when `in_line`; whether it was clicked.
 bool header_button(const char* label, bool& controls_visible, bool in_line) {
-  if (in_line) place_control(ImGui::CalcTextSize(label).x + 2 * ImGui::GetStyle().FramePadding.x);
+  if (in_line) place_control(framed_width(label));
   // A full button: a small one's frame has no room under the text, which cut descenders ("Leqend").
   const bool clicked = ImGui::Button(label);
   controls_visible = controls_visible && last_item_on_screen();
@@ -125,10 +128,10 @@ void App::draw_header() {
   if (live_ && !live_source_) pieces.emplace_back("live");
   pieces.push_back(clock_label());
 
-  const ImGuiStyle& style = ImGui::GetStyle();
-  const float find_width = ImGui::CalcTextSize(kFindHint).x + 2 * style.FramePadding.x;
+  // The find box as wide as its hint, so that the hint is never cut.
+  const float find_width = framed_width(kFindHint);
   std::vector<float> controls = {find_width};
-  for (const char* label : kHeaderButtons) controls.push_back(ImGui::CalcTextSize(label).x + 2 * style.FramePadding.x);
+  for (const char* label : kHeaderButtons) controls.push_back(framed_width(label));
   const bool folded = font_scale >= kAutoFoldFontScale &&
                       header_lines(pieces, controls, ImGui::GetContentRegionAvail().x) > kFullHeaderLines;
   header_folded_ = folded;

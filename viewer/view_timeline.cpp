@@ -660,10 +660,11 @@ void draw_timeline(App& app) {
   // vertical scroll, so both are in view at once; time and the playhead are shared.
   const int panels = int(app.traces.size());
   const float total = ImGui::GetContentRegionAvail().y;
-  app.timeline_font_scale = choose_timeline_scale(app, std::floor(total / float(panels)) - ImGui::GetStyle().ItemSpacing.y);
+  const float panel_height = std::floor(total / float(panels)) - ImGui::GetStyle().ItemSpacing.y;
+  app.timeline_font_scale = choose_timeline_scale(app, panel_height);
   for (int trace = 0; trace < panels; ++trace) {
     const bool last = trace == panels - 1;
-    draw_trace_panel(app, trace, last ? 0 : std::floor(total / float(panels)) - ImGui::GetStyle().ItemSpacing.y);
+    draw_trace_panel(app, trace, last ? 0 : panel_height);
   }
 }
 

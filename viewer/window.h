@@ -47,8 +47,8 @@ class Window {
   // Draws text at `scale` times Dear ImGui's 13 px font, and widgets in proportion, from the next
   // frame on (clamped to [kMinFontScale, kMaxFontScale]; rebuilds the font atlas when the scale
   // changes; call between frames). A `timeline_scale` below it adds a second font of that size,
-  // the atlas's second (timeline_font()): the lanes' text where the panel is short of height
-  // (Note [The timeline's text size]).
+  // the atlas's second, which App::draw_panels pushes for the lanes' text where the panel is
+  // short of height (Note [The timeline's text size]).
   void set_font_scale(float scale, float timeline_scale);
   // The monitor's content scale (2 on a HiDPI screen, 1 under Xvfb): the default font scale.
   float content_scale() const;
