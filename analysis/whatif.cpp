@@ -151,7 +151,7 @@ int64_t launch_offset(const std::vector<ReplayIteration>& iterations, const Buck
 }
 
 // The refusals of a run that is not DDP's: an FSDP trace is pointed to its own replay.
-void refuse_other_strategies(const std::string& path, const RunStats& stats) {
+void refuse_non_ddp_run(const std::string& path, const RunStats& stats) {
   if (stats.strategy == trace::Strategy::Fsdp) {
     throw WhatifError(path + ": an FSDP trace has no DDP bucket plan to replay; replay its "
                              "prefetch and all-gather limit with load_fsdp_replay_trace "
@@ -375,7 +375,7 @@ ReplayOrigin replay_origin(const std::string& path, const RunStats& stats, int32
 ReplayTrace load_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank,
                               const ClusterClockRun* cluster) {
   const std::string path = reader.path();
-  refuse_other_strategies(path, stats);
+  refuse_non_ddp_run(path, stats);
   const RecordedConfig config = read_config(reader);
   refuse_unmodelled_run(path, stats, config);
   ReplayTrace trace;

@@ -235,7 +235,7 @@ int64_t launch_offset(const std::vector<FsdpIteration>& iterations) {
   return launch_offset_of(std::move(offsets));
 }
 
-void refuse_other_strategies(const std::string& path, const RunStats& stats) {
+void refuse_non_fsdp_run(const std::string& path, const RunStats& stats) {
   if (stats.strategy != trace::Strategy::Fsdp) {
     throw WhatifError(path + ": not an FSDP trace (meta strategy '" + stats.strategy_recorded +
                       "'); --backward-prefetch and --limit-all-gathers replay what "
@@ -294,7 +294,7 @@ void add_sample(const trace::Event& e, FsdpReplayTrace& trace) {
 FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank,
                                        const ClusterClockRun* cluster) {
   const std::string path = reader.path();
-  refuse_other_strategies(path, stats);
+  refuse_non_fsdp_run(path, stats);
   FsdpReplayTrace trace;
   int32_t grad_accum = 1;
   trace.recorded = read_config(reader, grad_accum);

@@ -19,7 +19,7 @@
 namespace dpscope::cli {
 namespace {
 
-struct Options {
+struct StatsOptions {
   std::string trace;
   bool json = false;
   std::string clock = "measured";
@@ -28,7 +28,7 @@ struct Options {
 
 // The clock asked for, and the link given for the cluster clock (nullopt: the run's own).
 // Throws CliFailure naming the option.
-std::pair<analysis::Clock, std::optional<analysis::LinkSpec>> checked_clock(const Options& o) {
+std::pair<analysis::Clock, std::optional<analysis::LinkSpec>> checked_clock(const StatsOptions& o) {
   const std::optional<analysis::Clock> clock = analysis::parse_clock(o.clock);
   if (!clock) {
     throw CliFailure("stats: --clock " + o.clock + " is not a clock: measured (this machine's, as " +
@@ -51,7 +51,7 @@ std::pair<analysis::Clock, std::optional<analysis::LinkSpec>> checked_clock(cons
 }  // namespace
 
 void add_stats_command(CLI::App& app, CommandMode mode) {
-  auto options = std::make_shared<Options>();
+  auto options = std::make_shared<StatsOptions>();
   CLI::App* cmd = app.add_subcommand("stats", "Print run statistics of a trace (or --json)");
   cmd->add_flag("--json", options->json,
                 "One JSON object (the documented contract) instead of the report");

@@ -51,7 +51,7 @@ std::string own_command_line() {
 // Rank 0 of a run on an emulated link that merged its run file itself (`--trace FILE`): the
 // step on the cluster clock, under the measured step_ms (under the launcher without --trace the
 // launcher merges and prints it). Nothing for other ranks or runs without a link.
-void print_cluster_step(const std::string& run_file) {
+void print_train_cluster_step(const std::string& run_file) {
   if (run_file.empty()) return;
   const ClusterStepReport report = cluster_step_report(run_file);
   for (const std::string& note : report.notes) std::fprintf(stderr, "dpscope train: %s\n", note.c_str());
@@ -275,7 +275,7 @@ void add_train_command(CLI::App& app, CommandMode mode) {
     config.command_line = own_command_line();
     try {
       const train::TrainResult result = train::run_training(config);
-      print_cluster_step(result.run_file);
+      print_train_cluster_step(result.run_file);
     } catch (const c10::Error& error) {
       // LibTorch's own errors: the message without the C++ stack behind it.
       throw std::runtime_error(error.what_without_backtrace());

@@ -32,7 +32,7 @@ namespace {
 constexpr double kSweepCapsMb[] = {0.25, 0.5, 1, 2, 4, 8, 16, 25, 50, 100};
 constexpr double kMaxBucketMb = 1048576;  // as `dpscope train` accepts
 
-struct Options {
+struct WhatifOptions {
   std::string trace;
   std::optional<double> bucket_cap_mb, first_bucket_mb, link_gbps, link_latency_us;
   std::optional<std::string> backward_prefetch;  // FSDP only
@@ -53,12 +53,12 @@ void check_mb(const std::optional<double>& mb, const char* flag) {
 
 // The clock asked for, and the link given (nullopt: the fit on the measured clock, the run's own
 // link on the cluster clock).
-struct CheckedOptions {
+struct CheckedWhatifOptions {
   analysis::Clock clock = analysis::Clock::Measured;
   std::optional<analysis::LinkSpec> link;
 };
 
-CheckedOptions check_options(const Options& o) {
+CheckedWhatifOptions check_options(const WhatifOptions& o) {
   const std::optional<analysis::Clock> clock = analysis::parse_clock(o.clock);
   if (!clock) {
     throw CliFailure("whatif: --clock " + o.clock + " is not a clock: measured (the trace as "
@@ -214,7 +214,7 @@ void print_case(const analysis::ReplayTrace& replay, const Case& c, const analys
 }
 
 // FSDP flags on a DDP trace and DDP flags on an FSDP trace are refused by name.
-void check_flags_for(const Options& o, trace::Strategy strategy) {
+void check_flags_for(const WhatifOptions& o, trace::Strategy strategy) {
   if (strategy == trace::Strategy::Fsdp) {
     for (const auto& [given, flag] : {std::pair{o.bucket_cap_mb.has_value(), "--bucket-cap-mb"},
                                       std::pair{o.first_bucket_mb.has_value(), "--first-bucket-mb"}}) {
@@ -238,7 +238,7 @@ void check_flags_for(const Options& o, trace::Strategy strategy) {
 
 // The limits a DDP prediction is made for: the settings given (`cap_mb`, --first-bucket-mb),
 // the others as recorded, else PyTorch's defaults; none given: the trace's own plan.
-std::optional<analysis::BucketLimits> limits_for(const Options& o, const analysis::ReplayTrace& replay,
+std::optional<analysis::BucketLimits> limits_for(const WhatifOptions& o, const analysis::ReplayTrace& replay,
                                                  std::optional<double> cap_mb) {
   if (!cap_mb && !o.first_bucket_mb) return replay.recorded_limits;
   analysis::BucketLimits limits = replay.recorded_limits.value_or(analysis::BucketLimits{});
@@ -248,7 +248,7 @@ std::optional<analysis::BucketLimits> limits_for(const Options& o, const analysi
 }
 
 // One DDP prediction, for the settings given.
-void print_one(const Options& o, const analysis::ReplayTrace& replay, const analysis::AllReduceModel& model,
+void print_one(const WhatifOptions& o, const analysis::ReplayTrace& replay, const analysis::AllReduceModel& model,
                const ReplayHeading& heading) {
   const Case c = predict_case(replay, limits_for(o, replay, o.bucket_cap_mb), model);
   if (o.json) {
@@ -264,7 +264,7 @@ void print_one(const Options& o, const analysis::ReplayTrace& replay, const anal
 }
 
 // The DDP sweep: each of kSweepCapsMb, and the fastest.
-void print_sweep(const Options& o, const analysis::ReplayTrace& replay, const analysis::AllReduceModel& model,
+void print_sweep(const WhatifOptions& o, const analysis::ReplayTrace& replay, const analysis::AllReduceModel& model,
                  const ReplayHeading& heading) {
   std::vector<Case> cases;
   for (const double cap : kSweepCapsMb) cases.push_back(predict_case(replay, limits_for(o, replay, cap), model));
@@ -294,7 +294,7 @@ void print_sweep(const Options& o, const analysis::ReplayTrace& replay, const an
 
 // `cluster`: the trace's replay on the cluster clock, which the prediction is made on (its link
 // costs the all-reduces); null on the measured clock, where `link` (else the fit) costs them.
-void run_ddp_whatif(const Options& o, std::optional<analysis::LinkSpec> link, trace::Reader& reader,
+void run_ddp_whatif(const WhatifOptions& o, std::optional<analysis::LinkSpec> link, trace::Reader& reader,
                     const analysis::RunStats& stats, const analysis::ClusterClockRun* cluster) {
   const analysis::ReplayTrace replay = analysis::load_replay_trace(reader, stats, o.rank, cluster);
   if (cluster) link = cluster->link;
@@ -309,7 +309,7 @@ void run_ddp_whatif(const Options& o, std::optional<analysis::LinkSpec> link, tr
   }
 }
 
-FsdpWhatifRequest fsdp_request(const Options& o, const std::optional<analysis::LinkSpec>& link,
+FsdpWhatifRequest fsdp_request(const WhatifOptions& o, const std::optional<analysis::LinkSpec>& link,
                                const analysis::ClusterClockRun* cluster) {
   FsdpWhatifRequest request;
   request.cluster = cluster;
@@ -323,7 +323,7 @@ FsdpWhatifRequest fsdp_request(const Options& o, const std::optional<analysis::L
   return request;
 }
 
-void run_whatif(const Options& o, const CheckedOptions& checked) {
+void run_whatif(const WhatifOptions& o, const CheckedWhatifOptions& checked) {
   trace::Reader reader(o.trace);
   // On the cluster clock the what-if is that clock with other settings: the recorded run
   // replayed there (with the link given, else its own), and the new plan costed by the same link.
@@ -349,7 +349,7 @@ void run_whatif(const Options& o, const CheckedOptions& checked) {
 }  // namespace
 
 void add_whatif_command(CLI::App& app, CommandMode mode) {
-  auto options = std::make_shared<Options>();
+  auto options = std::make_shared<WhatifOptions>();
   CLI::App* cmd = app.add_subcommand(
       "whatif", "Predict a DDP trace's step time and exposed communication with another bucket "
                 "cap or link, or an FSDP trace's with another backward prefetch or all-gather "
@@ -383,7 +383,7 @@ void add_whatif_command(CLI::App& app, CommandMode mode) {
   cmd->add_flag("--json", options->json,
                 "One JSON object (with --sweep an array) instead of the report (docs/whatif.md)");
   cmd->callback([options, mode] {
-    const CheckedOptions checked = check_options(*options);
+    const CheckedWhatifOptions checked = check_options(*options);
     if (mode == CommandMode::Validate) return;
     try {
       run_whatif(*options, checked);

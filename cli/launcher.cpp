@@ -215,7 +215,7 @@ pid_t start_rank(const LaunchOptions& o, int local_rank, int port, const std::st
 // A run on an emulated link: its step on the cluster clock (docs/cluster-clock.md), beside the
 // measured step_ms each rank printed. A run that cannot be replayed says why in one line; the
 // launch still succeeds. Runs without a link print nothing.
-void print_cluster_step(const std::string& run_file) {
+void print_launch_cluster_step(const std::string& run_file) {
   const ClusterStepReport report = cluster_step_report(run_file);
   for (const std::string& note : report.notes) std::cerr << "dpscope launch: " << note << "\n";
   if (report.line) std::cerr << "dpscope launch: " << *report.line << "\n";
@@ -256,7 +256,7 @@ void merge_rank_files(const LaunchOptions& o, const std::string& trace_dir,
               << failure.what() << "\n";
     return;
   }
-  if (o.nnodes == 1) print_cluster_step(out);  // one node's file holds every rank
+  if (o.nnodes == 1) print_launch_cluster_step(out);  // one node's file holds every rank
 }
 
 // The directory the ranks write their traces into (--trace-dir or a new one), created.

@@ -21,10 +21,10 @@
 namespace dpscope::formats {
 namespace {
 
-constexpr int64_t kRowsPerTransaction = 50000;
+constexpr int64_t kImportRowsPerTransaction = 50000;
 
 // Rows into the Writer: names interned as they first appear, a transaction every
-// kRowsPerTransaction rows.
+// kImportRowsPerTransaction rows.
 class RunSink {
  public:
   explicit RunSink(trace::Writer& writer) : writer_(writer) { writer_.begin(); }
@@ -55,7 +55,7 @@ class RunSink {
 
  private:
   void row() {
-    if (++in_transaction_ < kRowsPerTransaction) return;
+    if (++in_transaction_ < kImportRowsPerTransaction) return;
     writer_.commit();
     writer_.begin();
     in_transaction_ = 0;

@@ -43,7 +43,7 @@ constexpr int64_t kMaxSkewNs = 5'000;                         // fixed per-rank 
 constexpr double kSpread = 0.02;                              // relative jitter of every duration
 constexpr int64_t kBroadcastChunkBytes = int64_t{250} << 20;  // DDP's coalesced broadcast cap
 constexpr int64_t kStartNs = 1'000'000'000;  // the steady clock at the start of rank 0
-constexpr int64_t kRowsPerTransaction = 100'000;
+constexpr int64_t kSynthRowsPerTransaction = 100'000;
 
 // splitmix64: small, fast, and the same stream on every platform and standard library (the
 // std distributions are not), so a seed gives the same rows everywhere.
@@ -296,7 +296,7 @@ void validate(const SynthOptions& options) {
 }
 
 // Rows go to the writer through here: counted (events per rank), committed every
-// kRowsPerTransaction rows, and reported to `progress`.
+// kSynthRowsPerTransaction rows, and reported to `progress`.
 class Sink {
  public:
   Sink(trace::Writer& writer, int ranks, Progress& progress)
@@ -328,7 +328,7 @@ class Sink {
  private:
   void row() {
     progress_.advance(1);
-    if (++in_transaction_ == kRowsPerTransaction) {
+    if (++in_transaction_ == kSynthRowsPerTransaction) {
       writer_.commit();
       writer_.begin();
       in_transaction_ = 0;

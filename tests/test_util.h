@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace dpscope::testing {
@@ -55,6 +56,12 @@ inline int free_port() {
   return std::stoi(run_command("/usr/bin/python3 -c 'import socket; s=socket.socket(); "
                                "s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])'")
                        .output);
+}
+
+// Writes `bytes` to `path`, replacing what was there (a small hand-made input file).
+inline void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
 }
 
 // The whole content of a text file ("" if it cannot be read).

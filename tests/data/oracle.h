@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <cstring>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -13,6 +18,15 @@
 #include "tests/test_util.h"
 
 namespace dpscope::testing {
+
+// A float tensor's values as their bit patterns, for comparisons with the oracle's that must be
+// exact to the bit.
+inline std::vector<uint32_t> float_bits(const at::Tensor& t) {
+  at::Tensor c = t.contiguous();
+  std::vector<uint32_t> bits(static_cast<size_t>(c.numel()));
+  std::memcpy(bits.data(), c.data_ptr<float>(), bits.size() * sizeof(float));
+  return bits;
+}
 
 inline constexpr const char* kOraclePython = "/usr/bin/python3";
 

@@ -16,15 +16,9 @@ using dpscope::data::Dataset;
 using dpscope::data::make_synthetic_classification;
 using dpscope::data::make_synthetic_sequences;
 using dpscope::testing::ask_oracle;
+using dpscope::testing::float_bits;
 
 namespace {
-
-std::vector<uint32_t> float_bits(const at::Tensor& t) {
-  at::Tensor c = t.contiguous();
-  std::vector<uint32_t> bits(static_cast<size_t>(c.numel()));
-  std::memcpy(bits.data(), c.data_ptr<float>(), bits.size() * sizeof(float));
-  return bits;
-}
 
 std::vector<int64_t> longs(const at::Tensor& t) {
   at::Tensor c = t.contiguous();

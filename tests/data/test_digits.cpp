@@ -19,16 +19,13 @@ using dpscope::data::Dataset;
 using dpscope::data::find_digits_file;
 using dpscope::data::load_digits;
 using dpscope::testing::ask_oracle;
+using dpscope::testing::float_bits;
 using dpscope::testing::TempDir;
+using dpscope::testing::write_file;
 
 namespace {
 
 const std::string kDigits = std::string(DPSCOPE_SOURCE_DIR) + "/data/digits.csv.gz";
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out << bytes;
-}
 
 void write_gzip(const std::string& path, const std::string& text) {
   gzFile f = gzopen(path.c_str(), "wb");
@@ -44,20 +41,13 @@ std::string row(int label, int pixel = 3) {
 }
 
 // The message load_digits throws for `path`.
-std::string error_of(const std::string& path) {
+std::string digits_error_of(const std::string& path) {
   try {
     load_digits(path);
   } catch (const std::runtime_error& e) {
     return e.what();
   }
   return "(no error)";
-}
-
-std::vector<uint32_t> float_bits(const at::Tensor& t) {
-  at::Tensor c = t.contiguous();
-  std::vector<uint32_t> bits(static_cast<size_t>(c.numel()));
-  std::memcpy(bits.data(), c.data_ptr<float>(), bits.size() * sizeof(float));
-  return bits;
 }
 
 }  // namespace
@@ -128,7 +118,7 @@ TEST(Digits, PlainCsvWithHeaderAndCrlf) {
 
 TEST(Digits, MissingFileNamesIt) {
   TempDir dir;
-  std::string msg = error_of(dir.file("nope.csv.gz"));
+  std::string msg = digits_error_of(dir.file("nope.csv.gz"));
   EXPECT_NE(msg.find(dir.file("nope.csv.gz")), std::string::npos) << msg;
   EXPECT_NE(msg.find("no such file"), std::string::npos) << msg;
 }
@@ -139,12 +129,12 @@ TEST(Digits, GarbageIsRejected) {
   std::string junk;
   for (int i = 0; i < 256; ++i) junk += static_cast<char>((i * 37) & 0xff);
   write_file(dir.file("junk.gz"), junk);
-  std::string msg = error_of(dir.file("junk.gz"));
+  std::string msg = digits_error_of(dir.file("junk.gz"));
   EXPECT_NE(msg.find(dir.file("junk.gz")), std::string::npos) << msg;
   EXPECT_NE(msg.find("not a gzip file"), std::string::npos) << msg;
   // The gzip magic followed by junk.
   write_file(dir.file("bad.gz"), std::string("\x1f\x8b\x08\x00", 4) + junk);
-  msg = error_of(dir.file("bad.gz"));
+  msg = digits_error_of(dir.file("bad.gz"));
   EXPECT_NE(msg.find(dir.file("bad.gz")), std::string::npos) << msg;
   EXPECT_NE(msg.find("gzip"), std::string::npos) << msg;
   // A gzip stream cut in half.
@@ -154,12 +144,12 @@ TEST(Digits, GarbageIsRejected) {
   std::ifstream in(dir.file("full.gz"), std::ios::binary);
   std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   write_file(dir.file("cut.gz"), whole.substr(0, whole.size() / 2));
-  msg = error_of(dir.file("cut.gz"));
+  msg = digits_error_of(dir.file("cut.gz"));
   EXPECT_NE(msg.find(dir.file("cut.gz")), std::string::npos) << msg;
   EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
   // Empty.
   write_file(dir.file("empty.csv"), "");
-  msg = error_of(dir.file("empty.csv"));
+  msg = digits_error_of(dir.file("empty.csv"));
   EXPECT_NE(msg.find("no data rows"), std::string::npos) << msg;
 }
 
@@ -170,34 +160,34 @@ TEST(Digits, MalformedRowsNameFileAndLine) {
   std::string short_row = row(1);
   short_row = short_row.substr(short_row.find(',') + 1);
   write_gzip(path, row(0) + row(1) + short_row);
-  std::string msg = error_of(path);
+  std::string msg = digits_error_of(path);
   EXPECT_NE(msg.find(path + ":3:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("64 columns"), std::string::npos) << msg;
   // Not a number on line 2, column 5.
   std::string bad = row(1);
   bad.replace(bad.find(",4,"), 3, ",x4,");
   write_gzip(path, row(0) + bad);
-  msg = error_of(path);
+  msg = digits_error_of(path);
   EXPECT_NE(msg.find(path + ":2:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("column 5 is not a number: 'x4'"), std::string::npos) << msg;
   // Out of range pixel and label, fractional pixel.
   write_gzip(path, row(0, 17));
-  msg = error_of(path);
+  msg = digits_error_of(path);
   EXPECT_NE(msg.find(path + ":1:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("pixel in column 1"), std::string::npos) << msg;
   write_gzip(path, row(0) + row(10));
-  msg = error_of(path);
+  msg = digits_error_of(path);
   EXPECT_NE(msg.find(path + ":2:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("label in column 65"), std::string::npos) << msg;
   std::string frac = row(3);
   frac.replace(0, 1, "2.5");
   write_gzip(path, frac);
-  msg = error_of(path);
+  msg = digits_error_of(path);
   EXPECT_NE(msg.find("'2.5', not a whole number"), std::string::npos) << msg;
   // An empty field.
   std::string empty_field = row(3);
   empty_field.replace(0, 1, "");
   write_gzip(path, empty_field);
-  msg = error_of(path);
+  msg = digits_error_of(path);
   EXPECT_NE(msg.find("column 1 is not a number: ''"), std::string::npos) << msg;
 }

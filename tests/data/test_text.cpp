@@ -20,15 +20,11 @@ using dpscope::data::load_text;
 using dpscope::data::TextSamples;
 using dpscope::testing::ask_oracle;
 using dpscope::testing::TempDir;
+using dpscope::testing::write_file;
 
 namespace {
 
 const std::string kText = std::string(DPSCOPE_SOURCE_DIR) + "/data/opticks.txt.gz";
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out << bytes;
-}
 
 std::vector<int64_t> values(const at::Tensor& t) {
   const at::Tensor c = t.contiguous();
@@ -36,7 +32,7 @@ std::vector<int64_t> values(const at::Tensor& t) {
 }
 
 // The message load_text throws for `path`, or "(no error)".
-std::string error_of(const std::string& path, int64_t sequence = 4) {
+std::string text_error_of(const std::string& path, int64_t sequence = 4) {
   try {
     load_text(path, sequence);
   } catch (const std::exception& e) {
@@ -104,7 +100,7 @@ TEST(Text, NotUtf8NamesTheOffset) {
   };
   for (const auto& [what, bytes] : cases) {
     write_file(dir.file("bad.txt"), bytes);
-    const std::string msg = error_of(dir.file("bad.txt"));
+    const std::string msg = text_error_of(dir.file("bad.txt"));
     EXPECT_NE(msg.find(dir.file("bad.txt")), std::string::npos) << what << ": " << msg;
     EXPECT_NE(msg.find("not UTF-8"), std::string::npos) << what << ": " << msg;
     const std::string offset = what == "cut-off sequence at the end" ? "byte 6" : "byte 3";
@@ -116,9 +112,9 @@ TEST(Text, TooShortNamesSeq) {
   TempDir dir;
   write_file(dir.file("short.txt"), "abcd");
   EXPECT_EQ(load_text(dir.file("short.txt"), 3).samples.size(), 1);
-  const std::string msg = error_of(dir.file("short.txt"), 4);
+  const std::string msg = text_error_of(dir.file("short.txt"), 4);
   EXPECT_NE(msg.find("4 characters"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--seq at most 3"), std::string::npos) << msg;
-  EXPECT_NE(error_of(dir.file("short.txt"), 0).find("--seq must be at least 1"), std::string::npos);
-  EXPECT_NE(error_of(dir.file("missing.txt.gz")).find("no such file"), std::string::npos);
+  EXPECT_NE(text_error_of(dir.file("short.txt"), 0).find("--seq must be at least 1"), std::string::npos);
+  EXPECT_NE(text_error_of(dir.file("missing.txt.gz")).find("no such file"), std::string::npos);
 }

@@ -13,6 +13,8 @@
 
 namespace dpscope::formats::kineto_test {
 
+using ::dpscope::testing::write_file;
+
 // A shipped trace (tests/data/kineto/NAME).
 inline std::string shipped(const std::string& name) {
   return std::string(DPSCOPE_SOURCE_DIR) + "/tests/data/kineto/" + name;
@@ -34,12 +36,6 @@ inline void import_into(Imported& run, const std::vector<std::string>& inputs,
   options.out = run.path;
   options.rank = rank;
   run.result = import_kineto(options, [&](const std::string& line) { run.warnings.push_back(line); });
-}
-
-// Writes `text` to `path` (a small hand-made trace).
-inline void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
 }
 
 // One complete ('X') event as Kineto writes it; `args` is the inside of its args object.
