@@ -3,6 +3,7 @@
 #include "analysis/gpu_breakdown.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "trace/schema.h"
 
@@ -18,9 +19,13 @@ bool nccl_kernel(std::string_view name) {
 }
 
 // HTA's rounding of nanosecond timestamps to whole microseconds, in nanoseconds: a begin up, an
-// end down (hta/common/trace_parser.py, after pytorch/pytorch#122425).
-int64_t ceil_us(int64_t ns) { return (ns >= 0 ? (ns + 999) / 1000 : -((-ns) / 1000)) * 1000; }
-int64_t floor_us(int64_t ns) { return (ns >= 0 ? ns / 1000 : -((-ns + 999) / 1000)) * 1000; }
+// end down (hta/common/trace_parser.py, after pytorch/pytorch#122425). Any int64 may come from a
+// damaged file (fuzz_kineto found -INT64_MIN here), so nothing is negated or added before the
+// division, and a whole microsecond past int64's range stays at the last one inside it.
+constexpr int64_t kLastWholeUs = std::numeric_limits<int64_t>::max() / 1000;
+int64_t whole_us_in_ns(int64_t us) { return std::clamp(us, -kLastWholeUs, kLastWholeUs) * 1000; }
+int64_t ceil_us(int64_t ns) { return whole_us_in_ns(ns / 1000 + (ns % 1000 > 0 ? 1 : 0)); }
+int64_t floor_us(int64_t ns) { return whole_us_in_ns(ns / 1000 - (ns % 1000 < 0 ? 1 : 0)); }
 
 double pct(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * double(part) / double(whole) : 0.0; }
 

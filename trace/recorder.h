@@ -46,7 +46,7 @@ struct RecorderOptions {
 // path: lock-free, allocation-free except once per 4096 events of a thread. Setup functions
 // (name, add_lane, set_meta, add_param, ...) take a mutex; call them outside hot loops and
 // keep the ids they return.
-class Recorder : public FlushTarget {
+class Recorder final : public FlushTarget {
  public:
   // Creates the trace file (throws TraceError naming the path if it cannot) and starts the
   // writer thread. With level Off no file is created and every call is a no-op.

@@ -4,6 +4,11 @@
 // traces against HTA's are tests/formats/test_kineto_import.cpp's.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
+#include <tuple>
+#include <vector>
+
 #include "analysis/gpu_breakdown.h"
 #include "trace/schema.h"
 
@@ -82,6 +87,22 @@ TEST(GpuBreakdown, WholeMicrosecondsRoundBeginsUpAndEndsDown) {
   EXPECT_DOUBLE_EQ(exact->kernel_span_ms, 0.0049);
   EXPECT_DOUBLE_EQ(rounded->kernel_span_ms, 0.004);
   EXPECT_NEAR(rounded->compute_pct, 50, 1e-9);
+}
+
+// fuzz_kineto found the rounding negating INT64_MIN: a damaged file's times reach both ends of
+// int64, and each must round to the whole microsecond on its side, clamped inside int64.
+TEST(GpuBreakdown, WholeMicrosecondsRoundAnyTimeADamagedFileHolds) {
+  const int64_t lowest = std::numeric_limits<int64_t>::min(), highest = std::numeric_limits<int64_t>::max();
+  for (const auto& [begin, end, span_ms] : std::vector<std::tuple<int64_t, int64_t, double>>{
+           {-1500, 2500, 0.003},            // -1.5 to 2.5 µs: -1 to 2 µs
+           {lowest, lowest + 5000, 0.004},  // begins at the lowest whole µs inside int64
+           {highest - 5000, highest, 0.004}}) {  // ends at the highest
+    GpuBreakdownBuilder b;
+    b.add_kernel(kernel(begin, end, 0, 0));
+    const auto g = b.finish(kClasses, TimeRounding::WholeMicroseconds);
+    ASSERT_TRUE(g);
+    EXPECT_DOUBLE_EQ(g->kernel_span_ms, span_ms) << begin << " to " << end << " ns";
+  }
 }
 
 TEST(GpuBreakdown, NoCommunicationKernelsMeansNoOverlapFigure) {
