@@ -11,6 +11,7 @@ std::string_view to_string(Strategy strategy) {
     case Strategy::Fsdp: return "fsdp";
     case Strategy::Zero1: return "zero1";
     case Strategy::Collectives: return "collectives";
+    case Strategy::Fsdp2: return "fsdp2";
   }
   return "";
 }
@@ -26,6 +27,15 @@ std::string_view to_string(ShardingStrategy strategy) {
     case ShardingStrategy::NoShard: return "no_shard";
   }
   return "?";
+}
+
+std::string_view to_string(ReshardAfterForward mode) {
+  switch (mode) {
+    case ReshardAfterForward::Reshard: return "true";
+    case ReshardAfterForward::Keep: return "false";
+    case ReshardAfterForward::ToGroupSize: return "";
+  }
+  return "";
 }
 
 std::string_view to_string(BackwardPrefetch prefetch) {

@@ -40,6 +40,8 @@ inline constexpr std::string_view kFsdpBackwardPrefetch = "fsdp.backward_prefetc
 inline constexpr std::string_view kFsdpForwardPrefetch = "fsdp.forward_prefetch";  // "true" | "false"
 inline constexpr std::string_view kFsdpComputeDtype = "fsdp.compute_dtype";  // LibTorch's dtype name
 inline constexpr std::string_view kFsdpReduceDtype = "fsdp.reduce_dtype";
+// FSDP2's root: its ReshardAfterForward's spelling, or the group size N of the int form ("2").
+inline constexpr std::string_view kFsdp2ReshardAfterForward = "fsdp2.reshard_after_forward";
 inline constexpr std::string_view kMergedRanks = "merged_ranks";  // written by merge: how many rank files
 // Written by `dpscope import`: the PyTorch profiler (Kineto) files the run was imported from.
 inline constexpr std::string_view kImportedFrom = "imported_from";
@@ -57,10 +59,11 @@ enum class Strategy {
   Fsdp,         // FullyShardedDataParallel, flat parameters (engine/fsdp)
   Zero1,        // ZeRO-1: DDP with the optimizer state sharded (engine/zero)
   Collectives,  // tutorial 01: bare collectives, no training
+  Fsdp2,        // fully_shard, per-parameter dim-0 shards (engine/fsdp2)
 };
-inline constexpr std::array<Strategy, 4> kStrategies{Strategy::Ddp, Strategy::Fsdp, Strategy::Zero1,
-                                                     Strategy::Collectives};
-// "ddp" | "fsdp" | "zero1" | "collectives"; "" for Unknown.
+inline constexpr std::array<Strategy, 5> kStrategies{Strategy::Ddp, Strategy::Fsdp, Strategy::Zero1,
+                                                     Strategy::Collectives, Strategy::Fsdp2};
+// "ddp" | "fsdp" | "zero1" | "collectives" | "fsdp2"; "" for Unknown.
 std::string_view to_string(Strategy strategy);
 // The strategy `text` spells, Unknown for anything else ("" included).
 Strategy parse_strategy(std::string_view text);
@@ -97,6 +100,20 @@ inline constexpr std::array<ComputePrecision, 3> kComputePrecisions{
     ComputePrecision::Fp32, ComputePrecision::Fp16, ComputePrecision::Bf16};
 // "none" (float32: mixed precision off) | "fp16" | "bf16".
 std::string_view to_string(ComputePrecision precision);
+
+// ---- FSDP2's modes -------------------------------------------------------------------------
+// What a fully_shard group keeps between its forward and its backward (PyTorch's
+// reshard_after_forward: True, False or an int; meta key `fsdp2.reshard_after_forward`).
+enum class ReshardAfterForward {
+  Reshard,      // True: free the unsharded parameters; backward all-gathers them again
+  Keep,         // False: keep them until the group's gradients are reduced (ZeRO-2's memory)
+  ToGroupSize,  // an int N: keep a 1/N slice, all-gathered within N ranks in backward
+};
+// The two spelled as words; ToGroupSize is spelled by its number (engine/fsdp2/fsdp2_options.h).
+inline constexpr std::array<ReshardAfterForward, 2> kReshardAfterForwardWords{
+    ReshardAfterForward::Reshard, ReshardAfterForward::Keep};
+// "true" | "false"; "" for ToGroupSize.
+std::string_view to_string(ReshardAfterForward mode);
 
 // The mode whose spelling is `text` among `modes`, or nullopt: the caller names the flag (or the
 // meta key) and the choices.

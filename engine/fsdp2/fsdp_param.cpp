@@ -1,0 +1,120 @@
+// FsdpParam (fsdp_param.h): a parameter's dim-0 chunk kept in a padded shard at construction, and
+// the unsharded parameter's storage emptied and refilled (Note [Unsharded parameter storage]).
+#include "engine/fsdp2/fsdp_param.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/StorageImpl.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "engine/fsdp2/fsdp2_options.h"
+#include "engine/memory/tracking_allocator.h"
+
+namespace dpscope::fsdp2 {
+
+namespace {
+
+// Gives `tensor`'s storage `bytes` bytes from the device's current allocator (the tracking one
+// when installed), or none: the storage object stays, its memory comes and goes.
+void set_unsharded_storage_bytes(const at::Tensor& tensor, size_t bytes) {
+  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  if (bytes == 0) {
+    storage->set_data_ptr_noswap(c10::DataPtr(nullptr, storage->device()));
+    storage->set_nbytes(0);
+    return;
+  }
+  storage->set_data_ptr_noswap(c10::GetAllocator(storage->device_type())->allocate(bytes));
+  storage->set_nbytes(bytes);
+}
+
+void check_shardable(const at::Tensor& param, const std::string& name) {
+  auto refuse = [&](const std::string& why) {
+    throw Fsdp2Error("parameter '" + name + "' " + why);
+  };
+  if (param.dim() == 0) {
+    refuse("has no dimensions; FSDP2 shards every parameter on dim 0 — give it shape [1]");
+  }
+  if (param.scalar_type() != c10::ScalarType::Float) {
+    refuse("is " + std::string(c10::toString(param.scalar_type())) +
+           "; dpscope's FSDP2 keeps float32 shards (mixed precision is not built yet: "
+           "docs/fsdp2.md) — build the model in float32");
+  }
+  if (!param.is_contiguous() || param.is_view()) {
+    refuse("is not a contiguous tensor of its own; FSDP2 (as PyTorch's) shards only "
+           "contiguous parameters");
+  }
+  if (!param.requires_grad()) {
+    refuse("does not require grad; make it a buffer, or train it");
+  }
+}
+
+}  // namespace
+
+FsdpParam::FsdpParam(at::Tensor param, std::string name, int rank, int world_size)
+    : name_(std::move(name)), rank_(rank), param_(std::move(param)) {
+  check_shardable(param_, name_);
+  c10::NoGradGuard no_grad;
+  chunks_ = Dim0Chunks(param_.size(0), world_size);
+  for (int64_t d = 1; d < param_.dim(); ++d) row_numel_ *= param_.size(d);
+  const int64_t rows = chunks_.rows_of(rank);
+  {
+    memory::CategoryScope shards(memory::MemoryCategory::Shards);
+    padded_shard_ = at::zeros({padded_chunk_numel()}, param_.options().requires_grad(false));
+  }
+  padded_shard_.narrow(0, 0, rows * row_numel_)
+      .copy_(param_.detach().reshape({-1}).narrow(0, chunks_.first_row(rank) * row_numel_,
+                                                 rows * row_numel_));
+  std::vector<int64_t> shape = param_.sizes().vec();
+  shape[0] = rows;
+  sharded_ = padded_shard_.narrow(0, 0, rows * row_numel_).view(shape).detach();
+  sharded_.set_requires_grad(true);
+
+  {
+    memory::CategoryScope full(memory::MemoryCategory::FullParameters);
+    all_gather_output_ =
+        at::empty({padded_chunk_numel() * world_size}, param_.options().requires_grad(false));
+  }
+  // See Note [Unsharded parameter storage]: the parameter's own memory goes; it views the
+  // all-gather output's first numel elements from now on.
+  param_.set_data(all_gather_output_.narrow(0, 0, param_.numel()).view(param_.sizes()));
+  free_unsharded();
+  accumulator_ = torch::autograd::impl::grad_accumulator(param_);
+}
+
+bool FsdpParam::is_allocated() const {
+  return all_gather_output_.storage().nbytes() > 0 || all_gather_output_.numel() == 0;
+}
+
+void FsdpParam::alloc_unsharded() {
+  if (is_allocated()) return;
+  memory::CategoryScope full(memory::MemoryCategory::FullParameters);
+  set_unsharded_storage_bytes(all_gather_output_,
+                              static_cast<size_t>(all_gather_output_.numel()) *
+                                  all_gather_output_.element_size());
+}
+
+void FsdpParam::free_unsharded() { set_unsharded_storage_bytes(all_gather_output_, 0); }
+
+void FsdpParam::keep_post_forward_shard(int group_size, int group_rank) {
+  c10::NoGradGuard no_grad;
+  const int64_t slice = all_gather_output_.numel() / group_size;
+  memory::CategoryScope full(memory::MemoryCategory::FullParameters);
+  post_forward_shard_ = all_gather_output_.narrow(0, slice * group_rank, slice).clone();
+}
+
+void FsdpParam::accumulate_sharded_grad(const at::Tensor& grad) {
+  c10::NoGradGuard no_grad;
+  memory::CategoryScope gradient_shards(memory::MemoryCategory::GradientShards);
+  const at::Tensor rows = grad.view(sharded_.sizes());
+  at::Tensor& current = sharded_.mutable_grad();
+  if (current.defined()) {
+    current.add_(rows);
+  } else {
+    // Its own tensor, not a view into the reduce-scatter's output as PyTorch keeps it: LibTorch
+    // 1.13's Optimizer::zero_grad detaches a gradient in place, which a view refuses.
+    current = rows.to(sharded_.device(), sharded_.scalar_type(), false, /*copy=*/true);
+  }
+}
+
+}  // namespace dpscope::fsdp2

@@ -1,0 +1,167 @@
+// fsdp2_worker: one rank of test_fsdp2_worker, run under `dpscope launch`. Trains a small mlp
+// through engine/fsdp2's fully_shard (each Linear, then the root) on data that is a formula of
+// (rank, step), and checks what a case needs. Usage: fsdp2_worker MODE [HIDDEN]
+//   sharded   each rank's sharded state dict holds exactly its dim-0 rows of the full one
+//   clip      clip_grad_norm against the norm of the global gradient computed here
+//   prefetch  explicit forward and backward prefetching trains to the same bits as without
+// HIDDEN is the mlp's width (default 10: on 3 or 4 ranks every weight's rows split unevenly; 3 on
+// 4 ranks leaves the last rank's chunk of the hidden layers empty).
+// Prints "rank R: FAIL ..." per failed check and exits 1.
+#include <torch/optim/sgd.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/comm/world.h"
+#include "engine/fsdp2/fully_shard.h"
+#include "engine/models/models.h"
+#include "tests/rank_worker.h"
+
+using namespace dpscope;
+using namespace dpscope::testing::worker;
+
+namespace {
+
+int64_t hidden = 10;
+
+std::shared_ptr<models::Model> mlp(uint64_t seed) {
+  torch::manual_seed(seed);
+  models::ModelConfig config;
+  config.hidden = hidden;
+  return models::make_model(config);
+}
+
+// fully_shard on every child with parameters, then the root; `layers` gets the children's states
+// in order when given.
+std::shared_ptr<fsdp2::FsdpState> shard(models::Model& model, comm::World& w,
+                                        std::vector<std::shared_ptr<fsdp2::FsdpState>>* layers = nullptr) {
+  fsdp2::sync_module_states(model, *w.group);
+  for (const auto& child : model.named_children()) {
+    if (child.value()->parameters().empty()) continue;
+    auto state = fsdp2::fully_shard(*child.value(), w.group);
+    if (layers) layers->push_back(state);
+  }
+  return fsdp2::fully_shard(model, w.group);
+}
+
+void train_steps(fsdp2::FsdpState& fsdp, models::Model& model, int steps) {
+  torch::optim::SGD sgd(fsdp.parameters(), torch::optim::SGDOptions(0.1));
+  for (int step = 0; step < steps; ++step) {
+    sgd.zero_grad();
+    const int64_t key = rank * 100 + step;
+    const at::Tensor out = fsdp.forward(inputs(key), [&](const at::Tensor& x) { return model.forward(x); });
+    model.loss(out, labels(key)).backward();
+    sgd.step();
+  }
+}
+
+void sharded(comm::World& w) {
+  auto model = mlp(1);
+  auto fsdp = shard(*model, w);
+  train_steps(*fsdp, *model, 2);
+  const std::vector<fsdp2::FsdpState::ShardedTensor> mine = fsdp->sharded_state_dict();
+  std::map<std::string, at::Tensor> full;
+  for (int r = 0; r < world; ++r) {  // every rank in turn gets the full state (a collective)
+    for (auto& [name, tensor] : fsdp->full_state_dict(r)) full[name] = tensor;
+  }
+  if (mine.size() != model->named_parameters().size()) fail("the sharded state dict misses parameters");
+  for (const auto& entry : mine) {
+    const at::Tensor& whole = full.at(entry.name);
+    const int64_t rows = whole.size(0);
+    const int64_t chunk = (rows + world - 1) / world;
+    const int64_t first = std::min(rows, chunk * rank);
+    const int64_t count = std::max<int64_t>(0, std::min(chunk, rows - first));
+    if (entry.first_row != first || entry.local.size(0) != count ||
+        entry.full_shape != whole.sizes().vec()) {
+      fail(entry.name + ": rows from " + std::to_string(entry.first_row) + ", " +
+           std::to_string(entry.local.size(0)) + " of them; expected " + std::to_string(count) +
+           " from " + std::to_string(first));
+      continue;
+    }
+    if (!entry.local.detach().equal(whole.narrow(0, first, count))) {
+      fail(entry.name + ": this rank's rows differ from the full state's");
+    }
+    std::printf("rank %d: %s rows [%lld, %lld) of %lld\n", rank, entry.name.c_str(),
+                static_cast<long long>(first), static_cast<long long>(first + count),
+                static_cast<long long>(rows));
+  }
+}
+
+void clip(comm::World& w) {
+  // The reference: every rank's batch through one plain copy, gradients averaged over ranks.
+  auto reference = mlp(1);
+  for (int r = 0; r < world; ++r) {
+    (reference->loss(reference->forward(inputs(r * 100)), labels(r * 100)) / world).backward();
+  }
+  double squares = 0;
+  for (const at::Tensor& p : reference->parameters()) squares += p.grad().pow(2).sum().item<double>();
+  const double expected = std::sqrt(squares);
+
+  auto model = mlp(1);
+  auto fsdp = shard(*model, w);
+  const int64_t key = rank * 100;
+  const at::Tensor out = fsdp->forward(inputs(key), [&](const at::Tensor& x) { return model->forward(x); });
+  model->loss(out, labels(key)).backward();
+  const double total = fsdp->clip_grad_norm(expected / 2).item<double>();
+  if (!(std::abs(total - expected) <= 1e-5 * expected)) {
+    fail("clip_grad_norm total " + std::to_string(total) + ", expected " + std::to_string(expected));
+  }
+  const double after = fsdp->clip_grad_norm(1e9).item<double>();
+  if (!(std::abs(after - expected / 2) <= 1e-4 * expected)) {
+    fail("after clipping to " + std::to_string(expected / 2) + " the norm is " + std::to_string(after));
+  }
+  std::printf("rank %d: norm %.6f\n", rank, total);
+}
+
+// Each layer prefetches the next in forward and the one before in backward (what the implicit
+// backward prefetch does too, here set by hand): the same collectives in another issue order, so
+// the same sharded parameters, bit for bit.
+void prefetch(comm::World& w) {
+  auto plain_model = mlp(1);
+  auto plain = shard(*plain_model, w);
+  train_steps(*plain, *plain_model, 2);
+  auto model = mlp(1);
+  std::vector<std::shared_ptr<fsdp2::FsdpState>> layers;
+  auto fsdp = shard(*model, w, &layers);
+  for (size_t i = 0; i + 1 < layers.size(); ++i) {
+    layers[i]->set_modules_to_forward_prefetch({layers[i + 1].get()});
+    layers[i + 1]->set_modules_to_backward_prefetch({layers[i].get()});
+  }
+  train_steps(*fsdp, *model, 2);
+  const std::vector<at::Tensor> expected = plain->parameters();
+  const std::vector<at::Tensor> got = fsdp->parameters();
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!got[i].detach().equal(expected[i].detach())) fail("sharded parameter " + std::to_string(i) + " differs");
+  }
+  std::printf("rank %d: prefetch %zu parameters equal\n", rank, got.size());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (argc > 2) hidden = std::stoll(argv[2]);
+  comm::World w = comm::init_world({});
+  rank = w.group->rank();
+  world = w.group->size();
+  torch::set_num_threads(1);
+  if (mode == "sharded") {
+    sharded(w);
+  } else if (mode == "clip") {
+    clip(w);
+  } else if (mode == "prefetch") {
+    prefetch(w);
+  } else {
+    std::fprintf(stderr, "fsdp2_worker: unknown mode '%s'\n", mode.c_str());
+    return 2;
+  }
+  std::fflush(stdout);
+  w.group->barrier()->wait();
+  return failures > 0 ? 1 : 0;
+}
