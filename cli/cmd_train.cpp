@@ -82,6 +82,7 @@ struct TrainFlags {
   std::string sharding{fsdp::to_string(fsdp::ShardingStrategy::FullShard)};
   std::string mixed_precision{fsdp::to_string(fsdp::ComputePrecision::Fp32)};
   std::string backward_prefetch{fsdp::to_string(fsdp::BackwardPrefetch::Pre)};
+  std::string reshard_after_forward{trace::to_string(fsdp2::ReshardAfterForward::Reshard)};
   std::string trace_level = "full";
   bool no_broadcast_buffers = false;
   std::string straggler;  // "RANK:MS", parsed by train::parse_straggler
@@ -90,7 +91,7 @@ struct TrainFlags {
   CLI::Option* data_option = nullptr;
   CLI::Option* link_gbps_option = nullptr;
   CLI::Option* link_latency_option = nullptr;
-  std::vector<CLI::Option*> ddp_bucket_options;  // refused with --strategy fsdp
+  std::vector<CLI::Option*> ddp_bucket_options;  // refused with --strategy fsdp and fsdp2
 };
 
 // The model and its data.
@@ -135,7 +136,9 @@ void add_run_options(CLI::App* cmd, TrainFlags& f) {
   cmd->add_option("--seed", c.seed, "Seed of the sampler, the synthetic data and the init")
       ->capture_default_str();
   cmd->add_option("--threads", c.threads, "Intra-op threads per rank (default: cores / local ranks)");
-  add_mode_option(cmd, "--strategy", f.strategy, train::kTrainStrategies, "ddp | fsdp");
+  add_mode_option(cmd, "--strategy", f.strategy, train::kTrainStrategies,
+                  "ddp | fsdp (FSDP1: flat parameters) | fsdp2 (fully_shard: per-parameter dim-0 "
+                  "shards; docs/fsdp2.md)");
   cmd->add_option("--backend", c.backend,
                   "gloo | nccl (default: nccl with --device cuda, gloo on the CPU; gloo with "
                   "--device cuda stages tensors through host memory)")
@@ -210,6 +213,15 @@ void add_fsdp_options(CLI::App* cmd, TrainFlags& f) {
       ->capture_default_str();
 }
 
+// FSDP2's options (with --wrap-min-params, FSDP1's, which picks the submodules fully_shard is
+// applied to).
+void add_fsdp2_options(CLI::App* cmd, TrainFlags& f) {
+  cmd->add_option("--reshard-after-forward", f.reshard_after_forward,
+                  "FSDP2: true (free each group's unsharded parameters after its forward), false "
+                  "(keep them for backward) or N, a group size dividing the world size")
+      ->capture_default_str();
+}
+
 // The trace, the checkpoints and the progress lines.
 void add_trace_options(CLI::App* cmd, TrainFlags& f) {
   train::TrainConfig& c = f.config;
@@ -236,11 +248,18 @@ train::TrainConfig config_from(const TrainFlags& f) {
   config.sharding = *train::parse_mode(fsdp::kShardingStrategies, f.sharding);
   config.mixed_precision = *train::parse_mode(fsdp::kComputePrecisions, f.mixed_precision);
   config.backward_prefetch = *train::parse_mode(fsdp::kBackwardPrefetches, f.backward_prefetch);
+  config.reshard_after_forward =
+      fsdp2::parse_reshard_spec(f.reshard_after_forward, "--reshard-after-forward");
   // FSDP has buckets of its own (--reduce-bucket-mb): DDP's bucket flags would be ignored.
   for (const CLI::Option* option : f.ddp_bucket_options) {
     if (config.strategy == train::Strategy::Fsdp && option->count()) {
       throw std::invalid_argument(option->get_name() + " is a DDP option; FSDP's reduce-scatter "
                                   "bucket is --reduce-bucket-mb; drop it or use --strategy ddp");
+    }
+    if (config.strategy == train::Strategy::Fsdp2 && option->count()) {
+      throw std::invalid_argument(option->get_name() + " is a DDP option; FSDP2 reduces each "
+                                  "fully_shard group in one reduce-scatter; drop it or use "
+                                  "--strategy ddp");
     }
   }
   // The language model has nothing to predict in the other data sets.
@@ -262,6 +281,7 @@ void add_train_command(CLI::App& app, CommandMode mode) {
   add_run_options(cmd, *flags);
   add_ddp_options(cmd, *flags);
   add_fsdp_options(cmd, *flags);
+  add_fsdp2_options(cmd, *flags);
   add_trace_options(cmd, *flags);
   cmd->callback([flags, mode] {
     train::TrainConfig config = config_from(*flags);

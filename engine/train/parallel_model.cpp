@@ -1,9 +1,10 @@
-// The two ParallelModel adapters (parallel_model.h): DDP and FSDP configured from a TrainConfig,
-// the way `dpscope train` documents its flags.
+// The three ParallelModel adapters (parallel_model.h): DDP, FSDP and FSDP2 configured from a
+// TrainConfig, the way `dpscope train` documents its flags.
 #include "engine/train/parallel_model.h"
 
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/fsdp/fully_sharded_data_parallel.h"
+#include "engine/fsdp2/fully_shard.h"
 #include "trace/vocabulary.h"
 
 namespace dpscope::train {
@@ -121,6 +122,72 @@ class FsdpModel final : public ParallelModel {
   fsdp::FullyShardedDataParallel fsdp_;
 };
 
+// FSDP2: rank 0's state broadcast (PyTorch's fully_shard leaves that to the user), then
+// fully_shard on the submodules the size-based wrap policy picks (FSDP1's, innermost first) and
+// on the root.
+class Fsdp2Model final : public ParallelModel {
+ public:
+  Fsdp2Model(const TrainConfig& config, std::shared_ptr<models::Model> model,
+             const std::shared_ptr<comm::ProcessGroup>& group, trace::Recorder* recorder,
+             memory::MemorySampler* sampler)
+      : model_(model), root_(shard(config, *model, group, recorder, sampler)) {}
+
+  at::Tensor forward(const at::Tensor& x) override {
+    return root_->forward(x, [&](const at::Tensor& input) { return model_->forward(input); });
+  }
+
+  std::unique_ptr<SyncSuspension> no_sync() override {
+    struct Guard final : SyncSuspension {
+      explicit Guard(fsdp2::FsdpState& root) : guard(root) {}
+      fsdp2::FsdpState::NoSyncGuard guard;
+    };
+    return std::make_unique<Guard>(*root_);
+  }
+
+  std::vector<at::Tensor> optimizer_parameters() override { return root_->parameters(); }
+
+  std::vector<std::pair<std::string, at::Tensor>> full_state() override {
+    return root_->full_state_dict(0);
+  }
+
+  std::string describe() const override {
+    const size_t groups = groups_;
+    return std::string(trace::to_string(Strategy::Fsdp2)) + " (" + std::to_string(groups) +
+           " fully_shard group" + (groups == 1 ? "" : "s") + ", reshard_after_forward " +
+           reshard_text_ + ")";
+  }
+
+ private:
+  std::shared_ptr<fsdp2::FsdpState> shard(const TrainConfig& config, models::Model& model,
+                                          const std::shared_ptr<comm::ProcessGroup>& group,
+                                          trace::Recorder* recorder, memory::MemorySampler* sampler) {
+    {
+      trace::ScopedPhase phase(recorder, 0, "fsdp2.sync_module_states", trace::kNone);
+      fsdp2::sync_module_states(model, *group);
+    }
+    trace::ScopedPhase phase(recorder, 0, "fsdp2.fully_shard", trace::kNone);
+    fsdp2::FullyShardOptions options;
+    options.reshard_after_forward = config.reshard_after_forward;
+    options.recorder = recorder;
+    options.memory_sampler = sampler;
+    const fsdp::WrapPlan plan = fsdp::plan_units(model, fsdp::size_based_wrap_policy(config.wrap_min_params));
+    if (group->rank() == 0) {
+      for (const std::string& note : plan.notes) std::printf("fsdp2: %s\n", note.c_str());
+    }
+    for (size_t i = 0; i + 1 < plan.units.size(); ++i) {
+      fsdp2::fully_shard(*plan.units[i].module, group, options);
+    }
+    groups_ = plan.units.size();
+    reshard_text_ = config.reshard_after_forward.text();
+    return fsdp2::fully_shard(model, group, options);
+  }
+
+  std::shared_ptr<models::Model> model_;
+  size_t groups_ = 0;
+  std::string reshard_text_;
+  std::shared_ptr<fsdp2::FsdpState> root_;
+};
+
 }  // namespace
 
 std::unique_ptr<ParallelModel> make_parallel_model(const TrainConfig& config,
@@ -130,6 +197,9 @@ std::unique_ptr<ParallelModel> make_parallel_model(const TrainConfig& config,
                                                    memory::MemorySampler* sampler) {
   if (config.strategy == Strategy::Fsdp) {
     return std::make_unique<FsdpModel>(config, std::move(model), std::move(group), recorder, sampler);
+  }
+  if (config.strategy == Strategy::Fsdp2) {
+    return std::make_unique<Fsdp2Model>(config, std::move(model), group, recorder, sampler);
   }
   return std::make_unique<DdpModel>(config, std::move(model), std::move(group), recorder);
 }

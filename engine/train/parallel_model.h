@@ -1,5 +1,5 @@
-// ParallelModel: the training loop's one view of a data-parallel wrapper — DDP or FSDP — so that
-// the loop, the tutorials and the demo run either strategy with the same code.
+// ParallelModel: the training loop's one view of a data-parallel wrapper — DDP, FSDP or FSDP2 —
+// so that the loop, the tutorials and the demo run any strategy with the same code.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -34,7 +34,7 @@ class ParallelModel {
   // After a synced backward, before the optimizer step (DDP: checks that every bucket was
   // reduced).
   virtual void finish_backward() {}
-  // What the optimizer steps on: the model's parameters (DDP) or the shards (FSDP).
+  // What the optimizer steps on: the model's parameters (DDP) or the shards (FSDP, FSDP2).
   virtual std::vector<at::Tensor> optimizer_parameters() = 0;
   // The full parameters and buffers by name on rank 0 (empty elsewhere). Collective.
   virtual std::vector<std::pair<std::string, at::Tensor>> full_state() = 0;

@@ -43,6 +43,39 @@ void check_device_and_backend(std::string_view device, std::string_view backend)
   }
 }
 
+// The flags of DDP and of FSDP1 that FSDP2 has no use for, each refused by name (their defaults
+// pass): fully_shard always shards fully, reduces each group in one reduce-scatter, and prefetches
+// in backward by the post-forward order.
+const char* option_fsdp2_refuses(const TrainConfig& c) {
+  const TrainConfig defaults;
+  if (c.comm_hook != defaults.comm_hook) return "--comm-hook";
+  if (c.initial_buckets != defaults.initial_buckets) return "--initial-buckets";
+  if (c.find_unused_parameters) return "--find-unused-parameters";
+  if (c.gradient_as_bucket_view) return "--gradient-as-bucket-view";
+  if (c.static_graph) return "--static-graph";
+  if (c.sharding != defaults.sharding) return "--sharding";
+  if (c.mixed_precision != defaults.mixed_precision || c.reduce_fp32) return "--mixed-precision";
+  if (c.cpu_offload) return "--cpu-offload";
+  if (c.backward_prefetch != defaults.backward_prefetch) return "--backward-prefetch";
+  if (c.forward_prefetch) return "--forward-prefetch";
+  if (c.limit_all_gathers != defaults.limit_all_gathers) return "--limit-all-gathers";
+  if (c.limit_reduce_scatters != defaults.limit_reduce_scatters) return "--limit-reduce-scatters";
+  if (c.reduce_bucket_mb != defaults.reduce_bucket_mb) return "--reduce-bucket-mb";
+  return nullptr;
+}
+
+void check_fsdp2_options(const TrainConfig& c) {
+  if (const char* flag = option_fsdp2_refuses(c)) {
+    throw std::invalid_argument(std::string(flag) + " is not an option of --strategy fsdp2 "
+                                "(docs/fsdp2.md lists FSDP2's: --reshard-after-forward, "
+                                "--wrap-min-params, --grad-accum); drop it or use --strategy "
+                                "fsdp or ddp");
+  }
+  if (c.wrap_min_params < 0) {
+    throw std::invalid_argument("--wrap-min-params must be 0 (fully_shard on the root only) or more");
+  }
+}
+
 }  // namespace
 
 StragglerSpec parse_straggler(const std::string& text) {
@@ -72,7 +105,7 @@ void validate_train_config(const TrainConfig& c) {
     if (!ok) throw std::invalid_argument(message);
   };
   const auto train_strategy = std::find(kTrainStrategies.begin(), kTrainStrategies.end(), c.strategy);
-  require(train_strategy != kTrainStrategies.end(), "--strategy must be ddp or fsdp");
+  require(train_strategy != kTrainStrategies.end(), "--strategy must be ddp, fsdp or fsdp2");
   require(c.steps >= 1, "--steps must be at least 1");
   require(c.batch_size >= 1, "--batch-size must be at least 1");
   require(c.grad_accum >= 1, "--grad-accum must be at least 1");
@@ -96,6 +129,13 @@ void validate_train_config(const TrainConfig& c) {
   }
   analysis::check_link(c.link_gbps, c.link_latency_us, "--link-gbps", "--link-latency-us");
   check_device_and_backend(c.device, c.backend);
+  if (c.strategy != Strategy::Fsdp2 &&
+      c.reshard_after_forward.mode != fsdp2::ReshardAfterForward::Reshard) {
+    throw std::invalid_argument("--reshard-after-forward is an FSDP2 option; drop it or use "
+                                "--strategy fsdp2 (FSDP1's --sharding grad_op keeps parameters "
+                                "from forward to backward)");
+  }
+  if (c.strategy == Strategy::Fsdp2) check_fsdp2_options(c);
   if (c.strategy == Strategy::Fsdp) {
     const char* ddp_only = c.comm_hook != ddp::CommHookKind::None        ? "--comm-hook"
                            : c.initial_buckets != ddp::InitialBuckets::kPyTorch

@@ -11,6 +11,7 @@
 #include "engine/ddp/comm_hook_kind.h"
 #include "engine/ddp/initial_buckets.h"
 #include "engine/fsdp/fsdp_modes.h"
+#include "engine/fsdp2/fsdp2_options.h"
 #include "engine/models/model_config.h"
 #include "trace/schema.h"
 #include "trace/vocabulary.h"
@@ -20,8 +21,10 @@ namespace dpscope::train {
 // The trace's strategies (trace/vocabulary.h), so that the meta key `strategy` and `--strategy`
 // spell each one way.
 using trace::Strategy;
-// The ones a training runs (`--strategy ddp | fsdp`); validate_train_config refuses the others.
-inline constexpr std::array<Strategy, 2> kTrainStrategies{Strategy::Ddp, Strategy::Fsdp};
+// The ones a training runs (`--strategy ddp | fsdp | fsdp2`); validate_train_config refuses the
+// others.
+inline constexpr std::array<Strategy, 3> kTrainStrategies{Strategy::Ddp, Strategy::Fsdp,
+                                                          Strategy::Fsdp2};
 
 // --straggler RANK:MS: rank RANK works MS milliseconds longer each step, at the end of its
 // forward (so before its backward and its first bucket): a slow rank to teach and to test the
@@ -80,6 +83,9 @@ struct TrainConfig {
   int limit_reduce_scatters = 1;  // 0: no limit
   double reduce_bucket_mb = 1;  // the reduce-scatter bucket over all ranks; 0: no bucketing
 
+  // FSDP2 (`--strategy fsdp2`; wrap_min_params picks the submodules fully_shard is applied to).
+  fsdp2::ReshardSpec reshard_after_forward = fsdp2::ReshardSpec::reshard();
+
   std::string trace;  // "" = DPSCOPE_TRACE_DIR/rank<R>.sqlite, else traces/train-<model>.sqlite
   trace::TraceLevel trace_level = trace::TraceLevel::Full;
   std::string save_init;
@@ -89,7 +95,7 @@ struct TrainConfig {
 };
 
 // The checks run_training makes before it starts (steps, batch size, rates, device, the link,
-// the model's sizes and its data, DDP-only options with FSDP); `dpscope train` in parse-only mode
+// the model's sizes and its data, DDP-only options with FSDP, FSDP1-only ones with FSDP2); `dpscope train` in parse-only mode
 // (the CLI fuzzer) makes them too. Throws std::invalid_argument naming the flag. Needs no
 // LibTorch (train_config.cpp, models/model_config.cpp).
 void validate_train_config(const TrainConfig& config);

@@ -1,15 +1,22 @@
 // FSDP2's features through real ranks (fsdp2_worker): the sharded state dict's content per rank,
-// clip_grad_norm across shards and explicit prefetching, each within a time limit.
+// clip_grad_norm across shards, explicit prefetching; and the trace of `dpscope train --strategy
+// fsdp2` — groups as units with lanes and states, tagged collectives, the copy phases, memory by
+// category, `dpscope stats` on it — each within a time limit.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "tests/test_util.h"
+#include "trace/reader.h"
+#include "trace/vocabulary.h"
 
 using dpscope::testing::dpscope_bin;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
+namespace trace = dpscope::trace;
 
 namespace {
 
@@ -61,6 +68,144 @@ TEST(Fsdp2Worker, ExplicitPrefetchTrainsToTheSameBits) {
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(run.output.find("FAIL"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("rank 2: prefetch 6 parameters equal"), std::string::npos) << run.output;
+}
+
+// Per rank, what iteration 1 of a 3-step run with every Linear a group records.
+struct IterationCounts {
+  int gathers = 0, backward_gathers = 0, prefetched = 0, reduce_scatters = 0;
+  std::map<std::string, int> phases;
+};
+
+IterationCounts count_iteration(trace::Reader& reader, int rank, int iteration) {
+  IterationCounts counts;
+  for (const auto& e : reader.events_of_kind(trace::EventKind::Collective, rank)) {
+    if (e.iteration != iteration) continue;
+    if (e.op == static_cast<uint8_t>(trace::CollectiveOp::AllGather)) {
+      ++counts.gathers;
+      EXPECT_NE(e.unit, trace::kNone);
+      if (e.flags & trace::kFlagBackward) ++counts.backward_gathers;
+      if (e.flags & trace::kFlagPrefetch) ++counts.prefetched;
+    }
+    if (e.op == static_cast<uint8_t>(trace::CollectiveOp::ReduceScatter)) ++counts.reduce_scatters;
+  }
+  const std::vector<std::string> names = reader.names();
+  for (const auto& e : reader.events_of_kind(trace::EventKind::Phase, rank)) {
+    if (e.iteration == iteration) ++counts.phases[names.at(static_cast<size_t>(e.name))];
+  }
+  return counts;
+}
+
+TEST(Fsdp2Train, TraceContentTwoRanks) {
+  TempDir dir;
+  const int world = 2;
+  const auto run = run_command(
+      "timeout 120 " + dpscope_bin() + " launch -n 2 --trace-dir " + dir.file("traces") + " -- " +
+      dpscope_bin() + " train --threads 1 --progress-every 0 --steps 3 --batch-size 16 --samples 256 "
+      "--model mlp --hidden 33 --momentum 0.9 --strategy fsdp2 --wrap-min-params 100");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("fsdp2 (4 fully_shard groups, reshard_after_forward true)"),
+            std::string::npos) << run.output;
+  trace::Reader reader(dir.file("traces/run.sqlite"));
+  EXPECT_EQ(reader.meta_value("strategy"), "fsdp2");
+  EXPECT_EQ(reader.meta_value("fsdp2.reshard_after_forward"), "true");
+
+  // Groups innermost first, the root last and empty; a rank's part of a group's buffer is the sum
+  // of its parameters' padded chunks: fc0 [33, 64] and [33] in chunks of 17 rows.
+  const auto units = reader.units();
+  ASSERT_EQ(units.size(), 4u);
+  const std::vector<std::string> names = {"fc0", "fc1", "fc2", "root"};
+  for (size_t u = 0; u < units.size(); ++u) {
+    EXPECT_EQ(units[u].name, names[u]);
+    EXPECT_EQ(units[u].parent, u + 1 < units.size() ? 3 : trace::kNone);
+  }
+  EXPECT_EQ(units[0].numel, 64 * 33 + 33);
+  EXPECT_EQ(units[0].shard_numel, 17 * 64 + 17);
+  EXPECT_EQ(units[0].padded_numel, world * units[0].shard_numel);
+  for (const auto& p : reader.params()) EXPECT_NE(p.unit, trace::kNone) << p.name;
+
+  for (int r = 0; r < world; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    std::set<int> states;
+    for (const auto& e : reader.events_of_kind(trace::EventKind::UnitState, r)) states.insert(e.op);
+    EXPECT_EQ(states, (std::set<int>{0, 1, 2})) << "gathering, full and reducing slices";
+    const IterationCounts counts = count_iteration(reader, r, 1);
+    // Forward gathers fc0, fc1 and fc2, resharding each; backward gathers them again: fc2 in its
+    // own pre-backward (its output is the model's, whose hooks run fc2's first, so the root's
+    // prefetch finds it gathered), fc1 and fc0 prefetched by the group after them in forward.
+    EXPECT_EQ(counts.gathers, 6);
+    EXPECT_EQ(counts.backward_gathers, 3);
+    EXPECT_EQ(counts.prefetched, 2);
+    EXPECT_EQ(counts.reduce_scatters, 3) << "one a group with gradients";
+    EXPECT_EQ(counts.phases.count("fsdp2.all_gather_copy_in") ? counts.phases.at("fsdp2.all_gather_copy_in") : 0, 6);
+    EXPECT_EQ(counts.phases.count("fsdp2.all_gather_copy_out") ? counts.phases.at("fsdp2.all_gather_copy_out") : 0, 6);
+    EXPECT_EQ(counts.phases.count("fsdp2.reduce_scatter_copy_in") ? counts.phases.at("fsdp2.reduce_scatter_copy_in") : 0, 3);
+    std::set<trace::MemoryCategory> seen;
+    for (const auto& m : reader.memory(r)) {
+      if (m.bytes > 0) seen.insert(m.category);
+    }
+    for (auto category : {trace::MemoryCategory::Shards, trace::MemoryCategory::FullParameters,
+                          trace::MemoryCategory::FullGradients, trace::MemoryCategory::GradientShards,
+                          trace::MemoryCategory::OptimizerState, trace::MemoryCategory::Activations}) {
+      EXPECT_TRUE(seen.count(category)) << trace::to_string(category);
+    }
+  }
+
+  const auto stats = run_command(dpscope_bin() + " stats --json " + dir.file("traces/run.sqlite"));
+  ASSERT_EQ(stats.exit_code, 0) << stats.output;
+  EXPECT_NE(stats.output.find("\"strategy\":\"fsdp2\""), std::string::npos) << stats.output;
+  EXPECT_NE(stats.output.find("\"name\":\"fc1\""), std::string::npos);
+  const auto text = run_command(dpscope_bin() + " stats " + dir.file("traces/run.sqlite"));
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("strategy fsdp2"), std::string::npos) << text.output;
+}
+
+// Keeping the parameters after forward: backward gathers nothing.
+TEST(Fsdp2Train, KeepAfterForwardGathersOnlyInForward) {
+  TempDir dir;
+  const auto run = run_command(
+      "timeout 120 " + dpscope_bin() + " launch -n 2 --trace-dir " + dir.file("traces") + " -- " +
+      dpscope_bin() + " train --threads 1 --progress-every 0 --steps 3 --batch-size 16 --samples 256 "
+      "--model mlp --hidden 33 --strategy fsdp2 --wrap-min-params 100 --reshard-after-forward false");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  trace::Reader reader(dir.file("traces/run.sqlite"));
+  for (int r = 0; r < 2; ++r) {
+    const IterationCounts counts = count_iteration(reader, r, 1);
+    EXPECT_EQ(counts.gathers, 3) << "rank " << r;
+    EXPECT_EQ(counts.backward_gathers, 0) << "rank " << r;
+    EXPECT_EQ(counts.reduce_scatters, 3) << "rank " << r;
+  }
+}
+
+// reshard_after_forward 2 on 4 ranks: forward all-gathers in the world group, backward within
+// each pair of ranks (a group of its own, Note [Resharding to a smaller group]).
+TEST(Fsdp2Train, ReshardToGroupsOfTwoGathersWithinThemInBackward) {
+  TempDir dir;
+  const auto run = run_command(
+      "timeout 120 " + dpscope_bin() + " launch -n 4 --trace-dir " + dir.file("traces") + " -- " +
+      dpscope_bin() + " train --threads 1 --progress-every 0 --steps 3 --batch-size 16 --samples 256 "
+      "--model mlp --hidden 33 --strategy fsdp2 --wrap-min-params 100 --reshard-after-forward 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  trace::Reader reader(dir.file("traces/run.sqlite"));
+  EXPECT_EQ(reader.meta_value("fsdp2.reshard_after_forward"), "2");
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    int forward = 0, backward = 0;
+    std::set<int> backward_groups;
+    for (const auto& e : reader.events_of_kind(trace::EventKind::Collective, r)) {
+      if (e.iteration != 1 || e.op != static_cast<uint8_t>(trace::CollectiveOp::AllGather)) continue;
+      if (e.flags & trace::kFlagBackward) {
+        ++backward;
+        backward_groups.insert(e.grp);
+      } else {
+        ++forward;
+        EXPECT_EQ(e.grp, 0) << "a forward all-gather in the world group";
+      }
+    }
+    EXPECT_EQ(forward, 3);
+    EXPECT_EQ(backward, 3);
+    ASSERT_EQ(backward_groups.size(), 1u);
+    EXPECT_NE(*backward_groups.begin(), 0) << "backward gathers within the pair";
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <torch/optim/sgd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -36,18 +37,21 @@ struct Settings {
   std::vector<train::Strategy> strategies;  // --strategy's: DDP, FSDP, or both in this order
 };
 
-// --strategy's choices: each strategy of a training, or "both" of them.
+// --strategy's choices: DDP, FSDP (FSDP1, the flat parameters this tutorial's lesson is about),
+// or "both" of them.
+constexpr std::array<train::Strategy, 2> kTutorialStrategies{train::Strategy::Ddp,
+                                                             train::Strategy::Fsdp};
 constexpr const char* kBoth = "both";
 std::vector<std::string> strategy_choices() {
-  std::vector<std::string> choices = train::mode_spellings(train::kTrainStrategies);
+  std::vector<std::string> choices = train::mode_spellings(kTutorialStrategies);
   choices.emplace_back(kBoth);
   return choices;
 }
 
 // The strategies --strategy's text (one of strategy_choices()) names.
 std::vector<train::Strategy> strategies_named(const std::string& text) {
-  if (const std::optional<train::Strategy> one = train::parse_mode(train::kTrainStrategies, text)) return {*one};
-  return {train::kTrainStrategies.begin(), train::kTrainStrategies.end()};
+  if (const std::optional<train::Strategy> one = train::parse_mode(kTutorialStrategies, text)) return {*one};
+  return {kTutorialStrategies.begin(), kTutorialStrategies.end()};
 }
 
 struct Outcome {

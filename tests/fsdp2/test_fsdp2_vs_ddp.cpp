@@ -1,0 +1,127 @@
+// FSDP2 results against DDP: each case trains with `dpscope train --strategy fsdp2` under
+// `dpscope launch`, then the same run with our DDP (equal to PyTorch's own DDP: tests/ddp) from the
+// same initial parameters, and requires the final parameters to agree to 1e-5 (float32) — with
+// every form of reshard_after_forward (true, false, an int), on 1 to 4 ranks, with dim-0 sizes no world size divides
+// and fewer rows than ranks (empty chunks), for mlp, cnn and gpt; and the bad options refused.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tests/test_util.h"
+#include "tests/torch_oracle.h"
+
+using dpscope::testing::dpscope_bin;
+using dpscope::testing::max_abs_diffs;
+using dpscope::testing::run_command;
+using dpscope::testing::TempDir;
+
+namespace {
+
+struct Case {
+  int world;
+  std::string model;  // shared by both runs
+  std::string fsdp2;  // FSDP2's own flags
+};
+
+void train(const Case& c, const TempDir& dir, const std::string& name, const std::string& extra) {
+  const std::string common = " --steps 8 --batch-size 16 --lr 0.05 --samples 256 " + c.model;
+  const auto run = run_command(
+      "timeout 300 " + dpscope_bin() + " launch -n " + std::to_string(c.world) + " --trace-dir " +
+      dir.file(name) + " -- " + dpscope_bin() + " train --threads 1 --progress-every 0" + common +
+      " " + extra + " --save-final " + dir.file(name + ".pt"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_NE(run.output.find("step_ms "), std::string::npos) << run.output;
+}
+
+void compare(const Case& c) {
+  TempDir dir;
+  train(c, dir, "fsdp2", "--strategy fsdp2 " + c.fsdp2 + " --save-init " + dir.file("init.pt"));
+  train(c, dir, "ddp", "--strategy ddp");
+  const std::vector<double> diffs = max_abs_diffs({{dir.file("fsdp2.pt"), dir.file("init.pt")},
+                                                   {dir.file("fsdp2.pt"), dir.file("ddp.pt")}});
+  std::printf("%d ranks, %s %s: moved %.3g, max |fsdp2 - ddp| %.3g\n", c.world, c.model.c_str(),
+              c.fsdp2.c_str(), diffs[0], diffs[1]);
+  EXPECT_GT(diffs[0], 1e-3) << "training did not move the parameters; the comparison proves nothing";
+  EXPECT_LE(diffs[1], 1e-5) << "against our DDP";
+}
+
+// hidden 10: fc0.weight is [10, 64], fc1.weight [10, 10] and fc2.weight [10, 10]: on 4 ranks
+// chunks of 3, 3, 3 and 1 rows; on 3 ranks 4, 4 and 2; every bias likewise.
+const std::string kMlp10 = "--model mlp --hidden 10 --momentum 0.9";
+// hidden 3: the hidden layers have 3 rows, so on 4 ranks the last rank's chunk is empty.
+const std::string kMlp3 = "--model mlp --hidden 3 --momentum 0.9";
+// A group per Linear (fc0 holds 650 elements, fc1 and fc2 110): the root keeps nothing.
+const std::string kEveryLayer = "--wrap-min-params 100";
+
+TEST(Fsdp2VsDdp, OneRank) { compare({1, kMlp10, kEveryLayer}); }
+TEST(Fsdp2VsDdp, TwoRanksRootOnly) { compare({2, "--model mlp --hidden 33 --momentum 0.9", ""}); }
+TEST(Fsdp2VsDdp, TwoRanksKeepNested) {
+  compare({2, "--model mlp --hidden 33 --momentum 0.9", kEveryLayer + " --reshard-after-forward false"});
+}
+TEST(Fsdp2VsDdp, ThreeRanksReshardUnevenRows) { compare({3, kMlp10 + " --layers 3", kEveryLayer}); }
+TEST(Fsdp2VsDdp, ThreeRanksKeepUnevenRows) {
+  compare({3, kMlp10, kEveryLayer + " --reshard-after-forward false"});
+}
+TEST(Fsdp2VsDdp, FourRanksReshardUnevenRows) { compare({4, kMlp10, kEveryLayer}); }
+TEST(Fsdp2VsDdp, FourRanksKeepUnevenRows) {
+  compare({4, kMlp10, kEveryLayer + " --reshard-after-forward false"});
+}
+TEST(Fsdp2VsDdp, FourRanksEmptyChunks) { compare({4, kMlp3, "--wrap-min-params 30"}); }
+// After forward each rank keeps half a layer for its pair of ranks, which gathers it in backward.
+TEST(Fsdp2VsDdp, FourRanksReshardToGroupsOfTwo) {
+  compare({4, kMlp10, kEveryLayer + " --reshard-after-forward 2"});
+}
+TEST(Fsdp2VsDdp, FourRanksIntFormOfTheWorldSizeIsTrue) {
+  compare({4, kMlp10, kEveryLayer + " --reshard-after-forward 4"});
+}
+TEST(Fsdp2VsDdp, TwoRanksGradAccum) { compare({2, kMlp10 + " --grad-accum 3", kEveryLayer}); }
+TEST(Fsdp2VsDdp, CnnTwoRanksNestedBuffers) {
+  compare({2, "--model cnn --data digits --momentum 0.9", "--wrap-min-params 200"});
+}
+// The GPT-shaped model at 2 blocks of 32 (as tests/fsdp): a group per block, the embeddings,
+// ln_f and lm_head in the root's.
+TEST(Fsdp2VsDdp, GptThreeRanksGroupPerBlock) {
+  compare({3, "--model gpt --data text --layers 2 --hidden 32 --heads 4 --seq 16 --momentum 0.9",
+           "--wrap-min-params 5000"});
+}
+
+dpscope::testing::CommandResult train_with(int world, const std::string& flags, const TempDir& dir) {
+  return run_command("timeout 120 " + dpscope_bin() + " launch -n " + std::to_string(world) +
+                     " --trace-dir " + dir.file("t") + " -- " + dpscope_bin() +
+                     " train --threads 1 --progress-every 0 --steps 1 --model mlp --hidden 10 " + flags);
+}
+
+TEST(Fsdp2Train, ReshardAfterForwardLargerThanTheWorldIsRefused) {
+  TempDir dir;
+  const auto run = train_with(2, "--strategy fsdp2 --reshard-after-forward 4", dir);
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.output.find("reshard_after_forward 4: the int form is the size of the group "
+                            "parameters are resharded to after forward, and must be a factor of "
+                            "the world size 2 (1..2)"),
+            std::string::npos)
+      << run.output;
+}
+
+TEST(Fsdp2Train, ReshardAfterForwardNotDividingTheWorldIsRefused) {
+  TempDir dir;
+  const auto run = train_with(4, "--strategy fsdp2 --reshard-after-forward 3", dir);
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.output.find("must be a factor of the world size 4 (1..4)"), std::string::npos)
+      << run.output;
+}
+
+TEST(Fsdp2Train, Fsdp1OptionsAreRefusedByName) {
+  TempDir dir;
+  const auto run = train_with(1, "--strategy fsdp2 --sharding grad_op", dir);
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.output.find("--sharding is not an option of --strategy fsdp2"), std::string::npos)
+      << run.output;
+  const auto other = train_with(1, "--strategy fsdp --reshard-after-forward false", dir);
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.output.find("--reshard-after-forward is an FSDP2 option"), std::string::npos)
+      << other.output;
+}
+
+}  // namespace
