@@ -11,6 +11,7 @@
 
 #include "tests/test_util.h"
 #include "tests/torch_oracle.h"
+#include "trace/reader.h"
 
 using dpscope::testing::dpscope_bin;
 using dpscope::testing::max_abs_diffs;
@@ -122,6 +123,35 @@ TEST(Fsdp2Train, Fsdp1OptionsAreRefusedByName) {
   EXPECT_NE(other.exit_code, 0);
   EXPECT_NE(other.output.find("--reshard-after-forward is an FSDP2 option"), std::string::npos)
       << other.output;
+}
+
+// The held-out evaluation after the steps (a forward without grad) gives DDP's accuracy, and its
+// all-gathers — each group once, even those kept after forward — belong to no iteration.
+TEST(Fsdp2Train, EvaluationMatchesDdpAndIsNoIterationsWork) {
+  TempDir dir;
+  const std::string eval = "--data digits --batch-size 16 --eval-fraction 0.5 ";
+  const auto fsdp2 = train_with(2, eval + "--strategy fsdp2 --wrap-min-params 100 "
+                                "--reshard-after-forward false --trace " + dir.file("fsdp2"), dir);
+  const auto ddp = train_with(2, eval + "--strategy ddp --trace " + dir.file("ddp"), dir);
+  ASSERT_EQ(fsdp2.exit_code, 0) << fsdp2.output;
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  auto accuracy = [](const std::string& output) {
+    const size_t at = output.find("accuracy ");
+    return at == std::string::npos ? std::string("none") : output.substr(at, output.find('\n', at) - at);
+  };
+  EXPECT_NE(accuracy(fsdp2.output), "none") << fsdp2.output;
+  EXPECT_EQ(accuracy(fsdp2.output), accuracy(ddp.output));
+  dpscope::trace::Reader reader(dir.file("fsdp2/run.sqlite"));
+  for (int r = 0; r < 2; ++r) {
+    int outside = 0;
+    for (const auto& e : reader.events_of_kind(dpscope::trace::EventKind::Collective, r)) {
+      if (e.op == static_cast<uint8_t>(dpscope::trace::CollectiveOp::AllGather) &&
+          e.iteration == dpscope::trace::kNone) {
+        ++outside;
+      }
+    }
+    EXPECT_EQ(outside, 3) << "rank " << r << ": the evaluation gathers fc0, fc1 and fc2 once";
+  }
 }
 
 }  // namespace
