@@ -18,6 +18,7 @@ class Recorder;
 
 namespace dpscope::fsdp2 {
 
+using trace::ComputePrecision;
 using trace::ReshardAfterForward;
 
 class Fsdp2Error : public std::runtime_error {
@@ -49,9 +50,19 @@ ReshardSpec parse_reshard_spec(std::string_view text, std::string_view flag);
 // fsdp_param_group.h). Throws Fsdp2Error naming N, the world size and the choices.
 ReshardAfterForward resolve_reshard(const ReshardSpec& spec, int world_size);
 
+// PyTorch's MixedPrecisionPolicy(param_dtype, reduce_dtype): the unsharded parameters (and so
+// the all-gather and the compute) in `param`, the gradients reduce-scattered in `reduce`; the
+// sharded parameters, their gradients and the optimizer stay float32. Fp32 for both: off.
+struct MixedPrecisionPolicy {
+  ComputePrecision param = ComputePrecision::Fp32;
+  ComputePrecision reduce = ComputePrecision::Fp32;
+  bool enabled() const { return param != ComputePrecision::Fp32; }
+};
+
 // What fully_shard takes besides the module and the group.
 struct FullyShardOptions {
   ReshardSpec reshard_after_forward = ReshardSpec::reshard();
+  MixedPrecisionPolicy mp_policy;  // fp16 needs CUDA (LibTorch 1.13 has no float16 matmul on the CPU)
   trace::Recorder* recorder = nullptr;              // may be null: nothing recorded
   memory::MemorySampler* memory_sampler = nullptr;  // sampled at each gather and free; may be null
 };

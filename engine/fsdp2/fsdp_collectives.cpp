@@ -22,13 +22,14 @@ ChunkLayout chunk_layout(const std::vector<int64_t>& chunk_numels, int world_siz
 }
 
 AllGatherBuffers foreach_all_gather_copy_in(const std::vector<at::Tensor>& padded_shards,
-                                            const ChunkLayout& layout, int rank) {
+                                            const ChunkLayout& layout, int rank,
+                                            c10::ScalarType dtype) {
   c10::NoGradGuard no_grad;
   AllGatherBuffers buffers;
   {
     memory::CategoryScope full(memory::MemoryCategory::FullParameters);
     buffers.output = at::empty({layout.rank_numel * layout.world_size},
-                               padded_shards.at(0).options().requires_grad(false));
+                               padded_shards.at(0).options().dtype(dtype).requires_grad(false));
   }
   buffers.input = buffers.output.narrow(0, layout.rank_numel * rank, layout.rank_numel);
   for (size_t i = 0; i < padded_shards.size(); ++i) {
@@ -50,13 +51,13 @@ void foreach_all_gather_copy_out(const at::Tensor& output, const ChunkLayout& la
 
 at::Tensor foreach_reduce_scatter_copy_in(const std::vector<at::Tensor>& grads,
                                           const std::vector<Dim0Chunks>& chunks,
-                                          const ChunkLayout& layout) {
+                                          const ChunkLayout& layout, c10::ScalarType dtype) {
   c10::NoGradGuard no_grad;
   at::Tensor input;
   {
     memory::CategoryScope full_gradients(memory::MemoryCategory::FullGradients);
     input = at::empty({layout.rank_numel * layout.world_size},
-                      grads.at(0).options().requires_grad(false));
+                      grads.at(0).options().dtype(dtype).requires_grad(false));
   }
   const at::Tensor by_rank = input.view({layout.world_size, layout.rank_numel});
   for (size_t i = 0; i < grads.size(); ++i) {

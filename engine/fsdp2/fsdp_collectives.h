@@ -48,20 +48,23 @@ struct AllGatherBuffers {
   at::Tensor output;
   at::Tensor input;
 };
-// Allocates the buffer (in the shards' dtype and device, counted as FullParameters) and copies
-// `padded_shards` (each [chunk_numels[i]], in order) into `rank`'s part.
+// Allocates the buffer (in `dtype`, on the shards' device, counted as FullParameters) and copies
+// `padded_shards` (each [chunk_numels[i]], in order; cast to `dtype` under mixed precision) into
+// `rank`'s part.
 AllGatherBuffers foreach_all_gather_copy_in(const std::vector<at::Tensor>& padded_shards,
-                                            const ChunkLayout& layout, int rank);
+                                            const ChunkLayout& layout, int rank,
+                                            c10::ScalarType dtype);
 // Copies every rank's chunk of parameter i out of the gathered `output` into `param_outputs[i]`
 // (each [world x chunk_numels[i]], allocated).
 void foreach_all_gather_copy_out(const at::Tensor& output, const ChunkLayout& layout,
                                  const std::vector<at::Tensor>& param_outputs);
 
-// A new [world x I] buffer (FullGradients) holding the gradients `grads` (each in its parameter's
-// shape, dim 0 chunked by `chunks[i]`) in per-rank chunk order, the padding zeroed.
+// A new [world x I] buffer (FullGradients, in `dtype`: the reduce dtype) holding the gradients
+// `grads` (each in its parameter's shape, dim 0 chunked by `chunks[i]`) in per-rank chunk order,
+// the padding zeroed.
 at::Tensor foreach_reduce_scatter_copy_in(const std::vector<at::Tensor>& grads,
                                           const std::vector<Dim0Chunks>& chunks,
-                                          const ChunkLayout& layout);
+                                          const ChunkLayout& layout, c10::ScalarType dtype);
 // This rank's rows of parameter i's gradient in a reduce-scatter's `output` ([I]): a view,
 // rows_of(rank) x row_numel elements long.
 at::Tensor view_out_sharded_grad(const at::Tensor& output, const ChunkLayout& layout, size_t i,

@@ -37,8 +37,8 @@ void check_shardable(const at::Tensor& param, const std::string& name) {
   }
   if (param.scalar_type() != c10::ScalarType::Float) {
     refuse("is " + std::string(c10::toString(param.scalar_type())) +
-           "; dpscope's FSDP2 keeps float32 shards (mixed precision is not built yet: "
-           "docs/fsdp2.md) — build the model in float32");
+           "; dpscope's FSDP2 keeps float32 shards — build the model in float32 and give "
+           "MixedPrecisionPolicy a param precision for low-precision compute");
   }
   if (!param.is_contiguous() || param.is_view()) {
     refuse("is not a contiguous tensor of its own; FSDP2 (as PyTorch's) shards only "
@@ -51,7 +51,17 @@ void check_shardable(const at::Tensor& param, const std::string& name) {
 
 }  // namespace
 
-FsdpParam::FsdpParam(at::Tensor param, std::string name, int rank, int world_size)
+c10::ScalarType scalar_type_of(ComputePrecision precision) {
+  switch (precision) {
+    case ComputePrecision::Fp32: return c10::ScalarType::Float;
+    case ComputePrecision::Fp16: return c10::ScalarType::Half;
+    case ComputePrecision::Bf16: return c10::ScalarType::BFloat16;
+  }
+  return c10::ScalarType::Float;
+}
+
+FsdpParam::FsdpParam(at::Tensor param, std::string name, int rank, int world_size,
+                     c10::ScalarType compute_dtype)
     : name_(std::move(name)), rank_(rank), param_(std::move(param)) {
   check_shardable(param_, name_);
   c10::NoGradGuard no_grad;
@@ -72,11 +82,12 @@ FsdpParam::FsdpParam(at::Tensor param, std::string name, int rank, int world_siz
 
   {
     memory::CategoryScope full(memory::MemoryCategory::FullParameters);
-    all_gather_output_ =
-        at::empty({padded_chunk_numel() * world_size}, param_.options().requires_grad(false));
+    all_gather_output_ = at::empty({padded_chunk_numel() * world_size},
+                                   param_.options().dtype(compute_dtype).requires_grad(false));
   }
   // See Note [Unsharded parameter storage]: the parameter's own memory goes; it views the
-  // all-gather output's first numel elements from now on.
+  // all-gather output's first numel elements from now on (a new dtype under mixed precision,
+  // which gives it a new gradient accumulator: taken below).
   param_.set_data(all_gather_output_.narrow(0, 0, param_.numel()).view(param_.sizes()));
   free_unsharded();
   accumulator_ = torch::autograd::impl::grad_accumulator(param_);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/fsdp2/dim0_chunks.h"
+#include "engine/fsdp2/fsdp2_options.h"
 
 namespace dpscope::fsdp2 {
 
@@ -29,14 +30,19 @@ namespace dpscope::fsdp2 {
 // each one's whole gradient in its .grad (one AccumulateGrad a parameter, however often it is
 // used) and FSDP2 takes it from there (See Note [FSDP2 hooks] in fully_shard.h).
 
+// The dtype a precision computes in: Float, Half or BFloat16.
+c10::ScalarType scalar_type_of(ComputePrecision precision);
+
 // Thread-safety: used from the training thread and autograd's (one at a time: CPU backward runs
 // on the thread that calls backward()).
 class FsdpParam {
  public:
-  // Keeps this rank's rows of `param` (its current values) in a zero-padded shard, points the
-  // parameter at its all-gather output and frees that. Throws Fsdp2Error for a parameter FSDP2
-  // cannot shard (0 dimensions, not contiguous, not float32, a view), naming it.
-  FsdpParam(at::Tensor param, std::string name, int rank, int world_size);
+  // Keeps this rank's rows of `param` (its current values) in a zero-padded float32 shard, points
+  // the parameter at its all-gather output, in `compute_dtype` (mixed precision: the parameter's
+  // dtype changes), and frees that. Throws Fsdp2Error for a parameter FSDP2 cannot shard (0
+  // dimensions, not contiguous, not float32, a view), naming it.
+  FsdpParam(at::Tensor param, std::string name, int rank, int world_size,
+            c10::ScalarType compute_dtype = c10::ScalarType::Float);
   FsdpParam(const FsdpParam&) = delete;
   FsdpParam& operator=(const FsdpParam&) = delete;
 
@@ -64,7 +70,8 @@ class FsdpParam {
 
   // ---- Unsharded: the module's parameter (See Note [Unsharded parameter storage]).
   const at::Tensor& unsharded_param() const { return param_; }
-  // [world x padded_chunk_numel()]: the gathered padded chunks, rank after rank.
+  // [world x padded_chunk_numel()] in the compute dtype: the gathered padded chunks, rank after
+  // rank.
   const at::Tensor& all_gather_output() const { return all_gather_output_; }
   bool is_allocated() const;
   // Allocates the all-gather output's storage (contents undefined), counted as FullParameters.

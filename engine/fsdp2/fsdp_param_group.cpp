@@ -20,8 +20,9 @@ void Fsdp2Context::sample_memory() const {
   if (memory_sampler) memory_sampler->sample();
 }
 
-FsdpParamGroup::FsdpParamGroup(std::vector<std::unique_ptr<FsdpParam>> params, std::string name)
-    : params_(std::move(params)), name_(std::move(name)) {
+FsdpParamGroup::FsdpParamGroup(std::vector<std::unique_ptr<FsdpParam>> params, std::string name,
+                               c10::ScalarType reduce_dtype)
+    : params_(std::move(params)), name_(std::move(name)), reduce_dtype_(reduce_dtype) {
   std::vector<int64_t> chunk_numels;
   for (const auto& param : params_) chunk_numels.push_back(param->padded_chunk_numel());
   layout_ = chunk_layout(chunk_numels, params_.empty() ? 1 : params_[0]->chunks().world_size);
@@ -61,6 +62,10 @@ void FsdpParamGroup::attach(std::shared_ptr<Fsdp2Context> context, int32_t index
   record_layout(root_params);
 }
 
+c10::ScalarType FsdpParamGroup::compute_dtype() const {
+  return params_.empty() ? c10::ScalarType::Float : params_[0]->all_gather_output().scalar_type();
+}
+
 int FsdpParamGroup::world_size() const { return ctx_ ? ctx_->group->size() : layout_.world_size; }
 
 comm::CollectiveTag FsdpParamGroup::tag(uint8_t flags) const {
@@ -91,7 +96,7 @@ void FsdpParamGroup::unshard(uint8_t flags) {
     trace::ScopedPhase copy_in(ctx_->recorder, 0, ctx_->copy_in_name, ctx_->traced_iteration());
     std::vector<at::Tensor> shards;
     for (const auto& param : params_) shards.push_back(param->padded_shard());
-    gather_buffers_ = foreach_all_gather_copy_in(shards, layout_, ctx_->group->rank());
+    gather_buffers_ = foreach_all_gather_copy_in(shards, layout_, ctx_->group->rank(), compute_dtype());
   }
   gather_layout_ = layout_;
   move_to(GroupResidency::Gathering);
@@ -111,7 +116,7 @@ void FsdpParamGroup::unshard_from_post_forward(uint8_t flags) {
       slice_numels.push_back(param->post_forward_shard().numel());
     }
     gather_layout_ = chunk_layout(slice_numels, group.size());
-    gather_buffers_ = foreach_all_gather_copy_in(shards, gather_layout_, group.rank());
+    gather_buffers_ = foreach_all_gather_copy_in(shards, gather_layout_, group.rank(), compute_dtype());
   }
   move_to(GroupResidency::Gathering);
   gather_work_ = group.all_gather(gather_buffers_.output, gather_buffers_.input, tag(flags));
@@ -183,6 +188,31 @@ void FsdpParamGroup::reshard() {
   ctx_->sample_memory();
 }
 
+std::vector<at::Tensor> FsdpParamGroup::gather_float32() {
+  c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> shards;
+  std::vector<at::Tensor> outputs;
+  for (const auto& param : params_) {
+    shards.push_back(param->padded_shard());
+    memory::CategoryScope full(memory::MemoryCategory::FullParameters);
+    outputs.push_back(at::empty({param->all_gather_output().numel()}, param->padded_shard().options()));
+  }
+  if (world_size() == 1) {
+    for (size_t i = 0; i < params_.size(); ++i) outputs[i].copy_(shards[i]);
+  } else if (!params_.empty()) {
+    const AllGatherBuffers buffers =
+        foreach_all_gather_copy_in(shards, layout_, ctx_->group->rank(), c10::ScalarType::Float);
+    comm::wait_on_stream(ctx_->group->all_gather(buffers.output, buffers.input, tag(0)));
+    foreach_all_gather_copy_out(buffers.output, layout_, outputs);
+  }
+  std::vector<at::Tensor> full;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const at::Tensor& param = params_[i]->unsharded_param();
+    full.push_back(outputs[i].narrow(0, 0, param.numel()).view(param.sizes()));
+  }
+  return full;
+}
+
 // ---- Reduce-scatter -------------------------------------------------------------------------
 
 void FsdpParamGroup::on_gradient_accumulated() {
@@ -235,7 +265,7 @@ void FsdpParamGroup::issue_reduce_scatter(const std::vector<at::Tensor>& grads,
   }
   {
     trace::ScopedPhase copy_in(ctx_->recorder, 0, ctx_->reduce_copy_in_name, ctx_->traced_iteration());
-    reduce_input_ = foreach_reduce_scatter_copy_in(grads, chunks, reduce_layout_);
+    reduce_input_ = foreach_reduce_scatter_copy_in(grads, chunks, reduce_layout_, reduce_dtype_);
   }
   {
     memory::CategoryScope gradient_shards(memory::MemoryCategory::GradientShards);

@@ -102,8 +102,9 @@ class FsdpParamGroup {
  public:
   // Takes the group's parameters (in the group's order) and hangs the post-backward count on
   // each one's gradient accumulator. `name` is the module's name as fully_shard was given it
-  // (attach gives the qualified one).
-  FsdpParamGroup(std::vector<std::unique_ptr<FsdpParam>> params, std::string name);
+  // (attach gives the qualified one); gradients are reduce-scattered in `reduce_dtype`.
+  FsdpParamGroup(std::vector<std::unique_ptr<FsdpParam>> params, std::string name,
+                 c10::ScalarType reduce_dtype = c10::ScalarType::Float);
   ~FsdpParamGroup();
   FsdpParamGroup(const FsdpParamGroup&) = delete;
   FsdpParamGroup& operator=(const FsdpParamGroup&) = delete;
@@ -134,6 +135,10 @@ class FsdpParamGroup {
   void post_backward();
   // Waits for this group's reduce-scatter and adds each parameter's rows to its sharded .grad.
   void finish_reduce();
+  // Every parameter whole, in float32, from the sharded parameters: one all-gather, waited for,
+  // into buffers of its own (the group's residency and its unsharded parameters untouched; what
+  // a full state dict reads, exact under mixed precision too). Collective.
+  std::vector<at::Tensor> gather_float32();
   // End of backward: the pass back to Idle, resharded (a prefetched all-gather nobody waited for
   // is waited for and dropped).
   void end_backward();
@@ -163,9 +168,12 @@ class FsdpParamGroup {
   void record_layout(const RootParams& root_params);
   comm::CollectiveTag tag(uint8_t flags) const;
   int world_size() const;
+  // The unsharded parameters' dtype: the all-gather's.
+  c10::ScalarType compute_dtype() const;
 
   std::vector<std::unique_ptr<FsdpParam>> params_;
   std::string name_;
+  c10::ScalarType reduce_dtype_;
   ChunkLayout layout_;
   std::shared_ptr<Fsdp2Context> ctx_;
   int32_t index_ = 0;

@@ -110,13 +110,18 @@ std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module,
                        "fully_shard to every module first, innermost first, then use the root");
     }
   }
+  const c10::ScalarType compute_dtype = scalar_type_of(options.mp_policy.param);
   std::vector<std::unique_ptr<FsdpParam>> params;
   std::unordered_set<const void*> seen;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
     const void* impl = item.value().unsafeGetTensorImpl();
     if (managed_below.count(impl) || !seen.insert(impl).second) continue;
-    params.push_back(
-        std::make_unique<FsdpParam>(item.value(), item.key(), group->rank(), group->size()));
+    if (compute_dtype == c10::ScalarType::Half && item.value().is_cpu()) {
+      throw Fsdp2Error("fp16 compute is not available on the CPU (LibTorch has no float16 matrix "
+                       "multiply there); use bf16 on the CPU, fp16 on CUDA devices");
+    }
+    params.push_back(std::make_unique<FsdpParam>(item.value(), item.key(), group->rank(),
+                                                 group->size(), compute_dtype));
   }
   auto state = std::make_shared<FsdpState>(module, group, options, children, std::move(params));
   {
@@ -139,7 +144,8 @@ FsdpState::FsdpState(torch::nn::Module& module, std::shared_ptr<comm::ProcessGro
       group_(std::move(group)),
       options_(options),
       reshard_(resolve_reshard(options.reshard_after_forward, group_->size())),
-      param_group_(std::make_unique<FsdpParamGroup>(std::move(params), "")),
+      param_group_(std::make_unique<FsdpParamGroup>(std::move(params), "",
+                                                    scalar_type_of(options.mp_policy.reduce))),
       children_(std::move(children)) {
   models::set_forward_hooks(
       module, {[this] { pre_forward(); },
@@ -267,11 +273,19 @@ at::Tensor FsdpState::forward(const at::Tensor& input,
   try {
     begin_root_forward();
     pre_forward();
+    // Mixed precision: the root casts floating inputs to the parameters' dtype (PyTorch's
+    // cast_forward_inputs) and its output back to float32 (PyTorch's output_dtype, which
+    // dpscope sets: the loss is computed in float32, as FSDP1 here returns it).
+    const MixedPrecisionPolicy& mp = options_.mp_policy;
+    const at::Tensor cast_input = mp.enabled() && input.is_floating_point()
+                                      ? input.to(scalar_type_of(mp.param))
+                                      : input;
     // What the model computes counts as activations; the gathers set their own category.
     at::Tensor output = post_forward([&] {
       memory::CategoryScope activations(memory::MemoryCategory::Activations);
-      return run(input);
+      return run(cast_input);
     }());
+    if (mp.enabled() && output.is_floating_point()) output = output.to(c10::ScalarType::Float);
     // Evaluation: no backward will come to reshard what forward gathered (the root's group).
     if (!c10::GradMode::is_enabled()) {
       for (FsdpState* state : all_states_) state->param_group_->reshard();

@@ -99,7 +99,8 @@ class FsdpState {
   // The root's forward around `run`: pre- and post-forward of this state around `run(input)`
   // (nested states gather in their hooks). The first call makes this state the root (PyTorch's
   // lazy init), as do unshard(), no_sync() and full_state_dict(). Without grad (an evaluation)
-  // every group is resharded afterwards and nothing counts as an iteration's work.
+  // every group is resharded afterwards and nothing counts as an iteration's work. With mixed
+  // precision a floating input is cast to the parameters' dtype and a floating output to float32.
   at::Tensor forward(const at::Tensor& input, const std::function<at::Tensor(const at::Tensor&)>& run);
 
   // PyTorch's FSDPModule.unshard(): gathers this state's parameters now (collective) and keeps
@@ -138,7 +139,8 @@ class FsdpState {
   // ---- State (fully_shard_state.cpp).
   // The full parameters by qualified name (the root's named_parameters() order), then the
   // buffers, on the host; on rank `root` only (other ranks get an empty list). Collective: every
-  // rank calls it; each group is all-gathered and resharded in turn, as no iteration's work.
+  // rank calls it; each group's float32 shards are all-gathered in turn into buffers of their own
+  // (exact under mixed precision; the groups' state untouched), as no iteration's work.
   std::vector<std::pair<std::string, at::Tensor>> full_state_dict(int root = 0);
 
   // One parameter's part of a sharded state dict: this rank's rows, as PyTorch's DTensor Shard(0)

@@ -1,6 +1,6 @@
 // FSDP2's module state: rank 0's parameters and buffers broadcast before sharding
-// (sync_module_states), the full state dict (every group all-gathered in turn and copied out on
-// one rank), the sharded one (each rank's rows, no collective), and clip_grad_norm over the shards.
+// (sync_module_states), the full state dict (every group's float32 shards all-gathered in turn and
+// copied out on one rank), the sharded one (each rank's rows, no collective), and clip_grad_norm over the shards.
 #include <ATen/ops/full_like.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
@@ -48,16 +48,12 @@ std::vector<std::pair<std::string, at::Tensor>> FsdpState::full_state_dict(int r
   try {
     for (FsdpState* state : states) {
       FsdpParamGroup& group = *state->param_group_;
-      const bool was_unsharded = group.residency() == GroupResidency::Unsharded;
-      group.unshard(0);
-      group.wait_for_unshard();
-      for (const auto& param : group.params()) {
-        if (!keep) continue;
-        const at::Tensor& full = param->unsharded_param();
-        copies.emplace(full.unsafeGetTensorImpl(),
-                       full.detach().to(c10::Device(c10::kCPU), full.scalar_type(), false, /*copy=*/true));
+      // From the float32 shards, not the unsharded parameters, which mixed precision rounds.
+      const std::vector<at::Tensor> full = group.gather_float32();
+      for (size_t i = 0; keep && i < full.size(); ++i) {
+        copies.emplace(group.params()[i]->unsharded_param().unsafeGetTensorImpl(),
+                       full[i].to(c10::Device(c10::kCPU), c10::ScalarType::Float, false, /*copy=*/true));
       }
-      if (!was_unsharded) group.reshard();
     }
   } catch (...) {
     ctx_->scope = previous;

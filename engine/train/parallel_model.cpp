@@ -168,6 +168,9 @@ class Fsdp2Model final : public ParallelModel {
     trace::ScopedPhase phase(recorder, 0, "fsdp2.fully_shard", trace::kNone);
     fsdp2::FullyShardOptions options;
     options.reshard_after_forward = config.reshard_after_forward;
+    // --mixed-precision P [--reduce-fp32]: compute in P, reduce in P or float32 (as FSDP1's flags).
+    options.mp_policy.param = config.mixed_precision;
+    options.mp_policy.reduce = config.reduce_fp32 ? fsdp::ComputePrecision::Fp32 : config.mixed_precision;
     options.recorder = recorder;
     options.memory_sampler = sampler;
     const fsdp::WrapPlan plan = fsdp::plan_units(model, fsdp::size_based_wrap_policy(config.wrap_min_params));

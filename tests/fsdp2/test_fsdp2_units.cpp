@@ -67,7 +67,7 @@ TEST(Fsdp2CopyIn, ReduceScatterInputIsPerRankChunksInGroupOrder) {
   const ChunkLayout layout = chunk_layout({3, 4}, 2);
   EXPECT_EQ(layout.offsets, std::vector<int64_t>({0, 3}));
   EXPECT_EQ(layout.rank_numel, 7);
-  const at::Tensor input = foreach_reduce_scatter_copy_in({a, b}, {Dim0Chunks(5, 2), Dim0Chunks(3, 2)}, layout);
+  const at::Tensor input = foreach_reduce_scatter_copy_in({a, b}, {Dim0Chunks(5, 2), Dim0Chunks(3, 2)}, layout, at::kFloat);
   const std::vector<float> expected = {1, 2, 3, 10, 11, 12, 13,   // rank 0: a[0:3], b[0:2]
                                        4, 5, 0, 14, 15, 0, 0};    // rank 1: a[3:5] + pad, b[2] + pad
   EXPECT_TRUE(input.equal(at::tensor(expected))) << input;
@@ -80,7 +80,7 @@ TEST(Fsdp2CopyIn, ReduceScatterInputIsPerRankChunksInGroupOrder) {
 TEST(Fsdp2CopyIn, AllGatherInputIsThisRanksPartInGroupOrder) {
   const ChunkLayout layout = chunk_layout({3, 2}, 3);
   const AllGatherBuffers buffers =
-      foreach_all_gather_copy_in({at::full({3}, 7.f), at::full({2}, 8.f)}, layout, 1);
+      foreach_all_gather_copy_in({at::full({3}, 7.f), at::full({2}, 8.f)}, layout, 1, at::kFloat);
   EXPECT_EQ(buffers.output.numel(), 15);
   EXPECT_EQ(buffers.input.data_ptr(), buffers.output.narrow(0, 5, 5).data_ptr());
   EXPECT_TRUE(buffers.input.equal(at::tensor({7.f, 7.f, 7.f, 8.f, 8.f})));
@@ -127,7 +127,7 @@ TEST(Fsdp2Simulated, AllGatherRebuildsEveryParameterOnEveryWorldSize) {
     for (int r = 0; r < world; ++r) {
       std::vector<at::Tensor> shards;
       for (const auto& param : sim.ranks[r]) shards.push_back(param->padded_shard());
-      inputs.push_back(foreach_all_gather_copy_in(shards, sim.layout, r).input);
+      inputs.push_back(foreach_all_gather_copy_in(shards, sim.layout, r, at::kFloat).input);
     }
     const at::Tensor gathered = at::cat(inputs);  // what the all-gather leaves on every rank
     std::vector<at::Tensor> outputs;
@@ -160,7 +160,7 @@ TEST(Fsdp2Simulated, ReduceScatterLeavesEachRankTheAverageOfItsRows) {
       }
     }
     at::Tensor reduced = at::zeros({world * sim.layout.rank_numel});
-    for (int r = 0; r < world; ++r) reduced += foreach_reduce_scatter_copy_in(grads[r], chunks, sim.layout);
+    for (int r = 0; r < world; ++r) reduced += foreach_reduce_scatter_copy_in(grads[r], chunks, sim.layout, at::kFloat);
     reduced /= world;  // ReduceOp::Average
     for (int r = 0; r < world; ++r) {
       const at::Tensor output = reduced.narrow(0, r * sim.layout.rank_numel, sim.layout.rank_numel);
