@@ -8,8 +8,8 @@
 # compare the gloo:all_reduce ops of each profiled step with DDP's bucket count.
 import json
 import os
-import socket
 import sys
+import tempfile
 
 import torch
 import torch.distributed as dist
@@ -28,11 +28,9 @@ def model():
     return torch.nn.Sequential(*layers, torch.nn.Linear(256, 10))
 
 
-def run(rank, world, port, out, steps):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
+def run(rank, world, store, out, steps):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world)
     ddp = DDP(model(), bucket_cap_mb=0.3)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     gen = torch.Generator().manual_seed(rank)
@@ -61,10 +59,10 @@ def main():
     out, world = sys.argv[1], int(sys.argv[2])
     steps = int(sys.argv[3]) if len(sys.argv) > 3 else 3
     os.makedirs(out, exist_ok=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(run, args=(world, port, out, steps), nprocs=world, join=True)
+    # The ranks meet in a FileStore, not on a TCP port: a port found free and handed to the ranks
+    # can be taken in between by another program (the suite runs tests side by side).
+    with tempfile.TemporaryDirectory() as meeting:
+        mp.spawn(run, args=(world, os.path.join(meeting, "store"), out, steps), nprocs=world, join=True)
 
 
 if __name__ == "__main__":

@@ -38,9 +38,11 @@ TEST(TutorialPytorchProfiler, BothRunsHaveOneAllReducePerBucketAndTheSameBuckets
     EXPECT_EQ(m[7], "18") << "a hook per parameter (9 layers' weights and biases)\n" << out;
   }
   EXPECT_EQ(rows, 3) << out;
-  // Every collective matched across the two ranks in both traces (PyTorch's count depends on
-  // how many of its last step's all-reduces closed before the profiler stopped).
-  EXPECT_TRUE(std::regex_search(out, std::regex("PyTorch's trace: [0-9]+ collectives matched on both ranks, 0 mismatched")))
+  // Every collective of the steps compared matched across the two ranks in both traces. PyTorch's
+  // last profiled step may miss an all-reduce on one rank (the profiler stopped before Gloo's
+  // thread closed it; the suite saw 1 mismatched once, in that step): only it may mismatch.
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex(R"(PyTorch's trace: [0-9]+ collectives matched on both ranks, [0-9]+ mismatched \(0 in the steps compared\))")))
       << out;
   EXPECT_NE(out.find("dpscope's trace: 16 collectives matched on both ranks, 0 mismatched"), std::string::npos) << out;
   EXPECT_NE(out.find("--compare"), std::string::npos) << out;
