@@ -44,4 +44,19 @@ inline double max_abs_diff(const std::string& a, const std::string& b) {
   return max_abs_diffs({{a, b}})[0];
 }
 
+// The comparisons' short training: `world` ranks of `dpscope train` through `dpscope launch`, 8
+// steps of batch 16 at lr 0.05 on 256 samples, one intra-op thread, with `model` (the flags both
+// runs of a comparison share) and `extra` (this run's strategy and flags); traces in DIR/NAME,
+// the final parameters in DIR/NAME.pt. A failed launch fails the test with its output.
+inline void train_for_comparison(int world, const std::string& model, const std::string& dir,
+                                 const std::string& name, const std::string& extra) {
+  const std::string bin = std::string(DPSCOPE_BIN_DIR) + "/dpscope";
+  const auto run = run_command(
+      "timeout 300 " + bin + " launch -n " + std::to_string(world) + " --trace-dir " + dir + "/" +
+      name + " -- " + bin + " train --threads 1 --progress-every 0 --steps 8 --batch-size 16" +
+      " --lr 0.05 --samples 256 " + model + " " + extra + " --save-final " + dir + "/" + name + ".pt");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_NE(run.output.find("step_ms "), std::string::npos) << run.output;
+}
+
 }  // namespace dpscope::testing

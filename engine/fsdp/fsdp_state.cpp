@@ -3,7 +3,6 @@
 // every rank's shard.
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/full_like.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
@@ -16,6 +15,7 @@
 #include <regex>
 
 #include "engine/fsdp/fully_sharded_data_parallel.h"
+#include "engine/replica/sharded_grad_norm.h"
 
 namespace dpscope::fsdp {
 
@@ -192,26 +192,12 @@ void FullyShardedDataParallel::load_sharded_state(const std::string& dir) {
 }
 
 at::Tensor FullyShardedDataParallel::clip_grad_norm(double max_norm) {
-  c10::NoGradGuard no_grad;
-  // All on the gradients' device, as PyTorch's FSDP.clip_grad_norm_: the host never waits for a
-  // value (Note [Collective tensors on the group's device]). Squares are summed in float64, shard
-  // after shard, then over ranks.
-  const std::vector<at::Tensor> shards = parameters();
-  const c10::Device device = shards.empty() ? group_->device() : shards.front().device();
-  at::Tensor total_squares = at::zeros({1}, at::TensorOptions(device).dtype(at::kDouble));
-  for (const at::Tensor& shard : shards) {
-    if (shard.grad().defined()) total_squares += shard.grad().to(at::kDouble).pow(2).sum();
-  }
-  if (sharding_ != ShardingStrategy::NoShard) {
-    group_->all_reduce(total_squares, comm::ReduceOp::Sum, comm::CollectiveTag{iteration_})->wait();
-  }
-  const at::Tensor total = total_squares.sqrt();
-  // Multiplying by a coefficient clamped to 1 leaves a gradient within the bound as it was.
-  const at::Tensor coefficient = at::full_like(total, max_norm).div(total + 1e-6).clamp_max(1.0);
-  for (const at::Tensor& shard : shards) {
-    if (shard.grad().defined()) shard.grad().mul_(coefficient);
-  }
-  return total.reshape({});
+  // As PyTorch's FSDP.clip_grad_norm_, on the gradients' device: the host never waits for a value.
+  return replica::clip_sharded_grad_norm(parameters(), max_norm, *group_,
+                                         sharding_ == ShardingStrategy::NoShard
+                                             ? replica::GradientSquares::AllOnThisRank
+                                             : replica::GradientSquares::SpreadOverRanks,
+                                         iteration_);
 }
 
 }  // namespace dpscope::fsdp

@@ -1,8 +1,6 @@
 // FSDP2's module state: rank 0's parameters and buffers broadcast before sharding
 // (sync_module_states), the full state dict (every group's float32 shards all-gathered in turn and
 // copied out on one rank), the sharded one (each rank's rows, no collective), and clip_grad_norm over the shards.
-#include <ATen/ops/full_like.h>
-#include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
 
 #include <unordered_map>
@@ -10,6 +8,7 @@
 
 #include "engine/fsdp2/fully_shard.h"
 #include "engine/replica/broadcast_coalesced.h"
+#include "engine/replica/sharded_grad_norm.h"
 #include "engine/replica/model_verification.h"
 
 namespace dpscope::fsdp2 {
@@ -95,26 +94,9 @@ std::vector<FsdpState::ShardedTensor> FsdpState::sharded_state_dict() {
 }
 
 at::Tensor FsdpState::clip_grad_norm(double max_norm) {
-  c10::NoGradGuard no_grad;
-  // As FSDP1's (fsdp/fsdp_state.cpp): squares summed in float64 on the gradients' device, then
-  // over ranks; the host never waits for a value.
-  const std::vector<at::Tensor> shards = parameters();
-  const c10::Device device = shards.empty() ? group_->device() : shards.front().device();
-  at::Tensor total_squares = at::zeros({1}, at::TensorOptions(device).dtype(at::kDouble));
-  for (const at::Tensor& shard : shards) {
-    if (shard.grad().defined()) total_squares += shard.grad().to(at::kDouble).pow(2).sum();
-  }
-  const int32_t iteration = ctx_ ? ctx_->traced_iteration() : trace::kNone;
-  if (group_->size() > 1) {
-    group_->all_reduce(total_squares, comm::ReduceOp::Sum, comm::CollectiveTag{iteration})->wait();
-  }
-  const at::Tensor total = total_squares.sqrt();
-  // A coefficient clamped to 1 leaves a gradient within the bound as it was.
-  const at::Tensor coefficient = at::full_like(total, max_norm).div(total + 1e-6).clamp_max(1.0);
-  for (const at::Tensor& shard : shards) {
-    if (shard.grad().defined()) shard.grad().mul_(coefficient);
-  }
-  return total.reshape({});
+  return replica::clip_sharded_grad_norm(parameters(), max_norm, *group_,
+                                         replica::GradientSquares::SpreadOverRanks,
+                                         ctx_ ? ctx_->traced_iteration() : trace::kNone);
 }
 
 }  // namespace dpscope::fsdp2

@@ -15,6 +15,7 @@ using dpscope::testing::dpscope_bin;
 using dpscope::testing::max_abs_diffs;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
+using dpscope::testing::train_for_comparison;
 
 namespace {
 
@@ -30,20 +31,11 @@ struct Case {
   double relative_tolerance = 0;
 };
 
-void train(const Case& c, const TempDir& dir, const std::string& name, const std::string& extra) {
-  const std::string common = " --steps 8 --batch-size 16 --lr 0.05 --samples 256 " + c.model;
-  const auto run = run_command(
-      "timeout 300 " + dpscope_bin() + " launch -n " + std::to_string(c.world) + " --trace-dir " +
-      dir.file(name) + " -- " + dpscope_bin() + " train --threads 1 --progress-every 0" + common +
-      " " + extra + " --save-final " + dir.file(name + ".pt"));
-  ASSERT_EQ(run.exit_code, 0) << run.output;
-  ASSERT_NE(run.output.find("step_ms "), std::string::npos) << run.output;
-}
-
 void compare(const Case& c) {
   TempDir dir;
-  train(c, dir, "fsdp", "--strategy fsdp " + c.fsdp + " --save-init " + dir.file("init.pt"));
-  train(c, dir, "ddp", "--strategy ddp");
+  train_for_comparison(c.world, c.model, dir.path().string(), "fsdp",
+                       "--strategy fsdp " + c.fsdp + " --save-init " + dir.file("init.pt"));
+  train_for_comparison(c.world, c.model, dir.path().string(), "ddp", "--strategy ddp");
   const std::string common = " --steps 8 --batch-size 16 --lr 0.05 --samples 256 " + c.model;
   const auto theirs = run_command(
       "timeout 300 " + dpscope_bin() + " launch -n " + std::to_string(c.world) + " --trace-dir " +
