@@ -61,19 +61,6 @@ class UnflattenBackward final : public torch::autograd::Node {
   const at::TensorOptions options_;
 };
 
-void set_storage_bytes(const at::Tensor& tensor, size_t bytes) {
-  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
-  if (bytes == 0) {
-    storage->set_data_ptr_noswap(c10::DataPtr(nullptr, storage->device()));
-    storage->set_nbytes(0);
-    return;
-  }
-  // The process's current allocator for the device (the tracking allocator when installed), not
-  // the one the storage was first made with.
-  storage->set_data_ptr_noswap(c10::GetAllocator(storage->device_type())->allocate(bytes));
-  storage->set_nbytes(bytes);
-}
-
 }  // namespace
 
 FlatParameter::FlatParameter(const UnitPlan& plan, const FlatParamConfig& config)
@@ -147,12 +134,12 @@ bool FlatParameter::is_materialized() const {
 void FlatParameter::materialize() {
   if (is_materialized()) return;
   CategoryScope full_parameters(MemoryCategory::FullParameters);
-  set_storage_bytes(full_, static_cast<size_t>(padded_numel_) * full_.element_size());
+  memory::set_storage_bytes(full_, static_cast<size_t>(padded_numel_) * full_.element_size());
 }
 
 void FlatParameter::free_full() {
   if (full_aliases_shard_) return;
-  set_storage_bytes(full_, 0);
+  memory::set_storage_bytes(full_, 0);
 }
 
 at::Tensor FlatParameter::shard_for_gather() const {

@@ -15,19 +15,6 @@ namespace dpscope::fsdp2 {
 
 namespace {
 
-// Gives `tensor`'s storage `bytes` bytes from the device's current allocator (the tracking one
-// when installed), or none: the storage object stays, its memory comes and goes.
-void set_unsharded_storage_bytes(const at::Tensor& tensor, size_t bytes) {
-  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
-  if (bytes == 0) {
-    storage->set_data_ptr_noswap(c10::DataPtr(nullptr, storage->device()));
-    storage->set_nbytes(0);
-    return;
-  }
-  storage->set_data_ptr_noswap(c10::GetAllocator(storage->device_type())->allocate(bytes));
-  storage->set_nbytes(bytes);
-}
-
 void check_shardable(const at::Tensor& param, const std::string& name) {
   auto refuse = [&](const std::string& why) {
     throw Fsdp2Error("parameter '" + name + "' " + why);
@@ -100,12 +87,12 @@ bool FsdpParam::is_allocated() const {
 void FsdpParam::alloc_unsharded() {
   if (is_allocated()) return;
   memory::CategoryScope full(memory::MemoryCategory::FullParameters);
-  set_unsharded_storage_bytes(all_gather_output_,
+  memory::set_storage_bytes(all_gather_output_,
                               static_cast<size_t>(all_gather_output_.numel()) *
                                   all_gather_output_.element_size());
 }
 
-void FsdpParam::free_unsharded() { set_unsharded_storage_bytes(all_gather_output_, 0); }
+void FsdpParam::free_unsharded() { memory::set_storage_bytes(all_gather_output_, 0); }
 
 void FsdpParam::keep_post_forward_shard(int group_size, int group_rank) {
   c10::NoGradGuard no_grad;

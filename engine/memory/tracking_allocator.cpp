@@ -205,4 +205,15 @@ CategoryScope::~CategoryScope() { t_category = previous_; }
 
 MemoryCategory CategoryScope::current() { return t_category; }
 
+void set_storage_bytes(const at::Tensor& tensor, size_t bytes) {
+  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  if (bytes == 0) {
+    storage->set_data_ptr_noswap(c10::DataPtr(nullptr, storage->device()));
+    storage->set_nbytes(0);
+    return;
+  }
+  storage->set_data_ptr_noswap(c10::GetAllocator(storage->device_type())->allocate(bytes));
+  storage->set_nbytes(bytes);
+}
+
 }  // namespace dpscope::memory

@@ -118,4 +118,11 @@ class CategoryScope {
   MemoryCategory previous_;
 };
 
+// Gives `tensor`'s storage `bytes` bytes from the device's current allocator (the tracking one
+// when installed, not the allocator the storage was first made with), or none when `bytes` is 0:
+// the storage object and every view of it stay, their memory comes and goes. FSDP1's full flat
+// parameter and FSDP2's all-gather outputs are freed and refilled so (Note [Unsharded parameter
+// storage]). The old memory is released. Not thread-safe for the same tensor.
+void set_storage_bytes(const at::Tensor& tensor, size_t bytes);
+
 }  // namespace dpscope::memory
