@@ -250,16 +250,17 @@ train::TrainConfig config_from(const TrainFlags& f) {
   config.backward_prefetch = *train::parse_mode(fsdp::kBackwardPrefetches, f.backward_prefetch);
   config.reshard_after_forward =
       fsdp2::parse_reshard_spec(f.reshard_after_forward, "--reshard-after-forward");
-  // FSDP has buckets of its own (--reduce-bucket-mb): DDP's bucket flags would be ignored.
+  // FSDP has buckets of its own (FSDP1's --reduce-bucket-mb, FSDP2's one reduce-scatter a
+  // group): DDP's bucket flags would be ignored.
+  const char* own_buckets = config.strategy == train::Strategy::Fsdp
+                                ? "FSDP's reduce-scatter bucket is --reduce-bucket-mb"
+                            : config.strategy == train::Strategy::Fsdp2
+                                ? "FSDP2 reduces each fully_shard group in one reduce-scatter"
+                                : nullptr;
   for (const CLI::Option* option : f.ddp_bucket_options) {
-    if (config.strategy == train::Strategy::Fsdp && option->count()) {
-      throw std::invalid_argument(option->get_name() + " is a DDP option; FSDP's reduce-scatter "
-                                  "bucket is --reduce-bucket-mb; drop it or use --strategy ddp");
-    }
-    if (config.strategy == train::Strategy::Fsdp2 && option->count()) {
-      throw std::invalid_argument(option->get_name() + " is a DDP option; FSDP2 reduces each "
-                                  "fully_shard group in one reduce-scatter; drop it or use "
-                                  "--strategy ddp");
+    if (own_buckets && option->count()) {
+      throw std::invalid_argument(option->get_name() + " is a DDP option; " + own_buckets +
+                                  "; drop it or use --strategy ddp");
     }
   }
   // The language model has nothing to predict in the other data sets.

@@ -3,6 +3,7 @@
 // SQLite file in batched transactions. See Note [Recorder buffers] in recorder.cpp.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -84,6 +85,11 @@ class Recorder final : public FlushTarget {
   // A bucket instant (BucketReady, BucketLaunch, BucketDone): Full. Wall clock only, as hooks.
   void bucket_event(EventKind kind, LaneId lane, int64_t ts_ns, int32_t iteration,
                     int32_t bucket, int64_t seq = kNone64);
+  // An FSDP unit's (FSDP1's unit, FSDP2's fully_shard group's) state from begin_ns to end_ns
+  // (gathering, full, reducing): Summary. Nothing is recorded for a state that never began
+  // (begin_ns <= 0); an end before the begin is taken as the begin.
+  void unit_state(LaneId lane, int32_t unit, UnitState state, int64_t begin_ns, int64_t end_ns,
+                  int32_t iteration);
   // The bytes `category` holds from now on: Full.
   void memory(MemoryCategory category, int64_t bytes, int64_t ts_ns = now_ns());
   // A per-iteration metric (loss, step_ms, ...): Summary.
@@ -242,6 +248,20 @@ inline void Recorder::bucket_event(EventKind kind, LaneId lane, int64_t ts_ns, i
   e.iteration = iteration;
   e.bucket = bucket;
   e.seq = seq;
+  push(e);
+}
+
+inline void Recorder::unit_state(LaneId lane, int32_t unit, UnitState state, int64_t begin_ns,
+                                 int64_t end_ns, int32_t iteration) {
+  if (!enabled(TraceLevel::Summary) || begin_ns <= 0) return;
+  Event e;
+  e.kind = EventKind::UnitState;
+  e.lane = lane;
+  e.begin_ns = begin_ns;
+  e.end_ns = std::max(begin_ns, end_ns);
+  e.iteration = iteration;
+  e.unit = unit;
+  e.op = static_cast<uint8_t>(state);
   push(e);
 }
 

@@ -366,17 +366,9 @@ void FullyShardedDataParallel::prefetch_after(const Unit& unit, const std::vecto
 
 void FullyShardedDataParallel::record_state(const Unit& unit, trace::UnitState state,
                                             int64_t begin_ns, int64_t end_ns) {
-  trace::Recorder* recorder = options_.recorder;
-  if (!recorder || !recorder->enabled(trace::TraceLevel::Summary) || begin_ns <= 0) return;
-  trace::Event event;
-  event.kind = trace::EventKind::UnitState;
-  event.begin_ns = begin_ns;
-  event.end_ns = std::max(begin_ns, end_ns);
-  event.iteration = traced_iteration();
-  event.unit = unit.index;
-  event.lane = unit.lane;
-  event.op = static_cast<uint8_t>(state);
-  recorder->record(trace::TraceLevel::Summary, event);
+  if (options_.recorder) {
+    options_.recorder->unit_state(unit.lane, unit.index, state, begin_ns, end_ns, traced_iteration());
+  }
 }
 
 void FullyShardedDataParallel::sample_memory() {

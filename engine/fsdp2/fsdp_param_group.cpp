@@ -321,17 +321,9 @@ void FsdpParamGroup::move_to(GroupResidency next) {
 }
 
 void FsdpParamGroup::record_state(trace::UnitState state, int64_t begin_ns, int64_t end_ns) const {
-  trace::Recorder* recorder = ctx_ ? ctx_->recorder : nullptr;
-  if (!recorder || !recorder->enabled(trace::TraceLevel::Summary) || begin_ns <= 0) return;
-  trace::Event event;
-  event.kind = trace::EventKind::UnitState;
-  event.begin_ns = begin_ns;
-  event.end_ns = std::max(begin_ns, end_ns);
-  event.iteration = ctx_->traced_iteration();
-  event.unit = index_;
-  event.lane = lane_;
-  event.op = static_cast<uint8_t>(state);
-  recorder->record(trace::TraceLevel::Summary, event);
+  if (ctx_ && ctx_->recorder) {
+    ctx_->recorder->unit_state(lane_, index_, state, begin_ns, end_ns, ctx_->traced_iteration());
+  }
 }
 
 // The group as a unit of the trace: a unit's "shard" is a rank's part of the collectives'
