@@ -6,73 +6,46 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
-#include <torch/serialize.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <regex>
+#include <optional>
 
 #include "engine/fsdp/fully_sharded_data_parallel.h"
+#include "engine/replica/checkpoint_file.h"
 #include "engine/replica/sharded_grad_norm.h"
 
 namespace dpscope::fsdp {
 
 namespace {
 
-std::string shard_file(const std::string& dir, int rank, int world) {
-  return (std::filesystem::path(dir) /
-          ("shard-rank" + std::to_string(rank) + "-of-" + std::to_string(world) + ".pt"))
-      .string();
-}
-
 c10::impl::GenericDict read_dict(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw FsdpError("cannot read sharded checkpoint file " + path + "; check the path");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  c10::IValue value;
-  try {
-    value = torch::pickle_load(bytes);
-  } catch (const std::exception& error) {
-    throw FsdpError("sharded checkpoint file " + path + " is not a pickled dict (" + error.what() +
-                    "); write it with save_sharded_state");
+  std::string problem;
+  std::optional<c10::impl::GenericDict> dict = replica::read_dict_file(path, &problem);
+  if (!dict) {
+    throw FsdpError("sharded checkpoint file " + path + " " + problem +
+                    "; check the path, or write it with save_sharded_state");
   }
-  if (!value.isGenericDict()) throw FsdpError("sharded checkpoint file " + path + " holds no dict");
-  return value.toGenericDict();
+  return *dict;
 }
 
 c10::IValue entry(const c10::impl::GenericDict& dict, const std::string& key, const std::string& path) {
-  const auto it = dict.find(key);
-  if (it == dict.end()) {
+  std::optional<c10::IValue> value = replica::dict_entry(dict, key);
+  if (!value) {
     throw FsdpError("sharded checkpoint file " + path + " has no '" + key +
                     "'; it was not written by save_sharded_state");
   }
-  return it->value();
+  return *value;
 }
 
 // The world size the files in `dir` were written at (every file must say the same).
 int saved_world_size(const std::string& dir) {
-  const std::regex pattern(R"(shard-rank(\d+)-of-(\d+)\.pt)");
-  int world = 0;
-  std::error_code error;
-  for (const auto& file : std::filesystem::directory_iterator(dir, error)) {
-    std::smatch match;
-    const std::string name = file.path().filename().string();
-    if (!std::regex_match(name, match, pattern)) continue;
-    const int files_world = std::stoi(match[2].str());
-    if (world != 0 && world != files_world) {
-      throw FsdpError("sharded checkpoint directory " + dir + " mixes files of world sizes " +
-                      std::to_string(world) + " and " + std::to_string(files_world) +
-                      "; keep one run's files per directory");
-    }
-    world = files_world;
-  }
-  if (error || world == 0) {
-    throw FsdpError("no sharded checkpoint (shard-rank<R>-of-<W>.pt) in " + dir +
+  std::string problem;
+  const std::optional<int> world = replica::saved_world_size(dir, &problem);
+  if (!world) {
+    throw FsdpError("sharded checkpoint directory " + dir + " " + problem +
                     "; write one with save_sharded_state");
   }
-  return world;
+  return *world;
 }
 
 }  // namespace
@@ -116,9 +89,7 @@ std::vector<std::pair<std::string, at::Tensor>> FullyShardedDataParallel::full_s
 }
 
 void FullyShardedDataParallel::save_sharded_state(const std::string& dir) {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  const std::string path = shard_file(dir, group_->rank(), group_->size());
+  const std::string path = replica::shard_file_path(dir, group_->rank(), group_->size());
   c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
   dict.insert("world_size", static_cast<int64_t>(group_->size()));
   dict.insert("rank", static_cast<int64_t>(group_->rank()));
@@ -132,10 +103,7 @@ void FullyShardedDataParallel::save_sharded_state(const std::string& dir) {
   }
   dict.insert("unit_names", names);
   dict.insert("unit_numels", numels);
-  const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!out) {
+  if (!replica::write_dict_file(path, dict)) {
     throw FsdpError("cannot write sharded checkpoint file " + path +
                     " (rank " + std::to_string(group_->rank()) + "); check that " + dir +
                     " is writable and has space");
@@ -148,7 +116,7 @@ void FullyShardedDataParallel::load_sharded_state(const std::string& dir) {
   std::vector<c10::impl::GenericDict> files;
   std::vector<std::string> paths;
   for (int rank = 0; rank < saved_world; ++rank) {
-    paths.push_back(shard_file(dir, rank, saved_world));
+    paths.push_back(replica::shard_file_path(dir, rank, saved_world));
     files.push_back(read_dict(paths.back()));
   }
   const bool saved_sharded = entry(files[0], "sharded", paths[0]).toBool();

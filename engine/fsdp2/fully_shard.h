@@ -154,6 +154,16 @@ class FsdpState {
   // This rank's rows of every parameter under this state, in the root's named_parameters()
   // order; no collectives (what a sharded checkpoint writes, one file a rank).
   std::vector<ShardedTensor> sharded_state_dict();
+  // A sharded checkpoint (sharded_checkpoint.cpp): this rank's sharded_state_dict and the
+  // buffers written to DIR/shard-rank<R>-of-<W>.pt (replica/checkpoint_file.h), no collectives.
+  // Throws Fsdp2Error naming the file when it cannot be written.
+  void save_sharded_state(const std::string& dir);
+  // Reads every rank's file in `dir`, also of another world size (each parameter's rows put back
+  // together and this rank's taken: a reshard; HSDP's replicas hold the same rows and are read
+  // once), into the sharded parameters and the buffers. No collectives; call it between steps,
+  // every group resharded. Throws Fsdp2Error naming the file and what differs when the files do
+  // not belong to this model, or were written by FSDP1.
+  void load_sharded_state(const std::string& dir);
 
   // Scales the sharded gradients so that the norm of the whole gradient is at most `max_norm`
   // (torch.nn.utils.clip_grad_norm_ over the shards: each rank's squares, summed over ranks by

@@ -1,9 +1,14 @@
 // fsdp2_worker: one rank of test_fsdp2_worker, run under `dpscope launch`. Trains a small mlp
 // through engine/fsdp2's fully_shard (each Linear, then the root) on data that is a formula of
-// (rank, step), and checks what a case needs. Usage: fsdp2_worker MODE [HIDDEN]
+// (rank, step), and checks what a case needs. Usage: fsdp2_worker MODE [HIDDEN | DIR [OUT]]
 //   sharded   each rank's sharded state dict holds exactly its dim-0 rows of the full one
 //   clip      clip_grad_norm against the norm of the global gradient computed here
 //   prefetch  explicit forward and backward prefetching trains to the same bits as without
+//   save DIR  trains 2 steps, writes a sharded checkpoint to DIR (checking that it communicates
+//             nothing) and rank 0 the full state to DIR/full.pt
+//   load DIR OUT  another model's values, the checkpoint loaded, rank 0 the full state to OUT;
+//             then one more step
+//   load_other DIR  a model of another width loads DIR: the error is expected (exit 3)
 // HIDDEN is the mlp's width (default 10: on 3 or 4 ranks every weight's rows split unevenly; 3 on
 // 4 ranks leaves the last rank's chunk of the hidden layers empty).
 // Prints "rank R: FAIL ..." per failed check and exits 1.
@@ -21,6 +26,7 @@
 #include "engine/comm/world.h"
 #include "engine/fsdp2/fully_shard.h"
 #include "engine/models/models.h"
+#include "engine/train/trainer.h"
 #include "tests/rank_worker.h"
 
 using namespace dpscope;
@@ -142,26 +148,79 @@ void prefetch(comm::World& w) {
   std::printf("rank %d: prefetch %zu parameters equal\n", rank, got.size());
 }
 
+// A sharded checkpoint is each rank's rows as they are: writing it is no collective.
+void save(comm::World& w, const std::string& dir) {
+  auto model = mlp(1);
+  auto fsdp = shard(*model, w);
+  train_steps(*fsdp, *model, 2);
+  const int64_t before = w.group->next_seq();
+  fsdp->save_sharded_state(dir);
+  if (w.group->next_seq() != before) {
+    fail("save_sharded_state issued " + std::to_string(w.group->next_seq() - before) + " collectives");
+  }
+  const auto state = fsdp->full_state_dict(0);
+  if (rank == 0) train::save_tensors(state, dir + "/full.pt");
+  std::printf("rank %d: saved with 0 collectives\n", rank);
+}
+
+void load(comm::World& w, const std::string& dir, const std::string& out) {
+  auto model = mlp(2);  // other values: only the loaded state may show
+  auto fsdp = shard(*model, w);
+  const int64_t before = w.group->next_seq();
+  fsdp->load_sharded_state(dir);
+  if (w.group->next_seq() != before) fail("load_sharded_state issued collectives");
+  const auto state = fsdp->full_state_dict(0);
+  if (rank == 0) train::save_tensors(state, out);
+  train_steps(*fsdp, *model, 1);
+}
+
+void load_other(comm::World& w, const std::string& dir) {
+  hidden += 1;
+  auto model = mlp(1);
+  auto fsdp = shard(*model, w);
+  try {
+    fsdp->load_sharded_state(dir);
+  } catch (const fsdp2::Fsdp2Error& error) {
+    throw ExpectedError(error.what());
+  }
+  fail("loading a checkpoint of another model succeeded");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (argc > 2) hidden = std::stoll(argv[2]);
+  const bool takes_paths = mode == "save" || mode == "load" || mode == "load_other";
+  if (argc > 2 && !takes_paths) hidden = std::stoll(argv[2]);
   comm::World w = comm::init_world({});
   rank = w.group->rank();
   world = w.group->size();
   torch::set_num_threads(1);
-  if (mode == "sharded") {
-    sharded(w);
-  } else if (mode == "clip") {
-    clip(w);
-  } else if (mode == "prefetch") {
-    prefetch(w);
-  } else {
-    std::fprintf(stderr, "fsdp2_worker: unknown mode '%s'\n", mode.c_str());
-    return 2;
+  const auto arg = [&](int i) { return argc > i + 1 ? std::string(argv[i + 1]) : std::string(); };
+  int code = 0;
+  try {
+    if (mode == "sharded") {
+      sharded(w);
+    } else if (mode == "clip") {
+      clip(w);
+    } else if (mode == "prefetch") {
+      prefetch(w);
+    } else if (mode == "save") {
+      save(w, arg(1));
+    } else if (mode == "load") {
+      load(w, arg(1), arg(2));
+    } else if (mode == "load_other") {
+      load_other(w, arg(1));
+    } else {
+      std::fprintf(stderr, "fsdp2_worker: unknown mode '%s'\n", mode.c_str());
+      return 2;
+    }
+  } catch (const ExpectedError& error) {
+    std::printf("rank %d: error: %s\n", rank, error.what());
+    code = 3;
   }
   std::fflush(stdout);
   w.group->barrier()->wait();
-  return failures > 0 ? 1 : 0;
+  if (code == 0 && failures > 0) code = 1;
+  return code;
 }

@@ -1,4 +1,5 @@
 // FSDP2's features through real ranks (fsdp2_worker): the sharded state dict's content per rank,
+// sharded checkpoints resharded to another world size (and another model's or FSDP1's refused),
 // clip_grad_norm across shards, explicit prefetching; and the trace of `dpscope train --strategy
 // fsdp2` — groups as units with lanes and states, tagged collectives, the copy phases, memory by
 // category, `dpscope stats` on it — each within a time limit.
@@ -10,10 +11,14 @@
 #include <vector>
 
 #include "tests/test_util.h"
+#include "tests/torch_oracle.h"
+#include "tests/worker_checks.h"
 #include "trace/reader.h"
 #include "trace/vocabulary.h"
 
 using dpscope::testing::dpscope_bin;
+using dpscope::testing::expect_error_on_every_rank;
+using dpscope::testing::max_abs_diff;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
 namespace trace = dpscope::trace;
@@ -22,9 +27,24 @@ namespace {
 
 const std::string kWorker = std::string(DPSCOPE_BIN_DIR) + "/fsdp2_worker";
 
-dpscope::testing::CommandResult launch(int world, const std::string& mode, const TempDir& dir) {
+dpscope::testing::CommandResult launch(int world, const std::string& mode, const TempDir& dir,
+                                       const std::string& traces = "traces",
+                                       const std::string& worker = kWorker) {
   return run_command("timeout 120 " + dpscope_bin() + " launch -n " + std::to_string(world) +
-                     " --trace-dir " + dir.file("traces") + " -- " + kWorker + " " + mode);
+                     " --trace-dir " + dir.file(traces) + " -- " + worker + " " + mode);
+}
+
+// A sharded checkpoint written by `saved_world` ranks, loaded by `loaded_world`: the full state
+// after loading equals the one saved, to the bit.
+void reshard_case(int saved_world, int loaded_world) {
+  TempDir dir;
+  const auto saved = launch(saved_world, "save " + dir.file("ckpt"), dir, "save");
+  ASSERT_EQ(saved.exit_code, 0) << saved.output;
+  EXPECT_NE(saved.output.find("rank 0: saved with 0 collectives"), std::string::npos) << saved.output;
+  const auto loaded = launch(loaded_world, "load " + dir.file("ckpt") + " " + dir.file("loaded.pt"), dir, "load");
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.output;
+  EXPECT_EQ(loaded.output.find("FAIL"), std::string::npos) << loaded.output;
+  EXPECT_EQ(max_abs_diff(dir.file("ckpt/full.pt"), dir.file("loaded.pt")), 0.0);
 }
 
 TEST(Fsdp2Worker, ShardedStateDictHoldsEachRanksRowsFourRanks) {
@@ -50,6 +70,27 @@ TEST(Fsdp2Worker, ShardedStateDictWithAnEmptyChunkFourRanks) {
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(run.output.find("FAIL"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("rank 3: fc0.weight rows [3, 3) of 3"), std::string::npos) << run.output;
+}
+
+// Rows of 10 split 5/5 and then 4/4/2 (3, 3, 3 and 1 on 4 ranks): every saved piece lands in
+// another place.
+TEST(Fsdp2Worker, ShardedCheckpointSameWorldSize) { reshard_case(2, 2); }
+TEST(Fsdp2Worker, ShardedCheckpointReshardedTwoToThree) { reshard_case(2, 3); }
+TEST(Fsdp2Worker, ShardedCheckpointReshardedFourToOne) { reshard_case(4, 1); }
+
+TEST(Fsdp2Worker, ShardedCheckpointOfAnotherModelIsRefused) {
+  TempDir dir;
+  ASSERT_EQ(launch(2, "save " + dir.file("ckpt"), dir, "save").exit_code, 0);
+  expect_error_on_every_rank(launch(2, "load_other " + dir.file("ckpt"), dir, "load"), 2,
+                             "load it into the model that wrote it");
+}
+
+TEST(Fsdp2Worker, Fsdp1CheckpointIsRefusedByName) {
+  TempDir dir;
+  const std::string fsdp1 = std::string(DPSCOPE_BIN_DIR) + "/fsdp_worker";
+  ASSERT_EQ(launch(2, "save " + dir.file("ckpt"), dir, "save", fsdp1).exit_code, 0);
+  expect_error_on_every_rank(launch(2, "load_other " + dir.file("ckpt"), dir, "load"), 2,
+                             "was not written by FSDP2");
 }
 
 TEST(Fsdp2Worker, ClipGradNormAcrossShards) {
