@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Takes a tutorial's screenshot, the PNG next to its README: runs the tutorial on 2 ranks (8 for the
-# scaling tutorial) under `dpscope launch` into a temporary trace directory, then has dpscope-view
+# scaling tutorial, 4 for tutorial 20) under `dpscope launch` into a temporary trace directory, then has dpscope-view
 # draw the trace headless (--screenshot; under xvfb-run when there is no display) and write the PNG.
 set -euo pipefail
 
 usage() {
   cat <<'EOF'
 usage: tutorials/screenshot.sh [--bin DIR] [--out PNG] [--keep-traces DIR] NN [-- TUTORIAL ARGS...]
-  NN                 the tutorial's number (01 .. 18)
+  NN                 the tutorial's number (01 .. 18, 20; 19 is a script with a screenshot of its own)
   --bin DIR          where dpscope, dpscope-view and the tutorials are (default: build/bin)
   --out PNG          where the PNG goes (default: tutorials/NN_topic/screenshot.png)
   --keep-traces DIR  write the traces there and keep them (default: /tmp/dpscope-tutorial-NN,
@@ -72,7 +72,8 @@ case "$number" in
       link=(--link-gbps 1 --link-latency-us 50); clock=cluster ;;
   18) folder=18_whatif;             view=(cap-1mb/run.sqlite --whatif-cap-mb 25 --whatif-first-bucket-mb 25 --iteration 6 --fold 1)
       link=(--link-gbps 4 --link-latency-us 50); clock=cluster ;;
-  *) echo "screenshot.sh: no tutorial $number; choose 01 .. 18" >&2; exit 2 ;;
+  20) folder=20_fsdp1_vs_fsdp2;      view=(fsdp1/run.sqlite --compare fsdp2/run.sqlite --iteration 1); ranks=4 ;;
+  *) echo "screenshot.sh: no tutorial $number; choose 01 .. 18 or 20" >&2; exit 2 ;;
 esac
 program="$bin/tutorial-${folder//_/-}"
 for tool in "$bin/dpscope" "$bin/dpscope-view" "$program"; do
