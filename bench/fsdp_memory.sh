@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# FSDP memory: peak memory per rank of FULL_SHARD against DDP (issue bar: FSDP <= 0.6 of DDP, and
-# within 15% of the analytic figure written beside the numbers in bench/README.md).
+# FSDP memory: peak memory per rank of FSDP1's FULL_SHARD and FSDP2's fully_shard against DDP
+# (issue bars: each <= 0.6 of DDP, FSDP1 within 15% of the analytic figure written beside the
+# numbers in bench/README.md), and FSDP1 against FSDP2: peak, padding, bytes on the wire.
 #
 #   bench/fsdp_memory.sh [BUILD_DIR] [STEPS]      (defaults: build 6)
 #
 # 4 ranks under `BUILD_DIR/bin/dpscope launch -n 4`: the mlp of hidden 1024 and 4 layers on the
 # digits, batch 32 per rank, SGD with momentum 0.9, gloo, full tracing (the tracking allocator
-# counts every CPU allocation; `peak_memory_mb` is its peak over the whole run), once with
-# `--strategy ddp` and once with `--strategy fsdp --sharding full --wrap-min-params 1` (every
-# Linear a unit of its own). Prints each rank's peak and the ratio of the largest peaks.
+# counts every CPU allocation; `peak_memory_mb` is its peak over the whole run), with
+# `--strategy ddp`, `--strategy fsdp --sharding full --wrap-min-params 1` (every Linear a unit of
+# its own) and `--strategy fsdp2 --wrap-min-params 1` (every Linear a fully_shard group). Prints
+# each rank's peak and the ratios of the largest peaks; then, from `dpscope stats --json` of each
+# trace, the padding (padded minus real elements of every unit or group, float32) and the bytes
+# one rank sends in iteration 2 in a ring (docs/communication.md: an all-gather sends (n-1) x
+# this rank's chunk, a reduce-scatter (n-1)/n x its input, an all-reduce 2(n-1)/n x its tensor).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,19 +29,49 @@ trap 'rm -rf "$tmp"' EXIT
 common=(--model mlp --hidden 1024 --layers 4 --data digits --batch-size 32 --momentum 0.9
         --steps "$steps" --threads 1 --progress-every 0)
 
-peak_of() {  # NAME ARGS...: runs, prints "rank peak" lines, returns the largest peak
+peak_of() {  # NAME ARGS...: runs, prints "rank peak" lines
   local name="$1"; shift
   "$bin/dpscope" launch -n 4 --trace-dir "$tmp/$name" -- "$bin/dpscope" train "${common[@]}" "$@" \
     > "$tmp/$name.log" 2>&1 || { cat "$tmp/$name.log" >&2; exit 1; }
   sed -n 's/^\[\([0-9]\)\] peak_memory_mb \([0-9.]*\) (\(.*\))$/\1 \2  (\3)/p' "$tmp/$name.log" | sort -n
 }
+largest() { awk '{ if ($2 > m) m = $2 } END { print m }'; }
 
 echo "ddp (peak MiB per rank):"
 ddp="$(peak_of ddp --strategy ddp)"
 echo "$ddp"
-echo "fsdp full_shard, every Linear a unit (peak MiB per rank):"
+echo "fsdp (FSDP1) full_shard, every Linear a unit (peak MiB per rank):"
 fsdp="$(peak_of fsdp --strategy fsdp --sharding full --wrap-min-params 1)"
 echo "$fsdp"
-max_ddp="$(echo "$ddp" | awk '{ if ($2 > m) m = $2 } END { print m }')"
-max_fsdp="$(echo "$fsdp" | awk '{ if ($2 > m) m = $2 } END { print m }')"
-awk -v d="$max_ddp" -v f="$max_fsdp" 'BEGIN { printf "largest peak: ddp %.2f MiB, fsdp %.2f MiB, fsdp/ddp %.3f\n", d, f, f / d }'
+echo "fsdp2 (fully_shard) on every Linear, reshard_after_forward true (peak MiB per rank):"
+fsdp2="$(peak_of fsdp2 --strategy fsdp2 --wrap-min-params 1)"
+echo "$fsdp2"
+max_ddp="$(echo "$ddp" | largest)"
+max_fsdp="$(echo "$fsdp" | largest)"
+max_fsdp2="$(echo "$fsdp2" | largest)"
+awk -v d="$max_ddp" -v f="$max_fsdp" -v g="$max_fsdp2" 'BEGIN {
+  printf "largest peak: ddp %.2f MiB, fsdp %.2f MiB (fsdp/ddp %.3f), fsdp2 %.2f MiB (fsdp2/ddp %.3f)\n",
+         d, f, f / d, g, g / d }'
+
+echo
+echo "padding and bytes on the wire (rank 0, iteration 2):"
+for name in ddp fsdp fsdp2; do
+  "$bin/dpscope" stats --json "$tmp/$name/run.sqlite" > "$tmp/$name.json"
+done
+/usr/bin/python3 - "$tmp" <<'EOF'
+import json, sys
+tmp = sys.argv[1]
+print(f"  {'run':6} {'padding':>14} {'all-gather':>12} {'reduce-scatter':>15} {'all-reduce':>12} {'sent a step':>12}")
+for name in ("ddp", "fsdp", "fsdp2"):
+    stats = json.load(open(f"{tmp}/{name}.json"))
+    n = stats["run"]["world_size"]
+    padding = sum(u["padded_numel"] - u["numel"] for u in stats["units"]) * 4
+    sent = {"allgather": 0.0, "reduce_scatter": 0.0, "allreduce": 0.0}
+    factor = {"allgather": n - 1, "reduce_scatter": (n - 1) / n, "allreduce": 2 * (n - 1) / n}
+    for c in stats["ranks"][0]["collectives"]:
+        if c["iteration"] == 2 and c["kind"] in sent:
+            sent[c["kind"]] += c["bytes"] * factor[c["kind"]]
+    mb = lambda b: f"{b / 1e6:.3f} MB"
+    print(f"  {name:6} {padding:>12} B {mb(sent['allgather']):>12} {mb(sent['reduce_scatter']):>15} "
+          f"{mb(sent['allreduce']):>12} {mb(sum(sent.values())):>12}")
+EOF
