@@ -28,12 +28,14 @@ std::string fsdp2_reshard_word(const std::string& recorded, int32_t world_size) 
 // FSDP2's settings in FSDP1's terms (Note [FSDP2 in the FSDP replay]): implicit backward
 // prefetch is `pre`, no all-gather limit, reshard_after_forward true full_shard and false
 // shard_grad_op; one rank gathers nothing (no_shard).
-void read_fsdp2_config(trace::Reader& reader, int32_t world_size, FsdpRecordedConfig& config) {
+void read_fsdp2_config(trace::Reader& reader, const RecordedConfigJson& json, int32_t world_size,
+                       FsdpRecordedConfig& config) {
   config.strategy = trace::Strategy::Fsdp2;
+  config.explicit_prefetch = json.number<int32_t>("explicit_prefetch").value_or(0);
   config.reshard_after_forward = fsdp2_reshard_word(
       reader.meta_value(std::string(trace::meta_key::kFsdp2ReshardAfterForward), "true"), world_size);
   config.settings = {trace::BackwardPrefetch::Pre, 0};
-  config.forward_prefetch = false;
+  config.forward_prefetch = config.explicit_prefetch > 0;
   config.limit_reduce_scatters = 1;
   config.sharding = config.reshard_after_forward == "false" ? trace::ShardingStrategy::ShardGradOp
                                                             : trace::ShardingStrategy::FullShard;
@@ -65,7 +67,7 @@ FsdpRecordedConfig read_config(trace::Reader& reader, const RunStats& stats, int
   config.mixed_precision = json.text("mixed_precision").value_or(config.mixed_precision);
   config.cpu_offload = json.flag("cpu_offload").value_or(false);
   grad_accum = json.number<int32_t>("grad_accum").value_or(1);
-  if (stats.strategy == trace::Strategy::Fsdp2) read_fsdp2_config(reader, stats.world_size, config);
+  if (stats.strategy == trace::Strategy::Fsdp2) read_fsdp2_config(reader, json, stats.world_size, config);
   return config;
 }
 
@@ -277,6 +279,12 @@ void refuse_unmodelled_run(const std::string& path, const FsdpRecordedConfig& re
                       ", whose backward all-gathers run in groups of that many ranks; the FSDP "
                       "replay costs every all-gather on one ring of all the ranks (Note [FSDP2 in "
                       "the FSDP replay]): record with --reshard-after-forward true or false");
+  }
+  if (recorded.strategy == trace::Strategy::Fsdp2 && recorded.explicit_prefetch > 1) {
+    throw WhatifError(path + ": recorded with --explicit-prefetch " + std::to_string(recorded.explicit_prefetch) +
+                      ", whose backward prefetches run that many groups ahead; the FSDP replay "
+                      "puts back one group ahead (BACKWARD_PRE, Note [FSDP2 in the FSDP replay]): "
+                      "record with --explicit-prefetch 0 or 1");
   }
   if (recorded.strategy == trace::Strategy::Fsdp2 && recorded.sharding == trace::ShardingStrategy::NoShard) {
     throw WhatifError(path + ": an FSDP2 run on one rank gathers nothing: there is no all-gather "

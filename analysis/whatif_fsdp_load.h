@@ -83,6 +83,8 @@ struct FsdpRecordedConfig {
   trace::Strategy strategy = trace::Strategy::Fsdp;  // Fsdp or Fsdp2
   // FSDP2's meta fsdp2.reshard_after_forward as recorded ("true" or "false"); "" for FSDP1.
   std::string reshard_after_forward;
+  // FSDP2's --explicit-prefetch N (config's explicit_prefetch; 0: the implicit prefetch only).
+  int32_t explicit_prefetch = 0;
   FsdpSettings settings;
   bool forward_prefetch = false;
   int32_t limit_reduce_scatters = 1;
@@ -118,11 +120,14 @@ struct FsdpReplayTrace : ReplayOrigin {
 //   - reshard_after_forward true is FSDP1's full_shard (backward gathers again), false its
 //     shard_grad_op (no backward all-gathers); N, where backward's all-gathers run in groups of
 //     N ranks whose cost the replay's one-world model does not describe, is refused;
-//   - explicit forward prefetches stay as recorded, as FSDP1's forward prefetch.
+//   - explicit forward prefetches stay as recorded, as FSDP1's forward prefetch; a trace of
+//     `--explicit-prefetch 1` replays (its backward lists are the implicit prefetch's), one of 2 or
+//     more, whose backward prefetches run several groups ahead, is refused.
 // Reads `reader`'s FSDP or FSDP2 trace for a replay of `rank`, using `stats` (compute_stats of the
 // same reader) for the measured figures and the steady iterations. Throws WhatifError naming the
 // file and the fix for: another strategy than FSDP or FSDP2, no unit state events, sharding
-// no_shard or one rank (no all-gathers to prefetch), FSDP2's reshard_after_forward N, no steady
+// no_shard or one rank (no all-gathers to prefetch), FSDP2's reshard_after_forward N or
+// --explicit-prefetch of 2 or more, no steady
 // iterations, a rank not in the file, gradient accumulation.
 // Thread-safety: uses `reader`, so the calling thread must own it; the result is a plain value.
 // With `cluster`, on the cluster clock, as load_replay_trace.

@@ -220,6 +220,11 @@ void add_fsdp2_options(CLI::App* cmd, TrainFlags& f) {
                   "FSDP2: true (free each group's unsharded parameters after its forward), false "
                   "(keep them for backward) or N, a group size dividing the world size")
       ->capture_default_str();
+  cmd->add_option("--explicit-prefetch", f.config.explicit_prefetch,
+                  "FSDP2: each group gathers the next N groups when its forward begins and the "
+                  "previous N when its backward begins (set_modules_to_forward_prefetch and "
+                  "_backward_prefetch); 0: the implicit prefetch only")
+      ->capture_default_str();
 }
 
 // The trace, the checkpoints and the progress lines.

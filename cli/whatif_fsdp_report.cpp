@@ -111,7 +111,9 @@ nlohmann::json recorded_json(const analysis::FsdpReplayTrace& replay) {
           {"limit_reduce_scatters", r.limit_reduce_scatters},
           {"sharding", std::string(trace::to_string(r.sharding))},
           {"reshard_after_forward", r.reshard_after_forward.empty() ? nlohmann::json(nullptr)
-                                                                    : nlohmann::json(r.reshard_after_forward)}};
+                                                                    : nlohmann::json(r.reshard_after_forward)},
+          {"explicit_prefetch", r.strategy == trace::Strategy::Fsdp2 ? nlohmann::json(r.explicit_prefetch)
+                                                                     : nlohmann::json(nullptr)}};
 }
 
 // The sweep's backward prefetch modes and all-gather limits: FSDP2 has pre and none, no limit

@@ -1,8 +1,8 @@
 // `dpscope whatif` on real 2-rank FSDP2 runs through the launcher (Note [FSDP2 in the FSDP
 // replay]): with the recorded settings it lands within 10 % of the run's cluster clock, taking
 // the implicit backward prefetch away is predicted slower, a run that keeps its parameters after
-// forward has no backward all-gather for the prefetch to move, and what FSDP2 cannot be asked is
-// refused by name.
+// forward has no backward all-gather for the prefetch to move, a run with --explicit-prefetch 1
+// replays too, and what FSDP2 cannot be asked is refused by name.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -19,14 +19,15 @@ using dpscope::testing::TempDir;
 namespace {
 
 // Five groups (fc0..fc4) and the root on an emulated 4 Gb/s link, as the FSDP1 what-if test's run.
-std::string train_fsdp2(const TempDir& dir, const std::string& name, const std::string& reshard) {
+std::string train_fsdp2(const TempDir& dir, const std::string& name, const std::string& reshard,
+                        const std::string& extra = "") {
   const std::string trace = dir.file(name + ".sqlite");
   const auto run = run_command(
       "timeout 120 " + dpscope_bin() + " launch -n 2 --link-gbps 4 --link-latency-us 50 " +
       "--trace-dir " + dir.file(name) + " -- " + dpscope_bin() +
       " train --strategy fsdp2 --model mlp --hidden 512 --layers 4 --wrap-min-params 1000 "
       "--steps 12 --threads 1 --progress-every 0 --reshard-after-forward " + reshard +
-      " --trace " + trace);
+      " --trace " + trace + " " + extra);
   EXPECT_EQ(run.exit_code, 0) << run.output;
   return trace;
 }
@@ -94,6 +95,24 @@ TEST(WhatifFsdp2Cli, RefusesWhatFsdp2CannotBeAsked) {
                            "(bytes: the group's padded gradients)", "FSDP2: each parameter group is a unit"}) {
     EXPECT_NE(text.output.find(line), std::string::npos) << line << "\n" << text.output;
   }
+}
+
+// --explicit-prefetch 1: each group's forward gathers the next (kept as recorded), its backward
+// the one before, the implicit prefetch's choice: replayed within 10 %. 2 runs backward's
+// prefetches two groups ahead, which the replay does not put back: refused.
+TEST(WhatifFsdp2Cli, ExplicitPrefetchOfOneReplaysAndOfTwoIsRefused) {
+  TempDir dir;
+  const std::string one = train_fsdp2(dir, "one", "true", "--explicit-prefetch 1");
+  const nlohmann::json recorded = whatif_json("--clock cluster " + one);
+  ASSERT_TRUE(recorded.is_object());
+  EXPECT_EQ(recorded["recorded"]["explicit_prefetch"], 1);
+  const double measured = recorded["measured_step_ms"], predicted = recorded["predicted_step_ms"];
+  std::printf("cluster clock, --explicit-prefetch 1: predicted %.2f ms, recorded %.2f ms\n", predicted, measured);
+  EXPECT_NEAR(predicted, measured, 0.10 * measured) << recorded.dump();
+  const std::string two = train_fsdp2(dir, "two", "true", "--explicit-prefetch 2");
+  const auto refused = run_command(dpscope_bin() + " whatif " + two);
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("recorded with --explicit-prefetch 2"), std::string::npos) << refused.output;
 }
 
 // reshard_after_forward 2 on 4 ranks gathers within pairs in backward, which the replay's

@@ -137,6 +137,18 @@ TEST(Fsdp2Train, Fsdp1OptionsAreRefusedByName) {
   EXPECT_NE(other.exit_code, 0);
   EXPECT_NE(other.output.find("--reshard-after-forward is an FSDP2 option"), std::string::npos)
       << other.output;
+  const auto prefetch = train_with(1, "--strategy fsdp --explicit-prefetch 1", dir);
+  EXPECT_NE(prefetch.exit_code, 0);
+  EXPECT_NE(prefetch.output.find("--explicit-prefetch is an FSDP2 option"), std::string::npos)
+      << prefetch.output;
+  const auto fsdp1_prefetch = train_with(1, "--strategy fsdp2 --forward-prefetch", dir);
+  EXPECT_NE(fsdp1_prefetch.exit_code, 0);
+  EXPECT_NE(fsdp1_prefetch.output.find("--forward-prefetch is not an option of --strategy fsdp2"),
+            std::string::npos)
+      << fsdp1_prefetch.output;
+  const auto negative = train_with(1, "--strategy fsdp2 --explicit-prefetch -1", dir);
+  EXPECT_NE(negative.exit_code, 0);
+  EXPECT_NE(negative.output.find("--explicit-prefetch must be 0"), std::string::npos) << negative.output;
 }
 
 // The held-out evaluation after the steps (a forward without grad) gives DDP's accuracy, and its
