@@ -196,7 +196,9 @@ void add_fsdp_options(CLI::App* cmd, TrainFlags& f) {
   add_mode_option(cmd, "--mixed-precision", f.mixed_precision, fsdp::kComputePrecisions,
                   "FSDP: the dtype units compute in (none: float32)");
   cmd->add_flag("--reduce-fp32", c.reduce_fp32, "FSDP mixed precision: reduce-scatter in float32");
-  cmd->add_flag("--cpu-offload", c.cpu_offload, "FSDP: keep shards and their gradients on the CPU");
+  cmd->add_flag("--cpu-offload", c.cpu_offload,
+                "FSDP and FSDP2 (CPUOffloadPolicy): keep shards, their gradients and the "
+                "optimizer on the CPU");
   add_mode_option(cmd, "--backward-prefetch", f.backward_prefetch, fsdp::kBackwardPrefetches,
                   "FSDP: gather the next unit when a unit's backward begins (pre), when its "
                   "gradient is complete (post), or not ahead (none)");

@@ -172,7 +172,7 @@ class Fsdp2Model final : public ParallelModel {
     return std::string(trace::to_string(Strategy::Fsdp2)) + " (" + std::to_string(groups) +
            " fully_shard group" + (groups == 1 ? "" : "s") + ", reshard_after_forward " +
            reshard_text_ + (explicit_prefetch_ > 0 ? ", explicit prefetch " + std::to_string(explicit_prefetch_) : "") +
-           ")";
+           (offload_ ? ", offload cpu" : "") + ")";
   }
 
  private:
@@ -191,6 +191,8 @@ class Fsdp2Model final : public ParallelModel {
     options.mp_policy.reduce = config.reduce_fp32 ? fsdp::ComputePrecision::Fp32 : config.mixed_precision;
     options.recorder = recorder;
     options.memory_sampler = sampler;
+    // --cpu-offload: PyTorch's CPUOffloadPolicy() (pin_memory true), See Note [FSDP2 CPU offload].
+    options.offload_policy = config.cpu_offload ? fsdp2::OffloadPolicy::cpu() : fsdp2::OffloadPolicy::none();
     const fsdp::WrapPlan plan = fsdp::plan_units(model, fsdp::size_based_wrap_policy(config.wrap_min_params));
     if (group->rank() == 0) {
       for (const std::string& note : plan.notes) std::printf("fsdp2: %s\n", note.c_str());
@@ -204,6 +206,7 @@ class Fsdp2Model final : public ParallelModel {
     std::shared_ptr<fsdp2::FsdpState> root = fsdp2::fully_shard(model, group, options);
     set_explicit_prefetch(layers, config.explicit_prefetch);
     explicit_prefetch_ = config.explicit_prefetch;
+    offload_ = config.cpu_offload;
     return root;
   }
 
@@ -211,6 +214,7 @@ class Fsdp2Model final : public ParallelModel {
   size_t groups_ = 0;
   std::string reshard_text_;
   int explicit_prefetch_ = 0;
+  bool offload_ = false;
   std::shared_ptr<fsdp2::FsdpState> root_;
 };
 

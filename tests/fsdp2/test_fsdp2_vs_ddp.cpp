@@ -1,8 +1,8 @@
 // FSDP2 results against DDP: each case trains with `dpscope train --strategy fsdp2` under
 // `dpscope launch`, then the same run with our DDP (equal to PyTorch's own DDP: tests/ddp) from the
 // same initial parameters, and requires the final parameters to agree to 1e-5 (float32) — with
-// every form of reshard_after_forward (true, false, an int), bf16 mixed precision within a stated
-// tolerance, on 1 to 4 ranks, with dim-0 sizes no world size divides
+// every form of reshard_after_forward (true, false, an int), CPU offload, bf16 mixed precision
+// within a stated tolerance, on 1 to 4 ranks, with dim-0 sizes no world size divides
 // and fewer rows than ranks (empty chunks), for mlp, cnn and gpt; and the bad options refused.
 #include <gtest/gtest.h>
 
@@ -72,6 +72,12 @@ TEST(Fsdp2VsDdp, FourRanksReshardToGroupsOfTwo) {
 }
 TEST(Fsdp2VsDdp, FourRanksIntFormOfTheWorldSizeIsTrue) {
   compare({4, kMlp10, kEveryLayer + " --reshard-after-forward 4"});
+}
+// CPUOffloadPolicy (Note [FSDP2 CPU offload]): on the CPU the host is the compute device, so
+// training is the run without offload's; with gradient accumulation the host gradients add up.
+TEST(Fsdp2VsDdp, ThreeRanksCpuOffloadUnevenRows) { compare({3, kMlp10, kEveryLayer + " --cpu-offload"}); }
+TEST(Fsdp2VsDdp, TwoRanksCpuOffloadGradAccum) {
+  compare({2, kMlp10 + " --grad-accum 2", kEveryLayer + " --cpu-offload"});
 }
 TEST(Fsdp2VsDdp, TwoRanksGradAccum) { compare({2, kMlp10 + " --grad-accum 3", kEveryLayer}); }
 TEST(Fsdp2VsDdp, CnnTwoRanksNestedBuffers) {

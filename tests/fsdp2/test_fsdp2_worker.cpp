@@ -1,9 +1,10 @@
-// FSDP2's features through real ranks (fsdp2_worker): the sharded state dict's content per rank,
-// clip_grad_norm across shards, explicit prefetching; and the trace of `dpscope train --strategy
-// fsdp2` — groups as units with lanes and states, tagged collectives, the copy phases, memory by
-// category, `dpscope stats` on it, `--explicit-prefetch` — each within a time limit.
+// FSDP2's features through real ranks (fsdp2_worker): the sharded state dict, clip_grad_norm
+// across shards, explicit prefetching; and `dpscope train --strategy fsdp2` — its trace (groups
+// as units, tagged collectives, copy phases, memory by category, `dpscope stats`),
+// `--explicit-prefetch` and `--cpu-offload` — each within a time limit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -229,6 +230,51 @@ TEST(Fsdp2Train, ExplicitPrefetchFlagTrainsToTheSameBitsGatheringEarlier) {
           << "implicit: unit " << unit << " gathered after unit " << unit - 1 << " resharded";
       EXPECT_LT(forward_gather_issue(explicit_trace, r, 1, unit), forward_full_end(explicit_trace, r, 1, unit - 1))
           << "explicit: unit " << unit << " gathered before unit " << unit - 1 << " resharded";
+    }
+  }
+}
+
+// The largest sample of `category` on `rank`.
+int64_t largest(trace::Reader& reader, int rank, trace::MemoryCategory category) {
+  int64_t most = 0;
+  for (const auto& m : reader.memory(rank)) {
+    if (m.category == category) most = std::max(most, m.bytes);
+  }
+  return most;
+}
+
+// --cpu-offload (CPUOffloadPolicy, Note [FSDP2 CPU offload]) on the CPU: the host is the compute
+// device, so the copies stay in host memory and training, the collectives and the memory by
+// category are the run without offload's; the config records the policy.
+TEST(Fsdp2Train, CpuOffloadTrainsToTheSameBitsWithTheSameMemory) {
+  TempDir dir;
+  const auto train = [&](const std::string& name, const std::string& flags) {
+    return run_command("timeout 120 " + dpscope_bin() + " launch -n 3 --trace-dir " + dir.file(name) +
+                       " -- " + dpscope_bin() + " train --threads 1 --progress-every 0 --steps 3 "
+                       "--batch-size 16 --samples 256 --model mlp --hidden 10 --momentum 0.9 "
+                       "--strategy fsdp2 --wrap-min-params 100 --save-final " + dir.file(name + ".pt") +
+                       " " + flags);
+  };
+  const auto plain = train("plain", "");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto offloaded = train("offload", "--cpu-offload");
+  ASSERT_EQ(offloaded.exit_code, 0) << offloaded.output;
+  EXPECT_NE(offloaded.output.find("reshard_after_forward true, offload cpu)"), std::string::npos) << offloaded.output;
+  const std::string a = file_bytes(dir.file("plain.pt")), b = file_bytes(dir.file("offload.pt"));
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == b) << "the final parameters differ";
+  trace::Reader plain_trace(dir.file("plain/run.sqlite")), offload_trace(dir.file("offload/run.sqlite"));
+  EXPECT_NE(offload_trace.meta_value("config").find("\"cpu_offload\":true"), std::string::npos);
+  EXPECT_NE(plain_trace.meta_value("config").find("\"cpu_offload\":false"), std::string::npos);
+  for (int r = 0; r < 3; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const IterationCounts before = count_iteration(plain_trace, r, 1), after = count_iteration(offload_trace, r, 1);
+    EXPECT_EQ(after.gathers, before.gathers);
+    EXPECT_EQ(after.reduce_scatters, before.reduce_scatters);
+    for (auto category : {trace::MemoryCategory::Shards, trace::MemoryCategory::GradientShards,
+                          trace::MemoryCategory::OptimizerState, trace::MemoryCategory::FullParameters}) {
+      EXPECT_GT(largest(offload_trace, r, category), 0) << trace::to_string(category);
+      EXPECT_EQ(largest(offload_trace, r, category), largest(plain_trace, r, category)) << trace::to_string(category);
     }
   }
 }
