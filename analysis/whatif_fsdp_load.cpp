@@ -272,18 +272,19 @@ void refuse_non_fsdp_run(const std::string& path, const RunStats& stats) {
 
 // The refusals of an FSDP run the replay cannot model: no all-gathers (no_shard), or several
 // forward and backward passes per step.
+// See Note [FSDP2 in the FSDP replay] for FSDP2's refusals.
 void refuse_unmodelled_run(const std::string& path, const FsdpRecordedConfig& recorded, int32_t grad_accum) {
   if (recorded.strategy == trace::Strategy::Fsdp2 && recorded.reshard_after_forward != "true" &&
       recorded.reshard_after_forward != "false") {
     throw WhatifError(path + ": recorded with FSDP2's reshard_after_forward " + recorded.reshard_after_forward +
                       ", whose backward all-gathers run in groups of that many ranks; the FSDP "
-                      "replay costs every all-gather on one ring of all the ranks (Note [FSDP2 in "
-                      "the FSDP replay]): record with --reshard-after-forward true or false");
+                      "replay costs every all-gather on one ring of all the ranks (docs/whatif.md, "
+                      "\"FSDP2\"): record with --reshard-after-forward true or false");
   }
   if (recorded.strategy == trace::Strategy::Fsdp2 && recorded.explicit_prefetch > 1) {
     throw WhatifError(path + ": recorded with --explicit-prefetch " + std::to_string(recorded.explicit_prefetch) +
                       ", whose backward prefetches run that many groups ahead; the FSDP replay "
-                      "puts back one group ahead (BACKWARD_PRE, Note [FSDP2 in the FSDP replay]): "
+                      "puts back one group ahead (BACKWARD_PRE; docs/whatif.md, \"FSDP2\"): "
                       "record with --explicit-prefetch 0 or 1");
   }
   if (recorded.strategy == trace::Strategy::Fsdp2 && recorded.sharding == trace::ShardingStrategy::NoShard) {
