@@ -1,8 +1,6 @@
-// FSDP2's pieces in one process: dim-0 chunking against torch.chunk (uneven and empty last
-// chunks), the copy-in order of the all-gather and of the reduce-scatter written out by hand, a
-// whole all-gather and reduce-scatter simulated across ranks (each rank's FsdpParam, the buffers
-// joined and summed as the collectives would), CPU offload's host shard, and the options and
-// parameters fully_shard refuses.
+// FSDP2's pieces in one process: dim-0 chunking against torch.chunk and the stats' rows, the
+// copy-in orders of the all-gather and reduce-scatter by hand, both collectives simulated across
+// ranks, CPU offload's host shard, and the options and parameters fully_shard refuses.
 #include <gtest/gtest.h>
 #include <torch/types.h>
 #include <torch/utils.h>
@@ -12,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/param_rows.h"
 #include "engine/fsdp2/dim0_chunks.h"
 #include "engine/fsdp2/fsdp2_options.h"
 #include "engine/fsdp2/fsdp_collectives.h"
@@ -55,6 +54,22 @@ TEST(Fsdp2Chunks, AgreeWithTorchChunkForEveryShape) {
         if (expected > 0) {
           EXPECT_EQ(chunks.first_row(r), torch_chunks[r][0].item<int64_t>());
         }
+      }
+    }
+  }
+}
+
+// The stats' rows (Note [Rows from the trace]) repeat the engine's chunking: the same range for
+// every rank, dim-0 size and world size, empty chunks included.
+TEST(Fsdp2Chunks, StatsRowsAgreeWithTheEngine) {
+  for (int64_t rows = 0; rows <= 40; ++rows) {
+    for (int world = 1; world <= 8; ++world) {
+      const Dim0Chunks chunks(rows, world);
+      const std::vector<dpscope::analysis::RowRange> ranges = dpscope::analysis::dim0_row_ranges(rows, world);
+      ASSERT_EQ(ranges.size(), static_cast<size_t>(world));
+      for (int r = 0; r < world; ++r) {
+        EXPECT_EQ(ranges[r].begin, chunks.first_row(r)) << rows << " rows, world " << world << ", rank " << r;
+        EXPECT_EQ(ranges[r].end, chunks.first_row(r) + chunks.rows_of(r)) << rows << " rows, world " << world << ", rank " << r;
       }
     }
   }
