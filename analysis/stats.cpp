@@ -423,7 +423,8 @@ void read_run_meta(const std::map<std::string, std::string>& meta, RunStats& sta
   stats.link_latency_us = parse_positive(meta_or_empty(meta, trace::meta_key::kLinkLatencyUs));
 }
 
-// The model's parameters, DDP's buckets and FSDP's units, each unit with its parameters.
+// The model's parameters, DDP's buckets and FSDP's units, each unit with its parameters; FSDP2's
+// rows per rank (read_run_meta has set the strategy).
 void read_layout(trace::Reader& reader, RunStats& stats) {
   stats.params = reader.params();
   stats.buckets = reader.buckets();
@@ -434,6 +435,7 @@ void read_layout(trace::Reader& reader, RunStats& stats) {
     }
     stats.units.push_back(std::move(u));
   }
+  if (stats.strategy == trace::Strategy::Fsdp2) stats.param_rows = param_row_ranges(stats.params, reader.unit_shards());
 }
 
 // What the one pass over the events gathered: by rank (in the ranks table's order), and the

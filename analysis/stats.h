@@ -17,6 +17,7 @@
 #include "analysis/collective_match.h"
 #include "analysis/gpu_breakdown.h"
 #include "analysis/memory_peak.h"
+#include "analysis/param_rows.h"
 #include "analysis/stragglers.h"
 #include "trace/reader.h"
 #include "trace/records.h"
@@ -167,6 +168,9 @@ struct RunStats {
   std::vector<trace::ParamInfo> params;    // by index
   std::vector<trace::BucketInfo> buckets;  // by (generation, index)
   std::vector<UnitStats> units;     // by index
+  // FSDP2 only: each parameter's dim-0 rows per rank, by position in `params` (Note [Rows from
+  // the trace]); empty for other strategies.
+  std::vector<std::vector<RowRange>> param_rows;
   std::vector<RankStats> ranks;     // every rank of the ranks table, by rank
   // Every collective with a sequence number, matched across the ranks of the file, by (grp, seq).
   std::vector<CollectiveMatch> matches;

@@ -21,6 +21,13 @@ ordered_json int_or_null(int64_t value, int64_t none) {
   return value == none ? ordered_json(nullptr) : ordered_json(value);
 }
 
+// [[begin, end] per rank] (Note [Rows from the trace]).
+ordered_json rows_json(const std::vector<RowRange>& rows) {
+  ordered_json out = ordered_json::array();
+  for (const RowRange& r : rows) out.push_back(ordered_json::array({r.begin, r.end}));
+  return out;
+}
+
 ordered_json overlap_json(const OverlapStats& o) {
   return ordered_json{{"compute_ms", o.compute_ms},
                       {"comm_ms", o.comm_ms},
@@ -236,6 +243,23 @@ void append_plans(const RunStats& stats, std::string& out) {
   }
 }
 
+// FSDP2's rows per rank (Note [Rows from the trace]): "  3  fc0.weight  [0,4) [4,8) [8,10)".
+void append_param_rows(const RunStats& stats, std::string& out) {
+  bool any = false;
+  for (const auto& rows : stats.param_rows) any = any || !rows.empty();
+  if (!any) return;
+  out += "\nrows (FSDP2: each parameter's dim-0 rows [begin,end) on rank 0, 1, ...):\n";
+  for (size_t i = 0; i < stats.params.size() && i < stats.param_rows.size(); ++i) {
+    if (stats.param_rows[i].empty()) continue;
+    const trace::ParamInfo& p = stats.params[i];
+    out += format("  %4d  %-24s", p.index, p.name.c_str());
+    for (const RowRange& r : stats.param_rows[i]) {
+      out += format(" [%lld,%lld)", static_cast<long long>(r.begin), static_cast<long long>(r.end));
+    }
+    out += "\n";
+  }
+}
+
 void append_iteration(const IterationStats& it, std::string& out) {
   const std::string loss = it.loss ? format("%.4f", *it.loss) : "-";
   out += format("  %5d %10.3f %10s %6lld", it.iteration, it.step_ms, loss.c_str(),
@@ -360,7 +384,8 @@ void append_rank(const RankStats& r, std::string& out) {
 
 std::string stats_json(const RunStats& stats) {
   ordered_json params = ordered_json::array();
-  for (const trace::ParamInfo& p : stats.params) {
+  for (size_t i = 0; i < stats.params.size(); ++i) {
+    const trace::ParamInfo& p = stats.params[i];
     params.push_back(ordered_json{{"index", p.index},
                                   {"name", p.name},
                                   {"shape", p.shape},
@@ -369,6 +394,7 @@ std::string stats_json(const RunStats& stats) {
                                   {"bucket", int_or_null(p.bucket, trace::kNone)},
                                   {"rebuilt_bucket", int_or_null(p.rebuilt_bucket, trace::kNone)},
                                   {"unit", int_or_null(p.unit, trace::kNone)}});
+    if (i < stats.param_rows.size() && !stats.param_rows[i].empty()) params.back()["rows"] = rows_json(stats.param_rows[i]);
   }
   ordered_json buckets = ordered_json::array();
   for (const trace::BucketInfo& b : stats.buckets) {
@@ -434,6 +460,7 @@ std::string stats_text(const RunStats& stats) {
   append_warnings(stats, out);
   append_matching(stats, out);
   append_plans(stats, out);
+  append_param_rows(stats, out);
   for (const RankStats& r : stats.ranks) append_rank(r, out);
   return out;
 }

@@ -17,10 +17,36 @@
 namespace dpscope::analysis {
 namespace {
 
+// FSDP2's reshard_after_forward as recorded, N read as PyTorch reads it: the world size is
+// "true", 1 is "false"; any other N stays as recorded.
+std::string fsdp2_reshard_word(const std::string& recorded, int32_t world_size) {
+  if (recorded == std::to_string(world_size)) return "true";
+  if (recorded == "1") return "false";
+  return recorded;
+}
+
+// FSDP2's settings in FSDP1's terms (Note [FSDP2 in the FSDP replay]): implicit backward
+// prefetch is `pre`, no all-gather limit, reshard_after_forward true full_shard and false
+// shard_grad_op; one rank gathers nothing (no_shard).
+void read_fsdp2_config(trace::Reader& reader, const RecordedConfigJson& json, int32_t world_size,
+                       FsdpRecordedConfig& config) {
+  config.strategy = trace::Strategy::Fsdp2;
+  config.explicit_prefetch = json.number<int32_t>("explicit_prefetch").value_or(0);
+  config.reshard_after_forward = fsdp2_reshard_word(
+      reader.meta_value(std::string(trace::meta_key::kFsdp2ReshardAfterForward), "true"), world_size);
+  config.settings = {trace::BackwardPrefetch::Pre, 0};
+  config.forward_prefetch = config.explicit_prefetch > 0;
+  config.limit_reduce_scatters = 1;
+  config.sharding = config.reshard_after_forward == "false" ? trace::ShardingStrategy::ShardGradOp
+                                                            : trace::ShardingStrategy::FullShard;
+  if (world_size < 2) config.sharding = trace::ShardingStrategy::NoShard;
+}
+
 // The replay's settings as `dpscope train` wrote them (meta config), falling back to the fsdp.*
-// meta keys; the sharding in effect is meta fsdp.sharding (world size 1 runs no_shard). Sets
-// `grad_accum` to the recorded micro-steps per step.
-FsdpRecordedConfig read_config(trace::Reader& reader, int32_t& grad_accum) {
+// meta keys; the sharding in effect is meta fsdp.sharding (world size 1 runs no_shard). An FSDP2
+// trace's in FSDP1's terms (read_fsdp2_config). Sets `grad_accum` to the recorded micro-steps per
+// step.
+FsdpRecordedConfig read_config(trace::Reader& reader, const RunStats& stats, int32_t& grad_accum) {
   const RecordedConfigJson json(reader);
   const auto meta = [&](std::string_view key, std::string_view fallback = {}) {
     return reader.meta_value(std::string(key), std::string(fallback));
@@ -41,6 +67,7 @@ FsdpRecordedConfig read_config(trace::Reader& reader, int32_t& grad_accum) {
   config.mixed_precision = json.text("mixed_precision").value_or(config.mixed_precision);
   config.cpu_offload = json.flag("cpu_offload").value_or(false);
   grad_accum = json.number<int32_t>("grad_accum").value_or(1);
+  if (stats.strategy == trace::Strategy::Fsdp2) read_fsdp2_config(reader, json, stats.world_size, config);
   return config;
 }
 
@@ -236,16 +263,34 @@ int64_t launch_offset(const std::vector<FsdpIteration>& iterations) {
 }
 
 void refuse_non_fsdp_run(const std::string& path, const RunStats& stats) {
-  if (stats.strategy != trace::Strategy::Fsdp) {
+  if (stats.strategy != trace::Strategy::Fsdp && stats.strategy != trace::Strategy::Fsdp2) {
     throw WhatifError(path + ": not an FSDP trace (meta strategy '" + stats.strategy_recorded +
                       "'); --backward-prefetch and --limit-all-gathers replay what "
-                      "`dpscope train --strategy fsdp` records");
+                      "`dpscope train --strategy fsdp` or `--strategy fsdp2` records");
   }
 }
 
 // The refusals of an FSDP run the replay cannot model: no all-gathers (no_shard), or several
 // forward and backward passes per step.
+// See Note [FSDP2 in the FSDP replay] for FSDP2's refusals.
 void refuse_unmodelled_run(const std::string& path, const FsdpRecordedConfig& recorded, int32_t grad_accum) {
+  if (recorded.strategy == trace::Strategy::Fsdp2 && recorded.reshard_after_forward != "true" &&
+      recorded.reshard_after_forward != "false") {
+    throw WhatifError(path + ": recorded with FSDP2's reshard_after_forward " + recorded.reshard_after_forward +
+                      ", whose backward all-gathers run in groups of that many ranks; the FSDP "
+                      "replay costs every all-gather on one ring of all the ranks (docs/whatif.md, "
+                      "\"FSDP2\"): record with --reshard-after-forward true or false");
+  }
+  if (recorded.strategy == trace::Strategy::Fsdp2 && recorded.explicit_prefetch > 1) {
+    throw WhatifError(path + ": recorded with --explicit-prefetch " + std::to_string(recorded.explicit_prefetch) +
+                      ", whose backward prefetches run that many groups ahead; the FSDP replay "
+                      "puts back one group ahead (BACKWARD_PRE; docs/whatif.md, \"FSDP2\"): "
+                      "record with --explicit-prefetch 0 or 1");
+  }
+  if (recorded.strategy == trace::Strategy::Fsdp2 && recorded.sharding == trace::ShardingStrategy::NoShard) {
+    throw WhatifError(path + ": an FSDP2 run on one rank gathers nothing: there is no all-gather "
+                             "to prefetch; record with `dpscope launch -n 2` or more");
+  }
   if (recorded.sharding == trace::ShardingStrategy::NoShard) {
     throw WhatifError(path + ": recorded with sharding no_shard (or on one rank), which gathers "
                              "nothing: there is no all-gather to prefetch or limit; record with "
@@ -267,8 +312,8 @@ void refuse_without_unit_states(const std::string& path, int32_t rank,
   if (unit_states == 0) {
     throw WhatifError(path + ": rank " + std::to_string(rank) + " recorded no unit state events "
                       "in its steady iterations, so where each unit's backward ends is unknown; "
-                      "record with `dpscope train --strategy fsdp` at --trace-level summary or "
-                      "full");
+                      "record with `dpscope train --strategy fsdp` (or fsdp2) at --trace-level "
+                      "summary or full");
   }
 }
 
@@ -297,7 +342,7 @@ FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& st
   refuse_non_fsdp_run(path, stats);
   FsdpReplayTrace trace;
   int32_t grad_accum = 1;
-  trace.recorded = read_config(reader, grad_accum);
+  trace.recorded = read_config(reader, stats, grad_accum);
   refuse_unmodelled_run(path, trace.recorded, grad_accum);
   trace.unit_names = unit_names(stats);
   ReplaySteps<FsdpIteration> steps;
@@ -315,7 +360,7 @@ FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& st
     return it;
   };
   steps.kept = "phases and all-gathers";
-  steps.record = "record an FSDP run of at least 3 steps";
+  steps.record = "record an FSDP or FSDP2 run of at least 3 steps";
   trace.iterations = load_steady_iterations(reader, stats, rank, trace, steps, cluster);
   trace.launch_offset_ns = launch_offset(trace.iterations);
   return trace;

@@ -78,7 +78,13 @@ struct FsdpIteration {
 };
 
 // The trace's recorded FSDP configuration (meta config), as far as the replay needs it.
+// See Note [FSDP2 in the FSDP replay] for what an FSDP2 trace records here.
 struct FsdpRecordedConfig {
+  trace::Strategy strategy = trace::Strategy::Fsdp;  // Fsdp or Fsdp2
+  // FSDP2's meta fsdp2.reshard_after_forward as recorded ("true" or "false"); "" for FSDP1.
+  std::string reshard_after_forward;
+  // FSDP2's --explicit-prefetch N (config's explicit_prefetch; 0: the implicit prefetch only).
+  int32_t explicit_prefetch = 0;
   FsdpSettings settings;
   bool forward_prefetch = false;
   int32_t limit_reduce_scatters = 1;
@@ -100,10 +106,29 @@ struct FsdpReplayTrace : ReplayOrigin {
   int64_t launch_offset_ns = 0;  // Note [FSDP what-if replay]
 };
 
-// Reads `reader`'s FSDP trace for a replay of `rank`, using `stats` (compute_stats of the same
-// reader) for the measured figures and the steady iterations. Throws WhatifError naming the file
-// and the fix for: another strategy than FSDP, no unit state events, sharding no_shard (no
-// all-gathers to prefetch), no steady iterations, a rank not in the file, gradient accumulation.
+// Note [FSDP2 in the FSDP replay]
+// An FSDP2 trace (engine/fsdp2) replays as an FSDP1 one with each parameter group as a unit: the
+// group's all-gather and reduce-scatter carry its unit, its `full` state ends at its
+// post-backward, its copy-in and copy-out phases are main-thread work like FSDP1's flattening.
+// What FSDP2 itself can be asked differs, and the loader and `dpscope whatif` say so:
+//   - backward prefetch: FSDP2's implicit prefetch is FSDP1's BACKWARD_PRE (a group's
+//     pre-backward, after waiting for its own all-gather, issues the all-gather of the group
+//     before it in forward order), so an FSDP2 trace records `pre`; `none` is an empty explicit
+//     backward prefetch list; FSDP2 has no post-backward prefetch, so `post` is refused;
+//   - FSDP2 has no all-gather limit (its buffers are freed at each copy-out): recorded 0, and
+//     --limit-all-gathers other than 0 is refused;
+//   - reshard_after_forward true is FSDP1's full_shard (backward gathers again), false its
+//     shard_grad_op (no backward all-gathers); N, where backward's all-gathers run in groups of
+//     N ranks whose cost the replay's one-world model does not describe, is refused;
+//   - explicit forward prefetches stay as recorded, as FSDP1's forward prefetch; a trace of
+//     `--explicit-prefetch 1` replays (its backward lists are the implicit prefetch's), one of 2 or
+//     more, whose backward prefetches run several groups ahead, is refused.
+// Reads `reader`'s FSDP or FSDP2 trace for a replay of `rank`, using `stats` (compute_stats of the
+// same reader) for the measured figures and the steady iterations. Throws WhatifError naming the
+// file and the fix for: another strategy than FSDP or FSDP2, no unit state events, sharding
+// no_shard or one rank (no all-gathers to prefetch), FSDP2's reshard_after_forward N or
+// --explicit-prefetch of 2 or more, no steady
+// iterations, a rank not in the file, gradient accumulation.
 // Thread-safety: uses `reader`, so the calling thread must own it; the result is a plain value.
 // With `cluster`, on the cluster clock, as load_replay_trace.
 FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank,

@@ -196,7 +196,9 @@ void add_fsdp_options(CLI::App* cmd, TrainFlags& f) {
   add_mode_option(cmd, "--mixed-precision", f.mixed_precision, fsdp::kComputePrecisions,
                   "FSDP: the dtype units compute in (none: float32)");
   cmd->add_flag("--reduce-fp32", c.reduce_fp32, "FSDP mixed precision: reduce-scatter in float32");
-  cmd->add_flag("--cpu-offload", c.cpu_offload, "FSDP: keep shards and their gradients on the CPU");
+  cmd->add_flag("--cpu-offload", c.cpu_offload,
+                "FSDP and FSDP2 (CPUOffloadPolicy): keep shards, their gradients and the "
+                "optimizer on the CPU");
   add_mode_option(cmd, "--backward-prefetch", f.backward_prefetch, fsdp::kBackwardPrefetches,
                   "FSDP: gather the next unit when a unit's backward begins (pre), when its "
                   "gradient is complete (post), or not ahead (none)");
@@ -219,6 +221,11 @@ void add_fsdp2_options(CLI::App* cmd, TrainFlags& f) {
   cmd->add_option("--reshard-after-forward", f.reshard_after_forward,
                   "FSDP2: true (free each group's unsharded parameters after its forward), false "
                   "(keep them for backward) or N, a group size dividing the world size")
+      ->capture_default_str();
+  cmd->add_option("--explicit-prefetch", f.config.explicit_prefetch,
+                  "FSDP2: each group gathers the next N groups when its forward begins and the "
+                  "previous N when its backward begins (set_modules_to_forward_prefetch and "
+                  "_backward_prefetch); 0: the implicit prefetch only")
       ->capture_default_str();
 }
 

@@ -213,9 +213,27 @@ void print_case(const analysis::ReplayTrace& replay, const Case& c, const analys
   print_assumptions(assumptions(replay, model));
 }
 
-// FSDP flags on a DDP trace and DDP flags on an FSDP trace are refused by name.
+// What FSDP2 cannot be asked (Note [FSDP2 in the FSDP replay]): a post-backward prefetch, an
+// all-gather limit.
+void check_fsdp2_flags(const WhatifOptions& o) {
+  if (o.backward_prefetch && trace::parse_mode(trace::kBackwardPrefetches, *o.backward_prefetch) ==
+                                 trace::BackwardPrefetch::Post) {
+    throw CliFailure("--backward-prefetch post: " + o.trace + " is an FSDP2 trace, and FSDP2 "
+                     "prefetches in a group's pre-backward only (implicitly, or the groups given "
+                     "to set_modules_to_backward_prefetch): ask for pre or none");
+  }
+  if (o.limit_all_gathers && *o.limit_all_gathers != 0) {
+    throw CliFailure("--limit-all-gathers " + std::to_string(*o.limit_all_gathers) + ": " + o.trace +
+                     " is an FSDP2 trace, and FSDP2 has no all-gather limit (it frees each "
+                     "all-gather's buffer at its copy-out): drop the flag, or give 0");
+  }
+}
+
+// FSDP flags on a DDP trace and DDP flags on an FSDP trace are refused by name, and on an FSDP2
+// trace what FSDP2 cannot be asked.
 void check_flags_for(const WhatifOptions& o, trace::Strategy strategy) {
-  if (strategy == trace::Strategy::Fsdp) {
+  if (strategy == trace::Strategy::Fsdp2) check_fsdp2_flags(o);
+  if (strategy == trace::Strategy::Fsdp || strategy == trace::Strategy::Fsdp2) {
     for (const auto& [given, flag] : {std::pair{o.bucket_cap_mb.has_value(), "--bucket-cap-mb"},
                                       std::pair{o.first_bucket_mb.has_value(), "--first-bucket-mb"}}) {
       if (given) {
@@ -339,7 +357,7 @@ void run_whatif(const WhatifOptions& o, const CheckedWhatifOptions& checked) {
   const analysis::RunStats stats = cluster ? analysis::compute_stats(reader, *cluster) : analysis::compute_stats(reader);
   const analysis::ClusterClockRun* on_cluster = cluster ? &*cluster : nullptr;
   check_flags_for(o, stats.strategy);
-  if (stats.strategy == trace::Strategy::Fsdp) {
+  if (stats.strategy == trace::Strategy::Fsdp || stats.strategy == trace::Strategy::Fsdp2) {
     run_fsdp_whatif(fsdp_request(o, checked.link, on_cluster), reader, stats);
   } else {
     run_ddp_whatif(o, checked.link, reader, stats, on_cluster);
@@ -353,20 +371,20 @@ void add_whatif_command(CLI::App& app, CommandMode mode) {
   CLI::App* cmd = app.add_subcommand(
       "whatif", "Predict a DDP trace's step time and exposed communication with another bucket "
                 "cap or link, or an FSDP trace's with another backward prefetch or all-gather "
-                "limit, from the trace itself (docs/whatif.md)");
-  cmd->add_option("TRACE", options->trace, "A merged run file (dpscope train --strategy ddp or "
-                                           "fsdp, or dpscope synth)")
+                "limit (FSDP2: backward prefetch pre or none), from the trace itself (docs/whatif.md)");
+  cmd->add_option("TRACE", options->trace, "A merged run file (dpscope train --strategy ddp, "
+                                           "fsdp or fsdp2, or dpscope synth)")
       ->required();
   cmd->add_option("--bucket-cap-mb", options->bucket_cap_mb,
                   "The bucket cap to predict for, MiB (default: the recorded one)");
   cmd->add_option("--first-bucket-mb", options->first_bucket_mb,
                   "The first bucket's limit, MiB (default: the recorded one, else PyTorch's 1)");
   cmd->add_option("--backward-prefetch", options->backward_prefetch,
-                  "FSDP: when backward gathers the next unit, pre, post or none (default: the "
-                  "recorded mode)");
+                  "FSDP: when backward gathers the next unit, pre, post or none; FSDP2: pre "
+                  "(implicit prefetch) or none (default: the recorded mode)");
   cmd->add_option("--limit-all-gathers", options->limit_all_gathers,
                   "FSDP: at most N all-gathers in flight, 0 for no limit (default: the recorded "
-                  "limit)");
+                  "limit; FSDP2 has none)");
   cmd->add_option("--link-gbps", options->link_gbps,
                   "Cost collectives with the ring model of a link of G Gb/s (with "
                   "--link-latency-us) instead of the model fitted to the trace");
@@ -378,7 +396,8 @@ void add_whatif_command(CLI::App& app, CommandMode mode) {
                   "that clock with the same link (docs/cluster-clock.md)");
   cmd->add_flag("--sweep", options->sweep,
                 "DDP: try bucket caps 0.25, 0.5, 1, 2, 4, 8, 16, 25, 50 and 100 MiB; FSDP: every "
-                "backward prefetch mode with all-gather limits 0, 1 and 2; and name the best");
+                "backward prefetch mode with all-gather limits 0, 1 and 2 (FSDP2: pre and none); "
+                "and name the best");
   cmd->add_option("--rank", options->rank, "The rank to replay (default 0)");
   cmd->add_flag("--json", options->json,
                 "One JSON object (with --sweep an array) instead of the report (docs/whatif.md)");

@@ -43,8 +43,9 @@ std::vector<std::string> assumptions(const analysis::FsdpReplayTrace& replay,
   std::vector<std::string> out;
   out.push_back(model_text("all-gather", model.all_gather, replay.world_size) +
                 " (bytes: one rank's shard)");
+  const bool fsdp2 = replay.recorded.strategy == trace::Strategy::Fsdp2;
   out.push_back(model_text("reduce-scatter", model.reduce_scatter, replay.world_size) +
-                " (bytes: the whole flat gradient)");
+                (fsdp2 ? " (bytes: the group's padded gradients)" : " (bytes: the whole flat gradient)"));
   char text[256];
   std::snprintf(text, sizeof(text),
                 "a collective starts %.0f \u00b5s after it is issued (median of the recorded ones "
@@ -54,10 +55,17 @@ std::vector<std::string> assumptions(const analysis::FsdpReplayTrace& replay,
   out.push_back("the main thread's work between the recorded points (each unit's forward and "
                 "backward compute, the optimizer step) is as recorded; a unit waits for its "
                 "all-gather before computing");
-  out.push_back("forward prefetch (" + std::string(replay.recorded.forward_prefetch ? "on" : "off") +
-                "), the reduce-scatters and their waits (at most " +
-                std::to_string(replay.recorded.limit_reduce_scatters) +
-                " in flight; 0: no limit) stay as recorded");
+  if (fsdp2) {
+    out.push_back("FSDP2: each parameter group is a unit; its implicit backward prefetch is "
+                  "BACKWARD_PRE, none an empty backward prefetch list; explicit forward "
+                  "prefetches, the reduce-scatters (one in flight) and their waits stay as "
+                  "recorded; the copy-in and copy-out are main-thread work as recorded");
+  } else {
+    out.push_back("forward prefetch (" + std::string(replay.recorded.forward_prefetch ? "on" : "off") +
+                  "), the reduce-scatters and their waits (at most " +
+                  std::to_string(replay.recorded.limit_reduce_scatters) +
+                  " in flight; 0: no limit) stay as recorded");
+  }
   std::snprintf(text, sizeof(text),
                 "at most %d all-gather(s) in flight in the predicted schedule (the engine "
                 "prefetches one unit ahead): a limit of %d or more does not bind",
@@ -101,7 +109,25 @@ nlohmann::json recorded_json(const analysis::FsdpReplayTrace& replay) {
           {"limit_all_gathers", r.settings.limit_all_gathers},
           {"forward_prefetch", r.forward_prefetch},
           {"limit_reduce_scatters", r.limit_reduce_scatters},
-          {"sharding", std::string(trace::to_string(r.sharding))}};
+          {"sharding", std::string(trace::to_string(r.sharding))},
+          {"reshard_after_forward", r.reshard_after_forward.empty() ? nlohmann::json(nullptr)
+                                                                    : nlohmann::json(r.reshard_after_forward)},
+          {"explicit_prefetch", r.strategy == trace::Strategy::Fsdp2 ? nlohmann::json(r.explicit_prefetch)
+                                                                     : nlohmann::json(nullptr)}};
+}
+
+// The sweep's backward prefetch modes and all-gather limits: FSDP2 has pre and none, no limit
+// (Note [FSDP2 in the FSDP replay]).
+std::vector<analysis::FsdpSettings> sweep_settings(const analysis::FsdpReplayTrace& replay) {
+  std::vector<analysis::FsdpSettings> settings;
+  for (const trace::BackwardPrefetch mode : trace::kBackwardPrefetches) {
+    if (replay.recorded.strategy == trace::Strategy::Fsdp2) {
+      if (mode != trace::BackwardPrefetch::Post) settings.push_back({mode, 0});
+      continue;
+    }
+    for (const int32_t limit : kSweepLimits) settings.push_back({mode, limit});
+  }
+  return settings;
 }
 
 void print_case(const analysis::FsdpReplayTrace& replay, const analysis::FsdpCostModel& model,
@@ -123,7 +149,7 @@ void print_one(const FsdpWhatifRequest& request, const analysis::FsdpReplayTrace
     nlohmann::json j = case_json(replay, model, p, true);
     add_origin_json(j, request.trace, replay);
     j["clock"] = clock_json(heading.clock);
-    j["strategy"] = std::string(trace::to_string(trace::Strategy::Fsdp));
+    j["strategy"] = std::string(trace::to_string(replay.recorded.strategy));
     j["recorded"] = recorded_json(replay);
     std::cout << j.dump() << "\n";
   } else {
@@ -133,13 +159,11 @@ void print_one(const FsdpWhatifRequest& request, const analysis::FsdpReplayTrace
   std::cout.flush();
 }
 
-// Every backward prefetch mode with each of kSweepLimits, and the fastest.
+// Every backward prefetch mode with each of kSweepLimits (sweep_settings), and the fastest.
 void print_sweep(const FsdpWhatifRequest& request, const analysis::FsdpReplayTrace& replay,
                  const analysis::FsdpCostModel& model, const ReplayHeading& heading) {
   std::vector<analysis::FsdpPrediction> cases;
-  for (const trace::BackwardPrefetch mode : trace::kBackwardPrefetches) {
-    for (const int32_t limit : kSweepLimits) cases.push_back(analysis::predict_fsdp(replay, {mode, limit}, model));
-  }
+  for (const analysis::FsdpSettings& s : sweep_settings(replay)) cases.push_back(analysis::predict_fsdp(replay, s, model));
   const size_t best = fastest_case(cases, [](const auto& c) { return c.predicted_step_ms; });
   if (request.json) {
     print_sweep_json(cases, best, heading.clock, [&](const auto& c) { return case_json(replay, model, c, false); });
@@ -183,7 +207,9 @@ void run_fsdp_whatif(const FsdpWhatifRequest& request, trace::Reader& reader,
                                              link_model(trace::CollectiveOp::ReduceScatter)}
                    : analysis::fit_fsdp_cost_model(replay);
   const std::string strategy =
-      "FSDP (sharding " + std::string(trace::to_string(replay.recorded.sharding)) + ")";
+      replay.recorded.strategy == trace::Strategy::Fsdp2
+          ? "FSDP2 (reshard_after_forward " + replay.recorded.reshard_after_forward + ")"
+          : "FSDP (sharding " + std::string(trace::to_string(replay.recorded.sharding)) + ")";
   const ReplayHeading heading = replay_heading(request.trace, replay, strategy, stats);
   if (request.sweep) {
     print_sweep(request, replay, model, heading);

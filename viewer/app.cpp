@@ -331,16 +331,19 @@ void App::draw_panels() {
   ImGui::SameLine();
   ImGui::BeginChild("right", ImVec2(0, 0), true);
   if (ImGui::BeginTabBar("right tabs")) {
-    // The first tab opens selected: the units of an FSDP run, the buckets of anything else.
-    const bool fsdp = focused_trace().model->strategy() == trace::Strategy::Fsdp;
-    if (fsdp && ImGui::BeginTabItem("Units")) { draw_units(*this); ImGui::EndTabItem(); }
-    if (ImGui::BeginTabItem("Buckets")) { draw_buckets(*this); ImGui::EndTabItem(); }
-    if (!fsdp && ImGui::BeginTabItem("Units")) { draw_units(*this); ImGui::EndTabItem(); }
-    if (ImGui::BeginTabItem("Details")) { draw_details(*this); ImGui::EndTabItem(); }
-    if (ImGui::BeginTabItem("What-if", nullptr, open_whatif_tab ? ImGuiTabItemFlags_SetSelected : 0)) {
-      draw_whatif(*this);
+    // The first tab opens selected: the units of an FSDP or FSDP2 run, the buckets of anything else.
+    const bool fsdp = focused_trace().model->sharded_units();
+    const auto tab = [this](const char* name, void (*draw)(App&), ImGuiTabItemFlags flags = 0) {
+      if (!ImGui::BeginTabItem(name, nullptr, flags)) return;
+      right_tab = name;
+      draw(*this);
       ImGui::EndTabItem();
-    }
+    };
+    if (fsdp) tab("Units", draw_units);
+    tab("Buckets", draw_buckets);
+    if (!fsdp) tab("Units", draw_units);
+    tab("Details", draw_details);
+    tab("What-if", draw_whatif, open_whatif_tab ? ImGuiTabItemFlags_SetSelected : 0);
     open_whatif_tab = false;
     ImGui::EndTabBar();
   }

@@ -208,6 +208,9 @@ class App {
   std::future<std::shared_ptr<const WhatifLanes>> whatif_pending;
   WhatifRequest whatif_input;         // the What-if tab's fields
   bool open_whatif_tab = false;       // select the What-if tab in the next frame (--whatif-cap-mb)
+  // The right panel's tab the last frame drew (Units, Buckets, Details or What-if), which the
+  // screenshot's JSON line reports as right_tab.
+  std::string right_tab;
 
   // Re-runs the find query and the range summary after their inputs changed.
   void update_find();

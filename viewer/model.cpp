@@ -130,6 +130,11 @@ std::string Model::meta_value(std::string_view key, std::string_view fallback) c
 
 trace::Strategy Model::strategy() const { return trace::parse_strategy(meta_value(trace::meta_key::kStrategy)); }
 
+bool Model::sharded_units() const {
+  const trace::Strategy s = strategy();
+  return s == trace::Strategy::Fsdp || s == trace::Strategy::Fsdp2;
+}
+
 const RankData* Model::rank(int32_t rank) const {
   for (const auto& r : ranks) {
     if (r.info.rank == rank) return &r;

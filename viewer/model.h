@@ -111,6 +111,9 @@ struct Model {
   std::string meta_value(std::string_view key, std::string_view fallback = "") const;
   // The run's strategy (meta key strategy), Unknown when absent or not one this version knows.
   trace::Strategy strategy() const;
+  // FSDP (units: flat parameters) or FSDP2 (units: fully_shard's parameter groups): a run whose
+  // units the Units tab opens first with.
+  bool sharded_units() const;
   const RankData* rank(int32_t rank) const;
 };
 

@@ -117,7 +117,8 @@ std::string headless_report(const App& app, const FrameTimes& times) {
          number("%.2f", times.max_ms) + ", \"link\": \"" + app.link() + "\", \"clock\": \"" +
          std::string(::dpscope::analysis::to_string(app.clock())) + "\", \"clock_label\": \"" +
          json_escaped(app.clock_label()) + "\", \"run_ms\": " + run_ms_json(app) + ", \"narration\": \"" +
-         json_escaped(app.narration) + "\", \"layout\": " + layout_json(app.layout) + ", \"overlap\": " + (analysis ? overlap_json(*analysis) : "[]") +
+         json_escaped(app.narration) + "\", \"layout\": " + layout_json(app.layout) + ", \"right_tab\": \"" +
+         app.right_tab + "\", \"overlap\": " + (analysis ? overlap_json(*analysis) : "[]") +
          ", \"memory\": " + (analysis ? memory_json(*analysis) : "[]") + ", \"stragglers\": \"" +
          json_escaped(analysis ? stragglers_line(*analysis) : "") + "\", \"whatif\": " + whatif_json(app) + "}";
 }

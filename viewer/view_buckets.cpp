@@ -73,6 +73,8 @@ void draw_buckets(App& app) {
   if (!any) {
     if (model.strategy() == trace::Strategy::Fsdp) {
       ImGui::TextWrapped("No DDP buckets in this trace: an FSDP run keeps its flat parameters in the Units tab.");
+    } else if (model.strategy() == trace::Strategy::Fsdp2) {
+      ImGui::TextWrapped("No DDP buckets in this trace: an FSDP2 run's parameter groups are in the Units tab.");
     } else {
       ImGui::TextWrapped("No DDP buckets in this trace (strategy %s): its collectives are in the timeline.",
                          model.meta_value(trace::meta_key::kStrategy, "?").c_str());

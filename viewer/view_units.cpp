@@ -1,6 +1,7 @@
-// The units panel (FSDP): for one rank, each unit's state over the visible time range (sharded,
-// gathering, full, reducing), drawn from the unit lanes with the timeline's folding, the state at
-// the playhead, and the units table (flat parameter sizes and this rank's shard).
+// The units panel (FSDP and FSDP2): for one rank, each unit's state over the visible time range
+// (sharded, gathering, full, reducing), drawn from the unit lanes with the timeline's folding, the
+// state at the playhead, and the units table (a flat parameter's or a parameter group's sizes and
+// this rank's shard).
 #include <imgui.h>
 
 #include <algorithm>
@@ -10,6 +11,34 @@
 #include "viewer/palette.h"
 
 namespace dpscope::view {
+
+namespace {
+
+// Each unit's sizes and `rank`'s shard of it: [begin, end) in the padded flat parameter (FSDP), or
+// in the group's all-gather buffer (FSDP2), and how many of its elements are parameters.
+void draw_unit_sizes_table(const Model& model, int32_t rank) {
+  if (!model.units.empty() && ImGui::BeginTable("units", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
+    for (const char* h : {"unit", "name", "numel", "padded", "this rank's shard"}) ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    for (const auto& u : model.units) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn(); ImGui::Text("%d", u.index);
+      ImGui::TableNextColumn(); ImGui::TextUnformatted(u.name.c_str());
+      ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(u.numel));
+      ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(u.padded_numel));
+      ImGui::TableNextColumn();
+      for (const auto& s : model.unit_shards) {
+        if (s.unit == u.index && s.rank == rank) {
+          ImGui::Text("[%lld, %lld) %lld real", static_cast<long long>(s.shard_begin),
+                      static_cast<long long>(s.shard_end), static_cast<long long>(s.real_numel));
+        }
+      }
+    }
+    ImGui::EndTable();
+  }
+}
+
+}  // namespace
 
 void draw_units(App& app) {
   OpenTrace& t = app.focused_trace();
@@ -24,6 +53,10 @@ void draw_units(App& app) {
   if (lanes.empty() && model.units.empty()) {
     ImGui::TextWrapped("No FSDP units in this trace (a DDP run shows its buckets in the Buckets tab).");
     return;
+  }
+  if (model.strategy() == trace::Strategy::Fsdp2) {
+    ImGui::TextWrapped("FSDP2: each unit is a fully_shard parameter group; a rank's shard is its part "
+                       "of the group's all-gather buffer, each parameter's dim-0 chunk padded.");
   }
   ImGui::SetNextItemWidth(90);
   ImGui::SliderInt("rank", &app.focus_rank, 0, int(model.ranks.size()) - 1);
@@ -69,25 +102,7 @@ void draw_units(App& app) {
     ImGui::SameLine(label_w + width + 16);
     ImGui::TextUnformatted(now);
   }
-  if (!model.units.empty() && ImGui::BeginTable("units", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
-    for (const char* h : {"unit", "name", "numel", "padded", "this rank's shard"}) ImGui::TableSetupColumn(h);
-    ImGui::TableHeadersRow();
-    for (const auto& u : model.units) {
-      ImGui::TableNextRow();
-      ImGui::TableNextColumn(); ImGui::Text("%d", u.index);
-      ImGui::TableNextColumn(); ImGui::TextUnformatted(u.name.c_str());
-      ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(u.numel));
-      ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(u.padded_numel));
-      ImGui::TableNextColumn();
-      for (const auto& s : model.unit_shards) {
-        if (s.unit == u.index && s.rank == rank.info.rank) {
-          ImGui::Text("[%lld, %lld) %lld real", static_cast<long long>(s.shard_begin),
-                      static_cast<long long>(s.shard_end), static_cast<long long>(s.real_numel));
-        }
-      }
-    }
-    ImGui::EndTable();
-  }
+  draw_unit_sizes_table(model, rank.info.rank);
 }
 
 }  // namespace dpscope::view

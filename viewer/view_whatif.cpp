@@ -125,7 +125,7 @@ void draw_prediction(const WhatifLanes& w) {
 }  // namespace
 
 void draw_whatif(App& app) {
-  const bool fsdp = app.traces[0].model->strategy() == trace::Strategy::Fsdp;
+  const bool fsdp = app.traces[0].model->sharded_units();
   ImGui::TextWrapped(fsdp ? kFsdpIntro : kDdpIntro, app.clock() == analysis::Clock::Cluster ? kLinkCost : kFittedCost);
   if (fsdp) {
     fsdp_fields(app.whatif_input);

@@ -130,9 +130,9 @@ RankSpans replay_fsdp(trace::Reader& reader, const analysis::RunStats& stats, in
   return spans;
 }
 
-// Why `request` cannot be replayed on a trace of the other strategy, or with limits out of
-// range; "" when it can.
-std::string request_error(const WhatifRequest& request, bool fsdp) {
+// Why `request` cannot be replayed on a trace of the other strategy, with limits out of range,
+// or on an FSDP2 trace with what FSDP2 has not (Note [FSDP2 in the FSDP replay]); "" when it can.
+std::string request_error(const WhatifRequest& request, bool fsdp, bool fsdp2) {
   if (request.settings == WhatifSettings::kDdp && fsdp) {
     return "--whatif-cap-mb and --whatif-first-bucket-mb are for DDP traces; this one is FSDP: "
            "use --whatif-backward-prefetch and --whatif-limit-all-gathers";
@@ -145,6 +145,12 @@ std::string request_error(const WhatifRequest& request, bool fsdp) {
     return "the what-if bucket cap must be positive (MiB), and the first bucket positive or 0 (as recorded)";
   }
   if (fsdp && request.limit_all_gathers.value_or(0) < 0) return "the what-if all-gather limit must be 0 (none) or more";
+  if (fsdp2 && request.backward_prefetch == trace::BackwardPrefetch::Post) {
+    return "this is an FSDP2 trace, and FSDP2 prefetches in a group's pre-backward only: pick pre or none";
+  }
+  if (fsdp2 && request.limit_all_gathers.value_or(0) != 0) {
+    return "this is an FSDP2 trace, and FSDP2 has no all-gather limit: leave it at 0 (none)";
+  }
   return "";
 }
 
@@ -191,9 +197,9 @@ std::shared_ptr<const WhatifLanes> compute_whatif_lanes(const Model& model, cons
                                                         const analysis::ClusterClockRun* cluster) {
   auto lanes = std::make_shared<WhatifLanes>();
   lanes->request = request;
-  lanes->fsdp = model.strategy() == trace::Strategy::Fsdp;
+  lanes->fsdp = model.sharded_units();
   lanes->by_rank.resize(model.ranks.size());
-  lanes->error = request_error(request, lanes->fsdp);
+  lanes->error = request_error(request, lanes->fsdp, model.strategy() == trace::Strategy::Fsdp2);
   if (!lanes->error.empty()) return lanes;
   try {
     replay_ranks(model, request, analysed, cluster, *lanes);

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "engine/fsdp2/offload_policy.h"
 #include "trace/vocabulary.h"
 
 namespace dpscope::memory {
@@ -63,6 +64,7 @@ struct MixedPrecisionPolicy {
 struct FullyShardOptions {
   ReshardSpec reshard_after_forward = ReshardSpec::reshard();
   MixedPrecisionPolicy mp_policy;  // fp16 needs CUDA (LibTorch 1.13 has no float16 matmul on the CPU)
+  OffloadPolicy offload_policy;    // See Note [FSDP2 CPU offload]
   trace::Recorder* recorder = nullptr;              // may be null: nothing recorded
   memory::MemorySampler* memory_sampler = nullptr;  // sampled at each gather and free; may be null
 };

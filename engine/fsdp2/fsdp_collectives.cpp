@@ -23,13 +23,13 @@ ChunkLayout chunk_layout(const std::vector<int64_t>& chunk_numels, int world_siz
 
 AllGatherBuffers foreach_all_gather_copy_in(const std::vector<at::Tensor>& padded_shards,
                                             const ChunkLayout& layout, int rank,
-                                            c10::ScalarType dtype) {
+                                            c10::ScalarType dtype, c10::Device device) {
   c10::NoGradGuard no_grad;
   AllGatherBuffers buffers;
   {
     memory::CategoryScope full(memory::MemoryCategory::FullParameters);
     buffers.output = at::empty({layout.rank_numel * layout.world_size},
-                               padded_shards.at(0).options().dtype(dtype).requires_grad(false));
+                               padded_shards.at(0).options().dtype(dtype).device(device).requires_grad(false));
   }
   buffers.input = buffers.output.narrow(0, layout.rank_numel * rank, layout.rank_numel);
   for (size_t i = 0; i < padded_shards.size(); ++i) {

@@ -48,12 +48,12 @@ struct AllGatherBuffers {
   at::Tensor output;
   at::Tensor input;
 };
-// Allocates the buffer (in `dtype`, on the shards' device, counted as FullParameters) and copies
-// `padded_shards` (each [chunk_numels[i]], in order; cast to `dtype` under mixed precision) into
-// `rank`'s part.
+// Allocates the buffer (in `dtype`, on `device`, the compute device, counted as FullParameters)
+// and copies `padded_shards` (each [chunk_numels[i]], in order; cast to `dtype` under mixed
+// precision, copied from the host when offloaded: Note [FSDP2 CPU offload]) into `rank`'s part.
 AllGatherBuffers foreach_all_gather_copy_in(const std::vector<at::Tensor>& padded_shards,
                                             const ChunkLayout& layout, int rank,
-                                            c10::ScalarType dtype);
+                                            c10::ScalarType dtype, c10::Device device);
 // Copies every rank's chunk of parameter i out of the gathered `output` into `param_outputs[i]`
 // (each [world x chunk_numels[i]], allocated).
 void foreach_all_gather_copy_out(const at::Tensor& output, const ChunkLayout& layout,

@@ -48,7 +48,7 @@ c10::ScalarType scalar_type_of(ComputePrecision precision) {
 }
 
 FsdpParam::FsdpParam(at::Tensor param, std::string name, int rank, int world_size,
-                     c10::ScalarType compute_dtype)
+                     c10::ScalarType compute_dtype, OffloadPolicy offload)
     : name_(std::move(name)), rank_(rank), param_(std::move(param)) {
   check_shardable(param_, name_);
   c10::NoGradGuard no_grad;
@@ -56,8 +56,13 @@ FsdpParam::FsdpParam(at::Tensor param, std::string name, int rank, int world_siz
   for (int64_t d = 1; d < param_.dim(); ++d) row_numel_ *= param_.size(d);
   const int64_t rows = chunks_.rows_of(rank);
   {
+    // See Note [FSDP2 CPU offload]: the shard on the host, pinned only for a GPU to copy from.
+    c10::TensorOptions shard_options = param_.options().requires_grad(false);
+    if (offload.offloads()) {
+      shard_options = shard_options.device(c10::kCPU).pinned_memory(offload.pin_memory && !param_.is_cpu());
+    }
     memory::CategoryScope shards(memory::MemoryCategory::Shards);
-    padded_shard_ = at::zeros({padded_chunk_numel()}, param_.options().requires_grad(false));
+    padded_shard_ = at::zeros({padded_chunk_numel()}, shard_options);
   }
   padded_shard_.narrow(0, 0, rows * row_numel_)
       .copy_(param_.detach().reshape({-1}).narrow(0, chunks_.first_row(rank) * row_numel_,
@@ -107,7 +112,7 @@ void FsdpParam::accumulate_sharded_grad(const at::Tensor& grad) {
   const at::Tensor rows = grad.view(sharded_.sizes());
   at::Tensor& current = sharded_.mutable_grad();
   if (current.defined()) {
-    current.add_(rows);
+    current.add_(rows.to(current.device()));
   } else {
     // Its own tensor, not a view into the reduce-scatter's output as PyTorch keeps it: LibTorch
     // 1.13's Optimizer::zero_grad detaches a gradient in place, which a view refuses.

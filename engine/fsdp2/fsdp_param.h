@@ -14,6 +14,7 @@
 
 #include "engine/fsdp2/dim0_chunks.h"
 #include "engine/fsdp2/fsdp2_options.h"
+#include "engine/fsdp2/offload_policy.h"
 
 namespace dpscope::fsdp2 {
 
@@ -37,12 +38,14 @@ c10::ScalarType scalar_type_of(ComputePrecision precision);
 // on the thread that calls backward()).
 class FsdpParam {
  public:
-  // Keeps this rank's rows of `param` (its current values) in a zero-padded float32 shard, points
-  // the parameter at its all-gather output, in `compute_dtype` (mixed precision: the parameter's
-  // dtype changes), and frees that. Throws Fsdp2Error for a parameter FSDP2 cannot shard (0
+  // Keeps this rank's rows of `param` (its current values) in a zero-padded float32 shard (on the
+  // host with `offload`'s Cpu: Note [FSDP2 CPU offload]), points the parameter at its all-gather
+  // output, on the parameter's device in `compute_dtype` (mixed precision: the parameter's dtype
+  // changes), and frees that. Throws Fsdp2Error for a parameter FSDP2 cannot shard (0
   // dimensions, not contiguous, not float32, a view), naming it.
   FsdpParam(at::Tensor param, std::string name, int rank, int world_size,
-            c10::ScalarType compute_dtype = c10::ScalarType::Float);
+            c10::ScalarType compute_dtype = c10::ScalarType::Float,
+            OffloadPolicy offload = OffloadPolicy::none());
   FsdpParam(const FsdpParam&) = delete;
   FsdpParam& operator=(const FsdpParam&) = delete;
 
@@ -61,11 +64,12 @@ class FsdpParam {
   // optimizer's parameter); a view of the first rows of padded_shard(). Its .grad is the averaged
   // gradient of those rows once backward has reduced it.
   const at::Tensor& sharded_param() const { return sharded_; }
-  // [padded_chunk_numel()]: the sharded parameter's rows, then zeros. The all-gather's input.
+  // [padded_chunk_numel()]: the sharded parameter's rows, then zeros. The all-gather's input
+  // (copied to the compute device first when offloaded).
   const at::Tensor& padded_shard() const { return padded_shard_; }
   // Adds `grad` (this rank's reduced rows, flat: rows_of(rank) x row_numel elements, e.g. a view
-  // into a reduce-scatter's output) to the sharded parameter's .grad, as its own tensor
-  // (GradientShards).
+  // into a reduce-scatter's output) to the sharded parameter's .grad, as its own tensor on the
+  // sharded parameter's device (GradientShards; the host when offloaded).
   void accumulate_sharded_grad(const at::Tensor& grad);
 
   // ---- Unsharded: the module's parameter (See Note [Unsharded parameter storage]).

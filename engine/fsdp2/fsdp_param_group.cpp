@@ -66,6 +66,10 @@ c10::ScalarType FsdpParamGroup::compute_dtype() const {
   return params_.empty() ? c10::ScalarType::Float : params_[0]->all_gather_output().scalar_type();
 }
 
+c10::Device FsdpParamGroup::compute_device() const {
+  return params_.empty() ? c10::Device(c10::kCPU) : params_[0]->all_gather_output().device();
+}
+
 int FsdpParamGroup::world_size() const { return ctx_ ? ctx_->group->size() : layout_.world_size; }
 
 comm::CollectiveTag FsdpParamGroup::tag(uint8_t flags) const {
@@ -96,7 +100,7 @@ void FsdpParamGroup::unshard(uint8_t flags) {
     trace::ScopedPhase copy_in(ctx_->recorder, 0, ctx_->copy_in_name, ctx_->traced_iteration());
     std::vector<at::Tensor> shards;
     for (const auto& param : params_) shards.push_back(param->padded_shard());
-    gather_buffers_ = foreach_all_gather_copy_in(shards, layout_, ctx_->group->rank(), compute_dtype());
+    gather_buffers_ = foreach_all_gather_copy_in(shards, layout_, ctx_->group->rank(), compute_dtype(), compute_device());
   }
   gather_layout_ = layout_;
   move_to(GroupResidency::Gathering);
@@ -116,7 +120,7 @@ void FsdpParamGroup::unshard_from_post_forward(uint8_t flags) {
       slice_numels.push_back(param->post_forward_shard().numel());
     }
     gather_layout_ = chunk_layout(slice_numels, group.size());
-    gather_buffers_ = foreach_all_gather_copy_in(shards, gather_layout_, group.rank(), compute_dtype());
+    gather_buffers_ = foreach_all_gather_copy_in(shards, gather_layout_, group.rank(), compute_dtype(), compute_device());
   }
   move_to(GroupResidency::Gathering);
   gather_work_ = group.all_gather(gather_buffers_.output, gather_buffers_.input, tag(flags));
@@ -195,13 +199,14 @@ std::vector<at::Tensor> FsdpParamGroup::gather_float32() {
   for (const auto& param : params_) {
     shards.push_back(param->padded_shard());
     memory::CategoryScope full(memory::MemoryCategory::FullParameters);
-    outputs.push_back(at::empty({param->all_gather_output().numel()}, param->padded_shard().options()));
+    outputs.push_back(at::empty({param->all_gather_output().numel()},
+                                param->padded_shard().options().device(compute_device())));
   }
   if (world_size() == 1) {
     for (size_t i = 0; i < params_.size(); ++i) outputs[i].copy_(shards[i]);
   } else if (!params_.empty()) {
     const AllGatherBuffers buffers =
-        foreach_all_gather_copy_in(shards, layout_, ctx_->group->rank(), c10::ScalarType::Float);
+        foreach_all_gather_copy_in(shards, layout_, ctx_->group->rank(), c10::ScalarType::Float, compute_device());
     comm::wait_on_stream(ctx_->group->all_gather(buffers.output, buffers.input, tag(0)));
     foreach_all_gather_copy_out(buffers.output, layout_, outputs);
   }

@@ -170,6 +170,9 @@ class FsdpParamGroup {
   int world_size() const;
   // The unsharded parameters' dtype: the all-gather's.
   c10::ScalarType compute_dtype() const;
+  // The unsharded parameters' device: the all-gather's, whatever the shards' (Note [FSDP2 CPU
+  // offload]).
+  c10::Device compute_device() const;
 
   std::vector<std::unique_ptr<FsdpParam>> params_;
   std::string name_;

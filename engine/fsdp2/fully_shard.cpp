@@ -121,7 +121,7 @@ std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module,
                        "multiply there); use bf16 on the CPU, fp16 on CUDA devices");
     }
     params.push_back(std::make_unique<FsdpParam>(item.value(), item.key(), group->rank(),
-                                                 group->size(), compute_dtype));
+                                                 group->size(), compute_dtype, options.offload_policy));
   }
   auto state = std::make_shared<FsdpState>(module, group, options, children, std::move(params));
   {

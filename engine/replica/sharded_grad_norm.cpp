@@ -1,5 +1,5 @@
 // clip_grad_norm_ over shards (sharded_grad_norm.h): the squares summed shard after shard in
-// float64, then over ranks with one all-reduce, all on the gradients' device.
+// float64 on the gradients' device, then over ranks with one all-reduce on the group's.
 #include "engine/replica/sharded_grad_norm.h"
 
 #include <ATen/ops/full_like.h>
@@ -18,7 +18,11 @@ at::Tensor clip_sharded_grad_norm(const std::vector<at::Tensor>& shards, double 
     if (shard.grad().defined()) total_squares += shard.grad().to(at::kDouble).pow(2).sum();
   }
   if (squares == GradientSquares::SpreadOverRanks && group.size() > 1) {
-    group.all_reduce(total_squares, comm::ReduceOp::Sum, comm::CollectiveTag{iteration})->wait();
+    // Offloaded shards sum on the host; the collective takes the group's device (Note
+    // [Collective tensors on the group's device]): a copy there and back, none on a CPU run.
+    at::Tensor on_group = total_squares.to(group.device());
+    group.all_reduce(on_group, comm::ReduceOp::Sum, comm::CollectiveTag{iteration})->wait();
+    total_squares = on_group.to(device);
   }
   const at::Tensor total = total_squares.sqrt();
   // A coefficient clamped to 1 leaves a gradient within the bound as it was.

@@ -125,6 +125,23 @@ class FsdpModel final : public ParallelModel {
 // FSDP2: rank 0's state broadcast (PyTorch's fully_shard leaves that to the user), then
 // fully_shard on the submodules the size-based wrap policy picks (FSDP1's, innermost first) and
 // on the root.
+// --explicit-prefetch N (PyTorch's FSDP2 example, --explicit-prefetching): `layers` in the order
+// fully_shard was applied (the wrap plan's, innermost first: the layers' forward order for the
+// models here), each forward-prefetching the next N and backward-prefetching the previous N.
+// The root sets none, as the example's does not.
+void set_explicit_prefetch(const std::vector<std::shared_ptr<fsdp2::FsdpState>>& layers, int n) {
+  if (n <= 0) return;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    std::vector<fsdp2::FsdpState*> ahead, behind;
+    for (size_t j = 1; j <= size_t(n); ++j) {
+      if (i + j < layers.size()) ahead.push_back(layers[i + j].get());
+      if (j <= i) behind.push_back(layers[i - j].get());
+    }
+    layers[i]->set_modules_to_forward_prefetch(std::move(ahead));
+    layers[i]->set_modules_to_backward_prefetch(std::move(behind));
+  }
+}
+
 class Fsdp2Model final : public ParallelModel {
  public:
   Fsdp2Model(const TrainConfig& config, std::shared_ptr<models::Model> model,
@@ -154,7 +171,8 @@ class Fsdp2Model final : public ParallelModel {
     const size_t groups = groups_;
     return std::string(trace::to_string(Strategy::Fsdp2)) + " (" + std::to_string(groups) +
            " fully_shard group" + (groups == 1 ? "" : "s") + ", reshard_after_forward " +
-           reshard_text_ + ")";
+           reshard_text_ + (explicit_prefetch_ > 0 ? ", explicit prefetch " + std::to_string(explicit_prefetch_) : "") +
+           (offload_ ? ", offload cpu" : "") + ")";
   }
 
  private:
@@ -173,21 +191,30 @@ class Fsdp2Model final : public ParallelModel {
     options.mp_policy.reduce = config.reduce_fp32 ? fsdp::ComputePrecision::Fp32 : config.mixed_precision;
     options.recorder = recorder;
     options.memory_sampler = sampler;
+    // --cpu-offload: PyTorch's CPUOffloadPolicy() (pin_memory true), See Note [FSDP2 CPU offload].
+    options.offload_policy = config.cpu_offload ? fsdp2::OffloadPolicy::cpu() : fsdp2::OffloadPolicy::none();
     const fsdp::WrapPlan plan = fsdp::plan_units(model, fsdp::size_based_wrap_policy(config.wrap_min_params));
     if (group->rank() == 0) {
       for (const std::string& note : plan.notes) std::printf("fsdp2: %s\n", note.c_str());
     }
+    std::vector<std::shared_ptr<fsdp2::FsdpState>> layers;
     for (size_t i = 0; i + 1 < plan.units.size(); ++i) {
-      fsdp2::fully_shard(*plan.units[i].module, group, options);
+      layers.push_back(fsdp2::fully_shard(*plan.units[i].module, group, options));
     }
     groups_ = plan.units.size();
     reshard_text_ = config.reshard_after_forward.text();
-    return fsdp2::fully_shard(model, group, options);
+    std::shared_ptr<fsdp2::FsdpState> root = fsdp2::fully_shard(model, group, options);
+    set_explicit_prefetch(layers, config.explicit_prefetch);
+    explicit_prefetch_ = config.explicit_prefetch;
+    offload_ = config.cpu_offload;
+    return root;
   }
 
   std::shared_ptr<models::Model> model_;
   size_t groups_ = 0;
   std::string reshard_text_;
+  int explicit_prefetch_ = 0;
+  bool offload_ = false;
   std::shared_ptr<fsdp2::FsdpState> root_;
 };
 

@@ -45,7 +45,8 @@ void check_device_and_backend(std::string_view device, std::string_view backend)
 
 // The flags of DDP and of FSDP1 that FSDP2 has no use for, each refused by name (their defaults
 // pass): fully_shard always shards fully, reduces each group in one reduce-scatter, and prefetches
-// in backward by the post-forward order. (--mixed-precision and --reduce-fp32 are FSDP2's too.)
+// in backward by the post-forward order. (--mixed-precision, --reduce-fp32 and --cpu-offload are
+// FSDP2's too.)
 const char* option_fsdp2_refuses(const TrainConfig& c) {
   const TrainConfig defaults;
   if (c.comm_hook != defaults.comm_hook) return "--comm-hook";
@@ -54,7 +55,6 @@ const char* option_fsdp2_refuses(const TrainConfig& c) {
   if (c.gradient_as_bucket_view) return "--gradient-as-bucket-view";
   if (c.static_graph) return "--static-graph";
   if (c.sharding != defaults.sharding) return "--sharding";
-  if (c.cpu_offload) return "--cpu-offload";
   if (c.backward_prefetch != defaults.backward_prefetch) return "--backward-prefetch";
   if (c.forward_prefetch) return "--forward-prefetch";
   if (c.limit_all_gathers != defaults.limit_all_gathers) return "--limit-all-gathers";
@@ -67,9 +67,14 @@ void check_fsdp2_options(const TrainConfig& c) {
   if (const char* flag = option_fsdp2_refuses(c)) {
     throw std::invalid_argument(std::string(flag) + " is not an option of --strategy fsdp2 "
                                 "(docs/fsdp2.md lists FSDP2's: --reshard-after-forward, "
-                                "--wrap-min-params, --mixed-precision, --reduce-fp32, "
-                                "--grad-accum); drop it or use --strategy "
+                                "--explicit-prefetch, --wrap-min-params, --mixed-precision, "
+                                "--reduce-fp32, --cpu-offload, --grad-accum); drop it or use --strategy "
                                 "fsdp or ddp");
+  }
+  if (c.explicit_prefetch < 0) {
+    throw std::invalid_argument("--explicit-prefetch must be 0 (the implicit prefetch only) or "
+                                "more (the groups each group prefetches, ahead in forward and "
+                                "behind in backward)");
   }
   if (c.wrap_min_params < 0) {
     throw std::invalid_argument("--wrap-min-params must be 0 (fully_shard on the root only) or more");
@@ -134,6 +139,11 @@ void validate_train_config(const TrainConfig& c) {
     throw std::invalid_argument("--reshard-after-forward is an FSDP2 option; drop it or use "
                                 "--strategy fsdp2 (FSDP1's --sharding grad_op keeps parameters "
                                 "from forward to backward)");
+  }
+  if (c.strategy != Strategy::Fsdp2 && c.explicit_prefetch != 0) {
+    throw std::invalid_argument("--explicit-prefetch is an FSDP2 option; drop it or use "
+                                "--strategy fsdp2 (FSDP1 prefetches with --forward-prefetch and "
+                                "--backward-prefetch)");
   }
   if (c.strategy == Strategy::Fsdp2) check_fsdp2_options(c);
   if (c.strategy == Strategy::Fsdp) {

@@ -85,6 +85,10 @@ struct TrainConfig {
 
   // FSDP2 (`--strategy fsdp2`; wrap_min_params picks the submodules fully_shard is applied to).
   fsdp2::ReshardSpec reshard_after_forward = fsdp2::ReshardSpec::reshard();
+  // --explicit-prefetch N: each group (in the order fully_shard was applied) forward-prefetches
+  // the next N and backward-prefetches the previous N, as PyTorch's FSDP2 example's
+  // --explicit-prefetching does; 0: the implicit prefetch only.
+  int explicit_prefetch = 0;
 
   std::string trace;  // "" = DPSCOPE_TRACE_DIR/rank<R>.sqlite, else traces/train-<model>.sqlite
   trace::TraceLevel trace_level = trace::TraceLevel::Full;

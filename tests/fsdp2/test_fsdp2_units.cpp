@@ -1,7 +1,6 @@
-// FSDP2's pieces in one process: dim-0 chunking against torch.chunk (uneven and empty last
-// chunks), the copy-in order of the all-gather and of the reduce-scatter written out by hand, a
-// whole all-gather and reduce-scatter simulated across ranks (each rank's FsdpParam, the buffers
-// joined and summed as the collectives would), and the options and parameters fully_shard refuses.
+// FSDP2's pieces in one process: dim-0 chunking against torch.chunk and the stats' rows, the
+// copy-in orders of the all-gather and reduce-scatter by hand, both collectives simulated across
+// ranks, CPU offload's host shard, and the options and parameters fully_shard refuses.
 #include <gtest/gtest.h>
 #include <torch/types.h>
 #include <torch/utils.h>
@@ -11,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/param_rows.h"
 #include "engine/fsdp2/dim0_chunks.h"
 #include "engine/fsdp2/fsdp2_options.h"
 #include "engine/fsdp2/fsdp_collectives.h"
@@ -59,6 +59,22 @@ TEST(Fsdp2Chunks, AgreeWithTorchChunkForEveryShape) {
   }
 }
 
+// The stats' rows (Note [Rows from the trace]) repeat the engine's chunking: the same range for
+// every rank, dim-0 size and world size, empty chunks included.
+TEST(Fsdp2Chunks, StatsRowsAgreeWithTheEngine) {
+  for (int64_t rows = 0; rows <= 40; ++rows) {
+    for (int world = 1; world <= 8; ++world) {
+      const Dim0Chunks chunks(rows, world);
+      const std::vector<dpscope::analysis::RowRange> ranges = dpscope::analysis::dim0_row_ranges(rows, world);
+      ASSERT_EQ(ranges.size(), static_cast<size_t>(world));
+      for (int r = 0; r < world; ++r) {
+        EXPECT_EQ(ranges[r].begin, chunks.first_row(r)) << rows << " rows, world " << world << ", rank " << r;
+        EXPECT_EQ(ranges[r].end, chunks.first_row(r) + chunks.rows_of(r)) << rows << " rows, world " << world << ", rank " << r;
+      }
+    }
+  }
+}
+
 // Two parameters on 2 ranks: a [5] vector (chunks of 3 rows: 3 and 2 real) and a [3, 2] matrix
 // (chunks of 2 rows: 2 and 1 real), so every rank's part is 3 + 4 = 7 elements.
 TEST(Fsdp2CopyIn, ReduceScatterInputIsPerRankChunksInGroupOrder) {
@@ -80,7 +96,7 @@ TEST(Fsdp2CopyIn, ReduceScatterInputIsPerRankChunksInGroupOrder) {
 TEST(Fsdp2CopyIn, AllGatherInputIsThisRanksPartInGroupOrder) {
   const ChunkLayout layout = chunk_layout({3, 2}, 3);
   const AllGatherBuffers buffers =
-      foreach_all_gather_copy_in({at::full({3}, 7.f), at::full({2}, 8.f)}, layout, 1, at::kFloat);
+      foreach_all_gather_copy_in({at::full({3}, 7.f), at::full({2}, 8.f)}, layout, 1, at::kFloat, at::kCPU);
   EXPECT_EQ(buffers.output.numel(), 15);
   EXPECT_EQ(buffers.input.data_ptr(), buffers.output.narrow(0, 5, 5).data_ptr());
   EXPECT_TRUE(buffers.input.equal(at::tensor({7.f, 7.f, 7.f, 8.f, 8.f})));
@@ -127,7 +143,7 @@ TEST(Fsdp2Simulated, AllGatherRebuildsEveryParameterOnEveryWorldSize) {
     for (int r = 0; r < world; ++r) {
       std::vector<at::Tensor> shards;
       for (const auto& param : sim.ranks[r]) shards.push_back(param->padded_shard());
-      inputs.push_back(foreach_all_gather_copy_in(shards, sim.layout, r, at::kFloat).input);
+      inputs.push_back(foreach_all_gather_copy_in(shards, sim.layout, r, at::kFloat, at::kCPU).input);
     }
     const at::Tensor gathered = at::cat(inputs);  // what the all-gather leaves on every rank
     std::vector<at::Tensor> outputs;
@@ -190,6 +206,27 @@ TEST(Fsdp2Param, ShardedParameterIsThisRanksRowsAndALeaf) {
   EXPECT_TRUE(sharded.padded_shard().narrow(0, 3, 6).eq(0).all().item<bool>());
   EXPECT_FALSE(sharded.is_allocated());  // the unsharded parameter's memory is gone
   EXPECT_EQ(param.sizes().vec(), original.sizes().vec());
+}
+
+// CPUOffloadPolicy on the CPU (Note [FSDP2 CPU offload]): the shard on the host, not pinned
+// (pinning is for a GPU to copy from, and a CPU build has none), the same rows as without
+// offload; the view-out's gradients land on the host and add up.
+TEST(Fsdp2Param, CpuOffloadKeepsTheShardAndItsGradientOnTheHost) {
+  const at::Tensor original = torch::randn({10, 3});
+  at::Tensor plain_param = original.clone().requires_grad_(true);
+  at::Tensor offload_param = original.clone().requires_grad_(true);
+  const FsdpParam plain(plain_param, "w", 1, 4);
+  FsdpParam offloaded(offload_param, "w", 1, 4, at::kFloat, OffloadPolicy::cpu());
+  EXPECT_TRUE(offloaded.padded_shard().is_cpu());
+  EXPECT_FALSE(offloaded.padded_shard().is_pinned());
+  EXPECT_TRUE(offloaded.sharded_param().detach().equal(plain.sharded_param().detach()));
+  EXPECT_TRUE(offloaded.all_gather_output().is_cpu()) << "the compute device: the parameter's";
+  offloaded.accumulate_sharded_grad(at::full({9}, 1.f));
+  offloaded.accumulate_sharded_grad(at::full({9}, 2.f));
+  EXPECT_TRUE(offloaded.sharded_param().grad().is_cpu());
+  EXPECT_TRUE(offloaded.sharded_param().grad().equal(at::full({3, 3}, 3.f)));
+  EXPECT_EQ(OffloadPolicy::cpu().text(), "cpu");
+  EXPECT_EQ(OffloadPolicy::none().text(), "none");
 }
 
 TEST(Fsdp2Param, RefusesParametersItCannotShardByName) {

@@ -1,8 +1,8 @@
 // FSDP2 results against DDP: each case trains with `dpscope train --strategy fsdp2` under
 // `dpscope launch`, then the same run with our DDP (equal to PyTorch's own DDP: tests/ddp) from the
 // same initial parameters, and requires the final parameters to agree to 1e-5 (float32) — with
-// every form of reshard_after_forward (true, false, an int), bf16 mixed precision within a stated
-// tolerance, on 1 to 4 ranks, with dim-0 sizes no world size divides
+// every form of reshard_after_forward (true, false, an int), CPU offload, bf16 mixed precision
+// within a stated tolerance, on 1 to 4 ranks, with dim-0 sizes no world size divides
 // and fewer rows than ranks (empty chunks), for mlp, cnn and gpt; and the bad options refused.
 #include <gtest/gtest.h>
 
@@ -73,6 +73,12 @@ TEST(Fsdp2VsDdp, FourRanksReshardToGroupsOfTwo) {
 TEST(Fsdp2VsDdp, FourRanksIntFormOfTheWorldSizeIsTrue) {
   compare({4, kMlp10, kEveryLayer + " --reshard-after-forward 4"});
 }
+// CPUOffloadPolicy (Note [FSDP2 CPU offload]): on the CPU the host is the compute device, so
+// training is the run without offload's; with gradient accumulation the host gradients add up.
+TEST(Fsdp2VsDdp, ThreeRanksCpuOffloadUnevenRows) { compare({3, kMlp10, kEveryLayer + " --cpu-offload"}); }
+TEST(Fsdp2VsDdp, TwoRanksCpuOffloadGradAccum) {
+  compare({2, kMlp10 + " --grad-accum 2", kEveryLayer + " --cpu-offload"});
+}
 TEST(Fsdp2VsDdp, TwoRanksGradAccum) { compare({2, kMlp10 + " --grad-accum 3", kEveryLayer}); }
 TEST(Fsdp2VsDdp, CnnTwoRanksNestedBuffers) {
   compare({2, "--model cnn --data digits --momentum 0.9", "--wrap-min-params 200"});
@@ -137,6 +143,18 @@ TEST(Fsdp2Train, Fsdp1OptionsAreRefusedByName) {
   EXPECT_NE(other.exit_code, 0);
   EXPECT_NE(other.output.find("--reshard-after-forward is an FSDP2 option"), std::string::npos)
       << other.output;
+  const auto prefetch = train_with(1, "--strategy fsdp --explicit-prefetch 1", dir);
+  EXPECT_NE(prefetch.exit_code, 0);
+  EXPECT_NE(prefetch.output.find("--explicit-prefetch is an FSDP2 option"), std::string::npos)
+      << prefetch.output;
+  const auto fsdp1_prefetch = train_with(1, "--strategy fsdp2 --forward-prefetch", dir);
+  EXPECT_NE(fsdp1_prefetch.exit_code, 0);
+  EXPECT_NE(fsdp1_prefetch.output.find("--forward-prefetch is not an option of --strategy fsdp2"),
+            std::string::npos)
+      << fsdp1_prefetch.output;
+  const auto negative = train_with(1, "--strategy fsdp2 --explicit-prefetch -1", dir);
+  EXPECT_NE(negative.exit_code, 0);
+  EXPECT_NE(negative.output.find("--explicit-prefetch must be 0"), std::string::npos) << negative.output;
 }
 
 // The held-out evaluation after the steps (a forward without grad) gives DDP's accuracy, and its

@@ -1,10 +1,13 @@
-// FSDP2's features through real ranks (fsdp2_worker): the sharded state dict's content per rank,
-// sharded checkpoints resharded to another world size (and another model's or FSDP1's refused),
-// clip_grad_norm across shards, explicit prefetching; and the trace of `dpscope train --strategy
-// fsdp2` — groups as units with lanes and states, tagged collectives, the copy phases, memory by
-// category, `dpscope stats` on it — each within a time limit.
+// FSDP2's features through real ranks (fsdp2_worker): the sharded state dict, sharded checkpoints
+// resharded to another world size (and another model's or FSDP1's refused), clip_grad_norm across
+// shards, explicit prefetching; and `dpscope train --strategy fsdp2` — its trace (groups as units,
+// tagged collectives, copy phases, memory by category, `dpscope stats`), `--explicit-prefetch` and
+// `--cpu-offload` — each within a time limit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -113,7 +116,7 @@ TEST(Fsdp2Worker, ExplicitPrefetchTrainsToTheSameBits) {
 
 // Per rank, what iteration 1 of a 3-step run with every Linear a group records.
 struct IterationCounts {
-  int gathers = 0, backward_gathers = 0, prefetched = 0, reduce_scatters = 0;
+  int gathers = 0, backward_gathers = 0, prefetched = 0, forward_prefetched = 0, reduce_scatters = 0;
   std::map<std::string, int> phases;
 };
 
@@ -126,6 +129,7 @@ IterationCounts count_iteration(trace::Reader& reader, int rank, int iteration) 
       EXPECT_NE(e.unit, trace::kNone);
       if (e.flags & trace::kFlagBackward) ++counts.backward_gathers;
       if (e.flags & trace::kFlagPrefetch) ++counts.prefetched;
+      if ((e.flags & trace::kFlagPrefetch) && !(e.flags & trace::kFlagBackward)) ++counts.forward_prefetched;
     }
     if (e.op == static_cast<uint8_t>(trace::CollectiveOp::ReduceScatter)) ++counts.reduce_scatters;
   }
@@ -198,6 +202,122 @@ TEST(Fsdp2Train, TraceContentTwoRanks) {
   const auto text = run_command(dpscope_bin() + " stats " + dir.file("traces/run.sqlite"));
   ASSERT_EQ(text.exit_code, 0) << text.output;
   EXPECT_NE(text.output.find("strategy fsdp2"), std::string::npos) << text.output;
+}
+
+// The first end of `unit`'s `full` state in `iteration` on `rank`: its post-forward reshard.
+int64_t forward_full_end(trace::Reader& reader, int rank, int iteration, int unit) {
+  for (const auto& e : reader.events_of_kind(trace::EventKind::UnitState, rank)) {
+    if (e.iteration == iteration && e.unit == unit && e.op == static_cast<uint8_t>(trace::UnitState::Full)) {
+      return e.end_ns;
+    }
+  }
+  return -1;
+}
+
+// When `unit`'s forward all-gather of `iteration` on `rank` was issued.
+int64_t forward_gather_issue(trace::Reader& reader, int rank, int iteration, int unit) {
+  for (const auto& e : reader.events_of_kind(trace::EventKind::Collective, rank)) {
+    if (e.iteration == iteration && e.unit == unit && !(e.flags & trace::kFlagBackward) &&
+        e.op == static_cast<uint8_t>(trace::CollectiveOp::AllGather)) {
+      return e.enqueue_ns != trace::kNone64 ? e.enqueue_ns : e.begin_ns;
+    }
+  }
+  return -1;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// --explicit-prefetch 2 (PyTorch's FSDP2 example's --explicit-prefetching): the same collectives
+// in another issue order, so the final parameters are the implicit run's bit for bit; each group
+// after the first is gathered by a forward prefetch, issued before the group ahead of it is
+// resharded after its forward, where the implicit run issues it only after.
+TEST(Fsdp2Train, ExplicitPrefetchFlagTrainsToTheSameBitsGatheringEarlier) {
+  TempDir dir;
+  const auto train = [&](const std::string& name, const std::string& flags) {
+    return run_command("timeout 120 " + dpscope_bin() + " launch -n 3 --trace-dir " + dir.file(name) +
+                       " -- " + dpscope_bin() + " train --threads 1 --progress-every 0 --steps 3 "
+                       "--batch-size 16 --samples 256 --model mlp --hidden 10 --layers 3 --momentum 0.9 "
+                       "--strategy fsdp2 --wrap-min-params 100 --save-final " + dir.file(name + ".pt") +
+                       " " + flags);
+  };
+  const auto implicit = train("implicit", "");
+  ASSERT_EQ(implicit.exit_code, 0) << implicit.output;
+  const auto explicit_run = train("explicit", "--explicit-prefetch 2");
+  ASSERT_EQ(explicit_run.exit_code, 0) << explicit_run.output;
+  EXPECT_NE(explicit_run.output.find("reshard_after_forward true, explicit prefetch 2)"), std::string::npos)
+      << explicit_run.output;
+  const std::string a = file_bytes(dir.file("implicit.pt")), b = file_bytes(dir.file("explicit.pt"));
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == b) << "the final parameters differ";
+
+  trace::Reader implicit_trace(dir.file("implicit/run.sqlite")), explicit_trace(dir.file("explicit/run.sqlite"));
+  EXPECT_NE(explicit_trace.meta_value("config").find("\"explicit_prefetch\":2"), std::string::npos);
+  int groups = 0;
+  for (const auto& u : explicit_trace.units()) groups += u.numel > 0 ? 1 : 0;
+  ASSERT_GE(groups, 3);
+  for (int r = 0; r < 3; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const IterationCounts before = count_iteration(implicit_trace, r, 1), after = count_iteration(explicit_trace, r, 1);
+    EXPECT_EQ(after.gathers, before.gathers) << "the same all-gathers";
+    EXPECT_EQ(before.forward_prefetched, 0);
+    EXPECT_EQ(after.forward_prefetched, groups - 1) << "every group after the first prefetched in forward";
+    for (int unit = 1; unit < groups; ++unit) {
+      ASSERT_GT(forward_gather_issue(explicit_trace, r, 1, unit), 0) << "unit " << unit;
+      ASSERT_GT(forward_full_end(implicit_trace, r, 1, unit - 1), 0) << "unit " << unit - 1;
+      EXPECT_GT(forward_gather_issue(implicit_trace, r, 1, unit), forward_full_end(implicit_trace, r, 1, unit - 1))
+          << "implicit: unit " << unit << " gathered after unit " << unit - 1 << " resharded";
+      EXPECT_LT(forward_gather_issue(explicit_trace, r, 1, unit), forward_full_end(explicit_trace, r, 1, unit - 1))
+          << "explicit: unit " << unit << " gathered before unit " << unit - 1 << " resharded";
+    }
+  }
+}
+
+// The largest sample of `category` on `rank`.
+int64_t largest(trace::Reader& reader, int rank, trace::MemoryCategory category) {
+  int64_t most = 0;
+  for (const auto& m : reader.memory(rank)) {
+    if (m.category == category) most = std::max(most, m.bytes);
+  }
+  return most;
+}
+
+// --cpu-offload (CPUOffloadPolicy, Note [FSDP2 CPU offload]) on the CPU: the host is the compute
+// device, so the copies stay in host memory and training, the collectives and the memory by
+// category are the run without offload's; the config records the policy.
+TEST(Fsdp2Train, CpuOffloadTrainsToTheSameBitsWithTheSameMemory) {
+  TempDir dir;
+  const auto train = [&](const std::string& name, const std::string& flags) {
+    return run_command("timeout 120 " + dpscope_bin() + " launch -n 3 --trace-dir " + dir.file(name) +
+                       " -- " + dpscope_bin() + " train --threads 1 --progress-every 0 --steps 3 "
+                       "--batch-size 16 --samples 256 --model mlp --hidden 10 --momentum 0.9 "
+                       "--strategy fsdp2 --wrap-min-params 100 --save-final " + dir.file(name + ".pt") +
+                       " " + flags);
+  };
+  const auto plain = train("plain", "");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto offloaded = train("offload", "--cpu-offload");
+  ASSERT_EQ(offloaded.exit_code, 0) << offloaded.output;
+  EXPECT_NE(offloaded.output.find("reshard_after_forward true, offload cpu)"), std::string::npos) << offloaded.output;
+  const std::string a = file_bytes(dir.file("plain.pt")), b = file_bytes(dir.file("offload.pt"));
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == b) << "the final parameters differ";
+  trace::Reader plain_trace(dir.file("plain/run.sqlite")), offload_trace(dir.file("offload/run.sqlite"));
+  EXPECT_NE(offload_trace.meta_value("config").find("\"cpu_offload\":true"), std::string::npos);
+  EXPECT_NE(plain_trace.meta_value("config").find("\"cpu_offload\":false"), std::string::npos);
+  for (int r = 0; r < 3; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const IterationCounts before = count_iteration(plain_trace, r, 1), after = count_iteration(offload_trace, r, 1);
+    EXPECT_EQ(after.gathers, before.gathers);
+    EXPECT_EQ(after.reduce_scatters, before.reduce_scatters);
+    for (auto category : {trace::MemoryCategory::Shards, trace::MemoryCategory::GradientShards,
+                          trace::MemoryCategory::OptimizerState, trace::MemoryCategory::FullParameters}) {
+      EXPECT_GT(largest(offload_trace, r, category), 0) << trace::to_string(category);
+      EXPECT_EQ(largest(offload_trace, r, category), largest(plain_trace, r, category)) << trace::to_string(category);
+    }
+  }
 }
 
 // Keeping the parameters after forward: backward gathers nothing.

@@ -340,15 +340,18 @@ TEST(ViewerHeadless, FsdpScreenshotShowsUnits) {
   EXPECT_EQ(rank_headers(load_png(png), 300), 2);
 }
 
-// Real trainings, not synthetic traces: `dpscope train` on 2 ranks with DDP and with FSDP (every
-// layer a unit), each drawn with a lane group per rank. Skipped in builds without the engine.
+// Real trainings, not synthetic traces: `dpscope train` on 2 ranks with DDP, FSDP and FSDP2
+// (every layer a unit), each drawn with a lane group per rank, the right panel opening on the
+// Buckets tab for DDP and on the Units tab for both FSDPs. Skipped in builds without the engine.
 TEST(ViewerHeadless, RealDdpAndFsdpTrainingTraces) {
   REQUIRE_DISPLAY();
   TempDir dir;
   const std::string bin = dpscope::testing::dpscope_bin();
-  for (const std::string strategy : {"ddp", "fsdp --wrap-min-params 100"}) {
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"ddp", "Buckets"}, {"fsdp --wrap-min-params 100", "Units"}, {"fsdp2 --wrap-min-params 100", "Units"}};
+  for (const auto& [strategy, first_tab] : runs) {
     SCOPED_TRACE(strategy);
-    const std::string traces = dir.file(strategy.substr(0, 4));
+    const std::string traces = dir.file(strategy.substr(0, strategy.find(' ')));
     const auto train = run_command("timeout 120 " + bin + " launch -n 2 --trace-dir " + traces +
                                    " -- " + bin + " train --model mlp --hidden 64 --steps 4 "
                                    "--threads 1 --progress-every 0 --strategy " + strategy);
@@ -360,6 +363,7 @@ TEST(ViewerHeadless, RealDdpAndFsdpTrainingTraces) {
     const auto result = view(traces + "/run.sqlite --screenshot " + png + " --frames 3");
     expect_screenshot(result, png, 3);
     EXPECT_EQ(rank_headers(load_png(png), 300), 2) << "lanes: " << lane_list(traces + "/run.sqlite");
+    EXPECT_EQ(screenshot_json(result.output)["right_tab"], first_tab) << result.output;
   }
 }
 
@@ -830,6 +834,39 @@ TEST(ViewerHeadless, WhatifLanesShowWhatDpscopeWhatifPredicts) {
   const auto refused = view(fsdp + " --whatif-cap-mb 25 --screenshot " + png + " --frames 2");
   ASSERT_EQ(refused.exit_code, 0) << refused.output;
   EXPECT_NE(screenshot_json(refused.output)["whatif"]["error"].get<std::string>().find("are for DDP traces; this one is FSDP"),
+            std::string::npos)
+      << refused.output;
+}
+
+// An FSDP2 trace's what-if lanes: its groups replayed as units (Note [FSDP2 in the FSDP replay]),
+// the medians of `dpscope whatif --json --backward-prefetch none`; post, which FSDP2 has not,
+// refused in the What-if tab's words.
+TEST(ViewerHeadless, WhatifLanesOfAnFsdp2Trace) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string bin = dpscope::testing::dpscope_bin();
+  const std::string trace = dir.file("fsdp2.sqlite");
+  const auto train = run_command("timeout 120 " + bin + " launch -n 2 --link-gbps 1 --link-latency-us 50 -- " + bin +
+                                 " train --strategy fsdp2 --model mlp --hidden 512 --layers 4 --wrap-min-params 1000 "
+                                 "--steps 6 --threads 1 --progress-every 0 --trace " + trace);
+  if (train.output.find("built without the engine") != std::string::npos) GTEST_SKIP() << "no engine";
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  const auto predicted = run_command(bin + " whatif --json --backward-prefetch none " + trace);
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.output;
+  const auto cli = nlohmann::json::parse(predicted.output);
+  const std::string png = dir.file("whatif.png");
+  const auto shown = view(trace + " --whatif-backward-prefetch none --screenshot " + png + " --frames 3");
+  ASSERT_EQ(shown.exit_code, 0) << shown.output;
+  const auto drawn = screenshot_json(shown.output)["whatif"];
+  ASSERT_TRUE(drawn.is_object() && !drawn.contains("error")) << shown.output;
+  for (const char* key : {"measured_step_ms", "predicted_step_ms", "measured_exposed_comm_ms", "predicted_exposed_comm_ms"}) {
+    EXPECT_NEAR(drawn[key].get<double>(), cli[key].get<double>(), 1e-3) << key;
+  }
+  const std::array<int, 3> band = {30, 50, 70};  // the dark theme's what-if band
+  EXPECT_GT(pixels_near(load_png(png), 90, 520, band), 2000) << "no what-if lane drawn for FSDP2";
+  const auto refused = view(trace + " --whatif-backward-prefetch post --screenshot " + png + " --frames 2");
+  ASSERT_EQ(refused.exit_code, 0) << refused.output;
+  EXPECT_NE(screenshot_json(refused.output)["whatif"]["error"].get<std::string>().find("FSDP2 prefetches in a group's pre-backward only"),
             std::string::npos)
       << refused.output;
 }
