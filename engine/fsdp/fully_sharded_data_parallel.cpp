@@ -43,6 +43,10 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<torch::nn::Mo
   if (options_.limit_all_gathers < 0 || options_.limit_reduce_scatters < 0) {
     throw FsdpError("limit_all_gathers and limit_reduce_scatters must be 0 (no limit) or more");
   }
+  if (options_.sharding == ShardingStrategy::HybridShard) {
+    throw FsdpError("FSDP1 has no HYBRID_SHARD in dpscope yet; use FSDP2's HSDP (fully_shard over "
+                    "an FsdpMesh, `dpscope train --strategy fsdp2 --sharding hybrid`)");
+  }
   const int world = group_->size();
   sharding_ = world == 1 ? ShardingStrategy::NoShard : options_.sharding;
   predivide_ = predivide_factor(world);

@@ -154,7 +154,7 @@ class Fsdp2Model final : public ParallelModel {
     const size_t groups = groups_;
     return std::string(trace::to_string(Strategy::Fsdp2)) + " (" + std::to_string(groups) +
            " fully_shard group" + (groups == 1 ? "" : "s") + ", reshard_after_forward " +
-           reshard_text_ + ")";
+           reshard_text_ + mesh_text_ + ")";
   }
 
  private:
@@ -177,17 +177,27 @@ class Fsdp2Model final : public ParallelModel {
     if (group->rank() == 0) {
       for (const std::string& note : plan.notes) std::printf("fsdp2: %s\n", note.c_str());
     }
+    // --sharding hybrid --shard-group-size N: HSDP over an R x N mesh (Note [HSDP mesh]).
+    const bool hybrid = config.sharding == fsdp::ShardingStrategy::HybridShard;
+    if (hybrid) fsdp2::check_shard_group_size(config.shard_group_size, group->size(), "--shard-group-size");
+    const fsdp2::FsdpMesh mesh = hybrid ? fsdp2::make_hsdp_mesh(group, config.shard_group_size)
+                                        : fsdp2::FsdpMesh::sharded_over(group);
     for (size_t i = 0; i + 1 < plan.units.size(); ++i) {
-      fsdp2::fully_shard(*plan.units[i].module, group, options);
+      fsdp2::fully_shard(*plan.units[i].module, mesh, options);
     }
     groups_ = plan.units.size();
     reshard_text_ = config.reshard_after_forward.text();
-    return fsdp2::fully_shard(model, group, options);
+    if (mesh.hybrid()) {
+      mesh_text_ = ", HSDP: " + std::to_string(mesh.replicate_size()) + " replicas of " +
+                   std::to_string(mesh.shard_size()) + " ranks";
+    }
+    return fsdp2::fully_shard(model, mesh, options);
   }
 
   std::shared_ptr<models::Model> model_;
   size_t groups_ = 0;
   std::string reshard_text_;
+  std::string mesh_text_;  // HSDP's layout, "" otherwise
   std::shared_ptr<fsdp2::FsdpState> root_;
 };
 

@@ -85,6 +85,9 @@ struct TrainConfig {
 
   // FSDP2 (`--strategy fsdp2`; wrap_min_params picks the submodules fully_shard is applied to).
   fsdp2::ReshardSpec reshard_after_forward = fsdp2::ReshardSpec::reshard();
+  // --sharding hybrid (FSDP2's HSDP): the ranks each parameter is sharded over; 0: not given.
+  // Checked against the world size when the mesh is made (fsdp2::check_shard_group_size).
+  int shard_group_size = 0;
 
   std::string trace;  // "" = DPSCOPE_TRACE_DIR/rank<R>.sqlite, else traces/train-<model>.sqlite
   trace::TraceLevel trace_level = trace::TraceLevel::Full;

@@ -129,10 +129,16 @@ TEST(Fsdp2Train, Fp16OnTheCpuIsRefused) {
 
 TEST(Fsdp2Train, Fsdp1OptionsAreRefusedByName) {
   TempDir dir;
-  const auto run = train_with(1, "--strategy fsdp2 --sharding grad_op", dir);
+  const auto run = train_with(1, "--strategy fsdp2 --cpu-offload", dir);
   EXPECT_NE(run.exit_code, 0);
-  EXPECT_NE(run.output.find("--sharding is not an option of --strategy fsdp2"), std::string::npos)
+  EXPECT_NE(run.output.find("--cpu-offload is not an option of --strategy fsdp2"), std::string::npos)
       << run.output;
+  const auto grad_op = train_with(1, "--strategy fsdp2 --sharding grad_op", dir);
+  EXPECT_NE(grad_op.exit_code, 0);
+  EXPECT_NE(grad_op.output.find("--sharding grad_op is FSDP1's SHARD_GRAD_OP; with --strategy "
+                                "fsdp2 give --reshard-after-forward false instead"),
+            std::string::npos)
+      << grad_op.output;
   const auto other = train_with(1, "--strategy fsdp --reshard-after-forward false", dir);
   EXPECT_NE(other.exit_code, 0);
   EXPECT_NE(other.output.find("--reshard-after-forward is an FSDP2 option"), std::string::npos)
