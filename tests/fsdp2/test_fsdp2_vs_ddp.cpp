@@ -107,7 +107,8 @@ TEST(Fsdp2Train, ReshardAfterForwardLargerThanTheWorldIsRefused) {
   EXPECT_NE(run.exit_code, 0);
   EXPECT_NE(run.output.find("reshard_after_forward 4: the int form is the size of the group "
                             "parameters are resharded to after forward, and must be a factor of "
-                            "the world size 2 (1..2)"),
+                            "the size of the group they are sharded over (the world, or HSDP's "
+                            "shard group) 2 (1..2)"),
             std::string::npos)
       << run.output;
 }
@@ -116,7 +117,7 @@ TEST(Fsdp2Train, ReshardAfterForwardNotDividingTheWorldIsRefused) {
   TempDir dir;
   const auto run = train_with(4, "--strategy fsdp2 --reshard-after-forward 3", dir);
   EXPECT_NE(run.exit_code, 0);
-  EXPECT_NE(run.output.find("must be a factor of the world size 4 (1..4)"), std::string::npos)
+  EXPECT_NE(run.output.find("(the world, or HSDP's shard group) 4 (1..4)"), std::string::npos)
       << run.output;
 }
 
