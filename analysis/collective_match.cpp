@@ -93,12 +93,12 @@ std::vector<CollectiveMatch> match_collectives(
       }
     }
     m.late_ns = second_latest == INT64_MIN ? 0 : trace::detail::saturating_sub(m.last_begin_ns, second_latest);
-    const int32_t expected = key.first == kWorldGroup ? world
-                                                      : static_cast<int32_t>(members[key.first].size());
+    const auto seen_in_group = static_cast<int32_t>(members[key.first].size());
+    const int32_t expected = key.first == kWorldGroup || seen_in_group < 2 ? world : seen_in_group;
     if (!m.mismatch && static_cast<int32_t>(list.size()) < expected) {
       m.mismatch = true;
       m.why = "ran on " + std::to_string(list.size()) + " of " + std::to_string(expected) + " ranks" +
-              (key.first == kWorldGroup ? "" : " of its group");
+              (expected == world ? "" : " of its group");
     }
     matches.push_back(std::move(m));
   }
