@@ -63,13 +63,21 @@ class DdpModel final : public ParallelModel {
   ddp::DistributedDataParallel ddp_;
 };
 
+// The mesh FSDP and FSDP2 shard over: the world, or with --sharding hybrid --shard-group-size N
+// an R x N mesh of shard and replicate groups (Note [HSDP mesh]).
+fsdp2::FsdpMesh hsdp_mesh(const TrainConfig& config, const std::shared_ptr<comm::ProcessGroup>& world) {
+  if (config.sharding != fsdp::ShardingStrategy::HybridShard) return fsdp2::FsdpMesh::sharded_over(world);
+  fsdp2::check_shard_group_size(config.shard_group_size, world->size(), "--shard-group-size");
+  return fsdp2::make_hsdp_mesh(world, config.shard_group_size);
+}
+
 class FsdpModel final : public ParallelModel {
  public:
   FsdpModel(const TrainConfig& config, std::shared_ptr<models::Model> model,
             std::shared_ptr<comm::ProcessGroup> group, trace::Recorder* recorder,
             memory::MemorySampler* sampler)
-      : model_(model), fsdp_(model, std::move(group), options(config, recorder, sampler)) {
-    if (fsdp_.group().rank() == 0) {
+      : model_(model), fsdp_(model, hsdp_mesh(config, group), options(config, recorder, sampler)) {
+    if (fsdp_.world_rank() == 0) {
       for (const std::string& note : fsdp_.wrap_notes()) std::printf("fsdp: %s\n", note.c_str());
     }
   }
@@ -178,10 +186,7 @@ class Fsdp2Model final : public ParallelModel {
       for (const std::string& note : plan.notes) std::printf("fsdp2: %s\n", note.c_str());
     }
     // --sharding hybrid --shard-group-size N: HSDP over an R x N mesh (Note [HSDP mesh]).
-    const bool hybrid = config.sharding == fsdp::ShardingStrategy::HybridShard;
-    if (hybrid) fsdp2::check_shard_group_size(config.shard_group_size, group->size(), "--shard-group-size");
-    const fsdp2::FsdpMesh mesh = hybrid ? fsdp2::make_hsdp_mesh(group, config.shard_group_size)
-                                        : fsdp2::FsdpMesh::sharded_over(group);
+    const fsdp2::FsdpMesh mesh = hsdp_mesh(config, group);
     for (size_t i = 0; i + 1 < plan.units.size(); ++i) {
       fsdp2::fully_shard(*plan.units[i].module, mesh, options);
     }

@@ -92,9 +92,8 @@ void check_shard_group_size_flag(const TrainConfig& c) {
   if (c.shard_group_size < 0) {
     throw std::invalid_argument("--shard-group-size must be at least 1 (a divisor of the world size)");
   }
-  if (hybrid && c.strategy != Strategy::Fsdp2) {
-    throw std::invalid_argument("--sharding hybrid (HSDP) is built for --strategy fsdp2 only; use "
-                                "--strategy fsdp2, or --sharding full with --strategy fsdp");
+  if (hybrid && c.strategy != Strategy::Fsdp2 && c.strategy != Strategy::Fsdp) {
+    throw std::invalid_argument("--sharding hybrid (HSDP) is FSDP's: use --strategy fsdp2 or fsdp");
   }
   if (hybrid && c.shard_group_size == 0) {
     throw std::invalid_argument("--sharding hybrid needs --shard-group-size N: the ranks each "
@@ -103,7 +102,7 @@ void check_shard_group_size_flag(const TrainConfig& c) {
   }
   if (!hybrid && c.shard_group_size != 0) {
     throw std::invalid_argument("--shard-group-size is HSDP's: add --sharding hybrid (with "
-                                "--strategy fsdp2), or drop --shard-group-size");
+                                "--strategy fsdp2 or fsdp), or drop --shard-group-size");
   }
 }
 

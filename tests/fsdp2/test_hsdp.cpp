@@ -1,7 +1,8 @@
-// FSDP2's HSDP (`dpscope train --strategy fsdp2 --sharding hybrid --shard-group-size N`): the
-// final parameters against DDP's on the same ranks (1e-5), on one machine and across two
-// network-namespace hosts; the trace's shard and replicate groups (names, collectives per group
-// per step, meta) through `dpscope stats` and the cluster clock; and the bad options refused.
+// HSDP (`dpscope train --strategy fsdp2 --sharding hybrid --shard-group-size N`, and FSDP1's
+// HYBRID_SHARD with --strategy fsdp): the final parameters against DDP's on the same ranks
+// (1e-5), on one machine and (FSDP2) across two network-namespace hosts; the trace's shard and
+// replicate groups (names, collectives per group per step, meta) through `dpscope stats` and the
+// cluster clock; and the bad options refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,15 +30,17 @@ namespace {
 
 // Both runs from the same seed; our DDP equals PyTorch's own DDP (tests/ddp), so HSDP equal to it
 // is HSDP equal to PyTorch's DDP.
-void compare_with_ddp(int world, const std::string& model, const std::string& hsdp) {
+void compare_with_ddp(int world, const std::string& model, const std::string& hsdp,
+                      const std::string& strategy = "fsdp2") {
   TempDir dir;
   train_for_comparison(world, model, dir.path().string(), "hsdp",
-                       "--strategy fsdp2 --sharding hybrid " + hsdp + " --save-init " + dir.file("init.pt"));
+                       "--strategy " + strategy + " --sharding hybrid " + hsdp + " --save-init " +
+                           dir.file("init.pt"));
   train_for_comparison(world, model, dir.path().string(), "ddp", "--strategy ddp");
   const std::vector<double> diffs = max_abs_diffs({{dir.file("hsdp.pt"), dir.file("init.pt")},
                                                    {dir.file("hsdp.pt"), dir.file("ddp.pt")}});
-  std::printf("%d ranks, %s %s: moved %.3g, max |hsdp - ddp| %.3g\n", world, model.c_str(),
-              hsdp.c_str(), diffs[0], diffs[1]);
+  std::printf("%d ranks, %s, %s %s: moved %.3g, max |hsdp - ddp| %.3g\n", world, strategy.c_str(),
+              model.c_str(), hsdp.c_str(), diffs[0], diffs[1]);
   EXPECT_GT(diffs[0], 1e-3) << "training did not move the parameters; the comparison proves nothing";
   EXPECT_LE(diffs[1], 1e-5) << "against our DDP";
 }
@@ -61,6 +64,19 @@ TEST(HsdpVsDdp, TwoReplicasOfTwoRanksGradAccum) {
 }
 TEST(HsdpVsDdp, CnnTwoReplicasOfTwoRanks) {
   compare_with_ddp(4, "--model cnn --data digits --momentum 0.9", "--wrap-min-params 200 --shard-group-size 2");
+}
+
+// FSDP1's HYBRID_SHARD: flat parameters sharded over the shard group, reduce-scattered there
+// (through the bucketer, or not), then all-reduced across the replicas.
+TEST(HybridShardVsDdp, Fsdp1TwoReplicasOfTwoRanks) {
+  compare_with_ddp(4, kMlp10, kEveryLayer + " --shard-group-size 2", "fsdp");
+}
+TEST(HybridShardVsDdp, Fsdp1TwoReplicasOfTwoRanksUnbucketedGradAccum) {
+  compare_with_ddp(4, kMlp10 + " --grad-accum 2", kEveryLayer + " --shard-group-size 2 --reduce-bucket-mb 0",
+                   "fsdp");
+}
+TEST(HybridShardVsDdp, Fsdp1FourReplicasOfOneRank) {
+  compare_with_ddp(4, kMlp10, kEveryLayer + " --shard-group-size 1", "fsdp");
 }
 
 // Two hosts (network namespaces over a veth pair) of two ranks each, a shard group a host: the
@@ -202,6 +218,41 @@ TEST(HsdpTrace, RingWireBytes) {
   EXPECT_EQ(analysis::ring_wire_bytes(CollectiveOp::AllReduce, 4000, 1), 0);
 }
 
+// FSDP1's HYBRID_SHARD: per step and rank, each unit with parameters (fc0, fc1, fc2) all-gathers
+// in its shard group in forward and again in backward and reduce-scatters there (unbucketed),
+// and its shard is all-reduced in the replicate group.
+TEST(HsdpTrace, Fsdp1HybridShardGroups) {
+  TempDir dir;
+  const auto run = run_command(
+      "timeout 300 " + dpscope_bin() + " launch -n 4 --trace-dir " + dir.file("t") + " -- " +
+      dpscope_bin() + " train --threads 1 --progress-every 0 --steps 3 " + kMlp10 + " " + kEveryLayer +
+      " --strategy fsdp --sharding hybrid --shard-group-size 2 --reduce-bucket-mb 0");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  trace::Reader reader(dir.file("t/run.sqlite"));
+  EXPECT_EQ(reader.meta().at(std::string(trace::meta_key::kFsdpSharding)), "hybrid");
+  EXPECT_EQ(reader.meta().at(std::string(trace::meta_key::kFsdpShardGroupSize)), "2");
+  for (int rank = 0; rank < 4; ++rank) {
+    const int shard_grp = 20000 + rank / 2, replicate_grp = 24000 + rank % 2;
+    std::map<int32_t, std::map<std::pair<int32_t, uint8_t>, int>> counts;
+    for (const auto& e : reader.events_of_kind(trace::EventKind::Collective, rank)) {
+      if (e.iteration != trace::kNone) ++counts[e.iteration][{e.grp, e.op}];
+    }
+    ASSERT_EQ(counts.size(), 3u) << "rank " << rank;
+    for (const auto& [iteration, per_group] : counts) {
+      const std::map<std::pair<int32_t, uint8_t>, int> expected{
+          {{shard_grp, uint8_t(trace::CollectiveOp::AllGather)}, 6},
+          {{shard_grp, uint8_t(trace::CollectiveOp::ReduceScatter)}, 3},
+          {{replicate_grp, uint8_t(trace::CollectiveOp::AllReduce)}, 3}};
+      EXPECT_EQ(per_group, expected) << "rank " << rank << " iteration " << iteration;
+    }
+  }
+  EXPECT_EQ(analysis::compute_stats(reader).mismatches, 0);
+  const auto whatif = run_command(dpscope_bin() + " whatif " + dir.file("t/run.sqlite") +
+                                  " --backward-prefetch post");
+  EXPECT_NE(whatif.output.find("recorded with sharding hybrid (HYBRID_SHARD)"), std::string::npos)
+      << whatif.output;
+}
+
 // ---- Bad options ----------------------------------------------------------------------------
 
 dpscope::testing::CommandResult train_with(int world, const std::string& flags, const TempDir& dir) {
@@ -245,9 +296,11 @@ TEST(HsdpOptions, ShardGroupSizeWithoutHybridIsRefused) {
   expect_refused(1, "--strategy ddp --shard-group-size 1", "--shard-group-size is HSDP's");
 }
 
-TEST(HsdpOptions, HybridIsFsdp2sAndNoShardIsRefused) {
-  expect_refused(1, "--strategy fsdp --sharding hybrid --shard-group-size 1",
-                 "--sharding hybrid (HSDP) is built for --strategy fsdp2 only");
+TEST(HsdpOptions, HybridIsFsdpsAndNoShardIsRefused) {
+  expect_refused(1, "--strategy ddp --sharding hybrid --shard-group-size 1",
+                 "--sharding hybrid (HSDP) is FSDP's: use --strategy fsdp2 or fsdp");
+  expect_refused(4, "--strategy fsdp --sharding hybrid --shard-group-size 3",
+                 "--shard-group-size 3: HSDP shards each parameter");
   expect_refused(1, "--strategy fsdp2 --sharding no_shard",
                  "--sharding no_shard: FSDP2 always shards; use --strategy ddp");
 }
