@@ -191,9 +191,9 @@ void add_ddp_options(CLI::App* cmd, TrainFlags& f) {
 void add_fsdp_options(CLI::App* cmd, TrainFlags& f) {
   train::TrainConfig& c = f.config;
   add_mode_option(cmd, "--sharding", f.sharding, fsdp::kShardingStrategies,
-                  "FSDP: full (ZeRO-3), grad_op (ZeRO-2) or no_shard (DDP-like); FSDP2: full or "
-                  "hybrid (HSDP: sharded within groups of --shard-group-size ranks, replicated "
-                  "across them)");
+                  "FSDP: full (ZeRO-3), grad_op (ZeRO-2), no_shard (DDP-like) or hybrid "
+                  "(HYBRID_SHARD: sharded within groups of --shard-group-size ranks, replicated "
+                  "across them); FSDP2: full or hybrid (HSDP)");
   cmd->add_option("--wrap-min-params", c.wrap_min_params,
                   "FSDP: wrap each submodule with at least N parameters as its own unit (0: root only)")
       ->capture_default_str();
@@ -226,7 +226,7 @@ void add_fsdp2_options(CLI::App* cmd, TrainFlags& f) {
       ->capture_default_str();
   f.shard_group_size_option = cmd->add_option(
       "--shard-group-size", f.shard_group_size,
-      "FSDP2 --sharding hybrid: shard each parameter over groups of N consecutive ranks (a "
+      "FSDP and FSDP2 --sharding hybrid: shard each parameter over groups of N consecutive ranks (a "
       "host's), replicated across world / N groups; N divides the world size");
 }
 

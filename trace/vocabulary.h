@@ -79,7 +79,7 @@ enum class ShardingStrategy {
   NoShard,      // DDP-like: every rank keeps everything; gradients are all-reduced
   HybridShard,  // HSDP: FullShard within groups of N ranks (meta `fsdp.shard_group_size`), the
                 // groups replicas of each other; gradients reduce-scattered within a group, then
-                // all-reduced across the groups (FSDP2 only; See Note [HSDP mesh])
+                // all-reduced across the groups (See Note [HSDP mesh] in engine/fsdp2/fsdp_mesh.h)
 };
 inline constexpr std::array<ShardingStrategy, 4> kShardingStrategies{
     ShardingStrategy::FullShard, ShardingStrategy::ShardGradOp, ShardingStrategy::NoShard,

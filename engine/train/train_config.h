@@ -85,7 +85,8 @@ struct TrainConfig {
 
   // FSDP2 (`--strategy fsdp2`; wrap_min_params picks the submodules fully_shard is applied to).
   fsdp2::ReshardSpec reshard_after_forward = fsdp2::ReshardSpec::reshard();
-  // --sharding hybrid (FSDP2's HSDP): the ranks each parameter is sharded over; 0: not given.
+  // --sharding hybrid (FSDP2's HSDP, FSDP1's HYBRID_SHARD): the ranks each parameter is sharded
+  // over; 0: not given.
   // Checked against the world size when the mesh is made (fsdp2::check_shard_group_size).
   int shard_group_size = 0;
 
