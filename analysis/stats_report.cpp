@@ -235,7 +235,7 @@ void append_groups(const RunStats& stats, std::string& out) {
   if (stats.groups.size() < 2) return;
   out += "process groups (per rank; on the wire: the ring model's bytes each rank sends):\n";
   for (const GroupTraffic& g : stats.groups) {
-    out += format("  group %d %-28s ranks %-12s %6lld collectives, payload %s, on the wire %s (%s a step)\n",
+    out += format("  group %-5d %-28s ranks %-12s %6lld collectives, payload %s, on the wire %s (%s a step)\n",
                   g.grp, ("'" + g.name + "'").c_str(), join(g.ranks).c_str(),
                   static_cast<long long>(g.collectives), bytes_text(g.payload_bytes).c_str(),
                   bytes_text(g.wire_bytes).c_str(),
