@@ -95,13 +95,13 @@ void FullyShardedDataParallel::post_backward(Unit& unit) {
   const comm::CollectiveTag reduce_tag = tag(unit, trace::kFlagBackward);
   if (!flat.config().sharded) {
     // NO_SHARD across the world; HYBRID_SHARD over shard groups of one rank across the replicas.
-    all_reduce_shard_grad(unit, grad, replicate_ ? *replicate_ : *group_);
+    all_reduce_shard_grad(unit, grad, replicated() ? *replicate_ : *group_);
   } else {
     Unit* raw = &unit;
     bucketer_->reduce_scatter(grad, reduce_tag, [this, raw](const at::Tensor& reduced) {
       // HYBRID_SHARD: the shard group's sum, summed across the replicas (See Note [HSDP mesh]);
       // issued here, in reduce-scatter order on every rank, and finished as NO_SHARD's are.
-      if (replicate_) {
+      if (replicated()) {
         all_reduce_shard_grad(*raw, reduced, *replicate_);
       } else {
         accumulate_shard_grad(*raw, reduced);

@@ -130,7 +130,7 @@ void FullyShardedDataParallel::sync_module_states(const std::vector<at::Tensor>&
   std::vector<at::Tensor> state = params;
   state.insert(state.end(), buffers_.begin(), buffers_.end());
   // Replica 0's values to every shard group's rank s, then shard rank 0's (world rank 0's) to all.
-  if (replicate_) {
+  if (replicated()) {
     replica::broadcast_coalesced(*replicate_, state, 0, replica::kBroadcastBufferBytes, 2, construction);
   }
   replica::broadcast_coalesced(*group_, state, 0, replica::kBroadcastBufferBytes, 2, construction);

@@ -156,6 +156,9 @@ class FullyShardedDataParallel {
   // ---- Forward (fully_sharded_data_parallel.cpp).
   void build_units(const WrapPlan& plan);
   void record_layout();
+  // HYBRID_SHARD with more than one replica: the shard's gradient is all-reduced across them
+  // (a replicate group of one rank adds nothing and issues no collective).
+  bool replicated() const { return replicate_ && replicate_->size() > 1; }
   // Throws FsdpError for `what` (the sharded checkpoint files) under HYBRID_SHARD.
   void refuse_sharded_files_under_hybrid(const char* what) const;
   // Construction: the strategy in effect and the gradient divisors for this mesh, and the meta.

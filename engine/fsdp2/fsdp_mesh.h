@@ -27,8 +27,8 @@ namespace dpscope::fsdp2 {
 // groups' rendezvous never wait on each other. Group ids: shard #r is kShardGroupIds + r,
 // replicate #s kReplicateGroupIds + s, above the post-forward groups' (fully_shard.cpp), so the
 // trace tells each group apart and the analysis matches a group's collectives among its ranks.
-// N = W is FSDP (no replicate group); N = 1 is DDP-like: nothing sharded, every gradient
-// all-reduced across the world.
+// N = W is FSDP (replicate groups of one rank, which all-reduce nothing); N = 1 is DDP-like:
+// nothing sharded, every gradient all-reduced across the world.
 inline constexpr int kShardGroupIds = 20000;
 inline constexpr int kReplicateGroupIds = 24000;
 
@@ -40,6 +40,9 @@ struct FsdpMesh {
   // FSDP's 1-D mesh: `group` is the shard group.
   static FsdpMesh sharded_over(std::shared_ptr<comm::ProcessGroup> group) { return {std::move(group), nullptr}; }
   bool hybrid() const { return replicate != nullptr; }
+  // Whether gradients need the all-reduce across the replicas: a replicate group of one rank
+  // (N = W) has nothing to add, and the engine issues no collective in a group of one.
+  bool replicated() const { return replicate && replicate->size() > 1; }
   int shard_size() const { return shard->size(); }
   int replicate_size() const { return replicate ? replicate->size() : 1; }
   // W and this rank's place in the world (See Note [HSDP mesh]).

@@ -74,7 +74,8 @@ enum class WorkScope { Iteration, OutsideIterations };
 // FSDPStateContext). Not thread-safe: the training thread and its backward.
 struct Fsdp2Context {
   std::shared_ptr<comm::ProcessGroup> group;      // parameters are sharded over it
-  std::shared_ptr<comm::ProcessGroup> replicate;  // HSDP: gradients all-reduced across it; else null
+  // HSDP with more than one replica: gradients all-reduced across it; else null.
+  std::shared_ptr<comm::ProcessGroup> replicate;
   trace::Recorder* recorder = nullptr;
   memory::MemorySampler* memory_sampler = nullptr;
   int32_t iteration = 0;  // synced iterations begun so far

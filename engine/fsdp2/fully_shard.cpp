@@ -184,7 +184,7 @@ void FsdpState::lazy_init() {
   }
   ctx_ = std::make_shared<Fsdp2Context>();
   ctx_->group = mesh_.shard;
-  ctx_->replicate = mesh_.replicate;
+  ctx_->replicate = mesh_.replicated() ? mesh_.replicate : nullptr;
   ctx_->recorder = options_.recorder;
   ctx_->memory_sampler = options_.memory_sampler;
   ctx_->root = this;

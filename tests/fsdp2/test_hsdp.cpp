@@ -58,6 +58,10 @@ TEST(HsdpVsDdp, TwoReplicasOfTwoRanksUnevenRowsKept) {
   compare_with_ddp(4, "--model mlp --hidden 3 --momentum 0.9",
                    "--wrap-min-params 10 --shard-group-size 2 --reshard-after-forward false");
 }
+// One replica of four ranks, resharded after forward to pairs of ranks within it: FSDP's result.
+TEST(HsdpVsDdp, OneReplicaOfFourRanksReshardToTwo) {
+  compare_with_ddp(4, kMlp10, kEveryLayer + " --shard-group-size 4 --reshard-after-forward 2");
+}
 // Shard groups of one rank: nothing sharded, every gradient all-reduced across the four replicas.
 TEST(HsdpVsDdp, FourReplicasOfOneRank) { compare_with_ddp(4, kMlp10, kEveryLayer + " --shard-group-size 1"); }
 // Gradient accumulation: the unsharded gradients summed under no_sync, reduced once in two steps.
@@ -258,6 +262,24 @@ TEST(HsdpTrace, Fsdp1HybridShardGroups) {
                                   " --backward-prefetch post");
   EXPECT_NE(whatif.output.find("recorded with sharding hybrid (HYBRID_SHARD)"), std::string::npos)
       << whatif.output;
+}
+
+// One replica (N = W): the replicate groups have one rank each and issue nothing, so every
+// collective of the trace matches (a group seen on one rank would not).
+TEST(HsdpTrace, OneReplicaIssuesNoReplicateCollectives) {
+  for (const char* strategy : {"fsdp2", "fsdp"}) {
+    TempDir dir;
+    const auto run = run_command(
+        "timeout 300 " + dpscope_bin() + " launch -n 4 --trace-dir " + dir.file("t") + " -- " +
+        dpscope_bin() + " train --threads 1 --progress-every 0 --steps 2 " + kMlp10 + " " +
+        kEveryLayer + " --strategy " + strategy + " --sharding hybrid --shard-group-size 4");
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    trace::Reader reader(dir.file("t/run.sqlite"));
+    for (const auto& e : reader.events_of_kind(trace::EventKind::Collective)) {
+      EXPECT_LT(e.grp, 24000) << strategy << ": rank " << e.rank << " ran a collective in its replicate group";
+    }
+    EXPECT_EQ(analysis::compute_stats(reader).mismatches, 0) << strategy;
+  }
 }
 
 // ---- Bad options ----------------------------------------------------------------------------
