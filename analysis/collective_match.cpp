@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "trace/saturate.h"
@@ -53,6 +54,11 @@ std::vector<CollectiveMatch> match_collectives(
       if (list.empty() || list.back().first != ranks[i]) list.emplace_back(ranks[i], &c);
     }
   }
+  // Each group's ranks: those that ran any collective of it (See Note [Subgroup collectives]).
+  std::map<int32_t, std::set<int32_t>> members;
+  for (const auto& [key, list] : keys) {
+    for (const auto& entry : list) members[key.first].insert(entry.first);
+  }
   std::vector<CollectiveMatch> matches;
   matches.reserve(keys.size());
   for (auto& [key, list] : keys) {
@@ -87,9 +93,12 @@ std::vector<CollectiveMatch> match_collectives(
       }
     }
     m.late_ns = second_latest == INT64_MIN ? 0 : trace::detail::saturating_sub(m.last_begin_ns, second_latest);
-    if (!m.mismatch && static_cast<int32_t>(list.size()) < world) {
+    const auto seen_in_group = static_cast<int32_t>(members[key.first].size());
+    const int32_t expected = key.first == kWorldGroup || seen_in_group < 2 ? world : seen_in_group;
+    if (!m.mismatch && static_cast<int32_t>(list.size()) < expected) {
       m.mismatch = true;
-      m.why = "ran on " + std::to_string(list.size()) + " of " + std::to_string(world) + " ranks";
+      m.why = "ran on " + std::to_string(list.size()) + " of " + std::to_string(expected) + " ranks" +
+              (expected == world ? "" : " of its group");
     }
     matches.push_back(std::move(m));
   }

@@ -21,6 +21,7 @@ struct CollectiveStats {
   int32_t iteration = trace::kNone;  // trace::kNone: construction work
   int64_t begin_ns = 0;       // on the run's aligned clock (ranks.clock_offset_ns applied)
   int64_t end_ns = 0;
+  int16_t lane = 0;           // trace::LaneId where it ran (its lane's name says its group)
 };
 
 // One collective across ranks.
@@ -55,9 +56,23 @@ struct ArrivalSplit {
 // `c`'s span split at `last_begin_ns` (See Note [Waiting and transfer]). Pure.
 ArrivalSplit split_at_arrival(const CollectiveStats& c, int64_t last_begin_ns);
 
+// Note [Subgroup collectives]
+// A trace does not list a process group's ranks; a collective of group `grp` is matched among
+// the ranks that recorded any collective of that group (HSDP's shard and replicate groups, the
+// post-forward groups of reshard_after_forward N: each a group id of its own, Note [HSDP mesh] in
+// engine/fsdp2/fsdp_mesh.h), and the world group (id 0) among all the run's ranks. A group seen
+// on one rank only is matched among all the run's ranks too: nothing tells it from a collective
+// the other ranks never issued (the engine's groups of one rank issue none). The cluster
+// clock takes a group's members the same way (cluster_clock.cpp), so a subgroup's collective
+// starts when the last rank of its group has issued it.
+inline constexpr int32_t kWorldGroup = 0;
+
 // Matches the collectives of every rank: `by_rank[i]` holds rank `ranks[i]`'s collectives (any
 // order); events without a sequence number are skipped. `world` is how many ranks the run had:
-// a collective seen on fewer is a mismatch ("ran on 2 of 3 ranks"). Sorted by (grp, seq). Pure.
+// a world-group collective seen on fewer is a mismatch ("ran on 2 of 3 ranks"), and so is any
+// other group's seen on fewer than that group's ranks ("ran on 1 of 2 ranks of its group"; See
+// Note [Subgroup collectives]). Sorted
+// by (grp, seq). Pure.
 std::vector<CollectiveMatch> match_collectives(const std::vector<int32_t>& ranks,
                                                const std::vector<std::vector<CollectiveStats>>& by_rank,
                                                int32_t world);

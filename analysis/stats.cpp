@@ -171,7 +171,7 @@ void add_event(const trace::Event& e, const std::vector<PhaseRole>& roles, RankS
       }
       s.collective_list.push_back(CollectiveStats{e.grp, e.seq, static_cast<trace::CollectiveOp>(e.op),
                                                   e.bytes, e.dtype, e.iteration, e.begin_ns,
-                                                  e.end_ns});
+                                                  e.end_ns, e.lane});
       break;
     default:
       break;
@@ -514,8 +514,10 @@ void finish_ranks(trace::Reader& reader, const std::vector<trace::RankInfo>& ran
 // When the last rank arrived at each collective matched on every rank, by (grp, seq).
 using LastArrivals = std::map<std::pair<int32_t, int64_t>, int64_t>;
 
-// Matches every collective across the ranks (stats.matches, mismatches, largest skew).
-LastArrivals match_across_ranks(RunStats& stats) {
+// Matches every collective across the ranks (stats.matches, mismatches, largest skew) and sums
+// each process group's traffic (stats.groups).
+LastArrivals match_across_ranks(RunStats& stats,
+                                const std::map<std::pair<int32_t, int32_t>, std::string>& lane_names) {
   std::vector<int32_t> rank_numbers;
   std::vector<std::vector<CollectiveStats>> by_rank;
   for (const RankStats& r : stats.ranks) {
@@ -523,6 +525,7 @@ LastArrivals match_across_ranks(RunStats& stats) {
     by_rank.push_back(r.collectives);
   }
   stats.matches = match_collectives(rank_numbers, by_rank, static_cast<int32_t>(stats.ranks.size()));
+  stats.groups = group_traffic(rank_numbers, by_rank, lane_names, std::max(stats.iterations, 0));
   LastArrivals last_begin;
   for (const CollectiveMatch& m : stats.matches) {
     stats.mismatches += m.mismatch ? 1 : 0;
@@ -564,7 +567,9 @@ RunStats compute_stats_on(trace::Reader& reader, const ClusterClockRun* cluster)
   StreamedEvents streamed = stream_events(reader, ranks, bound, cluster);
   stats.origin_ns = streamed.origin_ns == INT64_MAX ? 0 : streamed.origin_ns;
   finish_ranks(reader, ranks, streamed, bound, cluster, stats);
-  const auto last_begin = match_across_ranks(stats);
+  std::map<std::pair<int32_t, int32_t>, std::string> lane_names;
+  for (const trace::LaneInfo& lane : reader.lanes()) lane_names[{lane.rank, lane.lane}] = lane.name;
+  const auto last_begin = match_across_ranks(stats, lane_names);
   std::vector<int64_t> uncertainty;
   for (RankStats& out : stats.ranks) {
     uncertainty.push_back(out.clock_uncertainty_ns);

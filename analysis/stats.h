@@ -15,6 +15,7 @@
 
 #include "analysis/clock_choice.h"
 #include "analysis/collective_match.h"
+#include "analysis/group_traffic.h"
 #include "analysis/gpu_breakdown.h"
 #include "analysis/memory_peak.h"
 #include "analysis/param_rows.h"
@@ -174,6 +175,8 @@ struct RunStats {
   std::vector<RankStats> ranks;     // every rank of the ranks table, by rank
   // Every collective with a sequence number, matched across the ranks of the file, by (grp, seq).
   std::vector<CollectiveMatch> matches;
+  // Every process group's collectives and bytes on the wire per rank, by group id.
+  std::vector<GroupTraffic> groups;
   int64_t mismatches = 0;   // matches with mismatch set
   int64_t max_skew_ns = 0;  // the largest skew of any match
   // The ranks the others keep waiting for, over the steady iterations (Note [Stragglers]).

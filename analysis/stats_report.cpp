@@ -140,6 +140,21 @@ ordered_json matching_json(const RunStats& stats) {
                       {"straggler_threshold_ms", stats.stragglers.threshold_ms}};
 }
 
+// Every process group's traffic (group_traffic.h).
+ordered_json groups_json(const RunStats& stats) {
+  ordered_json groups = ordered_json::array();
+  for (const GroupTraffic& g : stats.groups) {
+    groups.push_back(ordered_json{{"grp", int_or_null(g.grp, trace::kNone)},
+                                  {"name", g.name},
+                                  {"ranks", g.ranks},
+                                  {"collectives", g.collectives},
+                                  {"payload_bytes", g.payload_bytes},
+                                  {"wire_bytes", g.wire_bytes},
+                                  {"wire_bytes_per_step", g.wire_bytes_per_step}});
+  }
+  return groups;
+}
+
 // See Note [Stragglers]: the ranks the others keep waiting for, largest lateness first.
 ordered_json stragglers_json(const RunStats& stats) {
   ordered_json list = ordered_json::array();
@@ -218,6 +233,20 @@ void append_matching(const RunStats& stats, std::string& out) {
       break;
     }
     out += format("  group %d seq %lld: %s\n", m.grp, static_cast<long long>(m.seq), m.why.c_str());
+  }
+}
+
+// With more than one process group (HSDP's shard and replicate groups, reshard_after_forward's
+// post-forward groups), each one's traffic per rank; one group's is the ranks' own figures.
+void append_groups(const RunStats& stats, std::string& out) {
+  if (stats.groups.size() < 2) return;
+  out += "process groups (per rank; on the wire: the ring model's bytes each rank sends):\n";
+  for (const GroupTraffic& g : stats.groups) {
+    out += format("  group %-5d %-28s ranks %-12s %6lld collectives, payload %s, on the wire %s (%s a step)\n",
+                  g.grp, ("'" + g.name + "'").c_str(), join(g.ranks).c_str(),
+                  static_cast<long long>(g.collectives), bytes_text(g.payload_bytes).c_str(),
+                  bytes_text(g.wire_bytes).c_str(),
+                  bytes_text(static_cast<int64_t>(g.wire_bytes_per_step + 0.5)).c_str());
   }
 }
 
@@ -425,6 +454,7 @@ std::string stats_json(const RunStats& stats) {
                           {"buckets", std::move(buckets)},
                           {"units", std::move(units)},
                           {"collective_matching", matching_json(stats)},
+                          {"groups", groups_json(stats)},
                           {"stragglers", stragglers_json(stats)},
                           {"ranks", ordered_json::array()}};
   // Ranks are dumped one at a time into the root's empty "ranks" array: the whole tree of a
@@ -459,6 +489,7 @@ std::string stats_text(const RunStats& stats) {
          "communication during which the rank computes nothing (docs/trace-format.md, \"Figures\")\n";
   append_warnings(stats, out);
   append_matching(stats, out);
+  append_groups(stats, out);
   append_plans(stats, out);
   append_param_rows(stats, out);
   for (const RankStats& r : stats.ranks) append_rank(r, out);

@@ -270,8 +270,8 @@ void refuse_non_fsdp_run(const std::string& path, const RunStats& stats) {
   }
 }
 
-// The refusals of an FSDP run the replay cannot model: no all-gathers (no_shard), or several
-// forward and backward passes per step.
+// The refusals of an FSDP run the replay cannot model: no all-gathers (no_shard), a second
+// level of reduction (hybrid), or several forward and backward passes per step.
 // See Note [FSDP2 in the FSDP replay] for FSDP2's refusals.
 void refuse_unmodelled_run(const std::string& path, const FsdpRecordedConfig& recorded, int32_t grad_accum) {
   if (recorded.strategy == trace::Strategy::Fsdp2 && recorded.reshard_after_forward != "true" &&
@@ -295,6 +295,11 @@ void refuse_unmodelled_run(const std::string& path, const FsdpRecordedConfig& re
     throw WhatifError(path + ": recorded with sharding no_shard (or on one rank), which gathers "
                              "nothing: there is no all-gather to prefetch or limit; record with "
                              "--sharding full or grad_op on 2 or more ranks");
+  }
+  if (recorded.sharding == trace::ShardingStrategy::HybridShard) {
+    throw WhatifError(path + ": recorded with sharding hybrid (HYBRID_SHARD), whose replicate "
+                             "groups' all-reduces the FSDP replay does not model; record with "
+                             "--sharding full or grad_op");
   }
   if (grad_accum > 1) {
     throw WhatifError(path + ": recorded with --grad-accum " + std::to_string(grad_accum) +

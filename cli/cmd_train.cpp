@@ -88,6 +88,8 @@ struct TrainFlags {
   std::string straggler;  // "RANK:MS", parsed by train::parse_straggler
   double link_gbps = 0;
   double link_latency_us = 0;
+  int shard_group_size = 0;
+  CLI::Option* shard_group_size_option = nullptr;
   CLI::Option* data_option = nullptr;
   CLI::Option* link_gbps_option = nullptr;
   CLI::Option* link_latency_option = nullptr;
@@ -189,7 +191,9 @@ void add_ddp_options(CLI::App* cmd, TrainFlags& f) {
 void add_fsdp_options(CLI::App* cmd, TrainFlags& f) {
   train::TrainConfig& c = f.config;
   add_mode_option(cmd, "--sharding", f.sharding, fsdp::kShardingStrategies,
-                  "FSDP: full (ZeRO-3), grad_op (ZeRO-2) or no_shard (DDP-like)");
+                  "FSDP: full (ZeRO-3), grad_op (ZeRO-2), no_shard (DDP-like) or hybrid "
+                  "(HYBRID_SHARD: sharded within groups of --shard-group-size ranks, replicated "
+                  "across them); FSDP2: full or hybrid (HSDP)");
   cmd->add_option("--wrap-min-params", c.wrap_min_params,
                   "FSDP: wrap each submodule with at least N parameters as its own unit (0: root only)")
       ->capture_default_str();
@@ -227,6 +231,10 @@ void add_fsdp2_options(CLI::App* cmd, TrainFlags& f) {
                   "previous N when its backward begins (set_modules_to_forward_prefetch and "
                   "_backward_prefetch); 0: the implicit prefetch only")
       ->capture_default_str();
+  f.shard_group_size_option = cmd->add_option(
+      "--shard-group-size", f.shard_group_size,
+      "FSDP and FSDP2 --sharding hybrid: shard each parameter over groups of N consecutive ranks (a "
+      "host's), replicated across world / N groups; N divides the world size");
 }
 
 // The trace, the checkpoints and the progress lines.
@@ -273,6 +281,13 @@ train::TrainConfig config_from(const TrainFlags& f) {
   // The language model has nothing to predict in the other data sets.
   if (config.model.name == "gpt" && !f.data_option->count()) config.data = "text";
   if (!f.straggler.empty()) config.straggler = train::parse_straggler(f.straggler);
+  if (f.shard_group_size_option->count()) {
+    if (f.shard_group_size < 1) {
+      throw std::invalid_argument("--shard-group-size " + std::to_string(f.shard_group_size) +
+                                  ": give N >= 1, a divisor of the world size");
+    }
+    config.shard_group_size = f.shard_group_size;
+  }
   if (f.link_gbps_option->count()) config.link_gbps = f.link_gbps;
   if (f.link_latency_option->count()) config.link_latency_us = f.link_latency_us;
   trace::parse_trace_level(f.trace_level, &config.trace_level);

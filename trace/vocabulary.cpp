@@ -25,6 +25,7 @@ std::string_view to_string(ShardingStrategy strategy) {
     case ShardingStrategy::FullShard: return "full";
     case ShardingStrategy::ShardGradOp: return "grad_op";
     case ShardingStrategy::NoShard: return "no_shard";
+    case ShardingStrategy::HybridShard: return "hybrid";
   }
   return "?";
 }

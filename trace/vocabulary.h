@@ -36,6 +36,8 @@ inline constexpr std::string_view kLinkGbps = "link_gbps";      // the emulated 
 inline constexpr std::string_view kLinkLatencyUs = "link_latency_us";
 inline constexpr std::string_view kDdpInitialBuckets = "ddp_initial_buckets";  // an InitialBuckets
 inline constexpr std::string_view kFsdpSharding = "fsdp.sharding";  // a ShardingStrategy
+// HybridShard: the ranks a parameter is sharded over (a shard group's size, N), as a number.
+inline constexpr std::string_view kFsdpShardGroupSize = "fsdp.shard_group_size";
 inline constexpr std::string_view kFsdpBackwardPrefetch = "fsdp.backward_prefetch";  // a BackwardPrefetch
 inline constexpr std::string_view kFsdpForwardPrefetch = "fsdp.forward_prefetch";  // "true" | "false"
 inline constexpr std::string_view kFsdpComputeDtype = "fsdp.compute_dtype";  // LibTorch's dtype name
@@ -75,10 +77,14 @@ enum class ShardingStrategy {
                 // gathered for forward, freed, gathered again for backward
   ShardGradOp,  // ZeRO-2: like FullShard, but the full parameters stay from forward to backward
   NoShard,      // DDP-like: every rank keeps everything; gradients are all-reduced
+  HybridShard,  // HSDP: FullShard within groups of N ranks (meta `fsdp.shard_group_size`), the
+                // groups replicas of each other; gradients reduce-scattered within a group, then
+                // all-reduced across the groups (See Note [HSDP mesh] in engine/fsdp2/fsdp_mesh.h)
 };
-inline constexpr std::array<ShardingStrategy, 3> kShardingStrategies{
-    ShardingStrategy::FullShard, ShardingStrategy::ShardGradOp, ShardingStrategy::NoShard};
-// "full" | "grad_op" | "no_shard".
+inline constexpr std::array<ShardingStrategy, 4> kShardingStrategies{
+    ShardingStrategy::FullShard, ShardingStrategy::ShardGradOp, ShardingStrategy::NoShard,
+    ShardingStrategy::HybridShard};
+// "full" | "grad_op" | "no_shard" | "hybrid".
 std::string_view to_string(ShardingStrategy strategy);
 
 // When backward gathers the next unit's parameters ahead of need (meta key

@@ -94,17 +94,30 @@ void FullyShardedDataParallel::post_backward(Unit& unit) {
   }
   const comm::CollectiveTag reduce_tag = tag(unit, trace::kFlagBackward);
   if (!flat.config().sharded) {
-    auto pending = std::make_unique<PendingReduction>();
-    pending->unit = &unit;
-    pending->grad = grad;
-    pending->work = group_->all_reduce(grad, comm::ReduceOp::Sum, reduce_tag);
-    pending_reductions_.push_back(std::move(pending));
+    // NO_SHARD across the world; HYBRID_SHARD over shard groups of one rank across the replicas.
+    all_reduce_shard_grad(unit, grad, replicated() ? *replicate_ : *group_);
   } else {
     Unit* raw = &unit;
-    bucketer_->reduce_scatter(grad, reduce_tag,
-                              [this, raw](const at::Tensor& reduced) { accumulate_shard_grad(*raw, reduced); });
+    bucketer_->reduce_scatter(grad, reduce_tag, [this, raw](const at::Tensor& reduced) {
+      // HYBRID_SHARD: the shard group's sum, summed across the replicas (See Note [HSDP mesh]);
+      // issued here, in reduce-scatter order on every rank, and finished as NO_SHARD's are.
+      if (replicated()) {
+        all_reduce_shard_grad(*raw, reduced, *replicate_);
+      } else {
+        accumulate_shard_grad(*raw, reduced);
+      }
+    });
   }
   sample_memory();
+}
+
+void FullyShardedDataParallel::all_reduce_shard_grad(Unit& unit, const at::Tensor& grad,
+                                                     comm::ProcessGroup& group) {
+  auto pending = std::make_unique<PendingReduction>();
+  pending->unit = &unit;
+  pending->grad = grad;
+  pending->work = group.all_reduce(grad, comm::ReduceOp::Sum, tag(unit, trace::kFlagBackward));
+  pending_reductions_.push_back(std::move(pending));
 }
 
 void FullyShardedDataParallel::accumulate_shard_grad(Unit& unit, const at::Tensor& reduced) {

@@ -67,7 +67,7 @@ std::vector<std::pair<std::string, at::Tensor>> FullyShardedDataParallel::full_s
       full = at::empty({flat.padded_numel()}, full.options());
       group_->all_gather(full, flat.shard().detach(), tag(*unit, 0))->wait();
     }
-    if (group_->rank() != root) continue;
+    if (world_rank() != root) continue;
     for (size_t k = 0; k < flat.params().size(); ++k) {
       full_params[flat.param_names()[k]] = copy(
           full.narrow(0, flat.offsets()[k], flat.params()[k].numel())
@@ -75,7 +75,7 @@ std::vector<std::pair<std::string, at::Tensor>> FullyShardedDataParallel::full_s
     }
   }
   std::vector<std::pair<std::string, at::Tensor>> state;
-  if (group_->rank() != root) return state;
+  if (world_rank() != root) return state;
   for (const auto& item : module_->named_parameters()) {
     const auto it = full_params.find(item.key());
     if (it != full_params.end()) state.emplace_back(item.key(), it->second);
@@ -89,6 +89,7 @@ std::vector<std::pair<std::string, at::Tensor>> FullyShardedDataParallel::full_s
 }
 
 void FullyShardedDataParallel::save_sharded_state(const std::string& dir) {
+  refuse_sharded_files_under_hybrid("save_sharded_state");
   const std::string path = replica::shard_file_path(dir, group_->rank(), group_->size());
   c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
   dict.insert("world_size", static_cast<int64_t>(group_->size()));
@@ -111,6 +112,7 @@ void FullyShardedDataParallel::save_sharded_state(const std::string& dir) {
 }
 
 void FullyShardedDataParallel::load_sharded_state(const std::string& dir) {
+  refuse_sharded_files_under_hybrid("load_sharded_state");
   c10::NoGradGuard no_grad;
   const int saved_world = saved_world_size(dir);
   std::vector<c10::impl::GenericDict> files;
@@ -157,6 +159,13 @@ void FullyShardedDataParallel::load_sharded_state(const std::string& dir) {
     padded.narrow(0, 0, flat.numel()).copy_(whole.narrow(0, 0, flat.numel()));
     flat.shard().detach().copy_(padded.narrow(0, flat.shard_begin(), flat.shard_numel()));
   }
+}
+
+void FullyShardedDataParallel::refuse_sharded_files_under_hybrid(const char* what) const {
+  if (!replicate_) return;
+  throw FsdpError(std::string(what) + " under HYBRID_SHARD: each replica's shard group would "
+                  "share the same shard files, which dpscope does not write yet; use "
+                  "full_state_dict, or FULL_SHARD for sharded checkpoints");
 }
 
 at::Tensor FullyShardedDataParallel::clip_grad_norm(double max_norm) {

@@ -36,28 +36,20 @@ double predivide_factor(int world_size) {
 FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<torch::nn::Module> module,
                                                    std::shared_ptr<comm::ProcessGroup> group,
                                                    FsdpOptions options)
-    : module_(std::move(module)), group_(std::move(group)), options_(std::move(options)) {
+    : FullyShardedDataParallel(std::move(module), fsdp2::FsdpMesh::sharded_over(std::move(group)),
+                               std::move(options)) {}
+
+FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<torch::nn::Module> module,
+                                                   fsdp2::FsdpMesh mesh, FsdpOptions options)
+    : module_(std::move(module)), group_(std::move(mesh.shard)), replicate_(std::move(mesh.replicate)),
+      options_(std::move(options)) {
   if (!module_ || !group_) {
     throw FsdpError("FullyShardedDataParallel needs a module and a process group (got null)");
   }
   if (options_.limit_all_gathers < 0 || options_.limit_reduce_scatters < 0) {
     throw FsdpError("limit_all_gathers and limit_reduce_scatters must be 0 (no limit) or more");
   }
-  const int world = group_->size();
-  sharding_ = world == 1 ? ShardingStrategy::NoShard : options_.sharding;
-  predivide_ = predivide_factor(world);
-  postdivide_ = world / predivide_;
-  trace::Recorder* recorder = options_.recorder;
-  if (recorder) {
-    final_callback_name_ = recorder->name("fsdp.final_callback");
-    namespace key = trace::meta_key;
-    recorder->set_meta(key::kFsdpSharding, to_string(sharding_));
-    recorder->set_meta(key::kFsdpBackwardPrefetch, to_string(options_.backward_prefetch));
-    recorder->set_meta(key::kFsdpForwardPrefetch, options_.forward_prefetch ? "true" : "false");
-    recorder->set_meta(key::kFsdpComputeDtype, c10::toString(options_.mixed_precision.param_dtype));
-    recorder->set_meta(key::kFsdpReduceDtype, c10::toString(options_.mixed_precision.reduce_dtype));
-  }
-
+  choose_strategy();
   std::vector<at::Tensor> params;
   std::vector<std::string> names;
   {
@@ -78,22 +70,9 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<torch::nn::Mo
                     "multiply there); use --mixed-precision bf16 on the CPU, fp16 on CUDA devices");
   }
 
-  const comm::CollectiveTag construction{};  // of no iteration, bucket or unit
-  if (options_.sync_module_states) {
-    trace::ScopedPhase phase(recorder, 0, "fsdp.sync_module_states", trace::kNone);
-    try {
-      replica::verify_params_across_ranks(*group_, params, names, "FullyShardedDataParallel");
-    } catch (const replica::ModelMismatchError& error) {
-      throw FsdpError(error.what());
-    }
-    fault::reached("construction");  // See Note [Fault points]
-    c10::NoGradGuard no_grad;
-    std::vector<at::Tensor> state = params;
-    state.insert(state.end(), buffers_.begin(), buffers_.end());
-    replica::broadcast_coalesced(*group_, state, 0, replica::kBroadcastBufferBytes, 2, construction);
-  }
+  if (options_.sync_module_states) sync_module_states(params, names);
   {
-    trace::ScopedPhase phase(recorder, 0, "fsdp.flatten", trace::kNone);
+    trace::ScopedPhase phase(options_.recorder, 0, "fsdp.flatten", trace::kNone);
     const WrapPlan plan = plan_units(*module_, options_.wrap_policy);
     wrap_notes_ = plan.notes;
     build_units(plan);
@@ -109,6 +88,56 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<torch::nn::Mo
   install_post_backward_hooks();
   record_layout();
   sample_memory();
+}
+
+void FullyShardedDataParallel::choose_strategy() {
+  const bool hybrid = options_.sharding == ShardingStrategy::HybridShard;
+  if (hybrid != (replicate_ != nullptr)) {
+    throw FsdpError(hybrid ? "HYBRID_SHARD needs a mesh with a replicate group: construct "
+                             "FullyShardedDataParallel over fsdp2::make_hsdp_mesh(world, N)"
+                           : "a mesh with a replicate group is for HYBRID_SHARD: set "
+                             "options.sharding to HybridShard, or pass the world group");
+  }
+  const int world = group_->size() * (replicate_ ? replicate_->size() : 1);
+  // One rank shards nothing; HYBRID_SHARD over shard groups of one rank neither, and all-reduces
+  // every gradient across the replicas.
+  sharding_ = world == 1 ? ShardingStrategy::NoShard : options_.sharding;
+  predivide_ = predivide_factor(world);
+  postdivide_ = world / predivide_;
+  trace::Recorder* recorder = options_.recorder;
+  if (!recorder) return;
+  final_callback_name_ = recorder->name("fsdp.final_callback");
+  namespace key = trace::meta_key;
+  recorder->set_meta(key::kFsdpSharding, to_string(sharding_));
+  if (hybrid) recorder->set_meta(key::kFsdpShardGroupSize, std::to_string(group_->size()));
+  recorder->set_meta(key::kFsdpBackwardPrefetch, to_string(options_.backward_prefetch));
+  recorder->set_meta(key::kFsdpForwardPrefetch, options_.forward_prefetch ? "true" : "false");
+  recorder->set_meta(key::kFsdpComputeDtype, c10::toString(options_.mixed_precision.param_dtype));
+  recorder->set_meta(key::kFsdpReduceDtype, c10::toString(options_.mixed_precision.reduce_dtype));
+}
+
+void FullyShardedDataParallel::sync_module_states(const std::vector<at::Tensor>& params,
+                                                  const std::vector<std::string>& names) {
+  const comm::CollectiveTag construction{};  // of no iteration, bucket or unit
+  trace::ScopedPhase phase(options_.recorder, 0, "fsdp.sync_module_states", trace::kNone);
+  try {
+    replica::verify_params_across_ranks(*group_, params, names, "FullyShardedDataParallel");
+  } catch (const replica::ModelMismatchError& error) {
+    throw FsdpError(error.what());
+  }
+  fault::reached("construction");  // See Note [Fault points]
+  c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> state = params;
+  state.insert(state.end(), buffers_.begin(), buffers_.end());
+  // Replica 0's values to every shard group's rank s, then shard rank 0's (world rank 0's) to all.
+  if (replicated()) {
+    replica::broadcast_coalesced(*replicate_, state, 0, replica::kBroadcastBufferBytes, 2, construction);
+  }
+  replica::broadcast_coalesced(*group_, state, 0, replica::kBroadcastBufferBytes, 2, construction);
+}
+
+int FullyShardedDataParallel::world_rank() const {
+  return (replicate_ ? replicate_->rank() * group_->size() : 0) + group_->rank();
 }
 
 FullyShardedDataParallel::~FullyShardedDataParallel() {
@@ -128,7 +157,8 @@ void FullyShardedDataParallel::build_units(const WrapPlan& plan) {
   FlatParamConfig config;
   config.rank = group_->rank();
   config.world_size = group_->size();
-  config.sharded = sharding_ != ShardingStrategy::NoShard;
+  // HYBRID_SHARD over shard groups of one rank has nothing to shard (See Note [HSDP mesh]).
+  config.sharded = sharding_ != ShardingStrategy::NoShard && group_->size() > 1;
   config.compute_dtype = options_.mixed_precision.param_dtype;
   for (const UnitPlan& unit_plan : plan.units) {
     if (!unit_plan.params.empty()) {
@@ -149,7 +179,9 @@ void FullyShardedDataParallel::build_units(const WrapPlan& plan) {
     if (unit->flat->full_aliases_shard()) unit->residency = Residency::Full;
     const bool root = i + 1 == plan.units.size();
     // The root's backward begins as soon as forward ends: freeing it would only gather it again.
-    unit->reshard_after_forward = sharding_ == ShardingStrategy::FullShard && !root;
+    unit->reshard_after_forward = config.sharded && !root &&
+                                  (sharding_ == ShardingStrategy::FullShard ||
+                                   sharding_ == ShardingStrategy::HybridShard);
     if (options_.recorder) {
       unit->lane = options_.recorder->add_lane("unit " + std::to_string(i) + " " + unit->name,
                                                trace::LaneKind::Unit);

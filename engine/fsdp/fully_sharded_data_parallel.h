@@ -18,6 +18,7 @@
 #include "engine/fsdp/fsdp_options.h"
 #include "engine/fsdp/fsdp_unit.h"
 #include "engine/fsdp/reduce_scatter_bucketer.h"
+#include "engine/fsdp2/fsdp_mesh.h"
 #include "trace/recorder.h"
 
 namespace dpscope::fsdp {
@@ -66,6 +67,15 @@ class FullyShardedDataParallel {
   // parameters, or parameters that FSDP cannot flatten (the message names them).
   FullyShardedDataParallel(std::shared_ptr<torch::nn::Module> module,
                            std::shared_ptr<comm::ProcessGroup> group, FsdpOptions options = {});
+  // HYBRID_SHARD (options.sharding HybridShard; PyTorch's FSDP with a 2-D device_mesh): the same
+  // over `mesh` (FSDP2's type; See Note [HSDP mesh] in engine/fsdp2/fsdp_mesh.h): flat parameters
+  // sharded over mesh.shard, each unit's gradient reduce-scattered there and its shard then
+  // all-reduced across mesh.replicate, divided so as to average over every rank (DDP's). Rank
+  // 0's state is broadcast across the replicate group, then the shard group. Throws FsdpError
+  // when the strategy and the mesh disagree (HybridShard needs a replicate group, the others
+  // take none).
+  FullyShardedDataParallel(std::shared_ptr<torch::nn::Module> module, fsdp2::FsdpMesh mesh,
+                           FsdpOptions options = {});
   ~FullyShardedDataParallel();
   FullyShardedDataParallel(const FullyShardedDataParallel&) = delete;
   FullyShardedDataParallel& operator=(const FullyShardedDataParallel&) = delete;
@@ -98,16 +108,17 @@ class FullyShardedDataParallel {
   // Where full_state_dict leaves its copies: on the host (PyTorch's offload_to_cpu, what a
   // checkpoint file needs), or on the parameters' device.
   enum class StateCopies { OnHost, OnDevice };
-  // The full parameters by qualified name, and the buffers, in float32; on rank `root` only
-  // (other ranks get an empty list).
+  // The full parameters by qualified name, and the buffers, in float32; on rank `root` of the
+  // world only (other ranks get an empty list).
   std::vector<std::pair<std::string, at::Tensor>> full_state_dict(
       int root = 0, StateCopies copies = StateCopies::OnHost);
   // Writes this rank's shards to DIR/shard-rank<R>-of-<W>.pt (torch::pickle_save of a
-  // c10::Dict<std::string, at::Tensor>, with the unit layout). Throws FsdpError naming the file.
+  // c10::Dict<std::string, at::Tensor>, with the unit layout). Throws FsdpError naming the file,
+  // and under HYBRID_SHARD (every replica would write the same files; not built).
   void save_sharded_state(const std::string& dir);
   // Reads the shards written by save_sharded_state, also by another world size (it reads every
   // rank's file and takes this rank's part: a reshard). Throws FsdpError naming the file and what
-  // differs when the files do not belong to this model.
+  // differs when the files do not belong to this model; and under HYBRID_SHARD, as saving.
   void load_sharded_state(const std::string& dir);
   // Scales the shards' gradients so that the norm of the whole gradient is at most `max_norm`
   // (torch.nn.utils.clip_grad_norm_ across shards: squares summed over ranks). Returns the total
@@ -117,7 +128,10 @@ class FullyShardedDataParallel {
 
   // ---- Introspection.
   torch::nn::Module& module() { return *module_; }
+  // The group the flat parameters are sharded over: the world, or HYBRID_SHARD's shard group.
   comm::ProcessGroup& group() { return *group_; }
+  // This rank in the whole world (its rank in group() unless HYBRID_SHARD).
+  int world_rank() const;
   const FsdpOptions& options() const { return options_; }
   // The strategy in effect (world size 1 runs NO_SHARD: there is nothing to shard).
   ShardingStrategy sharding() const { return sharding_; }
@@ -142,6 +156,16 @@ class FullyShardedDataParallel {
   // ---- Forward (fully_sharded_data_parallel.cpp).
   void build_units(const WrapPlan& plan);
   void record_layout();
+  // HYBRID_SHARD with more than one replica: the shard's gradient is all-reduced across them
+  // (a replicate group of one rank adds nothing and issues no collective).
+  bool replicated() const { return replicate_ && replicate_->size() > 1; }
+  // Throws FsdpError for `what` (the sharded checkpoint files) under HYBRID_SHARD.
+  void refuse_sharded_files_under_hybrid(const char* what) const;
+  // Construction: the strategy in effect and the gradient divisors for this mesh, and the meta.
+  void choose_strategy();
+  // Construction: rank 0's parameters and buffers on every rank (across the replicate group
+  // first under HYBRID_SHARD), after checking that the ranks' models have the same shapes.
+  void sync_module_states(const std::vector<at::Tensor>& params, const std::vector<std::string>& names);
   void pre_forward(Unit& unit);
   at::Tensor post_forward(Unit& unit, at::Tensor output);
   void begin_root_forward();
@@ -170,6 +194,10 @@ class FullyShardedDataParallel {
   void finish_completed_reductions();
   // Adds a reduced gradient chunk (post-divided, cast to float32, moved to the shard's device) to
   // the shard's .grad.
+  // Issues the sum of `grad` (a unit's full gradient, or under HYBRID_SHARD its reduced shard)
+  // over `group`, finished with the pending reductions (finish_completed_reductions, the final
+  // callback).
+  void all_reduce_shard_grad(Unit& unit, const at::Tensor& grad, comm::ProcessGroup& group);
   void accumulate_shard_grad(Unit& unit, const at::Tensor& reduced);
   // The order units begin backward: recorded in the first backward; until then, forward's
   // reversed.
@@ -203,6 +231,7 @@ class FullyShardedDataParallel {
 
   std::shared_ptr<torch::nn::Module> module_;
   std::shared_ptr<comm::ProcessGroup> group_;
+  std::shared_ptr<comm::ProcessGroup> replicate_;  // HYBRID_SHARD only, else null
   FsdpOptions options_;
   ShardingStrategy sharding_;
   std::vector<std::unique_ptr<Unit>> units_;  // innermost first; root last

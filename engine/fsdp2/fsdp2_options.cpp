@@ -1,5 +1,5 @@
 // FSDP2's options (fsdp2_options.h): the spelling of reshard_after_forward and its check against
-// the world size, as PyTorch's _get_post_forward_mesh_info makes it.
+// the world size, as PyTorch's _get_post_forward_mesh_info makes it; HSDP's shard group size.
 #include "engine/fsdp2/fsdp2_options.h"
 
 #include <charconv>
@@ -32,12 +32,25 @@ ReshardAfterForward resolve_reshard(const ReshardSpec& spec, int world_size) {
   if (n < 1 || n > world_size || world_size % n != 0) {
     throw Fsdp2Error("reshard_after_forward " + std::to_string(n) + ": the int form is the size "
                      "of the group parameters are resharded to after forward, and must be a "
-                     "factor of the world size " + std::to_string(world_size) + " (1.." +
+                     "factor of the size of the group they are sharded over (the world, or "
+                     "HSDP's shard group) " + std::to_string(world_size) + " (1.." +
                      std::to_string(world_size) + "); or give true or false");
   }
   if (n == world_size) return ReshardAfterForward::Reshard;
   if (n == 1) return ReshardAfterForward::Keep;
   return ReshardAfterForward::ToGroupSize;
+}
+
+void check_shard_group_size(int n, int world_size, std::string_view flag) {
+  if (n >= 1 && n <= world_size && world_size % n == 0) return;
+  std::string sizes;
+  for (int d = 1; d <= world_size; ++d) {
+    if (world_size % d == 0) sizes += (sizes.empty() ? "" : ", ") + std::to_string(d);
+  }
+  throw Fsdp2Error(std::string(flag) + " " + std::to_string(n) + ": HSDP shards each parameter "
+                   "over groups of N ranks and replicates it across world / N such groups, so N "
+                   "must divide the world size " + std::to_string(world_size) + "; give one of " +
+                   sizes + " (N = " + std::to_string(world_size) + " is --sharding full)");
 }
 
 }  // namespace dpscope::fsdp2

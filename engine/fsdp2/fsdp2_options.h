@@ -44,12 +44,17 @@ struct ReshardSpec {
 // std::invalid_argument naming `flag` and the forms otherwise.
 ReshardSpec parse_reshard_spec(std::string_view text, std::string_view flag);
 
-// What a group keeps after forward in a world of `world_size` ranks, as PyTorch's
-// _get_post_forward_mesh_info decides it: the int form N must divide the world size (1 <= N <=
-// world); N == world is Reshard, N == 1 is Keep (PyTorch warns that 1 means "no resharding"),
+// What a group keeps after forward when its parameters are sharded over `world_size` ranks (the
+// world, or HSDP's shard group), as PyTorch's _get_post_forward_mesh_info decides it: the int
+// form N must divide that size (1 <= N <= it); N == world is Reshard, N == 1 is Keep (PyTorch warns that 1 means "no resharding"),
 // and 1 < N < world is ToGroupSize (See Note [Resharding to a smaller group] in
 // fsdp_param_group.h). Throws Fsdp2Error naming N, the world size and the choices.
 ReshardAfterForward resolve_reshard(const ReshardSpec& spec, int world_size);
+
+// HSDP's shard group size N against a world of `world_size` ranks: 1 <= N <= world and N
+// dividing it (See Note [HSDP mesh] in fsdp_mesh.h). Throws Fsdp2Error naming `flag`, N, the
+// world size and the sizes that would do.
+void check_shard_group_size(int n, int world_size, std::string_view flag);
 
 // PyTorch's MixedPrecisionPolicy(param_dtype, reduce_dtype): the unsharded parameters (and so
 // the all-gather and the compute) in `param`, the gradients reduce-scattered in `reduce`; the

@@ -260,7 +260,7 @@ void FsdpParamGroup::issue_reduce_scatter(const std::vector<at::Tensor>& grads,
   reduce_layout_ = chunk_layout(chunk_numels, world_size());
   reduced_params_ = which;
   reduce_begin_ns_ = trace::now_ns();
-  if (world_size() == 1) {
+  if (world_size() == 1 && !ctx_->replicate) {
     // Nothing to reduce: each gradient is all of this rank's rows.
     for (size_t k = 0; k < which.size(); ++k) {
       params_[which[k]]->accumulate_sharded_grad(grads[k].reshape({-1}));
@@ -272,13 +272,22 @@ void FsdpParamGroup::issue_reduce_scatter(const std::vector<at::Tensor>& grads,
     trace::ScopedPhase copy_in(ctx_->recorder, 0, ctx_->reduce_copy_in_name, ctx_->traced_iteration());
     reduce_input_ = foreach_reduce_scatter_copy_in(grads, chunks, reduce_layout_, reduce_dtype_);
   }
-  {
-    memory::CategoryScope gradient_shards(memory::MemoryCategory::GradientShards);
-    reduce_output_ = at::empty({reduce_layout_.rank_numel}, reduce_input_.options());
+  if (world_size() == 1) {
+    // HSDP with shard groups of one rank: the copy-in is this rank's part; only the all-reduce
+    // across the replicas is left (See Note [HSDP mesh]).
+    reduce_output_ = reduce_input_;
+    reduce_work_ = ctx_->replicate->all_reduce(reduce_output_, comm::ReduceOp::Average,
+                                               tag(trace::kFlagBackward));
+  } else {
+    {
+      memory::CategoryScope gradient_shards(memory::MemoryCategory::GradientShards);
+      reduce_output_ = at::empty({reduce_layout_.rank_numel}, reduce_input_.options());
+    }
+    // Averaged over the ranks as DDP averages (PyTorch's FSDP2 reduces float32 with
+    // ReduceOp.AVG); under HSDP over the shard group's, the all-reduce then over the replicas.
+    reduce_work_ = ctx_->group->reduce_scatter(reduce_output_, reduce_input_, comm::ReduceOp::Average,
+                                               tag(trace::kFlagBackward), comm::ScatterInput::Workspace);
   }
-  // Averaged over the ranks as DDP averages (PyTorch's FSDP2 reduces float32 with ReduceOp.AVG).
-  reduce_work_ = ctx_->group->reduce_scatter(reduce_output_, reduce_input_, comm::ReduceOp::Average,
-                                             tag(trace::kFlagBackward), comm::ScatterInput::Workspace);
   ctx_->reducing = this;
   ctx_->sample_memory();
 }
@@ -289,6 +298,12 @@ void FsdpParamGroup::finish_reduce() {
   const comm::WorkHandle work = std::move(reduce_work_);
   reduce_work_.reset();
   comm::wait_on_stream(work);
+  if (ctx_->replicate && world_size() > 1) {
+    // HSDP's second step: the shard group's average, averaged across the replicas (See Note
+    // [HSDP mesh]); issued after the reduce-scatter is done, on every rank in the same order.
+    comm::wait_on_stream(ctx_->replicate->all_reduce(reduce_output_, comm::ReduceOp::Average,
+                                                     tag(trace::kFlagBackward)));
+  }
   for (size_t k = 0; k < reduced_params_.size(); ++k) {
     FsdpParam& param = *params_[reduced_params_[k]];
     param.accumulate_sharded_grad(view_out_sharded_grad(reduce_output_, reduce_layout_, k,

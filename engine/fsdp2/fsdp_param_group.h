@@ -47,7 +47,10 @@ using RootParams = std::vector<std::pair<const void*, std::string>>;
 // A reduce-scatter's state is its own: issued by post_backward, finished (waited, viewed out into
 // the sharded gradients) by finish_reduce, which the next group's post_backward calls before its
 // copy-in (one reduce-scatter in flight, as PyTorch's reduce_scatter_state) and the final
-// callback calls for the last.
+// callback calls for the last. Under HSDP finish_reduce, once the reduce-scatter is done, all-
+// reduces its output across the replicate group and waits for that too (See Note [HSDP mesh] in
+// fsdp_mesh.h): the host waits for it there with Gloo (no overlap of the all-reduce with the next
+// group's backward), the compute stream only with NCCL.
 //
 // Note [Resharding to a smaller group]
 // reshard_after_forward N (1 < N < world, N dividing it: PyTorch's int form, its post-forward
@@ -70,7 +73,9 @@ enum class WorkScope { Iteration, OutsideIterations };
 // Shared by every group and state under one root (PyTorch's FSDPCommContext and
 // FSDPStateContext). Not thread-safe: the training thread and its backward.
 struct Fsdp2Context {
-  std::shared_ptr<comm::ProcessGroup> group;
+  std::shared_ptr<comm::ProcessGroup> group;      // parameters are sharded over it
+  // HSDP with more than one replica: gradients all-reduced across it; else null.
+  std::shared_ptr<comm::ProcessGroup> replicate;
   trace::Recorder* recorder = nullptr;
   memory::MemorySampler* memory_sampler = nullptr;
   int32_t iteration = 0;  // synced iterations begun so far
@@ -133,7 +138,8 @@ class FsdpParamGroup {
   // Once per backward: takes the parameters' gradients, reshards, and reduce-scatters the
   // gradients (after finishing the reduce-scatter in flight); under no_sync keeps them.
   void post_backward();
-  // Waits for this group's reduce-scatter and adds each parameter's rows to its sharded .grad.
+  // Waits for this group's reduce-scatter (and HSDP's all-reduce after it) and adds each
+  // parameter's rows to its sharded .grad.
   void finish_reduce();
   // Every parameter whole, in float32, from the sharded parameters: one all-gather, waited for,
   // into buffers of its own (the group's residency and its unsharded parameters untouched; what
@@ -194,7 +200,9 @@ class FsdpParamGroup {
   AllGatherBuffers gather_buffers_;
   ChunkLayout gather_layout_;
   std::shared_ptr<comm::ProcessGroup> post_forward_group_;
-  // The reduce-scatter until finish_reduce: its buffers and which parameters it carries.
+  // The reduction until finish_reduce: its collective in flight (the shard group's reduce-scatter,
+  // or with a shard group of one rank the replicate group's all-reduce), its buffers and which
+  // parameters it carries.
   comm::WorkHandle reduce_work_;
   at::Tensor reduce_input_;
   at::Tensor reduce_output_;

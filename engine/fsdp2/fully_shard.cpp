@@ -12,9 +12,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "engine/comm/gloo_backend.h"
-#include "engine/comm/nccl_backend.h"
-#include "engine/comm/world.h"
 #include "engine/memory/memory_sampler.h"
 #include "engine/memory/tracking_allocator.h"
 #include "engine/models/forward_hooks.h"
@@ -39,32 +36,18 @@ ShardRegistry& shard_registry() {
   return *registry;
 }
 
-// Group ids of the post-forward groups: above those of the world (0) and the tutorials' groups.
+// Group ids of the post-forward groups: above those of the world (0) and the tutorials' groups,
+// below HSDP's (Note [HSDP mesh]).
 constexpr int kPostForwardGroupIds = 1000;
 
 // The group of `size` ranks this rank keeps post-forward slices for (See Note [Resharding to a
-// smaller group]): ranks k * size .. k * size + size - 1, over the world group's store (kept alive
-// with the world group: an aliasing pointer), backend, link and trace.
-std::shared_ptr<comm::ProcessGroup> make_post_forward_group(
-    const std::shared_ptr<comm::ProcessGroup>& world, int size) {
-  const int index = world->rank() / size;
-  comm::ProcessGroupOptions options = world->options();
-  options.group_id = static_cast<int16_t>(kPostForwardGroupIds + world->size() * size + index);
-  options.name = "reshard_after_forward " + std::to_string(size) + " #" + std::to_string(index);
-  const std::shared_ptr<c10d::Store> store(world, &world->store());
-  switch (comm::parse_backend(world->backend_name())) {
-    case comm::Backend::Gloo:
-      return comm::make_gloo_group(store, world->rank() % size, size, options);
-    case comm::Backend::Nccl:
-#ifdef DPSCOPE_HAVE_CUDA
-      return comm::make_nccl_group(store, world->rank() % size, size, options,
-                                   world->device().index());
-#else
-      break;
-#endif
-  }
-  throw Fsdp2Error("reshard_after_forward " + std::to_string(size) + ": this build cannot make a " +
-                   world->backend_name() + " group of " + std::to_string(size) + " ranks");
+// smaller group]): the shard group's ranks k * size .. k * size + size - 1, numbered across the
+// world so that every such group has an id of its own under HSDP too.
+std::shared_ptr<comm::ProcessGroup> make_post_forward_group(const FsdpMesh& mesh, int size) {
+  const int index = mesh.world_rank() / size;
+  return make_subgroup(mesh.shard, mesh.shard->rank() % size, size,
+                       kPostForwardGroupIds + mesh.world_size() * size + index,
+                       "reshard_after_forward " + std::to_string(size) + " #" + std::to_string(index));
 }
 
 }  // namespace
@@ -72,7 +55,13 @@ std::shared_ptr<comm::ProcessGroup> make_post_forward_group(
 std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module,
                                        std::shared_ptr<comm::ProcessGroup> group,
                                        FullyShardOptions options) {
-  if (!group) throw Fsdp2Error("fully_shard needs a process group (got null)");
+  return fully_shard(module, FsdpMesh::sharded_over(std::move(group)), options);
+}
+
+std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module, FsdpMesh mesh,
+                                       FullyShardOptions options) {
+  if (!mesh.shard) throw Fsdp2Error("fully_shard needs a process group (got null)");
+  const std::shared_ptr<comm::ProcessGroup>& group = mesh.shard;
   resolve_reshard(options.reshard_after_forward, group->size());  // refuses a bad int form
   ShardRegistry& registry = shard_registry();
   std::vector<std::shared_ptr<FsdpState>> children;
@@ -97,9 +86,9 @@ std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module,
   std::unordered_set<const void*> managed_below;
   std::unordered_set<const FsdpState*> states_below;
   for (const auto& child : children) {
-    if (child->group_.get() != group.get()) {
-      throw Fsdp2Error("fully_shard: a submodule was sharded over another process group; shard "
-                       "a model over one group (HSDP is not built yet: docs/fsdp2.md)");
+    if (!(child->mesh_ == mesh)) {
+      throw Fsdp2Error("fully_shard: a submodule was sharded over another process group or mesh; "
+                       "shard a model over one group (FSDP) or one FsdpMesh (HSDP) throughout");
     }
     child->add_managed(&managed_below, &states_below);
   }
@@ -123,7 +112,7 @@ std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module,
     params.push_back(std::make_unique<FsdpParam>(item.value(), item.key(), group->rank(),
                                                  group->size(), compute_dtype, options.offload_policy));
   }
-  auto state = std::make_shared<FsdpState>(module, group, options, children, std::move(params));
+  auto state = std::make_shared<FsdpState>(module, mesh, options, children, std::move(params));
   {
     const std::lock_guard<std::mutex> lock(registry.mutex);
     for (const auto& child : children) {
@@ -137,13 +126,13 @@ std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module,
   return state;
 }
 
-FsdpState::FsdpState(torch::nn::Module& module, std::shared_ptr<comm::ProcessGroup> group,
-                     FullyShardOptions options, std::vector<std::shared_ptr<FsdpState>> children,
+FsdpState::FsdpState(torch::nn::Module& module, FsdpMesh mesh, FullyShardOptions options,
+                     std::vector<std::shared_ptr<FsdpState>> children,
                      std::vector<std::unique_ptr<FsdpParam>> params)
     : module_(&module),
-      group_(std::move(group)),
+      mesh_(std::move(mesh)),
       options_(options),
-      reshard_(resolve_reshard(options.reshard_after_forward, group_->size())),
+      reshard_(resolve_reshard(options.reshard_after_forward, mesh_.shard_size())),
       param_group_(std::make_unique<FsdpParamGroup>(std::move(params), "",
                                                     scalar_type_of(options.mp_policy.reduce))),
       children_(std::move(children)) {
@@ -194,7 +183,8 @@ void FsdpState::lazy_init() {
     registry.unclaimed.erase(module_);  // the caller holds the state: it is theirs now
   }
   ctx_ = std::make_shared<Fsdp2Context>();
-  ctx_->group = group_;
+  ctx_->group = mesh_.shard;
+  ctx_->replicate = mesh_.replicated() ? mesh_.replicate : nullptr;
   ctx_->recorder = options_.recorder;
   ctx_->memory_sampler = options_.memory_sampler;
   ctx_->root = this;
@@ -205,6 +195,12 @@ void FsdpState::lazy_init() {
     final_callback_name_ = recorder->name("fsdp2.final_callback");
     recorder->set_meta(trace::meta_key::kFsdp2ReshardAfterForward,
                        options_.reshard_after_forward.text());
+    recorder->set_meta(trace::meta_key::kFsdpSharding,
+                       trace::to_string(mesh_.hybrid() ? trace::ShardingStrategy::HybridShard
+                                                       : trace::ShardingStrategy::FullShard));
+    if (mesh_.hybrid()) {
+      recorder->set_meta(trace::meta_key::kFsdpShardGroupSize, std::to_string(mesh_.shard_size()));
+    }
   }
   // The root's backward begins as soon as its forward ends: resharding it would only gather it
   // again (PyTorch's lazy init clears the root's post-forward mesh likewise).
@@ -257,7 +253,7 @@ void FsdpState::make_post_forward_groups() {
     if (state->reshard_ != ReshardAfterForward::ToGroupSize) continue;
     const int size = state->options_.reshard_after_forward.group_size;
     std::shared_ptr<comm::ProcessGroup>& group = groups[size];
-    if (!group) group = make_post_forward_group(group_, size);
+    if (!group) group = make_post_forward_group(mesh_, size);
     state->param_group_->set_post_forward_group(group);
   }
 }

@@ -17,6 +17,7 @@
 
 #include "engine/comm/process_group.h"
 #include "engine/fsdp2/fsdp2_options.h"
+#include "engine/fsdp2/fsdp_mesh.h"
 #include "engine/fsdp2/fsdp_param_group.h"
 
 namespace dpscope::fsdp2 {
@@ -69,6 +70,13 @@ class FsdpState;
 std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module,
                                        std::shared_ptr<comm::ProcessGroup> group,
                                        FullyShardOptions options = {});
+// HSDP (PyTorch's fully_shard with a 2-D mesh): the same over `mesh`: parameters sharded across
+// mesh.shard, gradients reduce-scattered there and then all-reduced across mesh.replicate (See
+// Note [HSDP mesh] in fsdp_mesh.h; make_hsdp_mesh makes one). A mesh without a replicate group is
+// the overload above. Every state under one root must use the same mesh; reshard_after_forward's
+// int form must divide the shard group's size.
+std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module, FsdpMesh mesh,
+                                       FullyShardOptions options = {});
 
 // Rank 0's parameters and buffers into every rank's, after checking that every rank's model has
 // the same parameter shapes (PyTorch's fully_shard does not broadcast; DDP's and FSDP1's
@@ -89,8 +97,8 @@ void sync_module_states(torch::nn::Module& module, comm::ProcessGroup& group);
 class FsdpState {
  public:
   // Use fully_shard().
-  FsdpState(torch::nn::Module& module, std::shared_ptr<comm::ProcessGroup> group,
-            FullyShardOptions options, std::vector<std::shared_ptr<FsdpState>> children,
+  FsdpState(torch::nn::Module& module, FsdpMesh mesh, FullyShardOptions options,
+            std::vector<std::shared_ptr<FsdpState>> children,
             std::vector<std::unique_ptr<FsdpParam>> params);
   ~FsdpState();
   FsdpState(const FsdpState&) = delete;
@@ -138,7 +146,8 @@ class FsdpState {
 
   // ---- State (fully_shard_state.cpp).
   // The full parameters by qualified name (the root's named_parameters() order), then the
-  // buffers, on the host; on rank `root` only (other ranks get an empty list). Collective: every
+  // buffers, on the host; on rank `root` of the world only (other ranks get an empty list; under
+  // HSDP every shard group gathers its own copy). Collective: every
   // rank calls it; each group's float32 shards are all-gathered in turn into buffers of their own
   // (exact under mixed precision; the groups' state untouched), as no iteration's work.
   std::vector<std::pair<std::string, at::Tensor>> full_state_dict(int root = 0);
@@ -173,7 +182,9 @@ class FsdpState {
 
   // ---- Introspection.
   torch::nn::Module& module() { return *module_; }
-  comm::ProcessGroup& group() { return *group_; }
+  // The group parameters are sharded over: the world, or HSDP's shard group.
+  comm::ProcessGroup& group() { return *mesh_.shard; }
+  const FsdpMesh& mesh() const { return mesh_; }
   const FsdpParamGroup& param_group() const { return *param_group_; }
   // After lazy init: every state under the root, innermost first (unit order), the root last.
   const std::vector<FsdpState*>& all_states() const { return all_states_; }
@@ -182,8 +193,7 @@ class FsdpState {
   const FullyShardOptions& options() const { return options_; }
 
  private:
-  friend std::shared_ptr<FsdpState> fully_shard(torch::nn::Module&, std::shared_ptr<comm::ProcessGroup>,
-                                                FullyShardOptions);
+  friend std::shared_ptr<FsdpState> fully_shard(torch::nn::Module&, FsdpMesh, FullyShardOptions);
   // ---- Construction and forward (fully_shard.cpp).
   // Makes this state the root unless it is one already or a nested one: the shared context,
   // every state below numbered innermost first, their groups attached (Note [FSDP2 hooks]).
@@ -213,7 +223,7 @@ class FsdpState {
   enum class Role { Undecided, Root, Nested };
 
   torch::nn::Module* module_;
-  std::shared_ptr<comm::ProcessGroup> group_;
+  FsdpMesh mesh_;
   FullyShardOptions options_;
   ReshardAfterForward reshard_;
   std::unique_ptr<FsdpParamGroup> param_group_;

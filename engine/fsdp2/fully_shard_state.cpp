@@ -39,7 +39,7 @@ std::vector<std::pair<std::string, at::Tensor>> FsdpState::full_state_dict(int r
   // A state dict's gathers are no iteration's work (Note [Work outside iterations]).
   const WorkScope previous = ctx_->scope;
   ctx_->scope = WorkScope::OutsideIterations;
-  const bool keep = group_->rank() == root;
+  const bool keep = mesh_.world_rank() == root;  // under HSDP each shard group gathers its own
   std::unordered_map<const void*, at::Tensor> copies;
   std::vector<FsdpState*> states;
   std::vector<int32_t> parents;
@@ -94,7 +94,8 @@ std::vector<FsdpState::ShardedTensor> FsdpState::sharded_state_dict() {
 }
 
 at::Tensor FsdpState::clip_grad_norm(double max_norm) {
-  return replica::clip_sharded_grad_norm(parameters(), max_norm, *group_,
+  // Under HSDP the replicas hold the same gradients: the shard group's squares are the whole norm.
+  return replica::clip_sharded_grad_norm(parameters(), max_norm, *mesh_.shard,
                                          replica::GradientSquares::SpreadOverRanks,
                                          ctx_ ? ctx_->traced_iteration() : trace::kNone);
 }

@@ -101,11 +101,12 @@ at::Tensor whole_parameter(const std::vector<SavedFile>& files, const std::strin
 }  // namespace
 
 void FsdpState::save_sharded_state(const std::string& dir) {
-  const std::string path = replica::shard_file_path(dir, group_->rank(), group_->size());
+  // Named by world rank: under HSDP the replicas hold the same rows, each writes its own file.
+  const std::string path = replica::shard_file_path(dir, mesh_.world_rank(), mesh_.world_size());
   c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
   dict.insert("format", std::string(kCheckpointFormat));
-  dict.insert("world_size", static_cast<int64_t>(group_->size()));
-  dict.insert("rank", static_cast<int64_t>(group_->rank()));
+  dict.insert("world_size", static_cast<int64_t>(mesh_.world_size()));
+  dict.insert("rank", static_cast<int64_t>(mesh_.world_rank()));
   c10::List<std::string> names;
   for (const ShardedTensor& tensor : sharded_state_dict()) {
     names.push_back(tensor.name);
@@ -122,7 +123,7 @@ void FsdpState::save_sharded_state(const std::string& dir) {
   dict.insert("buffers", buffer_names);
   if (!replica::write_dict_file(path, dict)) {
     throw Fsdp2Error("cannot write sharded checkpoint file " + path + " (rank " +
-                     std::to_string(group_->rank()) + "); check that " + dir +
+                     std::to_string(mesh_.world_rank()) + "); check that " + dir +
                      " is writable and has space");
   }
 }

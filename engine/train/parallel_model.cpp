@@ -63,13 +63,21 @@ class DdpModel final : public ParallelModel {
   ddp::DistributedDataParallel ddp_;
 };
 
+// The mesh FSDP and FSDP2 shard over: the world, or with --sharding hybrid --shard-group-size N
+// an R x N mesh of shard and replicate groups (Note [HSDP mesh]).
+fsdp2::FsdpMesh hsdp_mesh(const TrainConfig& config, const std::shared_ptr<comm::ProcessGroup>& world) {
+  if (config.sharding != fsdp::ShardingStrategy::HybridShard) return fsdp2::FsdpMesh::sharded_over(world);
+  fsdp2::check_shard_group_size(config.shard_group_size, world->size(), "--shard-group-size");
+  return fsdp2::make_hsdp_mesh(world, config.shard_group_size);
+}
+
 class FsdpModel final : public ParallelModel {
  public:
   FsdpModel(const TrainConfig& config, std::shared_ptr<models::Model> model,
             std::shared_ptr<comm::ProcessGroup> group, trace::Recorder* recorder,
             memory::MemorySampler* sampler)
-      : model_(model), fsdp_(model, std::move(group), options(config, recorder, sampler)) {
-    if (fsdp_.group().rank() == 0) {
+      : model_(model), fsdp_(model, hsdp_mesh(config, group), options(config, recorder, sampler)) {
+    if (fsdp_.world_rank() == 0) {
       for (const std::string& note : fsdp_.wrap_notes()) std::printf("fsdp: %s\n", note.c_str());
     }
   }
@@ -171,7 +179,8 @@ class Fsdp2Model final : public ParallelModel {
     const size_t groups = groups_;
     return std::string(trace::to_string(Strategy::Fsdp2)) + " (" + std::to_string(groups) +
            " fully_shard group" + (groups == 1 ? "" : "s") + ", reshard_after_forward " +
-           reshard_text_ + (explicit_prefetch_ > 0 ? ", explicit prefetch " + std::to_string(explicit_prefetch_) : "") +
+           reshard_text_ + mesh_text_ +
+           (explicit_prefetch_ > 0 ? ", explicit prefetch " + std::to_string(explicit_prefetch_) : "") +
            (offload_ ? ", offload cpu" : "") + ")";
   }
 
@@ -197,13 +206,19 @@ class Fsdp2Model final : public ParallelModel {
     if (group->rank() == 0) {
       for (const std::string& note : plan.notes) std::printf("fsdp2: %s\n", note.c_str());
     }
+    // --sharding hybrid --shard-group-size N: HSDP over an R x N mesh (Note [HSDP mesh]).
+    const fsdp2::FsdpMesh mesh = hsdp_mesh(config, group);
     std::vector<std::shared_ptr<fsdp2::FsdpState>> layers;
     for (size_t i = 0; i + 1 < plan.units.size(); ++i) {
-      layers.push_back(fsdp2::fully_shard(*plan.units[i].module, group, options));
+      layers.push_back(fsdp2::fully_shard(*plan.units[i].module, mesh, options));
     }
     groups_ = plan.units.size();
     reshard_text_ = config.reshard_after_forward.text();
-    std::shared_ptr<fsdp2::FsdpState> root = fsdp2::fully_shard(model, group, options);
+    if (mesh.hybrid()) {
+      mesh_text_ = ", HSDP: " + std::to_string(mesh.replicate_size()) + " replicas of " +
+                   std::to_string(mesh.shard_size()) + " ranks";
+    }
+    std::shared_ptr<fsdp2::FsdpState> root = fsdp2::fully_shard(model, mesh, options);
     set_explicit_prefetch(layers, config.explicit_prefetch);
     explicit_prefetch_ = config.explicit_prefetch;
     offload_ = config.cpu_offload;
@@ -215,6 +230,7 @@ class Fsdp2Model final : public ParallelModel {
   std::string reshard_text_;
   int explicit_prefetch_ = 0;
   bool offload_ = false;
+  std::string mesh_text_;  // HSDP's layout, "" otherwise
   std::shared_ptr<fsdp2::FsdpState> root_;
 };
 

@@ -54,7 +54,6 @@ const char* option_fsdp2_refuses(const TrainConfig& c) {
   if (c.find_unused_parameters) return "--find-unused-parameters";
   if (c.gradient_as_bucket_view) return "--gradient-as-bucket-view";
   if (c.static_graph) return "--static-graph";
-  if (c.sharding != defaults.sharding) return "--sharding";
   if (c.backward_prefetch != defaults.backward_prefetch) return "--backward-prefetch";
   if (c.forward_prefetch) return "--forward-prefetch";
   if (c.limit_all_gathers != defaults.limit_all_gathers) return "--limit-all-gathers";
@@ -66,9 +65,10 @@ const char* option_fsdp2_refuses(const TrainConfig& c) {
 void check_fsdp2_options(const TrainConfig& c) {
   if (const char* flag = option_fsdp2_refuses(c)) {
     throw std::invalid_argument(std::string(flag) + " is not an option of --strategy fsdp2 "
-                                "(docs/fsdp2.md lists FSDP2's: --reshard-after-forward, "
-                                "--explicit-prefetch, --wrap-min-params, --mixed-precision, "
-                                "--reduce-fp32, --cpu-offload, --grad-accum); drop it or use --strategy "
+                                "(docs/fsdp2.md lists FSDP2's: --reshard-after-forward, --sharding "
+                                "full|hybrid, --shard-group-size, --explicit-prefetch, "
+                                "--wrap-min-params, --mixed-precision, --reduce-fp32, --cpu-offload, "
+                                "--grad-accum); drop it or use --strategy "
                                 "fsdp or ddp");
   }
   if (c.explicit_prefetch < 0) {
@@ -78,6 +78,36 @@ void check_fsdp2_options(const TrainConfig& c) {
   }
   if (c.wrap_min_params < 0) {
     throw std::invalid_argument("--wrap-min-params must be 0 (fully_shard on the root only) or more");
+  }
+  if (c.sharding == fsdp::ShardingStrategy::ShardGradOp) {
+    throw std::invalid_argument("--sharding grad_op is FSDP1's SHARD_GRAD_OP; with --strategy fsdp2 "
+                                "give --reshard-after-forward false instead (full or hybrid are "
+                                "FSDP2's --sharding)");
+  }
+  if (c.sharding == fsdp::ShardingStrategy::NoShard) {
+    throw std::invalid_argument("--sharding no_shard: FSDP2 always shards; use --strategy ddp, or "
+                                "--sharding hybrid --shard-group-size 1 (every gradient all-reduced)");
+  }
+}
+
+// --shard-group-size goes with --sharding hybrid and only with it (its check against the world
+// size waits for the world: fsdp2::check_shard_group_size).
+void check_shard_group_size_flag(const TrainConfig& c) {
+  const bool hybrid = c.sharding == fsdp::ShardingStrategy::HybridShard;
+  if (c.shard_group_size < 0) {
+    throw std::invalid_argument("--shard-group-size must be at least 1 (a divisor of the world size)");
+  }
+  if (hybrid && c.strategy != Strategy::Fsdp2 && c.strategy != Strategy::Fsdp) {
+    throw std::invalid_argument("--sharding hybrid (HSDP) is FSDP's: use --strategy fsdp2 or fsdp");
+  }
+  if (hybrid && c.shard_group_size == 0) {
+    throw std::invalid_argument("--sharding hybrid needs --shard-group-size N: the ranks each "
+                                "parameter is sharded over (a host's ranks, say), N dividing the "
+                                "world size");
+  }
+  if (!hybrid && c.shard_group_size != 0) {
+    throw std::invalid_argument("--shard-group-size is HSDP's: add --sharding hybrid (with "
+                                "--strategy fsdp2 or fsdp), or drop --shard-group-size");
   }
 }
 
@@ -146,6 +176,7 @@ void validate_train_config(const TrainConfig& c) {
                                 "--backward-prefetch)");
   }
   if (c.strategy == Strategy::Fsdp2) check_fsdp2_options(c);
+  check_shard_group_size_flag(c);
   if (c.strategy == Strategy::Fsdp) {
     const char* ddp_only = c.comm_hook != ddp::CommHookKind::None        ? "--comm-hook"
                            : c.initial_buckets != ddp::InitialBuckets::kPyTorch

@@ -89,6 +89,10 @@ struct TrainConfig {
   // the next N and backward-prefetches the previous N, as PyTorch's FSDP2 example's
   // --explicit-prefetching does; 0: the implicit prefetch only.
   int explicit_prefetch = 0;
+  // --sharding hybrid (FSDP2's HSDP, FSDP1's HYBRID_SHARD): the ranks each parameter is sharded
+  // over; 0: not given.
+  // Checked against the world size when the mesh is made (fsdp2::check_shard_group_size).
+  int shard_group_size = 0;
 
   std::string trace;  // "" = DPSCOPE_TRACE_DIR/rank<R>.sqlite, else traces/train-<model>.sqlite
   trace::TraceLevel trace_level = trace::TraceLevel::Full;

@@ -54,7 +54,7 @@ std::string config_json(const TrainConfig& c) {
                 "\"wrap_min_params\":%lld,\"mixed_precision\":\"%s\",\"reduce_fp32\":%s,"
                 "\"cpu_offload\":%s,\"backward_prefetch\":\"%s\",\"forward_prefetch\":%s,"
                 "\"limit_all_gathers\":%d,\"limit_reduce_scatters\":%d,\"reduce_bucket_mb\":%g,"
-                "\"reshard_after_forward\":\"%s\",\"explicit_prefetch\":%d}",
+                "\"reshard_after_forward\":\"%s\",\"explicit_prefetch\":%d,\"shard_group_size\":%d}",
                 c.model.name.c_str(), static_cast<long long>(model.hidden.value_or(0)),
                 static_cast<long long>(model.layers.value_or(0)),
                 static_cast<long long>(model.heads.value_or(0)),
@@ -70,7 +70,7 @@ std::string config_json(const TrainConfig& c) {
                 c.reduce_fp32 ? "true" : "false", c.cpu_offload ? "true" : "false",
                 std::string(fsdp::to_string(c.backward_prefetch)).c_str(), c.forward_prefetch ? "true" : "false",
                 c.limit_all_gathers, c.limit_reduce_scatters, c.reduce_bucket_mb,
-                c.reshard_after_forward.text().c_str(), c.explicit_prefetch);
+                c.reshard_after_forward.text().c_str(), c.explicit_prefetch, c.shard_group_size);
   std::string json = buffer;
   char straggler[96] = "null";
   if (c.straggler) {

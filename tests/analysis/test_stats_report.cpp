@@ -29,7 +29,9 @@ TEST(statsJson, ContractKeysInOrder) {
   EXPECT_EQ(text.find('\n'), std::string::npos);
   const auto j = nlohmann::ordered_json::parse(text);
   EXPECT_EQ(keys(j), (Keys{"schema_version", "clock", "run", "params", "buckets", "units",
-                           "collective_matching", "stragglers", "ranks"}));
+                           "collective_matching", "groups", "stragglers", "ranks"}));
+  EXPECT_EQ(keys(j["groups"][0]), (Keys{"grp", "name", "ranks", "collectives", "payload_bytes",
+                                        "wire_bytes", "wire_bytes_per_step"}));
   EXPECT_EQ(keys(j["run"]),
             (Keys{"strategy", "backend", "world_size", "iterations", "model", "link"}));
   EXPECT_EQ(keys(j["collective_matching"]),
@@ -75,6 +77,14 @@ TEST(statsJson, Values) {
   EXPECT_EQ(j["units"][1], (nlohmann::json{{"index", 1}, {"name", "net1"}, {"numel", 110},
                                            {"padded_numel", 110}, {"shard_numel", 55},
                                            {"params", {0, 1}}}));
+
+  // Group 0 on both ranks; group 1 (an all-gather and a barrier) on rank 0 only.
+  EXPECT_EQ(j["groups"][0]["grp"], 0);
+  EXPECT_EQ(j["groups"][0]["ranks"], (nlohmann::json{0, 1}));
+  EXPECT_EQ(j["groups"][1]["grp"], 1);
+  EXPECT_EQ(j["groups"][1]["ranks"], (nlohmann::json{0}));
+  EXPECT_EQ(j["groups"][1]["collectives"], 2);
+  EXPECT_EQ(j["groups"][1]["wire_bytes"], 0) << "one rank sends nothing";
 
   const auto& r0 = j["ranks"][0];
   EXPECT_EQ(r0["rank"], 0);

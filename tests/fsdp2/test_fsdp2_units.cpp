@@ -13,6 +13,7 @@
 #include "analysis/param_rows.h"
 #include "engine/fsdp2/dim0_chunks.h"
 #include "engine/fsdp2/fsdp2_options.h"
+#include "engine/fsdp2/fsdp_mesh.h"
 #include "engine/fsdp2/fsdp_collectives.h"
 #include "engine/fsdp2/fsdp_param.h"
 
@@ -275,13 +276,41 @@ std::string resolve_error(int n, int world) {
 TEST(Fsdp2Options, IntFormLargerThanTheWorldOrNotDividingItIsRefused) {
   EXPECT_NE(resolve_error(8, 4).find("reshard_after_forward 8: the int form is the size of the "
                                      "group parameters are resharded to after forward, and must be "
-                                     "a factor of the world size 4 (1..4)"),
+                                     "a factor of the size of the group they are sharded over "
+                                     "(the world, or HSDP's shard group) 4 (1..4)"),
             std::string::npos)
       << resolve_error(8, 4);
-  EXPECT_NE(resolve_error(3, 4).find("must be a factor of the world size 4"), std::string::npos);
+  EXPECT_NE(resolve_error(3, 4).find("HSDP's shard group) 4 (1..4)"), std::string::npos);
   EXPECT_EQ(resolve_reshard(ReshardSpec::to_group_size(4), 4), ReshardAfterForward::Reshard);
   EXPECT_EQ(resolve_reshard(ReshardSpec::to_group_size(1), 4), ReshardAfterForward::Keep);
   EXPECT_EQ(resolve_reshard(ReshardSpec::to_group_size(2), 4), ReshardAfterForward::ToGroupSize);
+}
+
+std::string shard_group_size_error(int n, int world) {
+  try {
+    dpscope::fsdp2::check_shard_group_size(n, world, "--shard-group-size");
+  } catch (const Fsdp2Error& error) {
+    return error.what();
+  }
+  return "accepted";
+}
+
+// See Note [HSDP mesh]: N divides the world; the groups are named by their ranks.
+TEST(HsdpMesh, ShardGroupSizeDividesTheWorldAndGroupsAreNamedByTheirRanks) {
+  EXPECT_EQ(shard_group_size_error(2, 4), "accepted");
+  EXPECT_EQ(shard_group_size_error(1, 4), "accepted");
+  EXPECT_EQ(shard_group_size_error(4, 4), "accepted");
+  EXPECT_EQ(shard_group_size_error(3, 6), "accepted");
+  EXPECT_NE(shard_group_size_error(4, 6).find("--shard-group-size 4: HSDP shards each parameter "
+                                              "over groups of N ranks"),
+            std::string::npos);
+  EXPECT_NE(shard_group_size_error(4, 6).find("give one of 1, 2, 3, 6"), std::string::npos);
+  EXPECT_NE(shard_group_size_error(8, 4).find("must divide the world size 4"), std::string::npos);
+  EXPECT_NE(shard_group_size_error(0, 4).find("--shard-group-size 0"), std::string::npos);
+  EXPECT_EQ(dpscope::fsdp2::shard_group_name(1, 2), "shard #1: ranks 2-3");
+  EXPECT_EQ(dpscope::fsdp2::shard_group_name(3, 1), "shard #3: ranks 3");
+  EXPECT_EQ(dpscope::fsdp2::replicate_group_name(1, 2, 6), "replicate #1: ranks 1,3,5");
+  EXPECT_EQ(dpscope::fsdp2::replicate_group_name(0, 3, 6), "replicate #0: ranks 0,3");
 }
 
 }  // namespace

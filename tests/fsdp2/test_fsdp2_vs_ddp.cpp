@@ -113,7 +113,8 @@ TEST(Fsdp2Train, ReshardAfterForwardLargerThanTheWorldIsRefused) {
   EXPECT_NE(run.exit_code, 0);
   EXPECT_NE(run.output.find("reshard_after_forward 4: the int form is the size of the group "
                             "parameters are resharded to after forward, and must be a factor of "
-                            "the world size 2 (1..2)"),
+                            "the size of the group they are sharded over (the world, or HSDP's "
+                            "shard group) 2 (1..2)"),
             std::string::npos)
       << run.output;
 }
@@ -122,7 +123,7 @@ TEST(Fsdp2Train, ReshardAfterForwardNotDividingTheWorldIsRefused) {
   TempDir dir;
   const auto run = train_with(4, "--strategy fsdp2 --reshard-after-forward 3", dir);
   EXPECT_NE(run.exit_code, 0);
-  EXPECT_NE(run.output.find("must be a factor of the world size 4 (1..4)"), std::string::npos)
+  EXPECT_NE(run.output.find("(the world, or HSDP's shard group) 4 (1..4)"), std::string::npos)
       << run.output;
 }
 
@@ -135,10 +136,16 @@ TEST(Fsdp2Train, Fp16OnTheCpuIsRefused) {
 
 TEST(Fsdp2Train, Fsdp1OptionsAreRefusedByName) {
   TempDir dir;
-  const auto run = train_with(1, "--strategy fsdp2 --sharding grad_op", dir);
+  const auto run = train_with(1, "--strategy fsdp2 --cpu-offload", dir);
   EXPECT_NE(run.exit_code, 0);
-  EXPECT_NE(run.output.find("--sharding is not an option of --strategy fsdp2"), std::string::npos)
+  EXPECT_NE(run.output.find("--cpu-offload is not an option of --strategy fsdp2"), std::string::npos)
       << run.output;
+  const auto grad_op = train_with(1, "--strategy fsdp2 --sharding grad_op", dir);
+  EXPECT_NE(grad_op.exit_code, 0);
+  EXPECT_NE(grad_op.output.find("--sharding grad_op is FSDP1's SHARD_GRAD_OP; with --strategy "
+                                "fsdp2 give --reshard-after-forward false instead"),
+            std::string::npos)
+      << grad_op.output;
   const auto other = train_with(1, "--strategy fsdp --reshard-after-forward false", dir);
   EXPECT_NE(other.exit_code, 0);
   EXPECT_NE(other.output.find("--reshard-after-forward is an FSDP2 option"), std::string::npos)
