@@ -6,6 +6,7 @@
 //   prefetch  explicit forward and backward prefetching trains to the same bits as without
 //   save DIR  trains 2 steps, writes a sharded checkpoint to DIR (checking that it communicates
 //             nothing) and rank 0 the full state to DIR/full.pt
+//   save_hsdp DIR  the same under HSDP, shard groups of 2 ranks (every replica writes its file)
 //   load DIR OUT  another model's values, the checkpoint loaded, rank 0 the full state to OUT;
 //             then one more step
 //   load_other DIR  a model of another width loads DIR: the error is expected (exit 3)
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "engine/comm/world.h"
+#include "engine/fsdp2/fsdp_mesh.h"
 #include "engine/fsdp2/fully_shard.h"
 #include "engine/models/models.h"
 #include "engine/train/trainer.h"
@@ -44,16 +46,19 @@ std::shared_ptr<models::Model> mlp(uint64_t seed) {
 }
 
 // fully_shard on every child with parameters, then the root; `layers` gets the children's states
-// in order when given.
+// in order when given. `shard_group_size` > 0: HSDP over the world as groups of that many ranks.
 std::shared_ptr<fsdp2::FsdpState> shard(models::Model& model, comm::World& w,
-                                        std::vector<std::shared_ptr<fsdp2::FsdpState>>* layers = nullptr) {
+                                        std::vector<std::shared_ptr<fsdp2::FsdpState>>* layers = nullptr,
+                                        int shard_group_size = 0) {
   fsdp2::sync_module_states(model, *w.group);
+  const fsdp2::FsdpMesh mesh = shard_group_size > 0 ? fsdp2::make_hsdp_mesh(w.group, shard_group_size)
+                                                    : fsdp2::FsdpMesh{w.group, nullptr};
   for (const auto& child : model.named_children()) {
     if (child.value()->parameters().empty()) continue;
-    auto state = fsdp2::fully_shard(*child.value(), w.group);
+    auto state = fsdp2::fully_shard(*child.value(), mesh);
     if (layers) layers->push_back(state);
   }
-  return fsdp2::fully_shard(model, w.group);
+  return fsdp2::fully_shard(model, mesh);
 }
 
 void train_steps(fsdp2::FsdpState& fsdp, models::Model& model, int steps) {
@@ -149,15 +154,15 @@ void prefetch(comm::World& w) {
 }
 
 // A sharded checkpoint is each rank's rows as they are: writing it is no collective.
-void save(comm::World& w, const std::string& dir) {
+void save(comm::World& w, const std::string& dir, int shard_group_size) {
   auto model = mlp(1);
-  auto fsdp = shard(*model, w);
+  auto fsdp = shard(*model, w, nullptr, shard_group_size);
   train_steps(*fsdp, *model, 2);
   const int64_t before = w.group->next_seq();
+  const int64_t shard_seq = fsdp->group().next_seq();
   fsdp->save_sharded_state(dir);
-  if (w.group->next_seq() != before) {
-    fail("save_sharded_state issued " + std::to_string(w.group->next_seq() - before) + " collectives");
-  }
+  const int64_t issued = w.group->next_seq() - before + fsdp->group().next_seq() - shard_seq;
+  if (issued != 0) fail("save_sharded_state issued " + std::to_string(issued) + " collectives");
   const auto state = fsdp->full_state_dict(0);
   if (rank == 0) train::save_tensors(state, dir + "/full.pt");
   std::printf("rank %d: saved with 0 collectives\n", rank);
@@ -190,7 +195,7 @@ void load_other(comm::World& w, const std::string& dir) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  const bool takes_paths = mode == "save" || mode == "load" || mode == "load_other";
+  const bool takes_paths = mode == "save" || mode == "save_hsdp" || mode == "load" || mode == "load_other";
   if (argc > 2 && !takes_paths) hidden = std::stoll(argv[2]);
   comm::World w = comm::init_world({});
   rank = w.group->rank();
@@ -206,7 +211,9 @@ int main(int argc, char** argv) {
     } else if (mode == "prefetch") {
       prefetch(w);
     } else if (mode == "save") {
-      save(w, arg(1));
+      save(w, arg(1), 0);
+    } else if (mode == "save_hsdp") {
+      save(w, arg(1), 2);
     } else if (mode == "load") {
       load(w, arg(1), arg(2));
     } else if (mode == "load_other") {

@@ -39,9 +39,9 @@ dpscope::testing::CommandResult launch(int world, const std::string& mode, const
 
 // A sharded checkpoint written by `saved_world` ranks, loaded by `loaded_world`: the full state
 // after loading equals the one saved, to the bit.
-void reshard_case(int saved_world, int loaded_world) {
+void reshard_case(int saved_world, int loaded_world, const std::string& save_mode = "save") {
   TempDir dir;
-  const auto saved = launch(saved_world, "save " + dir.file("ckpt"), dir, "save");
+  const auto saved = launch(saved_world, save_mode + " " + dir.file("ckpt"), dir, "save");
   ASSERT_EQ(saved.exit_code, 0) << saved.output;
   EXPECT_NE(saved.output.find("rank 0: saved with 0 collectives"), std::string::npos) << saved.output;
   const auto loaded = launch(loaded_world, "load " + dir.file("ckpt") + " " + dir.file("loaded.pt"), dir, "load");
@@ -80,6 +80,9 @@ TEST(Fsdp2Worker, ShardedStateDictWithAnEmptyChunkFourRanks) {
 TEST(Fsdp2Worker, ShardedCheckpointSameWorldSize) { reshard_case(2, 2); }
 TEST(Fsdp2Worker, ShardedCheckpointReshardedTwoToThree) { reshard_case(2, 3); }
 TEST(Fsdp2Worker, ShardedCheckpointReshardedFourToOne) { reshard_case(4, 1); }
+
+// HSDP on 2 x 2: both replicas write the rows of their shard group; loading reads each row once.
+TEST(Fsdp2Worker, ShardedCheckpointOfHsdpLoadsOnTwoRanks) { reshard_case(4, 2, "save_hsdp"); }
 
 TEST(Fsdp2Worker, ShardedCheckpointOfAnotherModelIsRefused) {
   TempDir dir;

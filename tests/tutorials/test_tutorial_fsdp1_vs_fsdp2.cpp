@@ -1,7 +1,8 @@
 // Tutorial 20 (FSDP1 against FSDP2) run as its README runs it, on 4 ranks and on 3: what each rank
 // holds as printed and drawn, FSDP2's copy-in and copy-out around every all-gather in the trace
-// (and none in FSDP1's), a sharded checkpoint written with no collective, and the two trainings
-// equal.
+// (and none in FSDP1's), a sharded checkpoint written with no collective, the two trainings
+// equal, and HSDP's bytes per link (shard groups within a host, replicate groups across hosts) as
+// the ring formulas give them, with its lanes named after its groups.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -101,6 +102,33 @@ TEST(TutorialFsdp1VsFsdp2, FourRanksRowsCopiesCheckpointAndEqualTraining) {
   }
 }
 
+// The HSDP part on 4 ranks: 2 "hosts" of 2. mlp 64-10-10-10 has P = 870 floats = 3,480 B, no padding
+// on 2 ranks: the shard groups send 3(N-1)/N P = 5,220 B a step per rank, the replicate groups
+// 2(R-1)/(RN) P = 1,740 B.
+TEST(TutorialFsdp1VsFsdp2, HsdpBytesPerLinkAsTheFormulasSay) {
+  TempDir dir;
+  const TutorialRun run = launch(dir, kTutorial, "--steps 2", "", 4);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (const std::string line :
+       {"within a host (shard group):          5220 B   formula 3(N-1)/N x P =     5220 B",
+        "across hosts (replicate group):       1740 B   formula 2(R-1)/(R N) x P =     1740 B"}) {
+    EXPECT_NE(run.output.find(line), std::string::npos) << line << "\n" << run.output;
+  }
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(run.output, match, std::regex("HSDP against FSDP2 over the world: largest "
+                                                              "difference of the final parameters ([0-9.e+-]+)")))
+      << run.output;
+  EXPECT_LE(std::stod(match[1].str()), 1e-6);
+  // Each rank's lanes name its shard and replicate groups, and the meta says hybrid.
+  trace::Reader hsdp(run.trace_dir + "/hsdp/run.sqlite");
+  std::string lanes;
+  for (const trace::LaneInfo& lane : hsdp.lanes()) {
+    if (lane.rank == 3) lanes += lane.name + "\n";
+  }
+  EXPECT_NE(lanes.find("shard #1: ranks 2-3"), std::string::npos) << lanes;
+  EXPECT_NE(lanes.find("replicate #1: ranks 1,3"), std::string::npos) << lanes;
+}
+
 TEST(TutorialFsdp1VsFsdp2, ThreeRanksUnevenRowsTrainTheSame) {
   TempDir dir;
   const TutorialRun run = launch(dir, kTutorial, "--steps 2", "", 3);
@@ -109,6 +137,7 @@ TEST(TutorialFsdp1VsFsdp2, ThreeRanksUnevenRowsTrainTheSame) {
   const double difference = printed_difference(run.output);
   EXPECT_GE(difference, 0) << run.output;
   EXPECT_LE(difference, 1e-6) << run.output;
+  EXPECT_NE(run.output.find("HSDP needs an even number of ranks, 4 or more"), std::string::npos) << run.output;
 }
 
 }  // namespace

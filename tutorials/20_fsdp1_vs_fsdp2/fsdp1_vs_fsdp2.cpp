@@ -14,10 +14,12 @@
 
 #include "engine/fsdp/fully_sharded_data_parallel.h"
 #include "engine/fsdp2/dim0_chunks.h"
+#include "engine/fsdp2/fsdp_mesh.h"
 #include "engine/fsdp2/fully_shard.h"
 #include "engine/models/models.h"
 #include "trace/vocabulary.h"
 #include "tutorials/20_fsdp1_vs_fsdp2/layout.h"
+#include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
 
 using namespace dpscope;
@@ -98,26 +100,32 @@ Trained train_fsdp1(tutorials::Session& session, const Settings& settings) {
 
 // FSDP2: fully_shard on every Linear, innermost first, then on the root — the API as PyTorch 2's
 // users write it. Then a sharded checkpoint, each rank its own rows, and the full state dict.
-Trained train_fsdp2(tutorials::Session& session, const Settings& settings) {
+// `shard_group_size` 0 shards across the world; N makes it HSDP: the ranks as world/N "hosts" of
+// N ranks, each parameter sharded within a host and replicated across them.
+Trained train_fsdp2(tutorials::Session& session, const Settings& settings, int shard_group_size = 0) {
   const std::shared_ptr<models::Model> model = session.build_model(model_config(settings));
-  tutorials::TracedRun run(session, "fsdp2");
+  const bool hybrid = shard_group_size > 0;
+  tutorials::TracedRun run(session, hybrid ? "hsdp" : "fsdp2");
   run.describe(trace::Strategy::Fsdp2, "mlp", *model,
-               {{"wrap_min_params", 1}, {"reshard_after_forward", "true"}});
+               {{"wrap_min_params", 1}, {"reshard_after_forward", "true"},
+                {"sharding", hybrid ? "hybrid" : "full"}, {"shard_group_size", shard_group_size}});
   Trained trained;
   {
     fsdp2::FullyShardOptions options;
     options.recorder = &run.recorder();
     options.memory_sampler = &run.memory_sampler();
     fsdp2::sync_module_states(*model, *run.group());  // fully_shard itself broadcasts nothing
+    const fsdp2::FsdpMesh mesh = hybrid ? fsdp2::make_hsdp_mesh(run.group(), shard_group_size)
+                                        : fsdp2::FsdpMesh{run.group(), nullptr};
     for (const auto& child : model->named_children()) {
-      if (!child.value()->parameters().empty()) fsdp2::fully_shard(*child.value(), run.group(), options);
+      if (!child.value()->parameters().empty()) fsdp2::fully_shard(*child.value(), mesh, options);
     }
-    const std::shared_ptr<fsdp2::FsdpState> root = fsdp2::fully_shard(*model, run.group(), options);
+    const std::shared_ptr<fsdp2::FsdpState> root = fsdp2::fully_shard(*model, mesh, options);
     torch::optim::SGD optimizer(root->parameters(), torch::optim::SGDOptions(0.05));
     train_loop(run, *model, optimizer, settings, [&](const at::Tensor& x) {
       return root->forward(x, [&](const at::Tensor& in) { return model->forward(in); });
     });
-    trained.checkpoint_dir = session.trace_dir() + "/fsdp2-checkpoint";
+    trained.checkpoint_dir = session.trace_dir() + (hybrid ? "/hsdp-checkpoint" : "/fsdp2-checkpoint");
     int64_t before = run.group()->next_seq();
     root->save_sharded_state(trained.checkpoint_dir);
     trained.sharded_save_collectives = run.group()->next_seq() - before;
@@ -191,12 +199,48 @@ void print_state_dicts(const Trained& fsdp1, const Trained& fsdp2, int world_siz
               static_cast<long long>(fsdp2.full_state_collectives));
 }
 
+// HSDP's two-level reduction from the hsdp run's statistics: each process group's bytes on the
+// wire per step and rank (the ring model), the shard groups (within a host) against the
+// replicate groups (across hosts), beside the formulas of docs/fsdp2.md and DDP's all-reduce.
+void print_hsdp_links(const Trained& hsdp, const Trained& fsdp2, int world_size, int shard_group_size) {
+  const analysis::RunStats stats = tutorials::read_stats(hsdp.run_file);
+  double parameter_bytes = 0;
+  for (const trace::ParamInfo& p : stats.params) parameter_bytes += 4.0 * static_cast<double>(p.numel);
+  const int n = shard_group_size, r = world_size / shard_group_size;
+  std::printf("\nHSDP: %d ranks as %d hosts of %d (--sharding hybrid --shard-group-size %d). Each parameter is\n"
+              "sharded within a host and replicated across hosts; a gradient is reduce-scattered in its\n"
+              "shard group, then its shard all-reduced across the replicate group. Per step and rank (ring model):\n",
+              world_size, r, n, n);
+  std::printf("  %-28s %-12s %17s %16s\n", "process group", "ranks", "collectives (run)", "bytes sent/step");
+  double intra = 0, inter = 0;
+  for (const analysis::GroupTraffic& g : stats.groups) {
+    if (g.wire_bytes_per_step == 0) continue;  // the world: construction's broadcasts only
+    std::string ranks;
+    for (const int32_t rank : g.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);
+    std::printf("  %-28s %-12s %17lld %16.0f\n", g.name.c_str(), ranks.c_str(),
+                static_cast<long long>(g.collectives), g.wire_bytes_per_step);
+    (g.name.rfind("shard", 0) == 0 ? intra : inter) = g.wire_bytes_per_step;
+  }
+  std::printf("  within a host (shard group):      %8.0f B   formula 3(N-1)/N x P = %8.0f B\n", intra,
+              3.0 * (n - 1) / n * parameter_bytes);
+  std::printf("  across hosts (replicate group):   %8.0f B   formula 2(R-1)/(R N) x P = %8.0f B\n", inter,
+              2.0 * (r - 1) / (r * n) * parameter_bytes);
+  std::printf("  DDP, one all-reduce over all ranks: %6.0f B   2(W-1)/W x P on a ring through both hosts\n"
+              "  (P = %.0f B of parameters)\n",
+              2.0 * (world_size - 1) / world_size * parameter_bytes, parameter_bytes);
+  std::printf("  HSDP against FSDP2 over the world: largest difference of the final parameters %.3g\n",
+              max_difference(hsdp.final_state, fsdp2.final_state));
+}
+
 void run(tutorials::Session& session, const Settings& settings) {
   session.say("== %s: an MLP (%lld hidden layers of %lld) under FSDP1 and FSDP2 on %d rank(s), %lld steps ==\n",
               kProgram, static_cast<long long>(settings.layers), static_cast<long long>(settings.hidden),
               session.world_size(), static_cast<long long>(session.options().steps));
   const Trained fsdp1 = train_fsdp1(session, settings);
   const Trained fsdp2 = train_fsdp2(session, settings);
+  // HSDP needs at least two "hosts" of two ranks: 4 ranks or more, an even number.
+  const int shard_group_size = session.world_size() >= 4 && session.world_size() % 2 == 0 ? 2 : 0;
+  const Trained hsdp = shard_group_size > 0 ? train_fsdp2(session, settings, shard_group_size) : Trained{};
   if (!session.leader()) return;
 
   trace::Reader fsdp1_reader(fsdp1.run_file);
@@ -208,9 +252,15 @@ void run(tutorials::Session& session, const Settings& settings) {
   print_copy_phases(fsdp2_reader);
   print_state_dicts(fsdp1, fsdp2, session.world_size());
 
+  if (shard_group_size > 0) {
+    print_hsdp_links(hsdp, fsdp2, session.world_size(), shard_group_size);
+  } else {
+    std::printf("\nHSDP needs an even number of ranks, 4 or more (two hosts of two): run with -n 4.\n");
+  }
   std::printf("\nThe same training: largest difference between FSDP1's and FSDP2's final parameters %.3g\n",
               max_difference(fsdp1.final_state, fsdp2.final_state));
   std::printf("\nOpen both: dpscope-view %s --compare %s\n", fsdp1.run_file.c_str(), fsdp2.run_file.c_str());
+  if (shard_group_size > 0) std::printf("HSDP's lanes: dpscope-view %s\n", hsdp.run_file.c_str());
 }
 
 }  // namespace
