@@ -9,11 +9,14 @@
 # digits, batch 32 per rank, SGD with momentum 0.9, gloo, full tracing (the tracking allocator
 # counts every CPU allocation; `peak_memory_mb` is its peak over the whole run), with
 # `--strategy ddp`, `--strategy fsdp --sharding full --wrap-min-params 1` (every Linear a unit of
-# its own) and `--strategy fsdp2 --wrap-min-params 1` (every Linear a fully_shard group). Prints
+# its own), `--strategy fsdp2 --wrap-min-params 1` (every Linear a fully_shard group) and the same
+# as HSDP, `--sharding hybrid --shard-group-size 2` (two replicas of two ranks). Prints
 # each rank's peak and the ratios of the largest peaks; then, from `dpscope stats --json` of each
 # trace, the padding (padded minus real elements of every unit or group, float32) and the bytes
-# one rank sends in iteration 2 in a ring (docs/communication.md: an all-gather sends (n-1) x
-# this rank's chunk, a reduce-scatter (n-1)/n x its input, an all-reduce 2(n-1)/n x its tensor).
+# rank 0 sends a step in a ring, summed over its process groups ("groups", each collective on its
+# own group's ranks: docs/communication.md's ring, an all-gather (n-1) x this rank's chunk, a
+# reduce-scatter (n-1)/n x its input, an all-reduce 2(n-1)/n x its tensor), and how much of it
+# goes to the replicate group (HSDP's link across hosts).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -46,32 +49,32 @@ echo "$fsdp"
 echo "fsdp2 (fully_shard) on every Linear, reshard_after_forward true (peak MiB per rank):"
 fsdp2="$(peak_of fsdp2 --strategy fsdp2 --wrap-min-params 1)"
 echo "$fsdp2"
+echo "hsdp (fully_shard, --sharding hybrid --shard-group-size 2) (peak MiB per rank):"
+hsdp="$(peak_of hsdp --strategy fsdp2 --wrap-min-params 1 --sharding hybrid --shard-group-size 2)"
+echo "$hsdp"
 max_ddp="$(echo "$ddp" | largest)"
 max_fsdp="$(echo "$fsdp" | largest)"
 max_fsdp2="$(echo "$fsdp2" | largest)"
-awk -v d="$max_ddp" -v f="$max_fsdp" -v g="$max_fsdp2" 'BEGIN {
-  printf "largest peak: ddp %.2f MiB, fsdp %.2f MiB (fsdp/ddp %.3f), fsdp2 %.2f MiB (fsdp2/ddp %.3f)\n",
-         d, f, f / d, g, g / d }'
+max_hsdp="$(echo "$hsdp" | largest)"
+awk -v d="$max_ddp" -v f="$max_fsdp" -v g="$max_fsdp2" -v h="$max_hsdp" 'BEGIN {
+  printf "largest peak: ddp %.2f MiB, fsdp %.2f MiB (fsdp/ddp %.3f), fsdp2 %.2f MiB (fsdp2/ddp %.3f), hsdp %.2f MiB (hsdp/ddp %.3f)\n",
+         d, f, f / d, g, g / d, h, h / d }'
 
 echo
-echo "padding and bytes on the wire (rank 0, iteration 2):"
-for name in ddp fsdp fsdp2; do
+echo "padding and bytes on the wire (rank 0, a step: the steps' average):"
+for name in ddp fsdp fsdp2 hsdp; do
   "$bin/dpscope" stats --json "$tmp/$name/run.sqlite" > "$tmp/$name.json"
 done
 /usr/bin/python3 - "$tmp" <<'EOF'
 import json, sys
 tmp = sys.argv[1]
-print(f"  {'run':6} {'padding':>14} {'all-gather':>12} {'reduce-scatter':>15} {'all-reduce':>12} {'sent a step':>12}")
-for name in ("ddp", "fsdp", "fsdp2"):
+print(f"  {'run':6} {'padding':>10} {'sent a step':>12} {'of it across replicas':>22}")
+for name in ("ddp", "fsdp", "fsdp2", "hsdp"):
     stats = json.load(open(f"{tmp}/{name}.json"))
-    n = stats["run"]["world_size"]
     padding = sum(u["padded_numel"] - u["numel"] for u in stats["units"]) * 4
-    sent = {"allgather": 0.0, "reduce_scatter": 0.0, "allreduce": 0.0}
-    factor = {"allgather": n - 1, "reduce_scatter": (n - 1) / n, "allreduce": 2 * (n - 1) / n}
-    for c in stats["ranks"][0]["collectives"]:
-        if c["iteration"] == 2 and c["kind"] in sent:
-            sent[c["kind"]] += c["bytes"] * factor[c["kind"]]
-    mb = lambda b: f"{b / 1e6:.3f} MB"
-    print(f"  {name:6} {padding:>12} B {mb(sent['allgather']):>12} {mb(sent['reduce_scatter']):>15} "
-          f"{mb(sent['allreduce']):>12} {mb(sum(sent.values())):>12}")
+    # Rank 0's groups, each by its own size (stats' ring model, averaged over the steps).
+    mine = [g for g in stats["groups"] if 0 in g["ranks"]]
+    sent = sum(g["wire_bytes_per_step"] for g in mine)
+    across = sum(g["wire_bytes_per_step"] for g in mine if g["name"].startswith("replicate"))
+    print(f"  {name:6} {padding:>8} B {sent / 1e6:>9.3f} MB {across / 1e6:>19.3f} MB")
 EOF

@@ -1,7 +1,8 @@
 // FSDP2's memory against DDP's, measured by the tracking allocator in real runs of `dpscope train`
 // on 4 ranks (bench/fsdp_memory.sh's model, fewer steps): FULL sharding with every Linear a group
 // peaks at most 0.6 of DDP's in the steps, and what persists between steps is a quarter of
-// DDP's per-parameter state, as sharding on 4 ranks says.
+// DDP's per-parameter state, as sharding on 4 ranks says; HSDP (2 replicas of 2 ranks) peaks
+// between the two and keeps half of DDP's state.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -31,12 +32,15 @@ analysis::RunStats run_stats(const TempDir& dir, const std::string& name, const 
   return analysis::compute_stats(reader);
 }
 
-TEST(Fsdp2Memory, FullShardPeaksAtMostSixTenthsOfDdpOnFourRanks) {
+TEST(Fsdp2Memory, FullShardPeaksAtMostSixTenthsOfDdpAndHsdpBetweenOnFourRanks) {
   TempDir dir;
   const analysis::RunStats ddp = run_stats(dir, "ddp", "--strategy ddp");
   const analysis::RunStats fsdp2 = run_stats(dir, "fsdp2", "--strategy fsdp2 --wrap-min-params 1");
+  const analysis::RunStats hsdp = run_stats(
+      dir, "hsdp", "--strategy fsdp2 --wrap-min-params 1 --sharding hybrid --shard-group-size 2");
   ASSERT_EQ(ddp.ranks.size(), 4u);
   ASSERT_EQ(fsdp2.ranks.size(), 4u);
+  ASSERT_EQ(hsdp.ranks.size(), 4u);
   for (size_t r = 0; r < 4; ++r) {
     const analysis::MemoryAtPeak& d = ddp.ranks[r].step_memory_peak;
     const analysis::MemoryAtPeak& f = fsdp2.ranks[r].step_memory_peak;
@@ -52,6 +56,13 @@ TEST(Fsdp2Memory, FullShardPeaksAtMostSixTenthsOfDdpOnFourRanks) {
         << "rank " << r;
     EXPECT_NEAR(static_cast<double>(kept.bytes(trace::MemoryCategory::OptimizerState)), ddp_state / 4, 0.01 * ddp_state)
         << "rank " << r;
+    // HSDP: the rows of a shard group of 2, half of DDP's state, and a peak between.
+    const analysis::MemoryAtPeak& hybrid_kept = hsdp.ranks[r].memory_after_steps;
+    EXPECT_NEAR(static_cast<double>(hybrid_kept.bytes(trace::MemoryCategory::Shards)), ddp_state / 2, 0.01 * ddp_state)
+        << "rank " << r;
+    const int64_t hybrid_peak = hsdp.ranks[r].step_memory_peak.total_bytes;
+    EXPECT_GT(hybrid_peak, f.total_bytes) << "rank " << r;
+    EXPECT_LT(hybrid_peak, d.total_bytes) << "rank " << r;
   }
 }
 
