@@ -1,10 +1,11 @@
 // The FSDP what-if replay (Note [FSDP what-if replay] in whatif_fsdp.h): running each steady
 // iteration's main-thread program again with another backward prefetch mode and all-gather
-// limit, collectives costed by the fitted or given model and queued on one link.
+// limit, collectives costed by the fitted or given model and queued on their group's link.
 #include "analysis/whatif_fsdp.h"
 
 #include <algorithm>
 #include <deque>
+#include <map>
 
 namespace dpscope::analysis {
 
@@ -12,7 +13,9 @@ int64_t FsdpCostModel::duration_ns(const FsdpCollective& c) const {
   switch (c.op) {
     case trace::CollectiveOp::AllGather: return all_gather.duration_ns(c.bytes);
     case trace::CollectiveOp::ReduceScatter: return reduce_scatter.duration_ns(c.bytes);
-    default: return std::max<int64_t>(0, c.span.end_ns - c.span.begin_ns);
+    // As recorded from its issue: with the wait for its group's last rank in it, which a replay of
+    // one rank cannot know otherwise (HSDP's replicate group joins ranks of two shard groups).
+    default: return std::max<int64_t>(0, c.span.end_ns - c.enqueue_ns);
   }
 }
 
@@ -97,9 +100,12 @@ class IterationReplay {
     s.collective = c;
     s.prefetch = prefetch;
     s.issue_ns = now_;
-    s.start_ns = std::max(now_ + launch_offset_ns_, link_free_ns_);
-    s.end_ns = s.start_ns + model_.duration_ns(it_.collectives[static_cast<size_t>(c)]);
-    link_free_ns_ = s.end_ns;
+    const FsdpCollective& collective = it_.collectives[static_cast<size_t>(c)];
+    // Each process group its own link (HSDP's shard group within a host, replicate group across).
+    const auto link = link_free_ns_.try_emplace(collective.grp, INT64_MIN).first;
+    s.start_ns = std::max(now_ + launch_offset_ns_, link->second);
+    s.end_ns = s.start_ns + model_.duration_ns(collective);
+    link->second = s.end_ns;
     scheduled_[static_cast<size_t>(c)] = static_cast<int32_t>(collectives_.size());
     collectives_.push_back(s);
   }
@@ -138,7 +144,7 @@ class IterationReplay {
   const FsdpCostModel& model_;
   const int64_t launch_offset_ns_;
   int64_t now_ = 0;
-  int64_t link_free_ns_ = INT64_MIN;
+  std::map<int16_t, int64_t> link_free_ns_;  // by process group: when its link is free
   std::vector<int32_t> scheduled_;  // by collective: index into collectives_, -1 until issued
   std::vector<bool> reached_;       // by program step: a gather wait the main thread has passed
   std::vector<int64_t> mark_ns_;

@@ -40,11 +40,16 @@ namespace dpscope::analysis {
 //     prefetch at most one gather is ever ahead, so a limit of 1 or more never binds;
 //   - reduce-scatters (direct and bucketed), their waits (--limit-reduce-scatters, the final
 //     callback) and every other collective are issued and waited for where recorded;
-//   - the link carries one collective at a time in issue order:
+//   - each process group's link carries one collective at a time in issue order (one group but
+//     for hybrid sharding, whose all-reduces across the replicate group queue on a link of their
+//     own, behind their reduce-scatter's wait as recorded):
 //       start = max(issue + launch offset, previous collective's end),  end = start + cost,
 //     the launch offset the median (start - enqueue) of the recorded collectives that did not
 //     queue, the cost of an all-gather or reduce-scatter from the model of its op
-//     (whatif_model.cpp), any other collective as recorded; a wait ends at max(its begin, the
+//     (whatif_model.cpp; a link's model over the ranks of the group it runs on, hybrid sharding's
+//     shard group), any other collective as recorded from its issue to its end — with the wait for
+//     its group's last rank in it, which a replay of one rank cannot know otherwise: HSDP's
+//     replicate all-reduce joins ranks of two shard groups whose schedules drift apart; a wait ends at max(its begin, the
 //     collective's end).
 // The program's predicted end minus its recorded end is the delta: the step time is the recorded
 // step_ms plus delta. Exposed communication is computed on the predicted slices as Note [Compute

@@ -4,6 +4,7 @@
 #include "analysis/whatif_fsdp_load.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -88,6 +89,7 @@ void add_collectives(std::vector<trace::Event>& collectives, FsdpIteration& it, 
   for (const trace::Event& c : collectives) {
     FsdpCollective collective;
     collective.op = static_cast<trace::CollectiveOp>(c.op);
+    collective.grp = c.grp;
     collective.unit = c.unit;
     collective.bytes = std::max<int64_t>(c.bytes, 0);
     collective.flags = c.flags;
@@ -270,8 +272,9 @@ void refuse_non_fsdp_run(const std::string& path, const RunStats& stats) {
   }
 }
 
-// The refusals of an FSDP run the replay cannot model: no all-gathers (no_shard), a second
-// level of reduction (hybrid), or several forward and backward passes per step.
+// The refusals of an FSDP run the replay cannot model: no all-gathers (no_shard), or several
+// forward and backward passes per step. Hybrid sharding's all-reduces replay as recorded, on
+// their replicate group's link (Note [FSDP what-if replay]).
 // See Note [FSDP2 in the FSDP replay] for FSDP2's refusals.
 void refuse_unmodelled_run(const std::string& path, const FsdpRecordedConfig& recorded, int32_t grad_accum) {
   if (recorded.strategy == trace::Strategy::Fsdp2 && recorded.reshard_after_forward != "true" &&
@@ -295,11 +298,6 @@ void refuse_unmodelled_run(const std::string& path, const FsdpRecordedConfig& re
     throw WhatifError(path + ": recorded with sharding no_shard (or on one rank), which gathers "
                              "nothing: there is no all-gather to prefetch or limit; record with "
                              "--sharding full or grad_op on 2 or more ranks");
-  }
-  if (recorded.sharding == trace::ShardingStrategy::HybridShard) {
-    throw WhatifError(path + ": recorded with sharding hybrid (HYBRID_SHARD), whose replicate "
-                             "groups' all-reduces the FSDP replay does not model; record with "
-                             "--sharding full or grad_op");
   }
   if (grad_accum > 1) {
     throw WhatifError(path + ": recorded with --grad-accum " + std::to_string(grad_accum) +
@@ -341,6 +339,16 @@ void add_sample(const trace::Event& e, FsdpReplayTrace& trace) {
 
 }  // namespace
 
+// The shard group's size under hybrid sharding (meta fsdp.shard_group_size, when it is a size
+// between 1 and the world's), else the world size.
+int32_t gather_ranks(trace::Reader& reader, int32_t world_size) {
+  const std::string recorded = reader.meta_value(std::string(trace::meta_key::kFsdpShardGroupSize));
+  int32_t size = 0;
+  const auto [end, error] = std::from_chars(recorded.data(), recorded.data() + recorded.size(), size);
+  const bool whole = error == std::errc() && end == recorded.data() + recorded.size();
+  return whole && size >= 1 && size <= world_size ? size : world_size;
+}
+
 FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank,
                                        const ClusterClockRun* cluster) {
   const std::string path = reader.path();
@@ -350,6 +358,7 @@ FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& st
   trace.recorded = read_config(reader, stats, grad_accum);
   refuse_unmodelled_run(path, trace.recorded, grad_accum);
   trace.unit_names = unit_names(stats);
+  trace.gather_ranks = gather_ranks(reader, stats.world_size);
   ReplaySteps<FsdpIteration> steps;
   steps.steady = [&](const trace::Event& e) { add_sample(e, trace); };
   steps.check = [&](const std::map<int32_t, IterationEvents>& events) {

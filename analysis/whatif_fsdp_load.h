@@ -52,6 +52,7 @@ struct FsdpStep {
 // One collective of the iteration on the replayed rank, as recorded.
 struct FsdpCollective {
   trace::CollectiveOp op = trace::CollectiveOp::AllGather;
+  int16_t grp = trace::kNone;  // its process group: each group's collectives queue on its own link
   int32_t unit = -1;
   int64_t bytes = 0;
   uint8_t flags = 0;
@@ -104,6 +105,9 @@ struct FsdpReplayTrace : ReplayOrigin {
   // samples the cost models are fitted to.
   std::vector<std::pair<int64_t, int64_t>> allgather_samples, reduce_scatter_samples;
   int64_t launch_offset_ns = 0;  // Note [FSDP what-if replay]
+  // The ranks each all-gather and reduce-scatter runs on: the world, or hybrid sharding's shard
+  // group (meta fsdp.shard_group_size), for a cost model of a link.
+  int32_t gather_ranks = 0;
 };
 
 // Note [FSDP2 in the FSDP replay]

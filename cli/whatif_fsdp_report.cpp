@@ -41,10 +41,10 @@ std::vector<std::string> assumptions(const analysis::FsdpReplayTrace& replay,
                                      const analysis::FsdpCostModel& model,
                                      const analysis::FsdpPrediction& prediction) {
   std::vector<std::string> out;
-  out.push_back(model_text("all-gather", model.all_gather, replay.world_size) +
+  out.push_back(model_text("all-gather", model.all_gather, replay.gather_ranks) +
                 " (bytes: one rank's shard)");
   const bool fsdp2 = replay.recorded.strategy == trace::Strategy::Fsdp2;
-  out.push_back(model_text("reduce-scatter", model.reduce_scatter, replay.world_size) +
+  out.push_back(model_text("reduce-scatter", model.reduce_scatter, replay.gather_ranks) +
                 (fsdp2 ? " (bytes: the group's padded gradients)" : " (bytes: the whole flat gradient)"));
   char text[256];
   std::snprintf(text, sizeof(text),
@@ -200,7 +200,7 @@ void run_fsdp_whatif(const FsdpWhatifRequest& request, trace::Reader& reader,
       analysis::load_fsdp_replay_trace(reader, stats, request.rank, request.cluster);
   const std::optional<analysis::LinkSpec> link = request.cluster ? request.cluster->link : request.link;
   const auto link_model = [&](trace::CollectiveOp op) {
-    return analysis::link_collective_model(op, *link, replay.world_size);
+    return analysis::link_collective_model(op, *link, replay.gather_ranks);
   };
   const analysis::FsdpCostModel model =
       link ? analysis::FsdpCostModel{link_model(trace::CollectiveOp::AllGather),

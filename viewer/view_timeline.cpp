@@ -372,13 +372,19 @@ float draw_run_title(Frame& f, float left, float y) {
   return y + sz.header_height;
 }
 
-// A lane U folds: an FSDP unit's, or a comm lane after the rank's first (a second process group).
+// A lane U folds: an FSDP unit's, or a comm lane other than the rank's busiest — the process
+// group that carries the training (the world's for DDP and FSDP; HSDP's shard group, where the
+// world's lane holds construction only and the replicate group's one all-reduce a group); of two
+// equally busy ones the first stays.
 bool is_secondary_lane(const RankData& rank, size_t lane_index) {
   const trace::LaneKind kind = rank.lanes[lane_index].info.kind;
   if (kind == trace::LaneKind::Unit) return true;
   if (kind != trace::LaneKind::Comm) return false;
-  for (size_t li = 0; li < lane_index; ++li) {
-    if (rank.lanes[li].info.kind == trace::LaneKind::Comm && !rank.lanes[li].spans.empty()) return true;
+  const size_t mine = rank.lanes[lane_index].spans.size();
+  for (size_t li = 0; li < rank.lanes.size(); ++li) {
+    if (li == lane_index || rank.lanes[li].info.kind != trace::LaneKind::Comm) continue;
+    const size_t other = rank.lanes[li].spans.size();
+    if (other > mine || (other == mine && other > 0 && li < lane_index)) return true;
   }
   return false;
 }

@@ -105,7 +105,7 @@ RankSpans replay_fsdp(trace::Reader& reader, const analysis::RunStats& stats, in
                       WhatifLanes* summary) {
   const analysis::FsdpReplayTrace replay = analysis::load_fsdp_replay_trace(reader, stats, rank, cluster);
   const auto link_cost = [&](trace::CollectiveOp op) {
-    return analysis::link_collective_model(op, cluster->link, replay.world_size);
+    return analysis::link_collective_model(op, cluster->link, replay.gather_ranks);
   };
   const analysis::FsdpCostModel cost =
       cluster ? analysis::FsdpCostModel{link_cost(trace::CollectiveOp::AllGather), link_cost(trace::CollectiveOp::ReduceScatter)}

@@ -16,6 +16,7 @@
 using dpscope::testing::dpscope_bin;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
+using dpscope::testing::whatif_json;
 
 namespace {
 
@@ -30,12 +31,6 @@ std::string train(const TempDir& dir, const std::string& extra) {
       "--progress-every 0 --bucket-cap-mb 0.125 --first-bucket-mb 0.125 --trace " + trace + extra);
   EXPECT_EQ(run.exit_code, 0) << run.output;
   return trace;
-}
-
-nlohmann::json whatif_json(const std::string& args) {
-  const auto run = run_command(dpscope_bin() + " whatif --json " + args);
-  EXPECT_EQ(run.exit_code, 0) << run.output;
-  return nlohmann::json::parse(run.output, nullptr, false);
 }
 
 TEST(WhatifCli, PredictsTheRecordedRunFromItsOwnTrace) {

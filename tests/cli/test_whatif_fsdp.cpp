@@ -8,11 +8,13 @@
 
 #include <string>
 
+#include "tests/cli/whatif_checks.h"
 #include "tests/test_util.h"
 
 using dpscope::testing::dpscope_bin;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
+using dpscope::testing::whatif_json;
 
 namespace {
 
@@ -28,12 +30,6 @@ std::string train_fsdp(const TempDir& dir, const std::string& name, const std::s
       " --trace " + trace);
   EXPECT_EQ(run.exit_code, 0) << run.output;
   return trace;
-}
-
-nlohmann::json whatif_json(const std::string& args) {
-  const auto run = run_command(dpscope_bin() + " whatif --json " + args);
-  EXPECT_EQ(run.exit_code, 0) << run.output;
-  return nlohmann::json::parse(run.output, nullptr, false);
 }
 
 TEST(WhatifFsdpCli, PredictsTheRecordedRunAndAnotherPrefetchMode) {

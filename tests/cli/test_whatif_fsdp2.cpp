@@ -2,7 +2,7 @@
 // replay]): with the recorded settings it lands within 10 % of the run's cluster clock, taking
 // the implicit backward prefetch away is predicted slower, a run that keeps its parameters after
 // forward has no backward all-gather for the prefetch to move, a run with --explicit-prefetch 1
-// replays too, and what FSDP2 cannot be asked is refused by name.
+// replays too, HSDP on 4 ranks too, and what FSDP2 cannot be asked is refused by name.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -10,32 +10,29 @@
 #include <cstdio>
 #include <string>
 
+#include "tests/cli/whatif_checks.h"
 #include "tests/test_util.h"
 
 using dpscope::testing::dpscope_bin;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
+using dpscope::testing::whatif_json;
 
 namespace {
 
 // Five groups (fc0..fc4) and the root on an emulated 4 Gb/s link, as the FSDP1 what-if test's run.
 std::string train_fsdp2(const TempDir& dir, const std::string& name, const std::string& reshard,
-                        const std::string& extra = "") {
+                        const std::string& extra = "", int ranks = 2) {
   const std::string trace = dir.file(name + ".sqlite");
   const auto run = run_command(
-      "timeout 120 " + dpscope_bin() + " launch -n 2 --link-gbps 4 --link-latency-us 50 " +
+      "timeout 180 " + dpscope_bin() + " launch -n " + std::to_string(ranks) +
+      " --link-gbps 4 --link-latency-us 50 " +
       "--trace-dir " + dir.file(name) + " -- " + dpscope_bin() +
       " train --strategy fsdp2 --model mlp --hidden 512 --layers 4 --wrap-min-params 1000 "
       "--steps 12 --threads 1 --progress-every 0 --reshard-after-forward " + reshard +
       " --trace " + trace + " " + extra);
   EXPECT_EQ(run.exit_code, 0) << run.output;
   return trace;
-}
-
-nlohmann::json whatif_json(const std::string& args) {
-  const auto run = run_command(dpscope_bin() + " whatif --json " + args);
-  EXPECT_EQ(run.exit_code, 0) << run.output;
-  return nlohmann::json::parse(run.output, nullptr, false);
 }
 
 TEST(WhatifFsdp2Cli, PredictsTheRecordedRunAndNoBackwardPrefetch) {
@@ -63,6 +60,21 @@ TEST(WhatifFsdp2Cli, PredictsTheRecordedRunAndNoBackwardPrefetch) {
   const nlohmann::json sweep = whatif_json("--sweep " + trace);
   ASSERT_TRUE(sweep.is_array());
   EXPECT_EQ(sweep.size(), 2u) << "pre and none, no all-gather limit";
+}
+
+// HSDP, 2 replicas of 2 ranks: the shard groups' all-gathers and reduce-scatters costed over 2
+// ranks, the replicate groups' all-reduces replayed as recorded on a link of their own.
+TEST(WhatifFsdp2Cli, HsdpPredictsTheRecordedRunAndNoBackwardPrefetch) {
+  TempDir dir;
+  const std::string trace = train_fsdp2(dir, "hsdp", "true", "--sharding hybrid --shard-group-size 2", 4);
+  const nlohmann::json recorded = whatif_json("--clock cluster " + trace);
+  ASSERT_TRUE(recorded.is_object());
+  const double measured = recorded["measured_step_ms"], predicted = recorded["predicted_step_ms"];
+  std::printf("HSDP on the cluster clock, the recorded settings: predicted %.2f ms, recorded %.2f ms\n",
+              predicted, measured);
+  EXPECT_NEAR(predicted, measured, 0.10 * measured) << recorded.dump();
+  const nlohmann::json none = whatif_json("--clock cluster --backward-prefetch none " + trace);
+  EXPECT_GT(none["predicted_step_ms"].get<double>(), predicted) << none.dump();
 }
 
 // reshard_after_forward false gathers in forward only: no backward prefetch to take away.

@@ -1,12 +1,16 @@
 // What the what-if tests ask of a prediction for the recorded settings: how far it is from the
-// recorded run, step by step.
+// recorded run, step by step; and `dpscope whatif --json` run and parsed.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
+
+#include "tests/test_util.h"
 
 namespace dpscope::testing {
 
@@ -24,6 +28,14 @@ inline double median_step_error(const nlohmann::json& prediction) {
   std::sort(errors.begin(), errors.end());
   const size_t n = errors.size();
   return n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+}
+
+// `dpscope whatif --json ARGS`, expected to succeed; its output parsed (discarded JSON when it is
+// not JSON, which the caller's checks then fail on).
+inline nlohmann::json whatif_json(const std::string& args) {
+  const auto run = run_command(dpscope_bin() + " whatif --json " + args);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  return nlohmann::json::parse(run.output, nullptr, false);
 }
 
 }  // namespace dpscope::testing

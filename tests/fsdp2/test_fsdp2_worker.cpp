@@ -37,6 +37,17 @@ dpscope::testing::CommandResult launch(int world, const std::string& mode, const
                      " --trace-dir " + dir.file(traces) + " -- " + worker + " " + mode);
 }
 
+// `dpscope train --strategy fsdp2` on 3 ranks, the mlp of hidden 10 on a group per Linear with
+// `flags`; rank 0 writes the final parameters to DIR/NAME.pt and the trace goes to DIR/NAME.
+dpscope::testing::CommandResult train_three_ranks(const TempDir& dir, const std::string& name,
+                                                  const std::string& flags) {
+  return run_command("timeout 120 " + dpscope_bin() + " launch -n 3 --trace-dir " + dir.file(name) +
+                     " -- " + dpscope_bin() + " train --threads 1 --progress-every 0 --steps 3 "
+                     "--batch-size 16 --samples 256 --model mlp --hidden 10 --momentum 0.9 "
+                     "--strategy fsdp2 --wrap-min-params 100 --save-final " + dir.file(name + ".pt") +
+                     " " + flags);
+}
+
 // A sharded checkpoint written by `saved_world` ranks, loaded by `loaded_world`: the full state
 // after loading equals the one saved, to the bit.
 void reshard_case(int saved_world, int loaded_world, const std::string& save_mode = "save") {
@@ -240,11 +251,7 @@ std::string file_bytes(const std::string& path) {
 TEST(Fsdp2Train, ExplicitPrefetchFlagTrainsToTheSameBitsGatheringEarlier) {
   TempDir dir;
   const auto train = [&](const std::string& name, const std::string& flags) {
-    return run_command("timeout 120 " + dpscope_bin() + " launch -n 3 --trace-dir " + dir.file(name) +
-                       " -- " + dpscope_bin() + " train --threads 1 --progress-every 0 --steps 3 "
-                       "--batch-size 16 --samples 256 --model mlp --hidden 10 --layers 3 --momentum 0.9 "
-                       "--strategy fsdp2 --wrap-min-params 100 --save-final " + dir.file(name + ".pt") +
-                       " " + flags);
+    return train_three_ranks(dir, name, "--layers 3 " + flags);
   };
   const auto implicit = train("implicit", "");
   ASSERT_EQ(implicit.exit_code, 0) << implicit.output;
@@ -293,11 +300,7 @@ int64_t largest(trace::Reader& reader, int rank, trace::MemoryCategory category)
 TEST(Fsdp2Train, CpuOffloadTrainsToTheSameBitsWithTheSameMemory) {
   TempDir dir;
   const auto train = [&](const std::string& name, const std::string& flags) {
-    return run_command("timeout 120 " + dpscope_bin() + " launch -n 3 --trace-dir " + dir.file(name) +
-                       " -- " + dpscope_bin() + " train --threads 1 --progress-every 0 --steps 3 "
-                       "--batch-size 16 --samples 256 --model mlp --hidden 10 --momentum 0.9 "
-                       "--strategy fsdp2 --wrap-min-params 100 --save-final " + dir.file(name + ".pt") +
-                       " " + flags);
+    return train_three_ranks(dir, name, flags);
   };
   const auto plain = train("plain", "");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;

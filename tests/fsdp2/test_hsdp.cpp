@@ -258,10 +258,10 @@ TEST(HsdpTrace, Fsdp1HybridShardGroups) {
     }
   }
   EXPECT_EQ(analysis::compute_stats(reader).mismatches, 0);
+  // The what-if replays it, the replicate all-reduces on their own link (Note [FSDP what-if replay]).
   const auto whatif = run_command(dpscope_bin() + " whatif " + dir.file("t/run.sqlite") +
                                   " --backward-prefetch post");
-  EXPECT_NE(whatif.output.find("recorded with sharding hybrid (HYBRID_SHARD)"), std::string::npos)
-      << whatif.output;
+  EXPECT_EQ(whatif.exit_code, 0) << whatif.output;
 }
 
 // One replica (N = W): the replicate groups have one rank each and issue nothing, so every
