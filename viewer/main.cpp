@@ -80,7 +80,7 @@ void add_moment_options(CLI::App& cli, HeadlessOptions& headless, CLI::Option* s
       ->check(CLI::NonNegativeNumber);
   cli.add_flag("--legend", headless.legend, "With --screenshot: the legend window open")->needs(screenshot);
   cli.add_flag("--fold-lanes", headless.fold_lanes,
-               "With --screenshot: fold every rank's secondary lanes (FSDP units, a second comm lane), as U does")
+               "With --screenshot: fold every rank's secondary lanes (FSDP units, every comm lane but the busiest), as U does")
       ->needs(screenshot);
   auto* iteration = cli.add_option("--iteration", headless.iteration,
                                    "With --screenshot: show this iteration, the playhead on its first step")
