@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/param_rows.h"
 #include "engine/fsdp2/dim0_chunks.h"
 
 namespace dpscope::tutorials {
@@ -111,6 +112,8 @@ void print_fsdp1_holdings(trace::Reader& fsdp1, int world_size) {
 
 void print_fsdp2_holdings(trace::Reader& fsdp2, int world_size) {
   const std::vector<trace::ParamInfo> params = fsdp2.params();
+  // What `dpscope stats` prints as each parameter's rows (Note [Rows from the trace]).
+  const std::vector<std::vector<analysis::RowRange>> rows = analysis::param_row_ranges(params, fsdp2.unit_shards());
   std::printf("\nFSDP2 — every parameter is chunked on dim 0 (torch.chunk): rank r keeps whole rows,\n"
               "ceil(rows / %d) of them, the last ranks fewer or none.\n", world_size);
   for (const trace::UnitInfo& unit : fsdp2.units()) {
@@ -118,11 +121,11 @@ void print_fsdp2_holdings(trace::Reader& fsdp2, int world_size) {
     std::printf("  group %s:\n", unit.name.c_str());
     for (int rank = 0; rank < world_size; ++rank) {
       std::string held;
-      for (const trace::ParamInfo& p : params_of_unit(params, unit.index)) {
-        const fsdp2::Dim0Chunks chunks(rows_of(p), world_size);
-        const int64_t first = chunks.first_row(rank), count = chunks.rows_of(rank);
-        held += (held.empty() ? "" : "; ") + p.name + " rows [" + std::to_string(first) + ", " +
-                std::to_string(first + count) + ")";
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (params[i].unit != unit.index || static_cast<size_t>(rank) >= rows[i].size()) continue;
+        const analysis::RowRange& range = rows[i][static_cast<size_t>(rank)];
+        held += (held.empty() ? "" : "; ") + params[i].name + " rows [" + std::to_string(range.begin) +
+                ", " + std::to_string(range.end) + ")";
       }
       std::printf("    rank %d: %s\n", rank, held.c_str());
     }

@@ -12,7 +12,8 @@ namespace dpscope::tutorials {
 // as pieces of the parameters (whole rows, and the part-rows where a range cuts one in two).
 void print_fsdp1_holdings(trace::Reader& fsdp1, int world_size);
 
-// Per FSDP2 group and rank: the rows [first, end) of each parameter (torch.chunk on dim 0).
+// Per FSDP2 group and rank: the rows [first, end) of each parameter (torch.chunk on dim 0), as
+// `dpscope stats` reads them from the trace (analysis::param_row_ranges).
 void print_fsdp2_holdings(trace::Reader& fsdp2, int world_size);
 
 // One line per parameter, one character per row (or per few rows of a tall parameter): the rank
