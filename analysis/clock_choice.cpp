@@ -23,9 +23,25 @@ std::optional<Clock> parse_clock(std::string_view text) {
   return std::nullopt;
 }
 
+std::string_view to_string(ComputeTime compute) {
+  switch (compute) {
+    case ComputeTime::Steady: return "steady";
+    case ComputeTime::Recorded: return "recorded";
+  }
+  return "steady";
+}
+
+std::optional<ComputeTime> parse_compute_time(std::string_view text) {
+  for (const ComputeTime compute : {ComputeTime::Steady, ComputeTime::Recorded}) {
+    if (text == to_string(compute)) return compute;
+  }
+  return std::nullopt;
+}
+
 std::string clock_text(const ClockLabel& label) {
   if (label.clock == Clock::Measured) return "measured (this machine)";
-  return "cluster clock (modeled: compute as CPU time, link " + link_value_text(label.link_gbps) +
+  const std::string compute = label.compute == ComputeTime::Recorded ? "each step's CPU time" : "CPU time";
+  return "cluster clock (modeled: compute as " + compute + ", link " + link_value_text(label.link_gbps) +
          " Gb/s, " + link_value_text(label.link_latency_us) + " µs)";
 }
 

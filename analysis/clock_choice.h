@@ -4,6 +4,7 @@
 // Constants and pure functions only: thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,16 +23,35 @@ std::string_view to_string(Clock clock);
 // The clock `text` spells; nullopt for anything else.
 std::optional<Clock> parse_clock(std::string_view text);
 
+// How the cluster clock takes each piece of a rank's compute (the CPU time between two moments
+// of its computing thread).
+enum class ComputeTime : uint8_t {
+  // In a steady step, the least CPU time the same piece took over the run's steady steps of the
+  // same shape (Note [Steady compute], analysis/cluster_clock.cpp): the work's cost, steady from
+  // run to run, where one step's CPU time also carries the machine's moment. The default.
+  Steady,
+  // Each piece the CPU time it used in its own step, as recorded.
+  Recorded,
+};
+
+// "steady" | "recorded": the spelling of `dpscope stats --compute-time` and of the JSON's
+// "clock"."compute".
+std::string_view to_string(ComputeTime compute);
+// The ComputeTime `text` spells; nullopt for anything else.
+std::optional<ComputeTime> parse_compute_time(std::string_view text);
+
 // The clock a set of figures is on, with the link the cluster clock replayed (0 on the measured
 // clock: its link, when it had an emulated one, is the run's own and reported as such).
 struct ClockLabel {
   Clock clock = Clock::Measured;
   double link_gbps = 0;
   double link_latency_us = 0;
+  ComputeTime compute = ComputeTime::Steady;  // on the cluster clock
 };
 
 // The label a report prints beside its times: "measured (this machine)" or "cluster clock
-// (modeled: compute as CPU time, link 4 Gb/s, 50 µs)".
+// (modeled: compute as CPU time, link 4 Gb/s, 50 µs)" ("compute as each step's CPU time" when
+// ComputeTime::Recorded).
 std::string clock_text(const ClockLabel& label);
 
 // ---- The clock a lesson reads ------------------------------------------------------------

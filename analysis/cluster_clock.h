@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/clock_choice.h"
 #include "analysis/link_model.h"
 #include "trace/reader.h"
 #include "trace/schema.h"
@@ -46,6 +47,9 @@ struct ThreadPoint {
   int64_t cpu_ns = 0;   // the thread's CPU clock
   PointKind kind = PointKind::Compute;
   CollectiveKey collective{trace::kNone, trace::kNone64};  // Issue, WaitBegin, WaitEnd
+  // What the point is a moment of (the event's kind and name, begin or end), the same in every
+  // step: Note [Steady compute] matches steps' points by it. 0 in hand-built programs.
+  uint32_t site = 0;
 };
 
 struct IssuedCollective {
@@ -84,6 +88,20 @@ struct ClusterTimeline {
 // before the one that precedes it on either clock).
 ClusterTimeline replay_programs(const std::vector<RankProgram>& programs, const LinkSpec& link);
 
+// A step of a rank's program: its `iteration` phase's wall span (the trace's clock).
+struct StepWall {
+  int32_t iteration = 0;
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+};
+
+// Rewrites `program`'s CPU clock so that each piece of compute inside a steady step (iteration
+// steady_from(steps.size()) on) takes the least CPU time the same piece took over the steady
+// steps of the same shape (Note [Steady compute]); every other piece keeps its own. Wall times,
+// kinds and the order stay. Returns how many steps it rewrote (0: no shape repeated in 3 steady
+// steps). Pure.
+int64_t steady_compute(RankProgram& program, const std::vector<StepWall>& steps);
+
 // ---- A trace on the cluster clock --------------------------------------------------------
 
 // One rank's share of a collective on the cluster clock: when its thread issued it, when its
@@ -99,6 +117,7 @@ struct RankCollectiveSpan {
 
 struct ClusterClockRun {
   LinkSpec link;
+  ComputeTime compute = ComputeTime::Steady;
   bool link_from_trace = true;  // the run's emulated link (meta), or one given by the caller
   // What the reader should know about the replay ("recorded with 2 intra-op threads: ...").
   std::vector<std::string> warnings;
@@ -125,11 +144,12 @@ struct ClusterClockRun {
 };
 
 // Reads `reader`'s run and replays it on `link`, or on the run's emulated link when `link` is
-// nullopt. Throws ClusterClockError naming `path` when the run cannot be replayed: no link
+// nullopt, its compute taken as `compute` says. Throws ClusterClockError naming `path` when the run cannot be replayed: no link
 // given nor recorded, a GPU run (its measured clock is the cluster's own), a trace without CPU
 // times (schema version 3 and older, or trace level off). Thread-safety: uses `reader`, which
 // the calling thread must own.
 ClusterClockRun cluster_clock(trace::Reader& reader, const std::string& path,
-                              const std::optional<LinkSpec>& link);
+                              const std::optional<LinkSpec>& link,
+                              ComputeTime compute = ComputeTime::Steady);
 
 }  // namespace dpscope::analysis

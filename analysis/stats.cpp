@@ -554,7 +554,9 @@ void split_at_arrivals(const LastArrivals& last_begin, RankStats& out) {
 // Both overloads of compute_stats: `cluster` null on the measured clock.
 RunStats compute_stats_on(trace::Reader& reader, const ClusterClockRun* cluster) {
   RunStats stats;
-  if (cluster) stats.clock = ClockLabel{Clock::Cluster, cluster->link.gbps, cluster->link.latency_us};
+  if (cluster) {
+    stats.clock = ClockLabel{Clock::Cluster, cluster->link.gbps, cluster->link.latency_us, cluster->compute};
+  }
   stats.path = reader.path();
   stats.schema_version = reader.schema_version();
   const std::map<std::string, std::string> meta = reader.meta();

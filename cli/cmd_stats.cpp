@@ -1,4 +1,5 @@
-// `dpscope stats [--clock measured|cluster [--link-gbps G --link-latency-us L]] [--json] TRACE`:
+// `dpscope stats [--clock measured|cluster [--link-gbps G --link-latency-us L]
+// [--compute-time steady|recorded]] [--json] TRACE`:
 // the run statistics of a trace file, as the readable report or as the JSON object of
 // docs/trace-format.md ("dpscope stats --json"), on stdout, on this machine's measured clock or
 // on the cluster clock (docs/cluster-clock.md).
@@ -24,11 +25,18 @@ struct StatsOptions {
   bool json = false;
   std::string clock = "measured";
   std::optional<double> link_gbps, link_latency_us;
+  std::optional<std::string> compute_time;
 };
 
-// The clock asked for, and the link given for the cluster clock (nullopt: the run's own).
-// Throws CliFailure naming the option.
-std::pair<analysis::Clock, std::optional<analysis::LinkSpec>> checked_clock(const StatsOptions& o) {
+struct CheckedClock {
+  analysis::Clock clock = analysis::Clock::Measured;
+  std::optional<analysis::LinkSpec> link;  // nullopt: the run's own
+  analysis::ComputeTime compute = analysis::ComputeTime::Steady;
+};
+
+// The clock asked for, and the link and compute time given for the cluster clock. Throws
+// CliFailure naming the option.
+CheckedClock checked_clock(const StatsOptions& o) {
   const std::optional<analysis::Clock> clock = analysis::parse_clock(o.clock);
   if (!clock) {
     throw CliFailure("stats: --clock " + o.clock + " is not a clock: measured (this machine's, as " +
@@ -45,7 +53,21 @@ std::pair<analysis::Clock, std::optional<analysis::LinkSpec>> checked_clock(cons
     throw CliFailure("stats: --link-gbps and --link-latency-us choose the cluster clock's link: "
                      "add --clock cluster (the measured clock is the run's own)");
   }
-  return {*clock, link};
+  analysis::ComputeTime compute = analysis::ComputeTime::Steady;
+  if (o.compute_time) {
+    const std::optional<analysis::ComputeTime> parsed = analysis::parse_compute_time(*o.compute_time);
+    if (!parsed) {
+      throw CliFailure("stats: --compute-time " + *o.compute_time + " is not a way to take compute: " +
+                       "steady (each piece of a step at the least CPU time it took over the run's " +
+                       "steps) or recorded (each step's own CPU time)");
+    }
+    if (*clock == analysis::Clock::Measured) {
+      throw CliFailure("stats: --compute-time says how the cluster clock takes compute: add --clock "
+                       "cluster (the measured clock is the run's own)");
+    }
+    compute = *parsed;
+  }
+  return CheckedClock{*clock, link, compute};
 }
 
 }  // namespace
@@ -63,18 +85,22 @@ void add_stats_command(CLI::App& app, CommandMode mode) {
                   "The cluster clock's link, Gb/s (with --link-latency-us; default: the run's "
                   "emulated link)");
   cmd->add_option("--link-latency-us", options->link_latency_us, "The cluster clock's link latency, µs");
+  cmd->add_option("--compute-time", options->compute_time,
+                  "How the cluster clock takes compute: steady (default; each piece of a step at "
+                  "the least CPU time it took over the run's steps) or recorded (each step's own)");
   cmd->add_option("TRACE", options->trace, "A trace file (a rank file or a merged run file)")
       ->required();
   cmd->callback([options, mode] {
-    const auto [clock, link] = checked_clock(*options);
+    const CheckedClock checked = checked_clock(*options);
     if (mode == CommandMode::Validate) return;
     // Everything is computed before anything is printed: a file that fails to read leaves
     // stdout empty and main() prints its one-line error.
     trace::Reader reader(options->trace);
     std::optional<analysis::RunStats> stats;
-    if (clock == analysis::Clock::Cluster) {
+    if (checked.clock == analysis::Clock::Cluster) {
       try {
-        const analysis::ClusterClockRun cluster = analysis::cluster_clock(reader, options->trace, link);
+        const analysis::ClusterClockRun cluster =
+            analysis::cluster_clock(reader, options->trace, checked.link, checked.compute);
         for (const std::string& warning : cluster.warnings) std::cerr << "dpscope stats: " << warning << "\n";
         stats = analysis::compute_stats(reader, cluster);
       } catch (const analysis::ClusterClockError& error) {

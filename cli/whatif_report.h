@@ -41,13 +41,14 @@ ReplayHeading replay_heading(const std::string& trace, const Replay& replay, con
   return {header, stats.clock};
 }
 
-// The clock's JSON, as `dpscope stats --json` has it: {"name", "link_gbps", "link_latency_us"},
-// the link null on the measured clock.
+// The clock's JSON, as `dpscope stats --json` has it: {"name", "link_gbps", "link_latency_us",
+// "compute"}, the link and compute null on the measured clock.
 inline nlohmann::json clock_json(const analysis::ClockLabel& clock) {
   const bool cluster = clock.clock == analysis::Clock::Cluster;
   return {{"name", std::string(analysis::to_string(clock.clock))},
           {"link_gbps", cluster ? nlohmann::json(clock.link_gbps) : nlohmann::json()},
-          {"link_latency_us", cluster ? nlohmann::json(clock.link_latency_us) : nlohmann::json()}};
+          {"link_latency_us", cluster ? nlohmann::json(clock.link_latency_us) : nlohmann::json()},
+          {"compute", cluster ? nlohmann::json(std::string(analysis::to_string(clock.compute))) : nlohmann::json()}};
 }
 
 // The fields of one prediction's JSON that say what was replayed: the trace as given, the rank

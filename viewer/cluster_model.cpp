@@ -109,7 +109,7 @@ ClusterView cluster_view(const Model& measured, const std::optional<analysis::Li
   model->load_ms = measured.load_ms;
 
   ClusterView view;
-  view.label = analysis::ClockLabel{analysis::Clock::Cluster, run.link.gbps, run.link.latency_us};
+  view.label = analysis::ClockLabel{analysis::Clock::Cluster, run.link.gbps, run.link.latency_us, run.compute};
   view.warnings = run.warnings;
   view.analysis = std::make_shared<const Analysis>(analyze(*model, analysis::compute_stats(reader, run)));
   view.model = std::move(model);

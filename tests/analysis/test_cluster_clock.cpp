@@ -1,7 +1,8 @@
 // The cluster clock's replay (Note [Cluster clock]) on hand-built programs and traces with
 // answers worked out by hand: two ranks and three buckets queued on the link, a straggler, an
 // FSDP prefetch, a collective one rank never issued, and the same answers however slow this
-// machine's wall clock was; then a recorded trace read into programs, and the refusals.
+// machine's wall clock was; then a recorded trace read into programs, a step the machine
+// interrupted taken at its pieces' least (Note [Steady compute]), and the refusals.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -164,12 +165,14 @@ TEST(ClusterClock, AProgramOutOfOrderIsRefused) {
 
 namespace {
 
-// Two ranks of a run of 3 iterations, each: forward (CPU 1 ms), backward with one bucket of
-// 500,000 bytes issued half way, finalize's wait (2.5 ms of wall time asleep), optimizer
-// (0.2 ms); an iteration phase around all. Rank r's wall clock runs (r + 2) times its CPU clock,
-// and its transfer took 3 ms: neither counts on the cluster clock. `link`: record the run's
-// emulated link (8 Gb/s, 1 ns).
-void record_run(const TempDir& dir, bool link, const std::string& device = "cpu") {
+// Two ranks of a run of `iterations` iterations, each: forward (CPU 1 ms), backward with one
+// bucket of 500,000 bytes issued half way, finalize's wait (2.5 ms of wall time asleep),
+// optimizer (0.2 ms); an iteration phase around all. Rank r's wall clock runs (r + 2) times its
+// CPU clock, and its transfer took 3 ms: neither counts on the cluster clock. `link`: record the
+// run's emulated link (8 Gb/s, 1 ns). Rank 0's forward of iteration `slow_iteration` takes
+// 0.5 ms of CPU time more, as when the machine interrupts it.
+void record_run(const TempDir& dir, bool link, const std::string& device = "cpu", int32_t iterations = 3,
+                int32_t slow_iteration = -1) {
   std::vector<std::string> files;
   for (int32_t rank = 0; rank < 2; ++rank) {
     files.push_back(dir.file("rank" + std::to_string(rank) + ".sqlite"));
@@ -185,13 +188,16 @@ void record_run(const TempDir& dir, bool link, const std::string& device = "cpu"
       recorder.set_meta(trace::meta_key::kLinkLatencyUs, "0.001");
     }
     const int64_t slow = rank + 2;
-    int64_t asleep = 0;  // the wall time spent in waits so far
+    int64_t asleep = 0;    // the wall time spent in waits so far
+    int64_t step_cpu = 0;  // the CPU clock where the iteration begins
     const auto stamp = [&](int64_t cpu) { return trace::Stamp{1'000'000 + cpu * slow + asleep, cpu}; };
-    for (int32_t it = 0; it < 3; ++it) {
-      const int64_t start = it * 2'200'000;
-      const trace::Stamp iteration_begin = stamp(start);
-      recorder.phase(0, recorder.name(trace::kPhaseForward), stamp(start), stamp(start + 1'000'000), it);
-      const trace::Stamp backward_begin = stamp(start + 1'000'000);
+    for (int32_t it = 0; it < iterations; ++it) {
+      // The CPU time `x` into an undisturbed iteration; a disturbed forward pushes what follows.
+      const int64_t lost = rank == 0 && it == slow_iteration ? 500'000 : 0;
+      const auto cpu = [&](int64_t x) { return step_cpu + x + (x >= 1'000'000 ? lost : 0); };
+      const trace::Stamp iteration_begin = stamp(cpu(0));
+      recorder.phase(0, recorder.name(trace::kPhaseForward), stamp(cpu(0)), stamp(cpu(1'000'000)), it);
+      const trace::Stamp backward_begin = stamp(cpu(1'000'000));
       trace::Event issued;
       issued.kind = trace::EventKind::Collective;
       issued.lane = comm;
@@ -200,30 +206,31 @@ void record_run(const TempDir& dir, bool link, const std::string& device = "cpu"
       issued.seq = it;
       issued.bytes = 500'000;
       issued.iteration = it;
-      issued.enqueue_ns = stamp(start + 1'500'000).wall_ns;
-      issued.cpu_begin_ns = start + 1'500'000;
+      issued.enqueue_ns = stamp(cpu(1'500'000)).wall_ns;
+      issued.cpu_begin_ns = cpu(1'500'000);
       issued.begin_ns = issued.enqueue_ns;
       issued.end_ns = issued.begin_ns + 3'000'000;
       recorder.record(trace::TraceLevel::Summary, issued);
       // A gradient hook preempted for 3 ms before it returned: its end carries its CPU time.
-      const int64_t hook_begin = stamp(start + 1'600'000).wall_ns;
+      const int64_t hook_begin = stamp(cpu(1'600'000)).wall_ns;
       asleep += 3'000'000;
-      recorder.hook(0, hook_begin, stamp(start + 1'700'000), it, 0, 0, 64);
+      recorder.hook(0, hook_begin, stamp(cpu(1'700'000)), it, 0, 0, 64);
       trace::Event wait;
       wait.kind = trace::EventKind::CollectiveWait;
       wait.op = issued.op;
       wait.grp = 0;
       wait.seq = it;
       wait.iteration = it;
-      wait.begin_ns = stamp(start + 2'000'000).wall_ns;
+      wait.begin_ns = stamp(cpu(2'000'000)).wall_ns;
       asleep += 2'500'000;
-      wait.end_ns = stamp(start + 2'000'000).wall_ns;
-      wait.cpu_begin_ns = wait.cpu_end_ns = start + 2'000'000;
+      wait.end_ns = stamp(cpu(2'000'000)).wall_ns;
+      wait.cpu_begin_ns = wait.cpu_end_ns = cpu(2'000'000);
       recorder.record(trace::TraceLevel::Summary, wait);
-      recorder.phase(0, recorder.name(trace::kPhaseBackward), backward_begin, stamp(start + 2'000'000), it);
-      recorder.phase(0, recorder.name(trace::kPhaseOptimizerStep), stamp(start + 2'000'000),
-                     stamp(start + 2'200'000), it);
-      recorder.phase(0, recorder.name(trace::kPhaseIteration), iteration_begin, stamp(start + 2'200'000), it);
+      recorder.phase(0, recorder.name(trace::kPhaseBackward), backward_begin, stamp(cpu(2'000'000)), it);
+      recorder.phase(0, recorder.name(trace::kPhaseOptimizerStep), stamp(cpu(2'000'000)),
+                     stamp(cpu(2'200'000)), it);
+      recorder.phase(0, recorder.name(trace::kPhaseIteration), iteration_begin, stamp(cpu(2'200'000)), it);
+      step_cpu = cpu(2'200'000);
     }
   }
   trace::merge_traces(files, dir.file("run.sqlite"));
@@ -261,6 +268,69 @@ TEST(ClusterClock, ARecordedRunOnItsEmulatedLink) {
     EXPECT_EQ(placed.end_ns - run.iterations.at(hook.rank).at(hook.iteration).begin_ns, 1'700'000)
         << "rank " << hook.rank << " iteration " << hook.iteration;
   }
+}
+
+TEST(ClusterClock, AStepTheMachineInterruptedTakesItsPiecesAtTheirLeast) {
+  // Six iterations; rank 0's forward of iteration 3 took 0.5 ms of CPU time more (Note [Steady
+  // compute]). Steady: every steady step (iterations 2 to 5) takes each piece at the least it
+  // took in those steps, 2.200002 ms on both ranks. Recorded: iteration 3 is 0.5 ms longer on
+  // both ranks, rank 1 waiting for rank 0's all-reduce.
+  TempDir dir;
+  record_run(dir, true, "cpu", 6, 3);
+  trace::Reader reader(dir.file("run.sqlite"));
+  const auto steady = analysis::cluster_clock(reader, dir.file("run.sqlite"), std::nullopt);
+  const auto recorded = analysis::cluster_clock(reader, dir.file("run.sqlite"), std::nullopt,
+                                                analysis::ComputeTime::Recorded);
+  EXPECT_EQ(steady.compute, analysis::ComputeTime::Steady);
+  EXPECT_EQ(recorded.compute, analysis::ComputeTime::Recorded);
+  for (int32_t rank : {0, 1}) {
+    for (int32_t it = 2; it < 6; ++it) {
+      const analysis::ClusterSpan s = steady.iterations.at(rank).at(it);
+      const analysis::ClusterSpan r = recorded.iterations.at(rank).at(it);
+      EXPECT_EQ(s.end_ns - s.begin_ns, 2'200'002) << "steady, rank " << rank << " iteration " << it;
+      // Rank 1 meets rank 0's late all-reduce 0.5 ms into its finalize wait.
+      EXPECT_EQ(r.end_ns - r.begin_ns, it == 3 ? 2'700'002 : 2'200'002) << "recorded, rank " << rank << " iteration " << it;
+    }
+  }
+}
+
+TEST(ClusterClock, SteadyComputeKeepsWarmUpGapsAndRareShapes) {
+  // One rank, six steps of the shape begin, issue, end with pieces (begin->issue, issue->end);
+  // step 4 has an extra point, a shape of its own. Steps 0 and 1 warm up.
+  RankProgram program;
+  program.rank = 0;
+  std::vector<analysis::StepWall> steps;
+  int64_t cpu = 0;
+  const auto point = [&](PointKind kind, uint32_t site, int64_t piece, CollectiveKey key = {trace::kNone, trace::kNone64}) {
+    cpu += piece;
+    program.points.push_back(ThreadPoint{cpu * 3, cpu, kind, key, site});
+  };
+  const std::vector<std::pair<int64_t, int64_t>> pieces{{90, 900}, {80, 800}, {12, 25}, {10, 20}, {11, 30}, {14, 22}};
+  for (int32_t it = 0; it < 6; ++it) {
+    point(PointKind::Compute, 1, 7);  // the gap since the last step
+    const int64_t begin = cpu * 3;
+    point(PointKind::Issue, 2, pieces[size_t(it)].first, c(it));
+    if (it == 4) point(PointKind::Compute, 9, 5);
+    point(PointKind::Compute, 3, pieces[size_t(it)].second);
+    program.collectives[c(it)] = analysis::IssuedCollective{trace::CollectiveOp::AllReduce, 8};
+    steps.push_back(analysis::StepWall{it, begin, cpu * 3});
+  }
+  const std::vector<ThreadPoint> before = program.points;
+  // Steps 2, 3 and 5 share a shape: three steady steps, enough to compare.
+  EXPECT_EQ(analysis::steady_compute(program, steps), 3);
+  ASSERT_EQ(program.points.size(), before.size());
+  std::vector<int64_t> piece;
+  for (size_t i = 0; i < program.points.size(); ++i) {
+    EXPECT_EQ(program.points[i].wall_ns, before[i].wall_ns);
+    EXPECT_EQ(program.points[i].kind, before[i].kind);
+    piece.push_back(program.points[i].cpu_ns - (i ? program.points[i - 1].cpu_ns : 0));
+  }
+  // Per step: gap, issue piece, [extra,] end piece. A step begins at its gap's point, so the gap
+  // (from the step before) keeps its time; the pieces inside a steady step of the common shape
+  // take their least: issue 10 (of 12, 10, 14), end 20 (of 25, 20, 22). Warm-up steps and step
+  // 4, alone in its shape, keep theirs.
+  const std::vector<int64_t> expected{7, 90, 900, 7, 80, 800, 7, 10, 20, 7, 10, 20, 7, 11, 5, 30, 7, 10, 20};
+  EXPECT_EQ(piece, expected);
 }
 
 TEST(ClusterClock, RefusalsNameTheFix) {

@@ -50,7 +50,7 @@ TEST(statsJson, ContractKeysInOrder) {
   EXPECT_EQ(keys(rank["iterations"][0]["collectives"]),
             (Keys{"allreduce", "broadcast", "allgather", "reduce_scatter", "barrier"}));
   EXPECT_EQ(keys(rank["collectives"][0]), (Keys{"seq", "kind", "bytes", "iteration", "begin_ms", "ms"}));
-  EXPECT_EQ(keys(j["clock"]), (Keys{"name", "link_gbps", "link_latency_us"}));
+  EXPECT_EQ(keys(j["clock"]), (Keys{"name", "link_gbps", "link_latency_us", "compute"}));
   EXPECT_EQ(keys(rank["peak_memory_bytes"]),
             (Keys{"total", "ts_ns", "parameters", "gradients", "buckets", "activations"}));
   EXPECT_EQ(keys(rank["category_max_bytes"]),
@@ -63,7 +63,7 @@ TEST(statsJson, Values) {
   TempDir dir;
   const auto j = nlohmann::json::parse(stats_json(known_stats(dir)));
   EXPECT_EQ(j["schema_version"], kSchemaVersion);
-  EXPECT_EQ(j["clock"], (nlohmann::json{{"name", "measured"}, {"link_gbps", nullptr}, {"link_latency_us", nullptr}}));
+  EXPECT_EQ(j["clock"], (nlohmann::json{{"name", "measured"}, {"link_gbps", nullptr}, {"link_latency_us", nullptr}, {"compute", nullptr}}));
   EXPECT_EQ(j["run"], (nlohmann::json{{"strategy", "ddp"}, {"backend", "gloo"}, {"world_size", 2},
                                       {"iterations", 2}, {"model", "toy"}, {"link", nullptr}}));
   EXPECT_EQ(j["params"][0], (nlohmann::json{{"index", 0}, {"name", "net1.weight"},

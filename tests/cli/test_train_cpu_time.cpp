@@ -172,7 +172,7 @@ TEST(TrainCpuTime, TrainAndStatsShowBothClocksEachLabelled) {
   const auto cluster = run_command(dpscope_bin() + " stats --clock cluster --json " + trace);
   ASSERT_EQ(cluster.exit_code, 0) << cluster.output;
   const json c = json::parse(cluster.output);
-  EXPECT_EQ(c["clock"], json({{"name", "cluster"}, {"link_gbps", 4.0}, {"link_latency_us", 50.0}}));
+  EXPECT_EQ(c["clock"], json({{"name", "cluster"}, {"link_gbps", 4.0}, {"link_latency_us", 50.0}, {"compute", "steady"}}));
   const auto measured = run_command(dpscope_bin() + " stats --clock measured --json " + trace);
   ASSERT_EQ(measured.exit_code, 0) << measured.output;
   const json m = json::parse(measured.output);
@@ -218,6 +218,15 @@ TEST(TrainCpuTime, TrainAndStatsShowBothClocksEachLabelled) {
   const auto other_link = run_command(dpscope_bin() + " stats --clock cluster --link-gbps 1 --link-latency-us 50 --json " + trace);
   ASSERT_EQ(other_link.exit_code, 0) << other_link.output;
   EXPECT_EQ(json::parse(other_link.output)["clock"]["link_gbps"], 1.0);
+  // Each step's own CPU time (Note [Steady compute]): labelled so, the same shape.
+  const auto recorded = run_command(dpscope_bin() + " stats --clock cluster --compute-time recorded --json " + trace);
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.output;
+  const json r = json::parse(recorded.output);
+  EXPECT_EQ(r["clock"]["compute"], "recorded");
+  EXPECT_EQ(r["ranks"][0]["iterations"].size(), c["ranks"][0]["iterations"].size());
+  const auto recorded_text = run_command(dpscope_bin() + " stats --clock cluster --compute-time recorded " + trace);
+  EXPECT_NE(recorded_text.output.find("cluster clock (modeled: compute as each step's CPU time, link 4 Gb/s"),
+            std::string::npos) << recorded_text.output;
 }
 
 // Bad --clock and link values, and a run without a link, are refused with the fix.
@@ -239,6 +248,9 @@ TEST(TrainCpuTime, StatsRefusesABadClockOrLinkNamingTheFix) {
   refused("--clock cluster --link-gbps 4", {"--link-gbps needs --link-latency-us"});
   refused("--clock cluster --link-gbps 0 --link-latency-us 50", {"--link-gbps", "out of range"});
   refused("--link-gbps 4 --link-latency-us 50", {"add --clock cluster"});
+  refused("--clock cluster --link-gbps 4 --link-latency-us 50 --compute-time least",
+          {"--compute-time least is not a way to take compute", "steady", "recorded"});
+  refused("--compute-time recorded", {"--compute-time says how the cluster clock takes compute", "add --clock cluster"});
   const auto given = run_command(dpscope_bin() + " stats --clock cluster --link-gbps 4 --link-latency-us 50 --json " + trace);
   ASSERT_EQ(given.exit_code, 0) << given.output;
   EXPECT_EQ(json::parse(given.output)["clock"]["name"], "cluster");

@@ -87,9 +87,15 @@ TEST(TutorialFsdp1VsFsdp2, FourRanksRowsCopiesCheckpointAndEqualTraining) {
   for (const std::string& step : order) {
     copy_ins += step == "in";
     reduce_copy_ins += step == "rs-in";
-    if (step == "AG") EXPECT_LE(++gathers, copy_ins) << "a gather before its copy-in";
-    if (step == "out") EXPECT_LE(++copy_outs, gathers) << "a copy-out before its gather";
-    if (step == "RS") EXPECT_LE(++reductions, reduce_copy_ins) << "a reduce-scatter before its copy-in";
+    if (step == "AG") {
+      EXPECT_LE(++gathers, copy_ins) << "a gather before its copy-in";
+    }
+    if (step == "out") {
+      EXPECT_LE(++copy_outs, gathers) << "a copy-out before its gather";
+    }
+    if (step == "RS") {
+      EXPECT_LE(++reductions, reduce_copy_ins) << "a reduce-scatter before its copy-in";
+    }
   }
   EXPECT_EQ(gathers, 6) << "3 in forward, 3 again in backward";
   EXPECT_EQ(copy_ins, gathers);

@@ -91,16 +91,18 @@ TEST(ViewerClock, ClusterClockDrawsASynthTraceAsTheModelSays) {
   const nlohmann::json cluster = draw(dir, trace, "cluster");
   EXPECT_EQ(measured.value("clock_label", ""), "measured (this machine)");
   EXPECT_EQ(cluster.value("clock_label", ""), "cluster clock (modeled: compute as CPU time, link 4 Gb/s, 50 µs)");
-  // A synthetic thread computes at full speed on the link it was sized by: the replay takes
-  // as long as the run, its compute exactly its CPU time (the wall time less the waits). The
-  // synthetic trace and the replay are deterministic: measured, the run 157897.4 ms and its replay
-  // 157896.7 (0.0004 %), compute 152646.28 and 152646.33 ms; 0.1 % allowed.
+  // A synthetic thread computes at full speed on the link it was sized by, each duration jittered
+  // by up to 2 %. The replay takes each piece of a steady step at the least it took over the
+  // steps (Note [Steady compute]), so compute comes out a little below the CPU time recorded
+  // (the wall time less the waits) and the run as much shorter: measured, the run 157897.4 ms and
+  // its replay 155332.9 (-1.6 %), compute 152646.3 and 150061.9 ms (-1.7 %); 0 to 3 % allowed.
   const double run = measured.at("run_ms").at(0).get<double>();
   const double replayed = cluster.at("run_ms").at(0).get<double>();
-  EXPECT_NEAR(replayed, run, 1e-3 * run);
+  EXPECT_LE(replayed, run);
+  EXPECT_GE(replayed, 0.97 * run);
   for (size_t r = 0; r < 2; ++r) {
-    EXPECT_NEAR(rank_figure(cluster, r, "compute_ms"), rank_figure(measured, r, "compute_ms"),
-                1e-3 * rank_figure(measured, r, "compute_ms"));
+    EXPECT_LE(rank_figure(cluster, r, "compute_ms"), rank_figure(measured, r, "compute_ms"));
+    EXPECT_GE(rank_figure(cluster, r, "compute_ms"), 0.97 * rank_figure(measured, r, "compute_ms"));
   }
   // A link ten times faster: the same compute; the collectives (from each rank's NIC taking one
   // up to its end, the wait for the other rank included) less than half as long; a shorter run.
@@ -108,8 +110,8 @@ TEST(ViewerClock, ClusterClockDrawsASynthTraceAsTheModelSays) {
   EXPECT_EQ(fast.value("clock_label", ""), "cluster clock (modeled: compute as CPU time, link 40 Gb/s, 5 µs)");
   EXPECT_LT(fast.at("run_ms").at(0).get<double>(), replayed);
   for (size_t r = 0; r < 2; ++r) {
-    EXPECT_NEAR(rank_figure(fast, r, "compute_ms"), rank_figure(measured, r, "compute_ms"),
-                1e-3 * rank_figure(measured, r, "compute_ms"));
+    EXPECT_NEAR(rank_figure(fast, r, "compute_ms"), rank_figure(cluster, r, "compute_ms"),
+                1e-6 * rank_figure(cluster, r, "compute_ms"));
     EXPECT_LT(rank_figure(fast, r, "comm_ms"), 0.5 * rank_figure(cluster, r, "comm_ms"));
     EXPECT_LT(rank_figure(fast, r, "exposed_comm_ms"), rank_figure(cluster, r, "exposed_comm_ms"));
   }

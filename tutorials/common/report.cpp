@@ -67,7 +67,7 @@ LessonEvents::LessonEvents(trace::Reader& reader) : reader_(reader) {
   if (!reader.meta().count(std::string(trace::meta_key::kLinkGbps))) return;
   try {
     cluster_ = analysis::cluster_clock(reader, reader.path(), std::nullopt);
-    clock_ = analysis::ClockLabel{analysis::Clock::Cluster, cluster_->link.gbps, cluster_->link.latency_us};
+    clock_ = analysis::ClockLabel{analysis::Clock::Cluster, cluster_->link.gbps, cluster_->link.latency_us, cluster_->compute};
   } catch (const analysis::ClusterClockError&) {
     // A GPU run or a trace without CPU times: its measured clock is the lesson's.
   }
