@@ -112,15 +112,6 @@ ordered_json rank_json(const RankStats& r, int64_t origin_ns) {
   return out;
 }
 
-// The clock the times are on, and the link and compute time the cluster clock replayed (null on
-// the measured one).
-ordered_json clock_json(const ClockLabel& clock) {
-  const bool cluster = clock.clock == Clock::Cluster;
-  return ordered_json{{"name", std::string(to_string(clock.clock))},
-                      {"link_gbps", cluster ? ordered_json(clock.link_gbps) : ordered_json(nullptr)},
-                      {"link_latency_us", cluster ? ordered_json(clock.link_latency_us) : ordered_json(nullptr)},
-                      {"compute", cluster ? ordered_json(std::string(to_string(clock.compute))) : ordered_json(nullptr)}};
-}
 
 // The emulated link ({"gbps", "latency_us"}), or null when the link was real.
 ordered_json link_json(const RunStats& stats) {
@@ -412,6 +403,15 @@ void append_rank(const RankStats& r, std::string& out) {
 }
 
 }  // namespace
+
+nlohmann::ordered_json clock_json(const ClockLabel& clock) {
+  using ordered_json = nlohmann::ordered_json;
+  const bool cluster = clock.clock == Clock::Cluster;
+  return ordered_json{{"name", std::string(to_string(clock.clock))},
+                      {"link_gbps", cluster ? ordered_json(clock.link_gbps) : ordered_json(nullptr)},
+                      {"link_latency_us", cluster ? ordered_json(clock.link_latency_us) : ordered_json(nullptr)},
+                      {"compute", cluster ? ordered_json(std::string(to_string(clock.compute))) : ordered_json(nullptr)}};
+}
 
 std::string stats_json(const RunStats& stats) {
   ordered_json params = ordered_json::array();

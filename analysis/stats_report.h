@@ -3,8 +3,10 @@
 // statistics, defined in stats_report.cpp.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
+#include "analysis/clock_choice.h"
 #include "analysis/stats.h"
 
 namespace dpscope::analysis {
@@ -13,6 +15,10 @@ namespace dpscope::analysis {
 // exactly the contract's keys, in its order; absent values (loss, iteration, bucket, ...) are
 // null. Pure function of `stats`.
 std::string stats_json(const RunStats& stats);
+
+// The contract's "clock" object, which `dpscope whatif --json` carries too: {"name",
+// "link_gbps", "link_latency_us", "compute"}, the last three null on the measured clock. Pure.
+nlohmann::ordered_json clock_json(const ClockLabel& clock);
 
 // The readable report of `dpscope stats`: the run, a warning line for each rank that dropped
 // events or did not complete, the buckets and units, and per rank its iterations (step time,

@@ -272,7 +272,7 @@ void print_one(const WhatifOptions& o, const analysis::ReplayTrace& replay, cons
   if (o.json) {
     nlohmann::json j = case_json(replay, c, model, true);
     add_origin_json(j, o.trace, replay);
-    j["clock"] = clock_json(heading.clock);
+    j["clock"] = nlohmann::json(analysis::clock_json(heading.clock));
     std::cout << j.dump() << "\n";
   } else {
     std::printf("whatif %s\n", heading.text.c_str());

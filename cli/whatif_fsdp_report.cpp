@@ -148,7 +148,7 @@ void print_one(const FsdpWhatifRequest& request, const analysis::FsdpReplayTrace
   if (request.json) {
     nlohmann::json j = case_json(replay, model, p, true);
     add_origin_json(j, request.trace, replay);
-    j["clock"] = clock_json(heading.clock);
+    j["clock"] = nlohmann::json(analysis::clock_json(heading.clock));
     j["strategy"] = std::string(trace::to_string(replay.recorded.strategy));
     j["recorded"] = recorded_json(replay);
     std::cout << j.dump() << "\n";

@@ -11,6 +11,7 @@
 
 #include "analysis/clock_choice.h"
 #include "analysis/stats.h"
+#include "analysis/stats_report.h"
 #include "analysis/whatif.h"
 
 namespace dpscope::cli {
@@ -39,16 +40,6 @@ ReplayHeading replay_heading(const std::string& trace, const Replay& replay, con
   }
   header += "; times on the " + analysis::clock_text(stats.clock);
   return {header, stats.clock};
-}
-
-// The clock's JSON, as `dpscope stats --json` has it: {"name", "link_gbps", "link_latency_us",
-// "compute"}, the link and compute null on the measured clock.
-inline nlohmann::json clock_json(const analysis::ClockLabel& clock) {
-  const bool cluster = clock.clock == analysis::Clock::Cluster;
-  return {{"name", std::string(analysis::to_string(clock.clock))},
-          {"link_gbps", cluster ? nlohmann::json(clock.link_gbps) : nlohmann::json()},
-          {"link_latency_us", cluster ? nlohmann::json(clock.link_latency_us) : nlohmann::json()},
-          {"compute", cluster ? nlohmann::json(std::string(analysis::to_string(clock.compute))) : nlohmann::json()}};
 }
 
 // The fields of one prediction's JSON that say what was replayed: the trace as given, the rank
@@ -102,7 +93,7 @@ void print_sweep_json(const std::vector<Case>& cases, size_t best, const analysi
   nlohmann::json rows = nlohmann::json::array();
   for (size_t i = 0; i < cases.size(); ++i) {
     nlohmann::json j = row(cases[i]);
-    j["clock"] = clock_json(clock);
+    j["clock"] = nlohmann::json(analysis::clock_json(clock));
     j["best"] = i == best;
     rows.push_back(j);
   }
