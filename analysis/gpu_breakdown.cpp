@@ -5,9 +5,13 @@
 #include <algorithm>
 #include <limits>
 
+#include "trace/saturate.h"
 #include "trace/schema.h"
 
 namespace dpscope::analysis {
+
+using trace::detail::saturating_add;
+using trace::detail::saturating_sub;
 namespace {
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
@@ -102,19 +106,21 @@ std::optional<GpuBreakdown> GpuBreakdownBuilder::finish(const std::vector<Kernel
     if (c == KernelClass::Compute) compute.push_back(span);
     if (c == KernelClass::Communication) comm.push_back(span);
   }
-  if (all.empty()) return std::nullopt;
   GpuBreakdown out;
   out.kernels = static_cast<int64_t>(all.size());
   const IntervalSet all_set = IntervalSet::union_of(std::move(all));
+  // Kernels that end before they begin (a damaged trace) leave nothing to measure a span on.
+  if (all_set.empty()) return std::nullopt;
   const IntervalSet compute_set = IntervalSet::union_of(std::move(compute));
   const IntervalSet comm_set = IntervalSet::union_of(std::move(comm));
-  const int64_t span = all_set.intervals().back().end_ns - all_set.intervals().front().begin_ns;
-  const int64_t idle = span - all_set.length();
+  const int64_t span =
+      saturating_sub(all_set.intervals().back().end_ns, all_set.intervals().front().begin_ns);
+  const int64_t idle = saturating_sub(span, all_set.length());
   const int64_t busy_compute = compute_set.length();
   out.kernel_span_ms = double(span) / 1e6;
   out.idle_pct = pct(idle, span);
   out.compute_pct = pct(busy_compute, span);
-  out.non_compute_pct = pct(span - busy_compute - idle, span);
+  out.non_compute_pct = pct(saturating_sub(span, saturating_add(busy_compute, idle)), span);
   if (!comm_set.empty()) {
     const int64_t hidden = comm_set.intersection_length(compute_set);
     out.comm_overlap_pct = pct(hidden, comm_set.length());

@@ -6,8 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/stats_report.h"
+#include "trace/saturate.h"
 
 namespace dpscope::analysis {
+
+using trace::detail::saturating_sub;
 namespace {
 
 using ordered_json = nlohmann::ordered_json;
@@ -82,8 +85,8 @@ ordered_json rank_json(const RankStats& r, int64_t origin_ns) {
                                        {"kind", std::string(to_string(c.op))},
                                        {"bytes", int_or_null(c.bytes, trace::kNone64)},
                                        {"iteration", int_or_null(c.iteration, trace::kNone)},
-                                       {"begin_ms", double(c.begin_ns - origin_ns) / 1e6},
-                                       {"ms", double(c.end_ns - c.begin_ns) / 1e6}});
+                                       {"begin_ms", double(saturating_sub(c.begin_ns, origin_ns)) / 1e6},
+                                       {"ms", double(saturating_sub(c.end_ns, c.begin_ns)) / 1e6}});
   }
   ordered_json category_max = ordered_json::object();
   for (const CategoryBytes& c : r.category_max) category_max[std::string(to_string(c.category))] = c.bytes;

@@ -105,6 +105,26 @@ TEST(GpuBreakdown, WholeMicrosecondsRoundAnyTimeADamagedFileHolds) {
   }
 }
 
+// Found by fuzz_trace_sql (CI's scripts/test, 20 s, after 2026-11-28): a rank whose only
+// kernels end before they begin left no interval to take a span on, and finish() read the back
+// of an empty set.
+// The span of a kernel from INT64_MIN to INT64_MAX saturates instead of wrapping negative.
+TEST(GpuBreakdown, KernelsThatEndBeforeTheyBeginLeaveNoBreakdown) {
+  GpuBreakdownBuilder backwards;
+  backwards.add_kernel(kernel(1000, 0, 0, 0));
+  backwards.add_kernel(kernel(5000, 5000, 0, 1));
+  EXPECT_FALSE(backwards.finish(kClasses, TimeRounding::None));
+  EXPECT_FALSE(backwards.finish(kClasses, TimeRounding::WholeMicroseconds));
+
+  GpuBreakdownBuilder widest;
+  const int64_t lowest = std::numeric_limits<int64_t>::min(), highest = std::numeric_limits<int64_t>::max();
+  widest.add_kernel(kernel(lowest, highest, 0, 0));
+  const auto g = widest.finish(kClasses, TimeRounding::None);
+  ASSERT_TRUE(g);
+  EXPECT_DOUBLE_EQ(g->kernel_span_ms, double(highest) / 1e6);
+  EXPECT_DOUBLE_EQ(g->idle_pct, 0);
+}
+
 TEST(GpuBreakdown, NoCommunicationKernelsMeansNoOverlapFigure) {
   GpuBreakdownBuilder b;
   b.add_kernel(kernel(0, 1000, 0, 0));

@@ -116,6 +116,32 @@ TEST(FuzzRegressions, ExtremeTimesReadAndExport) {
   EXPECT_TRUE(longest) << "a slice from INT64_MIN to INT64_MAX lasts (saturated) INT64_MAX ns";
 }
 
+// Found by fuzz_trace_sql (CI's scripts/test, 20 s, after 2026-11-28): one event beginning
+// near INT64_MIN became the run's origin, and stats_json's begin_ms of every collective (its
+// begin less the origin) overflowed; so did the length of a collective ending at INT64_MIN.
+// Both saturate.
+TEST(FuzzRegressions, CollectiveTimesInTheJsonSaturate) {
+  TempDir dir;
+  const std::string path = mutated_trace(
+      dir, "UPDATE events SET begin_ns = -9223372036854775807 WHERE rowid = "
+           "(SELECT min(rowid) FROM events WHERE kind = 0);"
+           "UPDATE events SET end_ns = -9223372036854775808 WHERE rowid = "
+           "(SELECT max(rowid) FROM events WHERE kind = 5)");
+  EXPECT_EQ(read_everything(dir, path), "");
+  Reader reader(path);
+  const auto json = nlohmann::json::parse(stats_json(compute_stats(reader)));
+  int collectives = 0, backwards = 0;
+  for (const auto& rank : json["ranks"]) {
+    for (const auto& c : rank["collectives"]) {
+      ++collectives;
+      EXPECT_DOUBLE_EQ(c["begin_ms"].get<double>(), double(kMax) / 1e6) << c.dump();
+      if (c["ms"].get<double>() < 0) ++backwards;
+    }
+  }
+  EXPECT_GT(collectives, 0);
+  EXPECT_EQ(backwards, 1) << "the collective ending at INT64_MIN lasts (saturated) INT64_MIN ns";
+}
+
 // A names.id of 10^15 made Reader::names() resize its table to 10^15 entries (std::length_error
 // or std::bad_alloc out of stats and the export). Such ids are left out now, like negative ones.
 TEST(FuzzRegressions, HugeNameIdIsLeftOut) {
