@@ -3,23 +3,31 @@
 #include "analysis/group_traffic.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
+
+#include "trace/saturate.h"
 
 namespace dpscope::analysis {
 
+using trace::detail::saturating_add;
+
 int64_t ring_wire_bytes(trace::CollectiveOp op, int64_t bytes, int ranks) {
   if (ranks <= 1 || bytes <= 0) return 0;
-  const int64_t n = ranks;
+  // A damaged file's byte count can be near INT64_MAX: the products are taken in 128 bits and
+  // the result clamped (tests/fuzz/README.md).
+  const __int128 n = ranks, size = bytes;
+  __int128 wire = 0;
   switch (op) {
-    case trace::CollectiveOp::AllReduce: return 2 * (n - 1) * bytes / n;
-    case trace::CollectiveOp::ReduceScatter: return (n - 1) * bytes / n;
-    case trace::CollectiveOp::AllGather: return (n - 1) * bytes;
-    case trace::CollectiveOp::Broadcast: return bytes;
-    case trace::CollectiveOp::Barrier: return 0;
-    case trace::CollectiveOp::AllToAll: return (n - 1) * bytes / n;
-    case trace::CollectiveOp::SendRecv: return bytes;
+    case trace::CollectiveOp::AllReduce: wire = 2 * (n - 1) * size / n; break;
+    case trace::CollectiveOp::ReduceScatter: wire = (n - 1) * size / n; break;
+    case trace::CollectiveOp::AllGather: wire = (n - 1) * size; break;
+    case trace::CollectiveOp::Broadcast: wire = size; break;
+    case trace::CollectiveOp::Barrier: wire = 0; break;
+    case trace::CollectiveOp::AllToAll: wire = (n - 1) * size / n; break;
+    case trace::CollectiveOp::SendRecv: wire = size; break;
   }
-  return 0;
+  return static_cast<int64_t>(std::min<__int128>(wire, std::numeric_limits<int64_t>::max()));
 }
 
 namespace {
@@ -63,9 +71,9 @@ std::vector<GroupTraffic> group_traffic(const std::vector<int32_t>& ranks,
       RankTotals& t = totals[c.grp];
       const int64_t wire = ring_wire_bytes(c.op, c.bytes, static_cast<int>(members[c.grp].size()));
       ++t.collectives;
-      t.payload_bytes += std::max<int64_t>(c.bytes, 0);
-      t.wire_bytes += wire;
-      if (c.iteration >= 0) t.step_wire_bytes += wire;
+      t.payload_bytes = saturating_add(t.payload_bytes, std::max<int64_t>(c.bytes, 0));
+      t.wire_bytes = saturating_add(t.wire_bytes, wire);
+      if (c.iteration >= 0) t.step_wire_bytes = saturating_add(t.step_wire_bytes, wire);
     }
     for (const auto& [grp, t] : totals) {
       GroupTraffic& g = groups[grp];

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "analysis/group_traffic.h"
 #include "analysis/stats.h"
 #include "analysis/stats_report.h"
 #include "formats/export_chrome.h"
@@ -140,6 +141,26 @@ TEST(FuzzRegressions, CollectiveTimesInTheJsonSaturate) {
   }
   EXPECT_GT(collectives, 0);
   EXPECT_EQ(backwards, 1) << "the collective ending at INT64_MIN lasts (saturated) INT64_MIN ns";
+}
+
+// Found by fuzz_trace_sql (by hand, 2026-11-29): collectives of 1e300 bytes (read as INT64_MAX)
+// made the per-group traffic overflow: the ring model's 2(n-1)S/n and the sums over a rank's
+// collectives. Both saturate at INT64_MAX bytes.
+TEST(FuzzRegressions, HugeCollectivesSaturateTheGroupTraffic) {
+  EXPECT_EQ(ring_wire_bytes(CollectiveOp::AllReduce, kMax, 4), kMax);
+  EXPECT_EQ(ring_wire_bytes(CollectiveOp::AllGather, kMax / 2 + 1, 3), kMax);
+  EXPECT_EQ(ring_wire_bytes(CollectiveOp::ReduceScatter, kMax, 2), kMax / 2);
+  TempDir dir;
+  const std::string path = mutated_trace(dir, "UPDATE events SET bytes = 1e300 WHERE kind = 5");
+  EXPECT_EQ(read_everything(dir, path), "");
+  Reader reader(path);
+  const RunStats stats = compute_stats(reader);
+  ASSERT_FALSE(stats.groups.empty());
+  for (const GroupTraffic& g : stats.groups) {
+    EXPECT_EQ(g.payload_bytes, kMax) << g.name;
+    EXPECT_EQ(g.wire_bytes, kMax) << g.name;
+    EXPECT_GT(g.wire_bytes_per_step, 0) << g.name;
+  }
 }
 
 // A names.id of 10^15 made Reader::names() resize its table to 10^15 entries (std::length_error
