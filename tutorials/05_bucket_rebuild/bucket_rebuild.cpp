@@ -341,7 +341,7 @@ void run(tutorials::Session& session, const Settings& settings) {
 
 int main(int argc, char** argv) {
   tutorials::CommonOptions options;
-  options.steps = 4;
+  options.steps = 6;
   Settings settings;
   CLI::App app{"Tutorial 05: the first iteration's buckets, the rebuild after it, and "
                "gradient_as_bucket_view"};
