@@ -207,7 +207,7 @@ void run(tutorials::Session& session, const Settings& settings) {
 
 int main(int argc, char** argv) {
   tutorials::CommonOptions options;
-  options.steps = 6;
+  options.steps = 12;
   Settings settings;
   CLI::App app{"Tutorial 12: ZeRO side by side — DDP, SHARD_GRAD_OP and FULL_SHARD memory by category"};
   tutorials::add_common_options(app, options);

@@ -237,7 +237,7 @@ void run(tutorials::Session& session, const Settings& settings) {
 
 int main(int argc, char** argv) {
   tutorials::CommonOptions options;
-  options.steps = 6;
+  options.steps = 12;
   Settings settings;
   CLI::App app{"Tutorial 13: ZeRO-1 — the optimizer state sharded, beside DDP, ZeRO-2 and ZeRO-3"};
   tutorials::add_common_options(app, options);
