@@ -60,7 +60,7 @@ case "$number" in
   10) folder=10_fsdp_basics;        view=(per-unit/run.sqlite --compare bucketed/run.sqlite) ;;
   11) folder=11_fsdp_nesting_prefetch; view=(root-only/run.sqlite --compare nested/run.sqlite)
       link=(--link-gbps 4 --link-latency-us 50); clock=cluster ;;
-  12) folder=12_zero_stages;        view=(ddp/run.sqlite --compare full-shard/run.sqlite)
+  12) folder=12_zero_stages;        view=(ddp/run.sqlite --compare full-shard/run.sqlite --iteration 2)
       link=(--link-gbps 4 --link-latency-us 50); clock=cluster ;;
   13) folder=13_zero1;               view=(ddp/run.sqlite --compare zero1/run.sqlite --iteration 2)
       link=(--link-gbps 4 --link-latency-us 50); clock=cluster ;;
