@@ -146,8 +146,8 @@ struct ClusterClockRun {
 // Reads `reader`'s run and replays it on `link`, or on the run's emulated link when `link` is
 // nullopt, its compute taken as `compute` says. Throws ClusterClockError naming `path` when the
 // run cannot be replayed: no link given nor recorded, a GPU run (its measured clock is the
-// cluster's own), a trace without CPU times (schema version 3 and older, or trace level off). Thread-safety: uses `reader`, which
-// the calling thread must own.
+// cluster's own), a trace without CPU times (schema version 3 and older, or trace level off).
+// Thread-safety: uses `reader`, which the calling thread must own.
 ClusterClockRun cluster_clock(trace::Reader& reader, const std::string& path,
                               const std::optional<LinkSpec>& link,
                               ComputeTime compute = ComputeTime::Steady);

@@ -115,7 +115,6 @@ ordered_json rank_json(const RankStats& r, int64_t origin_ns) {
   return out;
 }
 
-
 // The emulated link ({"gbps", "latency_us"}), or null when the link was real.
 ordered_json link_json(const RunStats& stats) {
   if (stats.link_gbps <= 0) return nullptr;

@@ -107,8 +107,8 @@ TEST(GpuBreakdown, WholeMicrosecondsRoundAnyTimeADamagedFileHolds) {
 
 // Found by fuzz_trace_sql (CI's scripts/test, 20 s, after 2026-11-28): a rank whose only
 // kernels end before they begin left no interval to take a span on, and finish() read the back
-// of an empty set.
-// The span of a kernel from INT64_MIN to INT64_MAX saturates instead of wrapping negative.
+// of an empty set. The span of a kernel from INT64_MIN to INT64_MAX saturates instead of
+// wrapping negative.
 TEST(GpuBreakdown, KernelsThatEndBeforeTheyBeginLeaveNoBreakdown) {
   GpuBreakdownBuilder backwards;
   backwards.add_kernel(kernel(1000, 0, 0, 0));
