@@ -66,11 +66,15 @@ ImU32 memory_color(int category) {
       IM_COL32(150, 100, 200, 255),  // optimizer_state
       IM_COL32(0, 170, 170, 255),    // activations
       IM_COL32(140, 140, 140, 255),  // other
-      IM_COL32(255, 255, 255, 255),  // allocator_total (line)
-      IM_COL32(255, 230, 0, 255),    // cuda_allocated (line)
-      IM_COL32(255, 120, 80, 255),   // cuda_reserved (line)
+      0,                             // allocator_total (line): the theme's, below
+      0,                             // cuda_allocated (line): the theme's
+      0,                             // cuda_reserved (line): the theme's
       IM_COL32(170, 130, 90, 255),   // data
   };
+  // The totals are lines on the memory graph's ground, whose lightness the theme sets.
+  if (category == int(trace::MemoryCategory::AllocatorTotal)) return theme().total_line;
+  if (category == int(trace::MemoryCategory::CudaAllocated)) return theme().cuda_allocated_line;
+  if (category == int(trace::MemoryCategory::CudaReserved)) return theme().cuda_reserved_line;
   return category >= 0 && category < trace::kMemoryCategoryCount ? colors[category]
                                                                   : IM_COL32(128, 128, 128, 255);
 }
@@ -94,7 +98,8 @@ constexpr Theme kDark = {
     IM_COL32(24, 26, 32, 255),   IM_COL32(200, 200, 200, 70), IM_COL32(10, 10, 10, 255),
     IM_COL32(255, 219, 115, 255), IM_COL32(30, 50, 70, 255),     IM_COL32(120, 200, 255, 255),
     IM_COL32(255, 70, 70, 255),   IM_COL32(255, 140, 0, 220),   IM_COL32(140, 200, 255, 255),
-    IM_COL32(255, 115, 89, 255),
+    IM_COL32(255, 115, 89, 255),  IM_COL32(255, 255, 255, 200), IM_COL32(255, 255, 255, 255),
+    IM_COL32(255, 230, 0, 255),   IM_COL32(255, 120, 80, 255),
 };
 constexpr Theme kProjector = {
     IM_COL32(250, 250, 250, 255), IM_COL32(228, 230, 236, 255), IM_COL32(40, 44, 60, 255),
@@ -103,7 +108,8 @@ constexpr Theme kProjector = {
     IM_COL32(236, 238, 242, 255), IM_COL32(40, 40, 40, 110),   IM_COL32(0, 0, 0, 255),
     IM_COL32(150, 70, 0, 255),    IM_COL32(215, 232, 248, 255), IM_COL32(0, 90, 170, 255),
     IM_COL32(190, 30, 30, 255),   IM_COL32(170, 75, 0, 230),    IM_COL32(0, 80, 170, 255),
-    IM_COL32(190, 30, 30, 255),
+    IM_COL32(190, 30, 30, 255),   IM_COL32(20, 20, 30, 200),    IM_COL32(20, 20, 30, 255),
+    IM_COL32(130, 100, 0, 255),   IM_COL32(180, 60, 20, 255),
 };
 ThemeKind current = ThemeKind::Dark;
 

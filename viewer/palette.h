@@ -55,6 +55,14 @@ struct Theme {
   ImU32 skew;            // the flow between two ranks' parts of a collective, and its label
   ImU32 range_text;      // the measured range's length
   ImU32 error_text;      // why the cluster clock cannot be shown (under the header)
+  // Lines drawn on the lanes' and the memory graphs' ground: the flows (hook -> bucket ->
+  // collective) and the memory graph's totals (the allocator's, CUDA's allocated and reserved),
+  // each at least 3:1 against its ground (WCAG's contrast for graphics), as the legend's
+  // swatches are.
+  ImU32 flow;
+  ImU32 total_line;
+  ImU32 cuda_allocated_line;
+  ImU32 cuda_reserved_line;
 };
 const Theme& theme();
 ThemeKind theme_kind();
@@ -87,7 +95,6 @@ void color_entry(ImU32 color, const char* text);
 inline constexpr ImU32 kSelectedColor = IM_COL32(255, 255, 255, 255);
 inline constexpr ImU32 kFoundColor = IM_COL32(255, 230, 0, 255);
 inline constexpr ImU32 kMismatchColor = IM_COL32(255, 40, 40, 255);
-inline constexpr ImU32 kFlowColor = IM_COL32(255, 255, 255, 200);
 inline constexpr ImU32 kRangeColor = IM_COL32(90, 160, 255, 50);
 inline constexpr ImU32 kPeakColor = IM_COL32(255, 70, 70, 255);
 inline constexpr ImU32 kPlayheadColor = IM_COL32(80, 255, 120, 200);

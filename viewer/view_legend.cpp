@@ -3,6 +3,7 @@
 // control. Both are floating windows over the layout, so a class can keep them open.
 #include <imgui.h>
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -97,7 +98,7 @@ void draw_legend(App& app) {
   heading("markers");
   line_entry(kPlayheadColor, "playhead (drag its handle on the ruler)");
   color_entry(kPeakColor, "a rank's memory peak");
-  line_entry(kFlowColor, "flow: hook -> bucket -> collective");
+  line_entry(theme().flow, "flow: hook -> bucket -> collective");
   line_entry(theme().skew, "skew between ranks");
   color_entry(kFoundColor, "found (find box)");
   color_entry(kMismatchColor, "collective that differs across ranks");
@@ -125,6 +126,7 @@ void draw_help(App& app) {
       {"W / S", "zoom in / out"},
       {"A / D", "pan left / right"},
       {"F", "fit the whole run"},
+      {"I", "fit the narrated iteration (stepping zooms to it from a wider view)"},
       {"Ctrl+F", "type in the find box"},
       {"-> or N / <- or P", "next / previous step of the focus rank (narration line)"},
       {"space", "play the playhead's iteration in slow motion; again: pause"},
@@ -136,15 +138,30 @@ void draw_help(App& app) {
       {"Ctrl + / Ctrl - / Ctrl 0", "text larger / smaller / back to the start's size (x0.75 to x3)"},
       {"C", "clock: measured, or the cluster clock (the run replayed as a cluster would run it)"},
       {"? or F1", "this help"},
+      {"F9", "print the window's state as one JSON line on stdout (as --screenshot does)"},
       {"Esc", "clear selection and range, stop playing, close this help"},
   };
+  // The descriptions wrap where the whole table would be wider than the window may be (the
+  // viewport less its margin): at x3 in 1280 pixels a line of them is twice as wide.
+  const ImGuiStyle& style = ImGui::GetStyle();
+  float keys_width = 0, words_width = 0;
+  for (const auto& control : kControls) {
+    keys_width = std::max(keys_width, ImGui::CalcTextSize(control[0]).x);
+    words_width = std::max(words_width, ImGui::CalcTextSize(control[1]).x);
+  }
+  const float room = viewport->Size.x - 24 - 2 * style.WindowPadding.x - 4 * style.CellPadding.x - style.ScrollbarSize;
+  words_width = std::max(std::min(words_width, room - keys_width), 8 * ImGui::GetFontSize());
   if (ImGui::BeginTable("controls", 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
+    ImGui::TableSetupColumn("keys", ImGuiTableColumnFlags_WidthFixed, keys_width);
+    ImGui::TableSetupColumn("what", ImGuiTableColumnFlags_WidthFixed, words_width);
     for (const auto& control : kControls) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().narration), "%s", control[0]);
       ImGui::TableNextColumn();
+      ImGui::PushTextWrapPos(0.0f);
       ImGui::TextUnformatted(control[1]);
+      ImGui::PopTextWrapPos();
     }
     ImGui::EndTable();
   }

@@ -98,5 +98,32 @@ TEST(ViewerPalette, EveryTextStandsOutFromWhatItIsDrawnOn) {
   ImGui::DestroyContext();
 }
 
+// The lines drawn on the lanes' and the memory graphs' ground, and their swatches in the legend
+// (on its window's ground), stand out at WCAG's 3:1 for graphics in both themes: the projector's
+// light ground once hid the white allocator_total and flow swatches.
+TEST(ViewerPalette, LinesAndTheirLegendSwatchesStandOutInBothThemes) {
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  constexpr double kGraphicsContrast = 3.0;
+  const auto opaque = [](ImU32 c) { return c | IM_COL32(0, 0, 0, 255); };
+  for (const ThemeKind kind : {ThemeKind::Dark, ThemeKind::Projector}) {
+    set_theme(kind);
+    SCOPED_TRACE(std::string("theme ") + to_string(kind));
+    const Theme& t = theme();
+    const ImU32 legend = ImGui::ColorConvertFloat4ToU32(ImGui::GetStyle().Colors[ImGuiCol_WindowBg]);
+    EXPECT_GE(contrast_ratio(opaque(t.flow), t.background), kGraphicsContrast) << "a flow on the lanes' ground";
+    EXPECT_GE(contrast_ratio(opaque(t.flow), legend), kGraphicsContrast) << "the flow's swatch in the legend";
+    for (int c = 0; c < trace::kMemoryCategoryCount; ++c) {
+      const auto category = static_cast<trace::MemoryCategory>(c);
+      if (trace::is_stacked(category)) continue;
+      const std::string name(trace::to_string(category));
+      EXPECT_GE(contrast_ratio(memory_color(c), t.memory_ground), kGraphicsContrast) << name << " on a memory graph";
+      EXPECT_GE(contrast_ratio(memory_color(c), legend), kGraphicsContrast) << name << "'s swatch in the legend";
+    }
+  }
+  set_theme(ThemeKind::Dark);
+  ImGui::DestroyContext();
+}
+
 }  // namespace
 }  // namespace dpscope::view
