@@ -1,6 +1,7 @@
 // The repository's cross-references hold: every cited note has exactly one definition, the notes
 // table of docs/architecture.md lists every defined note where it is defined and nothing else,
-// and no file points to the design document that lives outside the repository.
+// no file points to the design document that lives outside the repository, and a count the docs
+// quote from a test file is that file's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -360,6 +361,20 @@ TEST(DocsChecks, NameTheNoteAndTheFilesOfEachViolation) {
   const std::string outside = joined(outside_design_problems(files));
   EXPECT_NE(outside.find("c/three.md:2 cites " + kOutsideDesign), std::string::npos) << outside;
   EXPECT_EQ(outside_design_problems(files).size(), 1u) << outside;
+}
+
+// docs/fsdp2.md's "tests/fsdp2/test_fsdp2_vs_ddp: N configurations" is the file's count of
+// Fsdp2VsDdp tests (it said 13 when there were 17).
+TEST(DocsCounts, Fsdp2ConfigurationsAreItsTestCases) {
+  const std::string doc = read_text(fs::path(DPSCOPE_SOURCE_DIR) / "docs/fsdp2.md");
+  const std::string tests = read_text(fs::path(DPSCOPE_SOURCE_DIR) / "tests/fsdp2/test_fsdp2_vs_ddp.cpp");
+  const std::string quote = "tests/fsdp2/test_fsdp2_vs_ddp: ";
+  const size_t at = doc.find(quote);
+  ASSERT_NE(at, std::string::npos) << "docs/fsdp2.md no longer quotes the count; drop this test";
+  size_t cases = 0;
+  for (size_t p = tests.find("TEST(Fsdp2VsDdp,"); p != std::string::npos; p = tests.find("TEST(Fsdp2VsDdp,", p + 1)) ++cases;
+  EXPECT_EQ(std::stoul(doc.substr(at + quote.size())), cases)
+      << "docs/fsdp2.md quotes another count of configurations than tests/fsdp2/test_fsdp2_vs_ddp.cpp has";
 }
 
 }  // namespace
