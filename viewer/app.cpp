@@ -4,6 +4,7 @@
 
 #include <GLFW/glfw3.h>
 #include <imgui.h>
+#include <imgui_internal.h>
 
 #include <algorithm>
 #include <cmath>
@@ -161,11 +162,20 @@ void App::align() {
   if (traces.size() < 2) return;
   const Model& a = *traces[0].model;
   const Model& b = *traces[1].model;
+  const int64_t before = traces[1].offset_ns;
   traces[1].offset_ns = a.t_begin - b.t_begin;
-  if (a.ranks.empty() || b.ranks.empty()) return;
-  const IterationSpan* ia = a.ranks[0].find_iteration(align_iteration);
-  const IterationSpan* ib = b.ranks[0].find_iteration(align_iteration);
-  if (ia && ib) traces[1].offset_ns = ia->begin_ns - ib->begin_ns;
+  if (!a.ranks.empty() && !b.ranks.empty()) {
+    const IterationSpan* ia = a.ranks[0].find_iteration(align_iteration);
+    const IterationSpan* ib = b.ranks[0].find_iteration(align_iteration);
+    if (ia && ib) traces[1].offset_ns = ia->begin_ns - ib->begin_ns;
+  }
+  // Run B focused: it keeps its place on screen, and run A moves under the view instead.
+  if (focus_trace == 1 && traces[1].offset_ns != before) {
+    const double moved = double(traces[1].offset_ns - before);
+    playhead += traces[1].offset_ns - before;
+    view_t0 += moved;
+    view_t1 += moved;
+  }
 }
 
 void App::update_find() {
@@ -197,10 +207,9 @@ void App::handle_keys() {
   if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT_BRACKET, false)) play_speed = std::max(0, play_speed - 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) show_legend = !show_legend;
   if (ImGui::IsKeyPressed(GLFW_KEY_U, false)) lane_folding = lanes_folded() ? LaneFolding::Unfolded : LaneFolding::Folded;
-  if (ImGui::IsKeyPressed(GLFW_KEY_TAB, false) && traces.size() > 1) {
-    focus_trace = 1 - std::clamp(focus_trace, 0, 1);
-    playing = false;
-  }
+  if (ImGui::IsKeyPressed(GLFW_KEY_TAB, false) && traces.size() > 1) focus_other_run();
+  if (ImGui::IsKeyPressed(GLFW_KEY_I, false)) fit_iteration();
+  if (ImGui::IsKeyPressed(GLFW_KEY_F9, false)) report_requested_ = true;
   if (ImGui::IsKeyPressed(GLFW_KEY_C, false) && !io.KeyCtrl) {
     set_clock(clock_ == analysis::Clock::Measured ? analysis::Clock::Cluster : analysis::Clock::Measured);
   }
@@ -302,13 +311,26 @@ void App::poll_live() {
   }
 }
 
+void table_headers(App& app, bool panel_header) {
+  ImGui::TableHeadersRow();
+  if (!panel_header) return;
+  // The visible part of the window the row was drawn in (a scrolling table's own, clipped by
+  // the panel's), against the row's last cell, which spans the row's height.
+  const ImRect visible = ImGui::GetCurrentWindow()->InnerClipRect;
+  const float top = ImGui::GetItemRectMin().y, bottom = ImGui::GetItemRectMax().y;
+  app.layout.clipped_headers += top < visible.Min.y - 0.5f || bottom > visible.Max.y + 0.5f;
+}
+
 void App::draw_panels() {
   const float total_h = ImGui::GetContentRegionAvail().y;
   // The timeline's share of the height grows with the text size, so that two ranks' lanes stay
   // in view on a projector (Stats and Buckets then scroll): 64 % at x1, 80 % at x2, 85 % from
-  // x2.3 on, where the panels below hold their tab bars and a line or two.
+  // x2.3 on, where the panels below hold their tab bars and a line or two. Two compared runs
+  // share it: there 85 % from x1.5 on, what each run's rank 0 needs at that size (Note [The
+  // timeline's text size]).
   const float scale = ImGui::GetFontSize() / 13;
-  const float timeline_share = std::clamp(0.64f + 0.16f * (scale - 1), 0.64f, 0.85f);
+  const float growth = traces.size() > 1 ? 0.42f : 0.16f;
+  const float timeline_share = std::clamp(0.64f + growth * (scale - 1), 0.64f, 0.85f);
   ImGui::BeginChild("timeline", ImVec2(0, std::floor(total_h * timeline_share)), true,
                     ImGuiWindowFlags_NoScrollWithMouse | ImGuiWindowFlags_NoScrollbar);
   // The atlas's second font, where the window has made one: the lanes' smaller text. See Note
@@ -331,16 +353,20 @@ void App::draw_panels() {
   ImGui::SameLine();
   ImGui::BeginChild("right", ImVec2(0, 0), true);
   if (ImGui::BeginTabBar("right tabs")) {
-    // The first tab opens selected: the units of an FSDP or FSDP2 run, the buckets of anything else.
+    // The first tab opens selected: the units of an FSDP or FSDP2 run, the buckets of anything
+    // else; and it follows the focused run (Tab) while one of those two is shown.
     const bool fsdp = focused_trace().model->sharded_units();
+    const bool refocused = right_panel_trace_ != focus_trace && (right_tab == "Units" || right_tab == "Buckets");
+    right_panel_trace_ = focus_trace;
     const auto tab = [this](const char* name, void (*draw)(App&), ImGuiTabItemFlags flags = 0) {
       if (!ImGui::BeginTabItem(name, nullptr, flags)) return;
       right_tab = name;
       draw(*this);
       ImGui::EndTabItem();
     };
-    if (fsdp) tab("Units", draw_units);
-    tab("Buckets", draw_buckets);
+    const ImGuiTabItemFlags follow = refocused ? ImGuiTabItemFlags_SetSelected : 0;
+    if (fsdp) tab("Units", draw_units, follow);
+    tab("Buckets", draw_buckets, fsdp ? 0 : follow);
     if (!fsdp) tab("Units", draw_units);
     tab("Details", draw_details);
     tab("What-if", draw_whatif, open_whatif_tab ? ImGuiTabItemFlags_SetSelected : 0);

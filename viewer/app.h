@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <future>
 #include <limits>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analysis/clock_choice.h"
@@ -44,14 +46,16 @@ inline constexpr float kAutoFoldFontScale = 1.5f;
 // What the last frame's layout left visible, measured where it was drawn (the headless JSON's
 // "layout"): whether the header's controls (find box, buttons) lay inside the window, whether the
 // narration needed more than its two lines, how many ranks had their main and comm lanes wholly
-// in view (in compare mode, the fewer of the two panels'), and how many fixed labels (lane
-// names, rank headers) were drawn cut. Span labels, which shorten with ".." as one zooms out,
-// are not counted.
+// in view (in compare mode, the fewer of the two panels'), how many fixed labels (lane names,
+// rank headers, the memory graph's labels) were drawn cut, and how many panel headers. Span
+// labels, which shorten with ".." as one zooms out, are not counted.
 struct LayoutReport {
   bool controls_visible = true;
   bool narration_clipped = false;
   int ranks_visible = 0;
   int clipped_labels = 0;
+  // Panel headers (a table's column headers, a tab's first line) drawn cut or scrolled away.
+  int clipped_headers = 0;
 };
 
 // One open trace: its model, its analysis (computed on a background thread after loading, with
@@ -182,7 +186,7 @@ class App {
   // last one clicked, Tab switches. focused_trace() clamps it into range.
   int focus_trace = 0;
   OpenTrace& focused_trace() { return traces[size_t(std::clamp(focus_trace, 0, int(traces.size()) - 1))]; }
-  int align_iteration = 0;             // compare: iteration aligned across the two runs
+  int align_iteration = 0;             // compare: iteration aligned across the two runs (at its start)
   std::map<std::pair<int, int>, bool> collapsed;  // (trace, rank index) -> group folded
   // Every rank's secondary lanes folded or not (U): FSDP's unit lanes and every comm lane but a
   // rank's first, so that more ranks' main and comm lanes and memory graphs fit.
@@ -199,6 +203,10 @@ class App {
   // The lanes' text size, font_scale or less: chosen each frame by the timeline so that two
   // ranks fit (Note [The timeline's text size]); the window applies it from the next frame.
   float timeline_font_scale = kMaxFontScale;
+  float shown_timeline_font_scale = 1;  // the lanes' text size the last frame drew them at
+  // The (text size, panel height) at which the timeline last folded every rank but rank 0 to
+  // keep the compared runs' text large (Note [The timeline's text size]).
+  std::pair<float, float> ranks_folded_for{0, 0};
   float default_font_scale = 1;        // what Ctrl 0 returns to (--font-scale or the screen's)
   double measure_from = 0;             // where that drag started (axis ns)
   // The main trace's what-if lanes, drawn under each rank's lanes; null when none was asked for.
@@ -215,8 +223,13 @@ class App {
   // Re-runs the find query and the range summary after their inputs changed.
   void update_find();
   void update_range();
-  // Recomputes traces[1].offset_ns from align_iteration.
+  // Recomputes traces[1].offset_ns from align_iteration, so that both runs' rank 0 begin that
+  // iteration at the same axis time. The focused run stays where it is on screen: when it is B,
+  // the view and the playhead move with B's offset.
   void align();
+  // The iteration of `trace`'s focus rank (focus_rank clamped into its ranks) at the playhead;
+  // trace::kNone outside one. For the focused run, the iteration being narrated.
+  int32_t iteration_at_playhead(int trace) const;
 
   // ---- Step-through and play (app_playback.cpp; the steps and their words: playback.h). They
   // follow focus_rank of the focused trace (focus_trace), one iteration at a time.
@@ -228,9 +241,28 @@ class App {
   int play_speed = kDefaultPlaySpeed;  // index into kPlaySecondsPerIteration
   std::string narration;  // the step the playhead stands on, in words ("" when none)
   // Moves the playhead to the focus rank's next (+1) or previous (-1) step, into the next or
-  // previous iteration at the ends of one; pins it, keeps it in view and selects the step's
-  // span (Details, flows).
+  // previous iteration at the ends of one; pins it, keeps its iteration in view (move_playhead)
+  // and selects the step's span (Details, flows).
   void step(int direction);
+  // Puts the pinned playhead at axis time `t`, aligns a compared run on the focus rank's
+  // iteration there and brings that iteration into view. See Note [Following the narrated
+  // iteration]. Returns whether `t` lies in one of the focus rank's iterations (else the view
+  // only pans to keep the playhead in it).
+  bool move_playhead(int64_t t);
+  // Compare (Tab): the other run takes the keys and the narration, its playhead in the same
+  // iteration at the same point of it, and the runs aligned there.
+  void focus_other_run();
+  // Fits the narrated iteration into the view (I): the playhead's, else the typical one.
+  void fit_iteration();
+  // The focused run's typical iteration (the window opens on it): of rank 0's steady iterations
+  // (Note [Steady steps]), the one whose length is nearest their median; trace::kNone without
+  // iterations.
+  int32_t typical_iteration() const;
+  // Opens on the typical iteration: the playhead on its first step, the view on the iteration.
+  void show_typical_iteration();
+  // F9: whether the window asked for the --screenshot JSON line of what it shows now; cleared
+  // by reading.
+  bool take_report_request() { return std::exchange(report_requested_, false); }
   // Plays the playhead's iteration from the playhead (or from its start when the playhead is
   // at its end), the whole iteration in kPlaySecondsPerIteration[play_speed]; again: pause.
   void toggle_play();
@@ -275,8 +307,25 @@ class App {
   int64_t narrated_index_ = -1;
   int narrated_rank_ = -1;
   int narrated_trace_ = -1;
-  // Shows [t0, t1] (axis ns) when the playhead at `t` is outside the view.
-  void keep_in_view(int64_t t, int64_t t0, int64_t t1);
+  // Brings the iteration [t0, t1] (axis ns) holding the playhead `t` into view: see Note
+  // [Following the narrated iteration].
+  void bring_into_view(int64_t t, int64_t t0, int64_t t1);
+  // Where the view and the playhead stand in the focus rank's iteration, so that a switch of
+  // clock shows the same moment on the other (app_clock.cpp).
+  struct Moment {
+    int32_t iteration = trace::kNone;
+    int64_t step_index = -1;  // the playhead's step, -1 when it stands on none
+    double playhead = 0;      // the playhead's and the view's edges, in iterations from its start
+    double view0 = 0, view1 = 0;
+  };
+  Moment moment();
+  void restore(const Moment& moment);
+  bool report_requested_ = false;
+  // Each compared run's playhead (its own time) when Tab last left it, so that Tab back within
+  // the same iteration returns to the same step.
+  std::array<std::optional<int64_t>, 2> left_playhead_;
+  // The run whose Units or Buckets tab the right panel last opened on (draw_panels).
+  int right_panel_trace_ = -1;
   IterationSteps steps_cache_;
   AppOptions options_;
   WhatifRequest whatif_requested_;  // the last request_whatif's, made again on a clock switch
@@ -310,7 +359,11 @@ void draw_units(App& app);                         // view_units.cpp
 void draw_stats(App& app);                         // view_stats.cpp
 // The per-rank compute / comm / overlap / exposed table of the trace's analysis (the stats and
 // compare panels).
-void draw_overlap_table(const Analysis& analysis, const char* id);  // view_stats.cpp
+void draw_overlap_table(App& app, const Analysis& analysis, const char* id);  // view_stats.cpp
+// A table's header row (ImGui::TableHeadersRow); the header of the table a panel is for
+// (`panel_header`: Stats' overlap, Buckets' plans, Find's matches) is counted in
+// app.layout.clipped_headers when it is not whole in view.
+void table_headers(App& app, bool panel_header = false);  // app.cpp
 void draw_find(App& app);                          // view_find.cpp
 void draw_compare(App& app);                       // view_compare.cpp
 void draw_details(App& app);                       // view_details.cpp

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <exception>
 #include <utility>
+#include <vector>
 
 #include "analysis/cluster_clock.h"
 #include "viewer/app.h"
@@ -83,8 +84,49 @@ void App::poll_clock() {
   if (clock_wanted_ != clock_) set_clock(clock_wanted_);
 }
 
+App::Moment App::moment() {
+  Moment m;
+  const RankData* rank = focus();
+  if (!rank) return m;
+  const int64_t offset = focused_trace().offset_ns;
+  m.iteration = rank->iteration_at(playhead - offset);
+  if (m.iteration == trace::kNone) m.iteration = rank->iteration_at(int64_t((view_t0 + view_t1) / 2) - offset);
+  const IterationSpan* span = rank->find_iteration(m.iteration);
+  if (!span) return Moment{};
+  const double begin = double(span->begin_ns + offset), length = double(std::max<int64_t>(1, span->end_ns - span->begin_ns));
+  m.playhead = (double(playhead) - begin) / length;
+  m.view0 = (view_t0 - begin) / length;
+  m.view1 = (view_t1 - begin) / length;
+  const std::vector<LifecycleStep>& steps = steps_of(m.iteration).steps;
+  const int64_t at = step_at(steps, playhead - offset);
+  if (pinned_playhead && at >= 0 && steps[size_t(at)].t_ns == playhead - offset) m.step_index = at;
+  return m;
+}
+
+void App::restore(const Moment& m) {
+  const RankData* rank = focus();
+  const IterationSpan* span = rank ? rank->find_iteration(m.iteration) : nullptr;
+  if (!span) {
+    fit();
+    return;
+  }
+  const int64_t offset = focused_trace().offset_ns;
+  const double begin = double(span->begin_ns + offset), length = double(std::max<int64_t>(1, span->end_ns - span->begin_ns));
+  const std::vector<LifecycleStep>& steps = steps_of(m.iteration).steps;
+  // The same step where the playhead stood on one: its time moved with the clock, its words did not.
+  const int64_t t = m.step_index >= 0 && size_t(m.step_index) < steps.size()
+                        ? steps[size_t(m.step_index)].t_ns + offset
+                        : int64_t(begin + m.playhead * length);
+  const bool pinned = pinned_playhead;
+  pinned_playhead = true;
+  set_view(begin + m.view0 * length, begin + m.view1 * length);
+  playhead = t;
+  pinned_playhead = pinned;
+}
+
 void App::show_clock(analysis::Clock clock) {
   clock_error_.clear();
+  const Moment before = moment();
   clock_ = clock;
   for (OpenTrace& t : traces) t.show(clock);
   // What-if lanes are drawn on the clock they were predicted on: predict again on this one.
@@ -94,8 +136,11 @@ void App::show_clock(analysis::Clock clock) {
   has_range = false;
   steps_cache_ = {};
   ++steps_generation_;
+  // The same iteration and moment in view on the new clock. See Note [Following the narrated
+  // iteration].
+  if (before.iteration != trace::kNone) align_iteration = before.iteration;
   align();
-  fit();
+  restore(before);
   update_find();
   update_range();
 }

@@ -4,7 +4,10 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <vector>
 
+#include "analysis/stats.h"
 #include "viewer/app.h"
 #include "viewer/lod.h"
 
@@ -56,17 +59,130 @@ const App::IterationSteps& App::steps_of(int32_t iteration) {
   return steps_cache_;
 }
 
-void App::keep_in_view(int64_t t, int64_t t0, int64_t t1) {
-  if (double(t) >= view_t0 && double(t) <= view_t1) return;
-  const double margin = 0.05 * double(t1 - t0);
+// Note [Following the narrated iteration]
+// A teacher steps (-> <- space), finds a span or clicks a bucket or a unit, and talks about one
+// iteration of one rank: the view must show it, and a compared run the same iteration under it.
+// Every move of the playhead the viewer makes goes through App::move_playhead, which
+//   1. aligns a compared run on the focus rank's iteration at the playhead (App::align): the
+//      focused run stays where it is on screen, the other moves to begin that iteration with it;
+//   2. brings the iteration into view (bring_into_view): zoomed to it when the view is wider than
+//      kFollowZoomIterations iterations (the whole run, say), else panned only as far as needed,
+//      the whole iteration when it fits and otherwise the playhead with a margin, so that a view
+//      the teacher zoomed into stays zoomed.
+// A switch of clock (C) keeps the iteration and the moment (App::moment, App::restore), and Tab
+// puts the other run's playhead in the same iteration. Moves by the mouse (a click on the ruler
+// or a span) are the user's own and leave the view where it is.
+constexpr double kFollowZoomIterations = 3;
+
+void App::bring_into_view(int64_t t, int64_t t0, int64_t t1) {
+  const double length = double(t1 - t0), width = view_t1 - view_t0;
+  const double margin = 0.05 * length;
   const bool pinned = pinned_playhead;
   pinned_playhead = true;  // set_view must not move the playhead to the view's centre
-  if (view_t1 - view_t0 > 4 * double(t1 - t0)) {
+  if (width > kFollowZoomIterations * length) {
     set_view(double(t0) - margin, double(t1) + margin);
   } else {
-    const double width = view_t1 - view_t0;
-    set_view(double(t) - width / 2, double(t) + width / 2);
+    double shift = 0;
+    if (length + 2 * margin <= width) {
+      if (double(t0) - margin < view_t0) shift = double(t0) - margin - view_t0;
+      if (double(t1) + margin > view_t1) shift = double(t1) + margin - view_t1;
+    } else {
+      const double edge = 0.05 * width;
+      if (double(t) < view_t0 + edge) shift = double(t) - edge - view_t0;
+      if (double(t) > view_t1 - edge) shift = double(t) + edge - view_t1;
+    }
+    if (shift != 0) set_view(view_t0 + shift, view_t1 + shift);
   }
+  pinned_playhead = pinned;
+}
+
+bool App::move_playhead(int64_t t) {
+  pinned_playhead = true;
+  playhead = t;
+  const RankData* rank = focus();
+  const int32_t iteration = rank ? rank->iteration_at(t - focused_trace().offset_ns) : trace::kNone;
+  if (iteration == trace::kNone) {
+    bring_into_view(t, t, t);
+    return false;
+  }
+  if (traces.size() > 1) {
+    align_iteration = iteration;
+    align();  // moves the playhead with the view when the focused run is B
+  }
+  const IterationSpan* span = rank->find_iteration(iteration);
+  const int64_t offset = focused_trace().offset_ns;
+  bring_into_view(playhead, span->begin_ns + offset, span->end_ns + offset);
+  return true;
+}
+
+int32_t App::iteration_at_playhead(int trace) const {
+  const OpenTrace& t = traces[size_t(std::clamp(trace, 0, int(traces.size()) - 1))];
+  if (t.model->ranks.empty()) return trace::kNone;
+  const RankData& rank = t.model->ranks[size_t(std::clamp(focus_rank, 0, int(t.model->ranks.size()) - 1))];
+  return rank.iteration_at(playhead - t.offset_ns);
+}
+
+int32_t App::typical_iteration() const {
+  const Model& model = *traces[size_t(std::clamp(focus_trace, 0, int(traces.size()) - 1))].model;
+  if (model.ranks.empty() || model.ranks[0].iterations.empty()) return trace::kNone;
+  const std::vector<IterationSpan>& all = model.ranks[0].iterations;
+  const size_t from = std::min(all.size() - 1, size_t(analysis::steady_from(all.size())));
+  std::vector<int64_t> lengths;
+  for (size_t i = from; i < all.size(); ++i) lengths.push_back(all[i].end_ns - all[i].begin_ns);
+  std::nth_element(lengths.begin(), lengths.begin() + std::ptrdiff_t(lengths.size() / 2), lengths.end());
+  const int64_t median = lengths[lengths.size() / 2];
+  const IterationSpan* typical = &all[from];
+  for (size_t i = from; i < all.size(); ++i) {
+    if (std::llabs(all[i].end_ns - all[i].begin_ns - median) < std::llabs(typical->end_ns - typical->begin_ns - median)) {
+      typical = &all[i];
+    }
+  }
+  return typical->iteration;
+}
+
+void App::show_typical_iteration() {
+  const int32_t iteration = typical_iteration();
+  if (iteration != trace::kNone && !go_to_step(iteration, 0)) fit_iteration();
+}
+
+void App::focus_other_run() {
+  if (traces.size() < 2) return;
+  const int from = std::clamp(focus_trace, 0, 1);
+  const int32_t iteration = iteration_at_playhead(from);
+  const RankData* was = focus();
+  const IterationSpan* old_span = was ? was->find_iteration(iteration) : nullptr;
+  const double fraction = old_span ? double(playhead - traces[size_t(from)].offset_ns - old_span->begin_ns) /
+                                         double(std::max<int64_t>(1, old_span->end_ns - old_span->begin_ns))
+                                   : 0;
+  left_playhead_[size_t(from)] = playhead - traces[size_t(from)].offset_ns;
+  focus_trace = 1 - from;
+  playing = false;
+  const RankData* rank = focus();
+  const IterationSpan* span = rank && old_span ? rank->find_iteration(iteration) : nullptr;
+  if (!span) return;
+  // Back where this run's playhead was when Tab left it, if that is in this iteration; else at
+  // the same point of the iteration as the other run's.
+  const std::optional<int64_t> left = left_playhead_[size_t(focus_trace)];
+  const double length = double(span->end_ns - span->begin_ns);
+  const int64_t t = left && rank->iteration_at(*left) == iteration ? *left : span->begin_ns + int64_t(fraction * length);
+  move_playhead(t + focused_trace().offset_ns);
+}
+
+void App::fit_iteration() {
+  const RankData* rank = focus();
+  if (!rank) return;
+  int32_t iteration = rank->iteration_at(playhead - focused_trace().offset_ns);
+  if (iteration == trace::kNone) iteration = typical_iteration();
+  const IterationSpan* span = rank->find_iteration(iteration);
+  if (!span) return;
+  if (!pinned_playhead || rank->iteration_at(playhead - focused_trace().offset_ns) != iteration) {
+    move_playhead(span->begin_ns + focused_trace().offset_ns);
+  }
+  const int64_t offset = focused_trace().offset_ns;
+  const double margin = 0.05 * double(span->end_ns - span->begin_ns);
+  const bool pinned = pinned_playhead;
+  pinned_playhead = true;
+  set_view(double(span->begin_ns + offset) - margin, double(span->end_ns + offset) + margin);
   pinned_playhead = pinned;
 }
 
@@ -89,11 +205,8 @@ void App::step(int direction) {
     const IterationSteps& steps = steps_of(iteration);
     const int64_t index = direction > 0 ? next_step(steps.steps, t) : previous_step(steps.steps, t);
     if (index >= 0) {
-      const IterationSpan* span = rank.find_iteration(iteration);
-      playhead = steps.steps[size_t(index)].t_ns + offset;
-      pinned_playhead = true;
       selected = {focus_trace, span_of_event(model, focus_rank, steps.steps[size_t(index)].event)};
-      keep_in_view(playhead, span->begin_ns + offset, span->end_ns + offset);
+      move_playhead(steps.steps[size_t(index)].t_ns + offset);
       return;
     }
     iteration += direction;  // past the iteration's last (first) step: the next (previous) one
@@ -118,9 +231,8 @@ void App::toggle_play() {
   if (playhead - offset < span->begin_ns || playhead - offset >= span->end_ns - (span->end_ns - span->begin_ns) / 100) {
     playhead = span->begin_ns + offset;
   }
-  pinned_playhead = true;
   playing = true;
-  keep_in_view(playhead, span->begin_ns + offset, span->end_ns + offset);
+  move_playhead(playhead);
 }
 
 bool App::go_to_step(int32_t iteration, int index) {
@@ -131,14 +243,9 @@ bool App::go_to_step(int32_t iteration, int index) {
   const IterationSteps& steps = steps_of(iteration);
   if (!span || index < 0 || size_t(index) >= steps.steps.size()) return false;
   // A compared run shows the same iteration below, not whatever ran at that time.
-  align_iteration = iteration;
-  align();
-  const int64_t offset = focused_trace().offset_ns;
-  const double margin = 0.05 * double(span->end_ns - span->begin_ns);
-  pinned_playhead = true;
-  playhead = steps.steps[size_t(index)].t_ns + offset;
+  move_playhead(steps.steps[size_t(index)].t_ns + focused_trace().offset_ns);
   selected = {focus_trace, span_of_event(model, focus_rank, steps.steps[size_t(index)].event)};
-  set_view(double(span->begin_ns + offset) - margin, double(span->end_ns + offset) + margin);
+  fit_iteration();
   return true;
 }
 

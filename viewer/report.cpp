@@ -90,12 +90,31 @@ std::string whatif_json(const App& app) {
          ", \"predicted_exposed_comm_ms\": " + ms(w.predicted_exposed_comm_ms) + "}";
 }
 
-// What the frame's layout left visible (LayoutReport, measured where it was drawn).
-std::string layout_json(const LayoutReport& layout) {
+// What the frame's layout left visible (LayoutReport, measured where it was drawn), and the
+// text size the lanes were drawn at.
+std::string layout_json(const App& app) {
+  const LayoutReport& layout = app.layout;
   return std::string("{\"controls_visible\": ") + (layout.controls_visible ? "true" : "false") +
          ", \"narration_clipped\": " + (layout.narration_clipped ? "true" : "false") +
          ", \"ranks_visible\": " + std::to_string(layout.ranks_visible) +
-         ", \"clipped_labels\": " + std::to_string(layout.clipped_labels) + "}";
+         ", \"clipped_labels\": " + std::to_string(layout.clipped_labels) +
+         ", \"clipped_headers\": " + std::to_string(layout.clipped_headers) +
+         ", \"timeline_font_scale\": " + number("%.2f", app.shown_timeline_font_scale) + "}";
+}
+
+// Per open trace, the ruler's visible range (ms from the run's start, on the clock shown) and
+// the iteration at the playhead: the narrated one for the focused run.
+std::string view_json(const App& app) {
+  std::string out = "[";
+  for (size_t i = 0; i < app.traces.size(); ++i) {
+    const OpenTrace& t = app.traces[i];
+    const double start = double(t.model->t_begin + t.offset_ns);
+    const int32_t iteration = app.iteration_at_playhead(int(i));
+    out += std::string(i ? ", " : "") + "{\"begin_ms\": " + ms((app.view_t0 - start) / 1e6) +
+           ", \"end_ms\": " + ms((app.view_t1 - start) / 1e6) + ", \"iteration\": " +
+           (iteration == trace::kNone ? "null" : std::to_string(iteration)) + "}";
+  }
+  return out + "]";
 }
 
 }  // namespace
@@ -117,7 +136,8 @@ std::string headless_report(const App& app, const FrameTimes& times) {
          number("%.2f", times.max_ms) + ", \"link\": \"" + app.link() + "\", \"clock\": \"" +
          std::string(::dpscope::analysis::to_string(app.clock())) + "\", \"clock_label\": \"" +
          json_escaped(app.clock_label()) + "\", \"run_ms\": " + run_ms_json(app) + ", \"narration\": \"" +
-         json_escaped(app.narration) + "\", \"layout\": " + layout_json(app.layout) + ", \"right_tab\": \"" +
+         json_escaped(app.narration) + "\", \"view\": " + view_json(app) + ", \"layout\": " + layout_json(app) +
+         ", \"right_tab\": \"" +
          app.right_tab + "\", \"overlap\": " + (analysis ? overlap_json(*analysis) : "[]") +
          ", \"memory\": " + (analysis ? memory_json(*analysis) : "[]") + ", \"stragglers\": \"" +
          json_escaped(analysis ? stragglers_line(*analysis) : "") + "\", \"whatif\": " + whatif_json(app) + "}";

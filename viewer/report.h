@@ -1,4 +1,4 @@
-// The one JSON line that `dpscope-view --screenshot` prints (docs/viewer.md): the frames' timing
+// The one JSON line that `dpscope-view --screenshot` prints, and F9 in the window (docs/viewer.md): the frames' timing
 // and the figures as the panels draw them (overlap, memory, stragglers, the what-if prediction),
 // so that tests and scripts check what a user sees without reading pixels.
 #pragma once
@@ -21,7 +21,11 @@ struct FrameTimes {
 // "emulated link ..." or "", "clock": "measured" | "cluster" (the clock drawn, --clock / C),
 // "clock_label": the header's words for it (analysis::clock_text), "run_ms": each open trace's
 // extent on that clock, [main] or [main, compare] (first begin to last end, ms), "narration": the narration line as
-// drawn (playback.h),
+// drawn (playback.h), "view": per open trace {"begin_ms", "end_ms", "iteration"} (the ruler's
+// range in ms from that run's start on the clock shown; the iteration at the playhead, the
+// narrated one for the focused run, or null), "layout": what the frame left visible
+// (LayoutReport, with "timeline_font_scale", the lanes' text size), "right_tab": the right
+// panel's tab,
 // "overlap": [{"rank", "compute_ms", "comm_ms", "exposed_comm_ms", "iterations_exposed_comm_ms":
 // [...], "buckets": [{"bucket", "exposed_comm_ms"}]}], "memory": [{"rank", "peak_bytes",
 // "steps_peak_bytes"}], "stragglers": the Stats panel's line, "whatif": the What-if tab's figures

@@ -23,7 +23,10 @@ struct Progress {
   std::map<int32_t, int> state;  // bucket -> 1 ready, 2 launched, 3 done
 };
 
-void draw_plan(const Model& model, int generation, const Progress* progress, float width) {
+// Draws plan `generation`'s buckets; returns the index of the bucket whose line was clicked, or
+// -1.
+int32_t draw_plan(const Model& model, int generation, const Progress* progress, float width) {
+  int32_t clicked = -1;
   int64_t largest = 1;
   for (const auto& b : model.buckets) {
     if (b.generation == generation) largest = std::max(largest, b.bytes);
@@ -33,7 +36,10 @@ void draw_plan(const Model& model, int generation, const Progress* progress, flo
     if (b.generation != generation) continue;
     const int state = progress && progress->state.count(b.index) ? progress->state.at(b.index) : 0;
     static const char* kStates[] = {"", "ready", "launched", "done"};
-    ImGui::Text("b%d %s %s", b.index, format_bytes(b.bytes).c_str(), kStates[state]);
+    const std::string line = "b" + std::to_string(b.index) + " " + format_bytes(b.bytes) + " " + kStates[state];
+    ImGui::PushID(b.index);
+    if (ImGui::Selectable(line.c_str())) clicked = b.index;
+    ImGui::PopID();
     const ImVec2 p = ImGui::GetCursorScreenPos();
     const float bar = std::max(20.0f, width * float(double(b.bytes) / double(largest)));
     const float h = 12;
@@ -61,6 +67,7 @@ void draw_plan(const Model& model, int generation, const Progress* progress, flo
     draw->AddRect(ImVec2(p.x - 1, p.y - 1), ImVec2(p.x + bar + 1, p.y + h + 1), state_color, 0, 0, state ? 2.0f : 1.0f);
     ImGui::Dummy(ImVec2(bar, h + 2));
   }
+  return clicked;
 }
 
 }  // namespace
@@ -83,24 +90,31 @@ void draw_buckets(App& app) {
   }
   if (model.ranks.empty()) return;
   app.focus_rank = std::clamp(app.focus_rank, 0, int(model.ranks.size()) - 1);
-  ImGui::SetNextItemWidth(90);
-  ImGui::SliderInt("rank", &app.focus_rank, 0, int(model.ranks.size()) - 1);
+  // A panel a few lines high (two compared runs at a projector's text size) keeps the plans: the
+  // narration line names the rank and the iteration there.
+  const bool short_panel = ImGui::GetContentRegionAvail().y < 4 * ImGui::GetFrameHeightWithSpacing();
+  if (!short_panel) {
+    ImGui::SetNextItemWidth(90);
+    ImGui::SliderInt("rank", &app.focus_rank, 0, int(model.ranks.size()) - 1);
+  }
   const RankData& rank = model.ranks[size_t(app.focus_rank)];
   const int64_t playhead = app.playhead - t.offset_ns;
   const int32_t iteration = rank.iteration_at(playhead);
   bool rebuilt_exists = false;
   for (const auto& b : model.buckets) rebuilt_exists = rebuilt_exists || b.generation == 1;
   const int in_force = iteration == 0 || !rebuilt_exists ? 0 : 1;
-  // Beside the rank's slider when it fits, wrapped under it otherwise (a projector's text size).
-  ImGui::SameLine();
-  ImGui::PushTextWrapPos(0.0f);
-  if (iteration == trace::kNone) {
-    ImGui::TextDisabled("playhead outside an iteration (click the timeline to move it)");
-  } else {
-    ImGui::Text("iteration %d at %s, plan %s in force", iteration,
-                format_duration(double(playhead - model.t_begin)).c_str(), in_force ? "rebuilt" : "initial");
+  // Beside the rank's slider when it fits, wrapped under it otherwise (a projector's text size);
+  // the plan in force is said in its column's header, so that the line stays short.
+  if (!short_panel) {
+    ImGui::SameLine();
+    ImGui::PushTextWrapPos(0.0f);
+    if (iteration == trace::kNone) {
+      ImGui::TextDisabled("playhead outside an iteration (click the timeline to move it)");
+    } else {
+      ImGui::Text("iteration %d at %s", iteration, format_duration(double(playhead - model.t_begin)).c_str());
+    }
+    ImGui::PopTextWrapPos();
   }
-  ImGui::PopTextWrapPos();
   // What the playhead's iteration did so far on the main lanes: hooks, bucket instants.
   Progress progress;
   if (iteration != trace::kNone) {
@@ -115,17 +129,44 @@ void draw_buckets(App& app) {
     }
   }
   const float column = ImGui::GetContentRegionAvail().x / (rebuilt_exists ? 2.0f : 1.0f) - 12;
-  if (ImGui::BeginTable("plans", rebuilt_exists ? 2 : 1, ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY)) {
-    ImGui::TableSetupColumn("initial plan (generation 0)");
-    if (rebuilt_exists) ImGui::TableSetupColumn("rebuilt plan (generation 1)");
-    ImGui::TableHeadersRow();
+  // The plans scroll under their header; at least the header and a bucket high, so that a short
+  // panel (a projector's text) scrolls rather than cuts the header.
+  const float least = ImGui::GetTextLineHeightWithSpacing() * 2 + ImGui::GetStyle().CellPadding.y * 4 + 16;
+  const ImVec2 size(0, std::max(ImGui::GetContentRegionAvail().y, least));
+  int32_t clicked = -1;
+  if (ImGui::BeginTable("plans", rebuilt_exists ? 2 : 1, ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY, size)) {
+    const bool known = iteration != trace::kNone;
+    ImGui::TableSetupColumn(known && in_force == 0 ? "plan 0 (initial), in force" : "plan 0 (initial)");
+    if (rebuilt_exists) {
+      ImGui::TableSetupColumn(known && in_force == 1 ? "plan 1 (rebuilt), in force" : "plan 1 (rebuilt)");
+    }
+    ImGui::TableSetupScrollFreeze(0, 1);
+    table_headers(app, true);
     ImGui::TableNextColumn();
-    draw_plan(model, 0, in_force == 0 && iteration != trace::kNone ? &progress : nullptr, column);
+    const int32_t initial = draw_plan(model, 0, in_force == 0 && known ? &progress : nullptr, column);
+    if (in_force == 0) clicked = initial;
     if (rebuilt_exists) {
       ImGui::TableNextColumn();
-      draw_plan(model, 1, in_force == 1 && iteration != trace::kNone ? &progress : nullptr, column);
+      const int32_t rebuilt = draw_plan(model, 1, in_force == 1 && known ? &progress : nullptr, column);
+      if (in_force == 1) clicked = rebuilt;
     }
     ImGui::EndTable();
+  } else {
+    ++app.layout.clipped_headers;  // wholly out of view: the panel shows no plan
+  }
+  // A click on a bucket of the plan in force: the playhead to its launch in this iteration (or
+  // its ready, before a launch), the iteration kept in view (Note [Following the narrated
+  // iteration]).
+  if (clicked < 0 || iteration == trace::kNone) return;
+  const trace::Event* moment = nullptr;
+  for (const trace::Event& e : app.focus_iteration_events(iteration)) {
+    if (e.bucket != clicked) continue;
+    if (e.kind == EventKind::BucketLaunch) moment = &e;
+    if (e.kind == EventKind::BucketReady && !moment) moment = &e;
+  }
+  if (moment) {
+    const int64_t at = moment->begin_ns + t.offset_ns;
+    app.move_playhead(at);
   }
 }
 

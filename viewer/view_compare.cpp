@@ -13,7 +13,7 @@ namespace dpscope::view {
 
 namespace {
 
-void summary(const OpenTrace& t, const char* title) {
+void summary(App& app, const OpenTrace& t, const char* title) {
   const Model& m = *t.model;
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().narration), "%s", title);
   ImGui::TextWrapped("%s", m.path.c_str());
@@ -45,7 +45,7 @@ void summary(const OpenTrace& t, const char* title) {
   ImGui::Text("memory    %s peak%s (largest rank)", format_bytes(peak).c_str(), in_steps ? " in the steps" : "");
   const std::string link = analysis::link_text(stats);
   if (!link.empty()) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().narration), "link      %s", link.c_str());
-  draw_overlap_table(*t.analysis, title);
+  draw_overlap_table(app, *t.analysis, title);
   if (stats.mismatches) {
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().error_text), "%lld mismatched collectives", static_cast<long long>(stats.mismatches));
   }
@@ -66,9 +66,9 @@ void draw_compare(App& app) {
   ImGui::Text("B shifted by %s", format_duration(double(app.traces[1].offset_ns)).c_str());
   if (ImGui::BeginTable("side by side", 2, ImGuiTableFlags_BordersInnerV)) {
     ImGui::TableNextColumn();
-    summary(app.traces[0], "A");
+    summary(app, app.traces[0], "A");
     ImGui::TableNextColumn();
-    summary(app.traces[1], "B");
+    summary(app, app.traces[1], "B");
     ImGui::EndTable();
   }
 }

@@ -1,5 +1,5 @@
 // The find panel: the matches of the query typed in the toolbar (highlighted on the timeline),
-// listed with rank, lane and time; clicking one selects it and centres the view on it.
+// listed with rank, lane and time; clicking one selects it and brings its iteration into view.
 #include <imgui.h>
 
 #include "viewer/app.h"
@@ -18,7 +18,7 @@ void draw_find(App& app) {
               app.find_result.total > int64_t(app.find_result.first.size()) ? " (the earliest listed, in time order)" : ", in time order");
   if (!ImGui::BeginTable("found", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchProp)) return;
   for (const char* h : {"name", "rank / lane", "at", "duration"}) ImGui::TableSetupColumn(h);
-  ImGui::TableHeadersRow();
+  table_headers(app, true);
   ImGuiListClipper clipper;
   clipper.Begin(int(app.find_result.first.size()));
   while (clipper.Step()) {
@@ -32,10 +32,14 @@ void draw_find(App& app) {
       const bool selected = app.selected.trace == 0 && app.selected.span == ref;
       if (ImGui::Selectable(span_label(model, s).c_str(), selected, ImGuiSelectableFlags_SpanAllColumns)) {
         app.selected = {0, ref};
+        app.focus_trace = 0;
         app.focus_rank = ref.rank;
-        const double width = std::max(app.view_t1 - app.view_t0, 4.0 * double(s.end_ns - s.begin_ns));
-        const double mid = (double(s.begin_ns) + double(s.end_ns)) / 2;
-        app.set_view(mid - width / 2, mid + width / 2);
+        // Its iteration in view (Note [Following the narrated iteration]); outside one, the span.
+        if (!app.move_playhead(s.begin_ns + app.traces[0].offset_ns)) {
+          const double width = std::max(app.view_t1 - app.view_t0, 4.0 * double(s.end_ns - s.begin_ns));
+          const double mid = (double(s.begin_ns) + double(s.end_ns)) / 2;
+          app.set_view(mid - width / 2, mid + width / 2);
+        }
       }
       ImGui::PopID();
       ImGui::TableNextColumn();

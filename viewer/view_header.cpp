@@ -106,7 +106,7 @@ int header_lines(const std::vector<std::string>& pieces, const std::vector<float
 
 // The full header at a projector's text size in a narrow window (three lines and more) leaves the
 // lanes too little height: it folds into one line, from kAutoFoldFontScale on, when it would
-// take more than two.
+// take more than two (more than one with --compare).
 constexpr int kFullHeaderLines = 2;
 
 }  // namespace
@@ -132,8 +132,9 @@ void App::draw_header() {
   const float find_width = framed_width(kFindHint);
   std::vector<float> controls = {find_width};
   for (const char* label : kHeaderButtons) controls.push_back(framed_width(label));
-  const bool folded = font_scale >= kAutoFoldFontScale &&
-                      header_lines(pieces, controls, ImGui::GetContentRegionAvail().x) > kFullHeaderLines;
+  // Two compared runs share the timeline: there the header folds where it needs a second line.
+  const int lines = traces.size() > 1 ? 1 : kFullHeaderLines;
+  const bool folded = font_scale >= kAutoFoldFontScale && header_lines(pieces, controls, ImGui::GetContentRegionAvail().x) > lines;
   header_folded_ = folded;
   if (folded) {
     draw_folded_header(pieces, find_width);

@@ -30,7 +30,7 @@ void overlap_cells(const analysis::OverlapStats& o) {
 // Each rank's memory at a peak (Note [Memory at the peak]) — the run's, or the one in the steps
 // (Note [Work outside iterations]) — as a table: the total, then every category's bytes at that
 // moment, so the row adds up.
-void draw_peak_table(const Analysis& a, const char* id, analysis::MemoryAtPeak analysis::RankStats::*peak_of) {
+void draw_peak_table(App& app, const Analysis& a, const char* id, analysis::MemoryAtPeak analysis::RankStats::*peak_of) {
   std::vector<trace::MemoryCategory> shown;
   for (const analysis::RankStats& r : a.stats.ranks) {
     for (const analysis::CategoryBytes& c : (r.*peak_of).categories) {
@@ -42,7 +42,7 @@ void draw_peak_table(const Analysis& a, const char* id, analysis::MemoryAtPeak a
   ImGui::TableSetupColumn("rank");
   ImGui::TableSetupColumn("total");
   for (trace::MemoryCategory c : shown) ImGui::TableSetupColumn(std::string(trace::to_string(c)).c_str());
-  ImGui::TableHeadersRow();
+  table_headers(app);
   for (const analysis::RankStats& r : a.stats.ranks) {
     const analysis::MemoryAtPeak& peak = r.*peak_of;
     ImGui::TableNextRow();
@@ -62,12 +62,12 @@ void draw_peak_table(const Analysis& a, const char* id, analysis::MemoryAtPeak a
 
 // Memory at each rank's peak, and, where some rank's steps peak elsewhere (construction or an
 // evaluation outside them peaked higher), at the peak in the steps too, as `dpscope stats` prints.
-void draw_memory_at_peak(const Analysis& a) {
+void draw_memory_at_peak(App& app, const Analysis& a) {
   ImGui::Text("memory at the peak (MiB; each category at the moment the rank's total peaked)");
-  draw_peak_table(a, "memory at peak", &analysis::RankStats::memory_peak);
+  draw_peak_table(app, a, "memory at peak", &analysis::RankStats::memory_peak);
   if (a.steps_peak_elsewhere()) {
     ImGui::Text("peak in the steps (MiB; from the first iteration to the end of the last)");
-    draw_peak_table(a, "memory at step peak", &analysis::RankStats::step_memory_peak);
+    draw_peak_table(app, a, "memory at step peak", &analysis::RankStats::step_memory_peak);
   }
   for (const analysis::RankStats& r : a.stats.ranks) {
     if (!r.sampled_gpu_memory()) continue;
@@ -80,7 +80,7 @@ void draw_memory_at_peak(const Analysis& a) {
 
 // Who the ranks wait for (Note [Stragglers]) and each rank's collective time split at the last
 // arrival (Note [Waiting and transfer]).
-void draw_waiting(const Analysis& a) {
+void draw_waiting(App& app, const Analysis& a) {
   const std::string stragglers = analysis::stragglers_text(a.stats.stragglers);
   if (a.stats.stragglers.stragglers.empty()) {
     ImGui::TextDisabled("stragglers: %s", stragglers.c_str());
@@ -89,7 +89,7 @@ void draw_waiting(const Analysis& a) {
   }
   if (!ImGui::BeginTable("waiting", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) return;
   for (const char* h : {"rank", "waiting for the last rank ms", "transferring ms"}) ImGui::TableSetupColumn(h);
-  ImGui::TableHeadersRow();
+  table_headers(app);
   for (const analysis::RankStats& r : a.stats.ranks) {
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
@@ -102,19 +102,20 @@ void draw_waiting(const Analysis& a) {
   ImGui::EndTable();
 }
 
-// The range measured on the timeline: count / sum / average by name; or how to measure one.
-void draw_range(const App& app, const Model& model) {
-  if (!app.has_range) {
-    ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextDisabled("drag on the timeline to measure a range: count / sum / average by name");
-    ImGui::PopTextWrapPos();
-    return;
-  }
+// How to measure a range, while none is.
+void draw_range_hint() {
+  ImGui::PushTextWrapPos(0.0f);
+  ImGui::TextDisabled("drag on the timeline to measure a range: count / sum / average by name");
+  ImGui::PopTextWrapPos();
+}
+
+// The range measured on the timeline: count / sum / average by name.
+void draw_range(App& app, const Model& model) {
   ImGui::Text("range %s (from %s): count / sum / avg by name", format_duration(double(app.range_t1 - app.range_t0)).c_str(),
               format_duration(double(app.range_t0 - model.t_begin)).c_str());
   if (ImGui::BeginTable("range", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
     for (const char* h : {"name", "count", "sum", "avg"}) ImGui::TableSetupColumn(h);
-    ImGui::TableHeadersRow();
+    table_headers(app);
     for (const RangeRow& row : app.range_rows) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn(); ImGui::TextUnformatted(row.label.c_str());
@@ -128,7 +129,7 @@ void draw_range(const App& app, const Model& model) {
 }
 
 // Whether every collective matched across ranks: the first mismatches, or the largest skew.
-void draw_matches(const Analysis& a) {
+void draw_matches(App& app, const Analysis& a) {
   if (a.stats.mismatches) {
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().error_text), "%lld collectives do not match across ranks", static_cast<long long>(a.stats.mismatches));
     int shown = 0;
@@ -142,12 +143,12 @@ void draw_matches(const Analysis& a) {
 }
 
 // The focus rank's exposed communication per bucket, folded until opened.
-void draw_bucket_exposure(const analysis::RankStats& rank) {
+void draw_bucket_exposure(App& app, const analysis::RankStats& rank) {
   if (rank.buckets.empty() || !ImGui::TreeNode("exposed communication per bucket")) return;
   ImGui::Text("rank %d", rank.rank);
   if (ImGui::BeginTable("buckets", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
     for (const char* h : {"bucket", "all-reduces", "comm ms", "exposed ms"}) ImGui::TableSetupColumn(h);
-    ImGui::TableHeadersRow();
+    table_headers(app);
     for (const analysis::BucketExposure& b : rank.buckets) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn(); ImGui::Text("%d", b.bucket);
@@ -161,13 +162,13 @@ void draw_bucket_exposure(const analysis::RankStats& rank) {
 }
 
 // The focus rank's overlap per iteration, folded until opened; clipped, as a run has thousands.
-void draw_iterations(const analysis::RankStats& rank) {
+void draw_iterations(App& app, const analysis::RankStats& rank) {
   if (!ImGui::TreeNode("per iteration")) return;
   ImGui::Text("rank %d", rank.rank);
   if (ImGui::BeginTable("iterations", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchProp,
                         ImVec2(0, 220))) {
     for (const char* h : {"iteration", "compute ms", "comm ms", "overlap ms", "exposed ms"}) ImGui::TableSetupColumn(h);
-    ImGui::TableHeadersRow();
+    table_headers(app);
     ImGuiListClipper clipper;
     clipper.Begin(int(rank.iterations.size()));
     while (clipper.Step()) {
@@ -184,10 +185,13 @@ void draw_iterations(const analysis::RankStats& rank) {
 
 }  // namespace
 
-void draw_overlap_table(const Analysis& analysis, const char* id) {
-  if (!ImGui::BeginTable(id, 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) return;
+void draw_overlap_table(App& app, const Analysis& analysis, const char* id) {
+  if (!ImGui::BeginTable(id, 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
+    ++app.layout.clipped_headers;  // wholly out of view: the panel shows no table
+    return;
+  }
   for (const char* h : {"rank", "compute ms", "comm ms", "overlap ms", "exposed ms"}) ImGui::TableSetupColumn(h);
-  ImGui::TableHeadersRow();
+  table_headers(app, true);
   for (const analysis::RankStats& r : analysis.stats.ranks) {
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
@@ -200,7 +204,9 @@ void draw_overlap_table(const Analysis& analysis, const char* id) {
 void draw_stats(App& app) {
   OpenTrace& t = app.traces[0];
   const Model& model = *t.model;
-  draw_range(app, model);
+  // A measured range first, as the user asked for it; else the whole run's table first, the
+  // hint after it, so that a short panel (a projector's text) still shows the table.
+  if (app.has_range) draw_range(app, model);
   if (!t.analysis) {
     ImGui::TextDisabled("analysing...");
     return;
@@ -210,18 +216,20 @@ void draw_stats(App& app) {
     ImGui::TextDisabled("no analysis: the file could not be read as a whole (still being written?)");
     return;
   }
-  ImGui::Text("whole run, per rank");
-  draw_overlap_table(a, "overlap");
+  // A panel a few lines high (two compared runs at a projector's text size) keeps the table.
+  if (ImGui::GetContentRegionAvail().y >= 4 * ImGui::GetTextLineHeightWithSpacing()) ImGui::Text("whole run, per rank");
+  draw_overlap_table(app, a, "overlap");
+  if (!app.has_range) draw_range_hint();
   ImGui::TextWrapped("%s", kExposedMeaning);
-  draw_matches(a);
-  if (a.stats.ranks.size() > 1 && !a.stats.matches.empty()) draw_waiting(a);
-  draw_memory_at_peak(a);
+  draw_matches(app, a);
+  if (a.stats.ranks.size() > 1 && !a.stats.matches.empty()) draw_waiting(app, a);
+  draw_memory_at_peak(app, a);
   if (model.ranks.empty()) return;
   app.focus_rank = std::clamp(app.focus_rank, 0, int(model.ranks.size()) - 1);
   const analysis::RankStats* rank = a.rank(model, size_t(app.focus_rank));
   if (!rank) return;
-  draw_bucket_exposure(*rank);
-  draw_iterations(*rank);
+  draw_bucket_exposure(app, *rank);
+  draw_iterations(app, *rank);
 }
 
 }  // namespace dpscope::view

@@ -29,17 +29,18 @@ TimelineSizes sz;
 
 float text_width(const std::string& text) { return ImGui::CalcTextSize(text.c_str()).x; }
 
-// The sizes for a font of `font_size` pixels, but the label column's width.
-TimelineSizes sizes_for(float font_size) {
+// The sizes for a font of `font_size` pixels, but the label column's width; `compared`: with
+// --compare, where each run's panel has half the height.
+TimelineSizes sizes_for(float font_size, bool compared) {
   const float s = font_size / 13;  // the sizes above are for Dear ImGui's 13 px font
   TimelineSizes sizes;
   for (float* v : {&sizes.label_width, &sizes.ruler_height, &sizes.ruler_iteration_row, &sizes.header_height,
                    &sizes.row_height, &sizes.instant_row_height, &sizes.memory_height}) {
     *v = std::round(*v * s);
   }
-  // The memory graph grows with the text only to x1.5, and to its two lines of labels beyond:
-  // on a projector the lanes need the height more than the graph's detail does.
-  sizes.memory_height = std::max(std::round(44 * std::min(s, 1.5f)), 2 * std::round(font_size) + 4);
+  // The memory graph grows with the text only to x1.5 (x1 with --compare), and to its two lines
+  // of labels beyond: on a projector the lanes need the height more than the graph's detail does.
+  sizes.memory_height = std::max(std::round(44 * std::min(s, compared ? 1.0f : 1.5f)), 2 * std::round(font_size) + 4);
   return sizes;
 }
 
@@ -47,7 +48,7 @@ TimelineSizes sizes_for(float font_size) {
 // memory graph's labels (never more than a third of the panel), so that none is cut.
 void scale_sizes(const App& app, float font_size, float panel_width) {
   const float s = font_size / 13;
-  sz = sizes_for(font_size);
+  sz = sizes_for(font_size, app.traces.size() > 1);
   // The widest label: the ranks share their lanes' names, so a few ranks tell them all.
   float widest = text_width("steps 999.9 MiB");
   for (const OpenTrace& t : app.traces) {
@@ -209,7 +210,7 @@ void draw_flows(Frame& f) {
     const bool twin = flow.kind == Flow::SameCollective;
     const float xa = float(f.map.x(double(twin ? a.begin_ns : a.end_ns) + offset));
     const float xb = float(f.map.x(double(b.begin_ns) + offset));
-    const ImU32 color = twin ? theme().skew : kFlowColor;
+    const ImU32 color = twin ? theme().skew : theme().flow;
     f.draw->AddBezierCubic(ImVec2(xa, ya), ImVec2(xa + 30, ya), ImVec2(xb - 30, yb), ImVec2(xb, yb), color, 1.5f);
     f.draw->AddTriangleFilled(ImVec2(xb, yb), ImVec2(xb - 6, yb - 4), ImVec2(xb - 6, yb + 4), color);
     if (twin) draw_skew_label(f, xa, ya, xb, yb, format_duration(double(b.begin_ns - a.begin_ns)));
@@ -393,19 +394,46 @@ bool is_secondary_lane(const RankData& rank, size_t lane_index) {
 // At a projector's text size (--font-scale, Ctrl +) the lanes' rows, headers and ruler grow with
 // the text, and in a short window not even two ranks' main and comm lanes fit: at x3 in 1280x800
 // not one did. So the timeline takes its text size apart from the rest: the largest of the text
-// size and the steps of kTimelineScaleStep below it, down to kTimelineScaleFloor (x1 with
-// --compare: kComparedTimelineScaleFloor), at which every
-// panel (each run's, with --compare) holds its ruler and its first two unfolded ranks' lanes
-// down to their first comm lane; the header, the narration, the panels, the legend and help keep
-// the text size. The sizes are known before drawing (sizes_for, the lanes' rows), so the choice
-// depends on the window and the text size only and settles in one frame: the frame that
-// chooses asks the window for the font (App::timeline_font_scale), the next draws with it.
+// size and the steps of kTimelineScaleStep below it, down to kTimelineScaleFloor, at which the
+// panel holds its ruler and its first two unfolded ranks' lanes down to their first comm lane.
+// With --compare each run's panel has half the height, and what a class compares is rank 0 of
+// each run: the text stays at the size asked for, or kComparedLeastScale when that is larger
+// than nothing fits, and where two ranks do not fit at it the viewer folds every rank but rank 0
+// of both runs (once for each text size and panel height, so that a rank the teacher unfolds
+// stays unfolded), so that rank 0's lanes and memory graph fit. The header, the narration, the
+// panels, the legend and help keep the text size. The sizes are known before drawing
+// (sizes_for, the lanes' rows), so the choice depends on the window and the text size only and
+// settles in one frame: the frame that chooses asks the window for the font
+// (App::timeline_font_scale), the next draws with it.
 constexpr float kTimelineScaleStep = 0.25f;
 // The smallest the lanes' text gets, x1.25: at x3 in 1280x800 a three-line narration leaves the
-// lanes too little for two ranks at x1.5. With --compare each run's panel has half the height:
-// there it may go down to x1.
+// lanes too little for two ranks at x1.5.
 constexpr float kTimelineScaleFloor = 1.25f;
-constexpr float kComparedTimelineScaleFloor = 1.0f;
+// With --compare: x1.5 is what a projector's back row still reads.
+constexpr float kComparedLeastScale = 1.5f;
+
+// The height of a rank's lanes from y on: every unfolded lane's rows (down to its first comm
+// lane after the main one when `to_first_comm`), then unless so, its what-if lanes and memory graph.
+float rank_height(const App& app, int trace, const TimelineSizes& sizes, size_t rank_index, bool to_first_comm) {
+  const RankData& rank = app.traces[size_t(trace)].model->ranks[rank_index];
+  float height = 0;
+  bool main_seen = false;
+  for (size_t li = 0; li < rank.lanes.size(); ++li) {
+    const Lane& lane = rank.lanes[li];
+    if (lane.spans.empty() || (app.lanes_folded() && is_secondary_lane(rank, li))) continue;
+    for (int row = 0; row < lane.rows(); ++row) height += row_height(sizes, lane, row);
+    if (to_first_comm && main_seen && lane.info.kind == trace::LaneKind::Comm) return height;
+    main_seen = true;
+  }
+  if (to_first_comm) return height;
+  if (trace == 0) {
+    for (const bool waits : {false, true}) {
+      const Lane& lane = app.whatif_lane(rank_index, waits);
+      for (int row = 0; !lane.spans.empty() && row < lane.rows(); ++row) height += row_height(sizes, lane, row);
+    }
+  }
+  return height + sizes.memory_height + 4;
+}
 
 // The height `trace`'s panel needs at `sizes` for its ruler and the lanes of its first `ranks`
 // unfolded ranks down to each one's first comm lane (the memory graph and what-if lanes of all
@@ -419,39 +447,55 @@ float height_for_ranks(const App& app, int trace, const TimelineSizes& sizes, in
     const auto folded = app.collapsed.find({trace, int(ri)});
     if (folded != app.collapsed.end() && folded->second) continue;
     const bool last = ++counted == ranks;
-    const RankData& rank = model.ranks[ri];
-    bool main_seen = false;
-    for (size_t li = 0; li < rank.lanes.size(); ++li) {
-      const Lane& lane = rank.lanes[li];
-      if (lane.spans.empty() || (app.lanes_folded() && is_secondary_lane(rank, li))) continue;
-      for (int row = 0; row < lane.rows(); ++row) height += row_height(sizes, lane, row);
-      if (last && main_seen && lane.info.kind == trace::LaneKind::Comm) break;
-      main_seen = true;
-    }
-    if (last) break;
-    if (trace == 0) {
-      for (const bool waits : {false, true}) {
-        const Lane& lane = app.whatif_lane(ri, waits);
-        for (int row = 0; !lane.spans.empty() && row < lane.rows(); ++row) height += row_height(sizes, lane, row);
-      }
-    }
-    height += sizes.memory_height + 4;
+    height += rank_height(app, trace, sizes, ri, last);
   }
   return height;
 }
 
-// The lanes' text size for panels `panel_height` pixels tall; see Note [The timeline's text size].
-float choose_timeline_scale(const App& app, float panel_height) {
-  const float floor = std::min(app.font_scale, app.traces.size() > 1 ? kComparedTimelineScaleFloor : kTimelineScaleFloor);
-  for (float scale = app.font_scale; scale > floor; scale -= kTimelineScaleStep) {
-    const TimelineSizes sizes = sizes_for(std::round(13 * scale));
-    bool fits = true;
-    for (int trace = 0; trace < int(app.traces.size()) && fits; ++trace) {
-      fits = height_for_ranks(app, trace, sizes, 2) <= panel_height;
+// The height `trace`'s panel needs at `sizes` for its ruler and rank 0 whole, lanes and memory
+// graph.
+float height_for_first_rank(const App& app, int trace, const TimelineSizes& sizes) {
+  if (app.traces[size_t(trace)].model->ranks.empty()) return 0;
+  return sizes.ruler_height + (app.traces.size() > 1 ? sizes.header_height : 0) + sizes.header_height +
+         rank_height(app, trace, sizes, 0, false);
+}
+
+// The lanes' text size for panels `panel_height` pixels tall, and whether the other ranks must
+// be folded for it; see Note [The timeline's text size].
+struct TimelineScale {
+  float scale;
+  bool fold_other_ranks;
+};
+TimelineScale choose_timeline_scale(const App& app, float panel_height) {
+  const bool compared = app.traces.size() > 1;
+  const float least = std::min(app.font_scale, compared ? kComparedLeastScale : kTimelineScaleFloor);
+  const auto every_panel = [&](float scale, auto&& height) {
+    const TimelineSizes sizes = sizes_for(std::round(13 * scale), compared);
+    for (int trace = 0; trace < int(app.traces.size()); ++trace) {
+      if (height(trace, sizes) > panel_height) return false;
     }
-    if (fits) return scale;
+    return true;
+  };
+  const auto two_ranks = [&](int trace, const TimelineSizes& sizes) { return height_for_ranks(app, trace, sizes, 2); };
+  const auto first_rank = [&](int trace, const TimelineSizes& sizes) { return height_for_first_rank(app, trace, sizes); };
+  for (float scale = app.font_scale; scale > least; scale -= kTimelineScaleStep) {
+    if (every_panel(scale, two_ranks)) return {scale, false};
   }
-  return floor;
+  if (!compared || every_panel(least, two_ranks)) return {least, false};
+  for (float scale = app.font_scale; scale > least; scale -= kTimelineScaleStep) {
+    if (every_panel(scale, first_rank)) return {scale, true};
+  }
+  return {least, true};
+}
+
+// Folds every rank but rank 0 of every open run, once for each text size and panel height.
+void fold_other_ranks(App& app, float panel_height) {
+  const std::pair<float, float> key{app.font_scale, panel_height};
+  if (app.ranks_folded_for == key) return;
+  app.ranks_folded_for = key;
+  for (size_t t = 0; t < app.traces.size(); ++t) {
+    for (size_t ri = 1; ri < app.traces[t].model->ranks.size(); ++ri) app.collapsed[{int(t), int(ri)}] = true;
+  }
 }
 
 // A folded rank's line, in the Stats panel's words: "  |  step 12.3 ms, exposed comm 4.5 ms, peak
@@ -667,7 +711,9 @@ void draw_timeline(App& app) {
   const int panels = int(app.traces.size());
   const float total = ImGui::GetContentRegionAvail().y;
   const float panel_height = std::floor(total / float(panels)) - ImGui::GetStyle().ItemSpacing.y;
-  app.timeline_font_scale = choose_timeline_scale(app, panel_height);
+  const TimelineScale chosen = choose_timeline_scale(app, panel_height);
+  app.timeline_font_scale = chosen.scale;
+  if (chosen.fold_other_ranks) fold_other_ranks(app, panel_height);
   for (int trace = 0; trace < panels; ++trace) {
     const bool last = trace == panels - 1;
     draw_trace_panel(app, trace, last ? 0 : panel_height);

@@ -16,10 +16,10 @@ namespace {
 
 // Each unit's sizes and `rank`'s shard of it: [begin, end) in the padded flat parameter (FSDP), or
 // in the group's all-gather buffer (FSDP2), and how many of its elements are parameters.
-void draw_unit_sizes_table(const Model& model, int32_t rank) {
+void draw_unit_sizes_table(App& app, const Model& model, int32_t rank) {
   if (!model.units.empty() && ImGui::BeginTable("units", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
     for (const char* h : {"unit", "name", "numel", "padded", "this rank's shard"}) ImGui::TableSetupColumn(h);
-    ImGui::TableHeadersRow();
+    table_headers(app);
     for (const auto& u : model.units) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn(); ImGui::Text("%d", u.index);
@@ -78,6 +78,12 @@ void draw_units(App& app) {
     TimeMap m = map;
     m.x0 = p.x + label_w;
     draw->AddRectFilled(ImVec2(m.x0, p.y), ImVec2(m.x0 + width, p.y + 14), unit_state_color(std::nullopt));
+    // A click on the strip: the playhead to that moment, its iteration kept in view (Note
+    // [Following the narrated iteration]).
+    if (ImGui::IsWindowHovered() && ImGui::IsMouseClicked(ImGuiMouseButton_Left) &&
+        ImGui::IsMouseHoveringRect(ImVec2(float(m.x0), p.y), ImVec2(float(m.x0) + width, p.y + 14))) {
+      app.move_playhead(int64_t(m.t(ImGui::GetIO().MousePos.x)) + t.offset_ns);
+    }
     const char* now = "sharded";
     for (int row = 0; row < lane->rows(); ++row) {
       items.clear();
@@ -102,7 +108,7 @@ void draw_units(App& app) {
     ImGui::SameLine(label_w + width + 16);
     ImGui::TextUnformatted(now);
   }
-  draw_unit_sizes_table(model, rank.info.rank);
+  draw_unit_sizes_table(app, model, rank.info.rank);
 }
 
 }  // namespace dpscope::view

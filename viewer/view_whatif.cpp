@@ -89,7 +89,7 @@ void draw_buttons(App& app) {
 }
 
 // The prediction beside the measurement, with the model that made it; or the refusal.
-void draw_prediction(const WhatifLanes& w) {
+void draw_prediction(App& app, const WhatifLanes& w) {
   ImGui::Separator();
   ImGui::Text("%s", w.title().c_str());
   if (!w.error.empty()) {
@@ -105,7 +105,7 @@ void draw_prediction(const WhatifLanes& w) {
   }
   if (ImGui::BeginTable("whatif", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
     for (const char* h : {"median over the steady steps", "measured ms", "predicted ms"}) ImGui::TableSetupColumn(h);
-    ImGui::TableHeadersRow();
+    table_headers(app);
     const auto row = [](const char* name, double measured, double predicted) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
@@ -133,7 +133,7 @@ void draw_whatif(App& app) {
     ddp_fields(app.whatif_input);
   }
   draw_buttons(app);
-  if (app.whatif) draw_prediction(*app.whatif);
+  if (app.whatif) draw_prediction(app, *app.whatif);
 }
 
 }  // namespace dpscope::view

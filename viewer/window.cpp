@@ -235,7 +235,13 @@ class Opening {
       Loaded loaded = pending_.get();
       auto app = std::make_unique<App>(options_, loaded.main, loaded.compare);
       app->font_scale = app->default_font_scale = font_scale;
-      if (source_) app->follow(std::move(source_));
+      // A class starts on one iteration it can read, not on the whole run's grey blocks; a live
+      // run is followed at its end instead.
+      if (source_) {
+        app->follow(std::move(source_));
+      } else {
+        app->show_typical_iteration();
+      }
       return app;
     } catch (const trace::TraceError& e) {
       if (!source_) error_ = e.what();
@@ -296,24 +302,56 @@ class Opening {
   std::string error_;
 };
 
+// The median and the longest of `times`; the frame that writes the PNG also reads it back, so
+// it is left out when others exist.
+FrameTimes frame_times(const std::vector<double>& times, double open_ms) {
+  std::vector<double> sorted(times.begin(), times.end() - (times.size() > 1 ? 1 : 0));
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  FrameTimes out;
+  out.open_ms = open_ms;
+  out.frames = int(times.size());
+  out.median_ms = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  out.max_ms = sorted.back();
+  return out;
+}
+
 }  // namespace
 
 int run_windowed(const AppOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
   Window window(window_title(options), options.window_width, options.window_height);
   set_theme(options.theme);
   const float font_scale = options.font_scale > 0 ? options.font_scale : window.content_scale();
   Opening opening(options);
   std::unique_ptr<App> app;
+  double open_ms = 0;
+  // The last frames' drawing times (without the idle waits), for F9's line.
+  std::vector<double> frame_ms;
+  constexpr size_t kFramesTimed = 120;
   while (!window.should_close()) {
     window.set_font_scale(app ? app->font_scale : font_scale, app ? app->timeline_font_scale : font_scale);
+    if (app) app->shown_timeline_font_scale = window.timeline_scale();
     window.begin_frame(app ? app->idle_wait_seconds() : opening.wait_seconds());
-    if (!app) app = opening.poll(font_scale);
+    const auto frame_start = std::chrono::steady_clock::now();
+    if (!app) {
+      app = opening.poll(font_scale);
+      if (app) open_ms = std::chrono::duration<double, std::milli>(frame_start - start).count();
+    }
     if (app) {
       app->frame();
     } else {
       opening.draw(window);
     }
     window.end_frame();
+    if (!app) continue;
+    if (frame_ms.size() == kFramesTimed) frame_ms.erase(frame_ms.begin());
+    frame_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frame_start).count());
+    // F9: the --screenshot line for the window as it is now, at once (a script may be waiting).
+    if (app->take_report_request()) {
+      std::printf("%s\n", headless_report(*app, frame_times(frame_ms, open_ms)).c_str());
+      std::fflush(stdout);
+    }
   }
   if (!opening.error().empty()) throw std::runtime_error(opening.error());
   return 0;
@@ -387,6 +425,7 @@ std::vector<double> draw_frames(Window& window, App& app, const HeadlessOptions&
     }
     const auto start = std::chrono::steady_clock::now();
     window.set_font_scale(app.font_scale, app.timeline_font_scale);
+    app.shown_timeline_font_scale = window.timeline_scale();
     window.begin_frame();
     app.frame();
     window.end_frame(i == frames - 1 ? headless.png : "");
@@ -395,20 +434,6 @@ std::vector<double> draw_frames(Window& window, App& app, const HeadlessOptions&
     if (live) std::this_thread::sleep_until(start + std::chrono::milliseconds(33));
   }
   return times;
-}
-
-// The median and the longest of `times`; the frame that writes the PNG also reads it back, so
-// it is left out when others exist.
-FrameTimes frame_times(const std::vector<double>& times, double open_ms) {
-  std::vector<double> sorted(times.begin(), times.end() - (times.size() > 1 ? 1 : 0));
-  std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  FrameTimes out;
-  out.open_ms = open_ms;
-  out.frames = int(times.size());
-  out.median_ms = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-  out.max_ms = sorted.back();
-  return out;
 }
 
 }  // namespace

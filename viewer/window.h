@@ -50,6 +50,8 @@ class Window {
   // the atlas's second, which App::draw_panels pushes for the lanes' text where the panel is
   // short of height (Note [The timeline's text size]).
   void set_font_scale(float scale, float timeline_scale);
+  // The text size of the lanes' font as last set (the scale, when there is no second font).
+  float timeline_scale() const { return timeline_scale_; }
   // The monitor's content scale (2 on a HiDPI screen, 1 under Xvfb): the default font scale.
   float content_scale() const;
 

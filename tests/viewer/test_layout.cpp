@@ -80,7 +80,7 @@ TEST(ViewerLayout, TwiceTheTextOnAProjectorShowsTwoRanksOfEachRun) {
   const nlohmann::json one = layout_of(dir, a, "1600x1000", 2);
   EXPECT_EQ(one, nlohmann::json::parse(R"({"controls_visible": true, "narration_clipped": false,
                                            "ranks_visible": )" + std::to_string(one["ranks_visible"].get<int>()) +
-                                       R"(, "clipped_labels": 0})"));
+                                       R"(, "clipped_labels": 0, "clipped_headers": 0, "timeline_font_scale": 2.0})"));
   EXPECT_GE(one["ranks_visible"].get<int>(), 2) << one.dump();
   for (const double scale : {2.0, 3.0}) {
     const nlohmann::json both = layout_of(dir, a + " --compare " + b + " --fold 1,2,3", "1600x1000", scale);
@@ -89,8 +89,32 @@ TEST(ViewerLayout, TwiceTheTextOnAProjectorShowsTwoRanksOfEachRun) {
     EXPECT_EQ(both["clipped_labels"], 0) << both.dump();
     EXPECT_GE(both["ranks_visible"].get<int>(), 1) << both.dump();
   }
+  // Unfolded, two ranks of each run do not fit at x1.5: the viewer folds ranks 1 to 3 itself and
+  // keeps the lanes' text at x1.5 or more (Note [The timeline's text size]).
   const nlohmann::json unfolded = layout_of(dir, a + " --compare " + b, "1600x1000", 2);
-  EXPECT_GE(unfolded["ranks_visible"].get<int>(), 2) << unfolded.dump();
+  EXPECT_GE(unfolded["ranks_visible"].get<int>(), 1) << unfolded.dump();
+  EXPECT_GE(unfolded["timeline_font_scale"].get<double>(), 1.5) << unfolded.dump();
+  EXPECT_EQ(unfolded["clipped_headers"], 0) << unfolded.dump();
+  const nlohmann::json projector = layout_of(dir, a + " --compare " + b, "1280x800", 1.5);
+  EXPECT_EQ(projector["timeline_font_scale"].get<double>(), 1.5) << projector.dump();
+  EXPECT_GE(projector["ranks_visible"].get<int>(), 1) << projector.dump();
+  EXPECT_EQ(projector["clipped_headers"], 0) << projector.dump();
+}
+
+// A layout clipped on purpose: x3 in a 400x300 window cuts a rank header's words, x2 in 640x400
+// leaves the Stats and Buckets tables' headers out of view, and the report counts them; at x1
+// in 1280x800 nothing is cut.
+TEST(ViewerLayout, TheReportCountsAClippedLayout) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string run = synth_run(dir, "a.sqlite", 1);
+  const nlohmann::json cut_labels = layout_of(dir, run, "400x300", 3);
+  EXPECT_GT(cut_labels["clipped_labels"].get<int>(), 0) << cut_labels.dump();
+  const nlohmann::json cut_headers = layout_of(dir, run, "640x400", 2);
+  EXPECT_GT(cut_headers["clipped_headers"].get<int>(), 0) << cut_headers.dump();
+  const nlohmann::json whole = layout_of(dir, run, "1280x800", 1);
+  EXPECT_EQ(whole["clipped_labels"], 0) << whole.dump();
+  EXPECT_EQ(whole["clipped_headers"], 0) << whole.dump();
 }
 
 }  // namespace
