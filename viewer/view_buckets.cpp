@@ -5,6 +5,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -70,6 +71,63 @@ int32_t draw_plan(const Model& model, int generation, const Progress* progress, 
   return clicked;
 }
 
+// What iteration `iteration` of the focus rank did on its main lanes up to `playhead` (the
+// trace's time): hooks, bucket instants.
+Progress progress_until(App& app, int32_t iteration, int64_t playhead) {
+  Progress progress;
+  for (const trace::Event& e : app.focus_iteration_events(iteration)) {
+    // A gradient counts from its hook's start (when autograd hands it over), as the narration
+    // line says (playback.h); the bucket instants inside the hook come after it.
+    if (e.begin_ns > playhead) continue;
+    if (e.kind == EventKind::Hook) progress.filled.insert(e.param);
+    int level = e.kind == EventKind::BucketReady ? 1 : e.kind == EventKind::BucketLaunch ? 2
+              : e.kind == EventKind::BucketDone ? 3 : 0;
+    if (level) progress.state[e.bucket] = std::max(progress.state[e.bucket], level);
+  }
+  return progress;
+}
+
+// The two plans side by side under their header, the one in force filling with `progress`;
+// returns the bucket of the plan in force whose line was clicked, or -1.
+int32_t draw_plans(App& app, const Model& model, int32_t iteration, int in_force, const Progress& progress,
+                   bool rebuilt_exists) {
+  const float column = ImGui::GetContentRegionAvail().x / (rebuilt_exists ? 2.0f : 1.0f) - 12;
+  // The plans scroll under their header; at least the header and a bucket high, so that a short
+  // panel (a projector's text) scrolls rather than cuts the header.
+  const float least = ImGui::GetTextLineHeightWithSpacing() * 2 + ImGui::GetStyle().CellPadding.y * 4 + 16;
+  const ImVec2 size(0, std::max(ImGui::GetContentRegionAvail().y, least));
+  if (!ImGui::BeginTable("plans", rebuilt_exists ? 2 : 1, ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY, size)) {
+    ++app.layout.clipped_headers;  // wholly out of view: the panel shows no plan
+    return -1;
+  }
+  const bool known = iteration != trace::kNone;
+  ImGui::TableSetupColumn(known && in_force == 0 ? "plan 0 (initial), in force" : "plan 0 (initial)");
+  if (rebuilt_exists) ImGui::TableSetupColumn(known && in_force == 1 ? "plan 1 (rebuilt), in force" : "plan 1 (rebuilt)");
+  ImGui::TableSetupScrollFreeze(0, 1);
+  table_headers(app, true);
+  int32_t clicked = -1;
+  for (int generation = 0; generation < (rebuilt_exists ? 2 : 1); ++generation) {
+    ImGui::TableNextColumn();
+    const bool filling = in_force == generation && known;
+    const int32_t bucket = draw_plan(model, generation, filling ? &progress : nullptr, column);
+    if (in_force == generation) clicked = bucket;
+  }
+  ImGui::EndTable();
+  return clicked;
+}
+
+// A click on a bucket of the plan in force: the playhead to its launch in the iteration (or its
+// ready, before a launch), the iteration kept in view (Note [Following the narrated iteration]).
+void move_to_bucket(App& app, int32_t iteration, int32_t bucket) {
+  std::optional<int64_t> at;
+  for (const trace::Event& e : app.focus_iteration_events(iteration)) {
+    if (e.bucket != bucket) continue;
+    if (e.kind == EventKind::BucketLaunch) at = e.begin_ns;
+    if (e.kind == EventKind::BucketReady && !at) at = e.begin_ns;
+  }
+  if (at) app.move_playhead(*at + app.focused_trace().offset_ns);
+}
+
 }  // namespace
 
 void draw_buckets(App& app) {
@@ -115,59 +173,9 @@ void draw_buckets(App& app) {
     }
     ImGui::PopTextWrapPos();
   }
-  // What the playhead's iteration did so far on the main lanes: hooks, bucket instants.
-  Progress progress;
-  if (iteration != trace::kNone) {
-    for (const trace::Event& e : app.focus_iteration_events(iteration)) {
-      // A gradient counts from its hook's start (when autograd hands it over), as the narration
-      // line says (playback.h); the bucket instants inside the hook come after it.
-      if (e.begin_ns > playhead) continue;
-      if (e.kind == EventKind::Hook) progress.filled.insert(e.param);
-      int level = e.kind == EventKind::BucketReady ? 1 : e.kind == EventKind::BucketLaunch ? 2
-                : e.kind == EventKind::BucketDone ? 3 : 0;
-      if (level) progress.state[e.bucket] = std::max(progress.state[e.bucket], level);
-    }
-  }
-  const float column = ImGui::GetContentRegionAvail().x / (rebuilt_exists ? 2.0f : 1.0f) - 12;
-  // The plans scroll under their header; at least the header and a bucket high, so that a short
-  // panel (a projector's text) scrolls rather than cuts the header.
-  const float least = ImGui::GetTextLineHeightWithSpacing() * 2 + ImGui::GetStyle().CellPadding.y * 4 + 16;
-  const ImVec2 size(0, std::max(ImGui::GetContentRegionAvail().y, least));
-  int32_t clicked = -1;
-  if (ImGui::BeginTable("plans", rebuilt_exists ? 2 : 1, ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY, size)) {
-    const bool known = iteration != trace::kNone;
-    ImGui::TableSetupColumn(known && in_force == 0 ? "plan 0 (initial), in force" : "plan 0 (initial)");
-    if (rebuilt_exists) {
-      ImGui::TableSetupColumn(known && in_force == 1 ? "plan 1 (rebuilt), in force" : "plan 1 (rebuilt)");
-    }
-    ImGui::TableSetupScrollFreeze(0, 1);
-    table_headers(app, true);
-    ImGui::TableNextColumn();
-    const int32_t initial = draw_plan(model, 0, in_force == 0 && known ? &progress : nullptr, column);
-    if (in_force == 0) clicked = initial;
-    if (rebuilt_exists) {
-      ImGui::TableNextColumn();
-      const int32_t rebuilt = draw_plan(model, 1, in_force == 1 && known ? &progress : nullptr, column);
-      if (in_force == 1) clicked = rebuilt;
-    }
-    ImGui::EndTable();
-  } else {
-    ++app.layout.clipped_headers;  // wholly out of view: the panel shows no plan
-  }
-  // A click on a bucket of the plan in force: the playhead to its launch in this iteration (or
-  // its ready, before a launch), the iteration kept in view (Note [Following the narrated
-  // iteration]).
-  if (clicked < 0 || iteration == trace::kNone) return;
-  const trace::Event* moment = nullptr;
-  for (const trace::Event& e : app.focus_iteration_events(iteration)) {
-    if (e.bucket != clicked) continue;
-    if (e.kind == EventKind::BucketLaunch) moment = &e;
-    if (e.kind == EventKind::BucketReady && !moment) moment = &e;
-  }
-  if (moment) {
-    const int64_t at = moment->begin_ns + t.offset_ns;
-    app.move_playhead(at);
-  }
+  const Progress progress = iteration == trace::kNone ? Progress{} : progress_until(app, iteration, playhead);
+  const int32_t clicked = draw_plans(app, model, iteration, in_force, progress, rebuilt_exists);
+  if (clicked >= 0 && iteration != trace::kNone) move_to_bucket(app, iteration, clicked);
 }
 
 }  // namespace dpscope::view
