@@ -103,6 +103,8 @@ void draw_legend(App& app) {
   color_entry(kFoundColor, "found (find box)");
   color_entry(kMismatchColor, "collective that differs across ranks");
   color_entry(kFoldColor, "many narrow spans folded (xN)");
+  heading("keys (all of them: ? or F1)");
+  ImGui::TextUnformatted("-> <- step, space play, I fit the iteration");
   ImGui::EndGroup();
   ImGui::End();
 }
