@@ -173,8 +173,7 @@ void App::align() {
   if (focus_trace == 1 && traces[1].offset_ns != before) {
     const double moved = double(traces[1].offset_ns - before);
     playhead += traces[1].offset_ns - before;
-    view_t0 += moved;
-    view_t1 += moved;
+    set_view_keeping_playhead(view_t0 + moved, view_t1 + moved);
   }
 }
 

@@ -307,6 +307,8 @@ class App {
   int64_t narrated_index_ = -1;
   int narrated_rank_ = -1;
   int narrated_trace_ = -1;
+  // set_view, the playhead left where it is (set_view centres one that is not pinned).
+  void set_view_keeping_playhead(double t0, double t1);
   // Brings the iteration [t0, t1] (axis ns) holding the playhead `t` into view: see Note
   // [Following the narrated iteration].
   void bring_into_view(int64_t t, int64_t t0, int64_t t1);

@@ -117,11 +117,8 @@ void App::restore(const Moment& m) {
   const int64_t t = m.step_index >= 0 && size_t(m.step_index) < steps.size()
                         ? steps[size_t(m.step_index)].t_ns + offset
                         : int64_t(begin + m.playhead * length);
-  const bool pinned = pinned_playhead;
-  pinned_playhead = true;
-  set_view(begin + m.view0 * length, begin + m.view1 * length);
+  set_view_keeping_playhead(begin + m.view0 * length, begin + m.view1 * length);
   playhead = t;
-  pinned_playhead = pinned;
 }
 
 void App::show_clock(analysis::Clock clock) {

@@ -74,13 +74,18 @@ const App::IterationSteps& App::steps_of(int32_t iteration) {
 // or a span) are the user's own and leave the view where it is.
 constexpr double kFollowZoomIterations = 3;
 
+void App::set_view_keeping_playhead(double t0, double t1) {
+  const bool pinned = pinned_playhead;
+  pinned_playhead = true;
+  set_view(t0, t1);
+  pinned_playhead = pinned;
+}
+
 void App::bring_into_view(int64_t t, int64_t t0, int64_t t1) {
   const double length = double(t1 - t0), width = view_t1 - view_t0;
   const double margin = 0.05 * length;
-  const bool pinned = pinned_playhead;
-  pinned_playhead = true;  // set_view must not move the playhead to the view's centre
   if (width > kFollowZoomIterations * length) {
-    set_view(double(t0) - margin, double(t1) + margin);
+    set_view_keeping_playhead(double(t0) - margin, double(t1) + margin);
   } else {
     double shift = 0;
     if (length + 2 * margin <= width) {
@@ -91,9 +96,8 @@ void App::bring_into_view(int64_t t, int64_t t0, int64_t t1) {
       if (double(t) < view_t0 + edge) shift = double(t) - edge - view_t0;
       if (double(t) > view_t1 - edge) shift = double(t) + edge - view_t1;
     }
-    if (shift != 0) set_view(view_t0 + shift, view_t1 + shift);
+    if (shift != 0) set_view_keeping_playhead(view_t0 + shift, view_t1 + shift);
   }
-  pinned_playhead = pinned;
 }
 
 bool App::move_playhead(int64_t t) {
@@ -180,10 +184,7 @@ void App::fit_iteration() {
   }
   const int64_t offset = focused_trace().offset_ns;
   const double margin = 0.05 * double(span->end_ns - span->begin_ns);
-  const bool pinned = pinned_playhead;
-  pinned_playhead = true;
-  set_view(double(span->begin_ns + offset) - margin, double(span->end_ns + offset) + margin);
-  pinned_playhead = pinned;
+  set_view_keeping_playhead(double(span->begin_ns + offset) - margin, double(span->end_ns + offset) + margin);
 }
 
 void App::step(int direction) {
