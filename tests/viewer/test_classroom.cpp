@@ -145,6 +145,33 @@ TEST(ViewerClassroom, CompareFollowsTheSteppedIteration) {
   EXPECT_TRUE(viewer.running()) << "the viewer exited";
 }
 
+// The demo's two runs (tests/cli/data): Tab from DDP to FSDP turns the right panel to Units, keeps
+// the iteration, and Tab back gives Buckets again.
+TEST(ViewerClassroom, TheRightPanelFollowsTheSteppedRun) {
+  if (const std::string missing = missing_tool(); !missing.empty()) GTEST_SKIP() << missing;
+  TempDir dir;
+  const std::string data = std::string(DPSCOPE_SOURCE_DIR) + "/tests/cli/data/";
+  const std::string ddp = dir.file("ddp.sqlite"), fsdp = dir.file("fsdp.sqlite");
+  ASSERT_EQ(run_command("gzip -dc " + data + "demo-ddp.sqlite.gz > " + ddp).exit_code, 0);
+  ASSERT_EQ(run_command("gzip -dc " + data + "demo-fsdp.sqlite.gz > " + fsdp).exit_code, 0);
+  const std::string out = dir.file("stdout.txt");
+  ViewerProcess viewer(ddp, {"--compare", fsdp}, out);
+  const std::string window = settled_window(viewer);
+  ASSERT_FALSE(window.empty()) << "dpscope-view opened no window";
+  take_keyboard(window);
+  keys("Right Right");
+  const json on_ddp = f9_report(viewer, window, out);
+  ASSERT_FALSE(on_ddp.is_discarded()) << "F9 wrote no JSON line:\n" << read_text(out);
+  EXPECT_EQ(on_ddp["right_tab"], "Buckets");
+  keys("Tab");
+  const json on_fsdp = f9_report(viewer, window, out);
+  EXPECT_EQ(on_fsdp["right_tab"], "Units") << "the right panel did not follow Tab to the FSDP run";
+  EXPECT_EQ(on_fsdp["view"][1]["iteration"], on_ddp["view"][0]["iteration"]) << on_fsdp["view"].dump();
+  EXPECT_NE(on_fsdp["narration"], on_ddp["narration"]) << "the narration did not turn to the FSDP run";
+  keys("Tab");
+  EXPECT_EQ(f9_report(viewer, window, out)["right_tab"], "Buckets");
+}
+
 // C keeps the iteration and the moment in view on the other clock, and a second C gives the
 // first view back.
 TEST(ViewerClassroom, CKeepsTheIterationInView) {
