@@ -35,7 +35,7 @@ struct Event {
   EventKind kind = EventKind::Mark;
   uint8_t op = 0xff;             // CollectiveOp for collectives, UnitState for unit states
   uint8_t dtype = 0xff;          // DType; 0xff = none
-  uint8_t flags = 0;             // EventFlag bits
+  uint8_t flags = 0;             // kFlag* bits (schema.h)
   int16_t grp = kNone;           // process group id
 };
 static_assert(sizeof(Event) == 96, "Event is copied on the hot path; keep it at 96 bytes");

@@ -160,17 +160,21 @@ enum class LaneKind : uint8_t {
 inline constexpr int kLaneKindCount = 4;
 
 // Event flags (events.flags, a bit set).
-enum EventFlag : uint8_t {
-  kFlagPrefetch = 1 << 0,   // an FSDP all-gather issued ahead of need
-  kFlagBackward = 1 << 1,   // work of the backward pass (FSDP all-gather before backward)
-  kFlagBucketed = 1 << 2,   // a reduce-scatter that went through the bucketer
-  kFlagGpuTime = 1 << 3,    // begin/end come from CUDA events (converted to the host clock)
-  kFlagRanOnWaiter = 1 << 4,  // run by the thread that waited for it (Note [Run on wait])
-  // Since version 5: a GPU kernel, memcpy or memset as a profiler recorded it on a stream lane
-  // (imported PyTorch profiler traces: a Mark, or a Collective for a communication kernel, named
-  // as the profiler named it, enqueue_ns its launch's CPU time). analysis/gpu_breakdown.h.
-  kFlagGpuKernel = 1 << 5,
-};
+
+// An FSDP all-gather issued ahead of need.
+inline constexpr uint8_t kFlagPrefetch = 1 << 0;
+// Work of the backward pass (FSDP all-gather before backward).
+inline constexpr uint8_t kFlagBackward = 1 << 1;
+// A reduce-scatter that went through the bucketer.
+inline constexpr uint8_t kFlagBucketed = 1 << 2;
+// begin/end come from CUDA events (converted to the host clock).
+inline constexpr uint8_t kFlagGpuTime = 1 << 3;
+// Run by the thread that waited for it (Note [Run on wait]).
+inline constexpr uint8_t kFlagRanOnWaiter = 1 << 4;
+// Since version 5: a GPU kernel, memcpy or memset as a profiler recorded it on a stream lane
+// (imported PyTorch profiler traces: a Mark, or a Collective for a communication kernel, named
+// as the profiler named it, enqueue_ns its launch's CPU time). analysis/gpu_breakdown.h.
+inline constexpr uint8_t kFlagGpuKernel = 1 << 5;
 
 // Names as stored in the lookup tables, in `stats --json` and in exports.
 std::string_view to_string(EventKind v);
