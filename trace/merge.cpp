@@ -23,6 +23,7 @@ namespace {
 
 struct Input {
   std::string path;
+  int version = 0;  // its schema version
   std::vector<int32_t> ranks;
 };
 
@@ -50,49 +51,53 @@ std::string sql_quote(const std::string& text) {
   return quoted + "'";
 }
 
-// Copies one attached input (schema `src`) into the main database.
-void copy_input(detail::Db& db) {
-  db.exec("INSERT OR IGNORE INTO names (name) SELECT name FROM src.names ORDER BY id");
+// INSERT INTO <table> (every column) SELECT `select` FROM `from`.
+void copy_rows(detail::Db& db, const Table& table, OnConflict conflict,
+               const std::vector<std::string>& select, const std::string& from) {
+  db.exec(insert_into(table, conflict) + " SELECT " + comma_separated(select) + " FROM " + from);
+}
+
+// Copies `table` of the attached input as it is, column by column as its version has them.
+void copy_table(detail::Db& db, const Table& table, OnConflict conflict, int version) {
+  copy_rows(db, table, conflict, columns_as_of(table, version),
+            "src." + std::string(table.name) + " ORDER BY rowid");
+}
+
+// Copies one attached input (schema `src`) of schema version `version` into the main database.
+// Every SELECT names the input's columns as columns_as_of reads a file of its version (a column
+// it predates is copied as its stand-in), and has an ORDER BY: without one, SQLite's transfer
+// optimisation copies the input's records and index entries as raw bytes, unread, so a damaged
+// input (a broken record, an index out of step with its table) became a damaged merged file
+// reported as a success. Decoded and re-inserted, a broken record fails the copy, naming the
+// input, and the merged file's indexes are built afresh.
+void copy_input(detail::Db& db, int version) {
+  // Names and events get new ids here; names.id NULL and events.id NULL let SQLite number them.
+  std::vector<std::string> names = columns_as_of(kNamesTable, version);
+  names[column_position(NamesColumn::Id)] = "NULL";
+  copy_rows(db, kNamesTable, OnConflict::Ignore, names, "src.names ORDER BY id");
   db.exec("DROP TABLE IF EXISTS temp.name_map");
   db.exec("CREATE TEMP TABLE name_map (old INTEGER PRIMARY KEY, new INTEGER NOT NULL)");
   db.exec("INSERT INTO temp.name_map SELECT s.id, m.id FROM src.names s"
           " JOIN main.names m ON m.name = s.name");
-  db.exec("INSERT OR IGNORE INTO meta SELECT key, value FROM src.meta");
-  // Every "SELECT *" below has an ORDER BY: without one, SQLite's transfer optimisation copies
-  // the input's records and index entries as raw bytes, unread, so a damaged input (a broken
-  // record, an index out of step with its table) became a damaged merged file reported as a
-  // success. Decoded and re-inserted, a broken record fails the copy, naming the input, and the
-  // merged file's indexes are built afresh.
-  // Named columns: a rank file of schema version 2 has no clock_uncertainty_ns (0 here).
-  const std::string rank_columns =
-      std::string("rank, host, pid, local_rank, device, clock_offset_ns, start_ns, end_ns, events,"
-                  " dropped_events, status") +
-      (db.query_int("SELECT COUNT(*) FROM pragma_table_info('ranks', 'src')"
-                    " WHERE name = 'clock_uncertainty_ns'") > 0
-           ? ", clock_uncertainty_ns"
-           : "");
-  db.exec("INSERT INTO ranks (" + rank_columns + ") SELECT " + rank_columns + " FROM src.ranks ORDER BY rowid");
-  db.exec("INSERT OR REPLACE INTO lanes SELECT * FROM src.lanes ORDER BY rowid");
-  // A rank file of schema version 3 or older has no CPU times (NULL here).
-  const bool has_cpu_times = db.query_int("SELECT COUNT(*) FROM pragma_table_info('events', 'src')"
-                                          " WHERE name = 'cpu_begin_ns'") > 0;
-  db.exec(std::string("INSERT INTO events (rank, lane, kind, name, begin_ns, end_ns, iteration,"
-                      " param, bucket, unit, op, grp, seq, bytes, dtype, value, enqueue_ns, flags,"
-                      " cpu_begin_ns, cpu_end_ns)"
-                      " SELECT e.rank, e.lane, e.kind, m.new, e.begin_ns, e.end_ns, e.iteration,"
-                      " e.param, e.bucket, e.unit, e.op, e.grp, e.seq, e.bytes, e.dtype, e.value,"
-                      " e.enqueue_ns, e.flags, ") +
-          (has_cpu_times ? "e.cpu_begin_ns, e.cpu_end_ns" : "NULL, NULL") +
-          " FROM src.events e LEFT JOIN temp.name_map m ON m.old = e.name ORDER BY e.id");
-  db.exec("INSERT INTO memory SELECT * FROM src.memory ORDER BY rowid");
-  db.exec("INSERT INTO metrics (rank, iteration, name, value) SELECT x.rank, x.iteration, m.new,"
-          " x.value FROM src.metrics x JOIN temp.name_map m ON m.old = x.name ORDER BY x.rowid");
+  copy_table(db, kMetaTable, OnConflict::Ignore, version);
+  copy_table(db, kRanksTable, OnConflict::Abort, version);
+  copy_table(db, kLanesTable, OnConflict::Replace, version);
+  std::vector<std::string> events = columns_as_of(kEventsTable, version, "e.");
+  events[column_position(EventsColumn::Id)] = "NULL";
+  events[column_position(EventsColumn::Name)] = "m.new";
+  copy_rows(db, kEventsTable, OnConflict::Abort, events,
+            "src.events e LEFT JOIN temp.name_map m ON m.old = e.name ORDER BY e.id");
+  copy_table(db, kMemoryTable, OnConflict::Abort, version);
+  std::vector<std::string> metrics = columns_as_of(kMetricsTable, version, "x.");
+  metrics[column_position(MetricsColumn::Name)] = "m.new";
+  copy_rows(db, kMetricsTable, OnConflict::Abort, metrics,
+            "src.metrics x JOIN temp.name_map m ON m.old = x.name ORDER BY x.rowid");
   // Run-wide plans are identical on every rank; the first (lowest) rank's copy is kept.
-  db.exec("INSERT OR IGNORE INTO params SELECT * FROM src.params ORDER BY rowid");
-  db.exec("INSERT OR IGNORE INTO buckets SELECT * FROM src.buckets ORDER BY rowid");
-  db.exec("INSERT OR IGNORE INTO bucket_params SELECT * FROM src.bucket_params ORDER BY rowid");
-  db.exec("INSERT OR IGNORE INTO units SELECT * FROM src.units ORDER BY rowid");
-  db.exec("INSERT OR REPLACE INTO unit_shards SELECT * FROM src.unit_shards ORDER BY rowid");
+  copy_table(db, kParamsTable, OnConflict::Ignore, version);
+  copy_table(db, kBucketsTable, OnConflict::Ignore, version);
+  copy_table(db, kBucketParamsTable, OnConflict::Ignore, version);
+  copy_table(db, kUnitsTable, OnConflict::Ignore, version);
+  copy_table(db, kUnitShardsTable, OnConflict::Replace, version);
 }
 
 }  // namespace
@@ -113,7 +118,7 @@ MergeResult merge_traces(const std::vector<std::string>& inputs, const std::stri
   std::map<int32_t, std::string> owner;
   for (const std::string& path : inputs) {
     Reader reader(path);
-    Input input{path, {}};
+    Input input{path, reader.schema_version(), {}};
     for (const RankInfo& rank : reader.ranks()) {
       auto [it, inserted] = owner.emplace(rank.rank, path);
       if (!inserted) {
@@ -141,7 +146,7 @@ MergeResult merge_traces(const std::vector<std::string>& inputs, const std::stri
       try {
         db.exec("ATTACH DATABASE " + sql_quote(read_only_uri(files[i].path)) + " AS src");
         db.exec("BEGIN");
-        copy_input(db);
+        copy_input(db, files[i].version);
         db.exec("COMMIT");
         db.exec("DETACH DATABASE src");
       } catch (const TraceError& failure) {
@@ -151,8 +156,7 @@ MergeResult merge_traces(const std::vector<std::string>& inputs, const std::stri
       }
       if (progress) progress(double(i + 1) / double(files.size()));
     }
-    db.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('" + std::string(meta_key::kMergedRanks) + "', '" +
-            std::to_string(owner.size()) + "')");
+    writer.set_meta(meta_key::kMergedRanks, std::to_string(owner.size()));
     result.ranks = static_cast<int>(owner.size());
     result.events = db.query_int("SELECT count(*) FROM events");
     // Summed here, saturating: SQLite's sum() fails with "integer overflow" on a damaged

@@ -17,37 +17,69 @@
 namespace dpscope::trace {
 namespace {
 
-// The columns event_from_row reads, in its order. Files of schema version 3 and older have no
-// CPU times: NULL stands in for them (kNone64).
-std::string event_columns(int schema_version) {
-  return std::string(
-             "rank, lane, kind, name, begin_ns, end_ns, iteration, param, bucket, unit, op, grp,"
-             " seq, bytes, dtype, value, enqueue_ns, flags, ") +
-         (schema_version >= 4 ? "cpu_begin_ns, cpu_end_ns" : "NULL, NULL");
-}
+// A SELECT of every column of one table, as a file of the reader's schema version holds them
+// (columns_as_of), then `rest` (WHERE, ORDER BY): the table's column enum `C` names each value,
+// whose index is the column's position. Parameters of `rest` are bound by their number.
+template <typename C>
+class TableQuery {
+ public:
+  TableQuery(detail::Db& db, int version, std::string_view rest)
+      : TableQuery(db, columns_as_of(table_of(C{}), version), table_of(C{}).name, rest) {}
+  // The same with the select list and the FROM clause given: columns_as_of with a column read
+  // through a join.
+  TableQuery(detail::Db& db, const std::vector<std::string>& columns, std::string_view from,
+             std::string_view rest)
+      : statement_(db, "SELECT " + comma_separated(columns) + " FROM " + std::string(from) +
+                           (rest.empty() ? "" : " ") + std::string(rest)) {}
 
-Event event_from_row(const detail::Statement& s) {
+  void bind_int(int parameter, int64_t value) { statement_.bind_int(parameter, value); }
+  void bind_text(int parameter, std::string_view value) {
+    statement_.bind_text(parameter, value);
+  }
+  bool step() { return statement_.step(); }
+
+  int64_t column_int(C column) const { return statement_.column_int(column_position(column)); }
+  // kNone64 where the column is NULL.
+  int64_t column_int_or_none(C column) const {
+    return statement_.column_int_or_none(column_position(column));
+  }
+  bool column_is_null(C column) const {
+    return statement_.column_is_null(column_position(column));
+  }
+  double column_double(C column) const {
+    return statement_.column_double(column_position(column));
+  }
+  std::string column_text(C column) const {
+    return statement_.column_text(column_position(column));
+  }
+
+ private:
+  detail::Statement statement_;
+};
+
+Event event_from_row(const TableQuery<EventsColumn>& s) {
+  using C = EventsColumn;
   Event e;
-  e.rank = static_cast<int16_t>(s.column_int(0));
-  e.lane = static_cast<LaneId>(s.column_int(1));
-  e.kind = static_cast<EventKind>(s.column_int(2));
-  e.name = static_cast<NameId>(s.column_int_or_none(3));
-  e.begin_ns = s.column_int(4);
-  e.end_ns = s.column_int(5);
-  e.iteration = static_cast<int32_t>(s.column_int_or_none(6));
-  e.param = static_cast<int32_t>(s.column_int_or_none(7));
-  e.bucket = static_cast<int32_t>(s.column_int_or_none(8));
-  e.unit = static_cast<int32_t>(s.column_int_or_none(9));
-  e.op = s.column_is_null(10) ? 0xff : static_cast<uint8_t>(s.column_int(10));
-  e.grp = static_cast<int16_t>(s.column_int_or_none(11));
-  e.seq = s.column_int_or_none(12);
-  e.bytes = s.column_int_or_none(13);
-  e.dtype = s.column_is_null(14) ? 0xff : static_cast<uint8_t>(s.column_int(14));
-  e.value = s.column_int_or_none(15);
-  e.enqueue_ns = s.column_int_or_none(16);
-  e.flags = static_cast<uint8_t>(s.column_int(17));
-  e.cpu_begin_ns = s.column_int_or_none(18);
-  e.cpu_end_ns = s.column_int_or_none(19);
+  e.rank = static_cast<int16_t>(s.column_int(C::Rank));
+  e.lane = static_cast<LaneId>(s.column_int(C::Lane));
+  e.kind = static_cast<EventKind>(s.column_int(C::Kind));
+  e.name = static_cast<NameId>(s.column_int_or_none(C::Name));
+  e.begin_ns = s.column_int(C::BeginNs);
+  e.end_ns = s.column_int(C::EndNs);
+  e.iteration = static_cast<int32_t>(s.column_int_or_none(C::Iteration));
+  e.param = static_cast<int32_t>(s.column_int_or_none(C::Param));
+  e.bucket = static_cast<int32_t>(s.column_int_or_none(C::Bucket));
+  e.unit = static_cast<int32_t>(s.column_int_or_none(C::Unit));
+  e.op = s.column_is_null(C::Op) ? 0xff : static_cast<uint8_t>(s.column_int(C::Op));
+  e.grp = static_cast<int16_t>(s.column_int_or_none(C::Grp));
+  e.seq = s.column_int_or_none(C::Seq);
+  e.bytes = s.column_int_or_none(C::Bytes);
+  e.dtype = s.column_is_null(C::Dtype) ? 0xff : static_cast<uint8_t>(s.column_int(C::Dtype));
+  e.value = s.column_int_or_none(C::Value);
+  e.enqueue_ns = s.column_int_or_none(C::EnqueueNs);
+  e.flags = static_cast<uint8_t>(s.column_int(C::Flags));
+  e.cpu_begin_ns = s.column_int_or_none(C::CpuBeginNs);
+  e.cpu_end_ns = s.column_int_or_none(C::CpuEndNs);
   return e;
 }
 
@@ -110,29 +142,60 @@ int64_t value_or(sqlite3_value* v, int64_t none) {
   return sqlite3_value_type(v) == SQLITE_NULL ? none : sqlite3_value_int64(v);
 }
 
+// The events columns an EventSpan is made of, in the order dpscope_scan receives them: a
+// subset, since every argument costs time in a scan of millions of rows.
+constexpr EventsColumn kSpanColumns[] = {
+    EventsColumn::Rank,    EventsColumn::Lane, EventsColumn::Kind,   EventsColumn::Name,
+    EventsColumn::BeginNs, EventsColumn::EndNs, EventsColumn::Op,    EventsColumn::Bucket,
+    EventsColumn::Unit,    EventsColumn::Seq,   EventsColumn::Iteration};
+
+// The argument of dpscope_scan that holds `column` in a span scan (kSpanArgument below).
+constexpr int span_argument(EventsColumn column) {
+  for (size_t i = 0; i < std::size(kSpanColumns); ++i) {
+    if (kSpanColumns[i] == column) return static_cast<int>(i);
+  }
+  throw "not one of kSpanColumns";
+}
+// The same, computed while compiling: a column that is not among kSpanColumns does not compile.
+template <EventsColumn column>
+constexpr int kSpanArgument = span_argument(column);
+
+// dpscope_scan's arguments in a span scan, as a file of schema version `version` holds them.
+std::string span_arguments(int version) {
+  std::vector<std::string> arguments;
+  for (EventsColumn column : kSpanColumns) {
+    arguments.push_back(column_as_of(column_of(column), version));
+  }
+  return comma_separated(arguments);
+}
+
 EventSpan span_of_values(sqlite3_value** v) {
-  // Arguments as kSpanArguments lists them.
+  using C = EventsColumn;
   EventSpan e;
-  e.rank = static_cast<int16_t>(sqlite3_value_int64(v[0]));
-  e.lane = static_cast<LaneId>(sqlite3_value_int64(v[1]));
-  e.kind = static_cast<EventKind>(sqlite3_value_int64(v[2]));
-  e.name = static_cast<NameId>(value_or(v[3], kNone));
-  e.begin_ns = sqlite3_value_int64(v[4]);
-  e.end_ns = sqlite3_value_int64(v[5]);
-  e.op = static_cast<uint8_t>(value_or(v[6], 0xff));
-  e.bucket_or_unit = static_cast<int16_t>(value_or(v[7], value_or(v[8], kNone)));
-  e.seq_or_iteration = static_cast<int32_t>(value_or(v[9], value_or(v[10], kNone)));
+  e.rank = static_cast<int16_t>(sqlite3_value_int64(v[kSpanArgument<C::Rank>]));
+  e.lane = static_cast<LaneId>(sqlite3_value_int64(v[kSpanArgument<C::Lane>]));
+  e.kind = static_cast<EventKind>(sqlite3_value_int64(v[kSpanArgument<C::Kind>]));
+  e.name = static_cast<NameId>(value_or(v[kSpanArgument<C::Name>], kNone));
+  e.begin_ns = sqlite3_value_int64(v[kSpanArgument<C::BeginNs>]);
+  e.end_ns = sqlite3_value_int64(v[kSpanArgument<C::EndNs>]);
+  e.op = static_cast<uint8_t>(value_or(v[kSpanArgument<C::Op>], 0xff));
+  e.bucket_or_unit = static_cast<int16_t>(
+      value_or(v[kSpanArgument<C::Bucket>], value_or(v[kSpanArgument<C::Unit>], kNone)));
+  e.seq_or_iteration = static_cast<int32_t>(
+      value_or(v[kSpanArgument<C::Seq>], value_or(v[kSpanArgument<C::Iteration>], kNone)));
   return e;
 }
-constexpr const char* kSpanArguments =
-    "rank, lane, kind, name, begin_ns, end_ns, op, bucket, unit, seq, iteration";
 
+// A memory scan's arguments are every column of memory in order (columns_as_of).
 MemorySample sample_of_values(sqlite3_value** v) {
-  return MemorySample{static_cast<int32_t>(sqlite3_value_int64(v[0])), sqlite3_value_int64(v[1]),
-                      static_cast<MemoryCategory>(sqlite3_value_int64(v[2])),
-                      sqlite3_value_int64(v[3])};
+  using C = MemoryColumn;
+  MemorySample m;
+  m.rank = static_cast<int32_t>(sqlite3_value_int64(v[column_position(C::Rank)]));
+  m.ts_ns = sqlite3_value_int64(v[column_position(C::TsNs)]);
+  m.category = static_cast<MemoryCategory>(sqlite3_value_int64(v[column_position(C::Category)]));
+  m.bytes = sqlite3_value_int64(v[column_position(C::Bytes)]);
+  return m;
 }
-constexpr const char* kSampleArguments = "rank, ts_ns, category, bytes";
 
 }  // namespace
 
@@ -194,8 +257,8 @@ struct BulkScan {
 // Runs the aggregate query of Note [Bulk scans] over rowids [first, last] of `table`, on the
 // rows that also satisfy `filter` (SQL, or "" for all).
 template <typename Row>
-void bulk_scan(detail::Db& db, detail::BulkSink& sink, const char* arguments, const char* table,
-               const std::string& filter, int64_t first, int64_t last,
+void bulk_scan(detail::Db& db, detail::BulkSink& sink, const std::string& arguments,
+               const Table& table, const std::string& filter, int64_t first, int64_t last,
                Row (*convert)(sqlite3_value**), const std::function<bool(const Row*, size_t)>& batch) {
   if (sink.row) {
     throw TraceError("trace file " + db.path() +
@@ -204,12 +267,12 @@ void bulk_scan(detail::Db& db, detail::BulkSink& sink, const char* arguments, co
   }
   BulkScan<Row> scan{convert, &batch, {}, nullptr};
   scan.rows.reserve(4096);
-  const std::string sql = std::string("SELECT dpscope_scan(") + arguments + ") FROM " + table +
+  const std::string sql = "SELECT dpscope_scan(" + arguments + ") FROM " + std::string(table.name) +
                           " WHERE rowid BETWEEN ?1 AND ?2" + (filter.empty() ? "" : " AND ") +
                           filter;
   sqlite3_stmt* raw = nullptr;
   if (sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &raw, nullptr) != SQLITE_OK) {
-    db.fail("cannot prepare a scan of " + std::string(table));
+    db.fail("cannot prepare a scan of " + std::string(table.name));
   }
   std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> statement(raw, sqlite3_finalize);
   sqlite3_bind_int64(raw, 1, first);
@@ -221,7 +284,7 @@ void bulk_scan(detail::Db& db, detail::BulkSink& sink, const char* arguments, co
   if (scan.failure) std::rethrow_exception(scan.failure);
   if (stopped) return;
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-    db.fail("cannot scan " + std::string(table));
+    db.fail("cannot scan " + std::string(table.name));
   }
   if (!scan.rows.empty()) {
     scan.flush();
@@ -261,11 +324,11 @@ void Reader::validate() {
   }
   schema_version_ = static_cast<int>(version);
   try {
-    for (const char* table : {"meta", "ranks", "lanes", "names", "events", "memory", "metrics",
-                              "params", "buckets", "bucket_params", "units", "unit_shards"}) {
-      if (db_->query_int(std::string("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
-                                     "AND name = '") + table + "'") != 1) {
-        throw TraceError(path_ + ": damaged trace file: table '" + table + "' is missing");
+    for (const Table& table : kTables) {
+      const std::string name(table.name);
+      if (db_->query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '" +
+                         name + "'") != 1) {
+        throw TraceError(path_ + ": damaged trace file: table '" + name + "' is missing");
       }
     }
     db_->query_int("SELECT count(*) FROM ranks");
@@ -277,50 +340,48 @@ void Reader::validate() {
 
 std::map<std::string, std::string> Reader::meta() {
   std::map<std::string, std::string> result;
-  detail::Statement s(*db_, "SELECT key, value FROM meta");
-  while (s.step()) result[s.column_text(0)] = s.column_text(1);
+  TableQuery<MetaColumn> s(*db_, schema_version_, "");
+  while (s.step()) result[s.column_text(MetaColumn::Key)] = s.column_text(MetaColumn::Value);
   return result;
 }
 
 std::string Reader::meta_value(const std::string& key, const std::string& fallback) {
-  detail::Statement s(*db_, "SELECT value FROM meta WHERE key = ?");
+  TableQuery<MetaColumn> s(*db_, schema_version_, "WHERE key = ?");
   s.bind_text(1, key);
-  return s.step() ? s.column_text(0) : fallback;
+  return s.step() ? s.column_text(MetaColumn::Value) : fallback;
 }
 
 std::vector<RankInfo> Reader::ranks() {
+  using C = RanksColumn;
   std::vector<RankInfo> result;
-  // Version 2 files have no clock_uncertainty_ns: 0 for them.
-  detail::Statement s(*db_, std::string("SELECT rank, host, pid, local_rank, device, clock_offset_ns, start_ns,"
-                                        " end_ns, events, dropped_events, status, ") +
-                                (schema_version_ >= 3 ? "clock_uncertainty_ns" : "0") +
-                                " FROM ranks ORDER BY rank");
+  TableQuery<RanksColumn> s(*db_, schema_version_, "ORDER BY rank");
   while (s.step()) {
     RankInfo r;
-    r.rank = static_cast<int32_t>(s.column_int(0));
-    r.host = s.column_text(1);
-    r.pid = s.column_int(2);
-    r.local_rank = static_cast<int32_t>(s.column_int(3));
-    r.device = s.column_text(4);
-    r.clock_offset_ns = s.column_int(5);
-    r.start_ns = s.column_int(6);
-    r.end_ns = s.column_int(7);
-    r.events = s.column_int(8);
-    r.dropped_events = s.column_int(9);
-    r.status = s.column_text(10);
-    r.clock_uncertainty_ns = s.column_int(11);
+    r.rank = static_cast<int32_t>(s.column_int(C::Rank));
+    r.host = s.column_text(C::Host);
+    r.pid = s.column_int(C::Pid);
+    r.local_rank = static_cast<int32_t>(s.column_int(C::LocalRank));
+    r.device = s.column_text(C::Device);
+    r.clock_offset_ns = s.column_int(C::ClockOffsetNs);
+    r.start_ns = s.column_int(C::StartNs);
+    r.end_ns = s.column_int(C::EndNs);
+    r.events = s.column_int(C::Events);
+    r.dropped_events = s.column_int(C::DroppedEvents);
+    r.status = s.column_text(C::Status);
+    r.clock_uncertainty_ns = s.column_int(C::ClockUncertaintyNs);
     result.push_back(std::move(r));
   }
   return result;
 }
 
 std::vector<LaneInfo> Reader::lanes() {
+  using C = LanesColumn;
   std::vector<LaneInfo> result;
-  detail::Statement s(*db_, "SELECT rank, lane, name, kind FROM lanes ORDER BY rank, lane");
+  TableQuery<LanesColumn> s(*db_, schema_version_, "ORDER BY rank, lane");
   while (s.step()) {
-    result.push_back(LaneInfo{static_cast<int32_t>(s.column_int(0)),
-                              static_cast<LaneId>(s.column_int(1)), s.column_text(2),
-                              static_cast<LaneKind>(s.column_int(3))});
+    result.push_back(LaneInfo{static_cast<int32_t>(s.column_int(C::Rank)),
+                              static_cast<LaneId>(s.column_int(C::Lane)), s.column_text(C::Name),
+                              static_cast<LaneKind>(s.column_int(C::Kind))});
   }
   return result;
 }
@@ -332,34 +393,33 @@ std::vector<std::string> Reader::names() {
   const int64_t limit = std::min<int64_t>(db_->query_int("SELECT count(*) FROM names") + 65536,
                                           INT32_MAX);
   std::vector<std::string> result;
-  detail::Statement s(*db_, "SELECT id, name FROM names ORDER BY id");
+  TableQuery<NamesColumn> s(*db_, schema_version_, "ORDER BY id");
   while (s.step()) {
-    const int64_t id = s.column_int(0);
+    const int64_t id = s.column_int(NamesColumn::Id);
     if (id < 0 || id > limit) continue;
     if (static_cast<size_t>(id) >= result.size()) result.resize(static_cast<size_t>(id) + 1);
-    result[static_cast<size_t>(id)] = s.column_text(1);
+    result[static_cast<size_t>(id)] = s.column_text(NamesColumn::Name);
   }
   return result;
 }
 
 std::vector<ParamInfo> Reader::params() {
+  using C = ParamsColumn;
   std::vector<ParamInfo> result;
-  detail::Statement s(*db_,
-                      "SELECT param, name, shape, numel, dtype, requires_grad, sparse, bucket,"
-                      " rebuilt_bucket, unit, unit_offset FROM params ORDER BY param");
+  TableQuery<ParamsColumn> s(*db_, schema_version_, "ORDER BY param");
   while (s.step()) {
     ParamInfo p;
-    p.index = static_cast<int32_t>(s.column_int(0));
-    p.name = s.column_text(1);
-    p.shape = shape_from_json(s.column_text(2));
-    p.numel = s.column_int(3);
-    p.dtype = static_cast<DType>(s.column_int(4));
-    p.requires_grad = s.column_int(5) != 0;
-    p.sparse = s.column_int(6) != 0;
-    p.bucket = static_cast<int32_t>(s.column_int_or_none(7));
-    p.rebuilt_bucket = static_cast<int32_t>(s.column_int_or_none(8));
-    p.unit = static_cast<int32_t>(s.column_int_or_none(9));
-    p.unit_offset = s.column_int_or_none(10);
+    p.index = static_cast<int32_t>(s.column_int(C::Param));
+    p.name = s.column_text(C::Name);
+    p.shape = shape_from_json(s.column_text(C::Shape));
+    p.numel = s.column_int(C::Numel);
+    p.dtype = static_cast<DType>(s.column_int(C::Dtype));
+    p.requires_grad = s.column_int(C::RequiresGrad) != 0;
+    p.sparse = s.column_int(C::Sparse) != 0;
+    p.bucket = static_cast<int32_t>(s.column_int_or_none(C::Bucket));
+    p.rebuilt_bucket = static_cast<int32_t>(s.column_int_or_none(C::RebuiltBucket));
+    p.unit = static_cast<int32_t>(s.column_int_or_none(C::Unit));
+    p.unit_offset = s.column_int_or_none(C::UnitOffset);
     result.push_back(std::move(p));
   }
   return result;
@@ -367,60 +427,59 @@ std::vector<ParamInfo> Reader::params() {
 
 std::vector<BucketInfo> Reader::buckets() {
   std::vector<BucketInfo> result;
-  detail::Statement s(*db_,
-                      "SELECT generation, bucket, bytes, numel, dtype FROM buckets"
-                      " ORDER BY generation, bucket");
-  while (s.step()) {
-    BucketInfo b;
-    b.generation = static_cast<int32_t>(s.column_int(0));
-    b.index = static_cast<int32_t>(s.column_int(1));
-    b.bytes = s.column_int(2);
-    b.numel = s.column_int(3);
-    b.dtype = static_cast<DType>(s.column_int(4));
-    result.push_back(std::move(b));
+  {
+    using C = BucketsColumn;
+    TableQuery<BucketsColumn> s(*db_, schema_version_, "ORDER BY generation, bucket");
+    while (s.step()) {
+      BucketInfo b;
+      b.generation = static_cast<int32_t>(s.column_int(C::Generation));
+      b.index = static_cast<int32_t>(s.column_int(C::Bucket));
+      b.bytes = s.column_int(C::Bytes);
+      b.numel = s.column_int(C::Numel);
+      b.dtype = static_cast<DType>(s.column_int(C::Dtype));
+      result.push_back(std::move(b));
+    }
   }
-  detail::Statement p(*db_,
-                      "SELECT generation, bucket, param, offset FROM bucket_params"
-                      " ORDER BY generation, bucket, position");
+  using C = BucketParamsColumn;
+  TableQuery<BucketParamsColumn> p(*db_, schema_version_, "ORDER BY generation, bucket, position");
   std::map<std::pair<int32_t, int32_t>, BucketInfo*> by_key;
   for (auto& b : result) by_key[{b.generation, b.index}] = &b;
   while (p.step()) {
-    auto it = by_key.find({static_cast<int32_t>(p.column_int(0)),
-                           static_cast<int32_t>(p.column_int(1))});
+    auto it = by_key.find({static_cast<int32_t>(p.column_int(C::Generation)),
+                           static_cast<int32_t>(p.column_int(C::Bucket))});
     if (it == by_key.end()) continue;
-    it->second->params.push_back(static_cast<int32_t>(p.column_int(2)));
-    it->second->offsets.push_back(p.column_int(3));
+    it->second->params.push_back(static_cast<int32_t>(p.column_int(C::Param)));
+    it->second->offsets.push_back(p.column_int(C::Offset));
   }
   return result;
 }
 
 std::vector<UnitInfo> Reader::units() {
+  using C = UnitsColumn;
   std::vector<UnitInfo> result;
-  detail::Statement s(*db_,
-                      "SELECT unit, name, parent, numel, padded_numel, shard_numel FROM units"
-                      " ORDER BY unit");
+  TableQuery<UnitsColumn> s(*db_, schema_version_, "ORDER BY unit");
   while (s.step()) {
     UnitInfo u;
-    u.index = static_cast<int32_t>(s.column_int(0));
-    u.name = s.column_text(1);
-    u.parent = static_cast<int32_t>(s.column_int_or_none(2));
-    u.numel = s.column_int(3);
-    u.padded_numel = s.column_int(4);
-    u.shard_numel = s.column_int(5);
+    u.index = static_cast<int32_t>(s.column_int(C::Unit));
+    u.name = s.column_text(C::Name);
+    u.parent = static_cast<int32_t>(s.column_int_or_none(C::Parent));
+    u.numel = s.column_int(C::Numel);
+    u.padded_numel = s.column_int(C::PaddedNumel);
+    u.shard_numel = s.column_int(C::ShardNumel);
     result.push_back(std::move(u));
   }
   return result;
 }
 
 std::vector<UnitShard> Reader::unit_shards() {
+  using C = UnitShardsColumn;
   std::vector<UnitShard> result;
-  detail::Statement s(*db_,
-                      "SELECT unit, rank, shard_begin, shard_end, real_numel FROM unit_shards"
-                      " ORDER BY unit, rank");
+  TableQuery<UnitShardsColumn> s(*db_, schema_version_, "ORDER BY unit, rank");
   while (s.step()) {
-    result.push_back(UnitShard{static_cast<int32_t>(s.column_int(0)),
-                               static_cast<int32_t>(s.column_int(1)), s.column_int(2),
-                               s.column_int(3), s.column_int(4)});
+    result.push_back(UnitShard{static_cast<int32_t>(s.column_int(C::Unit)),
+                               static_cast<int32_t>(s.column_int(C::Rank)),
+                               s.column_int(C::ShardBegin), s.column_int(C::ShardEnd),
+                               s.column_int(C::RealNumel)});
   }
   return result;
 }
@@ -453,9 +512,9 @@ std::vector<Event> Reader::events(int32_t rank, LaneId lane, int64_t t0_ns, int6
 std::vector<Event> Reader::events(int32_t rank, LaneId lane, int64_t t0_ns, int64_t t1_ns,
                                   int64_t longest) {
   // begin_ns >= t0 - longest lets the (rank, lane, begin_ns) index bound the scan.
-  detail::Statement s(*db_, "SELECT " + event_columns(schema_version_) +
-                                " FROM events WHERE rank = ? AND lane = ? AND begin_ns >= ?"
-                                " AND begin_ns <= ? AND end_ns >= ? ORDER BY begin_ns, id");
+  TableQuery<EventsColumn> s(*db_, schema_version_,
+                             "WHERE rank = ? AND lane = ? AND begin_ns >= ? AND begin_ns <= ?"
+                             " AND end_ns >= ? ORDER BY begin_ns, id");
   s.bind_int(1, rank);
   s.bind_int(2, lane);
   s.bind_int(3, detail::saturating_sub(t0_ns, longest));
@@ -467,10 +526,9 @@ std::vector<Event> Reader::events(int32_t rank, LaneId lane, int64_t t0_ns, int6
 }
 
 std::vector<Event> Reader::events_of_kind(EventKind kind, int32_t rank) {
-  std::string sql = "SELECT " + event_columns(schema_version_) + " FROM events WHERE kind = ?";
-  if (rank != kNone) sql += " AND rank = ?";
-  sql += " ORDER BY rank, begin_ns, id";
-  detail::Statement s(*db_, sql);
+  std::string where = "WHERE kind = ?";
+  if (rank != kNone) where += " AND rank = ?";
+  TableQuery<EventsColumn> s(*db_, schema_version_, where + " ORDER BY rank, begin_ns, id");
   s.bind_int(1, static_cast<int>(kind));
   if (rank != kNone) s.bind_int(2, rank);
   std::vector<Event> result;
@@ -482,8 +540,7 @@ void Reader::for_each_event(const std::function<bool(const Event&)>& visit,
                             const std::function<void(double)>& progress) {
   const int64_t total = progress ? event_count() : 0;
   const int64_t step = std::max<int64_t>(total / 100, 1);
-  detail::Statement s(*db_, "SELECT " + event_columns(schema_version_) +
-                                " FROM events ORDER BY rank, lane, begin_ns, id");
+  TableQuery<EventsColumn> s(*db_, schema_version_, "ORDER BY rank, lane, begin_ns, id");
   int64_t seen = 0;
   while (s.step()) {
     if (!visit(event_from_row(s))) return;
@@ -510,8 +567,8 @@ std::pair<int64_t, int64_t> Reader::event_id_range() {
 void Reader::scan_event_spans(int64_t first_id, int64_t last_id,
                               const std::function<bool(const EventSpan*, size_t)>& batch) {
   prepare_bulk_scans();
-  bulk_scan<EventSpan>(*db_, *bulk_, kSpanArguments, "events", "", first_id, last_id,
-                       span_of_values, batch);
+  bulk_scan<EventSpan>(*db_, *bulk_, span_arguments(schema_version_), kEventsTable, "", first_id,
+                       last_id, span_of_values, batch);
 }
 
 std::pair<int64_t, int64_t> Reader::memory_rowid_range() {
@@ -521,37 +578,41 @@ std::pair<int64_t, int64_t> Reader::memory_rowid_range() {
 void Reader::scan_memory(int64_t first_rowid, int64_t last_rowid,
                          const std::function<bool(const MemorySample*, size_t)>& batch) {
   prepare_bulk_scans();
-  bulk_scan<MemorySample>(*db_, *bulk_, kSampleArguments, "memory", "", first_rowid,
-                          last_rowid, sample_of_values, batch);
+  const std::string arguments = comma_separated(columns_as_of(kMemoryTable, schema_version_));
+  bulk_scan<MemorySample>(*db_, *bulk_, arguments, kMemoryTable, "", first_rowid, last_rowid,
+                          sample_of_values, batch);
 }
 
 std::vector<MemorySample> Reader::memory(int32_t rank) {
-  std::string sql = "SELECT rank, ts_ns, category, bytes FROM memory";
-  if (rank != kNone) sql += " WHERE rank = ?";
-  sql += " ORDER BY rank, ts_ns, rowid";
-  detail::Statement s(*db_, sql);
+  using C = MemoryColumn;
+  TableQuery<MemoryColumn> s(*db_, schema_version_,
+                             std::string(rank != kNone ? "WHERE rank = ? " : "") +
+                                 "ORDER BY rank, ts_ns, rowid");
   if (rank != kNone) s.bind_int(1, rank);
   std::vector<MemorySample> result;
   while (s.step()) {
-    result.push_back(MemorySample{static_cast<int32_t>(s.column_int(0)), s.column_int(1),
-                                  static_cast<MemoryCategory>(s.column_int(2)), s.column_int(3)});
+    result.push_back(MemorySample{static_cast<int32_t>(s.column_int(C::Rank)),
+                                  s.column_int(C::TsNs),
+                                  static_cast<MemoryCategory>(s.column_int(C::Category)),
+                                  s.column_int(C::Bytes)});
   }
   return result;
 }
 
 std::vector<Metric> Reader::metrics(int32_t rank) {
-  std::string sql =
-      "SELECT m.rank, m.iteration, coalesce(n.name, ''), m.value FROM metrics m"
-      " LEFT JOIN names n ON n.id = m.name";
-  if (rank != kNone) sql += " WHERE m.rank = ?";
-  sql += " ORDER BY m.rank, m.iteration, n.name";
-  detail::Statement s(*db_, sql);
+  using C = MetricsColumn;
+  // The name comes through names: its text, not its id.
+  std::vector<std::string> columns = columns_as_of(kMetricsTable, schema_version_, "m.");
+  columns[column_position(C::Name)] = "coalesce(n.name, '')";
+  TableQuery<MetricsColumn> s(*db_, columns, "metrics m LEFT JOIN names n ON n.id = m.name",
+                              std::string(rank != kNone ? "WHERE m.rank = ? " : "") +
+                                  "ORDER BY m.rank, m.iteration, n.name");
   if (rank != kNone) s.bind_int(1, rank);
   std::vector<Metric> result;
   while (s.step()) {
-    result.push_back(Metric{static_cast<int32_t>(s.column_int(0)),
-                            static_cast<int32_t>(s.column_int(1)), s.column_text(2),
-                            s.column_double(3)});
+    result.push_back(Metric{static_cast<int32_t>(s.column_int(C::Rank)),
+                            static_cast<int32_t>(s.column_int(C::Iteration)),
+                            s.column_text(C::Name), s.column_double(C::Value)});
   }
   return result;
 }

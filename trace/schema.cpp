@@ -1,5 +1,6 @@
 // The names of the schema's enumerations (schema.h): the one spelling of each value, as the
-// lookup tables, `stats --json` and the exports write it.
+// lookup tables, `stats --json` and the exports write it; and the SQL made from the tables'
+// descriptions.
 #include "trace/schema.h"
 
 namespace dpscope::trace {
@@ -43,6 +44,54 @@ bool parse_trace_level(std::string_view text, TraceLevel* out) {
     }
   }
   return false;
+}
+
+std::string create_table_sql(const Table& table) {
+  std::string sql = "CREATE TABLE " + std::string(table.name) + " (";
+  for (const Column& column : table.columns) {
+    if (column.position > 0) sql += ", ";
+    sql += std::string(column.name) + " " + std::string(column.type);
+  }
+  if (!table.primary_key.empty()) sql += ", PRIMARY KEY (" + std::string(table.primary_key) + ")";
+  return sql + ")";
+}
+
+std::string insert_into(const Table& table, OnConflict conflict) {
+  std::string sql = conflict == OnConflict::Ignore    ? "INSERT OR IGNORE INTO "
+                    : conflict == OnConflict::Replace ? "INSERT OR REPLACE INTO "
+                                                      : "INSERT INTO ";
+  std::vector<std::string> names;
+  for (const Column& column : table.columns) names.emplace_back(column.name);
+  return sql + std::string(table.name) + " (" + comma_separated(names) + ")";
+}
+
+std::string_view column_default(const Column& column) {
+  constexpr std::string_view kDefault = " DEFAULT ";
+  const size_t at = column.type.find(kDefault);
+  if (at == std::string_view::npos) return {};
+  return column.type.substr(at + kDefault.size());
+}
+
+std::string column_as_of(const Column& column, int version, std::string_view qualifier) {
+  if (column.since <= version) return std::string(qualifier) + std::string(column.name);
+  const std::string_view stand_in = column_default(column);
+  return std::string(stand_in.empty() ? "NULL" : stand_in);
+}
+
+std::vector<std::string> columns_as_of(const Table& table, int version,
+                                       std::string_view qualifier) {
+  std::vector<std::string> columns;
+  columns.reserve(table.columns.size());
+  for (const Column& column : table.columns) {
+    columns.push_back(column_as_of(column, version, qualifier));
+  }
+  return columns;
+}
+
+std::string comma_separated(const std::vector<std::string>& items) {
+  std::string list;
+  for (const std::string& item : items) list += (list.empty() ? "" : ", ") + item;
+  return list;
 }
 
 }  // namespace dpscope::trace

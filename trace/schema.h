@@ -3,8 +3,12 @@
 // docs/trace-format.md describes the same tables for users; keep the two in step.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 namespace dpscope::trace {
 
@@ -188,80 +192,304 @@ std::string_view to_string(TraceLevel v);
 bool parse_trace_level(std::string_view text, TraceLevel* out);
 
 // ---- Tables --------------------------------------------------------------------------------
-// One DDL statement per table. Times are int64 nanoseconds on the rank's steady clock, aligned
-// to rank 0 (see ranks.clock_offset_ns). Events have no indexes while a recorder writes, so
-// ingest stays fast; kIndexes are created when a file is closed or merged.
-inline constexpr const char* kTables[] = {
-    // Run-wide key/value metadata; the keys are trace/vocabulary.h's meta_key constants.
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+// Each table is described here once: its columns in order, each with its SQL type and
+// constraints, the schema version that added it and what it holds, and an enum of the column
+// positions. The CREATE TABLE statements, the Writer's inserts, the Reader's selects and merge's
+// copies are all made from these descriptions (the functions after them) and bind or read a
+// column by its enumerator, never by a number; columns_as_of says what a file of an older
+// version holds instead. Times are int64 nanoseconds on the rank's steady clock, aligned to
+// rank 0 (see ranks.clock_offset_ns). NULL (kNone in memory) where a column does not apply.
+// A new column goes at the end of its table, with `since` the new kSchemaVersion.
 
-    // One row per rank in the file. status: 'running' while written, then 'complete',
-    // 'interrupted (SIGINT)', 'terminated: <why>', ...; a killed writer leaves 'running'.
-    "CREATE TABLE ranks (rank INTEGER PRIMARY KEY, host TEXT, pid INTEGER, local_rank INTEGER,"
-    // clock_uncertainty_ns: how far clock_offset_ns may be off (half the best round trip through
-    // the store; 0 on rank 0's host, whose clock every rank there shares). Since version 3.
-    " device TEXT, clock_offset_ns INTEGER NOT NULL DEFAULT 0, start_ns INTEGER, end_ns INTEGER,"
-    " events INTEGER NOT NULL DEFAULT 0, dropped_events INTEGER NOT NULL DEFAULT 0,"
-    " status TEXT NOT NULL DEFAULT 'running', clock_uncertainty_ns INTEGER NOT NULL DEFAULT 0)",
+// One column of a table.
+struct Column {
+  // `position` is the column's enumerator in its table's enum, which must equal its index in
+  // the table (Table checks it): the enum and the columns cannot drift apart.
+  template <typename Position, typename = std::enable_if_t<std::is_enum_v<Position>>>
+  constexpr Column(Position position, std::string_view name, std::string_view type, int since,
+                   std::string_view meaning)
+      : position(static_cast<int>(position)), name(name), type(type), since(since),
+        meaning(meaning) {}
 
-    // Timeline lanes of each rank: threads, communication threads, CUDA streams, FSDP units.
-    "CREATE TABLE lanes (rank INTEGER NOT NULL, lane INTEGER NOT NULL, name TEXT NOT NULL,"
-    " kind INTEGER NOT NULL, PRIMARY KEY (rank, lane))",
+  int position;
+  std::string_view name;
+  // The SQL type and column constraints as CREATE TABLE declares them. DEFAULT, where there is
+  // one, comes last: its value is also what a file older than `since` reads as (columns_as_of).
+  std::string_view type;
+  int since;  // the schema version that added the column
+  std::string_view meaning;
+};
 
-    // Interned event and metric names; events.name and metrics.name refer to names.id.
-    "CREATE TABLE names (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
+// A table's columns, in order.
+struct ColumnList {
+  const Column* data;
+  size_t count;
+  constexpr size_t size() const { return count; }
+  constexpr const Column& operator[](size_t i) const { return data[i]; }
+  constexpr const Column* begin() const { return data; }
+  constexpr const Column* end() const { return data + count; }
+};
 
-    // Every recorded event. Instants have end_ns = begin_ns. NULL where a column does not apply.
-    // cpu_begin_ns / cpu_end_ns: see Note [Thread CPU time].
-    "CREATE TABLE events (id INTEGER PRIMARY KEY, rank INTEGER NOT NULL, lane INTEGER NOT NULL,"
-    " kind INTEGER NOT NULL, name INTEGER, begin_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"
-    " iteration INTEGER, param INTEGER, bucket INTEGER, unit INTEGER, op INTEGER, grp INTEGER,"
-    " seq INTEGER, bytes INTEGER, dtype INTEGER, value INTEGER, enqueue_ns INTEGER,"
-    " flags INTEGER NOT NULL DEFAULT 0, cpu_begin_ns INTEGER, cpu_end_ns INTEGER)",
+// One table: its name and columns, and a primary key over several columns (a one-column key is
+// in that column's type).
+struct Table {
+  template <size_t N>
+  constexpr Table(std::string_view name, const Column (&columns)[N],
+                  std::string_view primary_key = "")
+      : name(name), columns{columns, N}, primary_key(primary_key) {
+    for (size_t i = 0; i < N; ++i) {
+      // Not a constant expression: a description out of its enum's order does not compile.
+      if (columns[i].position != static_cast<int>(i)) throw "columns out of their enum's order";
+    }
+  }
 
-    // Memory counters: the bytes held by `category` on `rank` from ts_ns on.
-    "CREATE TABLE memory (rank INTEGER NOT NULL, ts_ns INTEGER NOT NULL,"
-    " category INTEGER NOT NULL, bytes INTEGER NOT NULL)",
+  std::string_view name;
+  ColumnList columns;
+  std::string_view primary_key;  // "rank, lane": PRIMARY KEY (rank, lane); "" for none
+};
 
-    // Per-iteration metrics (loss, step_ms, accuracy, ...), by name.
-    "CREATE TABLE metrics (rank INTEGER NOT NULL, iteration INTEGER NOT NULL,"
-    " name INTEGER NOT NULL, value REAL NOT NULL)",
+// A column's index in its table: its value's index in every statement made from the table
+// below (a bound parameter's number is position + 1).
+template <typename Position, typename = std::enable_if_t<std::is_enum_v<Position>>>
+constexpr int column_position(Position column) {
+  return static_cast<int>(column);
+}
 
-    // The model's parameters in registration order (DDP's and FSDP's index). shape is a JSON
-    // array. bucket/rebuilt_bucket: DDP bucket in the initial and the rebuilt plan. unit and
-    // unit_offset: the FSDP unit and the element offset inside its flat parameter.
-    "CREATE TABLE params (param INTEGER PRIMARY KEY, name TEXT NOT NULL, shape TEXT NOT NULL,"
-    " numel INTEGER NOT NULL, dtype INTEGER NOT NULL, requires_grad INTEGER NOT NULL DEFAULT 1,"
-    " sparse INTEGER NOT NULL DEFAULT 0, bucket INTEGER, rebuilt_bucket INTEGER, unit INTEGER,"
-    " unit_offset INTEGER)",
+// Run-wide key/value metadata; the keys are trace/vocabulary.h's meta_key constants.
+enum class MetaColumn { Key, Value };
+inline constexpr Column kMetaColumns[] = {
+    {MetaColumn::Key, "key", "TEXT PRIMARY KEY", 1, "the setting: a meta_key"},
+    {MetaColumn::Value, "value", "TEXT NOT NULL", 1, "its value"},
+};
+inline constexpr Table kMetaTable{"meta", kMetaColumns};
 
-    // DDP buckets: generation 0 is the initial plan, 1 the plan rebuilt after iteration 0.
-    "CREATE TABLE buckets (generation INTEGER NOT NULL, bucket INTEGER NOT NULL,"
-    " bytes INTEGER NOT NULL, numel INTEGER NOT NULL, dtype INTEGER NOT NULL,"
-    " PRIMARY KEY (generation, bucket))",
-    // The parameters of each bucket in slot order, with their element offset in the bucket.
-    "CREATE TABLE bucket_params (generation INTEGER NOT NULL, bucket INTEGER NOT NULL,"
-    " position INTEGER NOT NULL, param INTEGER NOT NULL, offset INTEGER NOT NULL,"
-    " PRIMARY KEY (generation, bucket, position))",
+// One row per rank in the file. status: 'running' while written, then 'complete',
+// 'interrupted (SIGINT)', 'terminated: <why>', ...; a killed writer leaves 'running'.
+enum class RanksColumn {
+  Rank, Host, Pid, LocalRank, Device, ClockOffsetNs, StartNs, EndNs, Events, DroppedEvents,
+  Status, ClockUncertaintyNs,
+};
+inline constexpr Column kRanksColumns[] = {
+    {RanksColumn::Rank, "rank", "INTEGER PRIMARY KEY", 1, "the global rank"},
+    {RanksColumn::Host, "host", "TEXT", 1, "host name"},
+    {RanksColumn::Pid, "pid", "INTEGER", 1, "process id"},
+    {RanksColumn::LocalRank, "local_rank", "INTEGER", 1, "rank on its host"},
+    {RanksColumn::Device, "device", "TEXT", 1, "cpu, cuda:0, ..."},
+    {RanksColumn::ClockOffsetNs, "clock_offset_ns", "INTEGER NOT NULL DEFAULT 0", 1,
+     "added to this rank's clock to align it with rank 0's"},
+    {RanksColumn::StartNs, "start_ns", "INTEGER", 1, "when the recorder opened"},
+    {RanksColumn::EndNs, "end_ns", "INTEGER", 1, "when the recorder closed"},
+    {RanksColumn::Events, "events", "INTEGER NOT NULL DEFAULT 0", 1, "events written"},
+    {RanksColumn::DroppedEvents, "dropped_events", "INTEGER NOT NULL DEFAULT 0", 1,
+     "events lost because buffers stayed full"},
+    {RanksColumn::Status, "status", "TEXT NOT NULL DEFAULT 'running'", 1,
+     "how the rank's recording ended, or 'running'"},
+    {RanksColumn::ClockUncertaintyNs, "clock_uncertainty_ns", "INTEGER NOT NULL DEFAULT 0", 3,
+     "how far clock_offset_ns may be off: half the best round trip through the store; 0 on "
+     "rank 0's host, whose clock every rank there shares"},
+};
+inline constexpr Table kRanksTable{"ranks", kRanksColumns};
 
-    // FSDP units (flat parameters). parent is NULL for the root.
-    "CREATE TABLE units (unit INTEGER PRIMARY KEY, name TEXT NOT NULL, parent INTEGER,"
-    " numel INTEGER NOT NULL, padded_numel INTEGER NOT NULL, shard_numel INTEGER NOT NULL)",
-    // Each rank's shard of each unit: elements [shard_begin, shard_end) of the padded flat
-    // parameter; real_numel of them are parameters, the rest padding.
-    "CREATE TABLE unit_shards (unit INTEGER NOT NULL, rank INTEGER NOT NULL,"
-    " shard_begin INTEGER NOT NULL, shard_end INTEGER NOT NULL, real_numel INTEGER NOT NULL,"
-    " PRIMARY KEY (unit, rank))",
+// Timeline lanes of each rank: threads, communication threads, CUDA streams, FSDP units.
+enum class LanesColumn { Rank, Lane, Name, Kind };
+inline constexpr Column kLanesColumns[] = {
+    {LanesColumn::Rank, "rank", "INTEGER NOT NULL", 1, "the rank"},
+    {LanesColumn::Lane, "lane", "INTEGER NOT NULL", 1, "lane id within the rank; 0 is main"},
+    {LanesColumn::Name, "name", "TEXT NOT NULL", 1, "main, autograd, gloo comm, unit 3, ..."},
+    {LanesColumn::Kind, "kind", "INTEGER NOT NULL", 1, "a LaneKind"},
+};
+inline constexpr Table kLanesTable{"lanes", kLanesColumns, "rank, lane"};
 
-    // Lookup tables for the enumerations above.
-    "CREATE TABLE event_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
-    "CREATE TABLE collective_ops (id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
-    "CREATE TABLE unit_states (id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
-    "CREATE TABLE dtypes (id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
-    "CREATE TABLE memory_categories (id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
-    "CREATE TABLE lane_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL)",
+// Interned event and metric names; events.name and metrics.name refer to names.id.
+enum class NamesColumn { Id, Name };
+inline constexpr Column kNamesColumns[] = {
+    {NamesColumn::Id, "id", "INTEGER PRIMARY KEY", 1, "the name's id"},
+    {NamesColumn::Name, "name", "TEXT NOT NULL UNIQUE", 1, "the name"},
+};
+inline constexpr Table kNamesTable{"names", kNamesColumns};
 
-    // A readable view of events with every enumeration spelled out.
+// Every recorded event. Instants have end_ns = begin_ns. Events have no indexes while a
+// recorder writes, so ingest stays fast; kIndexes are created when a file is closed or merged.
+enum class EventsColumn {
+  Id, Rank, Lane, Kind, Name, BeginNs, EndNs, Iteration, Param, Bucket, Unit, Op, Grp, Seq,
+  Bytes, Dtype, Value, EnqueueNs, Flags, CpuBeginNs, CpuEndNs,
+};
+inline constexpr Column kEventsColumns[] = {
+    {EventsColumn::Id, "id", "INTEGER PRIMARY KEY", 1, "increases in the order written"},
+    {EventsColumn::Rank, "rank", "INTEGER NOT NULL", 1, "the rank"},
+    {EventsColumn::Lane, "lane", "INTEGER NOT NULL", 1, "the lane it is drawn on"},
+    {EventsColumn::Kind, "kind", "INTEGER NOT NULL", 1, "an EventKind"},
+    {EventsColumn::Name, "name", "INTEGER", 1, "names.id"},
+    {EventsColumn::BeginNs, "begin_ns", "INTEGER NOT NULL", 1, "when it began"},
+    {EventsColumn::EndNs, "end_ns", "INTEGER NOT NULL", 1, "when it ended"},
+    {EventsColumn::Iteration, "iteration", "INTEGER", 1,
+     "the optimizer step whose work it is (Note [Work outside iterations])"},
+    {EventsColumn::Param, "param", "INTEGER", 1, "params.param"},
+    {EventsColumn::Bucket, "bucket", "INTEGER", 1, "a DDP bucket"},
+    {EventsColumn::Unit, "unit", "INTEGER", 1, "units.unit"},
+    {EventsColumn::Op, "op", "INTEGER", 1, "a CollectiveOp, or a UnitState for unit states"},
+    {EventsColumn::Grp, "grp", "INTEGER", 1, "a collective's process group"},
+    {EventsColumn::Seq, "seq", "INTEGER", 1, "a collective's sequence number in its group"},
+    {EventsColumn::Bytes, "bytes", "INTEGER", 1, "a collective's input bytes on this rank"},
+    {EventsColumn::Dtype, "dtype", "INTEGER", 1, "a collective's DType"},
+    {EventsColumn::Value, "value", "INTEGER", 1, "hooks: bucket fill bytes after; marks: any"},
+    {EventsColumn::EnqueueNs, "enqueue_ns", "INTEGER", 1, "when a collective was issued"},
+    {EventsColumn::Flags, "flags", "INTEGER NOT NULL DEFAULT 0", 1, "kFlag* bits"},
+    {EventsColumn::CpuBeginNs, "cpu_begin_ns", "INTEGER", 4,
+     "the recording thread's CPU time at begin (Note [Thread CPU time])"},
+    {EventsColumn::CpuEndNs, "cpu_end_ns", "INTEGER", 4,
+     "the recording thread's CPU time at end (Note [Thread CPU time])"},
+};
+inline constexpr Table kEventsTable{"events", kEventsColumns};
+
+// Memory counters: the bytes held by `category` on `rank` from ts_ns on.
+enum class MemoryColumn { Rank, TsNs, Category, Bytes };
+inline constexpr Column kMemoryColumns[] = {
+    {MemoryColumn::Rank, "rank", "INTEGER NOT NULL", 1, "the rank"},
+    {MemoryColumn::TsNs, "ts_ns", "INTEGER NOT NULL", 1, "from this time on"},
+    {MemoryColumn::Category, "category", "INTEGER NOT NULL", 1, "a MemoryCategory"},
+    {MemoryColumn::Bytes, "bytes", "INTEGER NOT NULL", 1, "the bytes it holds"},
+};
+inline constexpr Table kMemoryTable{"memory", kMemoryColumns};
+
+// Per-iteration metrics (loss, step_ms, accuracy, ...), by name.
+enum class MetricsColumn { Rank, Iteration, Name, Value };
+inline constexpr Column kMetricsColumns[] = {
+    {MetricsColumn::Rank, "rank", "INTEGER NOT NULL", 1, "the rank"},
+    {MetricsColumn::Iteration, "iteration", "INTEGER NOT NULL", 1, "the iteration"},
+    {MetricsColumn::Name, "name", "INTEGER NOT NULL", 1, "names.id"},
+    {MetricsColumn::Value, "value", "REAL NOT NULL", 1, "the value"},
+};
+inline constexpr Table kMetricsTable{"metrics", kMetricsColumns};
+
+// The model's parameters in registration order (DDP's and FSDP's index).
+enum class ParamsColumn {
+  Param, Name, Shape, Numel, Dtype, RequiresGrad, Sparse, Bucket, RebuiltBucket, Unit,
+  UnitOffset,
+};
+inline constexpr Column kParamsColumns[] = {
+    {ParamsColumn::Param, "param", "INTEGER PRIMARY KEY", 1, "index in registration order"},
+    {ParamsColumn::Name, "name", "TEXT NOT NULL", 1, "fc0.weight, ..."},
+    {ParamsColumn::Shape, "shape", "TEXT NOT NULL", 1, "a JSON array: [10,64]"},
+    {ParamsColumn::Numel, "numel", "INTEGER NOT NULL", 1, "elements"},
+    {ParamsColumn::Dtype, "dtype", "INTEGER NOT NULL", 1, "a DType"},
+    {ParamsColumn::RequiresGrad, "requires_grad", "INTEGER NOT NULL DEFAULT 1", 1, "1 or 0"},
+    {ParamsColumn::Sparse, "sparse", "INTEGER NOT NULL DEFAULT 0", 1,
+     "1 for sparse gradients (alone in its bucket)"},
+    {ParamsColumn::Bucket, "bucket", "INTEGER", 1, "DDP: its bucket in the initial plan"},
+    {ParamsColumn::RebuiltBucket, "rebuilt_bucket", "INTEGER", 1,
+     "DDP: its bucket in the plan rebuilt after iteration 0"},
+    {ParamsColumn::Unit, "unit", "INTEGER", 1, "FSDP: the unit whose flat parameter holds it"},
+    {ParamsColumn::UnitOffset, "unit_offset", "INTEGER", 1,
+     "FSDP: its first element in that flat parameter"},
+};
+inline constexpr Table kParamsTable{"params", kParamsColumns};
+
+// DDP buckets: generation 0 is the initial plan, 1 the plan rebuilt after iteration 0.
+enum class BucketsColumn { Generation, Bucket, Bytes, Numel, Dtype };
+inline constexpr Column kBucketsColumns[] = {
+    {BucketsColumn::Generation, "generation", "INTEGER NOT NULL", 1, "0 initial, 1 rebuilt"},
+    {BucketsColumn::Bucket, "bucket", "INTEGER NOT NULL", 1, "index: the launch order"},
+    {BucketsColumn::Bytes, "bytes", "INTEGER NOT NULL", 1, "size in bytes"},
+    {BucketsColumn::Numel, "numel", "INTEGER NOT NULL", 1, "elements"},
+    {BucketsColumn::Dtype, "dtype", "INTEGER NOT NULL", 1, "a DType"},
+};
+inline constexpr Table kBucketsTable{"buckets", kBucketsColumns, "generation, bucket"};
+
+// The parameters of each bucket in slot order, with their element offset in the bucket.
+enum class BucketParamsColumn { Generation, Bucket, Position, Param, Offset };
+inline constexpr Column kBucketParamsColumns[] = {
+    {BucketParamsColumn::Generation, "generation", "INTEGER NOT NULL", 1, "buckets.generation"},
+    {BucketParamsColumn::Bucket, "bucket", "INTEGER NOT NULL", 1, "buckets.bucket"},
+    {BucketParamsColumn::Position, "position", "INTEGER NOT NULL", 1, "slot order"},
+    {BucketParamsColumn::Param, "param", "INTEGER NOT NULL", 1, "params.param"},
+    {BucketParamsColumn::Offset, "offset", "INTEGER NOT NULL", 1, "its first element in it"},
+};
+inline constexpr Table kBucketParamsTable{"bucket_params", kBucketParamsColumns,
+                                          "generation, bucket, position"};
+
+// FSDP units (flat parameters).
+enum class UnitsColumn { Unit, Name, Parent, Numel, PaddedNumel, ShardNumel };
+inline constexpr Column kUnitsColumns[] = {
+    {UnitsColumn::Unit, "unit", "INTEGER PRIMARY KEY", 1, "index (the root is a unit too)"},
+    {UnitsColumn::Name, "name", "TEXT NOT NULL", 1, "the wrapped module's name"},
+    {UnitsColumn::Parent, "parent", "INTEGER", 1, "the enclosing unit; NULL for the root"},
+    {UnitsColumn::Numel, "numel", "INTEGER NOT NULL", 1, "elements of the flat parameter"},
+    {UnitsColumn::PaddedNumel, "padded_numel", "INTEGER NOT NULL", 1,
+     "padded to a multiple of the world size"},
+    {UnitsColumn::ShardNumel, "shard_numel", "INTEGER NOT NULL", 1, "what each rank keeps"},
+};
+inline constexpr Table kUnitsTable{"units", kUnitsColumns};
+
+// Each rank's shard of each unit: elements [shard_begin, shard_end) of the padded flat
+// parameter; real_numel of them are parameters, the rest padding.
+enum class UnitShardsColumn { Unit, Rank, ShardBegin, ShardEnd, RealNumel };
+inline constexpr Column kUnitShardsColumns[] = {
+    {UnitShardsColumn::Unit, "unit", "INTEGER NOT NULL", 1, "the unit"},
+    {UnitShardsColumn::Rank, "rank", "INTEGER NOT NULL", 1, "the rank"},
+    {UnitShardsColumn::ShardBegin, "shard_begin", "INTEGER NOT NULL", 1, "its first element"},
+    {UnitShardsColumn::ShardEnd, "shard_end", "INTEGER NOT NULL", 1, "past its last element"},
+    {UnitShardsColumn::RealNumel, "real_numel", "INTEGER NOT NULL", 1,
+     "how many are parameters, not padding"},
+};
+inline constexpr Table kUnitShardsTable{"unit_shards", kUnitShardsColumns, "unit, rank"};
+
+// The table whose columns a column enum names (what the Writer inserts into and the Reader
+// selects from).
+constexpr const Table& table_of(MetaColumn) { return kMetaTable; }
+constexpr const Table& table_of(RanksColumn) { return kRanksTable; }
+constexpr const Table& table_of(LanesColumn) { return kLanesTable; }
+constexpr const Table& table_of(NamesColumn) { return kNamesTable; }
+constexpr const Table& table_of(EventsColumn) { return kEventsTable; }
+constexpr const Table& table_of(MemoryColumn) { return kMemoryTable; }
+constexpr const Table& table_of(MetricsColumn) { return kMetricsTable; }
+constexpr const Table& table_of(ParamsColumn) { return kParamsTable; }
+constexpr const Table& table_of(BucketsColumn) { return kBucketsTable; }
+constexpr const Table& table_of(BucketParamsColumn) { return kBucketParamsTable; }
+constexpr const Table& table_of(UnitsColumn) { return kUnitsTable; }
+constexpr const Table& table_of(UnitShardsColumn) { return kUnitShardsTable; }
+// The description of one column, by its enumerator.
+template <typename Position>
+constexpr const Column& column_of(Position column) {
+  return table_of(column).columns[static_cast<size_t>(column_position(column))];
+}
+
+// Every table of a trace, in the order a new file creates them. The reader requires each.
+inline constexpr Table kTables[] = {
+    kMetaTable,   kRanksTable,   kLanesTable,   kNamesTable,        kEventsTable,
+    kMemoryTable, kMetricsTable, kParamsTable,  kBucketsTable,      kBucketParamsTable,
+    kUnitsTable,  kUnitShardsTable,
+};
+
+// The lookup tables, one for each enumeration above: (id, name) of every value, the name its
+// to_string. Created after kTables and filled when a file is created.
+enum class LookupColumn { Id, Name };
+inline constexpr Column kLookupColumns[] = {
+    {LookupColumn::Id, "id", "INTEGER PRIMARY KEY", 1, "the value"},
+    {LookupColumn::Name, "name", "TEXT NOT NULL", 1, "its to_string"},
+};
+struct LookupTable {
+  Table table;
+  int count;                                // the enumeration's values are 0 .. count - 1
+  std::string_view (*spelling)(int value);  // to_string of the value
+};
+inline constexpr LookupTable kLookupTables[] = {
+    {{"event_kinds", kLookupColumns}, kEventKindCount,
+     [](int v) { return to_string(static_cast<EventKind>(v)); }},
+    {{"collective_ops", kLookupColumns}, kCollectiveOpCount,
+     [](int v) { return to_string(static_cast<CollectiveOp>(v)); }},
+    {{"unit_states", kLookupColumns}, kUnitStateCount,
+     [](int v) { return to_string(static_cast<UnitState>(v)); }},
+    {{"dtypes", kLookupColumns}, kDTypeCount,
+     [](int v) { return to_string(static_cast<DType>(v)); }},
+    {{"memory_categories", kLookupColumns}, kMemoryCategoryCount,
+     [](int v) { return to_string(static_cast<MemoryCategory>(v)); }},
+    {{"lane_kinds", kLookupColumns}, kLaneKindCount,
+     [](int v) { return to_string(static_cast<LaneKind>(v)); }},
+};
+
+// A readable view of events with every enumeration spelled out; created after every table.
+inline constexpr const char* kEventsNamedView =
     "CREATE VIEW events_named AS SELECT e.id, e.rank, e.lane, l.name AS lane_name,"
     " k.name AS kind, n.name AS name, e.begin_ns, e.end_ns, e.end_ns - e.begin_ns AS dur_ns,"
     " e.iteration, e.param, e.bucket, e.unit, o.name AS op, e.grp, e.seq, e.bytes,"
@@ -270,8 +498,29 @@ inline constexpr const char* kTables[] = {
     " LEFT JOIN lanes l ON l.rank = e.rank AND l.lane = e.lane"
     " LEFT JOIN event_kinds k ON k.id = e.kind LEFT JOIN names n ON n.id = e.name"
     " LEFT JOIN collective_ops o ON o.id = e.op AND e.kind IN (5, 6)"
-    " LEFT JOIN dtypes d ON d.id = e.dtype",
-};
+    " LEFT JOIN dtypes d ON d.id = e.dtype";
+
+// ---- Statements made from the descriptions -------------------------------------------------
+// CREATE TABLE for `table`, as a new file has it.
+std::string create_table_sql(const Table& table);
+
+enum class OnConflict { Abort, Ignore, Replace };
+// "INSERT [OR IGNORE | OR REPLACE] INTO <table> (<every column, in order>)": the Writer adds
+// VALUES, merge a SELECT.
+std::string insert_into(const Table& table, OnConflict conflict);
+
+// What a file of schema version `version` holds of `column`, as a SELECT reads it: the column
+// (after `qualifier`, "e."), or, for a column added after `version`, its stand-in: its DEFAULT,
+// else NULL. The one place that knows how files of older versions differ; the Reader and merge
+// read every table through it.
+std::string column_as_of(const Column& column, int version, std::string_view qualifier = "");
+// Every column of `table` so, in order: item i reads column i, whatever the file's version.
+std::vector<std::string> columns_as_of(const Table& table, int version,
+                                       std::string_view qualifier = "");
+// The DEFAULT of `column` as SQL ("0", "'running'"), or "" where it has none.
+std::string_view column_default(const Column& column);
+// "a, b, c".
+std::string comma_separated(const std::vector<std::string>& items);
 
 // Created when a file is finished (Recorder::close, merge, synth).
 inline constexpr const char* kIndexes[] = {

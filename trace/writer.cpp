@@ -13,70 +13,89 @@
 namespace dpscope::trace {
 namespace {
 
-// One lookup table (event_kinds, collective_ops, ...): every value of `Enum` and its name.
-template <typename Enum>
-void fill_lookup(detail::Db& db, const char* table, int count) {
-  detail::Statement insert(db, std::string("INSERT INTO ") + table + " (id, name) VALUES (?, ?)");
-  for (int i = 0; i < count; ++i) {
-    insert.bind_int(1, i);
-    insert.bind_text(2, to_string(static_cast<Enum>(i)));
-    insert.run();
+// A prepared insert of every column of one table, in the table's order (insert_into), bound by
+// column: the table's column enum `C` names each parameter, whose number is position + 1.
+template <typename C>
+class TableInsert {
+ public:
+  TableInsert(detail::Db& db, OnConflict conflict, const Table& table = table_of(C{}))
+      : statement_(db, values_sql(table, conflict)) {}
+
+  void bind_int(C column, int64_t value) { statement_.bind_int(parameter(column), value); }
+  void bind_int_or_null(C column, int64_t value, int64_t null_value) {
+    statement_.bind_int_or_null(parameter(column), value, null_value);
   }
-}
+  void bind_double(C column, double value) { statement_.bind_double(parameter(column), value); }
+  void bind_text(C column, std::string_view value) {
+    statement_.bind_text(parameter(column), value);
+  }
+  void run() { statement_.run(); }
+
+ private:
+  static int parameter(C column) { return column_position(column) + 1; }
+  static std::string values_sql(const Table& table, OnConflict conflict) {
+    std::string sql = insert_into(table, conflict) + " VALUES (";
+    for (size_t i = 0; i < table.columns.size(); ++i) sql += i == 0 ? "?" : ", ?";
+    return sql + ")";
+  }
+
+  detail::Statement statement_;
+};
 
 // Writes the schema, the lookup tables and the file's identity into an empty database.
 void create_schema(detail::Db& db) {
   db.exec("PRAGMA application_id = " + std::to_string(kApplicationId));
   db.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
   db.exec("BEGIN");
-  for (const char* ddl : kTables) db.exec(ddl);
-  fill_lookup<EventKind>(db, "event_kinds", kEventKindCount);
-  fill_lookup<CollectiveOp>(db, "collective_ops", kCollectiveOpCount);
-  fill_lookup<UnitState>(db, "unit_states", kUnitStateCount);
-  fill_lookup<DType>(db, "dtypes", kDTypeCount);
-  fill_lookup<MemoryCategory>(db, "memory_categories", kMemoryCategoryCount);
-  fill_lookup<LaneKind>(db, "lane_kinds", kLaneKindCount);
-  db.exec("INSERT INTO meta (key, value) VALUES ('" + std::string(meta_key::kSchemaVersion) + "', '" +
-          std::to_string(kSchemaVersion) + "')");
+  for (const Table& table : kTables) db.exec(create_table_sql(table));
+  for (const LookupTable& lookup : kLookupTables) db.exec(create_table_sql(lookup.table));
+  db.exec(kEventsNamedView);
+  for (const LookupTable& lookup : kLookupTables) {
+    TableInsert<LookupColumn> insert(db, OnConflict::Abort, lookup.table);
+    for (int value = 0; value < lookup.count; ++value) {
+      insert.bind_int(LookupColumn::Id, value);
+      insert.bind_text(LookupColumn::Name, lookup.spelling(value));
+      insert.run();
+    }
+  }
+  TableInsert<MetaColumn> meta(db, OnConflict::Abort);
+  meta.bind_text(MetaColumn::Key, meta_key::kSchemaVersion);
+  meta.bind_text(MetaColumn::Value, std::to_string(kSchemaVersion));
+  meta.run();
   db.exec("COMMIT");
 }
 
 }  // namespace
 
+// Every insert lists every column of its table. events.id is never bound, so it stays NULL and
+// SQLite numbers the events in the order they are inserted.
 struct Writer::Statements {
   explicit Statements(detail::Db& db)
-      : meta(db, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"),
-        rank(db,
-             "INSERT OR REPLACE INTO ranks (rank, host, pid, local_rank, device, clock_offset_ns,"
-             " start_ns, end_ns, events, dropped_events, status, clock_uncertainty_ns)"
-             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-        lane(db, "INSERT OR REPLACE INTO lanes (rank, lane, name, kind) VALUES (?, ?, ?, ?)"),
-        name(db, "INSERT OR IGNORE INTO names (id, name) VALUES (?, ?)"),
-        event(db,
-              "INSERT INTO events (rank, lane, kind, name, begin_ns, end_ns, iteration, param,"
-              " bucket, unit, op, grp, seq, bytes, dtype, value, enqueue_ns, flags, cpu_begin_ns,"
-              " cpu_end_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-        memory(db, "INSERT INTO memory (rank, ts_ns, category, bytes) VALUES (?, ?, ?, ?)"),
-        metric(db, "INSERT INTO metrics (rank, iteration, name, value) VALUES (?, ?, ?, ?)"),
-        param(db,
-              "INSERT OR REPLACE INTO params (param, name, shape, numel, dtype, requires_grad,"
-              " sparse, bucket, rebuilt_bucket, unit, unit_offset)"
-              " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-        bucket(db,
-               "INSERT OR REPLACE INTO buckets (generation, bucket, bytes, numel, dtype)"
-               " VALUES (?, ?, ?, ?, ?)"),
-        bucket_param(db,
-                     "INSERT OR REPLACE INTO bucket_params (generation, bucket, position, param,"
-                     " offset) VALUES (?, ?, ?, ?, ?)"),
-        unit(db,
-             "INSERT OR REPLACE INTO units (unit, name, parent, numel, padded_numel, shard_numel)"
-             " VALUES (?, ?, ?, ?, ?, ?)"),
-        unit_shard(db,
-                   "INSERT OR REPLACE INTO unit_shards (unit, rank, shard_begin, shard_end,"
-                   " real_numel) VALUES (?, ?, ?, ?, ?)") {}
+      : meta(db, OnConflict::Replace),
+        rank(db, OnConflict::Replace),
+        lane(db, OnConflict::Replace),
+        name(db, OnConflict::Ignore),
+        event(db, OnConflict::Abort),
+        memory(db, OnConflict::Abort),
+        metric(db, OnConflict::Abort),
+        param(db, OnConflict::Replace),
+        bucket(db, OnConflict::Replace),
+        bucket_param(db, OnConflict::Replace),
+        unit(db, OnConflict::Replace),
+        unit_shard(db, OnConflict::Replace) {}
 
-  detail::Statement meta, rank, lane, name, event, memory, metric, param, bucket, bucket_param,
-      unit, unit_shard;
+  TableInsert<MetaColumn> meta;
+  TableInsert<RanksColumn> rank;
+  TableInsert<LanesColumn> lane;
+  TableInsert<NamesColumn> name;
+  TableInsert<EventsColumn> event;
+  TableInsert<MemoryColumn> memory;
+  TableInsert<MetricsColumn> metric;
+  TableInsert<ParamsColumn> param;
+  TableInsert<BucketsColumn> bucket;
+  TableInsert<BucketParamsColumn> bucket_param;
+  TableInsert<UnitsColumn> unit;
+  TableInsert<UnitShardsColumn> unit_shard;
 };
 
 // Note [Trace file creation]
@@ -124,141 +143,155 @@ void Writer::begin() { db_->exec("BEGIN"); }
 void Writer::commit() { db_->exec("COMMIT"); }
 
 void Writer::set_meta(std::string_view key, std::string_view value) {
+  using C = MetaColumn;
   auto& s = statements_->meta;
-  s.bind_text(1, key);
-  s.bind_text(2, value);
+  s.bind_text(C::Key, key);
+  s.bind_text(C::Value, value);
   s.run();
 }
 
 void Writer::put_rank(const RankInfo& r) {
+  using C = RanksColumn;
   auto& s = statements_->rank;
-  s.bind_int(1, r.rank);
-  s.bind_text(2, r.host);
-  s.bind_int(3, r.pid);
-  s.bind_int(4, r.local_rank);
-  s.bind_text(5, r.device);
-  s.bind_int(6, r.clock_offset_ns);
-  s.bind_int(7, r.start_ns);
-  s.bind_int(8, r.end_ns);
-  s.bind_int(9, r.events);
-  s.bind_int(10, r.dropped_events);
-  s.bind_text(11, r.status);
-  s.bind_int(12, r.clock_uncertainty_ns);
+  s.bind_int(C::Rank, r.rank);
+  s.bind_text(C::Host, r.host);
+  s.bind_int(C::Pid, r.pid);
+  s.bind_int(C::LocalRank, r.local_rank);
+  s.bind_text(C::Device, r.device);
+  s.bind_int(C::ClockOffsetNs, r.clock_offset_ns);
+  s.bind_int(C::StartNs, r.start_ns);
+  s.bind_int(C::EndNs, r.end_ns);
+  s.bind_int(C::Events, r.events);
+  s.bind_int(C::DroppedEvents, r.dropped_events);
+  s.bind_text(C::Status, r.status);
+  s.bind_int(C::ClockUncertaintyNs, r.clock_uncertainty_ns);
   s.run();
 }
 
 void Writer::add_lane(const LaneInfo& l) {
+  using C = LanesColumn;
   auto& s = statements_->lane;
-  s.bind_int(1, l.rank);
-  s.bind_int(2, l.lane);
-  s.bind_text(3, l.name);
-  s.bind_int(4, static_cast<int>(l.kind));
+  s.bind_int(C::Rank, l.rank);
+  s.bind_int(C::Lane, l.lane);
+  s.bind_text(C::Name, l.name);
+  s.bind_int(C::Kind, static_cast<int>(l.kind));
   s.run();
 }
 
 void Writer::add_name(NameId id, std::string_view name) {
+  using C = NamesColumn;
   auto& s = statements_->name;
-  s.bind_int(1, id);
-  s.bind_text(2, name);
+  s.bind_int(C::Id, id);
+  s.bind_text(C::Name, name);
   s.run();
 }
 
 void Writer::add_event(const Event& e) {
+  using C = EventsColumn;
   auto& s = statements_->event;
-  s.bind_int(1, e.rank);
-  s.bind_int(2, e.lane);
-  s.bind_int(3, static_cast<int>(e.kind));
-  s.bind_int_or_null(4, e.name, kNone);
-  s.bind_int(5, e.begin_ns);
-  s.bind_int(6, e.end_ns);
-  s.bind_int_or_null(7, e.iteration, kNone);
-  s.bind_int_or_null(8, e.param, kNone);
-  s.bind_int_or_null(9, e.bucket, kNone);
-  s.bind_int_or_null(10, e.unit, kNone);
-  s.bind_int_or_null(11, e.op, 0xff);
-  s.bind_int_or_null(12, e.grp, kNone);
-  s.bind_int_or_null(13, e.seq, kNone64);
-  s.bind_int_or_null(14, e.bytes, kNone64);
-  s.bind_int_or_null(15, e.dtype, 0xff);
-  s.bind_int_or_null(16, e.value, kNone64);
-  s.bind_int_or_null(17, e.enqueue_ns, kNone64);
-  s.bind_int(18, e.flags);
-  s.bind_int_or_null(19, e.cpu_begin_ns, kNone64);
-  s.bind_int_or_null(20, e.cpu_end_ns, kNone64);
+  s.bind_int(C::Rank, e.rank);
+  s.bind_int(C::Lane, e.lane);
+  s.bind_int(C::Kind, static_cast<int>(e.kind));
+  s.bind_int_or_null(C::Name, e.name, kNone);
+  s.bind_int(C::BeginNs, e.begin_ns);
+  s.bind_int(C::EndNs, e.end_ns);
+  s.bind_int_or_null(C::Iteration, e.iteration, kNone);
+  s.bind_int_or_null(C::Param, e.param, kNone);
+  s.bind_int_or_null(C::Bucket, e.bucket, kNone);
+  s.bind_int_or_null(C::Unit, e.unit, kNone);
+  s.bind_int_or_null(C::Op, e.op, 0xff);
+  s.bind_int_or_null(C::Grp, e.grp, kNone);
+  s.bind_int_or_null(C::Seq, e.seq, kNone64);
+  s.bind_int_or_null(C::Bytes, e.bytes, kNone64);
+  s.bind_int_or_null(C::Dtype, e.dtype, 0xff);
+  s.bind_int_or_null(C::Value, e.value, kNone64);
+  s.bind_int_or_null(C::EnqueueNs, e.enqueue_ns, kNone64);
+  s.bind_int(C::Flags, e.flags);
+  s.bind_int_or_null(C::CpuBeginNs, e.cpu_begin_ns, kNone64);
+  s.bind_int_or_null(C::CpuEndNs, e.cpu_end_ns, kNone64);
   s.run();
 }
 
 void Writer::add_memory(const MemorySample& m) {
+  using C = MemoryColumn;
   auto& s = statements_->memory;
-  s.bind_int(1, m.rank);
-  s.bind_int(2, m.ts_ns);
-  s.bind_int(3, static_cast<int>(m.category));
-  s.bind_int(4, m.bytes);
+  s.bind_int(C::Rank, m.rank);
+  s.bind_int(C::TsNs, m.ts_ns);
+  s.bind_int(C::Category, static_cast<int>(m.category));
+  s.bind_int(C::Bytes, m.bytes);
   s.run();
 }
 
 void Writer::add_metric(int32_t rank, int32_t iteration, NameId name, double value) {
+  using C = MetricsColumn;
   auto& s = statements_->metric;
-  s.bind_int(1, rank);
-  s.bind_int(2, iteration);
-  s.bind_int(3, name);
-  s.bind_double(4, value);
+  s.bind_int(C::Rank, rank);
+  s.bind_int(C::Iteration, iteration);
+  s.bind_int(C::Name, name);
+  s.bind_double(C::Value, value);
   s.run();
 }
 
 void Writer::add_param(const ParamInfo& p) {
+  using C = ParamsColumn;
   auto& s = statements_->param;
-  s.bind_int(1, p.index);
-  s.bind_text(2, p.name);
-  s.bind_text(3, shape_to_json(p.shape));
-  s.bind_int(4, p.numel);
-  s.bind_int(5, static_cast<int>(p.dtype));
-  s.bind_int(6, p.requires_grad ? 1 : 0);
-  s.bind_int(7, p.sparse ? 1 : 0);
-  s.bind_int_or_null(8, p.bucket, kNone);
-  s.bind_int_or_null(9, p.rebuilt_bucket, kNone);
-  s.bind_int_or_null(10, p.unit, kNone);
-  s.bind_int_or_null(11, p.unit_offset, kNone64);
+  s.bind_int(C::Param, p.index);
+  s.bind_text(C::Name, p.name);
+  s.bind_text(C::Shape, shape_to_json(p.shape));
+  s.bind_int(C::Numel, p.numel);
+  s.bind_int(C::Dtype, static_cast<int>(p.dtype));
+  s.bind_int(C::RequiresGrad, p.requires_grad ? 1 : 0);
+  s.bind_int(C::Sparse, p.sparse ? 1 : 0);
+  s.bind_int_or_null(C::Bucket, p.bucket, kNone);
+  s.bind_int_or_null(C::RebuiltBucket, p.rebuilt_bucket, kNone);
+  s.bind_int_or_null(C::Unit, p.unit, kNone);
+  s.bind_int_or_null(C::UnitOffset, p.unit_offset, kNone64);
   s.run();
 }
 
 void Writer::add_bucket(const BucketInfo& b) {
-  auto& s = statements_->bucket;
-  s.bind_int(1, b.generation);
-  s.bind_int(2, b.index);
-  s.bind_int(3, b.bytes);
-  s.bind_int(4, b.numel);
-  s.bind_int(5, static_cast<int>(b.dtype));
-  s.run();
+  {
+    using C = BucketsColumn;
+    auto& s = statements_->bucket;
+    s.bind_int(C::Generation, b.generation);
+    s.bind_int(C::Bucket, b.index);
+    s.bind_int(C::Bytes, b.bytes);
+    s.bind_int(C::Numel, b.numel);
+    s.bind_int(C::Dtype, static_cast<int>(b.dtype));
+    s.run();
+  }
+  using C = BucketParamsColumn;
   auto& p = statements_->bucket_param;
   for (size_t i = 0; i < b.params.size(); ++i) {
-    p.bind_int(1, b.generation);
-    p.bind_int(2, b.index);
-    p.bind_int(3, static_cast<int64_t>(i));
-    p.bind_int(4, b.params[i]);
-    p.bind_int(5, i < b.offsets.size() ? b.offsets[i] : 0);
+    p.bind_int(C::Generation, b.generation);
+    p.bind_int(C::Bucket, b.index);
+    p.bind_int(C::Position, static_cast<int64_t>(i));
+    p.bind_int(C::Param, b.params[i]);
+    p.bind_int(C::Offset, i < b.offsets.size() ? b.offsets[i] : 0);
     p.run();
   }
 }
 
 void Writer::add_unit(const UnitInfo& u) {
+  using C = UnitsColumn;
   auto& s = statements_->unit;
-  s.bind_int(1, u.index);
-  s.bind_text(2, u.name);
-  s.bind_int_or_null(3, u.parent, kNone);
-  s.bind_int(4, u.numel);
-  s.bind_int(5, u.padded_numel);
-  s.bind_int(6, u.shard_numel);
+  s.bind_int(C::Unit, u.index);
+  s.bind_text(C::Name, u.name);
+  s.bind_int_or_null(C::Parent, u.parent, kNone);
+  s.bind_int(C::Numel, u.numel);
+  s.bind_int(C::PaddedNumel, u.padded_numel);
+  s.bind_int(C::ShardNumel, u.shard_numel);
   s.run();
 }
 
 void Writer::add_unit_shard(const UnitShard& u) {
+  using C = UnitShardsColumn;
   auto& s = statements_->unit_shard;
-  s.bind_int(1, u.unit);
-  s.bind_int(2, u.rank);
-  s.bind_int(3, u.shard_begin);
-  s.bind_int(4, u.shard_end);
-  s.bind_int(5, u.real_numel);
+  s.bind_int(C::Unit, u.unit);
+  s.bind_int(C::Rank, u.rank);
+  s.bind_int(C::ShardBegin, u.shard_begin);
+  s.bind_int(C::ShardEnd, u.shard_end);
+  s.bind_int(C::RealNumel, u.real_numel);
   s.run();
 }
 

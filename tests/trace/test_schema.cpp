@@ -1,19 +1,23 @@
 // The trace format round trip: every table and every event kind written with every field set
-// (and with every nullable field NULL) reads back identical; the lookup tables match the
-// enumerations; docs/trace-format.md names every table and column of schema.h.
+// (and with every nullable field NULL) reads back identical; a new file's tables are the ones
+// schema.h describes; files of older schema versions read and merge; the lookup tables match
+// the enumerations; docs/trace-format.md names every table and column of schema.h.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
 #include <fstream>
-#include <regex>
 #include <sstream>
 
+#include "tests/sqlite_edit.h"
 #include "tests/test_util.h"
+#include "trace/merge.h"
 #include "trace/reader.h"
 #include "trace/recorder.h"
+#include "trace/vocabulary.h"
 #include "trace/writer.h"
 
 using namespace dpscope::trace;
+using dpscope::testing::exec_sql;
 using dpscope::testing::TempDir;
 
 namespace {
@@ -241,26 +245,26 @@ TEST(Schema, TraceLevelsParse) {
   EXPECT_TRUE(shape_from_json("[]").empty());
 }
 
-// docs/trace-format.md is the users' copy of schema.h: every table and every column of
-// kTables must appear in it (as `name` in backticks), and the documented version must match.
+// docs/trace-format.md is the users' copy of schema.h: every table and every column of the
+// descriptions, and the view, must appear in it (as `name` in backticks), and the documented
+// version must match.
 TEST(Schema, FormatDocumentNamesEveryTableAndColumn) {
   const std::string doc = read_file(std::string(DPSCOPE_SOURCE_DIR) + "/docs/trace-format.md");
   ASSERT_FALSE(doc.empty()) << "docs/trace-format.md is missing";
   EXPECT_NE(doc.find("schema version " + std::to_string(kSchemaVersion)), std::string::npos)
       << "the document must state 'schema version " << kSchemaVersion << "'";
-  const std::regex table_re(R"(CREATE (?:TABLE|VIEW) (\w+) )");
-  const std::regex column_re(R"([(,]\s*(\w+) (?:INTEGER|TEXT|REAL))");
-  for (const char* ddl : kTables) {
-    const std::string sql = ddl;
-    std::smatch table;
-    ASSERT_TRUE(std::regex_search(sql, table, table_re)) << sql;
-    EXPECT_NE(doc.find("`" + table[1].str() + "`"), std::string::npos)
-        << "table " << table[1] << " is not documented";
-    for (std::sregex_iterator it(sql.begin(), sql.end(), column_re), end; it != end; ++it) {
-      EXPECT_NE(doc.find("`" + (*it)[1].str() + "`"), std::string::npos)
-          << "column " << table[1] << "." << (*it)[1] << " is not documented";
+  std::vector<Table> tables(std::begin(kTables), std::end(kTables));
+  for (const LookupTable& lookup : kLookupTables) tables.push_back(lookup.table);
+  for (const Table& table : tables) {
+    const std::string name(table.name);
+    EXPECT_NE(doc.find("`" + name + "`"), std::string::npos)
+        << "table " << name << " is not documented";
+    for (const Column& column : table.columns) {
+      EXPECT_NE(doc.find("`" + std::string(column.name) + "`"), std::string::npos)
+          << "column " << name << "." << column.name << " is not documented";
     }
   }
+  EXPECT_NE(doc.find("`events_named`"), std::string::npos) << "the view is not documented";
   for (int i = 0; i < kMemoryCategoryCount; ++i) {
     const std::string name(to_string(static_cast<MemoryCategory>(i)));
     EXPECT_NE(doc.find("`" + name + "`"), std::string::npos) << "memory category " << name;
@@ -333,5 +337,224 @@ TEST(Schema, RangeQueriesWithAGivenLongestEventFindTheSameEvents) {
     ASSERT_EQ(found.size(), given.size()) << t0 << ".." << t1;
     for (size_t i = 0; i < found.size(); ++i) EXPECT_EQ(found[i].begin_ns, given[i].begin_ns);
     EXPECT_FALSE(found.empty()) << t0 << ".." << t1;
+  }
+}
+
+namespace {
+
+// One row of `PRAGMA table_info`: what SQLite made of a table's column.
+struct ColumnInfo {
+  std::string name, type, default_value;  // default_value: "NULL" where there is none
+  bool not_null = false;
+  int primary_key = 0;  // its place in the primary key (1, 2, ...), 0 when not in it
+};
+
+std::vector<ColumnInfo> table_info(sqlite3* db, std::string_view table) {
+  sqlite3_stmt* s = nullptr;
+  const std::string sql = "SELECT name, type, \"notnull\", dflt_value, pk FROM"
+                          " pragma_table_info('" + std::string(table) + "') ORDER BY cid";
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  const auto text = [&](int i) {
+    const unsigned char* value = sqlite3_column_text(s, i);
+    return value ? std::string(reinterpret_cast<const char*>(value)) : std::string("NULL");
+  };
+  std::vector<ColumnInfo> columns;
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    columns.push_back(ColumnInfo{text(0), text(1), text(3), sqlite3_column_int(s, 2) != 0,
+                                 sqlite3_column_int(s, 4)});
+  }
+  sqlite3_finalize(s);
+  return columns;
+}
+
+// What the description of `column` in `table` says SQLite should make of it.
+ColumnInfo described(const Table& table, const Column& column) {
+  const std::string type(column.type);
+  ColumnInfo info;
+  info.name = column.name;
+  info.type = type.substr(0, type.find(' '));
+  info.not_null = type.find("NOT NULL") != std::string::npos;
+  const std::string_view default_value = column_default(column);
+  info.default_value = default_value.empty() ? "NULL" : std::string(default_value);
+  if (type.find("PRIMARY KEY") != std::string::npos) info.primary_key = 1;
+  std::stringstream key{std::string(table.primary_key)};
+  std::string part;
+  for (int place = 1; std::getline(key, part, ','); ++place) {
+    if (part.substr(part.find_first_not_of(' ')) == info.name) info.primary_key = place;
+  }
+  return info;
+}
+
+// A rank file written by this build, then made a file of schema version `version` the way an
+// older dpscope wrote it: the columns added after `version` (as the descriptions say) dropped.
+void write_rank_of_version(const std::string& path, int32_t rank, int version) {
+  {
+    Writer writer(path);
+    writer.begin();
+    RankInfo info;
+    info.rank = rank;
+    info.clock_offset_ns = 40;
+    info.clock_uncertainty_ns = 7;
+    info.events = 2;
+    info.status = "complete";
+    writer.put_rank(info);
+    writer.add_lane(LaneInfo{rank, 0, "main", LaneKind::Host});
+    writer.add_name(1, "forward");
+    writer.add_name(2, "loss");
+    Event phase;
+    phase.rank = static_cast<int16_t>(rank);
+    phase.kind = EventKind::Phase;
+    phase.name = 1;
+    phase.begin_ns = 100;
+    phase.end_ns = 300;
+    phase.iteration = 0;
+    phase.cpu_begin_ns = 1100;
+    phase.cpu_end_ns = 1250;
+    writer.add_event(phase);
+    Event collective = full_event(EventKind::Collective, 400);
+    collective.rank = static_cast<int16_t>(rank);
+    collective.name = 1;
+    collective.cpu_begin_ns = 1300;
+    writer.add_event(collective);
+    writer.add_memory(MemorySample{rank, 100, MemoryCategory::Parameters, 4096});
+    writer.add_metric(rank, 0, 2, 0.5);
+    writer.commit();
+    writer.finish();
+  }
+  std::string sql = "DROP VIEW events_named;";
+  for (const Table& table : kTables) {
+    for (const Column& column : table.columns) {
+      if (column.since > version) {
+        sql += "ALTER TABLE " + std::string(table.name) + " DROP COLUMN " +
+               std::string(column.name) + ";";
+      }
+    }
+  }
+  sql += "UPDATE meta SET value = '" + std::to_string(version) + "' WHERE key = '" +
+         std::string(meta_key::kSchemaVersion) + "';";
+  exec_sql(path, sql + "PRAGMA user_version = " + std::to_string(version));
+}
+
+// What `reader` gives of a rank written by write_rank_of_version(`version`).
+void expect_rank_of_version(Reader& reader, int32_t rank, int version) {
+  SCOPED_TRACE(reader.path() + ", rank " + std::to_string(rank) + " of version " +
+               std::to_string(version));
+  bool found = false;
+  for (const RankInfo& info : reader.ranks()) {
+    if (info.rank != rank) continue;
+    found = true;
+    EXPECT_EQ(info.clock_offset_ns, 40);
+    EXPECT_EQ(info.clock_uncertainty_ns, version >= 3 ? 7 : 0);  // read as its DEFAULT before 3
+    EXPECT_EQ(info.status, "complete");
+  }
+  EXPECT_TRUE(found);
+  const std::vector<Event> phases = reader.events_of_kind(EventKind::Phase, rank);
+  ASSERT_EQ(phases.size(), 1u);
+  EXPECT_EQ(reader.names()[static_cast<size_t>(phases[0].name)], "forward");
+  EXPECT_EQ(phases[0].begin_ns, 100);
+  EXPECT_EQ(phases[0].cpu_begin_ns, version >= 4 ? 1100 : kNone64);  // NULL before 4
+  EXPECT_EQ(phases[0].cpu_end_ns, version >= 4 ? 1250 : kNone64);
+  const std::vector<Event> collectives = reader.events_of_kind(EventKind::Collective, rank);
+  ASSERT_EQ(collectives.size(), 1u);
+  Event expected = full_event(EventKind::Collective, 400);
+  expected.rank = static_cast<int16_t>(rank);
+  expected.name = collectives[0].name;
+  expect_same(collectives[0], expected);
+  EXPECT_EQ(collectives[0].cpu_begin_ns, version >= 4 ? 1300 : kNone64);
+  int64_t rank_events = 0;
+  reader.for_each_event([&](const Event& e) { return rank_events += e.rank == rank, true; });
+  EXPECT_EQ(rank_events, 2);
+  const auto [first, last] = reader.event_id_range();
+  int64_t spans = 0;
+  reader.scan_event_spans(first, last, [&](const EventSpan* span, size_t n) {
+    for (size_t i = 0; i < n; ++i) spans += span[i].rank == rank && span[i].begin_ns >= 100;
+    return true;
+  });
+  EXPECT_EQ(spans, 2);
+  const auto [first_sample, last_sample] = reader.memory_rowid_range();
+  int64_t samples = 0;
+  reader.scan_memory(first_sample, last_sample, [&](const MemorySample* sample, size_t n) {
+    for (size_t i = 0; i < n; ++i) samples += sample[i].rank == rank && sample[i].bytes == 4096;
+    return true;
+  });
+  EXPECT_EQ(samples, 1);
+  const std::vector<Metric> metrics = reader.metrics(rank);
+  ASSERT_EQ(metrics.size(), 1u);
+  EXPECT_EQ(metrics[0].name, "loss");
+}
+
+}  // namespace
+
+// Every table and lookup table of a new file is as its description in schema.h says, column by
+// column: name, type, NOT NULL, DEFAULT and place in the primary key, as SQLite reads them.
+TEST(Schema, ANewFileHasTheDescribedTables) {
+  TempDir dir;
+  const std::string path = dir.file("new.sqlite");
+  Writer(path).finish();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  std::vector<Table> tables(std::begin(kTables), std::end(kTables));
+  for (const LookupTable& lookup : kLookupTables) tables.push_back(lookup.table);
+  for (const Table& table : tables) {
+    SCOPED_TRACE(std::string(table.name));
+    const std::vector<ColumnInfo> actual = table_info(db, table.name);
+    ASSERT_EQ(actual.size(), table.columns.size());
+    for (size_t i = 0; i < actual.size(); ++i) {
+      const ColumnInfo expected = described(table, table.columns[i]);
+      EXPECT_EQ(actual[i].name, expected.name);
+      EXPECT_EQ(actual[i].type, expected.type) << expected.name;
+      EXPECT_EQ(actual[i].not_null, expected.not_null) << expected.name;
+      EXPECT_EQ(actual[i].default_value, expected.default_value) << expected.name;
+      EXPECT_EQ(actual[i].primary_key, expected.primary_key) << expected.name;
+    }
+  }
+  // Nothing more than described: the tables, their automatic indexes, the view.
+  sqlite3_stmt* s = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'", -1,
+                               &s, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(s), SQLITE_ROW);
+  EXPECT_EQ(static_cast<size_t>(sqlite3_column_int(s, 0)), tables.size());
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+}
+
+// The stand-ins an older file reads as: its DEFAULT, else NULL.
+TEST(Schema, ColumnsAddedLaterReadAsTheirDefault) {
+  const std::vector<std::string> ranks = columns_as_of(kRanksTable, 2, "r.");
+  EXPECT_EQ(ranks[column_position(RanksColumn::Rank)], "r.rank");
+  EXPECT_EQ(ranks[column_position(RanksColumn::ClockUncertaintyNs)], "0");
+  EXPECT_EQ(columns_as_of(kRanksTable, 3)[column_position(RanksColumn::ClockUncertaintyNs)],
+            "clock_uncertainty_ns");
+  const std::vector<std::string> events = columns_as_of(kEventsTable, 3);
+  EXPECT_EQ(events[column_position(EventsColumn::CpuBeginNs)], "NULL");
+  EXPECT_EQ(events[column_position(EventsColumn::CpuEndNs)], "NULL");
+  EXPECT_EQ(comma_separated(columns_as_of(kEventsTable, kSchemaVersion)),
+            "id, rank, lane, kind, name, begin_ns, end_ns, iteration, param, bucket, unit, op, grp,"
+            " seq, bytes, dtype, value, enqueue_ns, flags, cpu_begin_ns, cpu_end_ns");
+}
+
+// Files of schema versions 2 (no ranks.clock_uncertainty_ns), 3 (no CPU times) and 4 read
+// through the Reader, queries and bulk scans alike, and merge into a file of this version with
+// the missing columns as their stand-ins.
+TEST(Schema, FilesOfOlderVersionsReadAndMerge) {
+  for (int version : {2, 3, 4}) {
+    TempDir dir;
+    const std::string rank0 = dir.file("rank0.sqlite"), rank1 = dir.file("rank1.sqlite");
+    write_rank_of_version(rank0, 0, version);
+    write_rank_of_version(rank1, 1, version);
+    {
+      Reader reader(rank0);
+      EXPECT_EQ(reader.schema_version(), version);
+      expect_rank_of_version(reader, 0, version);
+    }
+    const std::string run = dir.file("run.sqlite");
+    const MergeResult merged = merge_traces({rank1, rank0}, run);
+    EXPECT_EQ(merged.ranks, 2);
+    EXPECT_EQ(merged.events, 4);
+    Reader reader(run);
+    EXPECT_EQ(reader.schema_version(), kSchemaVersion);
+    expect_rank_of_version(reader, 0, version);
+    expect_rank_of_version(reader, 1, version);
   }
 }
