@@ -186,8 +186,9 @@ bool mark_unfinished_rank(const std::string& rank_file, std::string_view how_it_
     Reader check(rank_file);  // a file that is not a readable trace fails here, naming it
   }
   detail::Db db(rank_file, detail::OpenMode::ReadWrite);
-  detail::Statement update(db, "UPDATE ranks SET status = ?1 WHERE status = 'running'");
+  detail::Statement update(db, "UPDATE ranks SET status = ?1 WHERE status = ?2");
   update.bind_text(1, how_it_ended);
+  update.bind_text(2, to_string(RankStatus::Running));
   update.step();
   return sqlite3_changes(db.handle()) > 0;
 }

@@ -30,10 +30,10 @@ MergeResult merge_traces(const std::vector<std::string>& inputs, const std::stri
 // not among them. Throws the same TraceError.
 void check_merge_arguments(const std::vector<std::string>& inputs, const std::string& out);
 
-// A rank killed before it could close its trace leaves status 'running' in its file. The
-// launcher, which saw how the process ended, writes that here ("killed by signal 9 (SIGKILL)")
-// so the file and the merge say it. A closed rank's status is left alone; returns whether the
-// file changed. Throws TraceError naming the file if it is not a readable trace.
+// A rank killed before it could close its trace leaves status 'running' (RankStatus::Running)
+// in its file. The launcher, which saw how the process ended, writes that here ("killed by
+// signal 9 (SIGKILL)") so the file and the merge say it. A closed rank's status is left alone;
+// returns whether the file changed. Throws TraceError naming the file if it is not a readable trace.
 bool mark_unfinished_rank(const std::string& rank_file, std::string_view how_it_ended);
 
 }  // namespace dpscope::trace

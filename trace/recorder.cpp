@@ -186,7 +186,7 @@ Recorder::Recorder(RecorderOptions options)
   try {
     writer_ = std::make_unique<Writer>(options_.path);
     writer_->set_meta(meta_key::kTraceLevel, to_string(options_.level));
-    writer_->put_rank(rank_row("running"));
+    writer_->put_rank(rank_row(to_string(RankStatus::Running)));
     writer_->add_lane(LaneInfo{options_.rank, 0, "main", LaneKind::Host});
   } catch (const TraceError&) {
     // A file that never got its schema (a full disk) would read as a damaged trace: remove it.
@@ -203,7 +203,7 @@ Recorder::Recorder(RecorderOptions options)
 
 Recorder::~Recorder() {
   unregister_recorder(this);
-  close("complete");
+  close(to_string(RankStatus::Complete));
 }
 
 void Recorder::push(const Event& event) {
@@ -279,7 +279,7 @@ void Recorder::set_meta(std::string_view key, std::string_view value) {
 void Recorder::set_clock_offset(int64_t offset_ns, int64_t uncertainty_ns) {
   clock_offset_ns_.store(offset_ns, std::memory_order_relaxed);
   clock_uncertainty_ns_.store(uncertainty_ns, std::memory_order_relaxed);
-  enqueue([this](Writer& w) { w.put_rank(rank_row("running")); });
+  enqueue([this](Writer& w) { w.put_rank(rank_row(to_string(RankStatus::Running))); });
 }
 
 void Recorder::add_param(const ParamInfo& param) {

@@ -21,6 +21,7 @@
 #include "trace/flush_guard.h"
 #include "trace/records.h"
 #include "trace/schema.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::trace {
 
@@ -52,7 +53,7 @@ class Recorder final : public FlushTarget {
   // Creates the trace file (throws TraceError naming the path if it cannot) and starts the
   // writer thread. With level Off no file is created and every call is a no-op.
   explicit Recorder(RecorderOptions options);
-  // Closes with status "complete" if close() was not called.
+  // Closes as RankStatus::Complete if close() was not called.
   ~Recorder();
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
@@ -114,7 +115,7 @@ class Recorder final : public FlushTarget {
   void flush();
   // Drains everything, records `status` in the ranks table, finishes the file. Idempotent;
   // recording afterwards is a no-op. Prints a warning on stderr if events were dropped.
-  void close(std::string_view status = "complete") override;
+  void close(std::string_view status = to_string(RankStatus::Complete)) override;
 
   // ---- State.
   int32_t rank() const { return options_.rank; }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "trace/schema.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::trace {
 
@@ -84,7 +85,8 @@ struct RankInfo {
   int64_t end_ns = 0;
   int64_t events = 0;
   int64_t dropped_events = 0;
-  std::string status = "running";
+  // ranks.status: a RankStatus's word, or the text that says how the rank ended.
+  std::string status{to_string(RankStatus::Running)};
 };
 
 struct LaneInfo {

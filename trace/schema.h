@@ -264,7 +264,9 @@ inline constexpr Column kMetaColumns[] = {
 inline constexpr Table kMetaTable{"meta", kMetaColumns};
 
 // One row per rank in the file. status: 'running' while written, then 'complete',
-// 'interrupted (SIGINT)', 'terminated: <why>', ...; a killed writer leaves 'running'.
+// 'interrupted (SIGINT)', 'terminated: <why>', ... (trace/vocabulary.h's RankStatus); a killed
+// writer leaves 'running', the DEFAULT (tests/trace/test_schema.cpp checks it is
+// to_string(RankStatus::Running)).
 enum class RanksColumn {
   Rank, Host, Pid, LocalRank, Device, ClockOffsetNs, StartNs, EndNs, Events, DroppedEvents,
   Status, ClockUncertaintyNs,
