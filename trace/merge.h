@@ -33,7 +33,8 @@ void check_merge_arguments(const std::vector<std::string>& inputs, const std::st
 // A rank killed before it could close its trace leaves status 'running' (RankStatus::Running)
 // in its file. The launcher, which saw how the process ended, writes that here ("killed by
 // signal 9 (SIGKILL)") so the file and the merge say it. A closed rank's status is left alone;
-// returns whether the file changed. Throws TraceError naming the file if it is not a readable trace.
+// returns whether the file changed. Throws TraceError naming the file if it is not a readable
+// trace.
 bool mark_unfinished_rank(const std::string& rank_file, std::string_view how_it_ended);
 
 }  // namespace dpscope::trace
