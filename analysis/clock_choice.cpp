@@ -2,7 +2,7 @@
 #include "analysis/clock_choice.h"
 
 #include "analysis/cluster_clock.h"
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "analysis/stats.h"
 #include "trace/vocabulary.h"
 
@@ -41,8 +41,8 @@ std::optional<ComputeTime> parse_compute_time(std::string_view text) {
 std::string clock_text(const ClockLabel& label) {
   if (label.clock == Clock::Measured) return "measured (this machine)";
   const std::string compute = label.compute == ComputeTime::Recorded ? "each step's CPU time" : "CPU time";
-  return "cluster clock (modeled: compute as " + compute + ", link " + link_value_text(label.link_gbps) +
-         " Gb/s, " + link_value_text(label.link_latency_us) + " µs)";
+  return "cluster clock (modeled: compute as " + compute + ", link " + core::link_value_text(label.link_gbps) +
+         " Gb/s, " + core::link_value_text(label.link_latency_us) + " µs)";
 }
 
 RunStats compute_lesson_stats(trace::Reader& reader) {

@@ -63,7 +63,7 @@ struct RankState {
 
 class Replay {
  public:
-  Replay(const std::vector<RankProgram>& programs, const LinkSpec& link) : link_(link) {
+  Replay(const std::vector<RankProgram>& programs, const core::LinkSpec& link) : link_(link) {
     for (const RankProgram& program : programs) {
       check_order(program);
       RankState state;
@@ -189,7 +189,7 @@ class Replay {
       }
       if (!ready) continue;
       const IssuedCollective& what = state.program->collectives.at(key);
-      const int64_t end = start + link_model_ns(what.op, what.bytes, int(group.size()), link_);
+      const int64_t end = start + core::link_model_ns(what.op, what.bytes, int(group.size()), link_);
       timeline_.collectives[key] = ClusterSpan{start, end};
       for (const int32_t member : group) {
         RankState& other = ranks_.at(member);
@@ -247,7 +247,7 @@ class Replay {
     return true;
   }
 
-  const LinkSpec link_;
+  const core::LinkSpec link_;
   ClusterTimeline timeline_;
   std::map<int32_t, RankState> ranks_;
   std::map<int32_t, std::set<int32_t>> group_members_;  // by group id
@@ -296,7 +296,7 @@ using PointShape = std::tuple<PointKind, uint32_t, int32_t>;
 int64_t steady_compute(RankProgram& program, const std::vector<StepWall>& steps) {
   std::vector<ThreadPoint>& points = program.points;
   if (points.size() < 2) return 0;
-  const int32_t from = steady_from(steps.size());
+  const int32_t from = core::steady_from(steps.size());
   std::map<std::vector<PointShape>, std::vector<size_t>> shapes;  // shape -> each step's first point
   for (const StepWall& step : steps) {
     if (step.iteration < from) continue;
@@ -339,8 +339,8 @@ std::optional<double> meta_number(const std::map<std::string, std::string>& meta
   return value;
 }
 
-LinkSpec choose_link(const std::map<std::string, std::string>& meta, const std::string& path,
-                     const std::optional<LinkSpec>& given, bool& from_trace) {
+core::LinkSpec choose_link(const std::map<std::string, std::string>& meta, const std::string& path,
+                     const std::optional<core::LinkSpec>& given, bool& from_trace) {
   from_trace = !given;
   if (given) return *given;
   const std::optional<double> gbps = meta_number(meta, trace::meta_key::kLinkGbps);
@@ -352,7 +352,7 @@ LinkSpec choose_link(const std::map<std::string, std::string>& meta, const std::
                             "--link-latency-us L`");
   }
   try {
-    return *check_link(gbps, latency, "meta link_gbps", "meta link_latency_us");
+    return *core::check_link(gbps, latency, "meta link_gbps", "meta link_latency_us");
   } catch (const std::invalid_argument& error) {
     throw ClusterClockError(path + ": " + error.what() + " (give --link-gbps and --link-latency-us)");
   }
@@ -382,7 +382,7 @@ void order_points(RankProgram& program) {
 
 }  // namespace
 
-ClusterTimeline replay_programs(const std::vector<RankProgram>& programs, const LinkSpec& link) {
+ClusterTimeline replay_programs(const std::vector<RankProgram>& programs, const core::LinkSpec& link) {
   return Replay(programs, link).run();
 }
 
@@ -433,7 +433,7 @@ std::optional<double> ClusterClockRun::steady_step_ms(int32_t rank) const {
   for (const auto& [iteration, span] : found->second) {
     if (iteration >= 0) step_ms[size_t(iteration)] = double(span.end_ns - span.begin_ns) / 1e6;
   }
-  const StepSummary summary = summarize_steps(step_ms);
+  const core::StepSummary summary = core::summarize_steps(step_ms);
   if (summary.count == 0) return std::nullopt;
   return summary.median_ms;
 }
@@ -443,9 +443,9 @@ namespace {
 // The refusals and warnings that the trace's meta table decides: a GPU run, a missing link,
 // more than one intra-op thread.
 void read_settings(const std::map<std::string, std::string>& meta, const std::string& path,
-                   const std::optional<LinkSpec>& link, ClusterClockRun& run) {
+                   const std::optional<core::LinkSpec>& link, ClusterClockRun& run) {
   const auto device = meta.find(std::string(trace::meta_key::kDevice));
-  if (device != meta.end() && device->second.rfind("cuda", 0) == 0) {
+  if (device != meta.end() && trace::parse_mode(trace::kDevices, device->second) == trace::Device::Cuda) {
     throw ClusterClockError(path + ": a GPU run; its measured clock is already the cluster's "
                             "own (the cluster clock replays CPU runs, whose compute and "
                             "transfers shared this machine's cores): read its measured times");
@@ -543,7 +543,7 @@ void place_rank_collectives(ClusterClockRun& run) {
 }  // namespace
 
 ClusterClockRun cluster_clock(trace::Reader& reader, const std::string& path,
-                              const std::optional<LinkSpec>& link, ComputeTime compute) {
+                              const std::optional<core::LinkSpec>& link, ComputeTime compute) {
   ClusterClockRun run;
   run.compute = compute;
   read_settings(reader.meta(), path, link, run);

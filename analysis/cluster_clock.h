@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "analysis/clock_choice.h"
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "trace/reader.h"
 #include "trace/schema.h"
 
@@ -86,7 +86,7 @@ struct ClusterTimeline {
 // Replays `programs` on `link` (Note [Cluster clock]). Pure and deterministic: the same programs
 // give the same timeline. Throws ClusterClockError when a program is out of order (a point
 // before the one that precedes it on either clock).
-ClusterTimeline replay_programs(const std::vector<RankProgram>& programs, const LinkSpec& link);
+ClusterTimeline replay_programs(const std::vector<RankProgram>& programs, const core::LinkSpec& link);
 
 // A step of a rank's program: its `iteration` phase's wall span (the trace's clock).
 struct StepWall {
@@ -116,7 +116,7 @@ struct RankCollectiveSpan {
 };
 
 struct ClusterClockRun {
-  LinkSpec link;
+  core::LinkSpec link;
   ComputeTime compute = ComputeTime::Steady;
   bool link_from_trace = true;  // the run's emulated link (meta), or one given by the caller
   // What the reader should know about the replay ("recorded with 2 intra-op threads: ...").
@@ -149,7 +149,7 @@ struct ClusterClockRun {
 // cluster's own), a trace without CPU times (schema version 3 and older, or trace level off).
 // Thread-safety: uses `reader`, which the calling thread must own.
 ClusterClockRun cluster_clock(trace::Reader& reader, const std::string& path,
-                              const std::optional<LinkSpec>& link,
+                              const std::optional<core::LinkSpec>& link,
                               ComputeTime compute = ComputeTime::Steady);
 
 }  // namespace dpscope::analysis

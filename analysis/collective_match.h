@@ -60,7 +60,7 @@ ArrivalSplit split_at_arrival(const CollectiveStats& c, int64_t last_begin_ns);
 // A trace does not list a process group's ranks; a collective of group `grp` is matched among
 // the ranks that recorded any collective of that group (HSDP's shard and replicate groups, the
 // post-forward groups of reshard_after_forward N: each a group id of its own, Note [HSDP mesh] in
-// engine/fsdp2/fsdp_mesh.h), and the world group (id 0) among all the run's ranks. A group seen
+// engine/comm/device_mesh.h), and the world group (id 0) among all the run's ranks. A group seen
 // on one rank only is matched among all the run's ranks too: nothing tells it from a collective
 // the other ranks never issued (the engine's groups of one rank issue none). The cluster
 // clock takes a group's members the same way (cluster_clock.cpp), so a subgroup's collective

@@ -32,7 +32,7 @@ inline const RankStats& replayable_rank(const std::string& path, const RunStats&
     throw WhatifError(path + ": has no rank " + std::to_string(rank) + " (it holds " +
                       std::to_string(stats.ranks.size()) + " ranks); pass --rank with one of them");
   }
-  if (steady_from(size_t(std::max(stats.iterations, 0))) == 0) {
+  if (core::steady_from(size_t(std::max(stats.iterations, 0))) == 0) {
     throw WhatifError(path + ": no steady iterations (it has " + std::to_string(stats.iterations) +
                       "; whatif replays iteration 2 on, Note [Steady steps]): record at least "
                       "3 steps");
@@ -128,7 +128,7 @@ std::vector<Iteration> load_steady_iterations(trace::Reader& reader, const RunSt
   origin = replay_origin(path, stats, rank);
   const std::vector<std::string> names = reader.names();
   std::map<int32_t, IterationEvents> events = read_steady_events(
-      reader, steady_from(size_t(stats.iterations)), rank, steps.warmup, steps.steady, cluster);
+      reader, core::steady_from(size_t(stats.iterations)), rank, steps.warmup, steps.steady, cluster);
   steps.check(events);
   std::vector<Iteration> kept;
   for (auto& [iteration, ev] : events) {

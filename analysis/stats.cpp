@@ -577,7 +577,7 @@ RunStats compute_stats_on(trace::Reader& reader, const ClusterClockRun* cluster)
     uncertainty.push_back(out.clock_uncertainty_ns);
     split_at_arrivals(last_begin, out);
   }
-  stats.stragglers = find_stragglers(stats.matches, steady_from(size_t(std::max(stats.iterations, 0))),
+  stats.stragglers = find_stragglers(stats.matches, core::steady_from(size_t(std::max(stats.iterations, 0))),
                                      stats.iterations, uncertainty);
   return stats;
 }
@@ -590,34 +590,15 @@ RunStats compute_stats(trace::Reader& reader, const ClusterClockRun& cluster) {
   return compute_stats_on(reader, &cluster);
 }
 
-int32_t steady_from(size_t iterations) { return iterations >= 3 ? 2 : 0; }
-
-StepSummary summarize_steps(const std::vector<double>& step_ms) {
-  StepSummary summary;
-  summary.from_iteration = steady_from(step_ms.size());
-  std::vector<double> steps;
-  for (size_t i = static_cast<size_t>(summary.from_iteration); i < step_ms.size(); ++i) {
-    if (step_ms[i] > 0) steps.push_back(step_ms[i]);
-  }
-  if (steps.empty()) return summary;
-  std::sort(steps.begin(), steps.end());
-  const size_t n = steps.size();
-  summary.count = n;
-  summary.median_ms = n % 2 ? steps[n / 2] : (steps[n / 2 - 1] + steps[n / 2]) / 2;
-  summary.min_ms = steps.front();
-  summary.max_ms = steps.back();
-  return summary;
-}
-
-StepSummary step_summary(const RankStats& rank) {
+core::StepSummary step_summary(const RankStats& rank) {
   std::vector<double> step_ms;
   step_ms.reserve(rank.iterations.size());
   for (const IterationStats& it : rank.iterations) step_ms.push_back(it.step_ms);
-  return summarize_steps(step_ms);
+  return core::summarize_steps(step_ms);
 }
 
 OverlapStats overlap_per_step(const RankStats& rank) {
-  const auto from = static_cast<size_t>(steady_from(rank.iterations.size()));
+  const auto from = static_cast<size_t>(core::steady_from(rank.iterations.size()));
   OverlapStats mean;
   if (rank.iterations.size() <= from) return mean;
   for (size_t i = from; i < rank.iterations.size(); ++i) {
@@ -636,7 +617,7 @@ OverlapStats overlap_per_step(const RankStats& rank) {
 }
 
 std::pair<double, double> wait_per_step(const RankStats& rank) {
-  const auto from = static_cast<size_t>(steady_from(rank.iterations.size()));
+  const auto from = static_cast<size_t>(core::steady_from(rank.iterations.size()));
   if (rank.iterations.size() <= from) return {0, 0};
   double wait = 0, transfer = 0;
   for (size_t i = from; i < rank.iterations.size(); ++i) {

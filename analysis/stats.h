@@ -20,6 +20,7 @@
 #include "analysis/memory_peak.h"
 #include "analysis/param_rows.h"
 #include "analysis/stragglers.h"
+#include "core/steady_steps.h"
 #include "trace/reader.h"
 #include "trace/records.h"
 #include "trace/schema.h"
@@ -89,7 +90,7 @@ struct DdpTimings {
 
 struct RankStats {
   int32_t rank = 0;
-  std::string status;          // ranks.status: "complete", "running" (writer died), ...
+  std::string status;          // ranks.status as recorded (trace::parse_rank_status reads it)
   int64_t dropped_events = 0;  // events the recorder could not buffer
   std::vector<IterationStats> iterations;  // one per run iteration, 0..RunStats::iterations-1
   // Ordered by (grp, seq, begin).
@@ -139,7 +140,9 @@ struct RankStats {
   std::optional<GpuBreakdown> gpu;
 
   // False when the numbers are incomplete: events were dropped or the rank did not finish.
-  bool complete() const { return dropped_events == 0 && status == "complete"; }
+  bool complete() const {
+    return dropped_events == 0 && trace::parse_rank_status(status) == trace::RankStatus::Complete;
+  }
 };
 
 struct UnitStats {
@@ -187,22 +190,8 @@ struct RunStats {
   double link_latency_us = 0;
 };
 
-// Note [Steady steps]
-// A step-time summary skips the first two iterations when there are at least three: iteration 0
-// builds DDP's buckets from the order gradients arrived and warms the allocator, iteration 1 is
-// the first on the rebuilt plan. `dpscope train`'s closing "step_ms" line, `dpscope stats`, the
-// demo, the compare panel and the tutorials all summarise this way.
-struct StepSummary {
-  int32_t from_iteration = 0;  // the first iteration summarised
-  size_t count = 0;            // iterations with a step time among them
-  double median_ms = 0, min_ms = 0, max_ms = 0;
-};
-// The first steady iteration of a run of `iterations` iterations: 2 when there are at least 3,
-// else 0. Pure.
-int32_t steady_from(size_t iterations);
-// `step_ms` by iteration; entries <= 0 (not recorded) are skipped. Pure.
-StepSummary summarize_steps(const std::vector<double>& step_ms);
-StepSummary step_summary(const RankStats& rank);
+// The steady-step summaries of one rank's figures (See Note [Steady steps] in core/steady_steps.h).
+core::StepSummary step_summary(const RankStats& rank);
 // The mean per step of each overlap figure over the same steady steps: what one training step
 // computes, communicates and leaves exposed (the demo's and the tutorials' "per step"). Pure.
 OverlapStats overlap_per_step(const RankStats& rank);

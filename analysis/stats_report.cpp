@@ -198,12 +198,13 @@ void append_warnings(const RunStats& stats, std::string& out) {
                     "counts and times below are incomplete\n",
                     r.rank, static_cast<long long>(r.dropped_events));
     }
-    if (r.status == "running") {
+    const trace::RankStatus status = trace::parse_rank_status(r.status);
+    if (status == trace::RankStatus::Running) {
       out += format("WARNING: rank %d did not finish: status \"running\", its trace writer stopped "
                     "before closing the file (the process was killed, or the disk filled up); its trace "
                     "ends early\n",
                     r.rank);
-    } else if (r.status != "complete") {
+    } else if (status != trace::RankStatus::Complete) {
       out += format("WARNING: rank %d did not finish: status \"%s\"; its trace ends early\n",
                     r.rank, r.status.c_str());
     }
@@ -297,7 +298,7 @@ void append_iteration(const IterationStats& it, std::string& out) {
 
 // The step-time summary (Note [Steady steps]): it still describes a long run whose table is cut.
 void append_step_summary(const RankStats& r, std::string& out) {
-  const StepSummary steps = step_summary(r);
+  const core::StepSummary steps = step_summary(r);
   if (steps.count == 0) return;
   out += format("  step_ms over %zu iterations from %d: median %.3f, min %.3f, max %.3f\n",
                 steps.count, steps.from_iteration, steps.median_ms, steps.min_ms, steps.max_ms);

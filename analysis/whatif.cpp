@@ -42,22 +42,26 @@ struct RecordedConfig {
 RecordedConfig read_config(trace::Reader& reader) {
   const RecordedConfigJson json(reader);
   RecordedConfig config;
-  if (auto cap = json.number<double>("bucket_cap_mb"), first = json.number<double>("first_bucket_mb");
+  namespace config_key = trace::config_key;
+  if (auto cap = json.number<double>(config_key::kBucketCapMb),
+      first = json.number<double>(config_key::kFirstBucketMb);
       cap && first) {
     config.limits = BucketLimits{mib_to_bytes(*first), mib_to_bytes(*cap)};
-  } else if (auto cap_bytes = json.number<double>("bucket_cap_bytes"),
-             first_bytes = json.number<double>("first_bucket_bytes");
+  } else if (auto cap_bytes = json.number<double>(config_key::kBucketCapBytes),
+             first_bytes = json.number<double>(config_key::kFirstBucketBytes);
              cap_bytes && first_bytes) {
     config.limits = BucketLimits{static_cast<int64_t>(*first_bytes), static_cast<int64_t>(*cap_bytes)};
   }
-  config.comm_hook = json.text("comm_hook").value_or("");
+  config.comm_hook = json.text(config_key::kCommHook).value_or("");
   return config;
 }
 
 // Whether meta config's comm_hook leaves each bucket to the built-in all-reduce the replay models:
 // none recorded, or `dpscope train --comm-hook` none or allreduce.
 bool uses_built_in_allreduce(const std::string& comm_hook) {
-  return comm_hook.empty() || comm_hook == "none" || comm_hook == "allreduce";
+  if (comm_hook.empty()) return true;
+  const std::optional<trace::CommHookKind> kind = trace::parse_mode(trace::kCommHookKinds, comm_hook);
+  return kind && trace::reduces_buckets_unchanged(*kind);
 }
 
 bool is_bucket_allreduce(const trace::Event& e) {
@@ -135,7 +139,7 @@ ReplayIteration replay_iteration(int32_t iteration, IterationEvents& ev, size_t 
 
 // Median of (all-reduce start - its bucket's ready time) over the recorded all-reduces that did
 // not queue behind the previous one.
-int64_t launch_offset(const std::vector<ReplayIteration>& iterations, const BucketPlan& plan) {
+int64_t launch_offset(const std::vector<ReplayIteration>& iterations, const core::BucketPlan& plan) {
   std::vector<double> offsets;
   for (const ReplayIteration& it : iterations) {
     int64_t previous_end = INT64_MIN;
@@ -227,7 +231,7 @@ std::vector<int64_t> arrival_order(const std::string& path, WarmupHooks& rank0_h
 }
 
 // The bytes of each bucket of `plan`, by bucket index.
-std::vector<int64_t> bucket_bytes(const ReplayTrace& trace, const BucketPlan& plan) {
+std::vector<int64_t> bucket_bytes(const ReplayTrace& trace, const core::BucketPlan& plan) {
   std::vector<int64_t> bytes_by_bucket;
   for (const auto& bucket : plan.buckets) {
     int64_t bytes = 0;
@@ -240,10 +244,10 @@ std::vector<int64_t> bucket_bytes(const ReplayTrace& trace, const BucketPlan& pl
 // By bucket of `plan`: the recorded bucket holding exactly its parameters, whose recorded
 // all-reduce time it keeps iteration by iteration (a measurement of that very message beats the
 // fitted line: Note [What-if replay]); kNone for the others, and for all on another link.
-std::vector<int32_t> recorded_twins(const ReplayTrace& trace, const BucketPlan& plan,
+std::vector<int32_t> recorded_twins(const ReplayTrace& trace, const core::BucketPlan& plan,
                                     const AllReduceModel& model) {
   std::vector<int32_t> twins(plan.buckets.size(), trace::kNone);
-  if (model.source != AllReduceModel::Source::kFitted) return twins;
+  if (model.source != AllReduceModel::Source::Fitted) return twins;
   const auto sorted = [](std::vector<int64_t> params) {
     std::sort(params.begin(), params.end());
     return params;
@@ -258,7 +262,7 @@ std::vector<int32_t> recorded_twins(const ReplayTrace& trace, const BucketPlan& 
 
 // The plan every iteration is replayed with: its buckets, their bytes and recorded twins.
 struct ReplayPlan {
-  const BucketPlan& plan;
+  const core::BucketPlan& plan;
   const std::vector<int64_t>& bytes;   // by bucket
   const std::vector<int32_t>& twins;   // by bucket (recorded_twins)
   int64_t total_bytes = 0;
@@ -436,14 +440,14 @@ OverlapStats overlap_of_slices(std::vector<Interval> compute, std::vector<Interv
                       (comm_ns - hidden_ns) / 1e6};
 }
 
-BucketPlan plan_for(const ReplayTrace& trace, const BucketLimits& limits) {
-  std::vector<GradientDesc> walk;
+core::BucketPlan plan_for(const ReplayTrace& trace, const BucketLimits& limits) {
+  std::vector<core::GradientDesc> walk;
   for (const int64_t p : trace.arrival_order) walk.push_back(trace.gradients[p]);
-  return plan_buckets(walk, {limits.first_bucket_bytes, limits.bucket_cap_bytes},
+  return core::plan_buckets(walk, {limits.first_bucket_bytes, limits.bucket_cap_bytes},
                       trace.arrival_order);
 }
 
-Prediction predict(const ReplayTrace& trace, const BucketPlan& plan, const AllReduceModel& model) {
+Prediction predict(const ReplayTrace& trace, const core::BucketPlan& plan, const AllReduceModel& model) {
   Prediction prediction;
   prediction.bucket_bytes = bucket_bytes(trace, plan);
   const std::vector<int32_t> twins = recorded_twins(trace, plan, model);

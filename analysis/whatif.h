@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "analysis/bucket_plan.h"
+#include "core/bucket_plan.h"
 #include "analysis/intervals.h"
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "analysis/stats.h"
 #include "analysis/whatif_model.h"
 #include "trace/reader.h"
@@ -24,7 +24,7 @@ namespace dpscope::analysis {
 // bucket plan of its choosing. Kept as recorded: every gradient's ready time (the end of its
 // Hook event; a parameter without a hook that iteration, e.g. unused, is ready at the first
 // hook's end), and all compute before the backward's tail. The plan is what PyTorch's rebuild
-// makes (analysis/bucket_plan.h): the gradients in the order they arrived on rank 0 in the first
+// makes (core/bucket_plan.h): the gradients in the order they arrived on rank 0 in the first
 // iteration that fired every hook, limits [first bucket, cap]. Then, bucket by bucket in index
 // order:
 //   ready  = the latest ready time of its gradients
@@ -60,8 +60,8 @@ class WhatifError : public std::runtime_error {
 
 // The bucket limits of a plan, in bytes.
 struct BucketLimits {
-  int64_t first_bucket_bytes = kDefaultFirstBucketBytes;
-  int64_t bucket_cap_bytes = kDefaultBucketBytes;
+  int64_t first_bucket_bytes = core::kDefaultFirstBucketBytes;
+  int64_t bucket_cap_bytes = core::kDefaultBucketBytes;
 };
 
 // What the replay reads of one steady iteration on one rank. Plain values.
@@ -100,10 +100,10 @@ ReplayOrigin replay_origin(const std::string& path, const RunStats& stats, int32
 
 // Everything whatif needs of a trace, read once (load_replay_trace).
 struct ReplayTrace : ReplayOrigin {
-  std::vector<GradientDesc> gradients;  // by parameter index
+  std::vector<core::GradientDesc> gradients;  // by parameter index
   std::vector<std::string> param_names;
   std::vector<int64_t> arrival_order;  // parameter indices in the order rank 0's hooks fired
-  BucketPlan recorded_plan;            // the trace's rebuilt plan (its initial one if none)
+  core::BucketPlan recorded_plan;            // the trace's rebuilt plan (its initial one if none)
   std::optional<BucketLimits> recorded_limits;  // from meta config, when recorded
   std::vector<ReplayIteration> iterations;     // the steady iterations of `rank`
   // Every recorded bucket all-reduce of the steady iterations on every rank: (bytes, ns).
@@ -135,7 +135,7 @@ OverlapStats overlap_of_slices(std::vector<Interval> compute, std::vector<Interv
                                std::vector<Interval> comm);
 
 // The plan PyTorch's rebuild would make for `limits` from trace.arrival_order. Pure.
-BucketPlan plan_for(const ReplayTrace& trace, const BucketLimits& limits);
+core::BucketPlan plan_for(const ReplayTrace& trace, const BucketLimits& limits);
 
 // One bucket's predicted schedule in one iteration (times on the trace's clock).
 struct BucketSchedule {
@@ -166,7 +166,7 @@ struct Prediction {
 
 // Replays every steady iteration of `trace` with `plan` and `model` (Note [What-if replay]).
 // Pure; thread-safe.
-Prediction predict(const ReplayTrace& trace, const BucketPlan& plan, const AllReduceModel& model);
+Prediction predict(const ReplayTrace& trace, const core::BucketPlan& plan, const AllReduceModel& model);
 
 // The median of `values` (0 for none). Pure.
 double median_of(std::vector<double> values);

@@ -42,16 +42,16 @@ class IterationReplay {
       const FsdpStep& step = program[i];
       now_ += step.work_ns;
       switch (step.kind) {
-        case FsdpStepKind::kMark:
+        case FsdpStepKind::Mark:
           mark_ns_[static_cast<size_t>(step.mark)] = now_;
           break;
-        case FsdpStepKind::kIssueGather:
+        case FsdpStepKind::IssueGather:
           issue_gather(step.collective, false);
           break;
-        case FsdpStepKind::kPrefetch:
+        case FsdpStepKind::Prefetch:
           issue_gather(step.collective, true);
           break;
-        case FsdpStepKind::kWaitGather: {
+        case FsdpStepKind::WaitGather: {
           reached_[i] = true;
           issue_gather(step.collective, false);
           const auto found = std::find(in_flight_.begin(), in_flight_.end(), step.collective);
@@ -63,13 +63,13 @@ class IterationReplay {
           }
           break;
         }
-        case FsdpStepKind::kPostBackward:
+        case FsdpStepKind::PostBackward:
           if (settings_.backward_prefetch == trace::BackwardPrefetch::Post) prefetch(step.next_backward_wait);
           break;
-        case FsdpStepKind::kIssue:
+        case FsdpStepKind::Issue:
           issue(step.collective, false);
           break;
-        case FsdpStepKind::kWait:
+        case FsdpStepKind::Wait:
           issue(step.collective, false);
           wait_for(step.collective);
           break;

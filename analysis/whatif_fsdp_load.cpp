@@ -21,9 +21,15 @@ namespace {
 // FSDP2's reshard_after_forward as recorded, N read as PyTorch reads it: the world size is
 // "true", 1 is "false"; any other N stays as recorded.
 std::string fsdp2_reshard_word(const std::string& recorded, int32_t world_size) {
-  if (recorded == std::to_string(world_size)) return "true";
-  if (recorded == "1") return "false";
+  const std::optional<trace::ReshardAfterForward> mode =
+      trace::read_reshard_after_forward(recorded, world_size);
+  if (mode && *mode != trace::ReshardAfterForward::ToGroupSize) return std::string(trace::to_string(*mode));
   return recorded;
+}
+
+// The recorded word's mode: Reshard or Keep, nullopt for a group size N (and for FSDP1's "").
+std::optional<trace::ReshardAfterForward> reshard_word_mode(const std::string& word) {
+  return trace::parse_mode(trace::kReshardAfterForwardWords, word);
 }
 
 // FSDP2's settings in FSDP1's terms (Note [FSDP2 in the FSDP replay]): implicit backward
@@ -32,14 +38,17 @@ std::string fsdp2_reshard_word(const std::string& recorded, int32_t world_size) 
 void read_fsdp2_config(trace::Reader& reader, const RecordedConfigJson& json, int32_t world_size,
                        FsdpRecordedConfig& config) {
   config.strategy = trace::Strategy::Fsdp2;
-  config.explicit_prefetch = json.number<int32_t>("explicit_prefetch").value_or(0);
+  config.explicit_prefetch = json.number<int32_t>(trace::config_key::kExplicitPrefetch).value_or(0);
   config.reshard_after_forward = fsdp2_reshard_word(
-      reader.meta_value(std::string(trace::meta_key::kFsdp2ReshardAfterForward), "true"), world_size);
+      reader.meta_value(std::string(trace::meta_key::kFsdp2ReshardAfterForward),
+                        std::string(trace::to_string(trace::ReshardAfterForward::Reshard))),
+      world_size);
   config.settings = {trace::BackwardPrefetch::Pre, 0};
   config.forward_prefetch = config.explicit_prefetch > 0;
   config.limit_reduce_scatters = 1;
-  config.sharding = config.reshard_after_forward == "false" ? trace::ShardingStrategy::ShardGradOp
-                                                            : trace::ShardingStrategy::FullShard;
+  config.sharding = reshard_word_mode(config.reshard_after_forward) == trace::ReshardAfterForward::Keep
+                        ? trace::ShardingStrategy::ShardGradOp
+                        : trace::ShardingStrategy::FullShard;
   if (world_size < 2) config.sharding = trace::ShardingStrategy::NoShard;
 }
 
@@ -53,21 +62,22 @@ FsdpRecordedConfig read_config(trace::Reader& reader, const RunStats& stats, int
     return reader.meta_value(std::string(key), std::string(fallback));
   };
   FsdpRecordedConfig config;
-  const std::string backward_prefetch = json.text("backward_prefetch")
+  const std::string backward_prefetch = json.text(trace::config_key::kBackwardPrefetch)
       .value_or(meta(trace::meta_key::kFsdpBackwardPrefetch, trace::to_string(trace::BackwardPrefetch::Pre)));
   config.settings.backward_prefetch = trace::parse_mode(trace::kBackwardPrefetches, backward_prefetch)
                                           .value_or(trace::BackwardPrefetch::Pre);
-  config.settings.limit_all_gathers = json.number<int32_t>("limit_all_gathers").value_or(0);
+  config.settings.limit_all_gathers = json.number<int32_t>(trace::config_key::kLimitAllGathers).value_or(0);
   config.forward_prefetch =
-      json.flag("forward_prefetch").value_or(meta(trace::meta_key::kFsdpForwardPrefetch) == "true");
-  config.limit_reduce_scatters = json.number<int32_t>("limit_reduce_scatters").value_or(1);
+      json.flag(trace::config_key::kForwardPrefetch)
+          .value_or(trace::parse_flag(meta(trace::meta_key::kFsdpForwardPrefetch)).value_or(false));
+  config.limit_reduce_scatters = json.number<int32_t>(trace::config_key::kLimitReduceScatters).value_or(1);
   const std::string sharding = meta(
       trace::meta_key::kFsdpSharding,
-      json.text("sharding").value_or(std::string(trace::to_string(trace::ShardingStrategy::FullShard))));
+      json.text(trace::config_key::kSharding).value_or(std::string(trace::to_string(trace::ShardingStrategy::FullShard))));
   config.sharding = trace::parse_mode(trace::kShardingStrategies, sharding).value_or(trace::ShardingStrategy::FullShard);
-  config.mixed_precision = json.text("mixed_precision").value_or(config.mixed_precision);
-  config.cpu_offload = json.flag("cpu_offload").value_or(false);
-  grad_accum = json.number<int32_t>("grad_accum").value_or(1);
+  config.mixed_precision = json.text(trace::config_key::kMixedPrecision).value_or(config.mixed_precision);
+  config.cpu_offload = json.flag(trace::config_key::kCpuOffload).value_or(false);
+  grad_accum = json.number<int32_t>(trace::config_key::kGradAccum).value_or(1);
   if (stats.strategy == trace::Strategy::Fsdp2) read_fsdp2_config(reader, json, stats.world_size, config);
   return config;
 }
@@ -103,11 +113,11 @@ void add_collectives(std::vector<trace::Event>& collectives, FsdpIteration& it, 
     issue.collective = index;
     issue.unit = c.unit;
     if (collective.op != trace::CollectiveOp::AllGather) {
-      issue.kind = FsdpStepKind::kIssue;
+      issue.kind = FsdpStepKind::Issue;
     } else if (!(c.flags & trace::kFlagPrefetch)) {
-      issue.kind = FsdpStepKind::kIssueGather;
+      issue.kind = FsdpStepKind::IssueGather;
     } else if (!(c.flags & trace::kFlagBackward)) {
-      issue.kind = FsdpStepKind::kPrefetch;
+      issue.kind = FsdpStepKind::Prefetch;
     } else {
       continue;  // a backward prefetch
     }
@@ -126,7 +136,7 @@ void add_waits(const std::vector<trace::Event>& waits, const CollectiveIndex& by
     wait.collective = found->second;
     const FsdpCollective& c = it.collectives[static_cast<size_t>(found->second)];
     wait.unit = c.unit;
-    wait.kind = c.op == trace::CollectiveOp::AllGather ? FsdpStepKind::kWaitGather : FsdpStepKind::kWait;
+    wait.kind = c.op == trace::CollectiveOp::AllGather ? FsdpStepKind::WaitGather : FsdpStepKind::Wait;
     steps.push_back(wait);
   }
 }
@@ -154,7 +164,7 @@ BackwardSpan add_phase_marks(const std::vector<trace::Event>& phases, const std:
     }
     for (const int32_t m : {mark, mark + 1}) {
       FsdpStep step;
-      step.kind = FsdpStepKind::kMark;
+      step.kind = FsdpStepKind::Mark;
       step.recorded_ns = it.mark_recorded_ns[static_cast<size_t>(m)];
       step.mark = m;
       steps.push_back(step);
@@ -173,7 +183,7 @@ void add_post_backward_hooks(const std::vector<trace::Event>& unit_states, const
       continue;
     }
     FsdpStep post;
-    post.kind = FsdpStepKind::kPostBackward;
+    post.kind = FsdpStepKind::PostBackward;
     post.recorded_ns = u.end_ns;
     post.unit = u.unit;
     steps.push_back(post);
@@ -194,7 +204,7 @@ int64_t set_work(std::vector<FsdpStep>& steps, const std::vector<trace::Event>& 
   for (FsdpStep& step : steps) {
     step.work_ns = std::max<int64_t>(0, step.recorded_ns - cursor);
     cursor = std::max(cursor, step.recorded_ns);
-    if (step.kind == FsdpStepKind::kWaitGather || step.kind == FsdpStepKind::kWait) {
+    if (step.kind == FsdpStepKind::WaitGather || step.kind == FsdpStepKind::Wait) {
       cursor = std::max(cursor, wait_end[step.collective]);
     }
   }
@@ -207,8 +217,8 @@ void aim_backward_prefetches(std::vector<FsdpStep>& steps, const FsdpIteration& 
   int32_t previous = -1;
   for (size_t i = 0; i < steps.size(); ++i) {
     FsdpStep& step = steps[i];
-    if (step.kind == FsdpStepKind::kMark && it.mark_recorded_ns[step.mark] == backward_end) previous = -1;
-    if (step.kind != FsdpStepKind::kWaitGather ||
+    if (step.kind == FsdpStepKind::Mark && it.mark_recorded_ns[step.mark] == backward_end) previous = -1;
+    if (step.kind != FsdpStepKind::WaitGather ||
         !(it.collectives[static_cast<size_t>(step.collective)].flags & trace::kFlagBackward)) {
       continue;
     }
@@ -217,12 +227,12 @@ void aim_backward_prefetches(std::vector<FsdpStep>& steps, const FsdpIteration& 
   }
   std::map<int32_t, int32_t> next_after_unit;
   for (size_t i = 0; i < steps.size(); ++i) {
-    if (steps[i].kind == FsdpStepKind::kWaitGather && steps[i].next_backward_wait >= 0) {
+    if (steps[i].kind == FsdpStepKind::WaitGather && steps[i].next_backward_wait >= 0) {
       next_after_unit[steps[i].unit] = steps[i].next_backward_wait;
     }
   }
   for (FsdpStep& step : steps) {
-    if (step.kind != FsdpStepKind::kPostBackward) continue;
+    if (step.kind != FsdpStepKind::PostBackward) continue;
     const auto found = next_after_unit.find(step.unit);
     if (found != next_after_unit.end()) step.next_backward_wait = found->second;
   }
@@ -265,7 +275,7 @@ int64_t launch_offset(const std::vector<FsdpIteration>& iterations) {
 }
 
 void refuse_non_fsdp_run(const std::string& path, const RunStats& stats) {
-  if (stats.strategy != trace::Strategy::Fsdp && stats.strategy != trace::Strategy::Fsdp2) {
+  if (!trace::is_fsdp_family(stats.strategy)) {
     throw WhatifError(path + ": not an FSDP trace (meta strategy '" + stats.strategy_recorded +
                       "'); --backward-prefetch and --limit-all-gathers replay what "
                       "`dpscope train --strategy fsdp` or `--strategy fsdp2` records");
@@ -277,8 +287,7 @@ void refuse_non_fsdp_run(const std::string& path, const RunStats& stats) {
 // their replicate group's link (Note [FSDP what-if replay]).
 // See Note [FSDP2 in the FSDP replay] for FSDP2's refusals.
 void refuse_unmodelled_run(const std::string& path, const FsdpRecordedConfig& recorded, int32_t grad_accum) {
-  if (recorded.strategy == trace::Strategy::Fsdp2 && recorded.reshard_after_forward != "true" &&
-      recorded.reshard_after_forward != "false") {
+  if (recorded.strategy == trace::Strategy::Fsdp2 && !reshard_word_mode(recorded.reshard_after_forward)) {
     throw WhatifError(path + ": recorded with FSDP2's reshard_after_forward " + recorded.reshard_after_forward +
                       ", whose backward all-gathers run in groups of that many ranks; the FSDP "
                       "replay costs every all-gather on one ring of all the ranks (docs/whatif.md, "

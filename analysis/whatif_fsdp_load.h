@@ -28,25 +28,25 @@ struct FsdpSettings {
 
 // One point of the main thread's program (Note [FSDP what-if replay]).
 enum class FsdpStepKind {
-  kMark,          // a phase begins or ends: nothing happens, its predicted time is kept
-  kIssueGather,   // a unit needs its parameters soon: issue its all-gather unless in flight
-  kPrefetch,      // a recorded forward prefetch: the same as kIssueGather
-  kWaitGather,    // a unit needs its parameters now: issue if needed, then wait
-  kPostBackward,  // a unit's post-backward hook ran (where BACKWARD_POST prefetches)
-  kIssue,         // issue a reduce-scatter or any other collective
-  kWait,          // wait for a reduce-scatter or any other collective
+  Mark,          // a phase begins or ends: nothing happens, its predicted time is kept
+  IssueGather,   // a unit needs its parameters soon: issue its all-gather unless in flight
+  Prefetch,      // a recorded forward prefetch: the same as IssueGather
+  WaitGather,    // a unit needs its parameters now: issue if needed, then wait
+  PostBackward,  // a unit's post-backward hook ran (where BACKWARD_POST prefetches)
+  Issue,         // issue a reduce-scatter or any other collective
+  Wait,          // wait for a reduce-scatter or any other collective
 };
 
 struct FsdpStep {
-  FsdpStepKind kind = FsdpStepKind::kMark;
+  FsdpStepKind kind = FsdpStepKind::Mark;
   int64_t recorded_ns = 0;  // when the main thread reached the point
   int64_t work_ns = 0;      // the main thread's work since the previous point (waits excluded)
   int32_t collective = -1;  // index into FsdpIteration::collectives (issue and wait steps)
   int32_t unit = -1;        // the unit (gather and post-backward steps)
-  // kWaitGather in backward: the step index of the next unit's backward gather wait in this
+  // WaitGather in backward: the step index of the next unit's backward gather wait in this
   // backward pass (where a prefetch is aimed), -1 for the last unit.
   int32_t next_backward_wait = -1;
-  int32_t mark = -1;        // kMark: index into FsdpIteration::marks
+  int32_t mark = -1;        // Mark: index into FsdpIteration::marks
 };
 
 // One collective of the iteration on the replayed rank, as recorded.

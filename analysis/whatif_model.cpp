@@ -57,7 +57,7 @@ AllReduceModel fit_collective_model(const std::vector<std::pair<int64_t, int64_t
                       "be told apart" + fix);
   }
   AllReduceModel model;
-  model.source = AllReduceModel::Source::kFitted;
+  model.source = AllReduceModel::Source::Fitted;
   model.samples = static_cast<int64_t>(samples.size());
   const double variance = sxx - sx * sx / n;
   model.ns_per_byte = (sxy - sx * sy / n) / variance;
@@ -83,7 +83,7 @@ AllReduceModel fit_allreduce_model(const ReplayTrace& trace) {
 AllReduceModel link_allreduce_model(double gbps, double latency_us, double intercept_ns,
                                     double ns_per_byte) {
   AllReduceModel model;
-  model.source = AllReduceModel::Source::kLink;
+  model.source = AllReduceModel::Source::Link;
   model.intercept_ns = intercept_ns;
   model.ns_per_byte = ns_per_byte;
   model.link_gbps = gbps;
@@ -91,10 +91,10 @@ AllReduceModel link_allreduce_model(double gbps, double latency_us, double inter
   return model;
 }
 
-AllReduceModel link_collective_model(trace::CollectiveOp op, const LinkSpec& link, int32_t ranks) {
+AllReduceModel link_collective_model(trace::CollectiveOp op, const core::LinkSpec& link, int32_t ranks) {
   const int64_t probe = int64_t{1} << 30;
-  const double at_zero = double(link_model_ns(op, 0, ranks, link));
-  const double at_probe = double(link_model_ns(op, probe, ranks, link));
+  const double at_zero = double(core::link_model_ns(op, 0, ranks, link));
+  const double at_probe = double(core::link_model_ns(op, probe, ranks, link));
   return link_allreduce_model(link.gbps, link.latency_us, at_zero, (at_probe - at_zero) / double(probe));
 }
 

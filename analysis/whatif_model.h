@@ -1,6 +1,6 @@
 // The cost of one collective for the what-if replays (whatif.h, whatif_fsdp.h): a line fitted by
 // least squares to the collectives of one kind a trace recorded, or the ring model of a link
-// (analysis/link_model.h). Defined in whatif_model.cpp.
+// (core/link_model.h). Defined in whatif_model.cpp.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "trace/schema.h"
 
 namespace dpscope::analysis {
@@ -20,8 +20,8 @@ struct ReplayTrace;   // whatif.h
 // the FSDP one): intercept + bytes * ns_per_byte (both the least-squares fit and the ring model
 // of docs/communication.md are of this form). Plain value.
 struct AllReduceModel {
-  enum class Source { kFitted, kLink };
-  Source source = Source::kFitted;
+  enum class Source { Fitted, Link };
+  Source source = Source::Fitted;
   double intercept_ns = 0;
   double ns_per_byte = 0;
   // Fitted: the samples and the error on them, sum |predicted - recorded| / sum recorded in %.
@@ -60,6 +60,6 @@ AllReduceModel link_allreduce_model(double gbps, double latency_us, double inter
 // The ring model's cost of `op` on `link` among `ranks` ranks (link_model_ns) as the line the
 // replays cost with: its value at 0 bytes and its growth per byte up to 1 GiB. How --link-gbps
 // costs the DDP replay's all-reduces and the FSDP replay's all-gathers and reduce-scatters. Pure.
-AllReduceModel link_collective_model(trace::CollectiveOp op, const LinkSpec& link, int32_t ranks);
+AllReduceModel link_collective_model(trace::CollectiveOp op, const core::LinkSpec& link, int32_t ranks);
 
 }  // namespace dpscope::analysis

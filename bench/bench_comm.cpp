@@ -56,7 +56,7 @@ constexpr double kMinRunSeconds = 0.025;
 constexpr int kMinRuns = 9;
 constexpr int kMaxRuns = 61;
 
-enum Variant { kRaw, kRawAgain, kHandoff, kOurs };
+enum Variant { Raw, RawAgain, Handoff, Ours };
 constexpr int kVariants = 4;
 
 double seconds_since(std::chrono::steady_clock::time_point begin) {
@@ -146,12 +146,12 @@ struct Row {
   double ours_gloo_mean = 0;
   double ours_layer_mean = 0;
 
-  double overhead_pct() const { return (median[kOurs] / median[kRaw] - 1) * 100; }
+  double overhead_pct() const { return (median[Ours] / median[Raw] - 1) * 100; }
   // What our layer adds to the raw Gloo call it makes, measured on the same iterations: the
   // machine's spread in Gloo's own time does not enter it (bench/README.md, Communication).
   double layer_pct() const { return ours_layer_mean / ours_gloo_mean * 100; }
   // The same ratio for two identical raw all-reduces: what the machine alone makes of a ratio.
-  double raw_vs_raw_pct() const { return (median[kRawAgain] / median[kRaw] - 1) * 100; }
+  double raw_vs_raw_pct() const { return (median[RawAgain] / median[Raw] - 1) * 100; }
 };
 
 class Bench {
@@ -207,7 +207,7 @@ class Bench {
           const auto begin = std::chrono::steady_clock::now();
           const double gloo_seconds = run_once(v, tensor);
           single[v].push_back(seconds_since(begin));
-          if (v == kOurs) {
+          if (v == Ours) {
             ours_gloo_seconds += gloo_seconds;
             ours_total_seconds += single[v].back();
           }
@@ -219,7 +219,7 @@ class Bench {
       row.median[v] = quantile(per_run[v], 0.5);
       row.p10[v] = quantile(single[v], 0.1);
     }
-    const auto ours_iterations = static_cast<double>(single[kOurs].size());
+    const auto ours_iterations = static_cast<double>(single[Ours].size());
     row.ours_gloo_mean = ours_gloo_seconds / ours_iterations;
     row.ours_layer_mean = (ours_total_seconds - ours_gloo_seconds) / ours_iterations;
     return row;
@@ -231,10 +231,10 @@ class Bench {
     float* data = tensor.data_ptr<float>();
     const auto count = static_cast<size_t>(tensor.numel());
     switch (variant) {
-      case kRaw: raw_.all_reduce_sum(data, count); break;
-      case kRawAgain: raw_again_.all_reduce_sum(data, count); break;
-      case kHandoff: handoff_.all_reduce_sum(data, count); break;
-      case kOurs: {
+      case Raw: raw_.all_reduce_sum(data, count); break;
+      case RawAgain: raw_again_.all_reduce_sum(data, count); break;
+      case Handoff: handoff_.all_reduce_sum(data, count); break;
+      case Ours: {
         const comm::WorkHandle work = ours_.all_reduce(tensor, comm::ReduceOp::Sum);
         work->wait();
         return static_cast<double>(work->duration_ns()) * 1e-9;
@@ -262,11 +262,11 @@ void print_row(const Row& row) {
   // Algorithm bandwidth: bytes reduced per second. For 2 ranks it equals the bus bandwidth
   // (2(n-1)/n times it) that nccl-tests reports.
   std::printf("%8s %10s %10.1f %10.1f %11.1f %10.1f %10.1f %8.1f %10.1f %10.1f %7.2f\n",
-              size_label(row.bytes).c_str(), plan.c_str(), row.median[kRaw] * 1e6,
-              row.median[kOurs] * 1e6, row.overhead_pct(),
-              (row.p10[kOurs] / row.p10[kRaw] - 1) * 100, row.raw_vs_raw_pct(), row.layer_pct(),
-              row.median[kHandoff] * 1e6, (row.median[kHandoff] / row.median[kRaw] - 1) * 100,
-              static_cast<double>(row.bytes) / row.median[kOurs] / 1e9);
+              size_label(row.bytes).c_str(), plan.c_str(), row.median[Raw] * 1e6,
+              row.median[Ours] * 1e6, row.overhead_pct(),
+              (row.p10[Ours] / row.p10[Raw] - 1) * 100, row.raw_vs_raw_pct(), row.layer_pct(),
+              row.median[Handoff] * 1e6, (row.median[Handoff] / row.median[Raw] - 1) * 100,
+              static_cast<double>(row.bytes) / row.median[Ours] / 1e9);
   std::fflush(stdout);
 }
 

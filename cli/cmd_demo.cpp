@@ -19,6 +19,7 @@
 #include "analysis/clock_choice.h"
 #include "analysis/stats.h"
 #include "cli/commands.h"
+#include "core/link_options.h"
 #include "trace/reader.h"
 #include "trace/vocabulary.h"
 #ifdef DPSCOPE_HAVE_ENGINE
@@ -61,8 +62,7 @@ struct DemoOptions {
   // The interconnect both trainings run over (See Note [Link emulation] in
   // engine/comm/link_emulation.h): a cluster's link, so that the communication costs what it
   // would there and not what two processes on one machine's cores pay. Off with --no-link.
-  double link_gbps = 100;
-  double link_latency_us = 25;
+  core::LinkFlags link{100, 25};
   bool no_link = false;
 };
 
@@ -185,7 +185,7 @@ Figures print_summary(const DemoRun& run, const RunSummary& summary) {
   figures.clock = stats.clock.clock;
   if (stats.ranks.empty()) throw CliFailure(summary.trace + " has no ranks: the training failed");
 
-  const analysis::StepSummary steps = analysis::step_summary(stats.ranks.front());
+  const core::StepSummary steps = analysis::step_summary(stats.ranks.front());
   figures.step_ms = steps.median_ms;
 
   // The loss each rank recorded at the last step is its own batch's; their mean is the step's.
@@ -297,10 +297,8 @@ DeviceChoice choose_device(int ranks) {
 // `dpscope launch`'s link flags, empty with --no-link.
 std::string link_args(const DemoOptions& options) {
   if (options.no_link) return "";
-  char text[96];
-  std::snprintf(text, sizeof(text), " --link-gbps %g --link-latency-us %g", options.link_gbps,
-                options.link_latency_us);
-  return text;
+  return std::string(" ") + core::kLinkGbpsFlag + " " + core::link_value_text(*options.link.gbps) +
+         " " + core::kLinkLatencyFlag + " " + core::link_value_text(*options.link.latency_us);
 }
 
 // The demo's folder, made if need be, as an absolute path (the commands it prints run anywhere).
@@ -456,20 +454,18 @@ void add_demo_command(CLI::App& app, CommandMode mode) {
       ->capture_default_str();
   command->add_flag("--no-view", options->no_view,
                     "Write screenshots instead of opening the viewer, even with a display");
-  command->add_option("--link-gbps", options->link_gbps,
-                      "The emulated cluster link both trainings run over, gigabits per second")
-      ->check(CLI::Range(1e-3, 1e5))
-      ->capture_default_str();
-  command->add_option("--link-latency-us", options->link_latency_us,
-                      "The emulated link's latency per message, microseconds")
-      ->check(CLI::Range(1e-3, 1e7))
-      ->capture_default_str();
+  core::add_link_options(*command, options->link, core::LinkUse::Emulate);
   command->add_flag("--no-link", options->no_link,
                     "Run on this machine's own transport, without the emulated link: measures "
                     "the machine itself, where the ranks' communication competes with their "
                     "compute for the same cores");
   command->callback([options, mode] {
-    if (mode == CommandMode::Validate) return;  // CLI11 checked the ranges
+    try {
+      options->link.checked();
+    } catch (const std::invalid_argument& error) {
+      throw CliFailure(std::string("demo: ") + error.what());
+    }
+    if (mode == CommandMode::Validate) return;
     run_demo(*options);
   });
 }

@@ -3,6 +3,7 @@
 // torchrun's environment (see launcher.h).
 #include "cli/commands.h"
 #include "cli/launcher.h"
+#include "core/link_options.h"
 
 namespace dpscope::cli {
 
@@ -25,21 +26,10 @@ void add_launch_command(CLI::App& app, CommandMode mode) {
   command->add_option("--stop-grace", options->stop_grace_seconds,
                       "Seconds between SIGTERM and SIGKILL when stopping ranks")
       ->capture_default_str();
-  auto link_gbps = std::make_shared<double>(0);
-  auto link_latency_us = std::make_shared<double>(0);
-  CLI::Option* link_gbps_option = command->add_option(
-      "--link-gbps", *link_gbps,
-      "Emulate a link of G gigabits per second for every rank (DPSCOPE_LINK_GBPS; with "
-      "--link-latency-us)");
-  CLI::Option* link_latency_option = command->add_option(
-      "--link-latency-us", *link_latency_us,
-      "The emulated link's latency per message, microseconds (DPSCOPE_LINK_LATENCY_US)");
+  core::add_link_options(*command, options->link, core::LinkUse::Emulate);
   command->add_option("PROGRAM", options->command, "-- PROGRAM ARGS...: what each rank runs")
       ->required();
-  command->callback([options, mode, link_gbps, link_latency_us, link_gbps_option,
-                     link_latency_option] {
-    if (link_gbps_option->count()) options->link_gbps = *link_gbps;
-    if (link_latency_option->count()) options->link_latency_us = *link_latency_us;
+  command->callback([options, mode] {
     if (mode == CommandMode::Validate) {
       validate_launch_options(*options);
       return;

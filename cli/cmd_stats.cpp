@@ -11,7 +11,7 @@
 
 #include "analysis/clock_choice.h"
 #include "analysis/cluster_clock.h"
-#include "analysis/link_model.h"
+#include "core/link_options.h"
 #include "analysis/stats.h"
 #include "analysis/stats_report.h"
 #include "cli/commands.h"
@@ -23,14 +23,14 @@ namespace {
 struct StatsOptions {
   std::string trace;
   bool json = false;
-  std::string clock = "measured";
-  std::optional<double> link_gbps, link_latency_us;
+  std::string clock{analysis::to_string(analysis::Clock::Measured)};
+  core::LinkFlags link;
   std::optional<std::string> compute_time;
 };
 
 struct CheckedClock {
   analysis::Clock clock = analysis::Clock::Measured;
-  std::optional<analysis::LinkSpec> link;  // nullopt: the run's own
+  std::optional<core::LinkSpec> link;  // nullopt: the run's own
   analysis::ComputeTime compute = analysis::ComputeTime::Steady;
 };
 
@@ -43,9 +43,9 @@ CheckedClock checked_clock(const StatsOptions& o) {
                      "recorded) or cluster (the run replayed with compute as CPU time and the " +
                      "network as the link model)");
   }
-  std::optional<analysis::LinkSpec> link;
+  std::optional<core::LinkSpec> link;
   try {
-    link = analysis::check_link(o.link_gbps, o.link_latency_us, "--link-gbps", "--link-latency-us");
+    link = o.link.checked();
   } catch (const std::invalid_argument& error) {
     throw CliFailure(std::string("stats: ") + error.what());
   }
@@ -81,10 +81,7 @@ void add_stats_command(CLI::App& app, CommandMode mode) {
                   "measured: this machine's times, as recorded; cluster: the run replayed as a "
                   "cluster would run it (compute as CPU time, the network as the link model)")
       ->capture_default_str();
-  cmd->add_option("--link-gbps", options->link_gbps,
-                  "The cluster clock's link, Gb/s (with --link-latency-us; default: the run's "
-                  "emulated link)");
-  cmd->add_option("--link-latency-us", options->link_latency_us, "The cluster clock's link latency, µs");
+  core::add_link_options(*cmd, options->link, core::LinkUse::ClusterClock);
   cmd->add_option("--compute-time", options->compute_time,
                   "How the cluster clock takes compute: steady (default; each piece of a step at "
                   "the least CPU time it took over the run's steps) or recorded (each step's own)");

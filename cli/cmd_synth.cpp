@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "core/link_options.h"
 #include "formats/synth.h"
 
 namespace dpscope::cli {
@@ -39,13 +40,12 @@ void add_synth_command(CLI::App& app, CommandMode mode) {
       ->required();
   command->add_option("--seed", options->seed, "Random seed: the same seed gives the same trace")
       ->capture_default_str();
-  command->add_option("--link-gbps", options->link_gbps,
-                      "The emulated link's bandwidth in Gb/s that the collectives take (recorded "
-                      "in meta: the cluster clock replays on it)")
-      ->capture_default_str();
-  command->add_option("--link-latency-us", options->link_latency_us, "The emulated link's latency in µs")
-      ->capture_default_str();
-  command->callback([options, mode] {
+  auto link = std::make_shared<core::LinkFlags>(
+      core::LinkFlags{options->link_gbps, options->link_latency_us});
+  core::add_link_options(*command, *link, core::LinkUse::Synthesize);
+  command->callback([options, link, mode] {
+    options->link_gbps = *link->gbps;
+    options->link_latency_us = *link->latency_us;
     if (mode == CommandMode::Validate) {
       formats::check_synth_options(*options);
       return;

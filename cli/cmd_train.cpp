@@ -13,8 +13,9 @@
 #include "cli/commands.h"
 #if defined(DPSCOPE_HAVE_ENGINE) || defined(DPSCOPE_TRAIN_OPTIONS_ONLY)
 #define DPSCOPE_TRAIN_OPTIONS 1
-#include "engine/train/mode_spelling.h"
+#include "core/link_options.h"
 #include "engine/train/train_config.h"
+#include "trace/vocabulary.h"
 #endif
 #ifdef DPSCOPE_HAVE_ENGINE
 #include <c10/util/Exception.h>
@@ -64,12 +65,12 @@ void print_train_cluster_step(const std::string& run_file) {
 
 namespace {
 
-// A flag that names one of `modes`, checked against their one spelling (train::mode_spellings).
+// A flag that names one of `modes`, checked against their one spelling (trace::mode_spellings).
 template <typename Mode, size_t N>
 CLI::Option* add_mode_option(CLI::App* cmd, const std::string& name, std::string& text,
                              const std::array<Mode, N>& modes, const std::string& help) {
   return cmd->add_option(name, text, help)
-      ->check(CLI::IsMember(train::mode_spellings(modes)))
+      ->check(CLI::IsMember(trace::mode_spellings(modes)))
       ->capture_default_str();
 }
 
@@ -77,22 +78,19 @@ CLI::Option* add_mode_option(CLI::App* cmd, const std::string& name, std::string
 struct TrainFlags {
   train::TrainConfig config;
   std::string strategy{trace::to_string(train::Strategy::Ddp)};
-  std::string initial_buckets = "pytorch";
-  std::string comm_hook{ddp::to_string(ddp::CommHookKind::None)};
+  std::string initial_buckets{trace::to_string(trace::InitialBuckets::PyTorch)};
+  std::string comm_hook{trace::to_string(trace::CommHookKind::None)};
   std::string sharding{fsdp::to_string(fsdp::ShardingStrategy::FullShard)};
   std::string mixed_precision{fsdp::to_string(fsdp::ComputePrecision::Fp32)};
   std::string backward_prefetch{fsdp::to_string(fsdp::BackwardPrefetch::Pre)};
   std::string reshard_after_forward{trace::to_string(fsdp2::ReshardAfterForward::Reshard)};
-  std::string trace_level = "full";
+  std::string trace_level{trace::to_string(trace::TraceLevel::Full)};
   bool no_broadcast_buffers = false;
   std::string straggler;  // "RANK:MS", parsed by train::parse_straggler
-  double link_gbps = 0;
-  double link_latency_us = 0;
+  core::LinkFlags link;
   int shard_group_size = 0;
   CLI::Option* shard_group_size_option = nullptr;
   CLI::Option* data_option = nullptr;
-  CLI::Option* link_gbps_option = nullptr;
-  CLI::Option* link_latency_option = nullptr;
   std::vector<CLI::Option*> ddp_bucket_options;  // refused with --strategy fsdp and fsdp2
 };
 
@@ -144,18 +142,11 @@ void add_run_options(CLI::App* cmd, TrainFlags& f) {
   cmd->add_option("--backend", c.backend,
                   "gloo | nccl (default: nccl with --device cuda, gloo on the CPU; gloo with "
                   "--device cuda stages tensors through host memory)")
-      ->check(CLI::IsMember({"gloo", "nccl"}));
+      ->check(CLI::IsMember(trace::mode_spellings(trace::kBackends)));
   cmd->add_option("--device", c.device,
                   "cpu | cuda: each rank on its own GPU, cuda:LOCAL_RANK (a CUDA build; docs/gpu.md)")
       ->capture_default_str();
-  f.link_gbps_option = cmd->add_option(
-      "--link-gbps", f.link_gbps,
-      "Emulate a link of G gigabits per second: collectives complete when it would have carried "
-      "them (with --link-latency-us; default: $DPSCOPE_LINK_GBPS, else off)");
-  f.link_latency_option = cmd->add_option(
-      "--link-latency-us", f.link_latency_us,
-      "The emulated link's latency per message, microseconds (with --link-gbps; default: "
-      "$DPSCOPE_LINK_LATENCY_US)");
+  core::add_link_options(*cmd, f.link, core::LinkUse::Emulate);
   cmd->add_option("--straggler", f.straggler,
                   "RANK:MS: rank RANK works MS milliseconds longer each step, before its backward "
                   "(a slow rank for the straggler analysis of `dpscope stats`)");
@@ -169,12 +160,10 @@ void add_ddp_options(CLI::App* cmd, TrainFlags& f) {
           ->capture_default_str(),
       cmd->add_option("--first-bucket-mb", c.first_bucket_mb, "DDP first bucket cap (MiB)")
           ->capture_default_str(),
-      cmd->add_option("--initial-buckets", f.initial_buckets,
+      add_mode_option(cmd, "--initial-buckets", f.initial_buckets, trace::kInitialBuckets,
                       "DDP's first iteration: pytorch (PyTorch >= 1.12: one bucket, then buckets "
                       "rebuilt from the order gradients arrived) | by-size (PyTorch <= 1.11: "
-                      "buckets by size in reverse registration order from the start)")
-          ->check(CLI::IsMember({"pytorch", "by-size"}))
-          ->capture_default_str(),
+                      "buckets by size in reverse registration order from the start)"),
   };
   cmd->add_flag("--find-unused-parameters", c.find_unused_parameters,
                 "Walk the autograd graph each iteration for parameters without gradients");
@@ -183,7 +172,7 @@ void add_ddp_options(CLI::App* cmd, TrainFlags& f) {
   cmd->add_flag("--static-graph", c.static_graph, "The set of used parameters never changes");
   cmd->add_flag("--no-broadcast-buffers", f.no_broadcast_buffers,
                 "Do not broadcast rank 0's buffers before each forward");
-  add_mode_option(cmd, "--comm-hook", f.comm_hook, ddp::kCommHookKinds,
+  add_mode_option(cmd, "--comm-hook", f.comm_hook, trace::kCommHookKinds,
                   "DDP: how each bucket is reduced (none: the Reducer's own all-reduce)");
 }
 
@@ -244,7 +233,7 @@ void add_trace_options(CLI::App* cmd, TrainFlags& f) {
                   "Trace file (.sqlite) or directory for rank<R>.sqlite (default: "
                   "$DPSCOPE_TRACE_DIR, else traces/train-<model>.sqlite)");
   cmd->add_option("--trace-level", f.trace_level, "off | summary | full")
-      ->check(CLI::IsMember({"off", "summary", "full"}))
+      ->check(CLI::IsMember(trace::mode_spellings(trace::kTraceLevels)))
       ->capture_default_str();
   cmd->add_option("--save-init", c.save_init,
                   "Rank 0 writes the parameters after DDP's construction (torch.load-able)");
@@ -256,13 +245,13 @@ void add_trace_options(CLI::App* cmd, TrainFlags& f) {
 // The TrainConfig the parsed flags give; refuses DDP's bucket flags with FSDP.
 train::TrainConfig config_from(const TrainFlags& f) {
   train::TrainConfig config = f.config;
-  config.strategy = *train::parse_mode(train::kTrainStrategies, f.strategy);
+  config.strategy = *trace::parse_mode(train::kTrainStrategies, f.strategy);
   config.broadcast_buffers = !f.no_broadcast_buffers;
-  config.initial_buckets = *ddp::parse_initial_buckets(f.initial_buckets);
-  config.comm_hook = *train::parse_mode(ddp::kCommHookKinds, f.comm_hook);
-  config.sharding = *train::parse_mode(fsdp::kShardingStrategies, f.sharding);
-  config.mixed_precision = *train::parse_mode(fsdp::kComputePrecisions, f.mixed_precision);
-  config.backward_prefetch = *train::parse_mode(fsdp::kBackwardPrefetches, f.backward_prefetch);
+  config.initial_buckets = *trace::parse_mode(trace::kInitialBuckets, f.initial_buckets);
+  config.comm_hook = *trace::parse_mode(trace::kCommHookKinds, f.comm_hook);
+  config.sharding = *trace::parse_mode(fsdp::kShardingStrategies, f.sharding);
+  config.mixed_precision = *trace::parse_mode(fsdp::kComputePrecisions, f.mixed_precision);
+  config.backward_prefetch = *trace::parse_mode(fsdp::kBackwardPrefetches, f.backward_prefetch);
   config.reshard_after_forward =
       fsdp2::parse_reshard_spec(f.reshard_after_forward, "--reshard-after-forward");
   // FSDP has buckets of its own (FSDP1's --reduce-bucket-mb, FSDP2's one reduce-scatter a
@@ -288,8 +277,8 @@ train::TrainConfig config_from(const TrainFlags& f) {
     }
     config.shard_group_size = f.shard_group_size;
   }
-  if (f.link_gbps_option->count()) config.link_gbps = f.link_gbps;
-  if (f.link_latency_option->count()) config.link_latency_us = f.link_latency_us;
+  config.link_gbps = f.link.gbps;
+  config.link_latency_us = f.link.latency_us;
   trace::parse_trace_level(f.trace_level, &config.trace_level);
   return config;
 }

@@ -16,7 +16,7 @@
 
 #include "analysis/clock_choice.h"
 #include "analysis/cluster_clock.h"
-#include "analysis/link_model.h"
+#include "core/link_options.h"
 #include "analysis/stats.h"
 #include "analysis/whatif.h"
 #include "cli/commands.h"
@@ -34,10 +34,11 @@ constexpr double kMaxBucketMb = 1048576;  // as `dpscope train` accepts
 
 struct WhatifOptions {
   std::string trace;
-  std::optional<double> bucket_cap_mb, first_bucket_mb, link_gbps, link_latency_us;
+  std::optional<double> bucket_cap_mb, first_bucket_mb;
+  core::LinkFlags link;
   std::optional<std::string> backward_prefetch;  // FSDP only
   std::optional<int32_t> limit_all_gathers;      // FSDP only
-  std::string clock = "measured";
+  std::string clock{analysis::to_string(analysis::Clock::Measured)};
   int32_t rank = 0;
   bool sweep = false;
   bool json = false;
@@ -45,7 +46,7 @@ struct WhatifOptions {
 
 void check_mb(const std::optional<double>& mb, const char* flag) {
   if (mb && !(*mb > 0 && *mb <= kMaxBucketMb)) {
-    throw CliFailure(std::string(flag) + " " + analysis::link_value_text(*mb) +
+    throw CliFailure(std::string(flag) + " " + core::link_value_text(*mb) +
                      " is out of range: a bucket size in MiB, above 0 and at most 1048576 "
                      "(PyTorch's defaults: 25 for the cap, 1 for the first bucket)");
   }
@@ -55,7 +56,7 @@ void check_mb(const std::optional<double>& mb, const char* flag) {
 // link on the cluster clock).
 struct CheckedWhatifOptions {
   analysis::Clock clock = analysis::Clock::Measured;
-  std::optional<analysis::LinkSpec> link;
+  std::optional<core::LinkSpec> link;
 };
 
 CheckedWhatifOptions check_options(const WhatifOptions& o) {
@@ -81,7 +82,7 @@ CheckedWhatifOptions check_options(const WhatifOptions& o) {
                      " is out of range: the most all-gathers in flight, 0 (no limit) or more");
   }
   try {
-    return {*clock, analysis::check_link(o.link_gbps, o.link_latency_us, "--link-gbps", "--link-latency-us")};
+    return {*clock, o.link.checked()};
   } catch (const std::invalid_argument& error) {
     throw CliFailure(error.what());
   }
@@ -99,7 +100,7 @@ std::string mb_text(int64_t bytes) {
 // One prediction: the limits it was made for (none: the trace's own plan), its plan and result.
 struct Case {
   std::optional<analysis::BucketLimits> limits;
-  analysis::BucketPlan plan;
+  core::BucketPlan plan;
   analysis::Prediction prediction;
 };
 
@@ -114,7 +115,7 @@ Case predict_case(const analysis::ReplayTrace& replay, const std::optional<analy
 
 std::string model_text(const analysis::AllReduceModel& m, int32_t world_size) {
   char text[256];
-  if (m.source == analysis::AllReduceModel::Source::kLink) {
+  if (m.source == analysis::AllReduceModel::Source::Link) {
     std::snprintf(text, sizeof(text),
                   "ring model of a %g Gb/s, %g \u00b5s link: 2(n-1)(L + S/(nB)), n = %d "
                   "(%.1f \u00b5s + bytes at %.3g Gb/s)",
@@ -131,7 +132,7 @@ std::vector<std::string> assumptions(const analysis::ReplayTrace& replay,
                                      const analysis::AllReduceModel& model) {
   std::vector<std::string> out;
   out.push_back("all-reduce cost: " + model_text(model, replay.world_size));
-  if (model.source == analysis::AllReduceModel::Source::kFitted) {
+  if (model.source == analysis::AllReduceModel::Source::Fitted) {
     out.push_back("a bucket holding exactly the parameters of a recorded bucket keeps that bucket's "
                   "recorded all-reduce times; the fitted line costs the others");
   }
@@ -155,7 +156,7 @@ std::vector<std::string> assumptions(const analysis::ReplayTrace& replay,
   out.push_back("the CPU cost of launching more or fewer all-reduces, and communication "
                 "threads competing with backward for cores, are not modelled");
   if (replay.recorded_limits) {
-    const analysis::BucketPlan derived = analysis::plan_for(replay, *replay.recorded_limits);
+    const core::BucketPlan derived = analysis::plan_for(replay, *replay.recorded_limits);
     out.push_back(derived.buckets == replay.recorded_plan.buckets
                       ? "the plan derived for the recorded settings equals the trace's rebuilt plan"
                       : "WARNING: the plan derived for the recorded settings differs from the "
@@ -233,7 +234,7 @@ void check_fsdp2_flags(const WhatifOptions& o) {
 // trace what FSDP2 cannot be asked.
 void check_flags_for(const WhatifOptions& o, trace::Strategy strategy) {
   if (strategy == trace::Strategy::Fsdp2) check_fsdp2_flags(o);
-  if (strategy == trace::Strategy::Fsdp || strategy == trace::Strategy::Fsdp2) {
+  if (trace::is_fsdp_family(strategy)) {
     for (const auto& [given, flag] : {std::pair{o.bucket_cap_mb.has_value(), "--bucket-cap-mb"},
                                       std::pair{o.first_bucket_mb.has_value(), "--first-bucket-mb"}}) {
       if (given) {
@@ -312,7 +313,7 @@ void print_sweep(const WhatifOptions& o, const analysis::ReplayTrace& replay, co
 
 // `cluster`: the trace's replay on the cluster clock, which the prediction is made on (its link
 // costs the all-reduces); null on the measured clock, where `link` (else the fit) costs them.
-void run_ddp_whatif(const WhatifOptions& o, std::optional<analysis::LinkSpec> link, trace::Reader& reader,
+void run_ddp_whatif(const WhatifOptions& o, std::optional<core::LinkSpec> link, trace::Reader& reader,
                     const analysis::RunStats& stats, const analysis::ClusterClockRun* cluster) {
   const analysis::ReplayTrace replay = analysis::load_replay_trace(reader, stats, o.rank, cluster);
   if (cluster) link = cluster->link;
@@ -327,7 +328,7 @@ void run_ddp_whatif(const WhatifOptions& o, std::optional<analysis::LinkSpec> li
   }
 }
 
-FsdpWhatifRequest fsdp_request(const WhatifOptions& o, const std::optional<analysis::LinkSpec>& link,
+FsdpWhatifRequest fsdp_request(const WhatifOptions& o, const std::optional<core::LinkSpec>& link,
                                const analysis::ClusterClockRun* cluster) {
   FsdpWhatifRequest request;
   request.cluster = cluster;
@@ -357,7 +358,7 @@ void run_whatif(const WhatifOptions& o, const CheckedWhatifOptions& checked) {
   const analysis::RunStats stats = cluster ? analysis::compute_stats(reader, *cluster) : analysis::compute_stats(reader);
   const analysis::ClusterClockRun* on_cluster = cluster ? &*cluster : nullptr;
   check_flags_for(o, stats.strategy);
-  if (stats.strategy == trace::Strategy::Fsdp || stats.strategy == trace::Strategy::Fsdp2) {
+  if (trace::is_fsdp_family(stats.strategy)) {
     run_fsdp_whatif(fsdp_request(o, checked.link, on_cluster), reader, stats);
   } else {
     run_ddp_whatif(o, checked.link, reader, stats, on_cluster);
@@ -385,10 +386,7 @@ void add_whatif_command(CLI::App& app, CommandMode mode) {
   cmd->add_option("--limit-all-gathers", options->limit_all_gathers,
                   "FSDP: at most N all-gathers in flight, 0 for no limit (default: the recorded "
                   "limit; FSDP2 has none)");
-  cmd->add_option("--link-gbps", options->link_gbps,
-                  "Cost collectives with the ring model of a link of G Gb/s (with "
-                  "--link-latency-us) instead of the model fitted to the trace");
-  cmd->add_option("--link-latency-us", options->link_latency_us, "The link's latency, µs");
+  core::add_link_options(*cmd, options->link, core::LinkUse::Whatif);
   cmd->add_option("--clock", options->clock,
                   "measured (default: the trace as recorded on this machine) or cluster: the run "
                   "replayed as a cluster would run it (compute as CPU time, the network as the "

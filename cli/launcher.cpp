@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "cli/cluster_step.h"
 #include "cli/commands.h"
 #include "trace/error.h"
@@ -148,7 +148,7 @@ void validate(const LaunchOptions& o) {
   }
   if (o.stop_grace_seconds < 0) throw CliFailure("launch: --stop-grace must be 0 or more seconds");
   try {
-    analysis::check_link(o.link_gbps, o.link_latency_us, "--link-gbps", "--link-latency-us");
+    o.link.checked();
   } catch (const std::invalid_argument& error) {
     throw CliFailure(std::string("launch: ") + error.what());
   }
@@ -198,9 +198,9 @@ pid_t start_rank(const LaunchOptions& o, int local_rank, int port, const std::st
   // No torchrun agent hosts a store here: rank 0 does (comm::StoreHost::Rank0), whatever a shell
   // started inside torchrun passed on.
   ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
-  if (o.link_gbps && o.link_latency_us) {
-    ::setenv(analysis::kLinkGbpsEnv, analysis::link_value_text(*o.link_gbps).c_str(), 1);
-    ::setenv(analysis::kLinkLatencyEnv, analysis::link_value_text(*o.link_latency_us).c_str(), 1);
+  if (o.link.gbps && o.link.latency_us) {
+    ::setenv(core::kLinkGbpsEnv, core::link_value_text(*o.link.gbps).c_str(), 1);
+    ::setenv(core::kLinkLatencyEnv, core::link_value_text(*o.link.latency_us).c_str(), 1);
   }
   ::dup2(out_fd, STDOUT_FILENO);
   ::dup2(err_fd, STDERR_FILENO);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/link_options.h"
+
 namespace dpscope::cli {
 
 struct LaunchOptions {
@@ -20,9 +22,8 @@ struct LaunchOptions {
   std::string trace_dir;
   int stop_grace_seconds = 10;  // SIGTERM, then SIGKILL after this long
   // The link to emulate, exported to every rank as DPSCOPE_LINK_GBPS and DPSCOPE_LINK_LATENCY_US
-  // (analysis/link_model.h): both or neither; neither leaves the environment as it is.
-  std::optional<double> link_gbps;
-  std::optional<double> link_latency_us;
+  // (core/link_model.h): both or neither; neither leaves the environment as it is.
+  core::LinkFlags link;
   std::vector<std::string> command;  // PROGRAM ARGS...
 };
 

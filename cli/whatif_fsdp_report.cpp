@@ -25,7 +25,7 @@ std::string settings_text(const analysis::FsdpSettings& s) {
 
 std::string model_text(const char* op, const analysis::AllReduceModel& m, int32_t world_size) {
   char text[256];
-  if (m.source == analysis::AllReduceModel::Source::kLink) {
+  if (m.source == analysis::AllReduceModel::Source::Link) {
     std::snprintf(text, sizeof(text),
                   "%s cost: ring model of a %g Gb/s, %g \u00b5s link: (n-1)(L + S/(nB)), n = %d "
                   "(%.1f \u00b5s + bytes at %.3g Gb/s)",
@@ -198,7 +198,7 @@ void run_fsdp_whatif(const FsdpWhatifRequest& request, trace::Reader& reader,
   }
   const analysis::FsdpReplayTrace replay =
       analysis::load_fsdp_replay_trace(reader, stats, request.rank, request.cluster);
-  const std::optional<analysis::LinkSpec> link = request.cluster ? request.cluster->link : request.link;
+  const std::optional<core::LinkSpec> link = request.cluster ? request.cluster->link : request.link;
   const auto link_model = [&](trace::CollectiveOp op) {
     return analysis::link_collective_model(op, *link, replay.gather_ranks);
   };

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "analysis/cluster_clock.h"
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "analysis/stats.h"
 #include "analysis/whatif_fsdp.h"
 #include "trace/reader.h"
@@ -21,7 +21,7 @@ struct FsdpWhatifRequest {
   int32_t rank = 0;
   std::optional<trace::BackwardPrefetch> backward_prefetch;
   std::optional<int32_t> limit_all_gathers;
-  std::optional<analysis::LinkSpec> link;  // cost collectives on this link instead of the fit
+  std::optional<core::LinkSpec> link;  // cost collectives on this link instead of the fit
   // The cluster clock's replay of the trace (`dpscope whatif --clock cluster`), else null: the
   // trace is loaded on that clock and its collectives are costed by the replay's link.
   const analysis::ClusterClockRun* cluster = nullptr;

@@ -53,7 +53,7 @@ inline void add_origin_json(nlohmann::json& j, const std::string& trace, const a
 // A cost model's JSON: its source ("fit" or "link"), its line, and the samples and error of a
 // fit or the link given.
 inline nlohmann::json model_json(const analysis::AllReduceModel& m) {
-  if (m.source == analysis::AllReduceModel::Source::kLink) {
+  if (m.source == analysis::AllReduceModel::Source::Link) {
     return {{"source", "link"}, {"latency_us", m.latency_us()}, {"gbps", m.gbps()},
             {"link_gbps", m.link_gbps}, {"link_latency_us", m.link_latency_us}};
   }

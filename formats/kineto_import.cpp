@@ -145,11 +145,12 @@ class RankImporter {
     info.rank = rank_;
     info.local_rank = rank_;
     info.pid = parse_pid(survey_.main_pid);
-    info.device = gpu_device_.empty() ? "cpu" : "cuda:" + gpu_device_;
+    info.device = gpu_device_.empty() ? std::string(trace::to_string(trace::Device::Cpu))
+                                      : std::string(trace::to_string(trace::Device::Cuda)) + ":" + gpu_device_;
     info.start_ns = events_ ? first_ns_ : 0;
     info.end_ns = events_ ? last_ns_ : 0;
     info.events = events_;
-    info.status = "complete";
+    info.status = trace::to_string(trace::RankStatus::Complete);
     sink_.writer().put_rank(info);
   }
 
@@ -340,12 +341,14 @@ void write_meta(trace::Writer& w, const KinetoImportOptions& options, const std:
     if (backend.empty()) backend = s.info.backend;
     if (world_size == kAbsent) world_size = s.info.world_size;
   }
-  if (backend.empty()) backend = nccl ? "nccl" : gloo ? "gloo" : "";
+  if (backend.empty() && (nccl || gloo)) {
+    backend = trace::to_string(nccl ? trace::Backend::Nccl : trace::Backend::Gloo);
+  }
   if (!backend.empty()) w.set_meta(key::kBackend, backend);
   w.set_meta(key::kWorldSize, std::to_string(world_size != kAbsent ? world_size : int64_t(surveys.size())));
   if (fsdp) w.set_meta(key::kStrategy, trace::to_string(trace::Strategy::Fsdp));
   else if (ddp) w.set_meta(key::kStrategy, trace::to_string(trace::Strategy::Ddp));
-  w.set_meta(key::kDevice, gpu ? "cuda" : "cpu");
+  w.set_meta(key::kDevice, trace::to_string(gpu ? trace::Device::Cuda : trace::Device::Cpu));
   w.set_meta(key::kTraceLevel, trace::to_string(trace::TraceLevel::Full));
   std::string from;
   for (const std::string& input : options.inputs) {

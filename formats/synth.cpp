@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "trace/error.h"
 #include "trace/vocabulary.h"
 #include "trace/writer.h"
@@ -26,7 +26,7 @@ constexpr int kMaxRanks = 1024;
 constexpr int64_t kMaxEvents = 2'000'000'000;
 
 // ---- The cost model: one CPU rank, gloo on an emulated link (SynthOptions::link_gbps,
-// link_latency_us; each collective lasts analysis::link_model_ns, the ring model the cluster
+// link_latency_us; each collective lasts core::link_model_ns, the ring model the cluster
 // clock replays with). Only proportions matter to the viewer; for the default model on 8 ranks
 // and the default 4 Gb/s link forward:backward compute:all-reduce come out about 1:2:2.7, so
 // the all-reduces overlap backward and queue behind it, and a part of them is exposed in the
@@ -68,19 +68,9 @@ class Rng {
 };
 
 // The names of the phases and metrics, interned as ids 1.. in this order.
-enum Name : trace::NameId {
-  kDdpInit = 1,
-  kVerifyModel,
-  kBroadcastState,
-  kBuildBuckets,
-  kRebuildBuckets,
-  kIteration,
-  kForward,
-  kBackward,
-  kOptimizerStep,
-  kLoss,
-  kStepMs,
-};
+inline constexpr trace::NameId kDdpInit = 1, kVerifyModel = 2, kBroadcastState = 3,
+    kBuildBuckets = 4, kRebuildBuckets = 5, kIteration = 6, kForward = 7, kBackward = 8,
+    kOptimizerStep = 9, kLoss = 10, kStepMs = 11;
 constexpr std::string_view kNames[] = {
     "ddp_init",      "verify_model",      "broadcast_state",    "build_buckets",
     "rebuild_buckets", trace::kPhaseIteration,   trace::kPhaseForward,        trace::kPhaseBackward,
@@ -276,7 +266,7 @@ void validate(const SynthOptions& options) {
     throw trace::TraceError("synth: bucket limits must be at least 1 byte");
   }
   try {
-    analysis::check_link(options.link_gbps, options.link_latency_us, "--link-gbps", "--link-latency-us");
+    core::check_link(options.link_gbps, options.link_latency_us, core::kLinkGbpsFlag, core::kLinkLatencyFlag);
   } catch (const std::invalid_argument& error) {
     throw trace::TraceError(std::string("synth: ") + error.what());
   }
@@ -540,7 +530,7 @@ class Simulation {
     // The ring model of the link (what the emulated link holds a collective to); the real
     // transfer varies around it.
     const int64_t done =
-        last_start + rng_.vary(static_cast<double>(analysis::link_model_ns(op, bytes, static_cast<int>(R), link_)));
+        last_start + rng_.vary(static_cast<double>(core::link_model_ns(op, bytes, static_cast<int>(R), link_)));
     for (size_t r = 0; r < ranks_.size(); ++r) {
       end[r] = ranks_[r].comm_free = done + rng_.upto(2'000);
       trace::Event e = event(r, trace::EventKind::Collective, begin[r], end[r], iteration);
@@ -708,7 +698,7 @@ class Simulation {
     return 0.05 + 2.25 * std::exp(-4.0 * progress) * (1 + 0.1 * (2 * rng_.uniform() - 1));
   }
 
-  const analysis::LinkSpec link_;
+  const core::LinkSpec link_;
   const int64_t iterations_;
   const Model& model_;
   const Plan& initial_;
@@ -720,16 +710,17 @@ class Simulation {
 };
 
 std::string config_json(const SynthOptions& options) {
-  nlohmann::json config = {{"synthetic", true},
-                           {"seed", options.seed},
-                           {"events", options.events},
-                           {"layers", options.layers},
-                           {"hidden", options.hidden},
-                           {"batch_size", kBatch},
-                           {"first_bucket_bytes", options.first_bucket_bytes},
-                           {"bucket_cap_bytes", options.bucket_cap_bytes},
-                           {"link_gbps", options.link_gbps},
-                           {"link_latency_us", options.link_latency_us}};
+  namespace config_key = trace::config_key;
+  nlohmann::json config = {{config_key::kSynthetic, true},
+                           {config_key::kSeed, options.seed},
+                           {config_key::kEvents, options.events},
+                           {config_key::kLayers, options.layers},
+                           {config_key::kHidden, options.hidden},
+                           {config_key::kBatchSize, kBatch},
+                           {config_key::kFirstBucketBytes, options.first_bucket_bytes},
+                           {config_key::kBucketCapBytes, options.bucket_cap_bytes},
+                           {config_key::kLinkGbps, options.link_gbps},
+                           {config_key::kLinkLatencyUs, options.link_latency_us}};
   return config.dump();
 }
 
@@ -746,8 +737,8 @@ std::unique_ptr<trace::Writer> open_run_file(const SynthOptions& options) {
 void write_meta(trace::Writer& w, const SynthOptions& options, const Model& model) {
   namespace key = trace::meta_key;
   w.set_meta(key::kStrategy, trace::to_string(trace::Strategy::Ddp));
-  w.set_meta(key::kDdpInitialBuckets, "pytorch");
-  w.set_meta(key::kBackend, "gloo");
+  w.set_meta(key::kDdpInitialBuckets, trace::to_string(trace::InitialBuckets::PyTorch));
+  w.set_meta(key::kBackend, trace::to_string(trace::Backend::Gloo));
   w.set_meta(key::kWorldSize, std::to_string(options.ranks));
   w.set_meta(key::kModel, "synthetic mlp");
   w.set_meta(key::kModelSummary,
@@ -760,10 +751,10 @@ void write_meta(trace::Writer& w, const SynthOptions& options, const Model& mode
                                     options.out + " --seed " + std::to_string(options.seed));
   w.set_meta(key::kConfig, config_json(options));
   w.set_meta(key::kTraceLevel, trace::to_string(trace::TraceLevel::Full));
-  w.set_meta(key::kDevice, "cpu");
+  w.set_meta(key::kDevice, trace::to_string(trace::Device::Cpu));
   // The link the collectives were sized by, and one thread a rank: what the cluster clock needs.
-  w.set_meta(key::kLinkGbps, analysis::link_value_text(options.link_gbps));
-  w.set_meta(key::kLinkLatencyUs, analysis::link_value_text(options.link_latency_us));
+  w.set_meta(key::kLinkGbps, core::link_value_text(options.link_gbps));
+  w.set_meta(key::kLinkLatencyUs, core::link_value_text(options.link_latency_us));
   w.set_meta(key::kIntraOpThreads, "1");
   w.set_meta(key::kCreatedUnixMs,
              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -801,7 +792,7 @@ void write_ranks(trace::Writer& w, int ranks, const Simulation& simulation, cons
     info.start_ns = simulation.rank_start(static_cast<size_t>(r));
     info.end_ns = simulation.rank_end(static_cast<size_t>(r));
     info.events = sink.rank_events(r);
-    info.status = "complete";
+    info.status = trace::to_string(trace::RankStatus::Complete);
     w.put_rank(info);
   }
 }

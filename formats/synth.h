@@ -21,7 +21,7 @@ struct SynthOptions {
   int64_t first_bucket_bytes = int64_t{1} << 20;
   int64_t bucket_cap_bytes = int64_t{25} << 20;
   // The emulated link the collectives run on: each lasts the ring model's time for it
-  // (analysis::link_model_ns), give or take the jitter of every duration. Written to the meta
+  // (core::link_model_ns), give or take the jitter of every duration. Written to the meta
   // table (link_gbps, link_latency_us), as `dpscope launch --link-gbps G --link-latency-us L`
   // records it, so that the cluster clock can replay the trace.
   double link_gbps = 4;

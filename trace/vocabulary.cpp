@@ -2,6 +2,8 @@
 // written, so that a recorded trace, `dpscope train`'s flags and the readers agree.
 #include "trace/vocabulary.h"
 
+#include <charconv>
+
 namespace dpscope::trace {
 
 std::string_view to_string(Strategy strategy) {
@@ -18,6 +20,64 @@ std::string_view to_string(Strategy strategy) {
 
 Strategy parse_strategy(std::string_view text) {
   return parse_mode(kStrategies, text).value_or(Strategy::Unknown);
+}
+
+std::string_view flag_text(bool value) { return value ? "true" : "false"; }
+
+std::optional<bool> parse_flag(std::string_view text) {
+  if (text == flag_text(true)) return true;
+  if (text == flag_text(false)) return false;
+  return std::nullopt;
+}
+
+std::string_view to_string(Backend backend) {
+  switch (backend) {
+    case Backend::Gloo: return "gloo";
+    case Backend::Nccl: return "nccl";
+  }
+  return "?";
+}
+
+std::string_view to_string(Device device) {
+  switch (device) {
+    case Device::Cpu: return "cpu";
+    case Device::Cuda: return "cuda";
+  }
+  return "?";
+}
+
+std::string_view to_string(RankStatus status) {
+  switch (status) {
+    case RankStatus::Running: return "running";
+    case RankStatus::Complete: return "complete";
+    case RankStatus::Ended: return "";
+  }
+  return "";
+}
+
+RankStatus parse_rank_status(std::string_view recorded) {
+  if (recorded == to_string(RankStatus::Running)) return RankStatus::Running;
+  if (recorded == to_string(RankStatus::Complete)) return RankStatus::Complete;
+  return RankStatus::Ended;
+}
+
+std::string_view to_string(CommHookKind kind) {
+  switch (kind) {
+    case CommHookKind::None: return "none";
+    case CommHookKind::AllReduce: return "allreduce";
+    case CommHookKind::Fp16: return "fp16";
+    case CommHookKind::Bf16: return "bf16";
+    case CommHookKind::PowerSgd: return "powersgd";
+  }
+  return "?";
+}
+
+std::string_view to_string(InitialBuckets policy) {
+  switch (policy) {
+    case InitialBuckets::PyTorch: return "pytorch";
+    case InitialBuckets::BySize: return "by-size";
+  }
+  return "?";
 }
 
 std::string_view to_string(ShardingStrategy strategy) {
@@ -37,6 +97,19 @@ std::string_view to_string(ReshardAfterForward mode) {
     case ReshardAfterForward::ToGroupSize: return "";
   }
   return "";
+}
+
+std::optional<ReshardAfterForward> read_reshard_after_forward(std::string_view recorded,
+                                                              int shard_size) {
+  if (const std::optional<ReshardAfterForward> word = parse_mode(kReshardAfterForwardWords, recorded)) {
+    return word;
+  }
+  int n = 0;
+  const auto [end, error] = std::from_chars(recorded.data(), recorded.data() + recorded.size(), n);
+  if (error != std::errc() || end != recorded.data() + recorded.size() || n < 1) return std::nullopt;
+  if (n == shard_size) return ReshardAfterForward::Reshard;
+  if (n == 1) return ReshardAfterForward::Keep;
+  return ReshardAfterForward::ToGroupSize;
 }
 
 std::string_view to_string(BackwardPrefetch prefetch) {

@@ -1,13 +1,20 @@
 // The trace's vocabulary: every word that a writer records and a reader compares — the meta
-// table's keys, the strategy names, FSDP's sharding, prefetch and precision modes, the phase and
-// metric names — each an enum or a constant with its one spelling. The engine, the analysis, the
-// CLI, the viewer and the tutorials share these types; no mode is compared as a string outside
-// this header and vocabulary.cpp. Constants and pure functions only: thread-safe.
+// table's keys and the config object's fields, the strategies and their families, backends,
+// devices, trace levels, rank statuses, DDP's comm hooks and first buckets, FSDP's sharding,
+// prefetch, precision and resharding modes, the phase and metric names — each an enum or a
+// constant with its one spelling. The engine, the analysis, the CLI, the viewer and the tutorials
+// share these types; no mode is compared, offered as a choice or written to meta as a string
+// outside this header and vocabulary.cpp (tests/docs/test_vocabulary.cpp). Constants and pure
+// functions only: thread-safe.
 #pragma once
 
 #include <array>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
+
+#include "trace/schema.h"
 
 namespace dpscope::trace {
 
@@ -52,6 +59,58 @@ inline constexpr std::string_view kImportedFrom = "imported_from";
 inline constexpr std::string_view kImportedFractionalUsRanks = "imported_fractional_us_ranks";
 }  // namespace meta_key
 
+// ---- Config keys ---------------------------------------------------------------------------
+// The fields of the meta `config` object (the run's settings as `dpscope train` and `dpscope
+// synth` gave them), which the what-if replays read back. The object is written and read with
+// nlohmann-json; docs/trace-format.md lists every field.
+namespace config_key {
+inline constexpr const char* kModel = "model";
+inline constexpr const char* kHidden = "hidden";
+inline constexpr const char* kLayers = "layers";
+inline constexpr const char* kHeads = "heads";
+inline constexpr const char* kSequence = "seq";
+inline constexpr const char* kData = "data";
+inline constexpr const char* kSteps = "steps";
+inline constexpr const char* kBatchSize = "batch_size";
+inline constexpr const char* kLr = "lr";
+inline constexpr const char* kMomentum = "momentum";
+inline constexpr const char* kSeed = "seed";
+inline constexpr const char* kGradAccum = "grad_accum";
+inline constexpr const char* kBucketCapMb = "bucket_cap_mb";
+inline constexpr const char* kFirstBucketMb = "first_bucket_mb";
+inline constexpr const char* kInitialBuckets = "initial_buckets";  // an InitialBuckets
+inline constexpr const char* kFindUnusedParameters = "find_unused_parameters";
+inline constexpr const char* kGradientAsBucketView = "gradient_as_bucket_view";
+inline constexpr const char* kStaticGraph = "static_graph";
+inline constexpr const char* kBroadcastBuffers = "broadcast_buffers";
+inline constexpr const char* kCommHook = "comm_hook";  // a CommHookKind
+inline constexpr const char* kStrategy = "strategy";    // a Strategy
+inline constexpr const char* kSharding = "sharding";    // a ShardingStrategy
+inline constexpr const char* kWrapMinParams = "wrap_min_params";
+inline constexpr const char* kMixedPrecision = "mixed_precision";  // a ComputePrecision
+inline constexpr const char* kReduceFp32 = "reduce_fp32";
+inline constexpr const char* kCpuOffload = "cpu_offload";
+inline constexpr const char* kBackwardPrefetch = "backward_prefetch";  // a BackwardPrefetch
+inline constexpr const char* kForwardPrefetch = "forward_prefetch";
+inline constexpr const char* kLimitAllGathers = "limit_all_gathers";
+inline constexpr const char* kLimitReduceScatters = "limit_reduce_scatters";
+inline constexpr const char* kReduceBucketMb = "reduce_bucket_mb";
+// FSDP2: a ReshardAfterForward's spelling, or the group size N as its number ("2").
+inline constexpr const char* kReshardAfterForward = "reshard_after_forward";
+inline constexpr const char* kExplicitPrefetch = "explicit_prefetch";
+inline constexpr const char* kShardGroupSize = "shard_group_size";
+inline constexpr const char* kStraggler = "straggler";  // {"rank": R, "ms": MS}, or null
+inline constexpr const char* kStragglerRank = "rank";
+inline constexpr const char* kStragglerMs = "ms";
+// Written by `dpscope synth` (formats/synth.h) in place of the training flags above.
+inline constexpr const char* kSynthetic = "synthetic";  // true
+inline constexpr const char* kEvents = "events";
+inline constexpr const char* kFirstBucketBytes = "first_bucket_bytes";
+inline constexpr const char* kBucketCapBytes = "bucket_cap_bytes";
+inline constexpr const char* kLinkGbps = "link_gbps";
+inline constexpr const char* kLinkLatencyUs = "link_latency_us";
+}  // namespace config_key
+
 // ---- Strategies ----------------------------------------------------------------------------
 // What a run's ranks do to stay in step (meta key `strategy`). Unknown: absent, or a word this
 // version does not know (the analysis keeps the recorded text to show it).
@@ -69,6 +128,47 @@ inline constexpr std::array<Strategy, 5> kStrategies{Strategy::Ddp, Strategy::Fs
 std::string_view to_string(Strategy strategy);
 // The strategy `text` spells, Unknown for anything else ("" included).
 Strategy parse_strategy(std::string_view text);
+// The FSDP family: the strategies that shard parameters into units gathered for use (FSDP1's flat
+// parameters, FSDP2's dim-0 shards). Their runs have units, unit states and the FSDP what-if;
+// HSDP (`--sharding hybrid`) is theirs alone.
+constexpr bool is_fsdp_family(Strategy strategy) {
+  return strategy == Strategy::Fsdp || strategy == Strategy::Fsdp2;
+}
+
+// ---- The run's machine -----------------------------------------------------------------------
+// The communication library (meta key `backend`, `--backend`).
+enum class Backend {
+  Gloo,  // CPU tensors (and CUDA tensors staged through the host)
+  Nccl,  // CUDA tensors, on the GPUs' own links
+};
+inline constexpr std::array<Backend, 2> kBackends{Backend::Gloo, Backend::Nccl};
+// "gloo" | "nccl".
+std::string_view to_string(Backend backend);
+
+// Where a rank's tensors live (meta key `device`, `--device`).
+enum class Device { Cpu, Cuda };
+inline constexpr std::array<Device, 2> kDevices{Device::Cpu, Device::Cuda};
+// "cpu" | "cuda".
+std::string_view to_string(Device device);
+
+// How much a run records (meta key `trace_level`, `--trace`); TraceLevel is the schema's
+// (trace/schema.h: its values are stored), spelled by to_string(TraceLevel).
+inline constexpr std::array<TraceLevel, 3> kTraceLevels{TraceLevel::Off, TraceLevel::Summary,
+                                                        TraceLevel::Full};
+
+// ---- A rank's status -----------------------------------------------------------------------
+// How a rank's recording ended (ranks.status). The file holds "running" while a rank writes and
+// "complete" once it closed normally; any other text says how it ended ("interrupted (SIGINT)",
+// "terminated: <why>", the launcher's "killed by signal 9 (SIGKILL)"), and reads as Ended.
+enum class RankStatus {
+  Running,   // still written, or the writer died before closing the file
+  Complete,  // closed normally
+  Ended,     // stopped early; the recorded text says how
+};
+// "running" | "complete"; "" for Ended, whose text is its own.
+std::string_view to_string(RankStatus status);
+// The status a recorded ranks.status text means.
+RankStatus parse_rank_status(std::string_view recorded);
 
 // ---- FSDP's modes --------------------------------------------------------------------------
 // What each rank keeps between uses of a unit (ZeRO's stages; meta key `fsdp.sharding`).
@@ -79,7 +179,7 @@ enum class ShardingStrategy {
   NoShard,      // DDP-like: every rank keeps everything; gradients are all-reduced
   HybridShard,  // HSDP: FullShard within groups of N ranks (meta `fsdp.shard_group_size`), the
                 // groups replicas of each other; gradients reduce-scattered within a group, then
-                // all-reduced across the groups (See Note [HSDP mesh] in engine/fsdp2/fsdp_mesh.h)
+                // all-reduced across the groups (See Note [HSDP mesh] in engine/comm/device_mesh.h)
 };
 inline constexpr std::array<ShardingStrategy, 4> kShardingStrategies{
     ShardingStrategy::FullShard, ShardingStrategy::ShardGradOp, ShardingStrategy::NoShard,
@@ -107,6 +207,38 @@ inline constexpr std::array<ComputePrecision, 3> kComputePrecisions{
 // "none" (float32: mixed precision off) | "fp16" | "bf16".
 std::string_view to_string(ComputePrecision precision);
 
+// ---- DDP's modes ---------------------------------------------------------------------------
+// The communication hook a DDP run's buckets go through (`--comm-hook`, config key `comm_hook`;
+// engine/ddp/comm_hook.h builds each).
+enum class CommHookKind {
+  None,       // no hook: the Reducer's own all-reduce
+  AllReduce,  // PyTorch's allreduce_hook (the same sums, through the hook interface)
+  Fp16,       // fp16_compress_hook
+  Bf16,       // bf16_compress_hook
+  PowerSgd,   // powerSGD_hook
+};
+inline constexpr std::array<CommHookKind, 5> kCommHookKinds{
+    CommHookKind::None, CommHookKind::AllReduce, CommHookKind::Fp16, CommHookKind::Bf16,
+    CommHookKind::PowerSgd};
+// "none" | "allreduce" | "fp16" | "bf16" | "powersgd": also each hook's CommHook::name().
+std::string_view to_string(CommHookKind kind);
+// Whether the hook's all-reduce moves the bucket as it is, in full (None, AllReduce): the what-if
+// replays only such runs' buckets.
+constexpr bool reduces_buckets_unchanged(CommHookKind kind) {
+  return kind == CommHookKind::None || kind == CommHookKind::AllReduce;
+}
+
+// How DDP buckets its first iteration (meta key `ddp_initial_buckets`, `--initial-buckets`;
+// See Note [The first iteration's buckets] in engine/ddp/initial_buckets.h).
+enum class InitialBuckets {
+  PyTorch,  // PyTorch >= 1.12: one bucket, unless find_unused_parameters without static_graph
+  BySize,   // PyTorch <= 1.11: [first_bucket, cap] by size in reverse registration order
+};
+inline constexpr std::array<InitialBuckets, 2> kInitialBuckets{InitialBuckets::PyTorch,
+                                                               InitialBuckets::BySize};
+// "pytorch" | "by-size".
+std::string_view to_string(InitialBuckets policy);
+
 // ---- FSDP2's modes -------------------------------------------------------------------------
 // What a fully_shard group keeps between its forward and its backward (PyTorch's
 // reshard_after_forward: True, False or an int; meta key `fsdp2.reshard_after_forward`).
@@ -120,6 +252,16 @@ inline constexpr std::array<ReshardAfterForward, 2> kReshardAfterForwardWords{
     ReshardAfterForward::Reshard, ReshardAfterForward::Keep};
 // "true" | "false"; "" for ToGroupSize.
 std::string_view to_string(ReshardAfterForward mode);
+// A recorded reshard_after_forward (meta `fsdp2.reshard_after_forward`) read as PyTorch reads it
+// against `shard_size`, the ranks its parameters are sharded over: "true" or N == shard_size is
+// Reshard, "false" or N == 1 is Keep, another N is ToGroupSize; nullopt for any other text.
+std::optional<ReshardAfterForward> read_reshard_after_forward(std::string_view recorded,
+                                                              int shard_size);
+
+// A meta value that says yes or no (`fsdp.forward_prefetch`): "true" | "false".
+std::string_view flag_text(bool value);
+// true for "true", false for "false", nullopt for anything else.
+std::optional<bool> parse_flag(std::string_view text);
 
 // The mode whose spelling is `text` among `modes`, or nullopt: the caller names the flag (or the
 // meta key) and the choices.
@@ -129,6 +271,14 @@ std::optional<Mode> parse_mode(const std::array<Mode, N>& modes, std::string_vie
     if (to_string(mode) == text) return mode;
   }
   return std::nullopt;
+}
+
+// Every mode's spelling, in `modes`' order: the choices a flag lists (CLI::IsMember).
+template <typename Mode, size_t N>
+std::vector<std::string> mode_spellings(const std::array<Mode, N>& modes) {
+  std::vector<std::string> spellings;
+  for (Mode mode : modes) spellings.emplace_back(to_string(mode));
+  return spellings;
 }
 
 // ---- The training step's names -------------------------------------------------------------

@@ -55,7 +55,7 @@ App::App(AppOptions options, std::shared_ptr<const Model> main,
   if (options_.clock != analysis::Clock::Measured) set_clock(options_.clock);
   if (options_.whatif) {
     whatif_input = *options_.whatif;
-    whatif_input.settings = WhatifSettings::kTrace;
+    whatif_input.settings = WhatifSettings::Trace;
     open_whatif_tab = true;
     request_whatif(*options_.whatif);
   }

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "analysis/clock_choice.h"
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "viewer/analysis.h"
 #include "viewer/cluster_model.h"
 #include "viewer/detail_source.h"
@@ -109,7 +109,7 @@ struct AppOptions {
   std::optional<WhatifRequest> whatif;  // what-if lanes to predict at start (--whatif-cap-mb)
   analysis::Clock clock = analysis::Clock::Measured;  // the clock to start on (--clock)
   // The cluster clock's link (--link-gbps, --link-latency-us, checked); nullopt: the run's own.
-  std::optional<analysis::LinkSpec> link;
+  std::optional<core::LinkSpec> link;
 };
 
 // Thread-safety: UI thread only (the background analysis and live reload hand their results

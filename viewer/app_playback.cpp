@@ -130,7 +130,7 @@ int32_t App::typical_iteration() const {
   const Model& model = *traces[size_t(std::clamp(focus_trace, 0, int(traces.size()) - 1))].model;
   if (model.ranks.empty() || model.ranks[0].iterations.empty()) return trace::kNone;
   const std::vector<IterationSpan>& all = model.ranks[0].iterations;
-  const size_t from = std::min(all.size() - 1, size_t(analysis::steady_from(all.size())));
+  const size_t from = std::min(all.size() - 1, size_t(core::steady_from(all.size())));
   std::vector<int64_t> lengths;
   for (size_t i = from; i < all.size(); ++i) lengths.push_back(all[i].end_ns - all[i].begin_ns);
   std::nth_element(lengths.begin(), lengths.begin() + std::ptrdiff_t(lengths.size() / 2), lengths.end());

@@ -60,7 +60,7 @@ std::shared_ptr<Model> empty_copy(const Model& measured, const analysis::Cluster
 
 }  // namespace
 
-ClusterView cluster_view(const Model& measured, const std::optional<analysis::LinkSpec>& link) {
+ClusterView cluster_view(const Model& measured, const std::optional<core::LinkSpec>& link) {
   trace::Reader reader(measured.path);
   auto replay = std::make_shared<const analysis::ClusterClockRun>(analysis::cluster_clock(reader, measured.path, link));
   const analysis::ClusterClockRun& run = *replay;

@@ -37,6 +37,6 @@ struct ClusterView {
 // link recorded nor given, a GPU run, a trace without CPU times; trace::TraceError when the file
 // cannot be read. About as long as loading and analysing the file once more. Thread-safety: any
 // thread; `measured` is only read.
-ClusterView cluster_view(const Model& measured, const std::optional<analysis::LinkSpec>& link);
+ClusterView cluster_view(const Model& measured, const std::optional<core::LinkSpec>& link);
 
 }  // namespace dpscope::view

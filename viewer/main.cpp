@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "analysis/clock_choice.h"
-#include "analysis/link_model.h"
+#include "core/link_options.h"
 #include "formats/kineto_import.h"
 #include "trace/vocabulary.h"
 #include "viewer/window.h"
@@ -19,6 +19,7 @@ namespace {
 
 using namespace dpscope::view;
 namespace trace = dpscope::trace;
+namespace core = dpscope::core;
 
 // The traces to open: one dpscope trace, or PyTorch profiler files (one per rank).
 void add_trace_options(CLI::App& cli, AppOptions& options, std::vector<std::string>& paths) {
@@ -107,7 +108,7 @@ void add_moment_options(CLI::App& cli, HeadlessOptions& headless, CLI::Option* s
 // --clock and the cluster clock's link, as given.
 struct ClockFlags {
   std::string clock = std::string(dpscope::analysis::to_string(dpscope::analysis::Clock::Measured));
-  std::optional<double> link_gbps, link_latency_us;
+  core::LinkFlags link;
 
   void add_to(CLI::App& cli) {
     namespace analysis = dpscope::analysis;
@@ -118,8 +119,7 @@ struct ClockFlags {
                        " (the run replayed as a cluster would run it, docs/cluster-clock.md; C "
                        "switches in the window)")
         ->capture_default_str();
-    cli.add_option("--link-gbps", link_gbps, "The cluster clock's link bandwidth in Gb/s (default: the run's emulated link)");
-    cli.add_option("--link-latency-us", link_latency_us, "The cluster clock's link latency in µs (with --link-gbps)");
+    core::add_link_options(cli, link, core::LinkUse::ClusterClock);
   }
 
   // Sets options.clock and options.link; throws std::invalid_argument saying what to change.
@@ -132,7 +132,7 @@ struct ClockFlags {
                                   std::string(analysis::to_string(analysis::Clock::Cluster)));
     }
     options.clock = *parsed;
-    options.link = analysis::check_link(link_gbps, link_latency_us, "--link-gbps", "--link-latency-us");
+    options.link = link.checked();
   }
 };
 
@@ -173,11 +173,11 @@ struct WhatifFlags {
   std::optional<WhatifRequest> requested() const {
     WhatifRequest out = request;
     if (cap->count()) {
-      out.settings = WhatifSettings::kDdp;
+      out.settings = WhatifSettings::Ddp;
       return out;
     }
     if (!prefetch->count() && !limit->count()) return std::nullopt;
-    out.settings = WhatifSettings::kFsdp;
+    out.settings = WhatifSettings::Fsdp;
     if (prefetch->count()) out.backward_prefetch = trace::parse_mode(trace::kBackwardPrefetches, backward_prefetch);
     if (limit->count()) out.limit_all_gathers = limit_all_gathers;
     return out;

@@ -130,10 +130,7 @@ std::string Model::meta_value(std::string_view key, std::string_view fallback) c
 
 trace::Strategy Model::strategy() const { return trace::parse_strategy(meta_value(trace::meta_key::kStrategy)); }
 
-bool Model::sharded_units() const {
-  const trace::Strategy s = strategy();
-  return s == trace::Strategy::Fsdp || s == trace::Strategy::Fsdp2;
-}
+bool Model::sharded_units() const { return trace::is_fsdp_family(strategy()); }
 
 const RankData* Model::rank(int32_t rank) const {
   for (const auto& r : ranks) {

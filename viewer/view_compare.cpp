@@ -31,7 +31,7 @@ void summary(App& app, const OpenTrace& t, const char* title) {
   const analysis::RunStats& stats = t.analysis->stats;
   if (stats.ranks.empty()) return;
   // As `dpscope stats` and the demo summarise (Note [Steady steps], Note [Memory at the peak]).
-  const analysis::StepSummary steps = analysis::step_summary(stats.ranks.front());
+  const core::StepSummary steps = analysis::step_summary(stats.ranks.front());
   ImGui::Text("step      %.3f ms median (rank %d, iterations %d..)", steps.median_ms,
               stats.ranks.front().rank, steps.from_iteration);
   // The steps' peak, as the demo compares them: construction and an evaluation are no step's

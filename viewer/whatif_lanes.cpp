@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <optional>
 
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "analysis/stats.h"
 #include "trace/reader.h"
 #include "trace/vocabulary.h"
@@ -37,7 +37,7 @@ Lane lane_of(std::vector<Span> spans, int32_t rank, const std::string& name) {
 
 std::string cost_text(const analysis::AllReduceModel& cost, const char* what) {
   char text[200];
-  if (cost.source == analysis::AllReduceModel::Source::kLink) {
+  if (cost.source == analysis::AllReduceModel::Source::Link) {
     std::snprintf(text, sizeof(text), "%s %s, the %g Gb/s, %g \u00b5s link's ring model", what,
                   cost.line_text().c_str(), cost.link_gbps, cost.link_latency_us);
   } else {
@@ -133,11 +133,11 @@ RankSpans replay_fsdp(trace::Reader& reader, const analysis::RunStats& stats, in
 // Why `request` cannot be replayed on a trace of the other strategy, with limits out of range,
 // or on an FSDP2 trace with what FSDP2 has not (Note [FSDP2 in the FSDP replay]); "" when it can.
 std::string request_error(const WhatifRequest& request, bool fsdp, bool fsdp2) {
-  if (request.settings == WhatifSettings::kDdp && fsdp) {
+  if (request.settings == WhatifSettings::Ddp && fsdp) {
     return "--whatif-cap-mb and --whatif-first-bucket-mb are for DDP traces; this one is FSDP: "
            "use --whatif-backward-prefetch and --whatif-limit-all-gathers";
   }
-  if (request.settings == WhatifSettings::kFsdp && !fsdp) {
+  if (request.settings == WhatifSettings::Fsdp && !fsdp) {
     return "--whatif-backward-prefetch and --whatif-limit-all-gathers are for FSDP traces; this one "
            "is DDP: use --whatif-cap-mb";
   }

@@ -18,11 +18,11 @@ namespace dpscope::view {
 
 // Which settings a request gives: the command line's flags are one strategy's (and the other
 // strategy's trace refuses them); the What-if tab holds both and uses the trace's.
-enum class WhatifSettings { kDdp, kFsdp, kTrace };
+enum class WhatifSettings { Ddp, Fsdp, Trace };
 
 // The settings to predict with: the DDP part for a DDP trace, the FSDP part for an FSDP one.
 struct WhatifRequest {
-  WhatifSettings settings = WhatifSettings::kTrace;
+  WhatifSettings settings = WhatifSettings::Trace;
   // DDP: the limits in MiB as the user gives them; first_bucket_mb <= 0: as recorded.
   double bucket_cap_mb = 4;
   double first_bucket_mb = 0;

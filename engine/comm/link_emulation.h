@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "trace/schema.h"
 
 namespace dpscope::trace {
@@ -51,11 +51,11 @@ namespace dpscope::comm {
 // Thread-safety: admit() and free_at_ns() may be called from any thread.
 class EmulatedLink {
  public:
-  explicit EmulatedLink(analysis::LinkSpec spec) : spec_(spec) {}
+  explicit EmulatedLink(core::LinkSpec spec) : spec_(spec) {}
   EmulatedLink(const EmulatedLink&) = delete;
   EmulatedLink& operator=(const EmulatedLink&) = delete;
 
-  const analysis::LinkSpec& spec() const { return spec_; }
+  const core::LinkSpec& spec() const { return spec_; }
 
   // When a collective occupies the link, on the trace clock (trace::now_ns).
   struct Occupancy {
@@ -73,7 +73,7 @@ class EmulatedLink {
   int64_t free_at_ns() const;
 
  private:
-  const analysis::LinkSpec spec_;
+  const core::LinkSpec spec_;
   mutable std::mutex mutex_;
   int64_t free_at_ns_ = 0;
 };
@@ -82,6 +82,6 @@ class EmulatedLink {
 // that the trace says its collectives' times are the link's (Note [Link emulation], step 3).
 // Every recorder whose run's collectives queue on the link gets it: the world's, and a run's of
 // its own on further groups.
-void record_link(trace::Recorder& recorder, const analysis::LinkSpec& link);
+void record_link(trace::Recorder& recorder, const core::LinkSpec& link);
 
 }  // namespace dpscope::comm

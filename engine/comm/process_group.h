@@ -40,7 +40,7 @@ struct CollectiveTag {
   int32_t iteration = trace::kNone;
   int32_t bucket = trace::kNone;
   int32_t unit = trace::kNone;
-  uint8_t flags = 0;  // trace::EventFlag bits
+  uint8_t flags = 0;  // trace::kFlag* bits
 };
 
 // Where the engine issued a collective: the file and line of the call, filled in by the compiler

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "engine/comm/gloo_backend.h"
 #include "engine/comm/nccl_backend.h"
 #include "trace/vocabulary.h"
@@ -15,13 +15,8 @@
 
 namespace dpscope::comm {
 
-std::string_view to_string(Backend backend) {
-  return backend == Backend::Nccl ? "nccl" : "gloo";
-}
-
 Backend parse_backend(std::string_view text) {
-  if (text == "gloo") return Backend::Gloo;
-  if (text == "nccl") return Backend::Nccl;
+  if (const std::optional<Backend> backend = trace::parse_mode(trace::kBackends, text)) return *backend;
   throw CommError("unknown backend '" + std::string(text) + "': choose gloo or nccl");
 }
 
@@ -36,13 +31,13 @@ Backend default_backend() {
 namespace {
 
 // The caller's link, else the environment's (Note [Link emulation]), checked.
-std::optional<analysis::LinkSpec> link_of(const WorldOptions& options, int rank) {
+std::optional<core::LinkSpec> link_of(const WorldOptions& options, int rank) {
   try {
     if (options.link) {
-      return analysis::check_link(options.link->gbps, options.link->latency_us,
+      return core::check_link(options.link->gbps, options.link->latency_us,
                                   "WorldOptions::link.gbps", "WorldOptions::link.latency_us");
     }
-    return analysis::link_from_env();
+    return core::link_from_env();
   } catch (const std::invalid_argument& error) {
     throw CommError("rank " + std::to_string(rank) + ": " + error.what());
   }
@@ -53,7 +48,7 @@ std::optional<analysis::LinkSpec> link_of(const WorldOptions& options, int rank)
 World init_world(const WorldOptions& options) {
   World world;
   world.env = read_launch_env();
-  const std::optional<analysis::LinkSpec> link = link_of(options, world.env.rank);
+  const std::optional<core::LinkSpec> link = link_of(options, world.env.rank);
   world.store = rendezvous(world.env, options.timeout);
   world.clock = measure_clock_offset(*world.store, world.env);
   if (options.recorder) {

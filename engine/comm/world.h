@@ -12,11 +12,12 @@
 #include "engine/comm/link_emulation.h"
 #include "engine/comm/process_group.h"
 #include "engine/comm/rendezvous.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::comm {
 
-enum class Backend { Gloo, Nccl };
-std::string_view to_string(Backend backend);
+// The communication library, as the trace's vocabulary names it (spelled by trace::to_string).
+using trace::Backend;
 // "gloo" | "nccl"; throws CommError naming the choices otherwise.
 Backend parse_backend(std::string_view text);
 // nccl when this build has CUDA and CUDA devices are visible, else gloo (docs/design.md).
@@ -28,8 +29,8 @@ struct WorldOptions {
   trace::Recorder* recorder = nullptr;  // gets the clock offset and the group's collectives
   // The link to emulate (Note [Link emulation]); nullopt: the one DPSCOPE_LINK_GBPS and
   // DPSCOPE_LINK_LATENCY_US describe (set by `dpscope launch --link-gbps G --link-latency-us L`),
-  // and none when they are unset. Check a user's values with analysis::check_link first.
-  std::optional<analysis::LinkSpec> link;
+  // and none when they are unset. Check a user's values with core::check_link first.
+  std::optional<core::LinkSpec> link;
 };
 
 struct World {

@@ -1,5 +1,5 @@
 // compute_bucket_assignment_by_size: converts c10's dtypes and devices into the keys of
-// analysis::plan_buckets, the one implementation of PyTorch's algorithm (analysis/bucket_plan.h).
+// core::plan_buckets, the one implementation of PyTorch's algorithm (core/bucket_plan.h).
 #include "engine/ddp/bucket_assignment.h"
 
 #include <stdexcept>
@@ -20,7 +20,7 @@ BucketAssignment compute_bucket_assignment_by_size(const std::vector<TensorSpec>
                                                    const std::vector<int64_t>& size_limits,
                                                    const std::vector<bool>& expect_sparse,
                                                    const std::vector<int64_t>& tensor_indices) {
-  std::vector<analysis::GradientDesc> gradients;
+  std::vector<core::GradientDesc> gradients;
   gradients.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     const int64_t index =
@@ -36,7 +36,7 @@ BucketAssignment compute_bucket_assignment_by_size(const std::vector<TensorSpec>
     gradients.push_back({static_cast<int32_t>(tensors[i].dtype), device_key(tensors[i].device),
                          tensors[i].bytes, sparse});
   }
-  analysis::BucketPlan plan = analysis::plan_buckets(gradients, size_limits, tensor_indices);
+  core::BucketPlan plan = core::plan_buckets(gradients, size_limits, tensor_indices);
   return BucketAssignment{std::move(plan.buckets), std::move(plan.size_limits)};
 }
 

@@ -1,6 +1,6 @@
 // Bucket assignment: which gradients travel together in one all-reduce. PyTorch's
 // compute_bucket_assignment_by_size on c10 descriptions of tensors: a thin wrapper over the one
-// implementation, analysis::plan_buckets (analysis/bucket_plan.h), which `dpscope whatif` shares.
+// implementation, core::plan_buckets (core/bucket_plan.h), which `dpscope whatif` shares.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "analysis/bucket_plan.h"
+#include "core/bucket_plan.h"
 
 namespace dpscope::ddp {
 
@@ -27,10 +27,10 @@ struct BucketAssignment {
 
 // The default limits: the first bucket closes at 1 MiB (so the first all-reduce starts early),
 // later ones at bucket_cap_mb (25 MiB).
-inline constexpr int64_t kDefaultFirstBucketBytes = analysis::kDefaultFirstBucketBytes;
-inline constexpr int64_t kDefaultBucketBytes = analysis::kDefaultBucketBytes;
+inline constexpr int64_t kDefaultFirstBucketBytes = core::kDefaultFirstBucketBytes;
+inline constexpr int64_t kDefaultBucketBytes = core::kDefaultBucketBytes;
 
-// analysis::plan_buckets on these specs (its header has the algorithm): walk `tensors` in order (or, when `tensor_indices` is given,
+// core::plan_buckets on these specs (its header has the algorithm): walk `tensors` in order (or, when `tensor_indices` is given,
 // tensors[i] is parameter tensor_indices[i] and the walk is in that order — the arrival order of
 // gradients, for the rebuild); a parameter expecting a sparse gradient gets a bucket of its own;
 // the others accumulate in one open bucket per (dtype, device), which closes when its bytes reach

@@ -11,6 +11,8 @@
 
 
 namespace dpscope::ddp {
+
+using trace::CommHookKind;
 namespace {
 
 // One collective in flight; wait() waits for it, then runs `finish` (the "decompress" callback

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/comm/process_group.h"
-#include "engine/ddp/comm_hook_kind.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::ddp {
 
@@ -81,6 +81,6 @@ std::unique_ptr<CommHook> make_powersgd_hook(const PowerSGDOptions& options);
 
 // The hook for `dpscope train --comm-hook`: null for None (the Reducer's own all-reduce);
 // PowerSGD with default options except start iteration 2 and rank 1.
-std::unique_ptr<CommHook> make_comm_hook(CommHookKind kind);
+std::unique_ptr<CommHook> make_comm_hook(trace::CommHookKind kind);
 
 }  // namespace dpscope::ddp

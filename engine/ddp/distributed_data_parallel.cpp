@@ -132,7 +132,7 @@ void DistributedDataParallel::sync_buffers(int authoritative_rank, int32_t itera
 
 void DistributedDataParallel::pre_forward() {
   const bool grad_enabled = c10::GradMode::is_enabled();
-  if (grad_enabled && require_backward_grad_sync_) reducer_->set_iteration(iteration_);
+  if (grad_enabled && gradient_sync_.enabled()) reducer_->set_iteration(iteration_);
   if (join_) join_->notify_not_joined();
   if (grad_enabled) reducer_->rebuild_buckets();
   if (will_sync_buffers()) {
@@ -140,13 +140,13 @@ void DistributedDataParallel::pre_forward() {
     sync_buffers(join_ ? join_->find_common_rank(group_->rank(), true) : 0,
                  grad_enabled ? iteration_ : trace::kNone);
   }
-  if (join_) join_->share_requires_sync(require_backward_grad_sync_);
+  if (join_) join_->share_requires_sync(gradient_sync_.enabled());
 }
 
 void DistributedDataParallel::post_forward(const std::vector<at::Tensor>& outputs) {
-  if (c10::GradMode::is_enabled() && require_backward_grad_sync_) {
+  if (c10::GradMode::is_enabled() && gradient_sync_.enabled()) {
     require_forward_param_sync_ = true;
-    reducer_->prepare_for_backward(outputs);  // walks the graph only with GraphMode::kFindUnused
+    reducer_->prepare_for_backward(outputs);  // walks the graph only with GraphMode::FindUnused
     ++iteration_;
   } else {
     require_forward_param_sync_ = false;
@@ -172,15 +172,6 @@ std::vector<at::Tensor> DistributedDataParallel::forward(
   }();
   post_forward(outputs);
   return outputs;
-}
-
-DistributedDataParallel::NoSyncGuard::NoSyncGuard(DistributedDataParallel& ddp)
-    : ddp_(ddp), previous_(ddp.require_backward_grad_sync_) {
-  ddp_.require_backward_grad_sync_ = false;
-}
-
-DistributedDataParallel::NoSyncGuard::~NoSyncGuard() {
-  ddp_.require_backward_grad_sync_ = previous_;
 }
 
 }  // namespace dpscope::ddp

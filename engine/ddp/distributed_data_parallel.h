@@ -15,6 +15,7 @@
 #include "engine/ddp/comm_hook.h"
 #include "engine/ddp/initial_buckets.h"
 #include "engine/ddp/reducer.h"
+#include "engine/replica/gradient_sync.h"
 #include "trace/recorder.h"
 
 namespace dpscope::ddp {
@@ -23,7 +24,7 @@ namespace dpscope::ddp {
 // static_graph; reducer.h), handed to it as they are, and what the module itself does.
 struct DdpOptions : ReducerOptions {
   // Iteration 0's plan; See Note [The first iteration's buckets].
-  InitialBuckets initial_buckets = InitialBuckets::kPyTorch;
+  trace::InitialBuckets initial_buckets = trace::InitialBuckets::PyTorch;
   bool broadcast_buffers = true;  // rank 0's buffers to every rank before each synced forward
   trace::Recorder* recorder = nullptr;  // may be null: nothing recorded
 };
@@ -54,19 +55,9 @@ class DistributedDataParallel {
 
   // Gradient accumulation: while the returned guard lives, backward passes accumulate into
   // .grad locally without communication; the first forward+backward after it synchronises the
-  // accumulated gradients (PyTorch's no_sync()).
-  class NoSyncGuard {
-   public:
-    explicit NoSyncGuard(DistributedDataParallel& ddp);
-    ~NoSyncGuard();
-    NoSyncGuard(const NoSyncGuard&) = delete;
-    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
-
-   private:
-    DistributedDataParallel& ddp_;
-    bool previous_;
-  };
-  NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+  // accumulated gradients (PyTorch's no_sync()). gradient_sync() is the switch it turns.
+  replica::NoSyncGuard no_sync() { return replica::NoSyncGuard(gradient_sync_); }
+  replica::GradientSync& gradient_sync() { return gradient_sync_; }
 
   // A communication hook in place of the built-in all-reduce; before the first backward.
   void register_comm_hook(std::unique_ptr<CommHook> hook);
@@ -101,7 +92,7 @@ class DistributedDataParallel {
   std::vector<bool> expect_sparse_;
   std::vector<at::Tensor> buffers_;
   std::unique_ptr<Reducer> reducer_;
-  bool require_backward_grad_sync_ = true;
+  replica::GradientSync gradient_sync_;  // PyTorch's require_backward_grad_sync
   bool require_forward_param_sync_ = true;
   int32_t iteration_ = 0;
   class Join* join_ = nullptr;  // set while a Join context is active

@@ -1,13 +1,13 @@
 // How DDP buckets its first iteration, before it has seen the order gradients arrive in:
-// PyTorch >= 1.12's single bucket (the default) or the older guess by size. Needs no LibTorch,
-// so the command line's checks can use it.
+// PyTorch >= 1.12's single bucket (the default) or the older guess by size (trace::InitialBuckets,
+// the vocabulary's). Needs no LibTorch, so the command line's checks can use it.
 #pragma once
 
 #include <cstdint>
 #include <limits>
-#include <optional>
-#include <string_view>
 #include <vector>
+
+#include "trace/vocabulary.h"
 
 namespace dpscope::ddp {
 
@@ -23,27 +23,13 @@ namespace dpscope::ddp {
 // Reducer's rebuild_buckets). With find_unused_parameters and no static graph there is no
 // rebuild, so PyTorch keeps bucketing by size from the start. dpscope does PyTorch's by default
 // and the old guess on request; the trace's meta `ddp_initial_buckets` says which.
-enum class InitialBuckets {
-  kPyTorch,  // PyTorch >= 1.12: one bucket, unless find_unused_parameters without static_graph
-  kBySize,   // PyTorch <= 1.11: [first_bucket, cap] by size in reverse registration order
-};
-
-// "pytorch" | "by-size": the command line's and the trace's spelling.
-inline std::string_view to_string(InitialBuckets policy) {
-  return policy == InitialBuckets::kPyTorch ? "pytorch" : "by-size";
-}
-inline std::optional<InitialBuckets> parse_initial_buckets(std::string_view text) {
-  if (text == "pytorch") return InitialBuckets::kPyTorch;
-  if (text == "by-size") return InitialBuckets::kBySize;
-  return std::nullopt;
-}
 
 // The size limits of the constructor's plan under `policy`, as PyTorch's _ddp_init_helper
 // chooses them: {INT64_MAX} (one bucket) or {first_bucket_bytes, cap_bytes}.
-inline std::vector<int64_t> initial_size_limits(InitialBuckets policy, bool find_unused_parameters,
+inline std::vector<int64_t> initial_size_limits(trace::InitialBuckets policy, bool find_unused_parameters,
                                                 bool static_graph, int64_t first_bucket_bytes,
                                                 int64_t cap_bytes) {
-  if (policy == InitialBuckets::kPyTorch && (static_graph || !find_unused_parameters)) {
+  if (policy == trace::InitialBuckets::PyTorch && (static_graph || !find_unused_parameters)) {
     return {std::numeric_limits<int64_t>::max()};
   }
   return {first_bucket_bytes, cap_bytes};

@@ -74,7 +74,7 @@ class PowerSGDHook final : public CommHook {
   // iteration below 2 with error feedback or warm start; also a rank below 1, a seed over 32 bits).
   explicit PowerSGDHook(const PowerSGDOptions& options);
 
-  std::string_view name() const override { return to_string(CommHookKind::PowerSgd); }
+  std::string_view name() const override { return to_string(trace::CommHookKind::PowerSgd); }
   std::unique_ptr<PendingReduction> launch(comm::ProcessGroup& group,
                                            GradBucket& bucket) override;
 

@@ -29,7 +29,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
       group_(group),
       options_(options),
       recorder_(recorder),
-      rebuild_(dynamic_graph_find_unused() ? BucketRebuild::kNever : BucketRebuild::kPending) {
+      rebuild_(dynamic_graph_find_unused() ? BucketRebuild::Never : BucketRebuild::Pending) {
   if (names_.size() != params_.size() || expect_sparse_.size() != params_.size()) {
     throw DdpError("Reducer: " + std::to_string(params_.size()) + " parameters but " +
                    std::to_string(names_.size()) + " names and " +
@@ -91,7 +91,7 @@ void Reducer::set_iteration(int32_t iteration) {
 void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++num_backward_;
-  enter(BackwardPhase::kPrepared);
+  enter(BackwardPhase::Prepared);
   ready_order_.clear();
   reset_bucket_counting();
   std::fill(ready_this_iteration_.begin(), ready_this_iteration_.end(), 0);
@@ -115,13 +115,13 @@ void Reducer::autograd_hook(size_t index) {
     // The first iteration of a static graph only counts hooks; everything is reduced at once
     // after backward (delay_all_reduce), and the counts say when a parameter is ready later.
     ++hooks_per_param_[index];
-    if (phase_ == BackwardPhase::kPrepared) {
-      enter(BackwardPhase::kCountingHooks);
+    if (phase_ == BackwardPhase::Prepared) {
+      enter(BackwardPhase::CountingHooks);
       torch::autograd::Engine::get_default_engine().queue_callback([this] { delay_all_reduce(); });
     }
     return;
   }
-  if (phase_ == BackwardPhase::kPrepared) {
+  if (phase_ == BackwardPhase::Prepared) {
     for (const int64_t unused : unused_parameters_) mark_variable_ready(unused);
   }
   if (static_graph_after_first_iteration()) {
@@ -162,8 +162,8 @@ void Reducer::put_gradient_in_bucket(size_t index) {
         "iterations, or stop sharing it");
   }
   ready_this_iteration_[index] = 1;
-  if (phase_ == BackwardPhase::kPrepared || phase_ == BackwardPhase::kCountingHooks) {
-    enter(BackwardPhase::kReducing);
+  if (phase_ == BackwardPhase::Prepared || phase_ == BackwardPhase::CountingHooks) {
+    enter(BackwardPhase::Reducing);
   }
   if (expect_sparse_[index]) {
     mark_variable_ready_sparse(index);
@@ -265,8 +265,8 @@ GradBucket Reducer::hook_bucket(size_t bucket_index, at::Tensor buffer,
 }
 
 void Reducer::queue_finalize() {
-  if (phase_ == BackwardPhase::kFinalizeQueued) return;
-  enter(BackwardPhase::kFinalizeQueued);
+  if (phase_ == BackwardPhase::FinalizeQueued) return;
+  enter(BackwardPhase::FinalizeQueued);
   if (dynamic_graph_find_unused()) all_reduce_local_used_map();
   torch::autograd::Engine::get_default_engine().queue_callback([this] {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -294,7 +294,7 @@ void Reducer::delay_all_reduce() {
 
 void Reducer::finalize_backward() {
   const trace::Stamp begin = trace::stamp_for(recorder_, trace::TraceLevel::Summary);
-  enter(BackwardPhase::kIdle);
+  enter(BackwardPhase::Idle);
   memory::TrackingAllocator* allocator = memory::TrackingAllocator::installed();
   for (size_t index = 0; index < buckets_.size(); ++index) {
     Bucket& bucket = buckets_[index];

@@ -36,9 +36,9 @@ class DdpError : public std::runtime_error {
 // What the options say about the autograd graph, which decides how the Reducer learns that a
 // parameter got no gradient. static_graph wins over find_unused_parameters, as in PyTorch.
 enum class GraphMode : uint8_t {
-  kAllUsed,     // neither option: every parameter must get a gradient in every synced backward
-  kFindUnused,  // find_unused_parameters: the graph is walked after each forward; no rebuild
-  kStatic,      // static_graph: the first backward counts hooks, later ones reuse the counts
+  AllUsed,     // neither option: every parameter must get a gradient in every synced backward
+  FindUnused,  // find_unused_parameters: the graph is walked after each forward; no rebuild
+  Static,      // static_graph: the first backward counts hooks, later ones reuse the counts
 };
 
 // The Reducer's options, as PyTorch's DDP arguments. DdpOptions extends them with what the DDP
@@ -51,8 +51,8 @@ struct ReducerOptions {
   bool static_graph = false;
 
   GraphMode graph_mode() const {
-    if (static_graph) return GraphMode::kStatic;
-    return find_unused_parameters ? GraphMode::kFindUnused : GraphMode::kAllUsed;
+    if (static_graph) return GraphMode::Static;
+    return find_unused_parameters ? GraphMode::FindUnused : GraphMode::AllUsed;
   }
 };
 
@@ -65,7 +65,7 @@ inline comm::CollectiveTag collective_tag(int32_t iteration, int32_t bucket = tr
 // Note [Reducer states]
 // Besides its buckets and per-parameter tables, the Reducer's state is three enums: one fixed by
 // the options, two that each change in one place.
-//  - GraphMode, from the options (ReducerOptions::graph_mode). With kStatic the first synced
+//  - GraphMode, from the options (ReducerOptions::graph_mode). With Static the first synced
 //    backward (num_backward_ == 1) only counts each parameter's hooks and reduces everything at
 //    its end (delay_all_reduce); later backwards take a parameter as ready at its last counted
 //    hook.
@@ -85,12 +85,12 @@ inline comm::CollectiveTag collective_tag(int32_t iteration, int32_t bucket = tr
 //  - BucketRebuild, the one-time rebuild from the arrival order (See Note [The first
 //    iteration's buckets]); set by the constructor, changed only by rebuild_buckets:
 //        Pending --rebuild_buckets after a backward recorded the order--> Done
-//    or Never with kFindUnused (the set of gradients may change from one iteration to the next).
+//    or Never with FindUnused (the set of gradients may change from one iteration to the next).
 // The used-parameter map keeps a flag of its own, local_used_map_reduced_: whether the map
 // already holds the sum over ranks, so that finalizing waits for that all-reduce only when some
 // parameter is unused here.
-enum class BackwardPhase : uint8_t { kIdle, kPrepared, kCountingHooks, kReducing, kFinalizeQueued };
-enum class BucketRebuild : uint8_t { kNever, kPending, kDone };
+enum class BackwardPhase : uint8_t { Idle, Prepared, CountingHooks, Reducing, FinalizeQueued };
+enum class BucketRebuild : uint8_t { Never, Pending, Done };
 
 // Note [Bucket order]
 // Every rank must issue the same all-reduces in the same order, or the n-th collective of one
@@ -130,7 +130,7 @@ class Reducer {
   // Returns true when it rebuilt. Collective when it rebuilds (every rank calls it).
   bool rebuild_buckets();
   // After a synced forward (and after rebuild_buckets): the next backward reduces. `outputs` are
-  // the forward's outputs; with GraphMode::kFindUnused the autograd graph is walked from them and
+  // the forward's outputs; with GraphMode::FindUnused the autograd graph is walked from them and
   // the parameters it does not reach are marked ready when backward starts.
   void prepare_for_backward(const std::vector<at::Tensor>& outputs);
   // Throws the error rebuild_buckets() would throw if the last backward left parameters
@@ -142,7 +142,7 @@ class Reducer {
   // ---- Join (uneven inputs, reducer_join.cpp): what a rank that ran out of data does in place
   // of a backward, so that the ranks still training find their all-reduces matched. Issues, in
   // the same order as a real backward, an all-reduce of zeros for every bucket (and of the
-  // used-parameter map with GraphMode::kFindUnused). Waits for them.
+  // used-parameter map with GraphMode::FindUnused). Waits for them.
   void match_all_reduce_for_joined_rank();
   // A joined rank that never ran a backward has no arrival order for the rebuild: it takes
   // registration order, so that it rebuilds (a collective) when the training ranks do.
@@ -158,7 +158,7 @@ class Reducer {
     bool sparse;
   };
   std::vector<BucketView> buckets() const;
-  bool has_rebuilt_buckets() const { return rebuild_ == BucketRebuild::kDone; }
+  bool has_rebuilt_buckets() const { return rebuild_ == BucketRebuild::Done; }
   // The gradient arrival order of the last backward (parameter indices).
   std::vector<int64_t> last_ready_order() const;
   int64_t bucket_bytes_total() const;
@@ -226,26 +226,26 @@ class Reducer {
   void ensure_prior_reduction_finished();
 
   // The predicates every site asks; See Note [Reducer states].
-  bool expects_hooks() const { return phase_ != BackwardPhase::kIdle; }
+  bool expects_hooks() const { return phase_ != BackwardPhase::Idle; }
   bool reduction_unfinished() const {
-    return phase_ == BackwardPhase::kReducing || phase_ == BackwardPhase::kFinalizeQueued;
+    return phase_ == BackwardPhase::Reducing || phase_ == BackwardPhase::FinalizeQueued;
   }
   bool dynamic_graph_find_unused() const {
-    return options_.graph_mode() == GraphMode::kFindUnused;
+    return options_.graph_mode() == GraphMode::FindUnused;
   }
   bool static_graph_first_iteration() const {
-    return options_.graph_mode() == GraphMode::kStatic && num_backward_ == 1;
+    return options_.graph_mode() == GraphMode::Static && num_backward_ == 1;
   }
   bool static_graph_after_first_iteration() const {
-    return options_.graph_mode() == GraphMode::kStatic && num_backward_ > 1;
+    return options_.graph_mode() == GraphMode::Static && num_backward_ > 1;
   }
   // Whether this backward marks the parameters that got a gradient and all-reduces that map.
   bool reduces_used_map() const {
     return dynamic_graph_find_unused() || static_graph_first_iteration();
   }
   // Whether some parameter may have got no gradient on any rank (its .grad is then left alone).
-  bool tracks_unused_parameters() const { return options_.graph_mode() != GraphMode::kAllUsed; }
-  bool should_rebuild_buckets() const { return rebuild_ == BucketRebuild::kPending; }
+  bool tracks_unused_parameters() const { return options_.graph_mode() != GraphMode::AllUsed; }
+  bool should_rebuild_buckets() const { return rebuild_ == BucketRebuild::Pending; }
 
   at::Tensor& grad_of(size_t index);
 
@@ -264,7 +264,7 @@ class Reducer {
   std::vector<Bucket> buckets_;
   std::vector<Locator> locators_;
   size_t next_bucket_ = 0;
-  BackwardPhase phase_ = BackwardPhase::kIdle;  // See Note [Reducer states]
+  BackwardPhase phase_ = BackwardPhase::Idle;  // See Note [Reducer states]
   int64_t num_backward_ = 0;  // synced backward passes prepared so far
   int32_t iteration_ = 0;
   double div_factor_ = 1;
@@ -280,7 +280,7 @@ class Reducer {
 
   std::vector<int32_t> initial_bucket_of_;  // each parameter's bucket in the initial plan
   BucketRebuild rebuild_;                   // See Note [Reducer states]
-  std::vector<int64_t> rebuilt_param_indices_;  // the arrival order, while rebuild_ is kPending
+  std::vector<int64_t> rebuilt_param_indices_;  // the arrival order, while rebuild_ is Pending
 
   // Trace names, interned once.
   trace::NameId finalize_name_ = trace::kNone;

@@ -124,7 +124,7 @@ bool Reducer::rebuild_buckets() {
       specs, {options_.first_bucket_bytes, options_.bucket_cap_bytes}, expect_sparse_,
       rebuilt_param_indices_);
   const auto plan = sync_bucket_indices(std::move(assignment.buckets));
-  rebuild_ = BucketRebuild::kDone;
+  rebuild_ = BucketRebuild::Done;
   rebuilt_param_indices_.clear();
   initialize_buckets(plan, 1);
   return true;

@@ -57,19 +57,19 @@ void Reducer::ensure_prior_reduction_finished() {
   message << "Expected to have finished reduction in the prior iteration before starting a new "
              "one. ";
   switch (options_.graph_mode()) {
-    case GraphMode::kStatic:
+    case GraphMode::Static:
       message << "This error indicates that your training graph has changed in this iteration, "
                  "e.g., one parameter is used in first iteration, but then got unused in the "
                  "second iteration. This is not compatible with static_graph: construct DDP "
                  "without it. ";
       break;
-    case GraphMode::kAllUsed:
+    case GraphMode::AllUsed:
       message << "This error indicates that your module has parameters that were not used in "
                  "producing loss. You can enable unused parameter detection with "
                  "find_unused_parameters (dpscope train --find-unused-parameters), and by making "
                  "sure all forward outputs participate in calculating loss. ";
       break;
-    case GraphMode::kFindUnused:
+    case GraphMode::FindUnused:
       message << "Since find_unused_parameters is enabled, this likely means that not all "
                  "forward outputs participate in computing loss; make them all do. ";
       break;

@@ -80,7 +80,7 @@ void FullyShardedDataParallel::post_backward(Unit& unit) {
   if (options_.backward_prefetch == BackwardPrefetch::Post) {
     prefetch_after(unit, backward_order(), trace::kFlagBackward);
   }
-  if (!require_backward_grad_sync_ || !full_grad.defined()) return;
+  if (!gradient_sync_.enabled() || !full_grad.defined()) return;
 
   at::Tensor grad = std::move(full_grad);
   full_grad = at::Tensor();
@@ -152,7 +152,7 @@ void FullyShardedDataParallel::final_callback() {
   trace::ScopedPhase phase(options_.recorder, 0, final_callback_name_, iteration_);
   c10::NoGradGuard no_grad;
   callback_queued_ = false;
-  if (require_backward_grad_sync_) {
+  if (gradient_sync_.enabled()) {
     Unit& root = *units_.back();
     bucketer_->flush(tag(root, trace::kFlagBackward));
     bucketer_->wait_all();

@@ -52,7 +52,7 @@ using WrapPolicy =
 WrapPolicy size_based_wrap_policy(int64_t min_params);
 
 struct FsdpOptions {
-  // HybridShard needs the constructor that takes an FsdpMesh with a replicate group.
+  // HybridShard needs the constructor that takes an comm::DeviceMesh with a replicate group.
   ShardingStrategy sharding = ShardingStrategy::FullShard;
   WrapPolicy wrap_policy;  // empty: the root is the only unit
   MixedPrecision mixed_precision;

@@ -13,7 +13,7 @@
 #include "engine/comm/nccl_backend.h"
 #include "engine/fault/fault_injection.h"
 #include "engine/memory/memory_sampler.h"
-#include "engine/models/forward_hooks.h"
+#include "engine/nn/forward_hooks.h"
 #include "engine/replica/broadcast_coalesced.h"
 #include "engine/replica/model_verification.h"
 #include "trace/vocabulary.h"
@@ -36,11 +36,11 @@ double predivide_factor(int world_size) {
 FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<torch::nn::Module> module,
                                                    std::shared_ptr<comm::ProcessGroup> group,
                                                    FsdpOptions options)
-    : FullyShardedDataParallel(std::move(module), fsdp2::FsdpMesh::sharded_over(std::move(group)),
+    : FullyShardedDataParallel(std::move(module), comm::DeviceMesh::sharded_over(std::move(group)),
                                std::move(options)) {}
 
 FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<torch::nn::Module> module,
-                                                   fsdp2::FsdpMesh mesh, FsdpOptions options)
+                                                   comm::DeviceMesh mesh, FsdpOptions options)
     : module_(std::move(module)), group_(std::move(mesh.shard)), replicate_(std::move(mesh.replicate)),
       options_(std::move(options)) {
   if (!module_ || !group_) {
@@ -94,7 +94,7 @@ void FullyShardedDataParallel::choose_strategy() {
   const bool hybrid = options_.sharding == ShardingStrategy::HybridShard;
   if (hybrid != (replicate_ != nullptr)) {
     throw FsdpError(hybrid ? "HYBRID_SHARD needs a mesh with a replicate group: construct "
-                             "FullyShardedDataParallel over fsdp2::make_hsdp_mesh(world, N)"
+                             "FullyShardedDataParallel over comm::make_hsdp_mesh(world, N)"
                            : "a mesh with a replicate group is for HYBRID_SHARD: set "
                              "options.sharding to HybridShard, or pass the world group");
   }
@@ -111,7 +111,7 @@ void FullyShardedDataParallel::choose_strategy() {
   recorder->set_meta(key::kFsdpSharding, to_string(sharding_));
   if (hybrid) recorder->set_meta(key::kFsdpShardGroupSize, std::to_string(group_->size()));
   recorder->set_meta(key::kFsdpBackwardPrefetch, to_string(options_.backward_prefetch));
-  recorder->set_meta(key::kFsdpForwardPrefetch, options_.forward_prefetch ? "true" : "false");
+  recorder->set_meta(key::kFsdpForwardPrefetch, trace::flag_text(options_.forward_prefetch));
   recorder->set_meta(key::kFsdpComputeDtype, c10::toString(options_.mixed_precision.param_dtype));
   recorder->set_meta(key::kFsdpReduceDtype, c10::toString(options_.mixed_precision.reduce_dtype));
 }
@@ -142,7 +142,7 @@ int FullyShardedDataParallel::world_rank() const {
 
 FullyShardedDataParallel::~FullyShardedDataParallel() {
   for (auto& unit : units_) {
-    if (unit.get() != units_.back().get()) models::clear_forward_hooks(*unit->module);
+    if (unit.get() != units_.back().get()) nn::clear_forward_hooks(*unit->module);
     if (unit->gather_work) {
       try {
         unit->gather_work->wait();
@@ -188,7 +188,7 @@ void FullyShardedDataParallel::build_units(const WrapPlan& plan) {
     }
     Unit* raw = unit.get();
     if (!root) {
-      models::set_forward_hooks(
+      nn::set_forward_hooks(
           *unit->module,
           {[this, raw] { pre_forward(*raw); },
            [this, raw](at::Tensor output) { return post_forward(*raw, std::move(output)); }});
@@ -234,15 +234,6 @@ std::vector<at::Tensor> FullyShardedDataParallel::parameters() const {
     if (!unit->flat->empty()) shards.push_back(unit->flat->shard());
   }
   return shards;
-}
-
-FullyShardedDataParallel::NoSyncGuard::NoSyncGuard(FullyShardedDataParallel& fsdp)
-    : fsdp_(fsdp), previous_(fsdp.require_backward_grad_sync_) {
-  fsdp_.require_backward_grad_sync_ = false;
-}
-
-FullyShardedDataParallel::NoSyncGuard::~NoSyncGuard() {
-  fsdp_.require_backward_grad_sync_ = previous_;
 }
 
 // ---- Forward ------------------------------------------------------------------------------

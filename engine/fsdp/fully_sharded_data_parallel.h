@@ -13,19 +13,20 @@
 #include <string>
 #include <vector>
 
+#include "engine/comm/device_mesh.h"
 #include "engine/comm/process_group.h"
 #include "engine/fsdp/flat_param.h"
 #include "engine/fsdp/fsdp_options.h"
 #include "engine/fsdp/fsdp_unit.h"
 #include "engine/fsdp/reduce_scatter_bucketer.h"
-#include "engine/fsdp2/fsdp_mesh.h"
+#include "engine/replica/gradient_sync.h"
 #include "trace/recorder.h"
 
 namespace dpscope::fsdp {
 
 // Note [FSDP hooks]
 // Per unit and iteration, on every rank in the same order (See Note [FSDP collective order]):
-//  1. pre-forward (the root: forward(); a nested unit: its forward hook, models::call_module):
+//  1. pre-forward (the root: forward(); a nested unit: its forward hook, nn::call_module):
 //     gather the full parameter (all-gather of the shards) unless it is still full, make the
 //     module's parameters interior variables of one UnflattenBackward node (flat_param.h), and
 //     with forward prefetch issue the next unit's all-gather.
@@ -68,13 +69,13 @@ class FullyShardedDataParallel {
   FullyShardedDataParallel(std::shared_ptr<torch::nn::Module> module,
                            std::shared_ptr<comm::ProcessGroup> group, FsdpOptions options = {});
   // HYBRID_SHARD (options.sharding HybridShard; PyTorch's FSDP with a 2-D device_mesh): the same
-  // over `mesh` (FSDP2's type; See Note [HSDP mesh] in engine/fsdp2/fsdp_mesh.h): flat parameters
+  // over `mesh` (FSDP2's type; See Note [HSDP mesh] in engine/comm/device_mesh.h): flat parameters
   // sharded over mesh.shard, each unit's gradient reduce-scattered there and its shard then
   // all-reduced across mesh.replicate, divided so as to average over every rank (DDP's). Rank
   // 0's state is broadcast across the replicate group, then the shard group. Throws FsdpError
   // when the strategy and the mesh disagree (HybridShard needs a replicate group, the others
   // take none).
-  FullyShardedDataParallel(std::shared_ptr<torch::nn::Module> module, fsdp2::FsdpMesh mesh,
+  FullyShardedDataParallel(std::shared_ptr<torch::nn::Module> module, comm::DeviceMesh mesh,
                            FsdpOptions options = {});
   ~FullyShardedDataParallel();
   FullyShardedDataParallel(const FullyShardedDataParallel&) = delete;
@@ -88,18 +89,9 @@ class FullyShardedDataParallel {
 
   // Gradient accumulation: while the guard lives, backward keeps each unit's full gradient and
   // reduces nothing; the first backward after it reduces the accumulated gradients.
-  class NoSyncGuard {
-   public:
-    explicit NoSyncGuard(FullyShardedDataParallel& fsdp);
-    ~NoSyncGuard();
-    NoSyncGuard(const NoSyncGuard&) = delete;
-    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
-
-   private:
-    FullyShardedDataParallel& fsdp_;
-    bool previous_;
-  };
-  NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+  // gradient_sync() is the switch it turns.
+  replica::NoSyncGuard no_sync() { return replica::NoSyncGuard(gradient_sync_); }
+  replica::GradientSync& gradient_sync() { return gradient_sync_; }
 
   // The optimizer's parameters: every non-empty unit's float32 shard, in unit order.
   std::vector<at::Tensor> parameters() const;
@@ -247,7 +239,7 @@ class FullyShardedDataParallel {
 
   std::vector<Unit*> gathers_in_flight_;  // oldest first, for limit_all_gathers
   std::vector<std::unique_ptr<PendingReduction>> pending_reductions_;
-  bool require_backward_grad_sync_ = true;
+  replica::GradientSync gradient_sync_;
   bool callback_queued_ = false;
   bool step_finished_ = false;  // a synced backward ended: the next forward begins an iteration
   int32_t iteration_ = 0;

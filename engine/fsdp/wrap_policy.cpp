@@ -4,7 +4,7 @@
 
 #include <unordered_set>
 
-#include "engine/models/models.h"
+#include "engine/nn/forward_hooks.h"
 
 namespace dpscope::fsdp {
 
@@ -32,8 +32,8 @@ class Planner {
       if (!seen_.insert(item.value().unsafeGetTensorImpl()).second) continue;
       open.push_back({prefix + item.key(), item.value()});
     }
-    const auto* model = dynamic_cast<const models::Model*>(&module);
-    const bool children_hookable = model && model->calls_children_through_hooks();
+    const auto* parent = dynamic_cast<const nn::HookedParent*>(&module);
+    const bool children_hookable = parent && parent->calls_children_through_hooks();
     for (const auto& child : module.named_children()) {
       const std::string name = prefix + child.key();
       const size_t first_unit = plan_.units.size();
@@ -46,7 +46,7 @@ class Planner {
           continue;
         }
         plan_.notes.push_back("'" + name + "' stays in its parent's unit: its parent's forward "
-                              "calls it directly, not through models::call_module");
+                              "calls it directly, not through nn::call_module");
       }
       for (NamedParam& p : below) open.push_back(std::move(p));
     }

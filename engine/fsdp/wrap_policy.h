@@ -31,7 +31,7 @@ struct WrapPlan {
 
 // Walks `root` and asks `policy` (may be empty: no nesting) about each submodule, innermost
 // first. A submodule is wrapped only when the policy says so, it holds parameters not already in
-// a unit, and its parent is a models::Model that calls its children through models::call_module
+// a unit, and its parent is an nn::HookedParent that calls its children through nn::call_module
 // (otherwise nothing would gather its parameters before its forward). Parameters that do not
 // require grad are not supported: throws FsdpError naming them.
 WrapPlan plan_units(torch::nn::Module& root, const WrapPolicy& policy);

@@ -41,16 +41,4 @@ ReshardAfterForward resolve_reshard(const ReshardSpec& spec, int world_size) {
   return ReshardAfterForward::ToGroupSize;
 }
 
-void check_shard_group_size(int n, int world_size, std::string_view flag) {
-  if (n >= 1 && n <= world_size && world_size % n == 0) return;
-  std::string sizes;
-  for (int d = 1; d <= world_size; ++d) {
-    if (world_size % d == 0) sizes += (sizes.empty() ? "" : ", ") + std::to_string(d);
-  }
-  throw Fsdp2Error(std::string(flag) + " " + std::to_string(n) + ": HSDP shards each parameter "
-                   "over groups of N ranks and replicates it across world / N such groups, so N "
-                   "must divide the world size " + std::to_string(world_size) + "; give one of " +
-                   sizes + " (N = " + std::to_string(world_size) + " is --sharding full)");
-}
-
 }  // namespace dpscope::fsdp2

@@ -51,11 +51,6 @@ ReshardSpec parse_reshard_spec(std::string_view text, std::string_view flag);
 // fsdp_param_group.h). Throws Fsdp2Error naming N, the world size and the choices.
 ReshardAfterForward resolve_reshard(const ReshardSpec& spec, int world_size);
 
-// HSDP's shard group size N against a world of `world_size` ranks: 1 <= N <= world and N
-// dividing it (See Note [HSDP mesh] in fsdp_mesh.h). Throws Fsdp2Error naming `flag`, N, the
-// world size and the sizes that would do.
-void check_shard_group_size(int n, int world_size, std::string_view flag);
-
 // PyTorch's MixedPrecisionPolicy(param_dtype, reduce_dtype): the unsharded parameters (and so
 // the all-gather and the compute) in `param`, the gradients reduce-scattered in `reduce`; the
 // sharded parameters, their gradients and the optimizer stay float32. Fp32 for both: off.

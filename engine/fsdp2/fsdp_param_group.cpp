@@ -233,7 +233,7 @@ void FsdpParamGroup::post_backward() {
   // does the same); under no_sync they stay in .grad and the next backward adds to them.
   std::vector<at::Tensor> grads;
   std::vector<size_t> which;
-  if (ctx_->requires_gradient_sync) {
+  if (ctx_->gradient_sync.enabled()) {
     for (size_t i = 0; i < params_.size(); ++i) {
       at::Tensor& grad = params_[i]->unsharded_param().mutable_grad();
       if (!grad.defined()) continue;

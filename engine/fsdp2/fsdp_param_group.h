@@ -14,6 +14,7 @@
 #include "engine/comm/process_group.h"
 #include "engine/fsdp2/fsdp_collectives.h"
 #include "engine/fsdp2/fsdp_param.h"
+#include "engine/replica/gradient_sync.h"
 #include "trace/recorder.h"
 
 namespace dpscope::memory {
@@ -49,7 +50,7 @@ using RootParams = std::vector<std::pair<const void*, std::string>>;
 // copy-in (one reduce-scatter in flight, as PyTorch's reduce_scatter_state) and the final
 // callback calls for the last. Under HSDP finish_reduce, once the reduce-scatter is done, all-
 // reduces its output across the replicate group and waits for that too (See Note [HSDP mesh] in
-// fsdp_mesh.h): the host waits for it there with Gloo (no overlap of the all-reduce with the next
+// engine/comm/device_mesh.h): the host waits for it there with Gloo (no overlap of the all-reduce with the next
 // group's backward), the compute stream only with NCCL.
 //
 // Note [Resharding to a smaller group]
@@ -80,8 +81,8 @@ struct Fsdp2Context {
   memory::MemorySampler* memory_sampler = nullptr;
   int32_t iteration = 0;  // synced iterations begun so far
   WorkScope scope = WorkScope::Iteration;
-  // Whether backward reduces gradients (false inside no_sync: they accumulate unsharded).
-  bool requires_gradient_sync = true;
+  // Whether backward reduces gradients (off inside no_sync: they accumulate unsharded).
+  replica::GradientSync gradient_sync;
   // Every group's post-forward, in order (with multiplicity): backward prefetches by it, reversed.
   std::vector<FsdpParamGroup*> post_forward_order;
   // The group whose reduce-scatter is in flight, or null.

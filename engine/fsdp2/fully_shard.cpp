@@ -14,7 +14,7 @@
 
 #include "engine/memory/memory_sampler.h"
 #include "engine/memory/tracking_allocator.h"
-#include "engine/models/forward_hooks.h"
+#include "engine/nn/forward_hooks.h"
 #include "trace/vocabulary.h"
 
 namespace dpscope::fsdp2 {
@@ -43,9 +43,9 @@ constexpr int kPostForwardGroupIds = 1000;
 // The group of `size` ranks this rank keeps post-forward slices for (See Note [Resharding to a
 // smaller group]): the shard group's ranks k * size .. k * size + size - 1, numbered across the
 // world so that every such group has an id of its own under HSDP too.
-std::shared_ptr<comm::ProcessGroup> make_post_forward_group(const FsdpMesh& mesh, int size) {
+std::shared_ptr<comm::ProcessGroup> make_post_forward_group(const comm::DeviceMesh& mesh, int size) {
   const int index = mesh.world_rank() / size;
-  return make_subgroup(mesh.shard, mesh.shard->rank() % size, size,
+  return comm::make_subgroup(mesh.shard, mesh.shard->rank() % size, size,
                        kPostForwardGroupIds + mesh.world_size() * size + index,
                        "reshard_after_forward " + std::to_string(size) + " #" + std::to_string(index));
 }
@@ -55,10 +55,10 @@ std::shared_ptr<comm::ProcessGroup> make_post_forward_group(const FsdpMesh& mesh
 std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module,
                                        std::shared_ptr<comm::ProcessGroup> group,
                                        FullyShardOptions options) {
-  return fully_shard(module, FsdpMesh::sharded_over(std::move(group)), options);
+  return fully_shard(module, comm::DeviceMesh::sharded_over(std::move(group)), options);
 }
 
-std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module, FsdpMesh mesh,
+std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module, comm::DeviceMesh mesh,
                                        FullyShardOptions options) {
   if (!mesh.shard) throw Fsdp2Error("fully_shard needs a process group (got null)");
   const std::shared_ptr<comm::ProcessGroup>& group = mesh.shard;
@@ -88,7 +88,7 @@ std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module, FsdpMesh mesh,
   for (const auto& child : children) {
     if (!(child->mesh_ == mesh)) {
       throw Fsdp2Error("fully_shard: a submodule was sharded over another process group or mesh; "
-                       "shard a model over one group (FSDP) or one FsdpMesh (HSDP) throughout");
+                       "shard a model over one group (FSDP) or one comm::DeviceMesh (HSDP) throughout");
     }
     child->add_managed(&managed_below, &states_below);
   }
@@ -126,7 +126,7 @@ std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module, FsdpMesh mesh,
   return state;
 }
 
-FsdpState::FsdpState(torch::nn::Module& module, FsdpMesh mesh, FullyShardOptions options,
+FsdpState::FsdpState(torch::nn::Module& module, comm::DeviceMesh mesh, FullyShardOptions options,
                      std::vector<std::shared_ptr<FsdpState>> children,
                      std::vector<std::unique_ptr<FsdpParam>> params)
     : module_(&module),
@@ -136,13 +136,13 @@ FsdpState::FsdpState(torch::nn::Module& module, FsdpMesh mesh, FullyShardOptions
       param_group_(std::make_unique<FsdpParamGroup>(std::move(params), "",
                                                     scalar_type_of(options.mp_policy.reduce))),
       children_(std::move(children)) {
-  models::set_forward_hooks(
+  nn::set_forward_hooks(
       module, {[this] { pre_forward(); },
                [this](at::Tensor output) { return post_forward(std::move(output)); }});
 }
 
 FsdpState::~FsdpState() {
-  models::clear_forward_hooks(*module_);
+  nn::clear_forward_hooks(*module_);
   ShardRegistry& registry = shard_registry();
   const std::lock_guard<std::mutex> lock(registry.mutex);
   const auto live = registry.live.find(module_);
@@ -366,11 +366,6 @@ Fsdp2Context& FsdpState::initialized_context(FsdpState& root) {
   return *root.ctx_;
 }
 
-FsdpState::NoSyncGuard::NoSyncGuard(FsdpState& root)
-    : ctx_(initialized_context(root)), previous_(ctx_.requires_gradient_sync) {
-  ctx_.requires_gradient_sync = false;
-}
-
-FsdpState::NoSyncGuard::~NoSyncGuard() { ctx_.requires_gradient_sync = previous_; }
+replica::GradientSync& FsdpState::gradient_sync() { return initialized_context(*this).gradient_sync; }
 
 }  // namespace dpscope::fsdp2

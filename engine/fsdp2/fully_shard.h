@@ -17,7 +17,7 @@
 
 #include "engine/comm/process_group.h"
 #include "engine/fsdp2/fsdp2_options.h"
-#include "engine/fsdp2/fsdp_mesh.h"
+#include "engine/comm/device_mesh.h"
 #include "engine/fsdp2/fsdp_param_group.h"
 
 namespace dpscope::fsdp2 {
@@ -25,7 +25,7 @@ namespace dpscope::fsdp2 {
 // Note [FSDP2 hooks]
 // Per group and iteration, on every rank in the same order (See Note [FSDP2 collective order]):
 //  1. pre-forward (the root: FsdpState::forward; a nested state: its forward hook, which
-//     models::call_module runs): unshard — the copy-in and the group's one all-gather — then
+//     nn::call_module runs): unshard — the copy-in and the group's one all-gather — then
 //     wait and copy out into the parameters (See Note [Copy-in and copy-out]); the states set
 //     to forward-prefetch issue their all-gathers.
 //  2. post-forward: reshard unless reshard_after_forward is false or this is the root (whose
@@ -72,10 +72,10 @@ std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module,
                                        FullyShardOptions options = {});
 // HSDP (PyTorch's fully_shard with a 2-D mesh): the same over `mesh`: parameters sharded across
 // mesh.shard, gradients reduce-scattered there and then all-reduced across mesh.replicate (See
-// Note [HSDP mesh] in fsdp_mesh.h; make_hsdp_mesh makes one). A mesh without a replicate group is
+// Note [HSDP mesh] in engine/comm/device_mesh.h; make_hsdp_mesh makes one). A mesh without a replicate group is
 // the overload above. Every state under one root must use the same mesh; reshard_after_forward's
 // int form must divide the shard group's size.
-std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module, FsdpMesh mesh,
+std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module, comm::DeviceMesh mesh,
                                        FullyShardOptions options = {});
 
 // Rank 0's parameters and buffers into every rank's, after checking that every rank's model has
@@ -92,12 +92,12 @@ void sync_module_states(torch::nn::Module& module, comm::ProcessGroup& group);
 //   loss(out).backward();                                       // sharded gradients ready
 //   sgd.step();
 // The module must outlive the state; a nested module must be called through
-// models::call_module by its parent (the engine's models do), else nothing gathers it.
+// nn::call_module by its parent (the engine's models do), else nothing gathers it.
 // Thread-safety: one training loop thread; backward runs on the thread that calls backward().
 class FsdpState {
  public:
   // Use fully_shard().
-  FsdpState(torch::nn::Module& module, FsdpMesh mesh, FullyShardOptions options,
+  FsdpState(torch::nn::Module& module, comm::DeviceMesh mesh, FullyShardOptions options,
             std::vector<std::shared_ptr<FsdpState>> children,
             std::vector<std::unique_ptr<FsdpParam>> params);
   ~FsdpState();
@@ -126,19 +126,10 @@ class FsdpState {
 
   // Gradient accumulation (PyTorch's set_requires_gradient_sync(False) while the guard lives):
   // backward keeps every group's unsharded gradients and reduces nothing; the first backward
-  // after it reduces the accumulated gradients.
-  class NoSyncGuard {
-   public:
-    explicit NoSyncGuard(FsdpState& root);
-    ~NoSyncGuard();
-    NoSyncGuard(const NoSyncGuard&) = delete;
-    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
-
-   private:
-    Fsdp2Context& ctx_;
-    bool previous_;
-  };
-  NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+  // after it reduces the accumulated gradients. gradient_sync() is the switch it turns, the
+  // root's context's, shared by every state under it.
+  replica::NoSyncGuard no_sync() { return replica::NoSyncGuard(gradient_sync()); }
+  replica::GradientSync& gradient_sync();
 
   // The optimizer's parameters: every sharded parameter of this state and the states under it,
   // innermost state first, each state's in its group's order.
@@ -184,7 +175,7 @@ class FsdpState {
   torch::nn::Module& module() { return *module_; }
   // The group parameters are sharded over: the world, or HSDP's shard group.
   comm::ProcessGroup& group() { return *mesh_.shard; }
-  const FsdpMesh& mesh() const { return mesh_; }
+  const comm::DeviceMesh& mesh() const { return mesh_; }
   const FsdpParamGroup& param_group() const { return *param_group_; }
   // After lazy init: every state under the root, innermost first (unit order), the root last.
   const std::vector<FsdpState*>& all_states() const { return all_states_; }
@@ -193,7 +184,7 @@ class FsdpState {
   const FullyShardOptions& options() const { return options_; }
 
  private:
-  friend std::shared_ptr<FsdpState> fully_shard(torch::nn::Module&, FsdpMesh, FullyShardOptions);
+  friend std::shared_ptr<FsdpState> fully_shard(torch::nn::Module&, comm::DeviceMesh, FullyShardOptions);
   // ---- Construction and forward (fully_shard.cpp).
   // Makes this state the root unless it is one already or a nested one: the shared context,
   // every state below numbered innermost first, their groups attached (Note [FSDP2 hooks]).
@@ -223,7 +214,7 @@ class FsdpState {
   enum class Role { Undecided, Root, Nested };
 
   torch::nn::Module* module_;
-  FsdpMesh mesh_;
+  comm::DeviceMesh mesh_;
   FullyShardOptions options_;
   ReshardAfterForward reshard_;
   std::unique_ptr<FsdpParamGroup> param_group_;

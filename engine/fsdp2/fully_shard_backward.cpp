@@ -63,7 +63,7 @@ void FsdpState::final_callback() {
   if (ctx_->reducing) ctx_->reducing->finish_reduce();
   for (FsdpState* state : all_states_) state->param_group_->end_backward();
   ctx_->post_forward_order.clear();
-  if (ctx_->requires_gradient_sync) ctx_->step_finished = true;
+  if (ctx_->gradient_sync.enabled()) ctx_->step_finished = true;
   ctx_->sample_memory();
 }
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/models/forward_hooks.h"
+#include "engine/nn/forward_hooks.h"
 
 namespace dpscope::models {
 
@@ -73,8 +73,8 @@ class GptBlockImpl final : public Model {
     // the order of a call's arguments open; the order forward creates autograd nodes is the order
     // backward runs them, so it decides the order gradients reach DDP, which builds its buckets
     // from that order (docs/ddp.md, "The first iteration's buckets").
-    const at::Tensor a = call_module(ln_1_, x);
-    const at::Tensor qkv = call_module(attn_qkv_, a);
+    const at::Tensor a = nn::call_module(ln_1_, x);
+    const at::Tensor qkv = nn::call_module(attn_qkv_, a);
     const std::vector<at::Tensor> parts = qkv.split(width, 2);
     const at::Tensor q = parts[0].view({batch, length, heads_, head_width}).transpose(1, 2);
     const at::Tensor k = parts[1].view({batch, length, heads_, head_width}).transpose(1, 2);
@@ -87,11 +87,11 @@ class GptBlockImpl final : public Model {
     const at::Tensor weights = at::softmax(masked, -1);
     const at::Tensor mixed = at::matmul(weights, v);
     const at::Tensor merged = mixed.transpose(1, 2).contiguous().view({batch, length, width});
-    const at::Tensor h = x + call_module(attn_proj_, merged);
-    const at::Tensor m = call_module(ln_2_, h);
-    const at::Tensor up = call_module(mlp_fc_, m);
+    const at::Tensor h = x + nn::call_module(attn_proj_, merged);
+    const at::Tensor m = nn::call_module(ln_2_, h);
+    const at::Tensor up = nn::call_module(mlp_fc_, m);
     const at::Tensor activated = at::gelu(up);
-    return h + call_module(mlp_proj_, activated);
+    return h + nn::call_module(mlp_proj_, activated);
   }
 
  private:
@@ -133,13 +133,13 @@ class Gpt final : public Model {
                                   std::to_string(sequence_) + ")");
     }
     // One statement per module call, in the twin's order (see the note in the block's forward).
-    const at::Tensor token_embedding = call_module(wte_, tokens);
+    const at::Tensor token_embedding = nn::call_module(wte_, tokens);
     const at::Tensor positions = at::arange(length, tokens.options());
-    const at::Tensor position_embedding = call_module(wpe_, positions);
+    const at::Tensor position_embedding = nn::call_module(wpe_, positions);
     at::Tensor h = token_embedding + position_embedding;
-    for (GptBlock& block : blocks_) h = call_module(block, h);
-    const at::Tensor normed = call_module(ln_f_, h);
-    return call_module(lm_head_, normed);
+    for (GptBlock& block : blocks_) h = nn::call_module(block, h);
+    const at::Tensor normed = nn::call_module(ln_f_, h);
+    return nn::call_module(lm_head_, normed);
   }
 
  private:

@@ -20,7 +20,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "engine/models/forward_hooks.h"
+#include "engine/nn/forward_hooks.h"
 #include "engine/models/gpt.h"
 
 namespace dpscope::models {
@@ -42,7 +42,7 @@ class ToyModel final : public Model {
       : net1_(register_module("net1", torch::nn::Linear(10, 10))),
         net2_(register_module("net2", torch::nn::Linear(10, 5))) {}
   bool calls_children_through_hooks() const override { return true; }
-  at::Tensor forward(const at::Tensor& x) override { return call_module(net2_, at::relu(call_module(net1_, x))); }
+  at::Tensor forward(const at::Tensor& x) override { return nn::call_module(net2_, at::relu(nn::call_module(net1_, x))); }
 
  private:
   torch::nn::Linear net1_;
@@ -63,8 +63,8 @@ class Mlp final : public Model {
   bool calls_children_through_hooks() const override { return true; }
   at::Tensor forward(const at::Tensor& x) override {
     at::Tensor h = x;
-    for (size_t i = 0; i + 1 < layers_.size(); ++i) h = at::relu(call_module(layers_[i], h));
-    return call_module(layers_.back(), h);
+    for (size_t i = 0; i + 1 < layers_.size(); ++i) h = at::relu(nn::call_module(layers_[i], h));
+    return nn::call_module(layers_.back(), h);
   }
 
  private:
@@ -83,10 +83,10 @@ class Cnn final : public Model {
   bool calls_children_through_hooks() const override { return true; }
   at::Tensor forward(const at::Tensor& x) override {
     at::Tensor h = x.reshape({-1, 1, 8, 8});
-    h = at::relu(call_module(bn1_, call_module(conv1_, h)));
-    h = at::relu(call_module(conv2_, h));
+    h = at::relu(nn::call_module(bn1_, nn::call_module(conv1_, h)));
+    h = at::relu(nn::call_module(conv2_, h));
     h = torch::nn::functional::max_pool2d(h, torch::nn::functional::MaxPool2dFuncOptions(2));
-    return call_module(fc_, h.flatten(1));
+    return nn::call_module(fc_, h.flatten(1));
   }
 
  private:
@@ -115,20 +115,20 @@ class TinyTransformer final : public Model {
         head_(register_module("head", torch::nn::Linear(dim, vocab))) {}
   bool calls_children_through_hooks() const override { return true; }
   at::Tensor forward(const at::Tensor& tokens) override {
-    at::Tensor h = call_module(embed_, tokens) + pos_;
-    const at::Tensor a = call_module(ln1_, h);
+    at::Tensor h = nn::call_module(embed_, tokens) + pos_;
+    const at::Tensor a = nn::call_module(ln1_, h);
     // One statement per call, in the reference model's order (tests/ddp/models.py): C++ leaves
     // the order of a call's arguments open, and the order of the forward's operations is the
     // order backward delivers gradients in, which the rebuilt buckets follow.
-    const at::Tensor query = call_module(q_, a);
-    const at::Tensor key = call_module(k_, a);
+    const at::Tensor query = nn::call_module(q_, a);
+    const at::Tensor key = nn::call_module(k_, a);
     const at::Tensor scores =
         at::matmul(query, key.transpose(-2, -1)) / std::sqrt(static_cast<double>(dim_));
     const at::Tensor weights = at::softmax(scores, -1);
-    const at::Tensor value = call_module(v_, a);
-    h = h + call_module(o_, at::matmul(weights, value));
-    h = h + call_module(mlp2_, at::relu(call_module(mlp1_, call_module(ln2_, h))));
-    return call_module(head_, h);
+    const at::Tensor value = nn::call_module(v_, a);
+    h = h + nn::call_module(o_, at::matmul(weights, value));
+    h = h + nn::call_module(mlp2_, at::relu(nn::call_module(mlp1_, nn::call_module(ln2_, h))));
+    return nn::call_module(head_, h);
   }
 
  private:
@@ -153,9 +153,9 @@ class BranchModel final : public Model {
         head_b_(register_module("head_b", torch::nn::Linear(hidden, classes))) {}
   bool calls_children_through_hooks() const override { return true; }
   at::Tensor forward(const at::Tensor& x) override {
-    const at::Tensor h = at::relu(call_module(fc0_, x));
-    at::Tensor out = call_module(head_a_, h);
-    if (x.reshape({-1})[0].item<float>() > 0) out = out + call_module(head_b_, h);
+    const at::Tensor h = at::relu(nn::call_module(fc0_, x));
+    at::Tensor out = nn::call_module(head_a_, h);
+    if (x.reshape({-1})[0].item<float>() > 0) out = out + nn::call_module(head_b_, h);
     return out;
   }
 

@@ -13,21 +13,21 @@
 #include <string>
 
 #include "engine/models/model_config.h"
+#include "engine/nn/forward_hooks.h"
 
 namespace dpscope::models {
 
 // A classifier: forward maps a batch of inputs to logits; loss is the mean cross-entropy over
 // the batch (over every token for the transformer and gpt).
-class Model : public torch::nn::Module {
+class Model : public torch::nn::Module, public nn::HookedParent {
  public:
   virtual at::Tensor forward(const at::Tensor& x) = 0;
   virtual at::Tensor loss(const at::Tensor& logits, const at::Tensor& targets) const;
   // The number of correct predictions in a batch (every token for the transformer and gpt).
   virtual int64_t correct(const at::Tensor& logits, const at::Tensor& targets) const;
-  // True when forward calls every child module through models::call_module (forward_hooks.h),
-  // so that FSDP may wrap a child as a unit of its own. The engine's models all do; a model that
-  // calls its children directly keeps the default and FSDP wraps it whole.
-  virtual bool calls_children_through_hooks() const { return false; }
+  // nn::HookedParent: the engine's models all call their children through nn::call_module; a
+  // model that calls them directly keeps this default and FSDP wraps it whole.
+  bool calls_children_through_hooks() const override { return false; }
 };
 
 // Builds the model, with its default sizes where `config` leaves them unset (model_config.h).

@@ -23,13 +23,7 @@ class DdpModel final : public ParallelModel {
     return ddp_.forward([&] { return model_->forward(x); });
   }
 
-  std::unique_ptr<SyncSuspension> no_sync() override {
-    struct Guard final : SyncSuspension {
-      explicit Guard(ddp::DistributedDataParallel& ddp) : guard(ddp) {}
-      ddp::DistributedDataParallel::NoSyncGuard guard;
-    };
-    return std::make_unique<Guard>(ddp_);
-  }
+  replica::GradientSync& gradient_sync() override { return ddp_.gradient_sync(); }
 
   void finish_backward() override { ddp_.reducer().check_reduction_finished(); }
 
@@ -65,10 +59,10 @@ class DdpModel final : public ParallelModel {
 
 // The mesh FSDP and FSDP2 shard over: the world, or with --sharding hybrid --shard-group-size N
 // an R x N mesh of shard and replicate groups (Note [HSDP mesh]).
-fsdp2::FsdpMesh hsdp_mesh(const TrainConfig& config, const std::shared_ptr<comm::ProcessGroup>& world) {
-  if (config.sharding != fsdp::ShardingStrategy::HybridShard) return fsdp2::FsdpMesh::sharded_over(world);
-  fsdp2::check_shard_group_size(config.shard_group_size, world->size(), "--shard-group-size");
-  return fsdp2::make_hsdp_mesh(world, config.shard_group_size);
+comm::DeviceMesh hsdp_mesh(const TrainConfig& config, const std::shared_ptr<comm::ProcessGroup>& world) {
+  if (config.sharding != fsdp::ShardingStrategy::HybridShard) return comm::DeviceMesh::sharded_over(world);
+  comm::check_shard_group_size(config.shard_group_size, world->size(), "--shard-group-size");
+  return comm::make_hsdp_mesh(world, config.shard_group_size);
 }
 
 class FsdpModel final : public ParallelModel {
@@ -86,13 +80,7 @@ class FsdpModel final : public ParallelModel {
     return fsdp_.forward(x, [&](const at::Tensor& input) { return model_->forward(input); });
   }
 
-  std::unique_ptr<SyncSuspension> no_sync() override {
-    struct Guard final : SyncSuspension {
-      explicit Guard(fsdp::FullyShardedDataParallel& fsdp) : guard(fsdp) {}
-      fsdp::FullyShardedDataParallel::NoSyncGuard guard;
-    };
-    return std::make_unique<Guard>(fsdp_);
-  }
+  replica::GradientSync& gradient_sync() override { return fsdp_.gradient_sync(); }
 
   std::vector<at::Tensor> optimizer_parameters() override { return fsdp_.parameters(); }
 
@@ -161,13 +149,7 @@ class Fsdp2Model final : public ParallelModel {
     return root_->forward(x, [&](const at::Tensor& input) { return model_->forward(input); });
   }
 
-  std::unique_ptr<SyncSuspension> no_sync() override {
-    struct Guard final : SyncSuspension {
-      explicit Guard(fsdp2::FsdpState& root) : guard(root) {}
-      fsdp2::FsdpState::NoSyncGuard guard;
-    };
-    return std::make_unique<Guard>(*root_);
-  }
+  replica::GradientSync& gradient_sync() override { return root_->gradient_sync(); }
 
   std::vector<at::Tensor> optimizer_parameters() override { return root_->parameters(); }
 
@@ -207,7 +189,7 @@ class Fsdp2Model final : public ParallelModel {
       for (const std::string& note : plan.notes) std::printf("fsdp2: %s\n", note.c_str());
     }
     // --sharding hybrid --shard-group-size N: HSDP over an R x N mesh (Note [HSDP mesh]).
-    const fsdp2::FsdpMesh mesh = hsdp_mesh(config, group);
+    const comm::DeviceMesh mesh = hsdp_mesh(config, group);
     std::vector<std::shared_ptr<fsdp2::FsdpState>> layers;
     for (size_t i = 0; i + 1 < plan.units.size(); ++i) {
       layers.push_back(fsdp2::fully_shard(*plan.units[i].module, mesh, options));

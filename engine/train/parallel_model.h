@@ -12,6 +12,7 @@
 #include "engine/comm/process_group.h"
 #include "engine/memory/memory_sampler.h"
 #include "engine/models/models.h"
+#include "engine/replica/gradient_sync.h"
 #include "engine/train/train_config.h"
 #include "trace/recorder.h"
 
@@ -20,17 +21,12 @@ namespace dpscope::train {
 // Thread-safety: one training loop thread (as the wrappers themselves).
 class ParallelModel {
  public:
-  // Ends gradient accumulation when destroyed (see no_sync()).
-  class SyncSuspension {
-   public:
-    virtual ~SyncSuspension() = default;
-  };
-
   virtual ~ParallelModel() = default;
   // The model's forward on `x`, through the wrapper.
   virtual at::Tensor forward(const at::Tensor& x) = 0;
-  // While the returned object lives, backward accumulates locally without communication.
-  virtual std::unique_ptr<SyncSuspension> no_sync() = 0;
+  // The wrapper's gradient switch: while a replica::NoSyncGuard on it lives, backward
+  // accumulates locally without communication.
+  virtual replica::GradientSync& gradient_sync() = 0;
   // After a synced backward, before the optimizer step (DDP: checks that every bucket was
   // reduced).
   virtual void finish_backward() {}

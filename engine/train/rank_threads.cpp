@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 
 namespace dpscope::train {
 
@@ -16,7 +16,7 @@ int default_intra_op_threads(int local_world_size, bool on_emulated_link) {
 }
 
 bool emulated_link_in_environment() {
-  const char* gbps = std::getenv(analysis::kLinkGbpsEnv);
+  const char* gbps = std::getenv(core::kLinkGbpsEnv);
   return gbps && *gbps;
 }
 

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "trace/vocabulary.h"
+
 #ifdef DPSCOPE_HAVE_CUDA
 #include <c10/cuda/CUDAFunctions.h>
 #endif
@@ -12,7 +14,7 @@
 namespace dpscope::train {
 
 c10::Device select_run_device(std::string_view device, const comm::LaunchEnv& env) {
-  if (device != "cuda") return c10::Device(c10::kCPU);
+  if (trace::parse_mode(trace::kDevices, device) != trace::Device::Cuda) return c10::Device(c10::kCPU);
 #ifdef DPSCOPE_HAVE_CUDA
   const int visible = static_cast<int>(c10::cuda::device_count());
   if (visible == 0) {

@@ -6,7 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include "analysis/link_model.h"
+#include <nlohmann/json.hpp>
+
+#include "core/link_model.h"
 #include "engine/models/model_config.h"
 #include "engine/train/train_config.h"
 
@@ -24,20 +26,23 @@ bool bucket_size_ok(double mb, bool zero_ok) {
 
 // --device and --backend together: "cpu" or "cuda"; cuda only in a CUDA build (else one line
 // saying how to get one); nccl only with cuda. (run_device.h picks the device itself.)
-void check_device_and_backend(std::string_view device, std::string_view backend) {
-  if (device != "cpu" && device != "cuda") {
-    throw std::invalid_argument("--device must be cpu or cuda, not '" + std::string(device) + "'");
+void check_device_and_backend(std::string_view device_text, std::string_view backend_text) {
+  const std::optional<trace::Device> device = trace::parse_mode(trace::kDevices, device_text);
+  if (!device) {
+    throw std::invalid_argument("--device must be cpu or cuda, not '" + std::string(device_text) + "'");
   }
-  if (!backend.empty() && backend != "gloo" && backend != "nccl") {
-    throw std::invalid_argument("--backend must be gloo or nccl, not '" + std::string(backend) + "'");
+  const std::optional<trace::Backend> backend =
+      backend_text.empty() ? std::nullopt : trace::parse_mode(trace::kBackends, backend_text);
+  if (!backend_text.empty() && !backend) {
+    throw std::invalid_argument("--backend must be gloo or nccl, not '" + std::string(backend_text) + "'");
   }
 #ifndef DPSCOPE_HAVE_CUDA
-  if (device == "cuda") {
+  if (*device == trace::Device::Cuda) {
     throw std::invalid_argument("--device cuda: this build has no CUDA (its LibTorch is CPU-only); "
                                 "build against a CUDA LibTorch (docs/gpu.md), or use --device cpu");
   }
 #endif
-  if (backend == "nccl" && device != "cuda") {
+  if (backend == trace::Backend::Nccl && *device != trace::Device::Cuda) {
     throw std::invalid_argument("--backend nccl runs on GPUs: add --device cuda, or use --backend "
                                 "gloo on the CPU");
   }
@@ -91,13 +96,13 @@ void check_fsdp2_options(const TrainConfig& c) {
 }
 
 // --shard-group-size goes with --sharding hybrid and only with it (its check against the world
-// size waits for the world: fsdp2::check_shard_group_size).
+// size waits for the world: comm::check_shard_group_size).
 void check_shard_group_size_flag(const TrainConfig& c) {
   const bool hybrid = c.sharding == fsdp::ShardingStrategy::HybridShard;
   if (c.shard_group_size < 0) {
     throw std::invalid_argument("--shard-group-size must be at least 1 (a divisor of the world size)");
   }
-  if (hybrid && c.strategy != Strategy::Fsdp2 && c.strategy != Strategy::Fsdp) {
+  if (hybrid && !trace::is_fsdp_family(c.strategy)) {
     throw std::invalid_argument("--sharding hybrid (HSDP) is FSDP's: use --strategy fsdp2 or fsdp");
   }
   if (hybrid && c.shard_group_size == 0) {
@@ -162,7 +167,7 @@ void validate_train_config(const TrainConfig& c) {
     throw std::invalid_argument("--data text is for the language model: use --model gpt (the " +
                                 c.model.name + " model trains on digits or synthetic data)");
   }
-  analysis::check_link(c.link_gbps, c.link_latency_us, "--link-gbps", "--link-latency-us");
+  core::check_link(c.link_gbps, c.link_latency_us, core::kLinkGbpsFlag, core::kLinkLatencyFlag);
   check_device_and_backend(c.device, c.backend);
   if (c.strategy != Strategy::Fsdp2 &&
       c.reshard_after_forward.mode != fsdp2::ReshardAfterForward::Reshard) {
@@ -178,8 +183,8 @@ void validate_train_config(const TrainConfig& c) {
   if (c.strategy == Strategy::Fsdp2) check_fsdp2_options(c);
   check_shard_group_size_flag(c);
   if (c.strategy == Strategy::Fsdp) {
-    const char* ddp_only = c.comm_hook != ddp::CommHookKind::None        ? "--comm-hook"
-                           : c.initial_buckets != ddp::InitialBuckets::kPyTorch
+    const char* ddp_only = c.comm_hook != trace::CommHookKind::None        ? "--comm-hook"
+                           : c.initial_buckets != trace::InitialBuckets::PyTorch
                                ? "--initial-buckets"
                            : c.find_unused_parameters   ? "--find-unused-parameters"
                            : c.gradient_as_bucket_view  ? "--gradient-as-bucket-view"
@@ -196,6 +201,51 @@ void validate_train_config(const TrainConfig& c) {
     require(bucket_size_ok(c.reduce_bucket_mb, true),
             "--reduce-bucket-mb must be at most 1048576 (1 TiB)");
   }
+}
+
+std::string config_json(const TrainConfig& c) {
+  namespace config_key = trace::config_key;
+  const models::ModelConfig model = models::with_defaults(c.model);
+  nlohmann::ordered_json json;
+  json[config_key::kModel] = c.model.name;
+  json[config_key::kHidden] = model.hidden.value_or(0);
+  json[config_key::kLayers] = model.layers.value_or(0);
+  json[config_key::kHeads] = model.heads.value_or(0);
+  json[config_key::kSequence] = model.sequence.value_or(0);
+  json[config_key::kData] = c.data;
+  json[config_key::kSteps] = c.steps;
+  json[config_key::kBatchSize] = c.batch_size;
+  json[config_key::kLr] = c.lr;
+  json[config_key::kMomentum] = c.momentum;
+  json[config_key::kSeed] = c.seed;
+  json[config_key::kGradAccum] = c.grad_accum;
+  json[config_key::kBucketCapMb] = c.bucket_cap_mb;
+  json[config_key::kFirstBucketMb] = c.first_bucket_mb;
+  json[config_key::kInitialBuckets] = trace::to_string(c.initial_buckets);
+  json[config_key::kFindUnusedParameters] = c.find_unused_parameters;
+  json[config_key::kGradientAsBucketView] = c.gradient_as_bucket_view;
+  json[config_key::kStaticGraph] = c.static_graph;
+  json[config_key::kBroadcastBuffers] = c.broadcast_buffers;
+  json[config_key::kCommHook] = trace::to_string(c.comm_hook);
+  json[config_key::kStrategy] = trace::to_string(c.strategy);
+  json[config_key::kSharding] = trace::to_string(c.sharding);
+  json[config_key::kWrapMinParams] = c.wrap_min_params;
+  json[config_key::kMixedPrecision] = trace::to_string(c.mixed_precision);
+  json[config_key::kReduceFp32] = c.reduce_fp32;
+  json[config_key::kCpuOffload] = c.cpu_offload;
+  json[config_key::kBackwardPrefetch] = trace::to_string(c.backward_prefetch);
+  json[config_key::kForwardPrefetch] = c.forward_prefetch;
+  json[config_key::kLimitAllGathers] = c.limit_all_gathers;
+  json[config_key::kLimitReduceScatters] = c.limit_reduce_scatters;
+  json[config_key::kReduceBucketMb] = c.reduce_bucket_mb;
+  json[config_key::kReshardAfterForward] = c.reshard_after_forward.text();
+  json[config_key::kExplicitPrefetch] = c.explicit_prefetch;
+  json[config_key::kShardGroupSize] = c.shard_group_size;
+  json[config_key::kStraggler] =
+      c.straggler ? nlohmann::ordered_json{{config_key::kStragglerRank, c.straggler->rank},
+                                           {config_key::kStragglerMs, c.straggler->ms}}
+                  : nlohmann::ordered_json(nullptr);
+  return json.dump();
 }
 
 }  // namespace dpscope::train

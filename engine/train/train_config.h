@@ -8,7 +8,6 @@
 #include <optional>
 #include <string>
 
-#include "engine/ddp/comm_hook_kind.h"
 #include "engine/ddp/initial_buckets.h"
 #include "engine/fsdp/fsdp_modes.h"
 #include "engine/fsdp2/fsdp2_options.h"
@@ -64,12 +63,12 @@ struct TrainConfig {
   // DDP.
   double bucket_cap_mb = 25;
   double first_bucket_mb = 1;
-  ddp::InitialBuckets initial_buckets = ddp::InitialBuckets::kPyTorch;
+  trace::InitialBuckets initial_buckets = trace::InitialBuckets::PyTorch;
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
   bool static_graph = false;
   bool broadcast_buffers = true;
-  ddp::CommHookKind comm_hook = ddp::CommHookKind::None;
+  trace::CommHookKind comm_hook = trace::CommHookKind::None;
 
   // FSDP.
   fsdp::ShardingStrategy sharding = fsdp::ShardingStrategy::FullShard;
@@ -91,7 +90,7 @@ struct TrainConfig {
   int explicit_prefetch = 0;
   // --sharding hybrid (FSDP2's HSDP, FSDP1's HYBRID_SHARD): the ranks each parameter is sharded
   // over; 0: not given.
-  // Checked against the world size when the mesh is made (fsdp2::check_shard_group_size).
+  // Checked against the world size when the mesh is made (comm::check_shard_group_size).
   int shard_group_size = 0;
 
   std::string trace;  // "" = DPSCOPE_TRACE_DIR/rank<R>.sqlite, else traces/train-<model>.sqlite
@@ -107,6 +106,11 @@ struct TrainConfig {
 // (the CLI fuzzer) makes them too. Throws std::invalid_argument naming the flag. Needs no
 // LibTorch (train_config.cpp, models/model_config.cpp).
 void validate_train_config(const TrainConfig& config);
+
+// The run's settings as one JSON object, the trace's meta `config`: every field under its
+// trace::config_key name, in the order of that namespace, written by nlohmann-json (escaped);
+// sizes the model does not have are 0, and `straggler` is null without one. Needs no LibTorch.
+std::string config_json(const TrainConfig& config);
 
 // What a run measured, for the caller (tutorials, the demo, tests).
 struct TrainResult {

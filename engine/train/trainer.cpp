@@ -18,8 +18,8 @@
 #include <string>
 #include <thread>
 
-#include "analysis/link_model.h"
-#include "analysis/stats.h"
+#include "core/link_model.h"
+#include "core/steady_steps.h"
 #include "engine/comm/world.h"
 #include "engine/data/dataset.h"
 #include "engine/data/distributed_sampler.h"
@@ -38,47 +38,6 @@
 namespace dpscope::train {
 
 namespace {
-
-// The run's options as JSON (meta `config`); sizes a model does not have are 0.
-std::string config_json(const TrainConfig& c) {
-  const models::ModelConfig model = models::with_defaults(c.model);
-  char buffer[2048];
-  std::snprintf(buffer, sizeof(buffer),
-                "{\"model\":\"%s\",\"hidden\":%lld,\"layers\":%lld,\"heads\":%lld,"
-                "\"seq\":%lld,\"data\":\"%s\",\"steps\":%lld,"
-                "\"batch_size\":%lld,\"lr\":%g,\"momentum\":%g,\"seed\":%llu,\"grad_accum\":%d,"
-                "\"bucket_cap_mb\":%g,\"first_bucket_mb\":%g,\"initial_buckets\":\"%s\","
-                "\"find_unused_parameters\":%s,"
-                "\"gradient_as_bucket_view\":%s,\"static_graph\":%s,\"broadcast_buffers\":%s,"
-                "\"comm_hook\":\"%s\",\"strategy\":\"%s\",\"sharding\":\"%s\","
-                "\"wrap_min_params\":%lld,\"mixed_precision\":\"%s\",\"reduce_fp32\":%s,"
-                "\"cpu_offload\":%s,\"backward_prefetch\":\"%s\",\"forward_prefetch\":%s,"
-                "\"limit_all_gathers\":%d,\"limit_reduce_scatters\":%d,\"reduce_bucket_mb\":%g,"
-                "\"reshard_after_forward\":\"%s\",\"explicit_prefetch\":%d,\"shard_group_size\":%d}",
-                c.model.name.c_str(), static_cast<long long>(model.hidden.value_or(0)),
-                static_cast<long long>(model.layers.value_or(0)),
-                static_cast<long long>(model.heads.value_or(0)),
-                static_cast<long long>(model.sequence.value_or(0)), c.data.c_str(),
-                static_cast<long long>(c.steps), static_cast<long long>(c.batch_size), c.lr,
-                c.momentum, static_cast<unsigned long long>(c.seed), c.grad_accum,
-                c.bucket_cap_mb, c.first_bucket_mb,
-                std::string(ddp::to_string(c.initial_buckets)).c_str(), c.find_unused_parameters ? "true" : "false",
-                c.gradient_as_bucket_view ? "true" : "false", c.static_graph ? "true" : "false",
-                c.broadcast_buffers ? "true" : "false", std::string(ddp::to_string(c.comm_hook)).c_str(),
-                std::string(trace::to_string(c.strategy)).c_str(), std::string(fsdp::to_string(c.sharding)).c_str(),
-                static_cast<long long>(c.wrap_min_params), std::string(fsdp::to_string(c.mixed_precision)).c_str(),
-                c.reduce_fp32 ? "true" : "false", c.cpu_offload ? "true" : "false",
-                std::string(fsdp::to_string(c.backward_prefetch)).c_str(), c.forward_prefetch ? "true" : "false",
-                c.limit_all_gathers, c.limit_reduce_scatters, c.reduce_bucket_mb,
-                c.reshard_after_forward.text().c_str(), c.explicit_prefetch, c.shard_group_size);
-  std::string json = buffer;
-  char straggler[96] = "null";
-  if (c.straggler) {
-    std::snprintf(straggler, sizeof(straggler), "{\"rank\":%d,\"ms\":%g}", c.straggler->rank, c.straggler->ms);
-  }
-  json.insert(json.size() - 1, std::string(",\"straggler\":") + straggler);
-  return json;
-}
 
 // The run's data set, and for token data the vocabulary size the model is built with.
 struct RunData {
@@ -138,7 +97,7 @@ void record_run_meta(trace::Recorder& recorder, const TrainConfig& config, const
   recorder.set_meta(key::kCommandLine, config.command_line);
   recorder.set_meta(key::kConfig, config_json(config));
   recorder.set_meta(key::kStrategy, trace::to_string(config.strategy));
-  recorder.set_meta(key::kBackend, comm::to_string(backend));
+  recorder.set_meta(key::kBackend, trace::to_string(backend));
   recorder.set_meta(key::kWorldSize, std::to_string(env.world_size));
   recorder.set_meta(key::kModel, config.model.name);
   recorder.set_meta(key::kTraceLevel, trace::to_string(config.trace_level));
@@ -187,12 +146,12 @@ void print_start(const TrainConfig& config, const comm::LaunchEnv& env, const co
                  comm::Backend backend, const std::string& summary, const ParallelModel& parallel) {
   if (env.rank != 0) return;
   const std::string link =
-      world.link ? " on an emulated " + analysis::link_value_text(world.link->spec().gbps) + " Gb/s, " +
-                       analysis::link_value_text(world.link->spec().latency_us) + " us link"
+      world.link ? " on an emulated " + core::link_value_text(world.link->spec().gbps) + " Gb/s, " +
+                       core::link_value_text(world.link->spec().latency_us) + " us link"
                  : "";
   std::printf("train: %s, %s over %s%s, %d rank(s), %lld steps of %lld per rank\n",
               summary.c_str(), parallel.describe().c_str(),
-              std::string(comm::to_string(backend)).c_str(), link.c_str(), env.world_size,
+              std::string(trace::to_string(backend)).c_str(), link.c_str(), env.world_size,
               static_cast<long long>(config.steps), static_cast<long long>(config.batch_size));
   std::fflush(stdout);
 }
@@ -216,8 +175,8 @@ std::vector<double> run_steps(const TrainConfig& config, const comm::LaunchEnv& 
     zero_grad(optimizer);
     for (int micro = 0; micro < config.grad_accum; ++micro) {
       const data::Dataset batch = train_set.rows(batches.next()).to(device);
-      std::unique_ptr<ParallelModel::SyncSuspension> no_sync;
-      if (micro + 1 < config.grad_accum) no_sync = parallel.no_sync();
+      std::optional<replica::NoSyncGuard> no_sync;
+      if (micro + 1 < config.grad_accum) no_sync.emplace(parallel.gradient_sync());
       const at::Tensor loss = traced.forward([&] {
         at::Tensor micro_loss = model.loss(parallel.forward(batch.x), batch.y) / config.grad_accum;
         if (straggler_ms > 0 && micro + 1 == config.grad_accum) traced.delay(straggler_ms);
@@ -304,7 +263,7 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env, c10::Devi
   world_options.backend = backend_for(config.backend, device);
   world_options.recorder = &recorder;
   world_options.link =
-      analysis::check_link(config.link_gbps, config.link_latency_us, "--link-gbps", "--link-latency-us");
+      core::check_link(config.link_gbps, config.link_latency_us, core::kLinkGbpsFlag, core::kLinkLatencyFlag);
   comm::World world = comm::init_world(world_options);
   straggler_ms_of(config, env);  // refuses a slow rank outside the run before anything is built
   record_run_meta(recorder, config, env, world_options.backend, fault.has_value());
@@ -336,7 +295,7 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env, c10::Devi
     if (env.rank == 0) save_tensors(state, config.save_final);
   }
 
-  result.step_ms_median = analysis::summarize_steps(step_ms).median_ms;  // Note [Steady steps]
+  result.step_ms_median = core::summarize_steps(step_ms).median_ms;  // Note [Steady steps]
   // The peak as the trace records it (Note [Memory at the peak]): the allocator's snapshot, whose
   // categories sum to its total, so this line and `dpscope stats` agree.
   std::optional<memory::TrackingAllocator::PeakSnapshot> peak;

@@ -23,7 +23,8 @@ using testing::TempDir;
 
 constexpr int64_t us(int64_t v) { return v * 1000; }
 
-enum Names : NameId { kForward = 1, kBackward, kOptimizerStep, kIteration, kLoss, kStepMs, kSetup };
+inline constexpr NameId kForward = 1, kBackward = 2, kOptimizerStep = 3, kIteration = 4,
+    kLoss = 5, kStepMs = 6, kSetup = 7;
 
 using testing::trace_event;
 

@@ -18,7 +18,7 @@
 using namespace dpscope;
 using analysis::ClusterClockError;
 using analysis::CollectiveKey;
-using analysis::LinkSpec;
+using core::LinkSpec;
 using analysis::PointKind;
 using analysis::RankProgram;
 using analysis::ThreadPoint;

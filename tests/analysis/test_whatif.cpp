@@ -16,6 +16,9 @@ namespace dpscope::analysis {
 namespace {
 
 using namespace dpscope::trace;
+using core::BucketPlan;
+using core::LinkSpec;
+using core::link_model_ns;
 
 using testing::TempDir;
 
@@ -240,7 +243,7 @@ TEST(Whatif, TheLinkModelIsTheRingModelOfEachOp) {
   const LinkSpec link{4, 50};
   for (const CollectiveOp op : {CollectiveOp::AllReduce, CollectiveOp::AllGather, CollectiveOp::ReduceScatter}) {
     const AllReduceModel model = link_collective_model(op, link, 4);
-    EXPECT_EQ(model.source, AllReduceModel::Source::kLink);
+    EXPECT_EQ(model.source, AllReduceModel::Source::Link);
     EXPECT_EQ(model.link_gbps, 4);
     EXPECT_EQ(model.link_latency_us, 50);
     for (const int64_t bytes : {int64_t{0}, int64_t{4000}, int64_t{1} << 20, int64_t{3} << 30}) {

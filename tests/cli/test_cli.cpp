@@ -207,7 +207,7 @@ TEST(cliBadInput, Truncated) {
   expect_one_line_error(dir, path);
 }
 
-// A bad emulated link (analysis/link_model.h) is refused before anything runs: one line naming
+// A bad emulated link (core/link_model.h) is refused before anything runs: one line naming
 // the flag and the accepted range, exit 1, no trace written.
 TEST(cliBadInput, TrainLinkOutOfRange) {
   TempDir dir;

@@ -4,16 +4,20 @@
 // that the fuzzing added (regressions, tests/fuzz/README.md "Findings").
 #include <gtest/gtest.h>
 
+#include <exception>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/app.h"
 #include "cli/launcher.h"
 #include "engine/train/train_config.h"
 #include "tests/test_util.h"
 #include "trace/error.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::cli {
 namespace {
@@ -200,7 +204,7 @@ TEST(CliParse, TrainRejectsBucketSizesThatDoNotFit) {
   EXPECT_NO_THROW(train::validate_train_config(config));
 }
 
-// --link-gbps and --link-latency-us (analysis/link_model.h): both or neither, each in its
+// --link-gbps and --link-latency-us (core/link_model.h): both or neither, each in its
 // range, checked in parse-only mode by `dpscope train` and by `dpscope launch` alike.
 TEST(CliParse, LinkFlagsAreCheckedBeforeAnythingRuns) {
   parse({"train", "--link-gbps", "4", "--link-latency-us", "50"});
@@ -237,6 +241,64 @@ TEST(CliParse, LinkFlagsAreCheckedBeforeAnythingRuns) {
   config.link_gbps = 1e5;
   config.link_latency_us = 1e7;
   EXPECT_NO_THROW(train::validate_train_config(config));
+}
+
+// One link option group (core/link_options.h): every command that takes a link declares the same
+// two options and refuses a bad value in the same words, naming the option and the range.
+TEST(CliParse, EveryCommandTakesTheLinkThroughOneOptionGroup) {
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> commands = {
+      {{"train"}, {}},
+      {{"launch"}, {"--", "true"}},
+      {{"stats", "--clock", "cluster"}, {"run.sqlite"}},
+      {{"whatif", "--clock", "cluster"}, {"run.sqlite"}},
+      {{"synth", "--events", "100", "--ranks", "2", "--out", "synth.sqlite"}, {}},
+      {{"demo"}, {}},
+  };
+  for (const auto& [before, after] : commands) {
+    std::vector<std::string> args = before;
+    for (const char* flag : {"--link-gbps", "0", "--link-latency-us", "50"}) args.push_back(flag);
+    args.insert(args.end(), after.begin(), after.end());
+    const std::string error = error_of<std::exception>(args);
+    EXPECT_NE(error.find("--link-gbps 0 is out of range: the link's bandwidth is in gigabits per "
+                         "second, from 0.001 to 100000"),
+              std::string::npos)
+        << before[0] << ": " << error;
+  }
+  // The demo's own link (100 Gb/s, 25 µs) is the default its help shows; one half may be given.
+  EXPECT_EQ(error_of<std::exception>({"demo", "--link-gbps", "10"}), "");
+}
+
+// The run's settings (meta `config`) are written by nlohmann-json under trace::config_key's
+// names: any text round-trips, a quote or a backslash in it included, and every field is there.
+TEST(CliParse, TrainConfigJsonEscapesTextAndNamesEveryField) {
+  namespace config_key = trace::config_key;
+  train::TrainConfig config;
+  config.model.name = "mlp \"quoted\" \\ path";
+  config.straggler = train::StragglerSpec{1, 2.5};
+  const nlohmann::json json = nlohmann::json::parse(train::config_json(config));
+  EXPECT_EQ(json.at(config_key::kModel), config.model.name);
+  EXPECT_EQ(json.at(config_key::kStrategy), "ddp");
+  EXPECT_EQ(json.at(config_key::kInitialBuckets), "pytorch");
+  EXPECT_EQ(json.at(config_key::kFindUnusedParameters), false);
+  EXPECT_EQ(json.at(config_key::kStraggler).at(config_key::kStragglerRank), 1);
+  EXPECT_EQ(json.at(config_key::kStraggler).at(config_key::kStragglerMs), 2.5);
+  for (const char* key : {config_key::kHidden, config_key::kLayers, config_key::kHeads,
+                          config_key::kSequence, config_key::kData, config_key::kSteps,
+                          config_key::kBatchSize, config_key::kLr, config_key::kMomentum,
+                          config_key::kSeed, config_key::kGradAccum, config_key::kBucketCapMb,
+                          config_key::kFirstBucketMb, config_key::kGradientAsBucketView,
+                          config_key::kStaticGraph, config_key::kBroadcastBuffers,
+                          config_key::kCommHook, config_key::kSharding, config_key::kWrapMinParams,
+                          config_key::kMixedPrecision, config_key::kReduceFp32,
+                          config_key::kCpuOffload, config_key::kBackwardPrefetch,
+                          config_key::kForwardPrefetch, config_key::kLimitAllGathers,
+                          config_key::kLimitReduceScatters, config_key::kReduceBucketMb,
+                          config_key::kReshardAfterForward, config_key::kExplicitPrefetch,
+                          config_key::kShardGroupSize}) {
+    EXPECT_TRUE(json.contains(key)) << key;
+  }
+  config.straggler.reset();
+  EXPECT_TRUE(nlohmann::json::parse(train::config_json(config)).at(config_key::kStraggler).is_null());
 }
 
 }  // namespace

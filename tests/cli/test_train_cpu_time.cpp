@@ -22,6 +22,7 @@ using dpscope::testing::run_command;
 using dpscope::testing::TempDir;
 using namespace dpscope::trace;
 namespace analysis = dpscope::analysis;
+namespace core = dpscope::core;
 
 namespace {
 
@@ -140,7 +141,7 @@ TEST(TrainCpuTime, ARealRunReplaysOnTheClusterClock) {
   for (const auto& [key, span] : run.timeline.collectives) {
     const Event& e = recorded.at(key);
     EXPECT_EQ(span.end_ns - span.begin_ns,
-              analysis::link_model_ns(static_cast<CollectiveOp>(e.op), e.bytes, 2, run.link))
+              core::link_model_ns(static_cast<CollectiveOp>(e.op), e.bytes, 2, run.link))
         << "collective #" << key.second;
   }
   for (const int32_t rank : {0, 1}) {
@@ -199,8 +200,8 @@ TEST(TrainCpuTime, TrainAndStatsShowBothClocksEachLabelled) {
   ASSERT_GE(allreduce_ms.size(), 6u);
   for (const auto& [seq, ms] : allreduce_ms) {
     ASSERT_EQ(ms.size(), 2u) << "all-reduce #" << seq;
-    const double model_ms = double(analysis::link_model_ns(CollectiveOp::AllReduce, allreduce_bytes[seq], 2,
-                                                           analysis::LinkSpec{4, 50})) / 1e6;
+    const double model_ms = double(core::link_model_ns(CollectiveOp::AllReduce, allreduce_bytes[seq], 2,
+                                                           core::LinkSpec{4, 50})) / 1e6;
     EXPECT_NEAR(*std::min_element(ms.begin(), ms.end()), model_ms, 0.01 * model_ms) << "all-reduce #" << seq;
   }
   // The steady step of the report (rank 0, iterations 2..5) is the one train printed.

@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "engine/comm/gloo_backend.h"
 #include "engine/comm/world.h"
 #include "trace/recorder.h"
@@ -131,7 +131,7 @@ comm::WorkHandle issue(comm::ProcessGroup& group, CollectiveOp op, int64_t bytes
   }
 }
 
-void run_timing(comm::ProcessGroup& group, const analysis::LinkSpec& link) {
+void run_timing(comm::ProcessGroup& group, const core::LinkSpec& link) {
   for (CollectiveOp op :
        {CollectiveOp::AllReduce, CollectiveOp::ReduceScatter, CollectiveOp::AllGather}) {
     for (int64_t bytes : {kMiB, 4 * kMiB, 16 * kMiB}) {
@@ -145,14 +145,14 @@ void run_timing(comm::ProcessGroup& group, const analysis::LinkSpec& link) {
                   static_cast<long long>(bytes), static_cast<long long>(work->seq()),
                   static_cast<long long>(measured),
                   static_cast<long long>(
-                      analysis::link_model_ns(op, work->bytes(), group.size(), link)));
+                      core::link_model_ns(op, work->bytes(), group.size(), link)));
     }
   }
 }
 
 // Three all-reduces of other tensors back to back: Gloo may run two at once (Note [Gloo
 // overlap]), the link carries one after the other.
-void run_queue(comm::ProcessGroup& group, const analysis::LinkSpec& link) {
+void run_queue(comm::ProcessGroup& group, const core::LinkSpec& link) {
   std::vector<at::Tensor> tensors;
   for (int i = 0; i < 3; ++i) tensors.push_back(at::ones({kMiB}));  // 4 MiB each
   group.barrier()->wait();
@@ -170,7 +170,7 @@ void run_queue(comm::ProcessGroup& group, const analysis::LinkSpec& link) {
   }
   std::printf("queue %lld %lld %lld\n", static_cast<long long>(works.front()->seq()),
               static_cast<long long>(measured),
-              static_cast<long long>(analysis::link_model_ns(CollectiveOp::AllReduce,
+              static_cast<long long>(core::link_model_ns(CollectiveOp::AllReduce,
                                                          works.front()->bytes(), group.size(),
                                                          link)));
 }

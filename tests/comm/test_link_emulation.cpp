@@ -23,7 +23,7 @@
 
 using namespace dpscope;
 using namespace dpscope::comm;
-using namespace dpscope::analysis;
+using namespace dpscope::core;
 using dpscope::testing::dpscope_bin;
 using dpscope::testing::run_command;
 using dpscope::testing::TempDir;

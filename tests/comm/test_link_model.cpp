@@ -1,4 +1,4 @@
-// The emulated link's numbers and model (analysis/link_model.h) and its queue
+// The emulated link's numbers and model (core/link_model.h) and its queue
 // (EmulatedLink): the ring model's time of every collective, the checks of --link-gbps,
 // --link-latency-us and their environment variables with the one-line errors they give, and
 // collectives queuing on one link (Note [Link emulation]).
@@ -11,12 +11,12 @@
 #include <stdexcept>
 #include <string>
 
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "engine/comm/link_emulation.h"
 
 using namespace dpscope;
 using namespace dpscope::comm;
-using namespace dpscope::analysis;
+using namespace dpscope::core;
 using trace::CollectiveOp;
 
 namespace {
@@ -24,7 +24,7 @@ namespace {
 // The message of what check_link throws for these values, or "" when it accepts them.
 std::string link_error(std::optional<double> gbps, std::optional<double> latency_us) {
   try {
-    check_link(gbps, latency_us, "--link-gbps", "--link-latency-us");
+    check_link(gbps, latency_us, core::kLinkGbpsFlag, core::kLinkLatencyFlag);
   } catch (const std::invalid_argument& error) {
     return error.what();
   }
@@ -104,8 +104,8 @@ TEST(linkModel, OneRankTakesNoTime) {
 }
 
 TEST(linkModel, AcceptsBothOrNeither) {
-  EXPECT_FALSE(check_link(std::nullopt, std::nullopt, "--link-gbps", "--link-latency-us"));
-  const auto link = check_link(4.0, 50.0, "--link-gbps", "--link-latency-us");
+  EXPECT_FALSE(check_link(std::nullopt, std::nullopt, core::kLinkGbpsFlag, core::kLinkLatencyFlag));
+  const auto link = check_link(4.0, 50.0, core::kLinkGbpsFlag, core::kLinkLatencyFlag);
   ASSERT_TRUE(link);
   EXPECT_EQ(link->gbps, 4);
   EXPECT_EQ(link->latency_us, 50);

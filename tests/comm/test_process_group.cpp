@@ -28,10 +28,10 @@ using dpscope::testing::TempDir;
 
 namespace {
 
-// Finishes every request at once (kImmediate) or never (kNever): the base class's logic alone.
+// Finishes every request at once (Immediate) or never (Never): the base class's logic alone.
 class TestGroup : public ProcessGroup {
  public:
-  enum class Mode { kImmediate, kNever };
+  enum class Mode { Immediate, Never };
   TestGroup(std::shared_ptr<c10d::Store> store, int rank, int size, ProcessGroupOptions options,
             Mode mode)
       : ProcessGroup(std::move(store), rank, size, std::move(options), "test comm",
@@ -45,7 +45,7 @@ class TestGroup : public ProcessGroup {
 
  protected:
   void enqueue(std::shared_ptr<Request> request) override {
-    if (mode_ == Mode::kNever) {
+    if (mode_ == Mode::Never) {
       held_.push_back(std::move(request));
       return;
     }
@@ -120,7 +120,7 @@ TEST(processGroup, NumbersTracesAndWaitsEveryCollective) {
     options.recorder = &recorder;
     options.group_id = 3;
     TestGroup group(std::make_shared<c10d::HashStore>(), 0, 1, options,
-                    TestGroup::Mode::kImmediate);
+                    TestGroup::Mode::Immediate);
     auto a = group.all_reduce(at::ones({4}), ReduceOp::Sum, CollectiveTag{2, 5, trace::kNone, 0});
     auto b = group.broadcast(at::ones({3}, at::kDouble), 0);
     auto c = group.all_gather(at::empty({8}), at::ones({8}));
@@ -157,13 +157,13 @@ TEST(processGroup, NumbersTracesAndWaitsEveryCollective) {
 
 TEST(processGroup, DurationIsTheSpanTheBackendRecorded) {
   TestGroup immediate(std::make_shared<c10d::HashStore>(), 0, 1, ProcessGroupOptions{},
-                      TestGroup::Mode::kImmediate);
+                      TestGroup::Mode::Immediate);
   auto done = immediate.all_reduce(at::ones({4}), ReduceOp::Sum);
   done->wait();
   EXPECT_EQ(done->duration_ns(), 1000) << "the test backend finishes with a 1000 ns span";
 
   TestGroup never(std::make_shared<c10d::HashStore>(), 0, 1, ProcessGroupOptions{},
-                  TestGroup::Mode::kNever);
+                  TestGroup::Mode::Never);
   auto pending = never.broadcast(at::ones({3}), 0);
   EXPECT_FALSE(pending->is_completed());
   EXPECT_EQ(pending->duration_ns(), 0) << "0 until the collective is done";
@@ -171,7 +171,7 @@ TEST(processGroup, DurationIsTheSpanTheBackendRecorded) {
 
 TEST(processGroup, GlooConnectionsOfAnotherBackendAreRefusedNamingIt) {
   TestGroup group(std::make_shared<c10d::HashStore>(), 0, 1, ProcessGroupOptions{},
-                  TestGroup::Mode::kImmediate);
+                  TestGroup::Mode::Immediate);
   try {
     gloo_context_of(group);
     FAIL() << "a test group has no Gloo connections";
@@ -266,7 +266,7 @@ TEST(processGroup, GlooFlagsTheCollectivesItsWaiterRan) {
 }
 
 TEST(processGroup, RejectsBadArgumentsNamingTheRank) {
-  TestGroup group(std::make_shared<c10d::HashStore>(), 1, 4, {}, TestGroup::Mode::kImmediate);
+  TestGroup group(std::make_shared<c10d::HashStore>(), 1, 4, {}, TestGroup::Mode::Immediate);
   auto expect_error = [](const std::function<void()>& call, const std::string& phrase) {
     try {
       call();
@@ -289,7 +289,7 @@ TEST(processGroup, CheckModeNamesTheRanksThatDiffer) {
   auto store = std::make_shared<c10d::HashStore>();
   auto errors = run_ranks(3, [&](int rank) {
     TestGroup group(store, rank, 3, options_with(std::chrono::seconds(10), true),
-                    TestGroup::Mode::kImmediate);
+                    TestGroup::Mode::Immediate);
     group.all_reduce(at::ones({4}), ReduceOp::Sum)->wait();
     // Rank 1 reduces a tensor of another size: its collective #1 differs.
     group.all_reduce(at::ones({rank == 1 ? 2 : 4}), ReduceOp::Sum)->wait();
@@ -308,7 +308,7 @@ TEST(processGroup, CheckModeNamesARankThatNeverIssues) {
   auto store = std::make_shared<c10d::HashStore>();
   auto errors = run_ranks(3, [&](int rank) {
     TestGroup group(store, rank, 3, options_with(std::chrono::milliseconds(1500), true),
-                    TestGroup::Mode::kImmediate);
+                    TestGroup::Mode::Immediate);
     group.barrier()->wait();
     if (rank != 2) group.broadcast(at::ones({4}), 0)->wait();
   });
@@ -325,7 +325,7 @@ TEST(processGroup, TimeoutNamesTheCollectiveAndTheRanksNotHeardFrom) {
   TimeoutSignal timeout;
   auto errors = run_ranks(3, [&](int rank) {
     TestGroup group(store, rank, 3, options_with(std::chrono::milliseconds(2000), false),
-                    rank == 0 ? TestGroup::Mode::kNever : TestGroup::Mode::kImmediate);
+                    rank == 0 ? TestGroup::Mode::Never : TestGroup::Mode::Immediate);
     // Rank 0's all-reduce #0 never finishes; rank 2 stops after it, rank 1 issues #1 too.
     auto work = group.all_reduce(at::ones({4}), ReduceOp::Sum);
     if (rank == 0) timeout.wait_signalling(*work);
@@ -348,7 +348,7 @@ TEST(processGroup, TimeoutNamesALaggingRank) {
   TimeoutSignal timeout;
   auto errors = run_ranks(2, [&](int rank) {
     TestGroup group(store, rank, 2, options_with(std::chrono::milliseconds(2000), false),
-                    TestGroup::Mode::kNever);
+                    TestGroup::Mode::Never);
     if (rank == 1) {
       timeout.outlive();
       return;

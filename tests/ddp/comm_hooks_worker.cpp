@@ -173,16 +173,16 @@ std::vector<float> expected_mean(c10::ScalarType type, const std::vector<at::Ten
 void run_simple(comm::ProcessGroup& group) {
   const Layout layout = {{{16, 10}, {8}}, {{1001}}, {{3, 4, 5}, {2}}};
   struct Case {
-    ddp::CommHookKind kind;
+    trace::CommHookKind kind;
     c10::ScalarType type;
     float tolerance;  // relative, for odd elements with more than 2 ranks
   };
-  const Case cases[] = {{ddp::CommHookKind::AllReduce, c10::ScalarType::Float, 1e-6f},
-                        {ddp::CommHookKind::Fp16, c10::ScalarType::Half, 2e-3f},
-                        {ddp::CommHookKind::Bf16, c10::ScalarType::BFloat16, 1e-2f}};
+  const Case cases[] = {{trace::CommHookKind::AllReduce, c10::ScalarType::Float, 1e-6f},
+                        {trace::CommHookKind::Fp16, c10::ScalarType::Half, 2e-3f},
+                        {trace::CommHookKind::Bf16, c10::ScalarType::BFloat16, 1e-2f}};
   int32_t iteration = 0;
   for (const Case& c : cases) {
-    const std::string name(ddp::to_string(c.kind));
+    const std::string name(trace::to_string(c.kind));
     std::unique_ptr<ddp::CommHook> hook = ddp::make_comm_hook(c.kind);
     if (!hook || hook->name() != name) {
       std::printf("rank %d: FAIL make_comm_hook(%s) gave the wrong hook\n", rank, name.c_str());
@@ -316,10 +316,10 @@ void run_powersgd(comm::ProcessGroup& group, const std::string& oracle_dir) {
 void run_trace(comm::ProcessGroup& group) {
   const Layout layout = {{{16, 10}, {8}}, {{32, 20}}};
   std::vector<std::unique_ptr<ddp::CommHook>> hooks;
-  hooks.push_back(ddp::make_comm_hook(ddp::CommHookKind::AllReduce));
-  hooks.push_back(ddp::make_comm_hook(ddp::CommHookKind::Fp16));
-  hooks.push_back(ddp::make_comm_hook(ddp::CommHookKind::Bf16));
-  std::unique_ptr<ddp::CommHook> powersgd = ddp::make_comm_hook(ddp::CommHookKind::PowerSgd);
+  hooks.push_back(ddp::make_comm_hook(trace::CommHookKind::AllReduce));
+  hooks.push_back(ddp::make_comm_hook(trace::CommHookKind::Fp16));
+  hooks.push_back(ddp::make_comm_hook(trace::CommHookKind::Bf16));
+  std::unique_ptr<ddp::CommHook> powersgd = ddp::make_comm_hook(trace::CommHookKind::PowerSgd);
   for (int32_t it = 0; it < 6; ++it) {
     ddp::CommHook& hook = it < 3 ? *hooks[it] : *powersgd;
     std::vector<std::vector<float>> mine(layout.size());

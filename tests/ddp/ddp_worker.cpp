@@ -413,7 +413,7 @@ void run_join(std::shared_ptr<comm::ProcessGroup> group, const std::string& vari
   options.bucket_cap_bytes = 1024;
   options.first_bucket_bytes = 512;
   ddp::DistributedDataParallel ddp(model, group, options);
-  if (variant == "fp16") ddp.register_comm_hook(ddp::make_comm_hook(ddp::CommHookKind::Fp16));
+  if (variant == "fp16") ddp.register_comm_hook(ddp::make_comm_hook(trace::CommHookKind::Fp16));
   // For tests/ddp/join_oracle.py (PyTorch's Join from the same start): DDP_WORKER_SAVE_DIR.
   const char* save_dir = std::getenv("DDP_WORKER_SAVE_DIR");
   if (save_dir && rank == 0) save_state(*model, std::string(save_dir) + "/init.pt");
@@ -469,8 +469,8 @@ void run_nosync(std::shared_ptr<comm::ProcessGroup> group, trace::Recorder* reco
       const int64_t begin_ns = trace::now_ns();
       const int64_t seq_before = group->next_seq();
       const bool rebuilt_before = ddp.reducer().has_rebuilt_buckets();
-      std::optional<ddp::DistributedDataParallel::NoSyncGuard> no_sync;
-      if (m + 1 < micro_steps) no_sync.emplace(ddp);
+      std::optional<replica::NoSyncGuard> no_sync;
+      if (m + 1 < micro_steps) no_sync.emplace(ddp.gradient_sync());
       at::Tensor out = ddp.forward([&] { return model->run(key, it); });
       (model->loss(out, key) / micro_steps).backward();
       if (no_sync) {

@@ -18,7 +18,7 @@
 
 #include "engine/ddp/comm_hook.h"
 #include "engine/ddp/powersgd.h"
-#include "engine/train/mode_spelling.h"
+#include "trace/vocabulary.h"
 #include "tests/test_util.h"
 #include "trace/reader.h"
 
@@ -56,16 +56,16 @@ std::string python_torch_missing() {
 // ---------------------------------------------------------------- in-process unit tests
 
 TEST(comm_hooks, EachKindMakesTheHookItsSpellingNames) {
-  EXPECT_EQ(ddp::make_comm_hook(ddp::CommHookKind::None), nullptr);
-  for (ddp::CommHookKind kind : ddp::kCommHookKinds) {
-    EXPECT_EQ(dpscope::train::parse_mode(ddp::kCommHookKinds, ddp::to_string(kind)), kind);
-    if (kind == ddp::CommHookKind::None) continue;
+  EXPECT_EQ(ddp::make_comm_hook(trace::CommHookKind::None), nullptr);
+  for (trace::CommHookKind kind : trace::kCommHookKinds) {
+    EXPECT_EQ(dpscope::trace::parse_mode(trace::kCommHookKinds, dpscope::trace::to_string(kind)), kind);
+    if (kind == trace::CommHookKind::None) continue;
     auto hook = ddp::make_comm_hook(kind);
-    ASSERT_NE(hook, nullptr) << ddp::to_string(kind);
-    EXPECT_EQ(hook->name(), ddp::to_string(kind));
+    ASSERT_NE(hook, nullptr) << dpscope::trace::to_string(kind);
+    EXPECT_EQ(hook->name(), dpscope::trace::to_string(kind));
   }
-  EXPECT_FALSE(dpscope::train::parse_mode(ddp::kCommHookKinds, "topk").has_value());
-  auto powersgd = ddp::make_comm_hook(ddp::CommHookKind::PowerSgd);
+  EXPECT_FALSE(dpscope::trace::parse_mode(trace::kCommHookKinds, "topk").has_value());
+  auto powersgd = ddp::make_comm_hook(trace::CommHookKind::PowerSgd);
   const auto& options = dynamic_cast<ddp::PowerSGDHook&>(*powersgd).options();
   EXPECT_EQ(options.matrix_approximation_rank, 1);
   EXPECT_EQ(options.start_powersgd_iter, 2);

@@ -25,7 +25,7 @@
 #include "engine/ddp/join.h"
 #include "engine/fsdp/fsdp_options.h"
 #include "engine/fsdp/fully_sharded_data_parallel.h"
-#include "engine/models/forward_hooks.h"
+#include "engine/nn/forward_hooks.h"
 #include "engine/models/models.h"
 #include "engine/train/trainer.h"
 #include "tests/device_generic/meta_process_group.h"
@@ -51,7 +51,7 @@ struct MetaLinearImpl : torch::nn::Module {
 TORCH_MODULE(MetaLinear);
 
 // Two layers, and with `with_unused` a third that forward never uses. Children are called through
-// models::call_module, so FSDP makes each layer a unit of its own.
+// nn::call_module, so FSDP makes each layer a unit of its own.
 struct Net : models::Model {
   explicit Net(bool with_unused) {
     first = register_module("first", MetaLinear(64, 32));
@@ -60,7 +60,7 @@ struct Net : models::Model {
   }
   at::Tensor forward(const at::Tensor& x) override {
     // tanh: relu has no meta kernel in LibTorch 1.13.
-    return models::call_module(second, torch::tanh(models::call_module(first, x)));
+    return nn::call_module(second, torch::tanh(nn::call_module(first, x)));
   }
   bool calls_children_through_hooks() const override { return true; }
   MetaLinear first{nullptr}, second{nullptr}, unused{nullptr};
@@ -96,8 +96,8 @@ void run_ddp(const std::shared_ptr<comm::ProcessGroup>& group, const std::string
   options.bucket_cap_bytes = 4096;  // several buckets, rebuilt after iteration 0
   options.first_bucket_bytes = 2048;
   ddp::DistributedDataParallel ddp(net, group, options);
-  if (variant == "fp16") ddp.register_comm_hook(ddp::make_comm_hook(ddp::CommHookKind::Fp16));
-  if (variant == "powersgd") ddp.register_comm_hook(ddp::make_comm_hook(ddp::CommHookKind::PowerSgd));
+  if (variant == "fp16") ddp.register_comm_hook(ddp::make_comm_hook(trace::CommHookKind::Fp16));
+  if (variant == "powersgd") ddp.register_comm_hook(ddp::make_comm_hook(trace::CommHookKind::PowerSgd));
   torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
   // With join, rank r trains 2 + r iterations and then shadows the others'.
   const int iterations = variant == "join" ? 2 + rank : 3;

@@ -27,7 +27,7 @@ using testing::TempDir;
 // Absolute timestamps start far from zero: the export must make them relative.
 constexpr int64_t kBase = 5'000'000'000;
 
-enum Names : NameId { kForward = 1, kBackward, kOdd, kBadUtf8 };
+inline constexpr NameId kForward = 1, kBackward = 2, kOdd = 3, kBadUtf8 = 4;
 
 Event event(int16_t rank, LaneId lane, EventKind kind, int64_t begin, int64_t end) {
   return testing::trace_event(rank, lane, kind, kBase + begin, kBase + end, 0);

@@ -11,7 +11,7 @@
 #include <tuple>
 
 #include "analysis/cluster_clock.h"
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "formats/synth.h"
 #include "tests/test_util.h"
 #include "trace/error.h"
@@ -369,7 +369,7 @@ TEST_F(synthTrace, RecordsThreadCpuTimesAndTheLinkForTheClusterClock) {
   // Each all-reduce lasts the link model's time on the cluster clock.
   for (const auto& [key, span] : run.timeline.collectives) {
     const analysis::IssuedCollective& c = run.programs.at(0).collectives.at(key);
-    EXPECT_EQ(span.end_ns - span.begin_ns, analysis::link_model_ns(c.op, c.bytes, kRanks, run.link));
+    EXPECT_EQ(span.end_ns - span.begin_ns, core::link_model_ns(c.op, c.bytes, kRanks, run.link));
   }
   ASSERT_TRUE(run.steady_step_ms(0).has_value());
   EXPECT_GT(*run.steady_step_ms(0), 0);

@@ -7,12 +7,13 @@
 #include <vector>
 
 #include "engine/fsdp/wrap_policy.h"
-#include "engine/models/forward_hooks.h"
+#include "engine/nn/forward_hooks.h"
 #include "engine/models/models.h"
-#include "engine/train/mode_spelling.h"
+#include "trace/vocabulary.h"
 
 namespace fsdp = dpscope::fsdp;
 namespace models = dpscope::models;
+namespace nn = dpscope::nn;
 
 namespace {
 
@@ -65,7 +66,7 @@ class Block : public models::Model {
     b_ = register_module("b", torch::nn::Linear(8, 8));
   }
   at::Tensor forward(const at::Tensor& x) override {
-    return models::call_module(b_, models::call_module(a_, x * scale_));
+    return nn::call_module(b_, nn::call_module(a_, x * scale_));
   }
   bool calls_children_through_hooks() const override { return true; }
 
@@ -126,18 +127,18 @@ TEST(WrapPolicy, FrozenParameterIsRefused) {
 }
 
 TEST(WrapPolicy, ModesHaveOneSpellingEach) {
-  EXPECT_EQ(dpscope::train::parse_mode(fsdp::kShardingStrategies, "grad_op"), fsdp::ShardingStrategy::ShardGradOp);
-  EXPECT_EQ(dpscope::train::parse_mode(fsdp::kBackwardPrefetches, "post"), fsdp::BackwardPrefetch::Post);
-  EXPECT_EQ(dpscope::train::parse_mode(fsdp::kComputePrecisions, "bf16"), fsdp::ComputePrecision::Bf16);
-  EXPECT_FALSE(dpscope::train::parse_mode(fsdp::kShardingStrategies, "zero3").has_value());
-  EXPECT_FALSE(dpscope::train::parse_mode(fsdp::kComputePrecisions, "fp8").has_value());
+  EXPECT_EQ(dpscope::trace::parse_mode(fsdp::kShardingStrategies, "grad_op"), fsdp::ShardingStrategy::ShardGradOp);
+  EXPECT_EQ(dpscope::trace::parse_mode(fsdp::kBackwardPrefetches, "post"), fsdp::BackwardPrefetch::Post);
+  EXPECT_EQ(dpscope::trace::parse_mode(fsdp::kComputePrecisions, "bf16"), fsdp::ComputePrecision::Bf16);
+  EXPECT_FALSE(dpscope::trace::parse_mode(fsdp::kShardingStrategies, "zero3").has_value());
+  EXPECT_FALSE(dpscope::trace::parse_mode(fsdp::kComputePrecisions, "fp8").has_value());
   for (fsdp::ShardingStrategy mode : fsdp::kShardingStrategies) {
-    EXPECT_EQ(dpscope::train::parse_mode(fsdp::kShardingStrategies, fsdp::to_string(mode)), mode);
+    EXPECT_EQ(dpscope::trace::parse_mode(fsdp::kShardingStrategies, fsdp::to_string(mode)), mode);
   }
   for (fsdp::BackwardPrefetch mode : fsdp::kBackwardPrefetches) {
-    EXPECT_EQ(dpscope::train::parse_mode(fsdp::kBackwardPrefetches, fsdp::to_string(mode)), mode);
+    EXPECT_EQ(dpscope::trace::parse_mode(fsdp::kBackwardPrefetches, fsdp::to_string(mode)), mode);
   }
-  EXPECT_EQ(dpscope::train::mode_spellings(fsdp::kComputePrecisions),
+  EXPECT_EQ(dpscope::trace::mode_spellings(fsdp::kComputePrecisions),
             (std::vector<std::string>{"none", "fp16", "bf16"}));
 }
 
@@ -154,16 +155,16 @@ TEST(WrapPolicy, MixedPrecisionDtypesFollowTheComputePrecision) {
 TEST(ForwardHooks, CallModuleRunsHooksAroundTheModule) {
   torch::nn::Linear linear(4, 2);
   std::vector<std::string> calls;
-  models::set_forward_hooks(*linear, {[&] { calls.push_back("pre"); },
+  nn::set_forward_hooks(*linear, {[&] { calls.push_back("pre"); },
                                       [&](at::Tensor out) {
                                         calls.push_back("post");
                                         return out * 0;
                                       }});
-  const at::Tensor out = models::call_module(linear, torch::ones({3, 4}));
+  const at::Tensor out = nn::call_module(linear, torch::ones({3, 4}));
   EXPECT_EQ(calls, (std::vector<std::string>{"pre", "post"}));
   EXPECT_EQ(out.abs().sum().item<float>(), 0.f) << "the post-hook's output is returned";
-  models::clear_forward_hooks(*linear);
-  EXPECT_NE(models::call_module(linear, torch::ones({3, 4})).abs().sum().item<float>(), 0.f);
+  nn::clear_forward_hooks(*linear);
+  EXPECT_NE(nn::call_module(linear, torch::ones({3, 4})).abs().sum().item<float>(), 0.f);
   EXPECT_EQ(calls.size(), 2u);
 }
 

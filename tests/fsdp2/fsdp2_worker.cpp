@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "engine/comm/world.h"
-#include "engine/fsdp2/fsdp_mesh.h"
+#include "engine/comm/device_mesh.h"
 #include "engine/fsdp2/fully_shard.h"
 #include "engine/models/models.h"
 #include "engine/train/trainer.h"
@@ -51,8 +51,8 @@ std::shared_ptr<fsdp2::FsdpState> shard(models::Model& model, comm::World& w,
                                         std::vector<std::shared_ptr<fsdp2::FsdpState>>* layers = nullptr,
                                         int shard_group_size = 0) {
   fsdp2::sync_module_states(model, *w.group);
-  const fsdp2::FsdpMesh mesh = shard_group_size > 0 ? fsdp2::make_hsdp_mesh(w.group, shard_group_size)
-                                                    : fsdp2::FsdpMesh{w.group, nullptr};
+  const comm::DeviceMesh mesh = shard_group_size > 0 ? comm::make_hsdp_mesh(w.group, shard_group_size)
+                                                    : comm::DeviceMesh{w.group, nullptr};
   for (const auto& child : model.named_children()) {
     if (child.value()->parameters().empty()) continue;
     auto state = fsdp2::fully_shard(*child.value(), mesh);

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "analysis/param_rows.h"
+#include "engine/comm/device_mesh.h"
 #include "engine/fsdp2/dim0_chunks.h"
 #include "engine/fsdp2/fsdp2_options.h"
-#include "engine/fsdp2/fsdp_mesh.h"
 #include "engine/fsdp2/fsdp_collectives.h"
 #include "engine/fsdp2/fsdp_param.h"
 
@@ -288,8 +288,8 @@ TEST(Fsdp2Options, IntFormLargerThanTheWorldOrNotDividingItIsRefused) {
 
 std::string shard_group_size_error(int n, int world) {
   try {
-    dpscope::fsdp2::check_shard_group_size(n, world, "--shard-group-size");
-  } catch (const Fsdp2Error& error) {
+    dpscope::comm::check_shard_group_size(n, world, "--shard-group-size");
+  } catch (const dpscope::comm::CommError& error) {
     return error.what();
   }
   return "accepted";
@@ -307,10 +307,10 @@ TEST(HsdpMesh, ShardGroupSizeDividesTheWorldAndGroupsAreNamedByTheirRanks) {
   EXPECT_NE(shard_group_size_error(4, 6).find("give one of 1, 2, 3, 6"), std::string::npos);
   EXPECT_NE(shard_group_size_error(8, 4).find("must divide the world size 4"), std::string::npos);
   EXPECT_NE(shard_group_size_error(0, 4).find("--shard-group-size 0"), std::string::npos);
-  EXPECT_EQ(dpscope::fsdp2::shard_group_name(1, 2), "shard #1: ranks 2-3");
-  EXPECT_EQ(dpscope::fsdp2::shard_group_name(3, 1), "shard #3: ranks 3");
-  EXPECT_EQ(dpscope::fsdp2::replicate_group_name(1, 2, 6), "replicate #1: ranks 1,3,5");
-  EXPECT_EQ(dpscope::fsdp2::replicate_group_name(0, 3, 6), "replicate #0: ranks 0,3");
+  EXPECT_EQ(dpscope::comm::shard_group_name(1, 2), "shard #1: ranks 2-3");
+  EXPECT_EQ(dpscope::comm::shard_group_name(3, 1), "shard #3: ranks 3");
+  EXPECT_EQ(dpscope::comm::replicate_group_name(1, 2, 6), "replicate #1: ranks 1,3,5");
+  EXPECT_EQ(dpscope::comm::replicate_group_name(0, 3, 6), "replicate #0: ranks 0,3");
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ using dpscope::testing::TempDir;
 using dpscope::testing::train_for_comparison;
 using dpscope::testing::TwoHosts;
 namespace trace = dpscope::trace;
+namespace core = dpscope::core;
 namespace analysis = dpscope::analysis;
 
 namespace {
@@ -194,7 +195,7 @@ TEST(HsdpTrace, GroupsCollectivesMetaStatsAndClusterClock) {
 
   // The cluster clock: a group's collective goes on the link when the last rank of that group
   // has issued it, and only that group's ranks take part.
-  const analysis::ClusterClockRun cluster = analysis::cluster_clock(reader, file, analysis::LinkSpec{1, 50});
+  const analysis::ClusterClockRun cluster = analysis::cluster_clock(reader, file, core::LinkSpec{1, 50});
   EXPECT_EQ(cluster.timeline.unmatched_waits, 0);
   std::map<analysis::CollectiveKey, std::vector<int32_t>> takers;
   std::map<analysis::CollectiveKey, int64_t> last_issue;

@@ -21,8 +21,9 @@ namespace dpscope::fuzz {
 using namespace dpscope::trace;
 using namespace dpscope::formats;
 
-enum SeedName : NameId { kForward = 1, kBackward, kOptimizerStep, kIteration, kFinalize, kLoss,
-                         kStepMs, kVerify };
+// The ids of the seeds' interned names (constants, not an enumeration: they are used as NameIds).
+inline constexpr NameId kForward = 1, kBackward = 2, kOptimizerStep = 3, kIteration = 4,
+                        kFinalize = 5, kLoss = 6, kStepMs = 7, kVerify = 8;
 
 using dpscope::testing::trace_event;
 

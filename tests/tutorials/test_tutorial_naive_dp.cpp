@@ -33,7 +33,7 @@ std::map<int, std::map<int32_t, std::pair<int64_t, int64_t>>> backward_phases(tr
 double best_exposed_ms(const analysis::RunStats& stats) {
   double best = 1e300;
   for (const auto& it : stats.ranks.at(0).iterations) {
-    if (it.iteration >= analysis::steady_from(stats.iterations)) {
+    if (it.iteration >= dpscope::core::steady_from(stats.iterations)) {
       best = std::min(best, it.overlap.exposed_comm_ms);
     }
   }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "tests/tutorials/tutorial_checks.h"
 
 using namespace dpscope::testing::tutorial;
@@ -40,7 +40,7 @@ std::vector<double> table_row(const std::string& output, const std::string& titl
 // steady steps (what the tutorial prints as "link ms").
 double link_ms_of(const analysis::RunStats& stats) {
   std::vector<double> by_step;
-  for (int32_t it = analysis::steady_from(size_t(stats.iterations)); it < stats.iterations; ++it) {
+  for (int32_t it = dpscope::core::steady_from(size_t(stats.iterations)); it < stats.iterations; ++it) {
     double longest = 0;
     for (const auto& rank : stats.ranks) longest = std::max(longest, rank.iterations.at(size_t(it)).transfer_ms);
     by_step.push_back(longest);
@@ -79,7 +79,7 @@ TEST(TutorialScaling, GlobalBatchRingModelAndEfficiency) {
   // The ring model, exactly: one all-reduce of the gradients per step, 2(n-1)/n S/B + 2(n-1) L.
   const std::string& all_rows = output[4];
   const int64_t gradient_bytes = all_reduce_bytes(stats[4].ranks.at(0), 3);
-  const dpscope::analysis::LinkSpec spec{kLinkGbps, kLinkLatencyUs};
+  const dpscope::core::LinkSpec spec{kLinkGbps, kLinkLatencyUs};
   std::map<int, double> model_ms, link_ms;
   for (const int n : {2, 4}) {
     const auto& rank0 = stats[n].ranks.at(0);
@@ -87,7 +87,7 @@ TEST(TutorialScaling, GlobalBatchRingModelAndEfficiency) {
     EXPECT_EQ(all_reduce_bytes(rank0, 3), gradient_bytes);
     const double s_over_b_ms = double(gradient_bytes) * 8 / (kLinkGbps * 1e9) * 1e3;
     model_ms[n] = 2.0 * (n - 1) / n * s_over_b_ms + 2.0 * (n - 1) * kLinkLatencyUs / 1e3;
-    EXPECT_NEAR(double(dpscope::analysis::link_model_ns(trace::CollectiveOp::AllReduce, gradient_bytes, n, spec)) / 1e6,
+    EXPECT_NEAR(double(dpscope::core::link_model_ns(trace::CollectiveOp::AllReduce, gradient_bytes, n, spec)) / 1e6,
                 model_ms[n], 1e-4);
     const std::vector<double> row = table_row(all_rows, "On a cluster", n);
     EXPECT_NEAR(row[9], model_ms[n], 0.051) << "the printed ring model, " << n << " ranks\n" << all_rows;

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "analysis/whatif.h"
 #include "engine/comm/link_emulation.h"
 #include "engine/comm/process_group.h"
@@ -178,7 +178,7 @@ void print_parts_2_and_3(tutorials::Session& session, const at::Tensor& tensor,
     for (const analysis::CollectiveStats* c : events) {
       bytes += c->bytes;
       total_ms += ms(*c);
-      if (link) model_ns += analysis::link_model_ns(c->op, c->bytes, n, link->spec());
+      if (link) model_ns += core::link_model_ns(c->op, c->bytes, n, link->spec());
     }
     std::printf("  %-28s %10s %8.2f", name, events.size() == 1 ? bytes_text(bytes).c_str() : "", total_ms);
     if (link) std::printf(" %13.2f", double(model_ns) / 1e6);
@@ -204,7 +204,7 @@ void print_parts_2_and_3(tutorials::Session& session, const at::Tensor& tensor,
                 *worst, static_cast<long long>(tensor.numel()), rank, largest[rank]);
   }
 
-  std::printf("\n3. Bytes on the wire: what each rank sends, by the ring model (analysis/link_model.h),\n"
+  std::printf("\n3. Bytes on the wire: what each rank sends, by the ring model (core/link_model.h),\n"
               "   for S = %s on %d ranks:\n", bytes_text(s).c_str(), n);
   const int64_t all_reduce = tutorials::ring_bytes_sent(Op::AllReduce, s, n);
   const int64_t scatter = tutorials::ring_bytes_sent(Op::ReduceScatter, s, n);
@@ -288,13 +288,13 @@ void print_part_4(tutorials::Session& session, const std::string& path, int64_t 
     return;
   }
   // The ring model's all-reduce, costed as the emulated link costs it.
-  const int64_t model_alpha = analysis::link_model_ns(Op::AllReduce, 0, n, link->spec());
-  const double model_beta = double(analysis::link_model_ns(Op::AllReduce, 1 << 30, n, link->spec()) - model_alpha) /
+  const int64_t model_alpha = core::link_model_ns(Op::AllReduce, 0, n, link->spec());
+  const double model_beta = double(core::link_model_ns(Op::AllReduce, 1 << 30, n, link->spec()) - model_alpha) /
                             double(1 << 30);
   std::printf("  the link's ring model: alpha = 2(n-1) x %s us = %.1f us, 1/beta = n/(2(n-1)) x %s Gb/s =\n"
               "  %.2f Gb/s, equal at %s\n",
-              analysis::link_value_text(link->spec().latency_us).c_str(), double(model_alpha) / 1e3,
-              analysis::link_value_text(link->spec().gbps).c_str(), 8.0 / model_beta,
+              core::link_value_text(link->spec().latency_us).c_str(), double(model_alpha) / 1e3,
+              core::link_value_text(link->spec().gbps).c_str(), 8.0 / model_beta,
               bytes_text(std::llround(double(model_alpha) / model_beta)).c_str());
 }
 

@@ -271,7 +271,7 @@ template <typename Figure>
 double steady_median(const analysis::RankStats& rank, Figure figure) {
   std::vector<double> values;
   for (const analysis::IterationStats& it : rank.iterations) {
-    if (it.iteration >= analysis::steady_from(rank.iterations.size())) values.push_back(figure(it));
+    if (it.iteration >= core::steady_from(rank.iterations.size())) values.push_back(figure(it));
   }
   return analysis::median_of(std::move(values));  // as `dpscope stats` takes a median
 }
@@ -312,7 +312,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   if (!session.leader()) return;
 
   const analysis::RunStats first = tutorials::read_stats(outcomes[0].run_file);
-  const int32_t steady = analysis::steady_from(static_cast<size_t>(first.iterations));
+  const int32_t steady = core::steady_from(static_cast<size_t>(first.iterations));
   const int32_t last = first.iterations - 1;
   int64_t gradient_bytes = 0;
   for (const trace::ParamInfo& p : first.params) gradient_bytes += p.numel * 4;

@@ -133,7 +133,7 @@ void print_from_trace(const std::string& path) {
 
 void run(tutorials::Session& session) {
   session.say("== %s: the ToyModel under DDP on %d rank(s), %s backend ==\n\n", kProgram,
-              session.world_size(), std::string(comm::to_string(session.backend())).c_str());
+              session.world_size(), std::string(trace::to_string(session.backend())).c_str());
   std::shared_ptr<models::Model> model = build_toy(session);
 
   tutorials::TracedRun run(session);

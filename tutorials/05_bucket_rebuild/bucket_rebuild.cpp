@@ -52,16 +52,16 @@ class ReversedStack final : public models::Model {
 
 // The three trainings, each its own traced run.
 enum class Variant {
-  kBySizeGuess,   // PyTorch <= 1.11's first iteration (--initial-buckets by-size)
-  kGradientCopy,  // PyTorch >= 1.12, DDP's defaults
-  kGradientView,  // the same with gradient_as_bucket_view
+  BySizeGuess,   // PyTorch <= 1.11's first iteration (--initial-buckets by-size)
+  GradientCopy,  // PyTorch >= 1.12, DDP's defaults
+  GradientView,  // the same with gradient_as_bucket_view
 };
 
 const char* run_name(Variant variant) {
   switch (variant) {
-    case Variant::kBySizeGuess: return "by-size-guess";
-    case Variant::kGradientCopy: return "gradient-copy";
-    case Variant::kGradientView: return "gradient-view";
+    case Variant::BySizeGuess: return "by-size-guess";
+    case Variant::GradientCopy: return "gradient-copy";
+    case Variant::GradientView: return "gradient-view";
   }
   return "";
 }
@@ -156,7 +156,7 @@ void report_gradient_storages(tutorials::Session& session, ddp::DistributedDataP
 // rank's gradients live (report_gradient_storages).
 std::string train(tutorials::Session& session, const Settings& settings, const tutorials::Workload& work,
                   Variant variant) {
-  const bool gradient_as_bucket_view = variant == Variant::kGradientView;
+  const bool gradient_as_bucket_view = variant == Variant::GradientView;
   const tutorials::CommonOptions& options = session.options();
   session.seed_per_rank(options.seed);
   std::shared_ptr<models::Model> model = make_model(work);
@@ -164,13 +164,13 @@ std::string train(tutorials::Session& session, const Settings& settings, const t
 
   tutorials::TracedRun run(session, run_name(variant));
   run.describe(trace::Strategy::Ddp, work.config.name, *model,
-               variant == Variant::kGradientView  ? "{\"gradient_as_bucket_view\":true}"
-               : variant == Variant::kBySizeGuess ? "{\"initial_buckets\":\"by-size\"}"
+               variant == Variant::GradientView  ? "{\"gradient_as_bucket_view\":true}"
+               : variant == Variant::BySizeGuess ? "{\"initial_buckets\":\"by-size\"}"
                                                   : "{}");
   {
     ddp::DdpOptions ddp_options;
     ddp_options.bucket_cap_bytes = static_cast<int64_t>(settings.cap_mb * 1024 * 1024);
-    if (variant == Variant::kBySizeGuess) ddp_options.initial_buckets = ddp::InitialBuckets::kBySize;
+    if (variant == Variant::BySizeGuess) ddp_options.initial_buckets = trace::InitialBuckets::BySize;
     ddp_options.gradient_as_bucket_view = gradient_as_bucket_view;
     ddp_options.recorder = &run.recorder();
     ddp::DistributedDataParallel ddp(model, run.group(), ddp_options);
@@ -181,7 +181,7 @@ std::string train(tutorials::Session& session, const Settings& settings, const t
     // its gradients arrived in during iteration 0, and every rank re-buckets by it.
     tutorials::train_steps(run, ddp, *model, optimizer, batches, options.steps);
 
-    if (variant != Variant::kBySizeGuess) report_gradient_storages(session, ddp, gradient_as_bucket_view);
+    if (variant != Variant::BySizeGuess) report_gradient_storages(session, ddp, gradient_as_bucket_view);
   }
   return run.finish();
 }
@@ -318,9 +318,9 @@ void run(tutorials::Session& session, const Settings& settings) {
     session.say("== %s: %lld layers registered layer0..layer%lld, run layer%lld first, %d rank(s) ==\n\n",
                 kProgram, layers, layers - 1, layers - 1, session.world_size());
   }
-  const std::string guess_run = train(session, settings, work, Variant::kBySizeGuess);
-  const std::string copy_run = train(session, settings, work, Variant::kGradientCopy);
-  const std::string view_run = train(session, settings, work, Variant::kGradientView);
+  const std::string guess_run = train(session, settings, work, Variant::BySizeGuess);
+  const std::string copy_run = train(session, settings, work, Variant::GradientCopy);
+  const std::string view_run = train(session, settings, work, Variant::GradientView);
   if (!session.leader()) return;
 
   trace::Reader reader(copy_run);

@@ -135,7 +135,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   }
   // Communication per step over the steady steps (Note [Steady steps]), as `dpscope stats` has
   // it: on an emulated link it is the link's time for the bytes, so it follows them.
-  const analysis::StepSummary steady = analysis::summarize_steps(std::vector<double>(steps, 1.0));
+  const core::StepSummary steady = core::summarize_steps(std::vector<double>(steps, 1.0));
   std::printf("\n  %-10s %-18s %-14s %-14s %-20s %s\n", "hook", "bytes, all steps", "vs allreduce",
               "comm ms/step", "final loss (rank 0)", "parameters vs allreduce");
   for (size_t o = 0; o < outcomes.size(); ++o) {

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "engine/ddp/distributed_data_parallel.h"
 #include "engine/models/models.h"
 #include "trace/vocabulary.h"
@@ -64,9 +64,9 @@ double thread_cpu_ms() {
   return static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) / 1e6;
 }
 
-// The median over the steady steps, as `dpscope stats` takes the step time's (analysis::summarize_steps).
+// The median over the steady steps, as `dpscope stats` takes the step time's (core::summarize_steps).
 double median_of_steady_steps(const std::vector<double>& per_step) {
-  return analysis::summarize_steps(per_step).median_ms;
+  return core::summarize_steps(per_step).median_ms;
 }
 
 // Trains the MLP for --steps optimizer steps under DDP with one gradient bucket, so that the
@@ -134,7 +134,7 @@ std::pair<std::string, std::vector<double>> train(tutorials::Session& session, c
   return {run.finish(), compute_cpu_ms};
 }
 
-// One rank count's numbers per optimizer step, over the steady steps (analysis::steady_from).
+// One rank count's numbers per optimizer step, over the steady steps (core::steady_from).
 struct Row {
   Batch batch;
   double step_ms = 0;          // measured clock here: rank 0's median step_ms
@@ -180,13 +180,13 @@ Row measure(const analysis::RunStats& measured, const analysis::RunStats& stats,
   row.link_ms = last_arrival_link_ms(stats);
   row.measured_link_ms = last_arrival_link_ms(measured);
   const analysis::RankStats& rank0 = tutorials::rank_stats(stats, 0);
-  const int32_t from = analysis::steady_from(rank0.iterations.size());
+  const int32_t from = core::steady_from(rank0.iterations.size());
   row.gradient_bytes = tutorials::collective_bytes_in(rank0, from, trace::CollectiveOp::AllReduce);
   if (stats.link_gbps > 0) {
-    const analysis::LinkSpec link{stats.link_gbps, stats.link_latency_us};
+    const core::LinkSpec link{stats.link_gbps, stats.link_latency_us};
     for (const analysis::CollectiveStats& c : rank0.collectives) {
       if (c.iteration == from && c.op == trace::CollectiveOp::AllReduce) {
-        row.ring_ms += double(analysis::link_model_ns(c.op, c.bytes, stats.world_size, link)) / 1e6;
+        row.ring_ms += double(core::link_model_ns(c.op, c.bytes, stats.world_size, link)) / 1e6;
       }
     }
   }
@@ -289,14 +289,14 @@ void print_on_a_cluster(const std::vector<Row>& rows, const Row* single, bool em
 
 // Where adding ranks stops paying, measured and from the ring model: the all-reduce of S bytes on a
 // link of B bytes/s and latency L takes 2(n-1)/n S/B + 2(n-1) L, while the compute C1/n falls.
-void print_verdict(const std::vector<Row>& rows, const Row& single, bool weak, const analysis::LinkSpec& link) {
+void print_verdict(const std::vector<Row>& rows, const Row& single, bool weak, const core::LinkSpec& link) {
   const double c1 = single.compute_cpu_ms;
   const double bandwidth_ms = double(rows.back().gradient_bytes) * 8 / (link.gbps * 1e9) * 1e3;  // S/B
   const double latency_ms = link.latency_us / 1e3;
   std::printf("\nThe ring model, S = %s of gradients, B = %s Gb/s, L = %s us: S/B = %.1f ms, C1 = %.1f ms\n"
               "(one rank's compute). The all-reduce 2(n-1)/n S/B + 2(n-1) L grows towards 2 S/B = %.1f ms.\n",
-              tutorials::bytes_text(rows.back().gradient_bytes).c_str(), analysis::link_value_text(link.gbps).c_str(),
-              analysis::link_value_text(link.latency_us).c_str(), bandwidth_ms, c1, 2 * bandwidth_ms);
+              tutorials::bytes_text(rows.back().gradient_bytes).c_str(), core::link_value_text(link.gbps).c_str(),
+              core::link_value_text(link.latency_us).c_str(), bandwidth_ms, c1, 2 * bandwidth_ms);
   if (weak) {
     std::printf("Weak scaling: every rank computes the same rows at any n, so its compute stays C1 while the\n"
                 "all-reduce grows; the efficiency falls towards C1 / (C1 + 2 S/B) = %.0f %% and no further\n"
@@ -371,7 +371,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   const Row* single = rows.front().batch.ranks == 1 ? &rows.front() : nullptr;
   print_on_a_cluster(rows, single, stats.link_gbps > 0);
   if (stats.link_gbps > 0 && single && rows.size() > 1) {
-    print_verdict(rows, *single, settings.weak, analysis::LinkSpec{stats.link_gbps, stats.link_latency_us});
+    print_verdict(rows, *single, settings.weak, core::LinkSpec{stats.link_gbps, stats.link_latency_us});
   }
 
   tutorials::print_clocks({{std::to_string(batch.ranks) + " rank(s)", &stats}});

@@ -10,7 +10,6 @@
 
 #include "engine/fsdp/fully_sharded_data_parallel.h"
 #include "engine/models/models.h"
-#include "engine/train/mode_spelling.h"
 #include "trace/vocabulary.h"
 #include "tutorials/common/report.h"
 #include "tutorials/common/tutorial.h"
@@ -51,7 +50,7 @@ std::string train(tutorials::Session& session, const Settings& settings, const s
     fsdp::FsdpOptions fsdp_options;
     fsdp_options.sharding = fsdp::ShardingStrategy::FullShard;
     fsdp_options.wrap_policy = fsdp::size_based_wrap_policy(settings.wrap_min_params);
-    fsdp_options.backward_prefetch = *train::parse_mode(fsdp::kBackwardPrefetches, settings.backward_prefetch);
+    fsdp_options.backward_prefetch = *trace::parse_mode(fsdp::kBackwardPrefetches, settings.backward_prefetch);
     fsdp_options.reduce_bucket_bytes = static_cast<int64_t>(bucket_mb * 1024 * 1024);
     fsdp_options.recorder = &run.recorder();
     fsdp_options.memory_sampler = &run.memory_sampler();
@@ -197,7 +196,7 @@ int main(int argc, char** argv) {
                  "A submodule with at least this many parameter elements becomes a unit")
       ->capture_default_str();
   app.add_option("--backward-prefetch", settings.backward_prefetch, "pre | post | none")
-      ->check(CLI::IsMember(train::mode_spellings(fsdp::kBackwardPrefetches)))
+      ->check(CLI::IsMember(trace::mode_spellings(fsdp::kBackwardPrefetches)))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return tutorials::guarded_main(kProgram, [&] {

@@ -139,7 +139,7 @@ void run(tutorials::Session& session, const Settings& settings) {
   }
   if (!session.leader()) return;
 
-  const analysis::StepSummary steady = analysis::summarize_steps(std::vector<double>(last + 1, 1.0));
+  const core::StepSummary steady = core::summarize_steps(std::vector<double>(last + 1, 1.0));
   std::printf("\nRank 0, from each trace (as `dpscope stats` has it): the largest full_parameters of the\n"
               "memory graph, the peak in the steps, the all-gathers of the last iteration (iteration %d),\n"
               "and the median step and the mean exposed communication per step over iterations %d..%d:\n",

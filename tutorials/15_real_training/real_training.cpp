@@ -15,7 +15,6 @@
 
 #include "engine/data/dataset.h"
 #include "engine/models/models.h"
-#include "engine/train/mode_spelling.h"
 #include "engine/train/parallel_model.h"
 #include "trace/recorder.h"
 #include "trace/vocabulary.h"
@@ -43,14 +42,14 @@ constexpr std::array<train::Strategy, 2> kTutorialStrategies{train::Strategy::Dd
                                                              train::Strategy::Fsdp};
 constexpr const char* kBoth = "both";
 std::vector<std::string> strategy_choices() {
-  std::vector<std::string> choices = train::mode_spellings(kTutorialStrategies);
+  std::vector<std::string> choices = trace::mode_spellings(kTutorialStrategies);
   choices.emplace_back(kBoth);
   return choices;
 }
 
 // The strategies --strategy's text (one of strategy_choices()) names.
 std::vector<train::Strategy> strategies_named(const std::string& text) {
-  if (const std::optional<train::Strategy> one = train::parse_mode(kTutorialStrategies, text)) return {*one};
+  if (const std::optional<train::Strategy> one = trace::parse_mode(kTutorialStrategies, text)) return {*one};
   return {kTutorialStrategies.begin(), kTutorialStrategies.end()};
 }
 

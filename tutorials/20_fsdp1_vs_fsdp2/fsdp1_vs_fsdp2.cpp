@@ -14,7 +14,7 @@
 
 #include "engine/fsdp/fully_sharded_data_parallel.h"
 #include "engine/fsdp2/dim0_chunks.h"
-#include "engine/fsdp2/fsdp_mesh.h"
+#include "engine/comm/device_mesh.h"
 #include "engine/fsdp2/fully_shard.h"
 #include "engine/models/models.h"
 #include "trace/vocabulary.h"
@@ -115,8 +115,8 @@ Trained train_fsdp2(tutorials::Session& session, const Settings& settings, int s
     options.recorder = &run.recorder();
     options.memory_sampler = &run.memory_sampler();
     fsdp2::sync_module_states(*model, *run.group());  // fully_shard itself broadcasts nothing
-    const fsdp2::FsdpMesh mesh = hybrid ? fsdp2::make_hsdp_mesh(run.group(), shard_group_size)
-                                        : fsdp2::FsdpMesh{run.group(), nullptr};
+    const comm::DeviceMesh mesh = hybrid ? comm::make_hsdp_mesh(run.group(), shard_group_size)
+                                        : comm::DeviceMesh{run.group(), nullptr};
     for (const auto& child : model->named_children()) {
       if (!child.value()->parameters().empty()) fsdp2::fully_shard(*child.value(), mesh, options);
     }

@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "analysis/clock_choice.h"
-#include "analysis/link_model.h"
+#include "core/link_model.h"
 #include "analysis/whatif.h"
 #include "trace/vocabulary.h"
 
@@ -281,7 +281,7 @@ void print_ring_traffic(const std::vector<LabelledRun>& runs, int ranks) {
   double first_sent = 0;
   for (const LabelledRun& run : runs) {
     const analysis::RankStats& rank0 = rank_stats(*run.stats, 0);
-    const analysis::LinkSpec link{run.stats->link_gbps, run.stats->link_latency_us};
+    const core::LinkSpec link{run.stats->link_gbps, run.stats->link_latency_us};
     struct StepTraffic {
       int64_t collectives = 0;
       double sent = 0;
@@ -293,7 +293,7 @@ void print_ring_traffic(const std::vector<LabelledRun>& runs, int ranks) {
       StepTraffic& step = per_step[c.iteration];
       ++step.collectives;
       step.sent += static_cast<double>(ring_bytes_sent(c.op, c.bytes, ranks));
-      if (link.gbps > 0) step.link_ms += static_cast<double>(analysis::link_model_ns(c.op, c.bytes, ranks, link)) / 1e6;
+      if (link.gbps > 0) step.link_ms += static_cast<double>(core::link_model_ns(c.op, c.bytes, ranks, link)) / 1e6;
     }
     std::vector<double> counts, sent, link_ms, comm_ms, exposed_ms;
     for (const analysis::IterationStats& it : rank0.iterations) {

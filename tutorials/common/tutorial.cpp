@@ -53,7 +53,7 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--backend", options.backend, "gloo or nccl (default: nccl with CUDA devices, else gloo)")
-      ->check(CLI::IsMember({"gloo", "nccl"}));
+      ->check(CLI::IsMember(trace::mode_spellings(trace::kBackends)));
   app.add_option("--seed", options.seed, "Seed of the model's initialisation and of the data")
       ->capture_default_str();
 }
@@ -101,8 +101,8 @@ Session::Session(std::string program, const CommonOptions& options, int argc, ch
   if (world_.link) {
     say("%s: on an emulated link of %s Gb/s and %s us (dpscope launch --link-gbps, --link-latency-us): "
         "each collective lasts what that link would take, not what this machine took\n",
-        program_.c_str(), analysis::link_value_text(world_.link->spec().gbps).c_str(),
-        analysis::link_value_text(world_.link->spec().latency_us).c_str());
+        program_.c_str(), core::link_value_text(world_.link->spec().gbps).c_str(),
+        core::link_value_text(world_.link->spec().latency_us).c_str());
   }
 }
 
@@ -191,7 +191,7 @@ TracedRun::TracedRun(Session& session, std::string part)
   recorder_->set_clock_offset(session.world().clock.offset_ns, session.world().clock.uncertainty_ns);
   namespace key = trace::meta_key;
   recorder_->set_meta(key::kCommandLine, session.command_line());
-  recorder_->set_meta(key::kBackend, comm::to_string(session.backend()));
+  recorder_->set_meta(key::kBackend, trace::to_string(session.backend()));
   recorder_->set_meta(key::kWorldSize, std::to_string(session.world_size()));
   recorder_->set_meta(key::kTraceLevel, trace::to_string(trace::TraceLevel::Full));
   recorder_->set_meta(key::kDevice, session.device().is_cuda() ? "cuda" : "cpu");

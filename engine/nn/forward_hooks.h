@@ -1,6 +1,7 @@
 // Forward hooks for LibTorch modules: the C++ stand-in for the pre- and post-forward hooks that
 // Python's Module.__call__ runs and LibTorch lacks. FSDP gathers a nested unit's parameters in its
 // pre-hook and frees them in its post-hook, so a parent calls its children through call_module().
+// Below the models and both FSDPs, which all build on it (docs/architecture.md).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -10,7 +11,7 @@
 #include <memory>
 #include <utility>
 
-namespace dpscope::models {
+namespace dpscope::nn {
 
 // What runs around one module's forward. Either may be empty.
 struct ForwardHooks {
@@ -26,6 +27,16 @@ void clear_forward_hooks(const torch::nn::Module& module);
 // The hooks of `module`, or null. The pointer stays valid while the caller holds it.
 std::shared_ptr<const ForwardHooks> find_forward_hooks(const torch::nn::Module& module);
 
+// A module whose forward calls each child through call_module, so that FSDP may make a child a
+// unit of its own (engine/fsdp/wrap_policy.h). models::Model is one; a module that calls its
+// children directly is not, and FSDP wraps it whole.
+class HookedParent {
+ public:
+  virtual ~HookedParent() = default;
+  // True when forward calls every child module through call_module.
+  virtual bool calls_children_through_hooks() const = 0;
+};
+
 // Calls `holder(args...)` (a ModuleHolder such as torch::nn::Linear, or a module pointer) with
 // the module's hooks around it.
 template <typename Holder, typename... Args>
@@ -37,4 +48,4 @@ at::Tensor call_module(Holder& holder, Args&&... args) {
   return hooks->post ? hooks->post(std::move(output)) : output;
 }
 
-}  // namespace dpscope::models
+}  // namespace dpscope::nn

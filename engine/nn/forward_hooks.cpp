@@ -1,12 +1,12 @@
-// The forward-hook registry behind models::call_module: a map from module object to its hooks,
+// The forward-hook registry behind nn::call_module: a map from module object to its hooks,
 // skipped without a lock in the common case of no hooks at all.
-#include "engine/models/forward_hooks.h"
+#include "engine/nn/forward_hooks.h"
 
 #include <atomic>
 #include <shared_mutex>
 #include <unordered_map>
 
-namespace dpscope::models {
+namespace dpscope::nn {
 
 namespace {
 
@@ -45,4 +45,4 @@ std::shared_ptr<const ForwardHooks> find_forward_hooks(const torch::nn::Module& 
   return it == r.hooks.end() ? nullptr : it->second;
 }
 
-}  // namespace dpscope::models
+}  // namespace dpscope::nn

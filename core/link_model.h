@@ -18,7 +18,7 @@
 
 #include "trace/schema.h"
 
-namespace dpscope::analysis {
+namespace dpscope::core {
 
 // One network link, as every rank's NIC sees it.
 struct LinkSpec {
@@ -31,6 +31,10 @@ struct LinkSpec {
 inline constexpr double kMinLinkGbps = 1e-3;
 inline constexpr double kMaxLinkGbps = 1e5;
 inline constexpr double kMaxLinkLatencyUs = 1e7;
+
+// The two command-line options that give a link (declared once, in link_options.h).
+inline constexpr const char* kLinkGbpsFlag = "--link-gbps";
+inline constexpr const char* kLinkLatencyFlag = "--link-latency-us";
 
 // What `dpscope launch --link-gbps G --link-latency-us L` sets for every rank; comm::init_world
 // reads them when its caller gives no link itself (`dpscope train`'s flags take precedence).
@@ -172,4 +176,4 @@ inline int64_t link_model_ns(trace::CollectiveOp op, int64_t bytes, int ranks,
   return static_cast<int64_t>(std::llround(ns));
 }
 
-}  // namespace dpscope::analysis
+}  // namespace dpscope::core

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace dpscope::analysis {
+namespace dpscope::core {
 
 // What bucketing needs to know of one gradient. Two gradients may share a bucket only when both
 // keys are equal, so the keys only have to tell dtypes and devices apart: `dpscope whatif` passes
@@ -46,4 +46,4 @@ BucketPlan plan_buckets(const std::vector<GradientDesc>& gradients,
                         const std::vector<int64_t>& size_limits,
                         const std::vector<int64_t>& indices = {});
 
-}  // namespace dpscope::analysis
+}  // namespace dpscope::core

@@ -1,6 +1,6 @@
 // plan_buckets, as PyTorch's reducer.cpp computes its bucket assignment; see the header for the
 // algorithm and Note [Bucket order] in engine/ddp/reducer.h for how DDP uses the result.
-#include "analysis/bucket_plan.h"
+#include "core/bucket_plan.h"
 
 #include <algorithm>
 #include <map>
@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-namespace dpscope::analysis {
+namespace dpscope::core {
 
 namespace {
 
@@ -82,4 +82,4 @@ BucketPlan plan_buckets(const std::vector<GradientDesc>& gradients,
   return plan;
 }
 
-}  // namespace dpscope::analysis
+}  // namespace dpscope::core
