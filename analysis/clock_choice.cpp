@@ -45,6 +45,20 @@ std::string clock_text(const ClockLabel& label) {
          " Gb/s, " + core::link_value_text(label.link_latency_us) + " µs)";
 }
 
+trace::ClockAlignment recorded_alignment(std::string_view recorded, bool imported) {
+  return trace::parse_mode(trace::kClockAlignments, recorded)
+      .value_or(imported ? trace::ClockAlignment::None : trace::ClockAlignment::Rendezvous);
+}
+
+std::string alignment_label(trace::ClockAlignment alignment) {
+  switch (alignment) {
+    case trace::ClockAlignment::Rendezvous: return "";
+    case trace::ClockAlignment::CollectiveEnds: return "ranks aligned on collective ends";
+    case trace::ClockAlignment::None: return "ranks' clocks as recorded";
+  }
+  return "";
+}
+
 RunStats compute_lesson_stats(trace::Reader& reader) {
   // See Note [The lesson's clock]. Only a run on an emulated link is tried: without one the
   // cluster clock has no network to replay on.

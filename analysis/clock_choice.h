@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "trace/reader.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::analysis {
 
@@ -53,6 +54,16 @@ struct ClockLabel {
 // (modeled: compute as CPU time, link 4 Gb/s, 50 µs)" ("compute as each step's CPU time" when
 // ComputeTime::Recorded).
 std::string clock_text(const ClockLabel& label);
+
+// ---- How the ranks share one clock ----------------------------------------------------------
+
+// A run's alignment from its meta: `recorded` is meta clock_alignment ("" when absent), `imported`
+// whether meta imported_from is there. Absent means rendezvous for dpscope's own runs, none for a
+// file imported before the import aligned ranks.
+trace::ClockAlignment recorded_alignment(std::string_view recorded, bool imported);
+// The viewer header's words for it: "" for rendezvous (every run of dpscope's own), "ranks aligned
+// on collective ends", "ranks' clocks as recorded".
+std::string alignment_label(trace::ClockAlignment alignment);
 
 // ---- The clock a lesson reads ------------------------------------------------------------
 

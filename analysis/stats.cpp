@@ -421,6 +421,10 @@ void read_run_meta(const std::map<std::string, std::string>& meta, RunStats& sta
   stats.model = meta_or_empty(meta, trace::meta_key::kModel);
   stats.link_gbps = parse_positive(meta_or_empty(meta, trace::meta_key::kLinkGbps));
   stats.link_latency_us = parse_positive(meta_or_empty(meta, trace::meta_key::kLinkLatencyUs));
+  // Absent: a run of dpscope's own (rendezvous), or one imported before the import aligned ranks.
+  stats.alignment = recorded_alignment(meta_or_empty(meta, trace::meta_key::kClockAlignment),
+                                       !meta_or_empty(meta, trace::meta_key::kImportedFrom).empty());
+  stats.alignment_note = meta_or_empty(meta, trace::meta_key::kClockAlignmentNote);
 }
 
 // The model's parameters, DDP's buckets and FSDP's units, each unit with its parameters; FSDP2's
@@ -500,6 +504,7 @@ void finish_ranks(trace::Reader& reader, const std::vector<trace::RankInfo>& ran
                                           std::move(scratch[r].all_comm)));
     out.ddp = ddp_timings(scratch[r]);
     out.compute_phases = scratch[r].compute_phases;
+    out.clock_offset_ns = ranks[r].clock_offset_ns;
     out.clock_uncertainty_ns = cluster ? 0 : ranks[r].clock_uncertainty_ns;
     if (!cluster) out.gpu = scratch[r].gpu.finish(kernel_classes, rounding_for(whole_us_ranks, out.rank));
     stats.ranks.push_back(std::move(out));

@@ -134,6 +134,7 @@ struct RankStats {
   // the time transferring (Note [Waiting and transfer]). Milliseconds.
   double wait_ms = 0;
   double transfer_ms = 0;
+  int64_t clock_offset_ns = 0;       // ranks.clock_offset_ns: what was added to its clock
   int64_t clock_uncertainty_ns = 0;  // ranks.clock_uncertainty_ns
   // The GPU breakdown of a rank with GPU kernels (imported traces; Note [GPU breakdown]), on the
   // measured clock only; empty otherwise.
@@ -188,6 +189,11 @@ struct RunStats {
   // link was real. See docs/communication.md.
   double link_gbps = 0;
   double link_latency_us = 0;
+  // How the ranks were put on one clock (meta clock_alignment): rendezvous for dpscope's own runs,
+  // collective-ends or none for imported ones (formats/kineto_align.h); with the import's reason
+  // when it kept every offset 0.
+  trace::ClockAlignment alignment = trace::ClockAlignment::Rendezvous;
+  std::string alignment_note;
 };
 
 // The steady-step summaries of one rank's figures (See Note [Steady steps] in core/steady_steps.h).

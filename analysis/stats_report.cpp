@@ -107,6 +107,7 @@ ordered_json rank_json(const RankStats& r, int64_t origin_ns) {
                    {"memory_after_steps_bytes", peak_json(r.memory_after_steps)},
                    {"category_max_bytes", std::move(category_max)},
                    {"overlap", overlap_json(r.overlap)},
+                   {"clock_offset_ms", double(r.clock_offset_ns) / 1e6},
                    {"clock_uncertainty_ms", double(r.clock_uncertainty_ns) / 1e6},
                    {"wait_ms", r.wait_ms},
                    {"transfer_ms", r.transfer_ms},
@@ -454,7 +455,8 @@ std::string stats_json(const RunStats& stats) {
                                         {"world_size", stats.world_size},
                                         {"iterations", stats.iterations},
                                         {"model", stats.model},
-                                        {"link", link_json(stats)}}},
+                                        {"link", link_json(stats)},
+                                        {"alignment", trace::to_string(stats.alignment)}}},
                           {"params", std::move(params)},
                           {"buckets", std::move(buckets)},
                           {"units", std::move(units)},
@@ -478,6 +480,23 @@ std::string stats_json(const RunStats& stats) {
   return text;
 }
 
+// How an imported run's ranks were put on one clock (nothing for dpscope's own runs, whose ranks
+// meet at rendezvous): each rank's offset and uncertainty, or why they kept their own clocks.
+void append_alignment(const RunStats& stats, std::string& out) {
+  if (stats.alignment == trace::ClockAlignment::Rendezvous) return;
+  if (stats.alignment == trace::ClockAlignment::None) {
+    out += "ranks' clocks: as each profiler recorded them (alignment none)";
+    out += stats.alignment_note.empty() ? "\n" : ": " + stats.alignment_note + "\n";
+    return;
+  }
+  out += "ranks' clocks: aligned by collective ends (docs/kineto.md):";
+  for (const RankStats& r : stats.ranks) {
+    out += format(" rank %d %+.3f ms \u00b1%.3f;", r.rank, double(r.clock_offset_ns) / 1e6,
+                  double(r.clock_uncertainty_ns) / 1e6);
+  }
+  out.back() = '\n';
+}
+
 std::string stats_text(const RunStats& stats) {
   std::string out = format("%s\n", stats.path.c_str());
   out += format("run: strategy %s, backend %s, model %s, world size %d, %d iterations, %zu "
@@ -486,6 +505,7 @@ std::string stats_text(const RunStats& stats) {
                 or_unknown(stats.model).c_str(), stats.world_size, stats.iterations,
                 stats.params.size(), stats.schema_version);
   out += "clock: " + clock_text(stats.clock) + "\n";
+  append_alignment(stats, out);
   const std::string link = link_text(stats);
   if (!link.empty()) {
     out += "link: " + link + " (collectives held to a ring model's time; not a measurement of this machine)\n";

@@ -1,4 +1,4 @@
-// dpscope import FILE... -o RUN.sqlite [--rank N]: PyTorch profiler (Kineto) traces, one per rank,
+// dpscope import FILE... -o RUN.sqlite [--rank N] [--align collective-ends|none]: PyTorch profiler (Kineto) traces, one per rank,
 // into one dpscope run file (formats/kineto_import.h, docs/kineto.md). Warnings go to stderr, one
 // line each; the summary to stdout.
 #include <chrono>
@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "formats/kineto_import.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::cli {
 namespace {
@@ -20,10 +21,11 @@ void run_import(const formats::KinetoImportOptions& options) {
   });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("import: %d rank%s, %lld events (%lld collectives), %lld memory samples, %d profiler "
-              "steps, %.2f s -> %s\n",
+              "steps, clocks aligned by %s, %.2f s -> %s\n",
               result.ranks, result.ranks == 1 ? "" : "s", static_cast<long long>(result.events),
               static_cast<long long>(result.collectives), static_cast<long long>(result.memory_samples),
-              result.iterations, seconds, options.out.c_str());
+              result.iterations, std::string(trace::to_string(result.alignment)).c_str(), seconds,
+              options.out.c_str());
 }
 
 }  // namespace
@@ -37,7 +39,14 @@ void add_import_command(CLI::App& app, CommandMode mode) {
       ->required();
   command->add_option("--rank", options->rank,
                       "The rank of a single file without distributedInfo (default: its place in the list)");
-  command->callback([options, mode] {
+  auto align = std::make_shared<std::string>();
+  command->add_option("--align", *align,
+                      "How the ranks are put on one clock: collective-ends (each rank shifted so "
+                      "that the blocking collectives it shares with the lowest rank end together) "
+                      "or none (default: collective-ends when two ranks share one, else none)")
+      ->check(CLI::IsMember(trace::mode_spellings(trace::kImportAlignments)));
+  command->callback([options, align, mode] {
+    if (!align->empty()) options->align = trace::parse_mode(trace::kImportAlignments, *align);
     if (mode == CommandMode::Validate) {
       try {
         formats::check_kineto_options(*options);
@@ -50,6 +59,7 @@ void add_import_command(CLI::App& app, CommandMode mode) {
     for (const std::string& input : options->inputs) line += " " + input;
     line += " -o " + options->out;
     if (options->rank != trace::kNone) line += " --rank " + std::to_string(options->rank);
+    if (!align->empty()) line += " --align " + *align;
     options->command_line = line;
     run_import(*options);
   });

@@ -14,6 +14,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "formats/kineto_align.h"
 #include "formats/kineto_survey.h"
 #include "trace/vocabulary.h"
 #include "trace/writer.h"
@@ -124,8 +125,8 @@ class RankImporter {
     ++events_;
   }
 
-  // The derived backward phases and the rank's row.
-  void finish() {
+  // The derived backward phases and the rank's row (written, and returned for the alignment).
+  trace::RankInfo finish() {
     for (const DerivedPhase* derived : {&derived_forward_, &derived_backward_}) {
       for (const auto& [iteration, b] : derived->bounds) {
         if (derived->annotated.count(iteration)) continue;
@@ -152,6 +153,7 @@ class RankImporter {
     info.events = events_;
     info.status = trace::to_string(trace::RankStatus::Complete);
     sink_.writer().put_rank(info);
+    return info;
   }
 
  private:
@@ -361,6 +363,42 @@ void write_meta(trace::Writer& w, const KinetoImportOptions& options, const std:
   if (!ranks.empty()) w.set_meta(key::kImportedFractionalUsRanks, ranks);
 }
 
+// The ranks' offsets (kineto_align.h) written into their rows and applied to their times, and
+// the method in meta. A refused alignment is said once through `warn` and in meta.
+trace::ClockAlignment align_clocks(trace::Writer& writer, const KinetoImportOptions& options,
+                  const std::vector<KinetoSurvey>& surveys, std::vector<trace::RankInfo>& infos,
+                  const std::function<void(const std::string&)>& warn) {
+  std::vector<RankCollectives> ranks;
+  for (size_t i = 0; i < surveys.size(); ++i) {
+    ranks.push_back({infos[i].rank, surveys[i].info.base_time_ns, &surveys[i].collectives});
+  }
+  const trace::ClockAlignment asked =
+      options.align.value_or(can_align_collective_ends(ranks) ? trace::ClockAlignment::CollectiveEnds
+                                                              : trace::ClockAlignment::None);
+  const Alignment alignment = align_ranks(ranks, asked);
+  namespace key = trace::meta_key;
+  writer.set_meta(key::kClockAlignment, trace::to_string(alignment.method));
+  if (!alignment.note.empty()) {
+    writer.set_meta(key::kClockAlignmentNote, alignment.note);
+    warn("import: " + alignment.note);
+  }
+  if (alignment.method != trace::ClockAlignment::CollectiveEnds) return alignment.method;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    trace::RankInfo& info = infos[i];
+    info.clock_offset_ns = alignment.ranks[i].offset_ns;
+    info.clock_uncertainty_ns = alignment.ranks[i].uncertainty_ns;
+    if (info.events > 0) {
+      info.start_ns += info.clock_offset_ns;
+      info.end_ns += info.clock_offset_ns;
+    }
+    writer.put_rank(info);
+  }
+  writer.commit();
+  writer.apply_clock_offsets();
+  writer.begin();
+  return alignment.method;
+}
+
 // Every file, surveyed and written into `writer`.
 KinetoImportResult import_into(trace::Writer& writer, const KinetoImportOptions& options,
                                const std::function<void(const std::string&)>& warn) {
@@ -369,6 +407,7 @@ KinetoImportResult import_into(trace::Writer& writer, const KinetoImportOptions&
   std::map<int32_t, std::string> ranks;
   std::optional<RunIdentity> first;
   std::vector<int32_t> fractional_us_ranks;
+  std::vector<trace::RankInfo> infos;
   for (size_t i = 0; i < options.inputs.size(); ++i) {
     const std::string& path = options.inputs[i];
     KinetoSurvey survey = survey_kineto_file(path);
@@ -381,13 +420,14 @@ KinetoImportResult import_into(trace::Writer& writer, const KinetoImportOptions&
     }
     RankImporter importer(sink, survey, rank);
     read_kineto_file(path, [&](const KinetoEvent& e) { importer.on_event(e); });
-    importer.finish();
+    infos.push_back(importer.finish());
     if (survey.info.fractional_ts) fractional_us_ranks.push_back(rank);
     sink.result.iterations = std::max(sink.result.iterations, static_cast<int32_t>(survey.steps.size()));
     survey.launch_ns.clear();  // the biggest part, not needed for the meta
     surveys.push_back(std::move(survey));
   }
   write_meta(writer, options, surveys, fractional_us_ranks);
+  sink.result.alignment = align_clocks(writer, options, surveys, infos, warn);
   sink.commit();
   sink.result.ranks = static_cast<int32_t>(ranks.size());
   return sink.result;

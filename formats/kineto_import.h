@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "formats/kineto_reader.h"
 #include "trace/schema.h"
+#include "trace/vocabulary.h"
 
 namespace dpscope::formats {
 
@@ -22,6 +24,9 @@ struct KinetoImportOptions {
   // The rank of a single input without distributedInfo (`--rank`); kNone: by file order.
   int32_t rank = trace::kNone;
   std::string command_line;         // stored as meta `command_line` when not empty
+  // How the ranks are put on one clock (`--align`; meta `clock_alignment`): nullopt chooses
+  // collective-ends when two ranks share a blocking collective, else none (formats/kineto_align.h).
+  std::optional<trace::ClockAlignment> align;
 };
 
 struct KinetoImportResult {
@@ -30,6 +35,7 @@ struct KinetoImportResult {
   int64_t collectives = 0;  // of which collectives
   int64_t memory_samples = 0;
   int32_t iterations = 0;   // the most ProfilerSteps of any rank
+  trace::ClockAlignment alignment = trace::ClockAlignment::None;  // how the ranks' clocks were aligned
 };
 
 // Checks the options without reading any input: at least one input, an output path, --rank with

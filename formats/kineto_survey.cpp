@@ -173,10 +173,10 @@ int32_t KinetoSurvey::iteration_at(int64_t t_ns) const {
 }
 
 int64_t KinetoSurvey::seq_of(int16_t grp, int64_t begin_ns) const {
-  const auto found = collective_begins.find(grp);
-  if (found == collective_begins.end()) return trace::kNone64;
+  const auto found = collectives.find(grp);
+  if (found == collectives.end()) return trace::kNone64;
   const auto& v = found->second;
-  return std::lower_bound(v.begin(), v.end(), begin_ns) - v.begin();
+  return std::lower_bound(v.begin(), v.end(), SurveyedCollective{begin_ns, 0, 0xff}) - v.begin();
 }
 
 namespace {
@@ -184,7 +184,7 @@ namespace {
 // What the first pass gathers beside the survey: the collectives of both kinds, until it is
 // known which kind the file's collectives are.
 struct CollectiveCandidates {
-  std::map<int16_t, std::vector<int64_t>> kernels, nccl_ops, gloo_ops;
+  std::map<int16_t, std::vector<SurveyedCollective>> kernels, nccl_ops, gloo_ops;
 };
 
 void survey_event(const KinetoEvent& e, KinetoSurvey& s, CollectiveCandidates& c) {
@@ -202,6 +202,9 @@ void survey_event(const KinetoEvent& e, KinetoSurvey& s, CollectiveCandidates& c
   if (role == KinetoRole::Instant) return;
   const int64_t begin = to_ns(0, e.ts_us);
   if (!key.gpu && e.args.correlation != kAbsent) s.launch_ns.emplace(e.args.correlation, begin);
+  const SurveyedCollective collective{
+      begin, begin + std::max<int64_t>(0, to_ns(0, e.dur_us)),
+      collective_op_of(e.args.collective_name.empty() ? e.name : e.args.collective_name)};
   switch (role) {
     case KinetoRole::Iteration:
       s.steps.push_back({begin, begin + std::max<int64_t>(0, to_ns(0, e.dur_us))});
@@ -218,15 +221,15 @@ void survey_event(const KinetoEvent& e, KinetoSurvey& s, CollectiveCandidates& c
       break;
     case KinetoRole::GpuCollective:
       s.nccl_kernels = true;
-      c.kernels[group_of(e.args.process_group, s.groups)].push_back(begin);
+      c.kernels[group_of(e.args.process_group, s.groups)].push_back(collective);
       break;
     case KinetoRole::HostCollective:
       if (e.name.rfind("gloo:", 0) == 0) {
         s.gloo = true;
-        c.gloo_ops[group_of(e.args.process_group, s.groups)].push_back(begin);
+        c.gloo_ops[group_of(e.args.process_group, s.groups)].push_back(collective);
       } else {
         s.nccl = true;
-        c.nccl_ops[group_of(e.args.process_group, s.groups)].push_back(begin);
+        c.nccl_ops[group_of(e.args.process_group, s.groups)].push_back(collective);
       }
       break;
     default: break;
@@ -246,12 +249,12 @@ KinetoSurvey survey_kineto_file(const std::string& path) {
   std::sort(s.steps.begin(), s.steps.end(),
             [](const KinetoStep& a, const KinetoStep& b) { return a.begin_ns < b.begin_ns; });
   // The collectives are the NCCL kernels when there are any, else the nccl:* ops; gloo's always.
-  s.collective_begins = s.nccl_kernels ? std::move(c.kernels) : std::move(c.nccl_ops);
-  for (auto& [grp, begins] : c.gloo_ops) {
-    auto& into = s.collective_begins[grp];
-    into.insert(into.end(), begins.begin(), begins.end());
+  s.collectives = s.nccl_kernels ? std::move(c.kernels) : std::move(c.nccl_ops);
+  for (auto& [grp, found] : c.gloo_ops) {
+    auto& into = s.collectives[grp];
+    into.insert(into.end(), found.begin(), found.end());
   }
-  for (auto& [grp, begins] : s.collective_begins) std::sort(begins.begin(), begins.end());
+  for (auto& [grp, found] : s.collectives) std::stable_sort(found.begin(), found.end());
   s.nccl = s.nccl || s.nccl_kernels;
   return s;
 }

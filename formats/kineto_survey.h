@@ -2,7 +2,8 @@
 // passes share: what each event becomes in dpscope's trace (docs/kineto.md, "The mapping"). The
 // survey keeps what the second pass needs to place an event as it streams by: the file's run
 // information, its lanes, its ProfilerSteps, each launch's CPU time by correlation id, and the
-// begin times of its collectives by group (for their sequence numbers).
+// collectives by group, each with its begin, end and op (for their sequence numbers and the
+// ranks' alignment, kineto_align.h).
 #pragma once
 
 #include <cstdint>
@@ -69,6 +70,16 @@ struct KinetoLaneKey {
 };
 KinetoLaneKey lane_key_of(const KinetoEvent& e, KinetoRole role);
 
+// One collective as the survey saw it, in the file's own times: what the sequence numbers and
+// the ranks' alignment (kineto_align.h) are made from.
+struct SurveyedCollective {
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+  uint8_t op = 0xff;  // a CollectiveOp value; 0xff when the name spells none
+
+  bool operator<(const SurveyedCollective& o) const { return begin_ns < o.begin_ns; }
+};
+
 // One ProfilerStep: the iteration it becomes is its index among the file's steps by begin.
 struct KinetoStep {
   int64_t begin_ns = 0;
@@ -86,8 +97,8 @@ struct KinetoSurvey {
   std::unordered_map<int64_t, int64_t> launch_ns;        // correlation -> launch begin (ns)
   bool nccl_kernels = false;
   bool ddp = false, fsdp = false, gloo = false, nccl = false;
-  // Collectives' begin times by group, sorted: a collective's seq is its index here.
-  std::map<int16_t, std::vector<int64_t>> collective_begins;
+  // Collectives by group, sorted by begin: a collective's seq is its index here.
+  std::map<int16_t, std::vector<SurveyedCollective>> collectives;
   std::map<std::string, int16_t> groups;
   std::string main_pid;  // the process of the thread that runs the ProfilerSteps (or the first)
   KinetoLaneKey main_thread;

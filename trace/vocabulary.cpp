@@ -46,6 +46,15 @@ std::string_view to_string(Device device) {
   return "?";
 }
 
+std::string_view to_string(ClockAlignment alignment) {
+  switch (alignment) {
+    case ClockAlignment::Rendezvous: return "rendezvous";
+    case ClockAlignment::CollectiveEnds: return "collective-ends";
+    case ClockAlignment::None: return "none";
+  }
+  return "?";
+}
+
 std::string_view to_string(RankStatus status) {
   switch (status) {
     case RankStatus::Running: return "running";

@@ -57,6 +57,11 @@ inline constexpr std::string_view kImportedFrom = "imported_from";
 // Written by `dpscope import`: the ranks whose profiler trace had fractional-microsecond times
 // ("0,1"), whose GPU breakdown rounds times as HTA does (analysis/gpu_breakdown.h).
 inline constexpr std::string_view kImportedFractionalUsRanks = "imported_fractional_us_ranks";
+// How the ranks' clocks were put on one clock: a ClockAlignment's spelling. Absent: rendezvous
+// (dpscope's own runs) or, in a file imported before alignment existed, none.
+inline constexpr std::string_view kClockAlignment = "clock_alignment";
+// Written by `dpscope import` when it kept every offset 0: why (one line).
+inline constexpr std::string_view kClockAlignmentNote = "clock_alignment_note";
 }  // namespace meta_key
 
 // ---- Config keys ---------------------------------------------------------------------------
@@ -155,6 +160,21 @@ std::string_view to_string(Device device);
 // (trace/schema.h: its values are stored), spelled by to_string(TraceLevel).
 inline constexpr std::array<TraceLevel, 3> kTraceLevels{TraceLevel::Off, TraceLevel::Summary,
                                                         TraceLevel::Full};
+
+// How a run's ranks were put on one clock (meta key `clock_alignment`, `dpscope import --align`).
+enum class ClockAlignment {
+  Rendezvous,      // dpscope's own runs: round trips through the store at startup
+  CollectiveEnds,  // imported traces: the median shift that lines up the ends of shared blocking
+                   // collectives (formats/kineto_align.h)
+  None,            // every rank as its profiler recorded it (offset 0)
+};
+inline constexpr std::array<ClockAlignment, 3> kClockAlignments{
+    ClockAlignment::Rendezvous, ClockAlignment::CollectiveEnds, ClockAlignment::None};
+// What `dpscope import --align` offers.
+inline constexpr std::array<ClockAlignment, 2> kImportAlignments{ClockAlignment::CollectiveEnds,
+                                                                 ClockAlignment::None};
+// "rendezvous" | "collective-ends" | "none".
+std::string_view to_string(ClockAlignment alignment);
 
 // ---- A rank's status -----------------------------------------------------------------------
 // How a rank's recording ended (ranks.status). The file holds "running" while a rank writes and

@@ -295,6 +295,22 @@ void Writer::add_unit_shard(const UnitShard& u) {
   s.run();
 }
 
+void Writer::apply_clock_offsets() {
+  // rank is the ranks table's INTEGER PRIMARY KEY: each row's offset is one rowid lookup.
+  const std::string offset = "(SELECT clock_offset_ns FROM ranks WHERE ranks.rank = %s.rank)";
+  const auto of = [&](const char* table) {
+    std::string text = offset;
+    text.replace(text.find("%s"), 2, table);
+    return text;
+  };
+  const std::string shifted = " WHERE rank IN (SELECT rank FROM ranks WHERE clock_offset_ns != 0)";
+  db_->exec("BEGIN");
+  db_->exec("UPDATE events SET begin_ns = begin_ns + " + of("events") + ", end_ns = end_ns + " +
+            of("events") + ", enqueue_ns = enqueue_ns + " + of("events") + shifted);
+  db_->exec("UPDATE memory SET ts_ns = ts_ns + " + of("memory") + shifted);
+  db_->exec("COMMIT");
+}
+
 void Writer::finish() {
   statements_.reset();
   for (const char* ddl : kIndexes) db_->exec(ddl);

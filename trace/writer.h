@@ -40,6 +40,11 @@ class Writer {
   void add_unit(const UnitInfo& unit);
   void add_unit_shard(const UnitShard& shard);
 
+  // Moves every rank's events (begin, end, enqueue) and memory samples by its ranks row's
+  // clock_offset_ns: for a writer that learns the offsets only after writing the rows (`dpscope
+  // import`'s alignment). One pass over each table; ranks of offset 0 are left alone.
+  void apply_clock_offsets();
+
   // Finishes the file: creates the indexes and folds the WAL back into the main file, so a
   // finished trace is one self-contained file. The Writer is unusable afterwards.
   void finish();

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/clock_choice.h"
 #include "trace/vocabulary.h"
 #include "viewer/app.h"
 
@@ -125,6 +126,9 @@ void App::draw_header() {
                 m.ranks.size(), static_cast<long long>(m.events), m.iterations);
   pieces.emplace_back(figures);
   if (!link.empty()) pieces.push_back(link);
+  const std::string alignment = analysis::alignment_label(analysis::recorded_alignment(
+      m.meta_value(trace::meta_key::kClockAlignment), !m.meta_value(trace::meta_key::kImportedFrom).empty()));
+  if (!alignment.empty()) pieces.push_back(alignment);
   if (live_ && !live_source_) pieces.emplace_back("live");
   pieces.push_back(clock_label());
 

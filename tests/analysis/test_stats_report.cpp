@@ -33,7 +33,7 @@ TEST(statsJson, ContractKeysInOrder) {
   EXPECT_EQ(keys(j["groups"][0]), (Keys{"grp", "name", "ranks", "collectives", "payload_bytes",
                                         "wire_bytes", "wire_bytes_per_step"}));
   EXPECT_EQ(keys(j["run"]),
-            (Keys{"strategy", "backend", "world_size", "iterations", "model", "link"}));
+            (Keys{"strategy", "backend", "world_size", "iterations", "model", "link", "alignment"}));
   EXPECT_EQ(keys(j["collective_matching"]),
             (Keys{"collectives", "mismatches", "max_skew_ms", "mismatched", "straggler_threshold_ms"}));
   EXPECT_EQ(keys(j["params"][0]), (Keys{"index", "name", "shape", "numel", "dtype", "bucket",
@@ -44,7 +44,7 @@ TEST(statsJson, ContractKeysInOrder) {
   const auto& rank = j["ranks"][1];
   EXPECT_EQ(keys(rank), (Keys{"rank", "iterations", "collectives", "peak_memory_bytes",
                               "step_peak_memory_bytes", "memory_after_steps_bytes", "category_max_bytes", "overlap",
-                              "clock_uncertainty_ms", "wait_ms", "transfer_ms", "buckets"}));
+                              "clock_offset_ms", "clock_uncertainty_ms", "wait_ms", "transfer_ms", "buckets"}));
   EXPECT_EQ(keys(rank["iterations"][0]),
             (Keys{"iteration", "hooks", "step_ms", "loss", "collectives", "overlap", "wait_ms", "transfer_ms"}));
   EXPECT_EQ(keys(rank["iterations"][0]["collectives"]),
@@ -65,7 +65,8 @@ TEST(statsJson, Values) {
   EXPECT_EQ(j["schema_version"], kSchemaVersion);
   EXPECT_EQ(j["clock"], (nlohmann::json{{"name", "measured"}, {"link_gbps", nullptr}, {"link_latency_us", nullptr}, {"compute", nullptr}}));
   EXPECT_EQ(j["run"], (nlohmann::json{{"strategy", "ddp"}, {"backend", "gloo"}, {"world_size", 2},
-                                      {"iterations", 2}, {"model", "toy"}, {"link", nullptr}}));
+                                      {"iterations", 2}, {"model", "toy"}, {"link", nullptr},
+                                      {"alignment", "rendezvous"}}));
   EXPECT_EQ(j["params"][0], (nlohmann::json{{"index", 0}, {"name", "net1.weight"},
                                             {"shape", {10, 10}}, {"numel", 100},
                                             {"dtype", "float32"}, {"bucket", 1},

@@ -6,7 +6,9 @@
 // 30, `dpscope stats --clock`), checked to leave every other key and value as it was; and the
 // top-level "groups" (issue 32, HSDP: each process group's traffic), every other key and value
 // checked equal to the previous file's; and the clock's "compute" (null on the measured clock;
-// Note [Steady compute]), every other key and value checked equal.
+// Note [Steady compute]), every other key and value checked equal; and the run's "alignment"
+// ("rendezvous") with each rank's "clock_offset_ms" (issue 47, ranks on one clock for imported
+// traces), every other key and value checked equal.
 #include <gtest/gtest.h>
 
 #include <sstream>

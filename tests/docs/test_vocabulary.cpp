@@ -50,6 +50,8 @@ std::set<std::string> mode_words() {
   add_words(trace::kBackends, words);
   add_words(trace::kDevices, words);
   add_words(trace::kTraceLevels, words);
+  add_words(trace::kImportAlignments, words);
+  words.insert(std::string(trace::to_string(trace::ClockAlignment::Rendezvous)));
   for (trace::RankStatus status : {trace::RankStatus::Running, trace::RankStatus::Complete}) {
     words.insert(std::string(trace::to_string(status)));
   }

@@ -70,6 +70,34 @@ void expect_allreduce_per_bucket(int ranks) {
 
 TEST(KinetoDdp, TwoRanksOfPytorchDdpHaveAnAllReduceABucket) { expect_allreduce_per_bucket(2); }
 
+// Each rank's profiler starts at its own zero (formats/kineto_align.h): the ranks are aligned on
+// their gloo all-reduces' ends, and shifting one rank's file by a known offset moves its recovered
+// offset by that shift, within its uncertainty.
+TEST(KinetoDdp, ShiftingARanksFileMovesItsOffsetByTheShift) {
+  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch (install python3-torch)";
+  Imported run;
+  record_and_import(run, 2);
+  std::vector<trace::RankInfo> ranks = trace::Reader(run.path).ranks();
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(trace::Reader(run.path).meta_value(std::string(trace::meta_key::kClockAlignment)), "collective-ends");
+  const trace::RankInfo before = ranks[1];
+  EXPECT_GE(before.clock_uncertainty_ns, 1000);
+  const std::string profiles = run.dir.file("profiles");
+  const std::string shifted = run.dir.file("rank-1-shifted.json");
+  const double shift_us = 123'456.5;
+  const auto made = testing::run_command("/usr/bin/python3 " + std::string(DPSCOPE_SOURCE_DIR) +
+                                         "/tests/formats/kineto_shift.py " + profiles + "/rank-1.json " +
+                                         shifted + " 1 " + std::to_string(shift_us) + " 0 1");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  Imported again;
+  import_into(again, {profiles + "/rank-0.json", shifted});
+  const trace::RankInfo after = trace::Reader(again.path).ranks()[1];
+  EXPECT_NEAR(static_cast<double>(after.clock_offset_ns - before.clock_offset_ns), -shift_us * 1e3,
+              static_cast<double>(before.clock_uncertainty_ns))
+      << "recovered " << before.clock_offset_ns << " ns, then " << after.clock_offset_ns << " ns";
+  EXPECT_EQ(after.clock_uncertainty_ns, before.clock_uncertainty_ns);
+}
+
 TEST(KinetoDdp, FourRanksOfPytorchDdpHaveAnAllReduceABucket) { expect_allreduce_per_bucket(4); }
 
 }  // namespace
