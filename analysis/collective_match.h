@@ -22,6 +22,10 @@ struct CollectiveStats {
   int64_t begin_ns = 0;       // on the run's aligned clock (ranks.clock_offset_ns applied)
   int64_t end_ns = 0;
   int16_t lane = 0;           // trace::LaneId where it ran (its lane's name says its group)
+  // Matched on every rank of its group: from the last rank's begin to this rank's end (Note
+  // [Waiting and transfer]), and how many ranks ran it; kNone64 and 0 when unmatched.
+  int64_t transfer_ns = trace::kNone64;
+  int32_t group_ranks = 0;
 };
 
 // One collective across ranks.

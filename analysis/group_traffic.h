@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,15 @@ struct GroupTraffic {
   // Wire bytes of the iterations' collectives (iteration >= 0) over `iterations` iterations: what
   // one training step sends per rank in this group. 0 without iterations.
   double wire_bytes_per_step = 0;
+  // The median busbw (Note [Bus bandwidth], analysis/bandwidth.h) of its matched collectives of
+  // kBusbwLeastBytes and more, over every rank's; nullopt when it has none.
+  std::optional<double> median_busbw_gbps;
+  int64_t busbw_collectives = 0;  // how many that median is over
 };
+
+// The smallest collective a group's median busbw counts: below 1 MiB latency, not bandwidth,
+// decides a collective's time.
+inline constexpr int64_t kBusbwLeastBytes = 1 << 20;
 
 // Every group of the run, by id: `by_rank[i]` holds rank `ranks[i]`'s collectives,
 // `lane_names[{rank, lane}]` the lanes' names (the lane of each collective names its group),

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <utility>
 
+#include "analysis/bandwidth.h"
 #include "analysis/cluster_clock.h"
 #include "analysis/intervals.h"
 #include "trace/error.h"
@@ -517,7 +518,12 @@ void finish_ranks(trace::Reader& reader, const std::vector<trace::RankInfo>& ran
 }
 
 // When the last rank arrived at each collective matched on every rank, by (grp, seq).
-using LastArrivals = std::map<std::pair<int32_t, int64_t>, int64_t>;
+// A matched collective's last rank's begin and how many ranks ran it, by (grp, seq).
+struct MatchedArrival {
+  int64_t last_begin_ns = 0;
+  int32_t ranks = 0;
+};
+using LastArrivals = std::map<std::pair<int32_t, int64_t>, MatchedArrival>;
 
 // Matches every collective across the ranks (stats.matches, mismatches, largest skew) and sums
 // each process group's traffic (stats.groups).
@@ -535,7 +541,7 @@ LastArrivals match_across_ranks(RunStats& stats,
   for (const CollectiveMatch& m : stats.matches) {
     stats.mismatches += m.mismatch ? 1 : 0;
     stats.max_skew_ns = std::max(stats.max_skew_ns, m.skew_ns);
-    if (!m.mismatch) last_begin[{m.grp, m.seq}] = m.last_begin_ns;
+    if (!m.mismatch) last_begin[{m.grp, m.seq}] = MatchedArrival{m.last_begin_ns, static_cast<int32_t>(m.ranks.size())};
   }
   return last_begin;
 }
@@ -543,16 +549,40 @@ LastArrivals match_across_ranks(RunStats& stats,
 // Splits the rank's matched collectives into waiting and transfer (Note [Waiting and transfer]),
 // over the run and per iteration.
 void split_at_arrivals(const LastArrivals& last_begin, RankStats& out) {
-  for (const CollectiveStats& c : out.collectives) {
+  for (CollectiveStats& c : out.collectives) {
     const auto last = last_begin.find({c.grp, c.seq});
     if (c.seq == trace::kNone64 || last == last_begin.end()) continue;
-    const ArrivalSplit split = split_at_arrival(c, last->second);
+    const ArrivalSplit split = split_at_arrival(c, last->second.last_begin_ns);
+    c.transfer_ns = split.transfer_ns;
+    c.group_ranks = last->second.ranks;
     out.wait_ms += double(split.wait_ns) / 1e6;
     out.transfer_ms += double(split.transfer_ns) / 1e6;
     if (c.iteration >= 0 && size_t(c.iteration) < out.iterations.size()) {
       out.iterations[size_t(c.iteration)].wait_ms += double(split.wait_ns) / 1e6;
       out.iterations[size_t(c.iteration)].transfer_ms += double(split.transfer_ns) / 1e6;
     }
+  }
+}
+
+// Each group's median busbw over every rank's matched collectives of kBusbwLeastBytes and more
+// (Note [Bus bandwidth]).
+void add_bus_bandwidth(RunStats& stats) {
+  std::map<int32_t, std::vector<double>> by_group;
+  for (const RankStats& r : stats.ranks) {
+    for (const CollectiveStats& c : r.collectives) {
+      if (c.bytes < kBusbwLeastBytes) continue;
+      if (const std::optional<Bandwidth> bw = bandwidth_of(c.op, c.bytes, c.group_ranks, c.transfer_ns)) {
+        by_group[c.grp].push_back(bw->busbw_gbps);
+      }
+    }
+  }
+  for (GroupTraffic& g : stats.groups) {
+    std::vector<double>& values = by_group[g.grp];
+    if (values.empty()) continue;
+    std::sort(values.begin(), values.end());
+    const size_t n = values.size();
+    g.median_busbw_gbps = n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+    g.busbw_collectives = static_cast<int64_t>(n);
   }
 }
 
@@ -582,6 +612,7 @@ RunStats compute_stats_on(trace::Reader& reader, const ClusterClockRun* cluster)
     uncertainty.push_back(out.clock_uncertainty_ns);
     split_at_arrivals(last_begin, out);
   }
+  add_bus_bandwidth(stats);
   stats.stragglers = find_stragglers(stats.matches, core::steady_from(size_t(std::max(stats.iterations, 0))),
                                      stats.iterations, uncertainty);
   return stats;

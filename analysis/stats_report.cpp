@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "analysis/bandwidth.h"
 #include "analysis/stats_report.h"
 #include "trace/saturate.h"
 
@@ -87,6 +88,12 @@ ordered_json rank_json(const RankStats& r, int64_t origin_ns) {
                                        {"iteration", int_or_null(c.iteration, trace::kNone)},
                                        {"begin_ms", double(saturating_sub(c.begin_ns, origin_ns)) / 1e6},
                                        {"ms", double(saturating_sub(c.end_ns, c.begin_ns)) / 1e6}});
+    ordered_json& entry = collectives.back();
+    const std::optional<Bandwidth> bw = bandwidth_of(c.op, c.bytes, c.group_ranks, c.transfer_ns);
+    entry["transfer_ms"] = c.transfer_ns == trace::kNone64 ? ordered_json(nullptr)
+                                                           : ordered_json(double(c.transfer_ns) / 1e6);
+    entry["algbw_gbps"] = bw ? ordered_json(bw->algbw_gbps) : ordered_json(nullptr);
+    entry["busbw_gbps"] = bw ? ordered_json(bw->busbw_gbps) : ordered_json(nullptr);
   }
   ordered_json category_max = ordered_json::object();
   for (const CategoryBytes& c : r.category_max) category_max[std::string(to_string(c.category))] = c.bytes;
@@ -146,7 +153,9 @@ ordered_json groups_json(const RunStats& stats) {
                                   {"collectives", g.collectives},
                                   {"payload_bytes", g.payload_bytes},
                                   {"wire_bytes", g.wire_bytes},
-                                  {"wire_bytes_per_step", g.wire_bytes_per_step}});
+                                  {"wire_bytes_per_step", g.wire_bytes_per_step},
+                                  {"busbw_gbps_median", g.median_busbw_gbps ? ordered_json(*g.median_busbw_gbps)
+                                                                            : ordered_json(nullptr)}});
   }
   return groups;
 }
@@ -244,6 +253,17 @@ void append_groups(const RunStats& stats, std::string& out) {
                   static_cast<long long>(g.collectives), bytes_text(g.payload_bytes).c_str(),
                   bytes_text(g.wire_bytes).c_str(),
                   bytes_text(static_cast<int64_t>(g.wire_bytes_per_step + 0.5)).c_str());
+  }
+}
+
+// Each group's median busbw over its collectives of 1 MiB and more (Note [Bus bandwidth]).
+void append_bus_bandwidth(const RunStats& stats, std::string& out) {
+  for (const GroupTraffic& g : stats.groups) {
+    if (!g.median_busbw_gbps) continue;
+    const std::string name = g.name.empty() ? "" : " '" + g.name + "'";
+    out += format("busbw: group %d%s %.2f Gb/s median over %lld collectives of 1 MiB and more "
+                  "(nccl-tests' busbw, in gigabits: its GB/s times 8; docs/communication.md)\n",
+                  g.grp, name.c_str(), *g.median_busbw_gbps, static_cast<long long>(g.busbw_collectives));
   }
 }
 
@@ -515,6 +535,7 @@ std::string stats_text(const RunStats& stats) {
   append_warnings(stats, out);
   append_matching(stats, out);
   append_groups(stats, out);
+  append_bus_bandwidth(stats, out);
   append_plans(stats, out);
   append_param_rows(stats, out);
   for (const RankStats& r : stats.ranks) append_rank(r, out);

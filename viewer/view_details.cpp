@@ -4,6 +4,7 @@
 // across ranks and any mismatch.
 #include <imgui.h>
 
+#include "analysis/bandwidth.h"
 #include "analysis/collective_match.h"
 #include "viewer/app.h"
 #include "viewer/lod.h"
@@ -17,6 +18,36 @@ using trace::kNone64;
 void field(const char* name, const std::string& value) { ImGui::Text("%-11s %s", name, value.c_str()); }
 void field(const char* name, int64_t value) {
   if (value != kNone64) ImGui::Text("%-11s %lld", name, static_cast<long long>(value));
+}
+
+// A collective's place among the ranks: its skew, this rank's wait and transfer, its bandwidth.
+void collective_fields(const Analysis& matched, const Span& s, const trace::Event& e, int32_t rank) {
+  const CollectiveSpans* c = matched.match(s.seq());
+  if (const analysis::CollectiveMatch* m = c ? matched.trace_match(*c) : nullptr) {
+    field("skew", format_duration(double(m->skew_ns)) + " across " + std::to_string(m->ranks.size()) + " ranks");
+    if (!m->mismatch && m->ranks.size() > 1) {
+      // See Note [Waiting and transfer].
+      analysis::CollectiveStats mine;
+      mine.begin_ns = s.begin_ns;
+      mine.end_ns = s.end_ns;
+      const analysis::ArrivalSplit split = analysis::split_at_arrival(mine, m->last_begin_ns);
+      if (m->last_rank == rank) {
+        field("arrival", "last, " + format_duration(double(m->late_ns)) + " after the next latest rank");
+      } else {
+        field("arrival", "waited " + format_duration(double(split.wait_ns)) + " for rank " +
+                             std::to_string(m->last_rank) + ", the last to arrive");
+      }
+      field("transfer", format_duration(double(split.transfer_ns)));
+      // See Note [Bus bandwidth]: nccl-tests' figures, in gigabits as the link is given.
+      if (const std::optional<analysis::Bandwidth> bw = analysis::bandwidth_of(
+              m->op, e.bytes, static_cast<int>(m->ranks.size()), split.transfer_ns)) {
+        char text[96];
+        std::snprintf(text, sizeof(text), "algbw %.2f Gb/s, busbw %.2f Gb/s", bw->algbw_gbps, bw->busbw_gbps);
+        field("bandwidth", text);
+      }
+    }
+    if (m->mismatch) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().error_text), "MISMATCH: %s", m->why.c_str());
+  }
 }
 
 void event_fields(App& app, const Pick& pick) {
@@ -73,27 +104,7 @@ void event_fields(App& app, const Pick& pick) {
     if (e->flags & trace::kFlagRanOnWaiter) flags += "ran-on-waiter ";
     field("flags", flags);
   }
-  if (t.analysis && s.kind == trace::EventKind::Collective) {
-    const CollectiveSpans* c = t.analysis->match(s.seq());
-    if (const analysis::CollectiveMatch* m = c ? t.analysis->trace_match(*c) : nullptr) {
-      field("skew", format_duration(double(m->skew_ns)) + " across " + std::to_string(m->ranks.size()) + " ranks");
-      if (!m->mismatch && m->ranks.size() > 1) {
-        // See Note [Waiting and transfer].
-        analysis::CollectiveStats mine;
-        mine.begin_ns = s.begin_ns;
-        mine.end_ns = s.end_ns;
-        const analysis::ArrivalSplit split = analysis::split_at_arrival(mine, m->last_begin_ns);
-        if (m->last_rank == rank.info.rank) {
-          field("arrival", "last, " + format_duration(double(m->late_ns)) + " after the next latest rank");
-        } else {
-          field("arrival", "waited " + format_duration(double(split.wait_ns)) + " for rank " +
-                               std::to_string(m->last_rank) + ", the last to arrive");
-        }
-        field("transfer", format_duration(double(split.transfer_ns)));
-      }
-      if (m->mismatch) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().error_text), "MISMATCH: %s", m->why.c_str());
-    }
-  }
+  if (t.analysis && s.kind == trace::EventKind::Collective) collective_fields(*t.analysis, s, *e, rank.info.rank);
 }
 
 }  // namespace

@@ -31,7 +31,8 @@ TEST(statsJson, ContractKeysInOrder) {
   EXPECT_EQ(keys(j), (Keys{"schema_version", "clock", "run", "params", "buckets", "units",
                            "collective_matching", "groups", "stragglers", "ranks"}));
   EXPECT_EQ(keys(j["groups"][0]), (Keys{"grp", "name", "ranks", "collectives", "payload_bytes",
-                                        "wire_bytes", "wire_bytes_per_step"}));
+                                        "wire_bytes", "wire_bytes_per_step",
+                  "busbw_gbps_median"}));
   EXPECT_EQ(keys(j["run"]),
             (Keys{"strategy", "backend", "world_size", "iterations", "model", "link", "alignment"}));
   EXPECT_EQ(keys(j["collective_matching"]),
@@ -49,7 +50,8 @@ TEST(statsJson, ContractKeysInOrder) {
             (Keys{"iteration", "hooks", "step_ms", "loss", "collectives", "overlap", "wait_ms", "transfer_ms"}));
   EXPECT_EQ(keys(rank["iterations"][0]["collectives"]),
             (Keys{"allreduce", "broadcast", "allgather", "reduce_scatter", "barrier"}));
-  EXPECT_EQ(keys(rank["collectives"][0]), (Keys{"seq", "kind", "bytes", "iteration", "begin_ms", "ms"}));
+  EXPECT_EQ(keys(rank["collectives"][0]), (Keys{"seq", "kind", "bytes", "iteration", "begin_ms", "ms", "transfer_ms", "algbw_gbps",
+                  "busbw_gbps"}));
   EXPECT_EQ(keys(j["clock"]), (Keys{"name", "link_gbps", "link_latency_us", "compute"}));
   EXPECT_EQ(keys(rank["peak_memory_bytes"]),
             (Keys{"total", "ts_ns", "parameters", "gradients", "buckets", "activations"}));
@@ -102,12 +104,16 @@ TEST(statsJson, Values) {
   // 1.2 ms; seq 2 [6500, 7500] ends before rank 1 begins it at 8500: all 1 ms of it waiting.
   EXPECT_DOUBLE_EQ(r0["iterations"][0]["wait_ms"].get<double>(), 1.8);
   EXPECT_DOUBLE_EQ(r0["iterations"][0]["transfer_ms"].get<double>(), 1.2);
+  // The broadcast's 660 B moved in its 0.5 ms transfer: 660 x 8 bits / 0.5 ms = 0.01056 Gb/s, a
+  // broadcast's busbw its algbw (Note [Bus bandwidth]). The unmatched all-gather has none.
   EXPECT_EQ(r0["collectives"][0],
             (nlohmann::json{{"seq", 0}, {"kind", "broadcast"}, {"bytes", 660},
-                            {"iteration", nullptr}, {"begin_ms", 0.2}, {"ms", 0.6}}));
+                            {"iteration", nullptr}, {"begin_ms", 0.2}, {"ms", 0.6},
+                            {"transfer_ms", 0.5}, {"algbw_gbps", 0.01056}, {"busbw_gbps", 0.01056}}));
   EXPECT_EQ(r0["collectives"][5],
             (nlohmann::json{{"seq", 0}, {"kind", "allgather"}, {"bytes", 100}, {"iteration", 0},
-                            {"begin_ms", 1.5}, {"ms", 0.5}}));
+                            {"begin_ms", 1.5}, {"ms", 0.5}, {"transfer_ms", nullptr},
+                            {"algbw_gbps", nullptr}, {"busbw_gbps", nullptr}}));
   EXPECT_EQ(r0["peak_memory_bytes"],
             (nlohmann::json{{"total", 7000}, {"ts_ns", us(8000)}, {"parameters", 1000},
                             {"gradients", 2000}, {"optimizer_state", 3000},

@@ -8,7 +8,8 @@
 // checked equal to the previous file's; and the clock's "compute" (null on the measured clock;
 // Note [Steady compute]), every other key and value checked equal; and the run's "alignment"
 // ("rendezvous") with each rank's "clock_offset_ms" (issue 47, ranks on one clock for imported
-// traces), every other key and value checked equal.
+// traces), and each collective's "transfer_ms", "algbw_gbps" and "busbw_gbps" with each group's
+// "busbw_gbps_median" (issue 47, Note [Bus bandwidth]), every other key and value checked equal.
 #include <gtest/gtest.h>
 
 #include <sstream>
