@@ -2,8 +2,8 @@
 #include "analysis/clock_choice.h"
 
 #include "analysis/cluster_clock.h"
-#include "core/link_model.h"
 #include "analysis/stats.h"
+#include "core/link_model.h"
 #include "trace/vocabulary.h"
 
 namespace dpscope::analysis {

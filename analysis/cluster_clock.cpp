@@ -546,18 +546,20 @@ ClusterClockRun cluster_clock(trace::Reader& reader, const std::string& path,
                               const std::optional<core::LinkSpec>& link, ComputeTime compute) {
   ClusterClockRun run;
   run.compute = compute;
+  // The real reason first: an imported run has no thread CPU times, whatever its link or device.
+  const std::string imported = reader.meta_value(std::string(trace::meta_key::kImportedFrom));
+  if (!imported.empty()) {
+    throw ClusterClockError(path + ": recorded no thread CPU times (imported from " + imported +
+                            ", which records none): the cluster clock replays runs dpscope "
+                            "recorded; read this one on the measured clock");
+  }
   read_settings(reader.meta(), path, link, run);
   std::map<int32_t, std::vector<std::pair<int32_t, trace::Event>>> iteration_phases;
   for (auto& [rank, builder] : read_programs(reader, iteration_phases)) {
     if (!builder.has_cpu) {
-      const std::string imported = reader.meta_value(std::string(trace::meta_key::kImportedFrom));
-      throw ClusterClockError(
-          path + ": rank " + std::to_string(rank) + " recorded no thread CPU times " +
-          (imported.empty() ? "(a trace of schema version " + std::to_string(reader.schema_version()) +
-                                  "; they came in version 4): record the run again with this dpscope"
-                            : "(imported from " + imported +
-                                  ", which records none): the cluster clock replays runs dpscope "
-                                  "recorded; read this one on the measured clock"));
+      throw ClusterClockError(path + ": rank " + std::to_string(rank) + " recorded no thread CPU times " +
+                              "(a trace of schema version " + std::to_string(reader.schema_version()) +
+                              "; they came in version 4): record the run again with this dpscope");
     }
     order_points(builder.program);
     if (compute == ComputeTime::Steady) {

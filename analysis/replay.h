@@ -22,6 +22,16 @@
 
 namespace dpscope::analysis {
 
+// The first refusal of both replays: a run imported from PyTorch profiler traces records neither
+// gradient hooks nor unit states, so no advice about trace levels would help. Throws WhatifError
+// naming `path`. Pure.
+inline void refuse_imported_run(const std::string& path, const RunStats& stats) {
+  if (stats.imported_from.empty()) return;
+  throw WhatifError(path + ": imported (" + stats.imported_from + "), and a profiler trace records "
+                    "neither DDP's gradient hooks nor FSDP's unit states; whatif replays the runs "
+                    "dpscope records (dpscope train, the tutorials, dpscope synth)");
+}
+
 // The statistics of `rank`, after the refusals the DDP and the FSDP replay share: `rank` is not
 // in the file, or the run has no steady iterations (Note [Steady steps]: at least 3). Throws
 // WhatifError naming `path` and the fix. Pure.

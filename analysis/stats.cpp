@@ -426,6 +426,7 @@ void read_run_meta(const std::map<std::string, std::string>& meta, RunStats& sta
   stats.alignment = recorded_alignment(meta_or_empty(meta, trace::meta_key::kClockAlignment),
                                        !meta_or_empty(meta, trace::meta_key::kImportedFrom).empty());
   stats.alignment_note = meta_or_empty(meta, trace::meta_key::kClockAlignmentNote);
+  stats.imported_from = meta_or_empty(meta, trace::meta_key::kImportedFrom);
 }
 
 // The model's parameters, DDP's buckets and FSDP's units, each unit with its parameters; FSDP2's

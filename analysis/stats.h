@@ -15,8 +15,8 @@
 
 #include "analysis/clock_choice.h"
 #include "analysis/collective_match.h"
-#include "analysis/group_traffic.h"
 #include "analysis/gpu_breakdown.h"
+#include "analysis/group_traffic.h"
 #include "analysis/memory_peak.h"
 #include "analysis/param_rows.h"
 #include "analysis/stragglers.h"
@@ -193,6 +193,8 @@ struct RunStats {
   // collective-ends or none for imported ones (formats/kineto_align.h); with the import's reason
   // when it kept every offset 0.
   trace::ClockAlignment alignment = trace::ClockAlignment::Rendezvous;
+  // Meta imported_from: the PyTorch profiler files an imported run came from; "" for dpscope's own.
+  std::string imported_from;
   std::string alignment_note;
 };
 

@@ -379,6 +379,7 @@ ReplayOrigin replay_origin(const std::string& path, const RunStats& stats, int32
 ReplayTrace load_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank,
                               const ClusterClockRun* cluster) {
   const std::string path = reader.path();
+  refuse_imported_run(path, stats);
   refuse_non_ddp_run(path, stats);
   const RecordedConfig config = read_config(reader);
   refuse_unmodelled_run(path, stats, config);

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "core/bucket_plan.h"
 #include "analysis/intervals.h"
-#include "core/link_model.h"
 #include "analysis/stats.h"
 #include "analysis/whatif_model.h"
+#include "core/bucket_plan.h"
+#include "core/link_model.h"
 #include "trace/reader.h"
 
 namespace dpscope::analysis {

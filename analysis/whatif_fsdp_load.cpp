@@ -361,6 +361,7 @@ int32_t gather_ranks(trace::Reader& reader, int32_t world_size) {
 FsdpReplayTrace load_fsdp_replay_trace(trace::Reader& reader, const RunStats& stats, int32_t rank,
                                        const ClusterClockRun* cluster) {
   const std::string path = reader.path();
+  refuse_imported_run(path, stats);
   refuse_non_fsdp_run(path, stats);
   FsdpReplayTrace trace;
   int32_t grad_accum = 1;

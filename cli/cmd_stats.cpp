@@ -11,10 +11,11 @@
 
 #include "analysis/clock_choice.h"
 #include "analysis/cluster_clock.h"
-#include "core/link_options.h"
 #include "analysis/stats.h"
 #include "analysis/stats_report.h"
 #include "cli/commands.h"
+#include "core/link_options.h"
+#include "formats/kineto_import.h"
 #include "trace/reader.h"
 
 namespace dpscope::cli {
@@ -85,19 +86,34 @@ void add_stats_command(CLI::App& app, CommandMode mode) {
   cmd->add_option("--compute-time", options->compute_time,
                   "How the cluster clock takes compute: steady (default; each piece of a step at "
                   "the least CPU time it took over the run's steps) or recorded (each step's own)");
-  cmd->add_option("TRACE", options->trace, "A trace file (a rank file or a merged run file)")
+  cmd->add_option("TRACE", options->trace,
+                  "A trace file (a rank file or a merged run file), or one PyTorch profiler file "
+                  "(.json or .json.gz, imported as dpscope-view imports it; dpscope import keeps a run "
+                  "of several)")
       ->required();
   cmd->callback([options, mode] {
     const CheckedClock checked = checked_clock(*options);
     if (mode == CommandMode::Validate) return;
     // Everything is computed before anything is printed: a file that fails to read leaves
-    // stdout empty and main() prints its one-line error.
-    trace::Reader reader(options->trace);
+    // stdout empty and main() prints its one-line error. A profiler file is imported first, into
+    // a temporary run file, as the viewer opens one.
+    std::optional<formats::TemporaryImport> imported;
+    if (formats::is_kineto_file_name(options->trace)) {
+      try {
+        imported.emplace(std::vector<std::string>{options->trace}, [](const std::string& line) {
+          std::cerr << "dpscope stats: " << line << "\n";
+        });
+      } catch (const formats::KinetoError& error) {
+        throw CliFailure(std::string("stats: ") + error.what());
+      }
+    }
+    const std::string path = imported ? imported->path() : options->trace;
+    trace::Reader reader(path);
     std::optional<analysis::RunStats> stats;
     if (checked.clock == analysis::Clock::Cluster) {
       try {
         const analysis::ClusterClockRun cluster =
-            analysis::cluster_clock(reader, options->trace, checked.link, checked.compute);
+            analysis::cluster_clock(reader, path, checked.link, checked.compute);
         for (const std::string& warning : cluster.warnings) std::cerr << "dpscope stats: " << warning << "\n";
         stats = analysis::compute_stats(reader, cluster);
       } catch (const analysis::ClusterClockError& error) {
@@ -106,6 +122,7 @@ void add_stats_command(CLI::App& app, CommandMode mode) {
     } else {
       stats = analysis::compute_stats(reader);
     }
+    stats->path = options->trace;
     if (options->json) std::cout << analysis::stats_json(*stats) << "\n";
     else std::cout << analysis::stats_text(*stats);
     std::cout.flush();

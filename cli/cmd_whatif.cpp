@@ -16,12 +16,12 @@
 
 #include "analysis/clock_choice.h"
 #include "analysis/cluster_clock.h"
-#include "core/link_options.h"
 #include "analysis/stats.h"
 #include "analysis/whatif.h"
 #include "cli/commands.h"
 #include "cli/whatif_fsdp_report.h"
 #include "cli/whatif_report.h"
+#include "core/link_options.h"
 #include "trace/reader.h"
 #include "trace/vocabulary.h"
 

@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
-#include "core/link_model.h"
 #include "cli/cluster_step.h"
 #include "cli/commands.h"
+#include "core/link_model.h"
 #include "trace/error.h"
 #include "trace/merge.h"
 #include "trace/reader.h"

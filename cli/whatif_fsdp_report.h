@@ -8,9 +8,9 @@
 #include <string>
 
 #include "analysis/cluster_clock.h"
-#include "core/link_model.h"
 #include "analysis/stats.h"
 #include "analysis/whatif_fsdp.h"
+#include "core/link_model.h"
 #include "trace/reader.h"
 
 namespace dpscope::cli {

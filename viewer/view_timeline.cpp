@@ -618,10 +618,13 @@ float draw_rank_memory(Frame& f, float left, int rank_index, float y) {
     // GPU the categories are the host's, and the GPU's own peak is cuda_allocated's. Where the
     // Stats panel shows the peak in the steps too (construction or an evaluation peaked higher),
     // so does the label, under the run's.
+    // A rank without samples has no peak to name (the graph says "no memory samples").
     const bool gpu = rank.gpu_memory_peak_bytes >= 0;
-    const std::string peak = (gpu ? "host " : "peak ") + format_bytes(rank.memory_peak_bytes);
     const float line = ImGui::GetTextLineHeight();
-    f.draw->AddText(ImVec2(left + 12, y + line), theme().peak_text, peak.c_str());
+    if (rank.memory_peak_bytes > 0 || gpu) {
+      const std::string peak = (gpu ? "host " : "peak ") + format_bytes(rank.memory_peak_bytes);
+      f.draw->AddText(ImVec2(left + 12, y + line), theme().peak_text, peak.c_str());
+    }
     if (gpu) {
       const std::string gpu_peak = "GPU " + format_bytes(rank.gpu_memory_peak_bytes);
       f.draw->AddText(ImVec2(left + 12, y + 2 * line), theme().text, gpu_peak.c_str());

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <optional>
 
-#include "core/link_model.h"
 #include "analysis/stats.h"
+#include "core/link_model.h"
 #include "trace/reader.h"
 #include "trace/vocabulary.h"
 

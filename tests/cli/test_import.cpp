@@ -23,13 +23,12 @@ std::string shipped(const std::string& name) {
   return "'" + std::string(DPSCOPE_SOURCE_DIR) + "/tests/data/kineto/" + name + "'";
 }
 
-// A profiler trace records no thread CPU times: the cluster clock refuses it, saying where the
-// run came from and which clock reads it.
+// A profiler trace records no thread CPU times: the cluster clock refuses it with that reason
+// first, whatever its link or device, saying where the run came from and which clock reads it.
 TEST(CliImport, TheClusterClockRefusesAnImportedRunNamingWhatItCameFrom) {
   TempDir dir;
   const std::string run = dir.file("run.sqlite"), trace = dir.file("rank-0.json");
-  // A CPU run in PyTorch 1.13's bare-list form (a GPU run is refused before: its measured clock is
-  // the cluster's own).
+  // A CPU run in PyTorch 1.13's bare-list form.
   std::ofstream(trace) << R"([{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 1, "tid": 1,
       "ts": 10, "dur": 900, "args": {}},
     {"ph": "X", "cat": "user_annotation", "name": "DistributedDataParallel.forward", "pid": 1, "tid": 1,
@@ -40,6 +39,31 @@ TEST(CliImport, TheClusterClockRefusesAnImportedRunNamingWhatItCameFrom) {
   EXPECT_NE(stats.exit_code, 0);
   EXPECT_NE(stats.err.find("recorded no thread CPU times (imported from PyTorch profiler"), std::string::npos) << stats.err;
   EXPECT_NE(stats.err.find("read this one on the measured clock"), std::string::npos) << stats.err;
+  // A GPU run without an emulated link: still the missing CPU times first, not the link.
+  const std::string gpu_run = dir.file("gpu.sqlite");
+  ASSERT_EQ(run_dpscope(dir, "import " + shipped("nccl_data.json.gz") + " -o '" + gpu_run + "'").exit_code, 0);
+  const CliOutcome gpu = run_dpscope(dir, "stats --clock cluster '" + gpu_run + "'");
+  EXPECT_NE(gpu.err.find("recorded no thread CPU times (imported from PyTorch profiler"), std::string::npos) << gpu.err;
+  EXPECT_EQ(gpu.err.find("emulated link"), std::string::npos) << gpu.err;
+  // whatif names the same reason, not a trace level to record at.
+  const CliOutcome whatif = run_dpscope(dir, "whatif '" + gpu_run + "'");
+  EXPECT_NE(whatif.exit_code, 0);
+  EXPECT_NE(whatif.err.find("a profiler trace records neither DDP's gradient hooks"), std::string::npos) << whatif.err;
+  EXPECT_EQ(whatif.err.find("--trace-level"), std::string::npos) << whatif.err;
+}
+
+// `dpscope stats` reads one profiler file as the viewer opens one: imported into a temporary run
+// file, the report naming the file given; its ranks' alignment is said (one rank: none).
+TEST(CliImport, StatsReadsAProfilerFileDirectly) {
+  TempDir dir;
+  const CliOutcome text = run_dpscope(dir, "stats " + shipped("nccl_data.json.gz"));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.out.rfind(std::string(DPSCOPE_SOURCE_DIR) + "/tests/data/kineto/nccl_data.json.gz\n", 0), 0u)
+      << text.out.substr(0, 200);
+  EXPECT_NE(text.out.find("GPU (HTA's breakdown"), std::string::npos) << text.out;
+  const CliOutcome json = run_dpscope(dir, "stats --json " + shipped("nccl_data.json.gz"));
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(nlohmann::json::parse(json.out)["run"]["alignment"], "none");
 }
 
 TEST(CliImport, SampledRanksImportAndGiveTheGpuBreakdownInStatsJson) {

@@ -7,10 +7,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <stb_image.h>
 #include <string>
 
 #include "tests/test_util.h"
+#include "tests/viewer/image_checks.h"
 #include "tests/viewer/screenshot_json.h"
+#include "viewer/palette.h"
 
 namespace {
 
@@ -48,6 +51,43 @@ TEST(ViewerProfilerFiles, TwoRanksOfGzippedProfilerTracesOpenAndDraw) {
   EXPECT_TRUE(std::filesystem::exists(png));
   EXPECT_GT(std::filesystem::file_size(png), 10000u);
   EXPECT_EQ(imports_in(dir.path()), 0) << "the temporary run file outlived the viewer";
+}
+
+// Pixels in the peak label's colour in the lane labels' column (x < 250) of `png`.
+int peak_label_pixels(const std::string& png) {
+  dpscope::testing::Image image;
+  int channels = 0;
+  unsigned char* data = stbi_load(png.c_str(), &image.width, &image.height, &channels, 3);
+  if (!data) return -1;
+  image.rgb.assign(data, data + size_t(image.width) * size_t(image.height) * 3);
+  stbi_image_free(data);
+  const ImU32 c = dpscope::view::theme().peak_text;
+  const std::array<int, 3> rgb{int(c & 0xff), int((c >> 8) & 0xff), int((c >> 16) & 0xff)};
+  dpscope::testing::Image labels = image;
+  for (int y = 0; y < image.height; ++y) {
+    for (int x = 250; x < image.width; ++x) {
+      unsigned char* p = &labels.rgb[(size_t(y) * size_t(image.width) + size_t(x)) * 3];
+      p[0] = p[1] = p[2] = 0;
+    }
+  }
+  return dpscope::testing::pixels_near(labels, 0, image.height, rgb);
+}
+
+// A run without memory samples names no peak ("peak 0 B" in the peak's red): its graph says "no
+// memory samples" and nothing stands beside it. A run with samples does show its peak there.
+TEST(ViewerProfilerFiles, ARunWithoutMemorySamplesNamesNoPeak) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string without = dir.file("nccl.png");
+  const auto imported = run_command("TMPDIR=" + dir.path().string() + " " + viewer() + " " +
+                                    shipped("nccl_data.json.gz") + " --size 1280x800 --screenshot " + without);
+  ASSERT_EQ(imported.exit_code, 0) << imported.output;
+  EXPECT_EQ(peak_label_pixels(without), 0);
+  const std::string synth = dir.file("synth.sqlite"), with = dir.file("synth.png");
+  ASSERT_EQ(run_command(std::string(DPSCOPE_BIN_DIR) + "/dpscope synth --events 5000 --ranks 2 --out " + synth).exit_code, 0);
+  const auto drawn = run_command(viewer() + " " + synth + " --size 1280x800 --screenshot " + with);
+  ASSERT_EQ(drawn.exit_code, 0) << drawn.output;
+  EXPECT_GT(peak_label_pixels(with), 20) << "the check sees a peak label where there is one";
 }
 
 TEST(ViewerProfilerFiles, DpscopeViewPassesProfilerFilesToTheViewer) {

@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/link_model.h"
 #include "analysis/whatif.h"
+#include "core/link_model.h"
 #include "engine/comm/link_emulation.h"
 #include "engine/comm/process_group.h"
 #include "trace/vocabulary.h"

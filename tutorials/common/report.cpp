@@ -8,8 +8,8 @@
 #include <stdexcept>
 
 #include "analysis/clock_choice.h"
-#include "core/link_model.h"
 #include "analysis/whatif.h"
+#include "core/link_model.h"
 #include "trace/vocabulary.h"
 
 namespace dpscope::tutorials {
