@@ -100,31 +100,44 @@ std::string causality_problem(const std::vector<RankCollectives>& ranks, const s
   return "";
 }
 
+// `given` with the reference (the lowest rank) first, the others in their order.
+std::vector<RankCollectives> reference_first(const std::vector<RankCollectives>& given) {
+  std::vector<RankCollectives> ranks = given;
+  std::stable_sort(ranks.begin(), ranks.end(),
+                   [](const RankCollectives& a, const RankCollectives& b) { return a.rank < b.rank; });
+  return ranks;
+}
+
+bool shares_a_collective(const RankCollectives& reference, const RankCollectives& rank) {
+  bool shared = false;
+  for_each_match(reference, rank, [&](int16_t, size_t, const SurveyedCollective&, const SurveyedCollective&) {
+    shared = true;
+  });
+  return shared;
+}
+
 }  // namespace
 
-bool can_align_collective_ends(const std::vector<RankCollectives>& ranks) {
-  if (ranks.size() < 2) return false;
+bool can_align_collective_ends(const std::vector<RankCollectives>& given) {
+  const std::vector<RankCollectives> ranks = reference_first(given);
   for (size_t r = 1; r < ranks.size(); ++r) {
-    if (offset_of(ranks.front(), ranks[r]).matched > 0) return true;
+    if (shares_a_collective(ranks.front(), ranks[r])) return true;
   }
   return false;
 }
 
 Alignment align_ranks(const std::vector<RankCollectives>& given, trace::ClockAlignment method) {
-  // The reference is the lowest rank present; the result keeps the order given.
-  std::vector<RankCollectives> ranks = given;
-  std::stable_sort(ranks.begin(), ranks.end(),
-                   [](const RankCollectives& a, const RankCollectives& b) { return a.rank < b.rank; });
   Alignment alignment;
   for (const RankCollectives& r : given) alignment.ranks.push_back({r.rank, 0, 0, 0});
   if (method != trace::ClockAlignment::CollectiveEnds) return alignment;
-  if (!can_align_collective_ends(ranks)) {
+  const std::vector<RankCollectives> ranks = reference_first(given);
+  std::vector<RankOffset> offsets{{ranks.front().rank, 0, 0, 0}};
+  for (size_t r = 1; r < ranks.size(); ++r) offsets.push_back(offset_of(ranks.front(), ranks[r]));
+  if (std::none_of(offsets.begin(), offsets.end(), [](const RankOffset& o) { return o.matched > 0; })) {
     alignment.note = "collective-ends alignment needs two ranks that share a blocking collective; "
                      "every rank keeps its profiler's own clock";
     return alignment;
   }
-  std::vector<RankOffset> offsets{{ranks.front().rank, 0, 0, 0}};
-  for (size_t r = 1; r < ranks.size(); ++r) offsets.push_back(offset_of(ranks.front(), ranks[r]));
   const std::string problem = causality_problem(ranks, offsets);
   if (!problem.empty()) {
     alignment.note = "collective-ends alignment refused: " + problem +
