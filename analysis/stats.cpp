@@ -57,12 +57,17 @@ struct RankScratch {
   std::vector<std::optional<double>> loss;
   std::vector<std::vector<Interval>> compute, waits, comm;  // by iteration
   std::vector<Interval> all_compute, all_waits, all_comm;
+  // The compute kernels of a rank with GPU kernels (Note [Compute and exposed communication]).
+  std::vector<std::vector<Interval>> gpu_compute;  // by iteration
+  std::vector<Interval> all_gpu_compute;
+  int64_t gpu_kernels = 0;
   std::vector<CollectiveStats> collective_list;
   GpuBreakdownBuilder gpu;  // GPU kernels and ProfilerSteps (imported traces)
   // DDP bucket all-reduces: (iteration, bucket, span), for BucketExposure.
   struct BucketComm {
     int32_t iteration;
     int32_t bucket;
+    int64_t bytes;
     Interval span;
   };
   std::vector<BucketComm> bucket_comm;
@@ -111,9 +116,21 @@ std::vector<PhaseRole> phase_roles(const std::vector<std::string>& names) {
   return roles;
 }
 
-void add_event(const trace::Event& e, const std::vector<PhaseRole>& roles, RankScratch& s) {
+void add_gpu_kernel(const trace::Event& e, const std::vector<KernelClass>& classes, RankScratch& s) {
+  s.gpu.add_kernel(e);
+  ++s.gpu_kernels;
+  if (e.kind == trace::EventKind::Collective || e.name < 0 || size_t(e.name) >= classes.size() ||
+      classes[size_t(e.name)] != KernelClass::Compute) {
+    return;
+  }
+  s.all_gpu_compute.push_back({e.begin_ns, e.end_ns});
+  if (e.iteration >= 0) RankScratch::at(s.gpu_compute, e.iteration).push_back({e.begin_ns, e.end_ns});
+}
+
+void add_event(const trace::Event& e, const std::vector<PhaseRole>& roles,
+               const std::vector<KernelClass>& kernel_classes, RankScratch& s) {
   const bool in_iteration = e.iteration >= 0;
-  if (e.flags & trace::kFlagGpuKernel) s.gpu.add_kernel(e);
+  if (e.flags & trace::kFlagGpuKernel) add_gpu_kernel(e, kernel_classes, s);
   if (in_iteration) {
     s.first_iteration_ns = std::min(s.first_iteration_ns, e.begin_ns);
     s.last_iteration_end_ns = std::max(s.last_iteration_end_ns, e.end_ns);
@@ -167,7 +184,7 @@ void add_event(const trace::Event& e, const std::vector<PhaseRole>& roles, RankS
         RankScratch::at(s.comm, e.iteration).push_back({e.begin_ns, e.end_ns});
         if (e.op < trace::kCollectiveOpCount) ++RankScratch::at(s.collectives, e.iteration)[e.op];
         if (e.bucket != trace::kNone && e.op == static_cast<uint8_t>(trace::CollectiveOp::AllReduce)) {
-          s.bucket_comm.push_back({e.iteration, e.bucket, {e.begin_ns, e.end_ns}});
+          s.bucket_comm.push_back({e.iteration, e.bucket, e.bytes, {e.begin_ns, e.end_ns}});
         }
       }
       s.collective_list.push_back(CollectiveStats{e.grp, e.seq, static_cast<trace::CollectiveOp>(e.op),
@@ -349,8 +366,9 @@ void finish_iterations(RankScratch& s, int32_t iterations, RankStats& out) {
     const auto phase = RankScratch::get(s.iteration_phase, i);
     it.step_ms = step_ms ? *step_ms : phase ? to_ms(phase->second) : 0.0;
     it.loss = RankScratch::get(s.loss, i);
-    const OverlapSets sets = overlap_sets(RankScratch::take(s.compute, i),
-                                          RankScratch::take(s.waits, i),
+    const bool on_gpu = s.gpu_kernels > 0;
+    const OverlapSets sets = overlap_sets(RankScratch::take(on_gpu ? s.gpu_compute : s.compute, i),
+                                          on_gpu ? std::vector<Interval>{} : RankScratch::take(s.waits, i),
                                           RankScratch::take(s.comm, i));
     it.overlap = overlap_of(sets);
     // The bucket all-reduces of this iteration, against its compute.
@@ -358,6 +376,7 @@ void finish_iterations(RankScratch& s, int32_t iterations, RankStats& out) {
       const auto& b = s.bucket_comm[next_bucket];
       BucketExposure& e = s.buckets[b.bucket];
       e.bucket = b.bucket;
+      if (b.bytes != trace::kNone64) e.bytes = b.bytes;
       ++e.collectives;
       const int64_t length = saturating_sub(b.span.end_ns, b.span.begin_ns);
       e.comm_ms += to_ms(length);
@@ -449,6 +468,7 @@ void read_layout(trace::Reader& reader, RunStats& stats) {
 // (read_metrics).
 struct StreamedEvents {
   std::vector<RankScratch> scratch;
+  std::vector<KernelClass> kernel_classes;  // of every name (classify_names)
   int32_t max_iteration = trace::kNone;
   int64_t origin_ns = INT64_MAX;  // the earliest begin of any event
 };
@@ -462,7 +482,9 @@ StreamedEvents stream_events(trace::Reader& reader, const std::vector<trace::Ran
   for (size_t r = 0; r < ranks.size(); ++r) rank_index[ranks[r].rank] = r;
   StreamedEvents streamed;
   streamed.scratch.resize(ranks.size());
-  const auto roles = phase_roles(reader.names());
+  const std::vector<std::string>& names = reader.names();
+  const auto roles = phase_roles(names);
+  streamed.kernel_classes = classify_names(names);
   int32_t current_rank = trace::kNone;
   RankScratch* current = nullptr;  // events of ranks missing from the ranks table only count
                                    // towards the iterations
@@ -476,7 +498,7 @@ StreamedEvents stream_events(trace::Reader& reader, const std::vector<trace::Ran
       const auto it = rank_index.find(e.rank);
       current = it == rank_index.end() ? nullptr : &streamed.scratch[it->second];
     }
-    if (current) add_event(e, roles, *current);
+    if (current) add_event(e, roles, streamed.kernel_classes, *current);
     return true;
   });
   return streamed;
@@ -489,8 +511,6 @@ void finish_ranks(trace::Reader& reader, const std::vector<trace::RankInfo>& ran
                   StreamedEvents& streamed, IterationBound& bound, const ClusterClockRun* cluster,
                   RunStats& stats) {
   std::vector<RankScratch>& scratch = streamed.scratch;
-  const std::vector<KernelClass> kernel_classes = cluster ? std::vector<KernelClass>{}
-                                                          : classify_names(reader.names());
   const std::string whole_us_ranks =
       reader.meta_value(std::string(trace::meta_key::kImportedFractionalUsRanks));
   for (size_t r = 0; r < ranks.size(); ++r) {
@@ -501,14 +521,20 @@ void finish_ranks(trace::Reader& reader, const std::vector<trace::RankInfo>& ran
     read_metrics(reader, out.rank, scratch[r], streamed.max_iteration, bound, cluster);
     read_memory(reader, out.rank, scratch[r], cluster, out);
     finish_collectives(scratch[r], out);
-    out.overlap = overlap_of(overlap_sets(std::move(scratch[r].all_compute),
-                                          std::move(scratch[r].all_waits),
-                                          std::move(scratch[r].all_comm)));
+    if (scratch[r].gpu_kernels > 0) {
+      out.compute_source = RankStats::ComputeSource::GpuKernels;
+      out.overlap = overlap_of(overlap_sets(std::move(scratch[r].all_gpu_compute), {},
+                                            std::move(scratch[r].all_comm)));
+    } else {
+      out.overlap = overlap_of(overlap_sets(std::move(scratch[r].all_compute),
+                                            std::move(scratch[r].all_waits),
+                                            std::move(scratch[r].all_comm)));
+    }
     out.ddp = ddp_timings(scratch[r]);
     out.compute_phases = scratch[r].compute_phases;
     out.clock_offset_ns = ranks[r].clock_offset_ns;
     out.clock_uncertainty_ns = cluster ? 0 : ranks[r].clock_uncertainty_ns;
-    if (!cluster) out.gpu = scratch[r].gpu.finish(kernel_classes, rounding_for(whole_us_ranks, out.rank));
+    if (!cluster) out.gpu = scratch[r].gpu.finish(streamed.kernel_classes, rounding_for(whole_us_ranks, out.rank));
     stats.ranks.push_back(std::move(out));
   }
   const int32_t max_iteration = streamed.max_iteration;

@@ -39,6 +39,10 @@ struct ClusterClockRun;  // analysis/cluster_clock.h
 // nothing, which the step pays for. Lengths of unions (analysis/intervals.h), so overlapping slices
 // count once. Per iteration, the slices whose `iteration` column is that iteration; for the run,
 // every slice, construction included. Milliseconds.
+// On a rank with GPU kernels (an imported GPU trace) compute is the GPU's instead: the union of
+// its compute kernels (Note [GPU breakdown]'s classes), each counted in the iteration whose step
+// launched it, and comm its communication kernels; the CPU's phases enclose the kernels they
+// launch, so they would hide every collective. RankStats::compute_source says which.
 struct OverlapStats {
   double compute_ms = 0;
   double comm_ms = 0;
@@ -68,6 +72,7 @@ struct IterationStats {
 // [Compute and exposed communication]). Milliseconds.
 struct BucketExposure {
   int32_t bucket = 0;
+  int64_t bytes = trace::kNone64;  // its all-reduce's bytes on this rank (the last one); kNone64: unknown
   int64_t collectives = 0;
   double comm_ms = 0;
   double exposed_comm_ms = 0;
@@ -125,6 +130,9 @@ struct RankStats {
   // categories: the tracking allocator sees the CPU allocator alone).
   bool sampled_gpu_memory() const;
   OverlapStats overlap;  // over every slice of the rank, construction included
+  // What `overlap` (and each iteration's) counts as compute (Note [Compute and exposed communication]).
+  enum class ComputeSource : uint8_t { Phases, GpuKernels };
+  ComputeSource compute_source = ComputeSource::Phases;
   // Phase slices named forward, backward or optimizer_step: without any, compute (and with it
   // overlap and exposure) is unknown, not zero, and the report says so.
   int64_t compute_phases = 0;

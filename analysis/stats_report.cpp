@@ -20,6 +20,22 @@ using ordered_json = nlohmann::ordered_json;
 constexpr trace::CollectiveOp kContractOps[] = {trace::CollectiveOp::AllReduce, trace::CollectiveOp::Broadcast,
                                          trace::CollectiveOp::AllGather, trace::CollectiveOp::ReduceScatter,
                                          trace::CollectiveOp::Barrier};
+// Ops only imported traces record: every iteration's JSON counts them; the text's table shows
+// their columns where a rank has any.
+constexpr trace::CollectiveOp kImportedOps[] = {trace::CollectiveOp::AllToAll, trace::CollectiveOp::SendRecv};
+
+bool has_imported_ops(const RankStats& r) {
+  for (const IterationStats& it : r.iterations) {
+    for (trace::CollectiveOp op : kImportedOps) {
+      if (it.collectives[static_cast<size_t>(op)] > 0) return true;
+    }
+  }
+  return false;
+}
+
+const char* compute_source_word(RankStats::ComputeSource source) {
+  return source == RankStats::ComputeSource::GpuKernels ? "gpu_kernels" : "phases";
+}
 
 ordered_json int_or_null(int64_t value, int64_t none) {
   return value == none ? ordered_json(nullptr) : ordered_json(value);
@@ -70,6 +86,9 @@ ordered_json rank_json(const RankStats& r, int64_t origin_ns) {
     for (trace::CollectiveOp op : kContractOps) {
       collectives[std::string(to_string(op))] = it.collectives[static_cast<size_t>(op)];
     }
+    for (trace::CollectiveOp op : kImportedOps) {
+      collectives[std::string(to_string(op))] = it.collectives[static_cast<size_t>(op)];
+    }
     iterations.push_back(ordered_json{
         {"iteration", it.iteration},
         {"hooks", it.hooks},
@@ -100,6 +119,7 @@ ordered_json rank_json(const RankStats& r, int64_t origin_ns) {
   ordered_json buckets = ordered_json::array();
   for (const BucketExposure& b : r.buckets) {
     buckets.push_back(ordered_json{{"bucket", b.bucket},
+                                   {"bytes", int_or_null(b.bytes, trace::kNone64)},
                                    {"allreduces", b.collectives},
                                    {"comm_ms", b.comm_ms},
                                    {"exposed_comm_ms", b.exposed_comm_ms}});
@@ -114,6 +134,7 @@ ordered_json rank_json(const RankStats& r, int64_t origin_ns) {
                    {"memory_after_steps_bytes", peak_json(r.memory_after_steps)},
                    {"category_max_bytes", std::move(category_max)},
                    {"overlap", overlap_json(r.overlap)},
+                   {"overlap_compute", compute_source_word(r.compute_source)},
                    {"clock_offset_ms", double(r.clock_offset_ns) / 1e6},
                    {"clock_uncertainty_ms", double(r.clock_uncertainty_ns) / 1e6},
                    {"wait_ms", r.wait_ms},
@@ -272,8 +293,10 @@ void append_plans(const RunStats& stats, std::string& out) {
     out += "\nbuckets (generation 0: initial plan, 1: rebuilt):\n";
     out += format("  %3s %6s %12s  %s\n", "gen", "bucket", "bytes", "params");
     for (const trace::BucketInfo& b : stats.buckets) {
-      out += format("  %3d %6d %12lld  %s\n", b.generation, b.index,
-                    static_cast<long long>(b.bytes), join(b.params).c_str());
+      const bool size_unknown = b.numel == 0 && b.params.empty();
+      out += format("  %3d %6d %12s  %s\n", b.generation, b.index,
+                    size_unknown ? "?" : std::to_string(b.bytes).c_str(),
+                    b.params.empty() ? "(read from the profiler's all-reduces)" : join(b.params).c_str());
     }
   }
   if (!stats.units.empty()) {
@@ -306,12 +329,17 @@ void append_param_rows(const RunStats& stats, std::string& out) {
   }
 }
 
-void append_iteration(const IterationStats& it, std::string& out) {
+void append_iteration(const IterationStats& it, bool imported_ops, std::string& out) {
   const std::string loss = it.loss ? format("%.4f", *it.loss) : "-";
   out += format("  %5d %10.3f %10s %6lld", it.iteration, it.step_ms, loss.c_str(),
                 static_cast<long long>(it.hooks));
   for (trace::CollectiveOp op : kContractOps) {
     out += format(" %9lld", static_cast<long long>(it.collectives[static_cast<size_t>(op)]));
+  }
+  if (imported_ops) {
+    for (trace::CollectiveOp op : kImportedOps) {
+      out += format(" %9lld", static_cast<long long>(it.collectives[static_cast<size_t>(op)]));
+    }
   }
   out += format(" %10.3f %10.3f %10.3f\n", it.overlap.compute_ms, it.overlap.comm_ms,
                 it.overlap.exposed_comm_ms);
@@ -349,13 +377,15 @@ void append_peak(const char* title, const MemoryAtPeak& peak, std::string& out) 
   append_memory(title, peak, out);
 }
 
-void append_rank(const RankStats& r, std::string& out) {
+void append_rank(const RunStats& stats, const RankStats& r, std::string& out) {
   out += format("\nrank %d%s:\n", r.rank, r.complete() ? "" : " (incomplete, see WARNING above)");
   if (!r.iterations.empty()) {
     out += format("  %5s %10s %10s %6s", "iter", "step_ms", "loss", "hooks");
     for (const char* op : {"allreduce", "broadcast", "allgather", "red_scat", "barrier"}) {
       out += format(" %9s", op);
     }
+    const bool imported_ops = has_imported_ops(r);
+    if (imported_ops) out += format(" %9s %9s", "alltoall", "send_recv");
     out += format(" %10s %10s %10s\n", "compute_ms", "comm_ms", "exposed_ms");
     const size_t n = r.iterations.size();
     for (size_t i = 0; i < n; ++i) {
@@ -364,11 +394,11 @@ void append_rank(const RankStats& r, std::string& out) {
                       n - kIterationsShown);
         i = n - kIterationsShown / 2;
       }
-      append_iteration(r.iterations[i], out);
+      append_iteration(r.iterations[i], imported_ops, out);
     }
     append_step_summary(r, out);
   }
-  if (r.compute_phases == 0) {
+  if (r.compute_phases == 0 && r.compute_source == RankStats::ComputeSource::Phases) {
     out += "  no forward, backward or optimizer_step phases recorded: compute, overlap and exposed "
            "comm below are unknown, not zero\n";
   }
@@ -385,13 +415,19 @@ void append_rank(const RankStats& r, std::string& out) {
                : std::string("no communication kernels, so no comm/compute overlap\n");
   }
   const OverlapStats& o = r.overlap;
-  out += format("  overlap: compute %.3f ms, comm %.3f ms, hidden %.3f ms, exposed comm %.3f ms",
+  const bool on_gpu = r.compute_source == RankStats::ComputeSource::GpuKernels;
+  out += format("  overlap%s: compute %.3f ms, comm %.3f ms, hidden %.3f ms, exposed comm %.3f ms",
+                on_gpu ? " on the GPU (its compute and communication kernels, every step)" : "",
                 o.compute_ms, o.comm_ms, o.overlap_ms, o.exposed_comm_ms);
   if (o.comm_ms > 0) out += format(" (%.1f%% of comm)", 100.0 * o.exposed_comm_ms / o.comm_ms);
   out += format("; %zu collectives\n", r.collectives.size());
   if (r.wait_ms + r.transfer_ms > 0) {
     out += format("  in its collectives: waiting for the last rank to arrive %.3f ms, transferring %.3f ms",
                   r.wait_ms, r.transfer_ms);
+    // An imported run may hold a few of its job's ranks: the last of those, not of the job.
+    if (stats.world_size > int32_t(stats.ranks.size())) {
+      out += format(" (the last of the %zu of %d ranks in this file)", stats.ranks.size(), stats.world_size);
+    }
     if (r.clock_uncertainty_ns > 0) {
       out += format(" (clock aligned to rank 0 within %.3f ms)", double(r.clock_uncertainty_ns) / 1e6);
     }
@@ -453,9 +489,12 @@ std::string stats_json(const RunStats& stats) {
   }
   ordered_json buckets = ordered_json::array();
   for (const trace::BucketInfo& b : stats.buckets) {
+    // A bucket read from a profiler trace without sizes has none (Note [DDP's buckets from
+    // PyTorch's records]): its bytes are unknown, not 0.
+    const bool size_unknown = b.numel == 0 && b.params.empty();
     buckets.push_back(ordered_json{{"generation", b.generation},
                                    {"index", b.index},
-                                   {"bytes", b.bytes},
+                                   {"bytes", size_unknown ? ordered_json(nullptr) : ordered_json(b.bytes)},
                                    {"params", b.params}});
   }
   ordered_json units = ordered_json::array();
@@ -530,15 +569,21 @@ std::string stats_text(const RunStats& stats) {
   if (!link.empty()) {
     out += "link: " + link + " (collectives held to a ring model's time; not a measurement of this machine)\n";
   }
-  out += "compute: forward, backward and optimizer phases less the time waiting for collectives; exposed comm:\n"
-         "communication during which the rank computes nothing (docs/trace-format.md, \"Figures\")\n";
+  const bool any_on_gpu = std::any_of(stats.ranks.begin(), stats.ranks.end(), [](const RankStats& r) {
+    return r.compute_source == RankStats::ComputeSource::GpuKernels;
+  });
+  out += any_on_gpu
+             ? "compute: the GPU's compute kernels; exposed comm: communication kernels during which no compute\n"
+               "kernel runs (the CPU's phases enclose the kernels they launch; docs/trace-format.md, \"Figures\")\n"
+             : "compute: forward, backward and optimizer phases less the time waiting for collectives; exposed comm:\n"
+               "communication during which the rank computes nothing (docs/trace-format.md, \"Figures\")\n";
   append_warnings(stats, out);
   append_matching(stats, out);
   append_groups(stats, out);
   append_bus_bandwidth(stats, out);
   append_plans(stats, out);
   append_param_rows(stats, out);
-  for (const RankStats& r : stats.ranks) append_rank(r, out);
+  for (const RankStats& r : stats.ranks) append_rank(stats, r, out);
   return out;
 }
 

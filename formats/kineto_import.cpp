@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "formats/kineto_align.h"
+#include "formats/kineto_buckets.h"
 #include "formats/kineto_survey.h"
 #include "trace/vocabulary.h"
 #include "trace/writer.h"
@@ -119,6 +120,9 @@ class RankImporter {
     ev.kind = trace::EventKind::Mark;
     ev.iteration = survey_.iteration_at(raw_begin);
     place(e, role, raw_begin, ev);
+    // Kineto's category (cpu_op, cuda_runtime, user_annotation, ...): what the critical path's graph
+    // tells operators from annotations by (analysis/critical_path_kineto.cpp, docs/kineto.md).
+    if (ev.kind != trace::EventKind::Phase && !e.cat.empty()) ev.value = sink_.name(e.cat);
     sink_.event(ev);
     first_ns_ = std::min(first_ns_, ev.begin_ns);
     last_ns_ = std::max(last_ns_, ev.end_ns);
@@ -256,6 +260,7 @@ class RankImporter {
     ev.op = collective_op_of(a.collective_name.empty() ? e.name : a.collective_name);
     ev.grp = group_of(a.process_group, groups_);
     ev.seq = survey_.seq_of(ev.grp, raw_begin);
+    if (ev.seq != trace::kNone64) ev.bucket = survey_.bucket_of(ev.grp, ev.seq);
     ev.dtype = dtype_of(a.dtype.empty() ? a.first_input_type : a.dtype);
     const int64_t size = dtype_size(ev.dtype);
     if (a.in_msg_nelems != kAbsent && size > 0) ev.bytes = a.in_msg_nelems * size;
@@ -363,6 +368,15 @@ void write_meta(trace::Writer& w, const KinetoImportOptions& options, const std:
   if (!ranks.empty()) w.set_meta(key::kImportedFractionalUsRanks, ranks);
 }
 
+// DDP's bucket plan from the ranks' records, lowest rank first (kineto_buckets.h).
+void write_buckets(trace::Writer& writer, const std::vector<KinetoSurvey>& surveys,
+                   const std::vector<trace::RankInfo>& infos, const std::function<void(const std::string&)>& warn) {
+  std::vector<std::pair<int32_t, const KinetoSurvey*>> ranks;
+  for (size_t i = 0; i < surveys.size(); ++i) ranks.emplace_back(infos[i].rank, &surveys[i]);
+  std::sort(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const trace::BucketInfo& bucket : ddp_bucket_plan(ranks, warn)) writer.add_bucket(bucket);
+}
+
 // The ranks' offsets (kineto_align.h) written into their rows and applied to their times, and
 // the method in meta. A refused alignment is said once through `warn` and in meta.
 trace::ClockAlignment align_clocks(trace::Writer& writer, const KinetoImportOptions& options,
@@ -427,6 +441,7 @@ KinetoImportResult import_into(trace::Writer& writer, const KinetoImportOptions&
     surveys.push_back(std::move(survey));
   }
   write_meta(writer, options, surveys, fractional_us_ranks);
+  write_buckets(writer, surveys, infos, warn);
   sink.result.alignment = align_clocks(writer, options, surveys, infos, warn);
   sink.commit();
   sink.result.ranks = static_cast<int32_t>(ranks.size());

@@ -3,6 +3,8 @@
 // know before it writes an event (lanes, steps, launch times, collective order).
 #include "formats/kineto_survey.h"
 
+#include "formats/kineto_buckets.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -156,8 +158,11 @@ int64_t to_ns(int64_t base_time_ns, double us) {
 }
 
 KinetoLaneKey lane_key_of(const KinetoEvent& e, KinetoRole role) {
+  // A CUDA sync record of one stream (Stream Sync, Event Sync, Stream Wait Event) belongs to that
+  // stream's lane; Context Sync (stream 2^32-1: every stream) stays on its own row.
+  const bool stream_sync = e.cat == "cuda_sync" && e.args.stream >= 0 && e.args.stream < UINT32_MAX;
   const bool gpu = role == KinetoRole::GpuKernel || role == KinetoRole::GpuCollective ||
-                   role == KinetoRole::GpuAnnotation;
+                   role == KinetoRole::GpuAnnotation || stream_sync;
   if (!gpu) return KinetoLaneKey{false, e.pid, e.tid};
   const std::string stream = e.args.stream != kAbsent ? std::to_string(e.args.stream) : e.tid;
   const std::string device = e.args.device != kAbsent ? std::to_string(e.args.device) : e.pid;
@@ -179,13 +184,27 @@ int64_t KinetoSurvey::seq_of(int16_t grp, int64_t begin_ns) const {
   return std::lower_bound(v.begin(), v.end(), SurveyedCollective{begin_ns, 0, 0xff}) - v.begin();
 }
 
+int32_t KinetoSurvey::bucket_of(int16_t grp, int64_t seq) const {
+  const auto found = collectives.find(grp);
+  if (found == collectives.end() || seq < 0 || size_t(seq) >= found->second.size()) return trace::kNone;
+  return found->second[size_t(seq)].bucket;
+}
+
 namespace {
 
 // What the first pass gathers beside the survey: the collectives of both kinds, until it is
 // known which kind the file's collectives are.
 struct CollectiveCandidates {
   std::map<int16_t, std::vector<SurveyedCollective>> kernels, nccl_ops, gloo_ops;
+  std::vector<int64_t> optimizer_begins;
 };
+
+// The collective's size from its record: "In msg nelems" (record_param_comms, NCCL kernels), else
+// the first "Input Dims" with its "Input type" (nccl:* and gloo:* ops with record_shapes).
+void add_size(const KinetoArgs& a, SurveyedCollective& c) {
+  c.dtype = dtype_of(a.dtype.empty() ? a.first_input_type : a.dtype);
+  c.numel = a.in_msg_nelems != kAbsent ? a.in_msg_nelems : a.first_input_numel;
+}
 
 void survey_event(const KinetoEvent& e, KinetoSurvey& s, CollectiveCandidates& c) {
   if (e.ph == 'M') {
@@ -202,9 +221,10 @@ void survey_event(const KinetoEvent& e, KinetoSurvey& s, CollectiveCandidates& c
   if (role == KinetoRole::Instant) return;
   const int64_t begin = to_ns(0, e.ts_us);
   if (!key.gpu && e.args.correlation != kAbsent) s.launch_ns.emplace(e.args.correlation, begin);
-  const SurveyedCollective collective{
+  SurveyedCollective collective{
       begin, begin + std::max<int64_t>(0, to_ns(0, e.dur_us)),
       collective_op_of(e.args.collective_name.empty() ? e.name : e.args.collective_name)};
+  collective.issue_ns = begin;
   switch (role) {
     case KinetoRole::Iteration:
       s.steps.push_back({begin, begin + std::max<int64_t>(0, to_ns(0, e.dur_us))});
@@ -219,11 +239,15 @@ void survey_event(const KinetoEvent& e, KinetoSurvey& s, CollectiveCandidates& c
       s.ddp = s.ddp || e.name == "DistributedDataParallel.forward";
       s.fsdp = s.fsdp || starts_with(e.name, "FullyShardedDataParallel") || starts_with(e.name, "FSDP::");
       break;
+    case KinetoRole::OptimizerStep: c.optimizer_begins.push_back(begin); break;
     case KinetoRole::GpuCollective:
       s.nccl_kernels = true;
+      add_size(e.args, collective);
+      collective.correlation = e.args.correlation;
       c.kernels[group_of(e.args.process_group, s.groups)].push_back(collective);
       break;
     case KinetoRole::HostCollective:
+      add_size(e.args, collective);
       if (e.name.rfind("gloo:", 0) == 0) {
         s.gloo = true;
         c.gloo_ops[group_of(e.args.process_group, s.groups)].push_back(collective);
@@ -254,8 +278,19 @@ KinetoSurvey survey_kineto_file(const std::string& path) {
     auto& into = s.collectives[grp];
     into.insert(into.end(), found.begin(), found.end());
   }
-  for (auto& [grp, found] : s.collectives) std::stable_sort(found.begin(), found.end());
+  for (auto& [grp, found] : s.collectives) {
+    std::stable_sort(found.begin(), found.end());
+    for (SurveyedCollective& collective : found) {
+      const auto launch = collective.correlation == kAbsent ? s.launch_ns.end() : s.launch_ns.find(collective.correlation);
+      if (launch != s.launch_ns.end()) collective.issue_ns = launch->second;
+    }
+  }
+  for (const int64_t begin : c.optimizer_begins) {
+    const int32_t step = s.iteration_at(begin);
+    if (step != trace::kNone) s.steps[size_t(step)].optimizer_ns = std::min(s.steps[size_t(step)].optimizer_ns, begin);
+  }
   s.nccl = s.nccl || s.nccl_kernels;
+  assign_ddp_buckets(s);
   return s;
 }
 

@@ -76,6 +76,11 @@ struct SurveyedCollective {
   int64_t begin_ns = 0;
   int64_t end_ns = 0;
   uint8_t op = 0xff;  // a CollectiveOp value; 0xff when the name spells none
+  uint8_t dtype = 0xff;       // a DType value; 0xff when the record names none
+  int64_t numel = kAbsent;    // elements ("In msg nelems", else the first "Input Dims")
+  int64_t issue_ns = 0;       // when the program issued it: a kernel's launch, a host op's begin
+  int64_t correlation = kAbsent;  // a kernel's launch, until the survey resolves issue_ns
+  int32_t bucket = trace::kNone;  // DDP's bucket (kineto_buckets.h)
 
   bool operator<(const SurveyedCollective& o) const { return begin_ns < o.begin_ns; }
 };
@@ -84,6 +89,13 @@ struct SurveyedCollective {
 struct KinetoStep {
   int64_t begin_ns = 0;
   int64_t end_ns = 0;
+  int64_t optimizer_ns = INT64_MAX;  // the first optimizer step's begin in it; INT64_MAX: none
+};
+
+// One of DDP's buckets as a rank's records give it (kineto_buckets.h): its size where known.
+struct SurveyedBucket {
+  int64_t numel = kAbsent;
+  uint8_t dtype = 0xff;
 };
 
 // What the first pass learns about a file. Its times are the file's own (to_ns with no base:
@@ -103,11 +115,16 @@ struct KinetoSurvey {
   std::string main_pid;  // the process of the thread that runs the ProfilerSteps (or the first)
   KinetoLaneKey main_thread;
   bool has_main_thread = false;
+  // DDP's buckets in launch order, from the steps that have the most common count of them
+  // (kineto_buckets.h); empty when the trace is not DDP's or no step all-reduces.
+  std::vector<SurveyedBucket> ddp_buckets;
 
   // The iteration whose step holds `t_ns`; kNone outside every step.
   int32_t iteration_at(int64_t t_ns) const;
   // The sequence number of a collective of group `grp` that begins at `begin_ns`.
   int64_t seq_of(int16_t grp, int64_t begin_ns) const;
+  // The DDP bucket of the collective (grp, seq); kNone when it is none of DDP's buckets.
+  int32_t bucket_of(int16_t grp, int64_t seq) const;
 };
 
 // Pass 1 over `path`. Throws KinetoError as read_kineto_file does, and for a baseTimeNanoseconds

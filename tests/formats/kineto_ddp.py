@@ -2,8 +2,9 @@
 # rank, for the Kineto import's tests (tests/formats/test_kineto_ddp.cpp, docs/kineto.md). Run with
 # the interpreter that has torch (Debian's python3-torch 1.13 here, which writes the older bare-list
 # form):
-#   /usr/bin/python3 tests/formats/kineto_ddp.py OUT_DIR RANKS [STEPS]
-# Writes OUT_DIR/rank-<r>.json for each rank (STEPS + 1 ProfilerSteps) and OUT_DIR/ddp.json:
+#   /usr/bin/python3 tests/formats/kineto_ddp.py OUT_DIR RANKS [STEPS [BUCKET_CAP_MB]]
+# Writes OUT_DIR/rank-<r>.json for each rank (STEPS + 1 ProfilerSteps; DDP's bucket_cap_mb
+# BUCKET_CAP_MB, 0.3 by default) and OUT_DIR/ddp.json:
 # {"world_size", "steps", "rebuilt_bucket_sizes"} from DDP's own logging data (_get_ddp_logging_data), so a test can
 # compare the gloo:all_reduce ops of each profiled step with DDP's bucket count.
 import json
@@ -28,10 +29,10 @@ def model():
     return torch.nn.Sequential(*layers, torch.nn.Linear(256, 10))
 
 
-def run(rank, world, store, out, steps):
+def run(rank, world, store, out, steps, cap_mb):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world)
-    ddp = DDP(model(), bucket_cap_mb=0.3)
+    ddp = DDP(model(), bucket_cap_mb=cap_mb)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     gen = torch.Generator().manual_seed(rank)
     # Two warm-up steps (iteration 0 has one bucket, then DDP rebuilds them), then `steps` + 1
@@ -58,11 +59,12 @@ def run(rank, world, store, out, steps):
 def main():
     out, world = sys.argv[1], int(sys.argv[2])
     steps = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    cap_mb = float(sys.argv[4]) if len(sys.argv) > 4 else 0.3
     os.makedirs(out, exist_ok=True)
     # The ranks meet in a FileStore, not on a TCP port: a port found free and handed to the ranks
     # can be taken in between by another program (the suite runs tests side by side).
     with tempfile.TemporaryDirectory() as meeting:
-        mp.spawn(run, args=(world, os.path.join(meeting, "store"), out, steps), nprocs=world, join=True)
+        mp.spawn(run, args=(world, os.path.join(meeting, "store"), out, steps, cap_mb), nprocs=world, join=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
+#include <tuple>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -26,12 +28,13 @@ bool python_has_torch() {
   return testing::run_command("/usr/bin/python3 -c 'import torch'").exit_code == 0;
 }
 
-// Records `ranks` ranks of DDP into `dir` and imports them; returns DDP's bucket count.
-size_t record_and_import(Imported& run, int ranks) {
+// Records `ranks` ranks of DDP (bucket_cap_mb `cap_mb`) into `dir` and imports them; returns
+// DDP's bucket count.
+size_t record_and_import(Imported& run, int ranks, const std::string& cap_mb = "0.3") {
   const std::string out = run.dir.file("profiles");
   const auto recorded = testing::run_command("/usr/bin/python3 " + std::string(DPSCOPE_SOURCE_DIR) +
                                              "/tests/formats/kineto_ddp.py " + out + " " +
-                                             std::to_string(ranks) + " " + std::to_string(kSteps));
+                                             std::to_string(ranks) + " " + std::to_string(kSteps) + " " + cap_mb);
   EXPECT_EQ(recorded.exit_code, 0) << recorded.output;
   std::vector<std::string> files;
   for (int r = 0; r < ranks; ++r) files.push_back(out + "/rank-" + std::to_string(r) + ".json");
@@ -41,11 +44,50 @@ size_t record_and_import(Imported& run, int ranks) {
   return logged["rebuilt_bucket_sizes"].size();
 }
 
-void expect_allreduce_per_bucket(int ranks) {
+// Each profiled step's all-reduces are DDP's buckets 0, 1, ... in the order they began (Note
+// [DDP's buckets from PyTorch's records]), and the run's plan has DDP's count, its sizes unknown:
+// PyTorch 1.13's list-form traces give the gloo ops no arguments.
+void expect_buckets_numbered(const std::string& path, size_t buckets) {
+  trace::Reader reader(path);
+  const std::vector<trace::BucketInfo> plan = reader.buckets();
+  ASSERT_EQ(plan.size(), buckets) << "DDP's rebuilt_bucket_sizes has " << buckets;
+  for (size_t b = 0; b < plan.size(); ++b) {
+    EXPECT_EQ(plan[b].generation, 1);
+    EXPECT_EQ(plan[b].index, int32_t(b));
+    EXPECT_EQ(plan[b].numel, 0) << "no sizes in a list-form trace";
+    EXPECT_TRUE(plan[b].params.empty());
+  }
+  const analysis::RunStats stats = analysis::compute_stats(reader);
+  for (const analysis::RankStats& r : stats.ranks) {
+    ASSERT_EQ(r.buckets.size(), buckets) << "rank " << r.rank;
+    for (const analysis::BucketExposure& b : r.buckets) {
+      EXPECT_GE(b.collectives, kSteps) << "rank " << r.rank << ", bucket " << b.bucket;
+      EXPECT_EQ(b.bytes, trace::kNone64);
+    }
+  }
+  // The bucket column, step by step, in the order the all-reduces began.
+  std::map<std::tuple<int32_t, int32_t>, std::vector<std::pair<int64_t, int32_t>>> order;
+  reader.for_each_event([&](const trace::Event& e) {
+    if (e.kind == trace::EventKind::Collective && e.op == uint8_t(trace::CollectiveOp::AllReduce) &&
+        e.iteration >= 0 && e.iteration < kSteps) {
+      order[{e.rank, e.iteration}].emplace_back(e.begin_ns, e.bucket);
+    }
+    return true;
+  });
+  for (auto& [key, list] : order) {
+    std::sort(list.begin(), list.end());
+    for (size_t b = 0; b < list.size(); ++b) {
+      EXPECT_EQ(list[b].second, int32_t(b)) << "rank " << std::get<0>(key) << ", step " << std::get<1>(key);
+    }
+  }
+}
+
+void expect_allreduce_per_bucket(int ranks, const std::string& cap_mb = "0.3", size_t at_least = 2) {
   if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch (install python3-torch)";
   Imported run;
-  const size_t buckets = record_and_import(run, ranks);
-  ASSERT_GE(buckets, 2u) << "the model should make DDP build several buckets";
+  const size_t buckets = record_and_import(run, ranks, cap_mb);
+  ASSERT_GE(buckets, at_least) << "the model should make DDP build several buckets";
+  expect_buckets_numbered(run.path, buckets);
   EXPECT_EQ(run.warnings.size(), size_t(ranks)) << "one warning a file: PyTorch 1.13 writes no distributedInfo";
   trace::Reader reader(run.path);
   EXPECT_EQ(reader.meta_value(std::string(trace::meta_key::kStrategy)), "ddp");
@@ -99,6 +141,11 @@ TEST(KinetoDdp, ShiftingARanksFileMovesItsOffsetByTheShift) {
 }
 
 TEST(KinetoDdp, FourRanksOfPytorchDdpHaveAnAllReduceABucket) { expect_allreduce_per_bucket(4); }
+
+// DDP's own bucket caps: 1 MiB on 2 ranks (several buckets), 25 MiB on 4 (the model, 2.1 MB,
+// fits one).
+TEST(KinetoDdp, BucketsAtACapOfOneMibOnTwoRanksAreDdps) { expect_allreduce_per_bucket(2, "1", 2); }
+TEST(KinetoDdp, BucketsAtACapOf25MibOnFourRanksAreDdps) { expect_allreduce_per_bucket(4, "25", 1); }
 
 }  // namespace
 }  // namespace dpscope::formats

@@ -99,6 +99,67 @@ TEST(KinetoImport, NcclDataHasFiveBucketAllReducesAStep) {
   }
 }
 
+// DDP's buckets read from the NCCL kernels' records (Note [DDP's buckets from PyTorch's
+// records]): five a step, numbered in launch order, their sizes in the plan; the buffer
+// broadcasts are none of them.
+TEST(KinetoImport, NcclDataGivesDdpsFiveBucketsInLaunchOrder) {
+  Imported run;
+  import_into(run, {shipped("nccl_data.json.gz")});
+  const std::vector<int64_t> floats = {2049000, 7875584, 6563840, 6637568, 2431040};
+  trace::Reader reader(run.path);
+  const std::vector<trace::BucketInfo> plan = reader.buckets();
+  ASSERT_EQ(plan.size(), floats.size());
+  for (size_t b = 0; b < plan.size(); ++b) {
+    EXPECT_EQ(plan[b].generation, 1);
+    EXPECT_EQ(plan[b].numel, floats[b]) << "bucket " << b;
+    EXPECT_EQ(plan[b].bytes, floats[b] * 4) << "bucket " << b;
+    EXPECT_EQ(plan[b].dtype, trace::DType::Float32);
+  }
+  std::map<int32_t, std::vector<std::pair<int64_t, trace::Event>>> steps;  // by launch
+  reader.for_each_event([&](const trace::Event& e) {
+    if (e.kind != trace::EventKind::Collective) return true;
+    if (e.op != uint8_t(trace::CollectiveOp::AllReduce)) {
+      EXPECT_EQ(e.bucket, trace::kNone) << "a broadcast is no bucket";
+      return true;
+    }
+    steps[e.iteration].emplace_back(e.enqueue_ns, e);
+    return true;
+  });
+  ASSERT_EQ(steps.size(), 3u);
+  for (auto& [step, list] : steps) {
+    std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    ASSERT_EQ(list.size(), floats.size()) << "step " << step;
+    for (size_t b = 0; b < list.size(); ++b) {
+      EXPECT_EQ(list[b].second.bucket, int32_t(b)) << "step " << step;
+      EXPECT_EQ(list[b].second.bytes, floats[b] * 4) << "step " << step;
+    }
+  }
+  const analysis::RunStats stats = stats_of(run.path);
+  ASSERT_EQ(stats.ranks[0].buckets.size(), floats.size());
+  for (const analysis::BucketExposure& b : stats.ranks[0].buckets) {
+    EXPECT_EQ(b.collectives, 3);
+    EXPECT_EQ(b.bytes, floats[size_t(b.bucket)] * 4);
+    EXPECT_GT(b.comm_ms, 0);
+    EXPECT_LE(b.exposed_comm_ms, b.comm_ms + 1e-9);
+  }
+}
+
+// On a GPU trace the exposed communication is the GPU's (Note [Compute and exposed
+// communication]): its steps before the last give HTA's window's figure, to HTA's rounding.
+TEST(KinetoImport, NcclDataExposedCommunicationIsTheGpus) {
+  Imported run;
+  import_into(run, {shipped("nccl_data.json.gz")});
+  const analysis::RunStats stats = stats_of(run.path);
+  const analysis::RankStats& r = stats.ranks[0];
+  EXPECT_EQ(r.compute_source, analysis::RankStats::ComputeSource::GpuKernels);
+  ASSERT_TRUE(r.gpu);
+  ASSERT_EQ(r.iterations.size(), 3u);
+  const double first_two = r.iterations[0].overlap.exposed_comm_ms + r.iterations[1].overlap.exposed_comm_ms;
+  EXPECT_NEAR(first_two, r.gpu->exposed_comm_ms, 0.02 * r.gpu->exposed_comm_ms);
+  EXPECT_GT(r.overlap.exposed_comm_ms, 0.5 * r.overlap.comm_ms) << "NCCL mostly runs where no kernel computes";
+  EXPECT_LT(r.overlap.compute_ms, 150.0) << "the compute kernels, not the CPU's phases";
+}
+
 TEST(KinetoImport, NcclDataKeepsLanesPhasesAndSourceNames) {
   Imported run;
   import_into(run, {shipped("nccl_data.json.gz")});

@@ -145,11 +145,19 @@ TEST(ViewerPlayback, TheNarrationSaysWhatHappensToGradientsBucketsAndCollectives
         break;
       case What::CollectiveEnd:
         saw_collective_end = true;
-        EXPECT_NE(text.find(std::string(trace::to_string(static_cast<trace::CollectiveOp>(s.event.op))) +
-                            " seq " + std::to_string(s.event.seq)),
-                  std::string::npos)
-            << text;
-        EXPECT_NE(text.find("is done after"), std::string::npos) << text;
+        if (s.event.bucket != trace::kNone && s.event.op == uint8_t(trace::CollectiveOp::AllReduce)) {
+          // A bucket's all-reduce names its place in the plan and its size.
+          EXPECT_NE(text.find("bucket " + std::to_string(s.event.bucket) + " (" + std::to_string(s.event.bucket + 1)),
+                    std::string::npos) << text;
+          EXPECT_NE(text.find(" floats) all-reduced (seq " + std::to_string(s.event.seq) + ") in "), std::string::npos)
+              << text;
+        } else {
+          EXPECT_NE(text.find(std::string(trace::to_string(static_cast<trace::CollectiveOp>(s.event.op))) +
+                              " seq " + std::to_string(s.event.seq)),
+                    std::string::npos)
+              << text;
+          EXPECT_NE(text.find("is done after"), std::string::npos) << text;
+        }
         break;
       case What::BucketDone:
         saw_done = true;
