@@ -205,7 +205,12 @@ void App::handle_keys() {
   if (ImGui::IsKeyPressed(GLFW_KEY_LEFT_BRACKET, false)) play_speed = std::min(kSpeeds - 1, play_speed + 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT_BRACKET, false)) play_speed = std::max(0, play_speed - 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) show_legend = !show_legend;
-  if (ImGui::IsKeyPressed(GLFW_KEY_U, false)) lane_folding = lanes_folded() ? LaneFolding::Unfolded : LaneFolding::Folded;
+  if (ImGui::IsKeyPressed(GLFW_KEY_U, false)) {
+    // The opposite of what the main run's first rank shows.
+    const auto& ranks = traces[0].model->ranks;
+    const bool folded = lanes_folded(ranks.empty() ? LaneArrangement::AsRecorded : ranks[0].arrangement);
+    lane_folding = folded ? LaneFolding::Unfolded : LaneFolding::Folded;
+  }
   if (ImGui::IsKeyPressed(GLFW_KEY_TAB, false) && traces.size() > 1) focus_other_run();
   if (ImGui::IsKeyPressed(GLFW_KEY_I, false)) fit_iteration();
   if (ImGui::IsKeyPressed(GLFW_KEY_F9, false)) report_requested_ = true;

@@ -36,9 +36,10 @@ inline constexpr double kWaitForInput = std::numeric_limits<double>::infinity();
 inline constexpr float kMinFontScale = 0.75f;
 inline constexpr float kMaxFontScale = 3.0f;
 
-// Whether every rank's secondary lanes (FSDP's unit lanes, a comm lane after a rank's first:
-// is_secondary_lane in view_timeline.cpp) are folded. Auto folds them from a text size of
-// kAutoFoldFontScale up, where a projector's text leaves room for few lanes; U picks Folded or
+// Whether every rank's secondary lanes (LanePriority::Secondary, lane_order.h: FSDP's unit lanes,
+// a comm lane but a rank's busiest; a profiler trace's CPU threads but the main one) are folded.
+// Auto folds them from a text size of kAutoFoldFontScale up, where a projector's text leaves room
+// for few lanes, and a GPU-first rank's at any size (Note [GPU first]); U picks Folded or
 // Unfolded from then on, --fold-lanes Folded.
 enum class LaneFolding { Auto, Folded, Unfolded };
 inline constexpr float kAutoFoldFontScale = 1.5f;
@@ -188,11 +189,17 @@ class App {
   OpenTrace& focused_trace() { return traces[size_t(std::clamp(focus_trace, 0, int(traces.size()) - 1))]; }
   int align_iteration = 0;             // compare: iteration aligned across the two runs (at its start)
   std::map<std::pair<int, int>, bool> collapsed;  // (trace, rank index) -> group folded
-  // Every rank's secondary lanes folded or not (U): FSDP's unit lanes and every comm lane but a
-  // rank's first, so that more ranks' main and comm lanes and memory graphs fit.
+  // Every rank's secondary lanes folded or not (U), so that more ranks' main and comm lanes (a
+  // profiler trace's GPU lanes) and memory graphs fit.
   LaneFolding lane_folding = LaneFolding::Auto;
-  bool lanes_folded() const {
-    return lane_folding == LaneFolding::Auto ? font_scale >= kAutoFoldFontScale : lane_folding == LaneFolding::Folded;
+  // Whether the secondary lanes of a rank so arranged are folded now.
+  bool lanes_folded(LaneArrangement arrangement) const {
+    if (lane_folding != LaneFolding::Auto) return lane_folding == LaneFolding::Folded;
+    return font_scale >= kAutoFoldFontScale || arrangement == LaneArrangement::GpuFirst;
+  }
+  // Whether `lane` of `rank` is folded now (a secondary lane, lanes_folded).
+  bool folded(const RankData& rank, const DrawnLane& lane) const {
+    return lane.priority == LanePriority::Secondary && lanes_folded(rank.arrangement);
   }
   LayoutReport layout;  // filled by each frame's drawing
   bool measuring = false;              // a left drag on the timeline is measuring a range

@@ -455,6 +455,7 @@ std::shared_ptr<const Model> load_model(const std::string& path, LoadProgress* p
   model->memory_read_to = memory.first - 1;
   read_rows(reader, *model, events, memory, progress, threads);
   summarize(*model);
+  arrange_lanes(*model);
   model->load_ms = ms_since(started);
   if (progress) progress->fraction = 1.0;
   return model;
@@ -479,6 +480,7 @@ void derive_from_rows(Model& model) {
     build_iterations(rank, iteration, forward);
   }
   summarize(model);
+  arrange_lanes(model);
 }
 
 std::shared_ptr<const Model> update_model(const Model& previous, LoadProgress* progress,
@@ -501,6 +503,7 @@ std::shared_ptr<const Model> update_model(const Model& previous, LoadProgress* p
             {std::max(memory.first, previous.memory_read_to + 1), memory.second}, progress,
             threads);
   summarize(*model);
+  arrange_lanes(*model);
   model->load_ms = ms_since(started);
   if (progress) progress->fraction = 1.0;
   return model;

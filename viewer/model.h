@@ -15,6 +15,7 @@
 #include "trace/records.h"
 #include "trace/schema.h"
 #include "trace/vocabulary.h"
+#include "viewer/lane_order.h"
 #include "viewer/span.h"
 
 namespace dpscope::view {
@@ -64,6 +65,10 @@ struct IterationSpan {
 struct RankData {
   trace::RankInfo info;
   std::vector<Lane> lanes;  // in lane id order
+  // The lanes with spans in drawing order, each with its label; GPU first for a profiler trace's
+  // rank (Note [GPU first], lane_order.h).
+  std::vector<DrawnLane> drawn_lanes;
+  LaneArrangement arrangement = LaneArrangement::AsRecorded;
   std::array<MemorySeries, trace::kMemoryCategoryCount> memory;
   // Memory at the peak as analysis/memory_peak.h defines it (what `dpscope stats` calls the peak).
   int64_t memory_peak_bytes = 0;
@@ -145,7 +150,8 @@ std::shared_ptr<const Model> update_model(const Model& previous, LoadProgress* p
 
 // What load_model derives from a model's lanes and memory series, found again after their times
 // changed (cluster_model.cpp): each series' order and peak, each rank's memory at the peak,
-// iterations and event count, and the model's time range, events and iterations. The lanes must
+// iterations, event count and lanes' drawing order, and the model's time range, events and
+// iterations. The lanes must
 // be built (build_rows). Pure; `model` is the caller's.
 void derive_from_rows(Model& model);
 

@@ -90,8 +90,25 @@ std::string whatif_json(const App& app) {
          ", \"predicted_exposed_comm_ms\": " + ms(w.predicted_exposed_comm_ms) + "}";
 }
 
-// What the frame's layout left visible (LayoutReport, measured where it was drawn), and the
-// text size the lanes were drawn at.
+// The main run's lanes per rank as the timeline arranges them (lane_order.h): each lane with
+// spans under its label in drawing order, and those of them folded now (U).
+std::string lanes_json(const App& app) {
+  std::string out = "[";
+  for (const RankData& rank : app.traces[0].model->ranks) {
+    std::string lanes, folded;
+    for (const DrawnLane& lane : rank.drawn_lanes) {
+      const std::string quoted = "\"" + json_escaped(lane.label) + "\"";
+      lanes += (lanes.empty() ? "" : ", ") + quoted;
+      if (app.folded(rank, lane)) folded += (folded.empty() ? "" : ", ") + quoted;
+    }
+    out += (out.size() > 1 ? ", " : "") + std::string("{\"rank\": ") + std::to_string(rank.info.rank) +
+           ", \"lanes\": [" + lanes + "], \"folded\": [" + folded + "]}";
+  }
+  return out + "]";
+}
+
+// What the frame's layout left visible (LayoutReport, measured where it was drawn), the text size
+// the lanes were drawn at and their order.
 std::string layout_json(const App& app) {
   const LayoutReport& layout = app.layout;
   return std::string("{\"controls_visible\": ") + (layout.controls_visible ? "true" : "false") +
@@ -99,7 +116,8 @@ std::string layout_json(const App& app) {
          ", \"ranks_visible\": " + std::to_string(layout.ranks_visible) +
          ", \"clipped_labels\": " + std::to_string(layout.clipped_labels) +
          ", \"clipped_headers\": " + std::to_string(layout.clipped_headers) +
-         ", \"timeline_font_scale\": " + number("%.2f", app.shown_timeline_font_scale) + "}";
+         ", \"timeline_font_scale\": " + number("%.2f", app.shown_timeline_font_scale) +
+         ", \"lanes\": " + lanes_json(app) + "}";
 }
 
 // Per open trace, the ruler's visible range (ms from the run's start, on the clock shown) and

@@ -24,7 +24,9 @@ struct FrameTimes {
 // drawn (playback.h), "view": per open trace {"begin_ms", "end_ms", "iteration"} (the ruler's
 // range in ms from that run's start on the clock shown; the iteration at the playhead, the
 // narrated one for the focused run, or null), "layout": what the frame left visible
-// (LayoutReport, with "timeline_font_scale", the lanes' text size), "right_tab": the right
+// (LayoutReport, with "timeline_font_scale", the lanes' text size, and "lanes": the main run's
+// [{"rank", "lanes": labels in drawing order, "folded": those U folds now}], lane_order.h),
+// "right_tab": the right
 // panel's tab,
 // "overlap": [{"rank", "compute_ms", "comm_ms", "exposed_comm_ms", "iterations_exposed_comm_ms":
 // [...], "buckets": [{"bucket", "exposed_comm_ms"}]}], "memory": [{"rank", "peak_bytes",

@@ -60,7 +60,7 @@ void event_fields(App& app, const Pick& pick) {
   ImGui::Separator();
   field("kind", std::string(trace::to_string(s.kind)));
   field("rank", rank.info.rank);
-  field("lane", lane.info.name + " (" + std::to_string(lane.info.lane) + ")");
+  field("lane", lane_label(rank, size_t(pick.span.lane)) + " (" + std::to_string(lane.info.lane) + ")");
   field("begin", format_duration(double(s.begin_ns - model.t_begin)) + " (" + std::to_string(s.begin_ns) + " ns)");
   field("duration", format_duration(double(s.end_ns - s.begin_ns)));
   const trace::Event* e = t.details ? t.details->event(model, pick.span) : nullptr;

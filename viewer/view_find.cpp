@@ -43,7 +43,7 @@ void draw_find(App& app) {
       }
       ImGui::PopID();
       ImGui::TableNextColumn();
-      ImGui::Text("%d / %s", rank.info.rank, rank.lanes[size_t(ref.lane)].info.name.c_str());
+      ImGui::Text("%d / %s", rank.info.rank, lane_label(rank, size_t(ref.lane)).c_str());
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(format_duration(double(s.begin_ns - model.t_begin)).c_str());
       ImGui::TableNextColumn();

@@ -53,7 +53,7 @@ void scale_sizes(const App& app, float font_size, float panel_width) {
   float widest = text_width("steps 999.9 MiB");
   for (const OpenTrace& t : app.traces) {
     for (size_t ri = 0; ri < std::min<size_t>(t.model->ranks.size(), 8); ++ri) {
-      for (const Lane& lane : t.model->ranks[ri].lanes) widest = std::max(widest, text_width(lane.info.name));
+      for (const DrawnLane& lane : t.model->ranks[ri].drawn_lanes) widest = std::max(widest, text_width(lane.label));
     }
   }
   sz.label_width = std::min(std::max(sz.label_width, std::ceil(widest + 16 + 4 * s)), std::floor(panel_width / 3));
@@ -64,6 +64,14 @@ float row_height(const TimelineSizes& sizes, const Lane& lane, int row) {
   return lane.has_instant_row && row == lane.rows() - 1 ? sizes.instant_row_height : sizes.row_height;
 }
 float row_height(const Lane& lane, int row) { return row_height(sz, lane, row); }
+
+// The height of `rank`'s memory graph: one row that says "no memory samples" for a rank without
+// any (a profiler trace recorded without profile_memory), whose lanes need the room more.
+float memory_graph_height(const TimelineSizes& sizes, const RankData& rank) {
+  const bool sampled = std::any_of(rank.memory.begin(), rank.memory.end(),
+                                   [](const MemorySeries& series) { return !series.ts.empty(); });
+  return sampled ? sizes.memory_height : sizes.row_height;
+}
 
 int row_of(const Lane& lane, int64_t index) {
   auto it = std::upper_bound(lane.row_start.begin(), lane.row_start.end(),
@@ -153,12 +161,12 @@ void draw_row(Frame& f, int trace, int rank_index, const Lane& lane, int lane_in
   }
 }
 
-// A lane's name in the label column at its top (cut to fit) and the line under it, when the lane
-// [y0, y1] is on screen.
-void draw_lane_name(Frame& f, float label_x, const Lane& lane, ImU32 color, float y0, float y1) {
+// A lane's name (`label`) in the label column at its top (cut to fit) and the line under it, when
+// the lane [y0, y1] is on screen.
+void draw_lane_name(Frame& f, float label_x, const std::string& label, ImU32 color, float y0, float y1) {
   if (y0 > f.clip_y1 || y1 < f.clip_y0) return;
-  const std::string name = elide(lane.info.name, sz.label_width - 16, text_width);
-  f.app.layout.clipped_labels += name != lane.info.name;
+  const std::string name = elide(label, sz.label_width - 16, text_width);
+  f.app.layout.clipped_labels += name != label;
   f.draw->AddText(ImVec2(label_x + 12, y0), color, name.c_str());
   f.draw->AddLine(ImVec2(label_x, y1), ImVec2(f.right, y1), theme().lane_separator);
 }
@@ -373,23 +381,6 @@ float draw_run_title(Frame& f, float left, float y) {
   return y + sz.header_height;
 }
 
-// A lane U folds: an FSDP unit's, or a comm lane other than the rank's busiest — the process
-// group that carries the training (the world's for DDP and FSDP; HSDP's shard group, where the
-// world's lane holds construction only and the replicate group's one all-reduce a group); of two
-// equally busy ones the first stays.
-bool is_secondary_lane(const RankData& rank, size_t lane_index) {
-  const trace::LaneKind kind = rank.lanes[lane_index].info.kind;
-  if (kind == trace::LaneKind::Unit) return true;
-  if (kind != trace::LaneKind::Comm) return false;
-  const size_t mine = rank.lanes[lane_index].spans.size();
-  for (size_t li = 0; li < rank.lanes.size(); ++li) {
-    if (li == lane_index || rank.lanes[li].info.kind != trace::LaneKind::Comm) continue;
-    const size_t other = rank.lanes[li].spans.size();
-    if (other > mine || (other == mine && other > 0 && li < lane_index)) return true;
-  }
-  return false;
-}
-
 // Note [The timeline's text size]
 // At a projector's text size (--font-scale, Ctrl +) the lanes' rows, headers and ruler grow with
 // the text, and in a short window not even two ranks' main and comm lanes fit: at x3 in 1280x800
@@ -412,15 +403,18 @@ constexpr float kTimelineScaleFloor = 1.25f;
 // With --compare: x1.5 is what a projector's back row still reads.
 constexpr float kComparedLeastScale = 1.5f;
 
-// The height of a rank's lanes from y on: every unfolded lane's rows (down to its first comm
-// lane after the main one when `to_first_comm`), then unless so, its what-if lanes and memory graph.
+// The height of a rank's lanes from y on: every unfolded lane's rows (when `to_first_comm`, down
+// to its first comm lane after the main one; a GPU-first rank's down to its last GPU lane, Note
+// [GPU first]), then unless so, its what-if lanes and memory graph.
 float rank_height(const App& app, int trace, const TimelineSizes& sizes, size_t rank_index, bool to_first_comm) {
   const RankData& rank = app.traces[size_t(trace)].model->ranks[rank_index];
+  const bool gpu_first = rank.arrangement == LaneArrangement::GpuFirst;
   float height = 0;
   bool main_seen = false;
-  for (size_t li = 0; li < rank.lanes.size(); ++li) {
-    const Lane& lane = rank.lanes[li];
-    if (lane.spans.empty() || (app.lanes_folded() && is_secondary_lane(rank, li))) continue;
+  for (const DrawnLane& drawn : rank.drawn_lanes) {
+    if (app.folded(rank, drawn)) continue;
+    if (to_first_comm && gpu_first && !is_gpu_role(drawn.role)) return height;
+    const Lane& lane = rank.lanes[drawn.lane];
     for (int row = 0; row < lane.rows(); ++row) height += row_height(sizes, lane, row);
     if (to_first_comm && main_seen && lane.info.kind == trace::LaneKind::Comm) return height;
     main_seen = true;
@@ -432,7 +426,7 @@ float rank_height(const App& app, int trace, const TimelineSizes& sizes, size_t 
       for (int row = 0; !lane.spans.empty() && row < lane.rows(); ++row) height += row_height(sizes, lane, row);
     }
   }
-  return height + sizes.memory_height + 4;
+  return height + memory_graph_height(sizes, rank) + 4;
 }
 
 // The height `trace`'s panel needs at `sizes` for its ruler and the lanes of its first `ranks`
@@ -519,12 +513,8 @@ bool draw_rank_header(Frame& f, float left, int rank_index, const Pointer& point
   const RankData& rank = f.app.traces[size_t(f.trace)].model->ranks[size_t(rank_index)];
   bool& collapsed = f.app.collapsed[{f.trace, rank_index}];
   if (y + sz.header_height < f.clip_y0 || y > f.clip_y1) return collapsed;
-  int folded_lanes = 0;
-  if (f.app.lanes_folded()) {
-    for (size_t li = 0; li < rank.lanes.size(); ++li) {
-      folded_lanes += !rank.lanes[li].spans.empty() && is_secondary_lane(rank, li);
-    }
-  }
+  const int folded_lanes = int(std::count_if(rank.drawn_lanes.begin(), rank.drawn_lanes.end(),
+                                             [&](const DrawnLane& lane) { return f.app.folded(rank, lane); }));
   char folded[48] = "";
   if (folded_lanes > 0) {
     std::snprintf(folded, sizeof(folded), "  (%d lane%s folded: U)", folded_lanes, folded_lanes == 1 ? "" : "s");
@@ -546,16 +536,19 @@ bool draw_rank_header(Frame& f, float left, int rank_index, const Pointer& point
   return collapsed;
 }
 
-// The rank's recorded lanes from y, row by row (its secondary ones only when not folded); the
-// span under the pointer becomes the hovered one. Returns the y below them.
+// The rank's recorded lanes from y in drawing order (lane_order.h), row by row (its secondary ones
+// only when not folded); the span under the pointer becomes the hovered one. Returns the y below
+// them.
 float draw_recorded_lanes(Frame& f, float left, int rank_index, const Pointer& pointer, float y) {
   const RankData& rank = f.app.traces[size_t(f.trace)].model->ranks[size_t(rank_index)];
-  // Whether the rank's main lane (its first) and its first comm lane lie wholly in view.
+  // Whether the rank's main lane (its first) and its first comm lane lie wholly in view; for a
+  // GPU-first rank, its GPU lanes (Note [GPU first]).
   bool main_seen = false, main_in_view = false, comm_seen = false, comm_in_view = true;
-  for (size_t li = 0; li < rank.lanes.size(); ++li) {
+  bool gpu_seen = false, gpu_in_view = true;
+  for (const DrawnLane& drawn : rank.drawn_lanes) {
+    if (f.app.folded(rank, drawn)) continue;
+    const size_t li = drawn.lane;
     const Lane& lane = rank.lanes[li];
-    if (lane.spans.empty()) continue;
-    if (f.app.lanes_folded() && is_secondary_lane(rank, li)) continue;
     const float lane_y0 = y;
     for (int row = 0; row < lane.rows(); ++row) {
       const float h = row_height(lane, row);
@@ -570,8 +563,12 @@ float draw_recorded_lanes(Frame& f, float left, int rank_index, const Pointer& p
       }
       y += h;
     }
-    draw_lane_name(f, left, lane, theme().text, lane_y0, y);
+    draw_lane_name(f, left, drawn.label, theme().text, lane_y0, y);
     const bool in_view = lane_y0 >= f.clip_y0 && y <= f.clip_y1;
+    if (is_gpu_role(drawn.role)) {
+      gpu_seen = true;
+      gpu_in_view = gpu_in_view && in_view;
+    }
     if (!main_seen) {
       main_seen = true;
       main_in_view = in_view;
@@ -580,7 +577,8 @@ float draw_recorded_lanes(Frame& f, float left, int rank_index, const Pointer& p
       comm_in_view = in_view;
     }
   }
-  f.ranks_visible += main_seen && main_in_view && comm_in_view;
+  f.ranks_visible += rank.arrangement == LaneArrangement::GpuFirst ? gpu_seen && gpu_in_view
+                                                                    : main_seen && main_in_view && comm_in_view;
   return y;
 }
 
@@ -603,7 +601,7 @@ float draw_whatif_lanes(Frame& f, float left, int rank_index, float y) {
       if (y + h >= f.clip_y0 && y <= f.clip_y1) draw_row(f, f.trace, rank_index, lane, kNotALane, row, y);
       y += h;
     }
-    draw_lane_name(f, left, lane, theme().whatif_text, lane_y0, y);
+    draw_lane_name(f, left, lane.info.name, theme().whatif_text, lane_y0, y);
   }
   return y;
 }
@@ -611,8 +609,9 @@ float draw_whatif_lanes(Frame& f, float left, int rank_index, float y) {
 // The rank's memory graph at y, its peak's size beside it. Returns the y below it.
 float draw_rank_memory(Frame& f, float left, int rank_index, float y) {
   const RankData& rank = f.app.traces[size_t(f.trace)].model->ranks[size_t(rank_index)];
-  if (y + sz.memory_height >= f.clip_y0 && y <= f.clip_y1) {
-    draw_memory_graph(f.app, f.trace, rank, f.map.x0, y, f.map.width, sz.memory_height);
+  const float height = memory_graph_height(sz, rank);
+  if (y + height >= f.clip_y0 && y <= f.clip_y1) {
+    draw_memory_graph(f.app, f.trace, rank, f.map.x0, y, f.map.width, height);
     f.draw->AddText(ImVec2(left + 12, y), theme().text, "memory");
     // The peak's size beside the graph, not on it (its moment: the red line in the graph). On a
     // GPU the categories are the host's, and the GPU's own peak is cuda_allocated's. Where the
@@ -637,7 +636,7 @@ float draw_rank_memory(Frame& f, float left, int rank_index, float y) {
       }
     }
   }
-  return y + sz.memory_height + 4;
+  return y + height + 4;
 }
 
 // One rank's group from y: its header, then unless folded its lanes, what-if lanes and memory.
