@@ -77,7 +77,14 @@ TEST(ViewerLayout, TwiceTheTextOnAProjectorShowsTwoRanksOfEachRun) {
   REQUIRE_DISPLAY();
   TempDir dir;
   const std::string a = synth_run(dir, "a.sqlite", 1), b = synth_run(dir, "b.sqlite", 2);
-  const nlohmann::json one = layout_of(dir, a, "1600x1000", 2);
+  nlohmann::json one = layout_of(dir, a, "1600x1000", 2);
+  // Its lanes as recorded, none folded: a run of dpscope's own (Note [GPU first]).
+  for (const nlohmann::json& rank : one["lanes"]) {
+    EXPECT_EQ(rank["lanes"], nlohmann::json::parse(R"(["main", "gloo comm"])")) << rank.dump();
+    EXPECT_TRUE(rank["folded"].empty()) << rank.dump();
+  }
+  EXPECT_EQ(one["lanes"].size(), 4u);
+  one.erase("lanes");
   EXPECT_EQ(one, nlohmann::json::parse(R"({"controls_visible": true, "narration_clipped": false,
                                            "ranks_visible": )" + std::to_string(one["ranks_visible"].get<int>()) +
                                        R"(, "clipped_labels": 0, "clipped_headers": 0, "timeline_font_scale": 2.0})"));
