@@ -1,16 +1,22 @@
 // `dpscope stats [--clock measured|cluster [--link-gbps G --link-latency-us L]
-// [--compute-time steady|recorded]] [--json] TRACE`:
+// [--compute-time steady|recorded]] [--critical-path [--iteration N | --annotation NAME
+// --instance K]] [--json] TRACE`:
 // the run statistics of a trace file, as the readable report or as the JSON object of
 // docs/trace-format.md ("dpscope stats --json"), on stdout, on this machine's measured clock or
-// on the cluster clock (docs/cluster-clock.md).
+// on the cluster clock (docs/cluster-clock.md), and a region's critical path
+// (docs/critical-path.md).
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "analysis/clock_choice.h"
 #include "analysis/cluster_clock.h"
+#include "analysis/critical_path.h"
+#include "analysis/critical_path_report.h"
 #include "analysis/stats.h"
 #include "analysis/stats_report.h"
 #include "cli/commands.h"
@@ -27,6 +33,10 @@ struct StatsOptions {
   std::string clock{analysis::to_string(analysis::Clock::Measured)};
   core::LinkFlags link;
   std::optional<std::string> compute_time;
+  bool critical_path = false;
+  std::optional<int32_t> iteration;
+  std::optional<std::string> annotation;
+  std::optional<int64_t> instance;
 };
 
 struct CheckedClock {
@@ -71,6 +81,38 @@ CheckedClock checked_clock(const StatsOptions& o) {
   return CheckedClock{*clock, link, compute};
 }
 
+// The critical path's region, or nullopt without --critical-path. Throws CliFailure naming the
+// option that does not fit.
+std::optional<analysis::RegionRequest> checked_region(const StatsOptions& o) {
+  if (!o.critical_path) {
+    if (o.iteration || o.annotation || o.instance) {
+      throw CliFailure("stats: --iteration, --annotation and --instance choose the critical path's region: "
+                       "add --critical-path");
+    }
+    return std::nullopt;
+  }
+  analysis::RegionRequest region;
+  if (o.iteration && o.annotation) {
+    throw CliFailure("stats: --iteration and --annotation each choose a region: give one of them");
+  }
+  if (o.instance && !o.annotation) {
+    throw CliFailure("stats: --instance counts an annotation's instances: add --annotation NAME");
+  }
+  if (o.iteration && *o.iteration < 0) {
+    throw CliFailure("stats: --iteration " + std::to_string(*o.iteration) + " is negative: iterations count from 0");
+  }
+  if (o.instance && *o.instance < 0) {
+    throw CliFailure("stats: --instance " + std::to_string(*o.instance) + " is negative: instances count from 0");
+  }
+  if (o.annotation) {
+    region.kind = analysis::RegionKind::Annotation;
+    region.annotation = *o.annotation;
+    region.instance = o.instance.value_or(0);
+  }
+  region.iteration = o.iteration;
+  return region;
+}
+
 }  // namespace
 
 void add_stats_command(CLI::App& app, CommandMode mode) {
@@ -86,6 +128,17 @@ void add_stats_command(CLI::App& app, CommandMode mode) {
   cmd->add_option("--compute-time", options->compute_time,
                   "How the cluster clock takes compute: steady (default; each piece of a step at "
                   "the least CPU time it took over the run's steps) or recorded (each step's own)");
+  cmd->add_flag("--critical-path", options->critical_path,
+                "Also the critical path of a step (dpscope's runs: on the cluster clock; imported "
+                "profiler traces: HTA's graph): its length, its time by what bounds it, its 10 "
+                "longest events (docs/critical-path.md)");
+  cmd->add_option("--iteration", options->iteration,
+                  "The critical path's iteration (default: the first steady one)");
+  cmd->add_option("--annotation", options->annotation,
+                  "The critical path's region: an event whose name begins with NAME (HTA's "
+                  "annotation; ProfilerStep matches every step)");
+  cmd->add_option("--instance", options->instance,
+                  "Which of --annotation's events, from 0 by begin (HTA's instance_id; default 0)");
   cmd->add_option("TRACE", options->trace,
                   "A trace file (a rank file or a merged run file), or one PyTorch profiler file "
                   "(.json or .json.gz, imported as dpscope-view imports it; dpscope import keeps a run "
@@ -93,6 +146,7 @@ void add_stats_command(CLI::App& app, CommandMode mode) {
       ->required();
   cmd->callback([options, mode] {
     const CheckedClock checked = checked_clock(*options);
+    const std::optional<analysis::RegionRequest> region = checked_region(*options);
     if (mode == CommandMode::Validate) return;
     // Everything is computed before anything is printed: a file that fails to read leaves
     // stdout empty and main() prints its one-line error. A profiler file is imported first, into
@@ -123,8 +177,27 @@ void add_stats_command(CLI::App& app, CommandMode mode) {
       stats = analysis::compute_stats(reader);
     }
     stats->path = options->trace;
-    if (options->json) std::cout << analysis::stats_json(*stats) << "\n";
-    else std::cout << analysis::stats_text(*stats);
+    std::optional<analysis::CriticalPath> critical;
+    if (region) {
+      try {
+        critical = analysis::critical_path(reader, options->trace, *region, checked.link, checked.compute);
+      } catch (const analysis::CriticalPathError& error) {
+        throw CliFailure(std::string("stats --critical-path: ") + error.what());
+      }
+    }
+    if (options->json) {
+      std::string json = analysis::stats_json(*stats);
+      if (critical) {
+        // The contract's object with `critical_path` added last (docs/trace-format.md).
+        json.pop_back();
+        json += ",\"critical_path\":" + analysis::critical_path_json(*critical).dump(-1, ' ', false,
+                    nlohmann::ordered_json::error_handler_t::replace) + "}";
+      }
+      std::cout << json << "\n";
+    } else {
+      std::cout << analysis::stats_text(*stats);
+      if (critical) std::cout << "\n" << analysis::critical_path_text(*critical);
+    }
     std::cout.flush();
   });
 }

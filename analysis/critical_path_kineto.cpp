@@ -1,0 +1,576 @@
+// The critical path of an imported PyTorch profiler trace: Holistic Trace Analysis's graph
+// (hta/analyzers/critical_path_analysis.py) rebuilt from the run file, one rank at a time, and its
+// longest path, as Note [HTA's critical path graph] says.
+#include <algorithm>
+#include <functional>
+#include <queue>
+#include <set>
+#include <unordered_map>
+
+#include "analysis/critical_path.h"
+#include "analysis/critical_path_region.h"
+#include "analysis/gpu_breakdown.h"
+#include "trace/vocabulary.h"
+
+namespace dpscope::analysis {
+
+// Note [HTA's critical path graph]
+// HTA's critical_path_analysis (v0.5, MIT) builds a DAG of points in time on one rank and takes
+// its longest path; this is the same graph, over what the import keeps (docs/kineto.md):
+//  1. The region: the window of an annotation's instance (or an iteration's ProfilerStep). Its
+//     CPU events are those of the host threads that begin inside it and last more than 0; its
+//     GPU events those whose CPU launch is one of them.
+//  2. Nodes: a begin and an end for each CPU event of Kineto's category cpu_op, cuda_runtime or
+//     cuda_driver (the import keeps the category in a mark's `value`) and for each kernel, memcpy
+//     and memset. Annotations (user_annotation, the phases) and Python functions have none: they
+//     shape the call stacks only.
+//  3. Each thread's call stack (HTA's compare_events order; an end pops the top), the backward
+//     thread merged into the forward thread when each is the only thread with "autograd" or
+//     "forward" events. A depth-first walk links each node-holding event's begin and end to the
+//     previous one: weight the time between them, except between top-level operators (weight 0)
+//     and across a blocking sync call (cudaDeviceSynchronize, cudaStreamSynchronize, ...: 0).
+//  4. The CUDA runtime's lock: cudaLaunchKernel, cudaMemcpyAsync and cudaHostAlloc on any thread
+//     are chained in the order they end.
+//  5. Kernels, by begin: an edge from its launch's begin (the launch overhead) when its stream
+//     was empty at the launch (queue length 1 after it, 0 after the kernel) and the stream's
+//     previous kernel had ended before; else from the stream's previous kernel's end (the
+//     kernel-kernel overhead) when that gap is under 1.5 ms; and a weight-0 edge from the launch
+//     otherwise (HTA's tests and these numbers set CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE).
+//  6. Syncs: a Context Sync record ties every stream's last kernel to its CPU call's end, a
+//     Stream Sync its own stream's. A record is matched to its call by time (the run file keeps
+//     no correlation ids): the runtime call of the rank that holds its begin. Event Sync and
+//     Stream Wait Event need the cudaEventRecord's correlation, which only newer traces have and
+//     the import does not keep: they add no edge, and the result says so.
+//  7. The longest path as networkx's dag_longest_path takes it (weights of -1 µs or less as 0),
+//     each edge bound by what it is: an operator's own time cpu_bound, a kernel's
+//     gpu_compute_bound or gpu_comm_bound (an NCCL name, analysis/gpu_breakdown.h), the two delays
+//     their overheads; edges between events bound nothing.
+// On HTA's simple_add trace this gives HTA's length and shares exactly (docs/critical-path.md).
+
+namespace {
+
+constexpr int64_t kKernelKernelDelayThresholdNs = 1'500'000;  // HTA's 1500 µs
+constexpr int64_t kNegativeWeightFloorNs = -1000;             // HTA zeroes weights of -1 µs or less
+
+bool one_of(std::string_view name, std::initializer_list<std::string_view> names) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+bool is_launch_name(std::string_view n) {
+  return one_of(n, {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                    "cudaMemcpyAsync", "cudaMemsetAsync", "hipLaunchKernel", "hipExtModuleLaunchKernel",
+                    "hipMemsetAsync", "hipMemcpyAsync", "hipMemcpyWithStream",
+                    "runFunction - job_prep_and_submit_for_execution"});
+}
+bool takes_runtime_lock(std::string_view n) { return one_of(n, {"cudaHostAlloc", "cudaLaunchKernel", "cudaMemcpyAsync"}); }
+bool is_blocking_call(std::string_view n) {
+  return one_of(n, {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
+                    "cudaMemcpy", "cudaMemcpyAsync"});
+}
+
+enum class EdgeType : uint8_t { Operator, Dependency, LaunchDelay, KernelKernelDelay, Sync };
+
+// One event of the rank as the graph sees it.
+struct GraphEvent {
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+  trace::LaneId lane = 0;
+  trace::NameId name = trace::kNone;
+  bool host = true;
+  bool operator_category = false;  // cpu_op, cuda_runtime, cuda_driver
+  bool kernel = false;             // kFlagGpuKernel
+  bool sync_record = false;        // Kineto's cuda_sync
+  bool annotation = false;         // user_annotation or a phase: may name the forward thread
+  int64_t enqueue_ns = trace::kNone64;
+  std::string_view display;        // the profiler's name (a phase's source name)
+  int32_t runtime = -1;            // kernels and sync records: the CPU call (an index)
+  int32_t iteration = trace::kNone;  // an `iteration` phase: its iteration
+};
+
+struct Node {
+  int64_t ts = 0;
+  int32_t event = 0;
+  bool is_start = false;
+};
+
+struct Edge {
+  int32_t from = 0, to = 0;
+  EdgeType type = EdgeType::Dependency;
+  int64_t weight = 0;
+  int32_t attributed = -1;  // the event the edge's time belongs to
+};
+
+class Graph {
+ public:
+  explicit Graph(const std::vector<GraphEvent>& events) : events_(events) {}
+
+  const std::vector<GraphEvent>& events() const { return events_; }
+  std::string_view name(int32_t e) const { return events_[size_t(e)].display; }
+
+  void add_nodes(const std::vector<int32_t>& members) {
+    std::vector<Node> nodes;
+    for (const int32_t e : members) {
+      nodes.push_back({events_[size_t(e)].begin_ns, e, true});
+      nodes.push_back({events_[size_t(e)].end_ns, e, false});
+    }
+    std::stable_sort(nodes.begin(), nodes.end(), [](const Node& a, const Node& b) {
+      if (a.ts != b.ts) return a.ts < b.ts;
+      if (a.event != b.event) return a.event < b.event;
+      return a.is_start && !b.is_start;
+    });
+    nodes_ = std::move(nodes);
+    for (size_t i = 0; i < nodes_.size(); ++i) (nodes_[i].is_start ? start_ : end_)[nodes_[i].event] = int32_t(i);
+  }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  int32_t start(int32_t e) const { const auto f = start_.find(e); return f == start_.end() ? -1 : f->second; }
+  int32_t end(int32_t e) const { const auto f = end_.find(e); return f == end_.end() ? -1 : f->second; }
+  bool has_nodes(int32_t e) const { return start(e) >= 0 && end(e) >= 0; }
+
+  // Adds (or, as networkx does, replaces) the edge; its weight is the time between the nodes
+  // unless it is a dependency, a sync or `zero_weight`.
+  void add_edge(int32_t from, int32_t to, EdgeType type, int32_t attributed, bool zero_weight = false) {
+    const bool timed = type != EdgeType::Dependency && type != EdgeType::Sync && !zero_weight;
+    const Edge edge{from, to, type, timed ? nodes_[size_t(to)].ts - nodes_[size_t(from)].ts : 0, attributed};
+    const auto [at, fresh] = edge_index_.emplace(std::make_pair(from, to), edges_.size());
+    if (fresh) {
+      edges_.push_back(edge);
+      incoming_[to].push_back(at->second);
+    } else {
+      edges_[at->second] = edge;
+    }
+  }
+
+  // HTA's attribution of an operator or kernel-kernel edge (its _attribute_edge).
+  int32_t attribute(int32_t from, int32_t to, EdgeType type, int32_t src_parent) const {
+    const Node& src = nodes_[size_t(from)];
+    const Node& dest = nodes_[size_t(to)];
+    if (type == EdgeType::KernelKernelDelay || src.is_start) return src.event;
+    if (!dest.is_start) return dest.event;
+    return src_parent >= 0 ? src_parent : src.event;
+  }
+  void add_attributed(int32_t from, int32_t to, EdgeType type, int32_t src_parent, bool zero_weight = false) {
+    add_edge(from, to, type, type == EdgeType::Operator || type == EdgeType::KernelKernelDelay
+                                 ? attribute(from, to, type, src_parent) : -1, zero_weight);
+  }
+
+  // networkx's dag_longest_path: nodes in topological order (Kahn's, lowest index first), each
+  // taking its first best predecessor, the path ending at the first node of the greatest length.
+  std::vector<size_t> longest_path() const {
+    const size_t n = nodes_.size();
+    std::vector<int32_t> in_degree(n, 0);
+    std::vector<std::vector<size_t>> outgoing(n);
+    for (size_t i = 0; i < edges_.size(); ++i) {
+      ++in_degree[size_t(edges_[i].to)];
+      outgoing[size_t(edges_[i].from)].push_back(i);
+    }
+    std::priority_queue<size_t, std::vector<size_t>, std::greater<>> ready;
+    for (size_t v = 0; v < n; ++v) if (in_degree[v] == 0) ready.push(v);
+    std::vector<int64_t> dist(n, 0);
+    std::vector<int64_t> via(n, -1);  // the edge from the best predecessor
+    int64_t best = -1;
+    size_t best_node = 0;
+    while (!ready.empty()) {
+      const size_t v = ready.top();
+      ready.pop();
+      const auto in = incoming_.find(int32_t(v));
+      if (in != incoming_.end()) {
+        int64_t top = INT64_MIN;
+        for (const size_t i : in->second) {
+          const int64_t d = dist[size_t(edges_[i].from)] + path_weight(edges_[i]);
+          if (d > top) { top = d; via[v] = int64_t(i); }
+        }
+        if (top < 0) { top = 0; via[v] = -1; }
+        dist[v] = top;
+      }
+      if (dist[v] > best) { best = dist[v]; best_node = v; }
+      for (const size_t i : outgoing[v]) if (--in_degree[size_t(edges_[i].to)] == 0) ready.push(size_t(edges_[i].to));
+    }
+    std::vector<size_t> path;  // edge indices, first to last
+    for (int64_t e = n ? via[best_node] : -1; e >= 0; e = via[size_t(edges_[size_t(e)].from)]) path.push_back(size_t(e));
+    std::reverse(path.begin(), path.end());
+    return path;
+  }
+  const Edge& edge(size_t i) const { return edges_[i]; }
+
+ private:
+  static int64_t path_weight(const Edge& e) { return e.weight <= kNegativeWeightFloorNs ? 0 : e.weight; }
+
+  const std::vector<GraphEvent>& events_;
+  std::vector<Node> nodes_;
+  std::unordered_map<int32_t, int32_t> start_, end_;
+  std::vector<Edge> edges_;
+  std::map<std::pair<int32_t, int32_t>, size_t> edge_index_;
+  std::unordered_map<int32_t, std::vector<size_t>> incoming_;
+};
+
+// ---- Reading a rank ---------------------------------------------------------------------------
+
+struct RankEvents {
+  std::vector<GraphEvent> events;
+  std::map<trace::LaneId, std::string> lane_names;
+  bool categories = false;  // some mark carries Kineto's category
+};
+
+std::map<int32_t, RankEvents> read_ranks(trace::Reader& reader, const std::vector<std::string>& names) {
+  std::map<int32_t, RankEvents> ranks;
+  std::map<std::pair<int32_t, trace::LaneId>, trace::LaneKind> kinds;
+  for (const trace::LaneInfo& lane : reader.lanes()) {
+    kinds[{lane.rank, lane.lane}] = lane.kind;
+    ranks[lane.rank].lane_names[lane.lane] = lane.name;
+  }
+  auto text = [&](int64_t id) -> std::string_view {
+    return id >= 0 && size_t(id) < names.size() ? std::string_view(names[size_t(id)]) : std::string_view();
+  };
+  reader.for_each_event([&](const trace::Event& e) {
+    const auto kind = kinds.find({e.rank, e.lane});
+    if (kind == kinds.end()) return true;
+    RankEvents& rank = ranks[e.rank];
+    GraphEvent g;
+    g.begin_ns = e.begin_ns;
+    g.end_ns = e.end_ns;
+    g.lane = e.lane;
+    g.name = e.name;
+    g.host = kind->second == trace::LaneKind::Host;
+    g.enqueue_ns = e.enqueue_ns;
+    g.kernel = (e.flags & trace::kFlagGpuKernel) != 0;
+    if (e.kind == trace::EventKind::Phase) {
+      if (e.value == trace::kNone64) return true;  // derived by the import: no event of the profiler
+      g.annotation = true;
+      g.display = text(e.value);
+      if (text(e.name) == trace::kPhaseIteration) g.iteration = e.iteration;
+    } else {
+      const std::string_view category = text(e.value);
+      rank.categories |= !category.empty();
+      g.operator_category = category == "cpu_op" || category == "cuda_runtime" || category == "cuda_driver";
+      g.annotation = category == "user_annotation";
+      g.sync_record = category == "cuda_sync";
+      g.display = text(e.name);
+    }
+    rank.events.push_back(g);
+    return true;
+  });
+  for (auto& [rank, r] : ranks) {
+    std::stable_sort(r.events.begin(), r.events.end(),
+                     [](const GraphEvent& a, const GraphEvent& b) { return a.begin_ns < b.begin_ns; });
+  }
+  return ranks;
+}
+
+// Each kernel's CPU launch (the runtime call that begins at its enqueue_ns) and each sync
+// record's CPU call (the runtime call that holds its begin), as indices.
+void link_runtime_calls(std::vector<GraphEvent>& events) {
+  std::multimap<int64_t, int32_t> runtime_by_begin;
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (events[i].host && events[i].operator_category) runtime_by_begin.emplace(events[i].begin_ns, int32_t(i));
+  }
+  for (GraphEvent& g : events) {
+    if (g.kernel && g.enqueue_ns != trace::kNone64) {
+      const auto [first, last] = runtime_by_begin.equal_range(g.enqueue_ns);
+      for (auto it = first; it != last; ++it) {
+        if (g.runtime < 0 || is_launch_name(events[size_t(it->second)].display)) g.runtime = it->second;
+      }
+    } else if (g.sync_record) {
+      // The call that began last at or before the record (1 µs early: Kineto's µs rounding).
+      auto it = runtime_by_begin.upper_bound(g.begin_ns + 1000);
+      while (it != runtime_by_begin.begin()) {
+        --it;
+        const GraphEvent& call = events[size_t(it->second)];
+        if (call.end_ns + 1000 < g.begin_ns) break;
+        if (call.display.rfind("cuda", 0) == 0 && call.display.find("Sync") != std::string_view::npos) {
+          g.runtime = it->second;
+          break;
+        }
+        if (g.begin_ns - call.begin_ns > 10'000'000) break;
+      }
+    }
+  }
+}
+
+// HTA's compare_events: the order of begin (+1) and end (-1) points in one thread's call stack.
+struct StackPoint {
+  int32_t event;
+  int64_t time;
+  int64_t dur;
+  int type;
+};
+bool stack_before(const StackPoint& x, const StackPoint& y) {
+  if (x.event == y.event) return x.type > y.type && x.type != y.type;
+  if (x.time != y.time) return x.time < y.time;
+  if (x.type == y.type) {
+    if (x.type == 1) return x.dur == y.dur ? x.event < y.event : x.dur > y.dur;
+    return x.dur == y.dur ? x.event > y.event : x.dur < y.dur;
+  }
+  if (x.dur > 0 && y.dur > 0) return x.type == -1;
+  if (x.dur == 0 && y.dur == 0) return x.event < y.event;
+  return x.type == 1;
+}
+
+// The thread named by its only-ness for `part` ("forward", "autograd"): HTA's _get_tid_for_event.
+std::optional<trace::LaneId> only_thread_with(const std::vector<GraphEvent>& events, const std::vector<int32_t>& cpu,
+                                              std::string_view part) {
+  std::set<trace::LaneId> lanes;
+  for (const int32_t e : cpu) {
+    const GraphEvent& g = events[size_t(e)];
+    if ((g.operator_category || g.annotation) && g.display.find(part) != std::string_view::npos) lanes.insert(g.lane);
+  }
+  if (lanes.size() != 1) return std::nullopt;
+  return *lanes.begin();
+}
+
+void add_call_stack_edges(Graph& graph, const std::vector<int32_t>& thread) {
+  const std::vector<GraphEvent>& events = graph.events();
+  std::vector<StackPoint> points;
+  for (const int32_t e : thread) {
+    const int64_t dur = std::max<int64_t>(events[size_t(e)].end_ns - events[size_t(e)].begin_ns, 0);
+    points.push_back({e, events[size_t(e)].begin_ns, dur, 1});
+    points.push_back({e, events[size_t(e)].begin_ns + dur, dur, -1});
+  }
+  std::stable_sort(points.begin(), points.end(), stack_before);
+  std::map<int32_t, std::vector<int32_t>> children;  // -1: the root
+  std::map<int32_t, int32_t> parent;
+  std::vector<int32_t> stack;
+  for (const StackPoint& p : points) {
+    if (p.type == 1) {
+      const int32_t up = stack.empty() ? -1 : stack.back();
+      if (parent.emplace(p.event, up).second) children[up].push_back(p.event);
+      stack.push_back(p.event);
+    } else if (!stack.empty()) {
+      stack.pop_back();
+    }
+  }
+  int32_t last_node = -1, last_parent = -1, depth = 0;
+  auto shares_lock = [&](int32_t a, int32_t b) {
+    const Node& x = graph.nodes()[size_t(a)];
+    const Node& y = graph.nodes()[size_t(b)];
+    return takes_runtime_lock(graph.name(x.event)) && takes_runtime_lock(graph.name(y.event)) &&
+           (x.is_start || !y.is_start);
+  };
+  std::function<void(int32_t)> visit = [&](int32_t e) {
+    const bool held = e >= 0 && graph.has_nodes(e);
+    if (held) {
+      const int32_t start = graph.start(e);
+      if (last_node >= 0 && !shares_lock(last_node, start)) {
+        graph.add_attributed(last_node, start, depth == 0 ? EdgeType::Dependency : EdgeType::Operator, last_parent);
+      }
+      last_node = start;
+      last_parent = parent[e];
+      ++depth;
+    }
+    for (const int32_t child : children[e]) visit(child);
+    if (held) {
+      const int32_t end = graph.end(e);
+      if (last_node >= 0 && !shares_lock(last_node, end)) {
+        graph.add_attributed(last_node, end, EdgeType::Operator, last_parent, is_blocking_call(graph.name(e)));
+      }
+      last_node = end;
+      last_parent = parent[e];
+      --depth;
+    }
+  };
+  visit(-1);
+}
+
+void add_runtime_lock_edges(Graph& graph) {
+  std::vector<int32_t> starts;
+  int32_t last = -1;
+  for (size_t i = 0; i < graph.nodes().size(); ++i) {
+    const Node& node = graph.nodes()[i];
+    if (!takes_runtime_lock(graph.name(node.event)) || !graph.has_nodes(node.event)) continue;
+    if (node.is_start) {
+      starts.push_back(int32_t(i));
+    } else {
+      while (!starts.empty()) {
+        const int32_t previous = starts.back();
+        starts.pop_back();
+        if (graph.nodes()[size_t(previous)].event == node.event) {
+          graph.add_edge(previous, int32_t(i), EdgeType::Operator, node.event);
+        } else {
+          graph.add_edge(previous, int32_t(i), EdgeType::Dependency, -1);
+        }
+      }
+      if (last >= 0 && !graph.nodes()[size_t(last)].is_start) graph.add_edge(last, int32_t(i), EdgeType::Dependency, -1);
+    }
+    last = int32_t(i);
+  }
+}
+
+// Each kernel's stream queue length after its launch and after itself (TraceCounters'), over
+// every kernel of the rank launched by a launch call.
+std::map<int32_t, std::pair<int64_t, int64_t>> queue_lengths(const std::vector<GraphEvent>& events) {
+  std::map<trace::LaneId, std::vector<std::tuple<int64_t, int, int32_t>>> by_stream;  // ts, +1/-1, kernel
+  for (size_t i = 0; i < events.size(); ++i) {
+    const GraphEvent& g = events[i];
+    if (!g.kernel || g.runtime < 0 || !is_launch_name(events[size_t(g.runtime)].display)) continue;
+    by_stream[g.lane].emplace_back(events[size_t(g.runtime)].begin_ns, 0, int32_t(i));
+    by_stream[g.lane].emplace_back(g.begin_ns, 1, int32_t(i));
+  }
+  std::map<int32_t, std::pair<int64_t, int64_t>> lengths;
+  for (auto& [lane, rows] : by_stream) {
+    std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+      return std::get<0>(a) != std::get<0>(b) ? std::get<0>(a) < std::get<0>(b) : std::get<1>(a) < std::get<1>(b);
+    });
+    int64_t queue = 0;
+    for (const auto& [ts, is_kernel, kernel] : rows) {
+      queue += is_kernel ? -1 : 1;
+      (is_kernel ? lengths[kernel].second : lengths[kernel].first) = queue;
+    }
+  }
+  return lengths;
+}
+
+void add_kernel_edges(Graph& graph, const std::vector<int32_t>& gpu, bool& unmodelled_syncs) {
+  const std::vector<GraphEvent>& events = graph.events();
+  const std::map<int32_t, std::pair<int64_t, int64_t>> queues = queue_lengths(events);
+  std::vector<int32_t> order = gpu;
+  auto sort_by = [&](int32_t e) { return events[size_t(e)].sync_record ? events[size_t(e)].end_ns : events[size_t(e)].begin_ns; };
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return sort_by(a) < sort_by(b); });
+  std::map<trace::LaneId, int32_t> last_node;  // the last kernel's end node on each stream
+  for (const int32_t e : order) {
+    const GraphEvent& g = events[size_t(e)];
+    if (g.sync_record) {
+      const int32_t call_end = g.runtime >= 0 ? graph.end(g.runtime) : -1;
+      if (g.display == "Context Sync") {
+        for (const auto& [lane, node] : last_node) if (call_end >= 0) graph.add_edge(node, call_end, EdgeType::Sync, -1);
+      } else if (g.display == "Stream Sync") {
+        const auto last = last_node.find(g.lane);
+        if (last != last_node.end() && call_end >= 0) graph.add_edge(last->second, call_end, EdgeType::Sync, -1);
+      } else {
+        unmodelled_syncs = true;
+      }
+      continue;
+    }
+    const int32_t start = graph.start(e), end = graph.end(e);
+    if (start < 0 || end < 0) continue;
+    graph.add_edge(start, end, EdgeType::Operator, e);
+    const int64_t runtime_ts = events[size_t(g.runtime)].begin_ns;
+    const auto queue = queues.find(e);
+    const auto last = last_node.find(g.lane);
+    bool launch_added = false;
+    if (queue != queues.end() && queue->second.first == 1 && queue->second.second == 0 &&
+        (last == last_node.end() || graph.nodes()[size_t(last->second)].ts < runtime_ts)) {
+      graph.add_edge(graph.start(g.runtime), start, EdgeType::LaunchDelay, -1);
+      launch_added = true;
+    } else if (last != last_node.end() &&
+               graph.nodes()[size_t(start)].ts - graph.nodes()[size_t(last->second)].ts < kKernelKernelDelayThresholdNs) {
+      graph.add_attributed(last->second, start, EdgeType::KernelKernelDelay, -1);
+    }
+    if (!launch_added && graph.start(g.runtime) >= 0) {
+      graph.add_edge(graph.start(g.runtime), start, EdgeType::LaunchDelay, -1, true);
+    }
+    last_node[g.lane] = end;
+  }
+}
+
+// The path of one rank's region, or nullopt when the region has no event with nodes.
+std::optional<CriticalPath> rank_path(const RankEvents& rank, int32_t rank_id, const Window& window,
+                                      const std::vector<KernelClass>& classes) {
+  const std::vector<GraphEvent>& events = rank.events;
+  std::vector<int32_t> cpu, gpu, members;
+  auto in_window = [&](const GraphEvent& g) {
+    return g.begin_ns >= window.begin_ns && g.begin_ns <= window.end_ns && g.end_ns > g.begin_ns;
+  };
+  for (size_t i = 0; i < events.size(); ++i) {
+    const GraphEvent& g = events[i];
+    if (g.host && !g.sync_record) {
+      if (!in_window(g)) continue;
+      cpu.push_back(int32_t(i));
+      if (g.operator_category) members.push_back(int32_t(i));
+    } else if ((g.kernel || g.sync_record) && g.runtime >= 0 && in_window(events[size_t(g.runtime)])) {
+      gpu.push_back(int32_t(i));
+      if (g.kernel) members.push_back(int32_t(i));
+    }
+  }
+  if (members.empty()) return std::nullopt;
+  Graph graph(events);
+  graph.add_nodes(members);
+  add_runtime_lock_edges(graph);
+  const std::optional<trace::LaneId> forward = only_thread_with(events, cpu, "forward");
+  const std::optional<trace::LaneId> backward = only_thread_with(events, cpu, "autograd");
+  std::map<trace::LaneId, std::vector<int32_t>> threads;
+  for (const int32_t e : cpu) {
+    trace::LaneId lane = events[size_t(e)].lane;
+    if (forward && backward && *forward != *backward && lane == *backward) lane = *forward;
+    threads[lane].push_back(e);
+  }
+  for (const auto& [lane, thread] : threads) add_call_stack_edges(graph, thread);
+  bool unmodelled_syncs = false;
+  add_kernel_edges(graph, gpu, unmodelled_syncs);
+
+  CriticalPath path;
+  path.rank = rank_id;
+  path.clock = "measured";
+  path.region_ns = window.end_ns - window.begin_ns;
+  std::map<std::pair<int32_t, BoundBy>, PathEvent> by_event;
+  for (const size_t i : graph.longest_path()) {
+    const Edge& edge = graph.edge(i);
+    path.length_ns += edge.weight;
+    std::optional<BoundBy> bound;
+    if (edge.type == EdgeType::LaunchDelay) bound = BoundBy::GpuKernelLaunchOverhead;
+    else if (edge.type == EdgeType::KernelKernelDelay) bound = BoundBy::GpuKernelKernelOverhead;
+    else if (edge.type == EdgeType::Operator && edge.attributed >= 0) {
+      const GraphEvent& g = events[size_t(edge.attributed)];
+      const bool comm = !g.host && g.name >= 0 && size_t(g.name) < classes.size() &&
+                        classes[size_t(g.name)] == KernelClass::Communication;
+      bound = g.host ? BoundBy::CpuBound : comm ? BoundBy::GpuCommBound : BoundBy::GpuComputeBound;
+    }
+    if (!bound) continue;
+    path.bound_ns[*bound] += edge.weight;
+    const int32_t owner = edge.attributed >= 0 ? edge.attributed : graph.nodes()[size_t(edge.to)].event;
+    PathEvent& pe = by_event[{owner, *bound}];
+    const GraphEvent& g = events[size_t(owner)];
+    pe.name = std::string(g.display);
+    pe.rank = rank_id;
+    const auto lane = rank.lane_names.find(g.lane);
+    pe.lane = lane != rank.lane_names.end() ? lane->second : "";
+    pe.begin_ns = g.begin_ns;
+    pe.on_path_ns += edge.weight;
+    pe.bound = *bound;
+  }
+  for (auto& [e, pe] : by_event) path.events.push_back(std::move(pe));
+  if (unmodelled_syncs) {
+    path.notes.push_back("CUDA event syncs (Event Sync, Stream Wait Event) add no edge: the run file keeps no "
+                         "cudaEventRecord correlation (docs/critical-path.md)");
+  }
+  return path;
+}
+
+}  // namespace
+
+CriticalPath kineto_critical_path(trace::Reader& reader, const std::string& path, const RegionRequest& request) {
+  const std::vector<std::string> names = reader.names();
+  std::map<int32_t, RankEvents> ranks = read_ranks(reader, names);
+  const std::vector<KernelClass> classes = classify_names(names);
+  std::optional<CriticalPath> longest;
+  bool any_categories = false;
+  for (auto& [rank, events] : ranks) any_categories |= events.categories;
+  if (!any_categories) {
+    throw CriticalPathError(path + ": imported without Kineto's event categories, which HTA's graph tells "
+                            "operators from annotations by: import the profiler files again with this "
+                            "dpscope (dpscope import FILE... -o RUN.sqlite)");
+  }
+  std::vector<RegionCandidate> candidates;
+  for (auto& [rank, r] : ranks) {
+    link_runtime_calls(r.events);
+    for (const GraphEvent& g : r.events) {
+      if (g.host && !g.sync_record) candidates.push_back({rank, g.begin_ns, g.end_ns, std::string(g.display), g.iteration});
+    }
+  }
+  const std::map<int32_t, Window> windows = region_windows(candidates, request, path);
+  for (const auto& [rank, window] : windows) {
+    std::optional<CriticalPath> p = rank_path(ranks.at(rank), rank, window, classes);
+    if (p && (!longest || p->length_ns > longest->length_ns)) {
+      p->region = window.label;
+      longest = std::move(p);
+    }
+  }
+  if (!longest) {
+    throw CriticalPathError(path + ": the region holds no CPU operator or kernel to build a path from; choose "
+                            "another (--iteration N, or --annotation NAME --instance K)");
+  }
+  const int64_t origin = reader.time_range().first;
+  for (PathEvent& e : longest->events) e.begin_ns -= origin;
+  std::stable_sort(longest->events.begin(), longest->events.end(),
+                   [](const PathEvent& a, const PathEvent& b) { return a.on_path_ns > b.on_path_ns; });
+  return *longest;
+}
+
+}  // namespace dpscope::analysis
