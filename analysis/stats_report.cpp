@@ -377,43 +377,49 @@ void append_peak(const char* title, const MemoryAtPeak& peak, std::string& out) 
   append_memory(title, peak, out);
 }
 
+// The per-iteration table, its long middle cut, and the step summary.
+void append_iterations(const RankStats& r, std::string& out) {
+  if (r.iterations.empty()) return;
+  out += format("  %5s %10s %10s %6s", "iter", "step_ms", "loss", "hooks");
+  for (const char* op : {"allreduce", "broadcast", "allgather", "red_scat", "barrier"}) {
+    out += format(" %9s", op);
+  }
+  const bool imported_ops = has_imported_ops(r);
+  if (imported_ops) out += format(" %9s %9s", "alltoall", "send_recv");
+  out += format(" %10s %10s %10s\n", "compute_ms", "comm_ms", "exposed_ms");
+  const size_t n = r.iterations.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (n > kIterationsShown && i == kIterationsShown / 2) {
+      out += format("  ... %zu more iterations (dpscope stats --json lists every one)\n",
+                    n - kIterationsShown);
+      i = n - kIterationsShown / 2;
+    }
+    append_iteration(r.iterations[i], imported_ops, out);
+  }
+  append_step_summary(r, out);
+}
+
+// HTA's breakdown of a rank with GPU kernels (Note [GPU breakdown]).
+void append_gpu(const GpuBreakdown& g, std::string& out) {
+  out += format("  GPU (HTA's breakdown, %lld kernels): kernel span %.3f ms: idle %.2f%%, compute %.2f%%, "
+                "non-compute %.2f%%; ",
+                static_cast<long long>(g.kernels), g.kernel_span_ms, g.idle_pct, g.compute_pct,
+                g.non_compute_pct);
+  out += g.comm_overlap_pct
+             ? format("communication overlapped by compute %.2f%% (of %.3f ms; exposed on the GPU %.3f ms)\n",
+                      *g.comm_overlap_pct, g.comm_ms, g.exposed_comm_ms)
+             : std::string("no communication kernels, so no comm/compute overlap\n");
+}
+
 void append_rank(const RunStats& stats, const RankStats& r, std::string& out) {
   out += format("\nrank %d%s:\n", r.rank, r.complete() ? "" : " (incomplete, see WARNING above)");
-  if (!r.iterations.empty()) {
-    out += format("  %5s %10s %10s %6s", "iter", "step_ms", "loss", "hooks");
-    for (const char* op : {"allreduce", "broadcast", "allgather", "red_scat", "barrier"}) {
-      out += format(" %9s", op);
-    }
-    const bool imported_ops = has_imported_ops(r);
-    if (imported_ops) out += format(" %9s %9s", "alltoall", "send_recv");
-    out += format(" %10s %10s %10s\n", "compute_ms", "comm_ms", "exposed_ms");
-    const size_t n = r.iterations.size();
-    for (size_t i = 0; i < n; ++i) {
-      if (n > kIterationsShown && i == kIterationsShown / 2) {
-        out += format("  ... %zu more iterations (dpscope stats --json lists every one)\n",
-                      n - kIterationsShown);
-        i = n - kIterationsShown / 2;
-      }
-      append_iteration(r.iterations[i], imported_ops, out);
-    }
-    append_step_summary(r, out);
-  }
+  append_iterations(r, out);
   if (r.compute_phases == 0 && r.compute_source == RankStats::ComputeSource::Phases) {
     out += "  no forward, backward or optimizer_step phases recorded: compute, overlap and exposed "
            "comm below are unknown, not zero\n";
   }
   if (r.collectives.empty()) out += "  no collectives recorded\n";
-  if (r.gpu) {
-    const GpuBreakdown& g = *r.gpu;
-    out += format("  GPU (HTA's breakdown, %lld kernels): kernel span %.3f ms: idle %.2f%%, compute %.2f%%, "
-                  "non-compute %.2f%%; ",
-                  static_cast<long long>(g.kernels), g.kernel_span_ms, g.idle_pct, g.compute_pct,
-                  g.non_compute_pct);
-    out += g.comm_overlap_pct
-               ? format("communication overlapped by compute %.2f%% (of %.3f ms; exposed on the GPU %.3f ms)\n",
-                        *g.comm_overlap_pct, g.comm_ms, g.exposed_comm_ms)
-               : std::string("no communication kernels, so no comm/compute overlap\n");
-  }
+  if (r.gpu) append_gpu(*r.gpu, out);
   const OverlapStats& o = r.overlap;
   const bool on_gpu = r.compute_source == RankStats::ComputeSource::GpuKernels;
   out += format("  overlap%s: compute %.3f ms, comm %.3f ms, hidden %.3f ms, exposed comm %.3f ms",

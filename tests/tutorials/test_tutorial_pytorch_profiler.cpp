@@ -45,5 +45,22 @@ TEST(TutorialPytorchProfiler, BothRunsHaveOneAllReducePerBucketAndTheSameBuckets
       out, std::regex(R"(PyTorch's trace: [0-9]+ collectives matched on both ranks, [0-9]+ mismatched \(0 in the steps compared\))")))
       << out;
   EXPECT_NE(out.find("dpscope's trace: 16 collectives matched on both ranks, 0 mismatched"), std::string::npos) << out;
+  EXPECT_NE(out.find("3 buckets (the import counts 3)"), std::string::npos) << out;
+  // Each bucket, as each trace gives it: the import's without sizes (PyTorch 1.13's CPU trace has
+  // none), a busbw from DDP's logged bytes; dpscope's with its bytes and a busbw.
+  const std::regex bucket_row(R"(\n   ([0-9]) +\? \(DDP logged ([0-9]+)\), ([0-9.]+) +([0-9]+), ([0-9.]+)(?=\n))");
+  const std::vector<std::string> ours = {"1062952", "526336", "329728"};
+  int buckets = 0;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), bucket_row); it != std::sregex_iterator(); ++it) {
+    const std::smatch& m = *it;
+    const size_t b = size_t(std::stoi(m[1]));
+    ASSERT_LT(b, ours.size()) << out;
+    EXPECT_EQ(m[2], b == 0 ? "1062952" : "526336") << out;
+    EXPECT_GT(std::stod(m[3]), 0) << out;
+    EXPECT_EQ(m[4], ours[b]) << out;
+    EXPECT_GT(std::stod(m[5]), 0) << out;
+    ++buckets;
+  }
+  EXPECT_EQ(buckets, 3) << out;
   EXPECT_NE(out.find("--compare"), std::string::npos) << out;
 }

@@ -69,20 +69,56 @@ def steps(stats, first):
 theirs_steps, our_steps = steps(pytorch, 0), steps(ours, 1)
 
 
-def allreduce_bytes(stats, iteration):
-    return [c["bytes"] for c in stats["ranks"][0]["collectives"]
-            if c["iteration"] == iteration and c["kind"] == "allreduce"]
+def allreduces(stats, iteration):
+    # Rank 0's all-reduces of one step in the order they began: DDP's buckets 0, 1, ...
+    found = [c for c in stats["ranks"][0]["collectives"]
+             if c["iteration"] == iteration and c["kind"] == "allreduce"]
+    return sorted(found, key=lambda c: c["begin_ms"])
+
+
+def median(values):
+    values = sorted(v for v in values if v is not None)
+    return values[len(values) // 2] if values else None
+
+
+def busbw_gbps(nbytes, transfer_ms, ranks=2):
+    # nccl-tests' bus bandwidth of an all-reduce, in gigabits a second (docs/communication.md).
+    if not nbytes or not transfer_ms:
+        return None
+    return nbytes * 8 / (transfer_ms / 1e3) / 1e9 * 2 * (ranks - 1) / ranks
+
+
+def cell(value, form="%.2f"):
+    return "-" if value is None else form % value
 
 
 print("4. Rank 0, step by step (dpscope stats --json on each run file):")
 print("   PyTorch's DDP says it built %d buckets after the rebuild: %s bytes" % (len(buckets), ", ".join(map(str, buckets))))
-print("   %-6s %-28s %-28s" % ("step", "PyTorch: gloo:all_reduce ops", "dpscope: all-reduces, hooks"))
+print("   %-6s %-28s %s" % ("step", "PyTorch: gloo:all_reduce ops", "dpscope: all-reduces, hooks"))
 for row in range(min(len(theirs_steps), len(our_steps))):
     theirs, mine = theirs_steps[row], our_steps[row]
-    sizes = allreduce_bytes(ours, mine["iteration"])
+    sizes = [c["bytes"] for c in allreduces(ours, mine["iteration"])]
     left = "%d" % theirs["collectives"]["allreduce"]
     right = "%d (%s B), %d hooks" % (len(sizes), " + ".join(map(str, sizes)), mine["hooks"])
-    print("   %-6d %-28s %-28s" % (row + 1, left, right))
+    print("   %-6d %-28s %s" % (row + 1, left, right))
+print()
+# The import numbers each step's all-reduces as DDP's buckets (docs/kineto.md, "DDP's buckets");
+# PyTorch 1.13's CPU trace gives them no sizes, so their busbw takes the bytes DDP logged.
+theirs_plan = pytorch["buckets"]
+print("   The buckets, as each trace gives them (busbw: nccl-tests' bus bandwidth in Gb/s over the")
+print("   transfer, the median of the steps compared; PyTorch's from the bytes its logging data gives):")
+print("   %-7s %-36s %s" % ("bucket", "PyTorch's trace: bytes, busbw", "dpscope's trace: bytes, busbw"))
+for b in range(max(len(theirs_plan), len(buckets))):
+    theirs_bytes = theirs_plan[b]["bytes"] if b < len(theirs_plan) else None
+    logged = buckets[b] if b < len(buckets) else None
+    theirs_bw = median(busbw_gbps(logged, step[b]["transfer_ms"])
+                       for step in (allreduces(pytorch, s["iteration"]) for s in theirs_steps) if b < len(step))
+    ours_cols = [step[b] for step in (allreduces(ours, s["iteration"]) for s in our_steps) if b < len(step)]
+    ours_bytes = ours_cols[0]["bytes"] if ours_cols else None
+    ours_bw = median(c["busbw_gbps"] for c in ours_cols)
+    left = "%s (DDP logged %s), %s" % ("?" if theirs_bytes is None else theirs_bytes, cell(logged, "%d"), cell(theirs_bw))
+    right = "%s, %s" % (cell(ours_bytes, "%d"), cell(ours_bw))
+    print("   %-7d %-36s %s" % (b, left, right))
 print()
 # PyTorch's last profiled step may miss an all-reduce on one rank (the profiler stopped before
 # Gloo's thread closed it): a mismatch there is the left-out step's, numbered after every
@@ -95,8 +131,9 @@ for name, stats in (("PyTorch's", pytorch), ("dpscope's", ours)):
         in_compared = " (%d in the steps compared)" % sum(1 for x in m["mismatched"] if x["seq"] < compared)
     print("   %s trace: %d collectives matched on both ranks, %d mismatched%s, largest skew %.3f ms"
           % (name, m["collectives"], m["mismatches"], in_compared, m["max_skew_ms"]))
-print("   Both: one all-reduce per bucket per step, %d buckets, matched across the ranks." % len(buckets))
-print("   Only dpscope's: each all-reduce's bytes and bucket, the gradient hooks that fill the")
+print("   Both: one all-reduce per bucket per step, %d buckets (the import counts %d), matched across"
+      % (len(buckets), len(theirs_plan)))
+print("   the ranks. Only dpscope's: each all-reduce's bytes, the gradient hooks that fill the")
 print("   buckets, the buckets' fill and launch moments, memory by category, and the thread CPU time")
 print("   the cluster clock replays.")
 EOF
