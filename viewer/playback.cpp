@@ -104,10 +104,14 @@ std::string bucket_allreduced_text(const Model& model, const trace::Event& e, co
                        : place % 10 == 3                     ? "rd"
                                                              : "th";
   std::string text = "bucket " + std::to_string(e.bucket) + " (" + std::to_string(place) + suffix + " of " +
-                     std::to_string(of) + "): ";
+                     std::to_string(of);
   const int64_t bytes = bucket.numel > 0 ? bucket.bytes : e.bytes;
-  text += bytes != trace::kNone64 && bytes > 0 ? format_bytes(bytes) : std::string("size not recorded");
-  if (bucket.numel > 0) text += " (" + elements_text(bucket) + ")";
+  if (bytes != trace::kNone64 && bytes > 0) {
+    text += "): " + format_bytes(bytes);
+    if (bucket.numel > 0) text += " (" + elements_text(bucket) + ")";
+  } else {
+    text += ", its size not in the trace)";
+  }
   text += " all-reduced";
   if (e.seq != trace::kNone64) text += " (seq " + std::to_string(e.seq) + ")";
   return text + " in " + format_duration(double(e.end_ns - e.begin_ns));
