@@ -41,7 +41,9 @@ namespace dpscope::analysis {
 //     no correlation ids): the runtime call of the rank that holds its begin. Event Sync and
 //     Stream Wait Event need the cudaEventRecord's correlation, which only newer traces have and
 //     the import does not keep: they add no edge, and the result says so.
-//  7. The longest path as networkx's dag_longest_path takes it (weights of -1 µs or less as 0),
+//  7. A trace with nanosecond times is rounded to whole microseconds first, as HTA's parser does
+//     (Note [GPU breakdown]).
+//  8. The longest path as networkx's dag_longest_path takes it (weights of -1 µs or less as 0),
 //     each edge bound by what it is: an operator's own time cpu_bound, a kernel's
 //     gpu_compute_bound or gpu_comm_bound (an NCCL name, analysis/gpu_breakdown.h), the two delays
 //     their overheads; edges between events bound nothing.
@@ -282,6 +284,16 @@ void link_runtime_calls(std::vector<GraphEvent>& events) {
         if (g.begin_ns - call.begin_ns > 10'000'000) break;
       }
     }
+  }
+}
+
+// HTA's parser's rounding of a trace with nanosecond times (Note [GPU breakdown]): each begin up
+// and each end down to a whole microsecond, after the launches are matched by their exact times.
+void round_to_whole_us(std::vector<GraphEvent>& events) {
+  auto floor_us = [](int64_t ns) { return (ns / 1000 - (ns % 1000 < 0 ? 1 : 0)) * 1000; };
+  for (GraphEvent& g : events) {
+    g.begin_ns = -floor_us(-g.begin_ns);
+    g.end_ns = floor_us(g.end_ns);
   }
 }
 
@@ -548,8 +560,10 @@ CriticalPath kineto_critical_path(trace::Reader& reader, const std::string& path
                             "dpscope (dpscope import FILE... -o RUN.sqlite)");
   }
   std::vector<RegionCandidate> candidates;
+  const std::string fractional_us_ranks = reader.meta_value(std::string(trace::meta_key::kImportedFractionalUsRanks));
   for (auto& [rank, r] : ranks) {
     link_runtime_calls(r.events);
+    if (rounding_for(fractional_us_ranks, rank) == TimeRounding::WholeMicroseconds) round_to_whole_us(r.events);
     for (const GraphEvent& g : r.events) {
       if (g.host && !g.sync_record) candidates.push_back({rank, g.begin_ns, g.end_ns, std::string(g.display), g.iteration});
     }
