@@ -197,9 +197,15 @@ class App {
     if (lane_folding != LaneFolding::Auto) return lane_folding == LaneFolding::Folded;
     return font_scale >= kAutoFoldFontScale || arrangement == LaneArrangement::GpuFirst;
   }
-  // Whether `lane` of `rank` is folded now (a secondary lane, lanes_folded).
+  // Whether `lane` of `rank` is folded now: a secondary lane when lanes_folded, a supporting one
+  // with them from a projector's text size on (Note [GPU first]).
   bool folded(const RankData& rank, const DrawnLane& lane) const {
-    return lane.priority == LanePriority::Secondary && lanes_folded(rank.arrangement);
+    switch (lane.priority) {
+      case LanePriority::Primary: return false;
+      case LanePriority::Supporting: return font_scale >= kAutoFoldFontScale && lanes_folded(rank.arrangement);
+      case LanePriority::Secondary: return lanes_folded(rank.arrangement);
+    }
+    return false;
   }
   LayoutReport layout;  // filled by each frame's drawing
   bool measuring = false;              // a left drag on the timeline is measuring a range

@@ -127,7 +127,7 @@ std::optional<std::vector<DrawnLane>> gpu_first(const RankData& rank, const std:
       if (lane.spans.empty()) continue;
       const bool main = li == 0;
       threads.push_back({uint32_t(li), main ? LaneRole::MainThread : LaneRole::OtherThread,
-                         main ? LanePriority::Primary : LanePriority::Secondary, lane.info.name});
+                         main ? LanePriority::Supporting : LanePriority::Secondary, lane.info.name});
       continue;
     }
     const std::optional<StreamName> name = parse_stream_name(lane.info.name);

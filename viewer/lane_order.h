@@ -29,7 +29,10 @@ struct RankData;
 // - Each is drawn under its role: "GPU 3 compute (stream 7)", "GPU 3 NCCL (stream 20)",
 //   "GPU 3 memcpy (stream 25)".
 // - Then the CPU threads: lane 0 first, the others secondary, folded at first (U unfolds them:
-//   App::lanes_folded).
+//   App::lanes_folded). From x1.5, where a projector's text leaves room for few lanes, lane 0
+//   folds with them (LanePriority::Supporting, App::folded): its dozen rows of ops would
+//   otherwise keep the second rank's GPU lanes out of view even at the smallest lanes' text
+//   (x1.25).
 // - Such a rank is in view (the layout's ranks_visible, Note [The timeline's text size]) when its
 //   GPU lanes are.
 // dpscope's own runs have no stream so named (an NCCL run's comm lane is "nccl stream") and keep
@@ -47,9 +50,13 @@ enum class LaneRole : uint8_t {
 };
 bool is_gpu_role(LaneRole role);
 
-// Whether U folds the lane (App::lanes_folded): FSDP's unit lanes and every comm lane but a
-// rank's busiest in dpscope's own runs, the CPU threads but the main one in a GPU-first rank.
-enum class LanePriority : uint8_t { Primary, Secondary };
+// Whether and when U folds the lane (App::folded).
+enum class LanePriority : uint8_t {
+  Primary,     // never folded
+  Supporting,  // a GPU-first rank's main thread: folded with the secondary lanes from x1.5 on
+  Secondary,   // own runs: FSDP's unit lanes, every comm lane but a rank's busiest, folded from x1.5;
+               // a GPU-first rank's other CPU threads, folded at any size (both: and by U)
+};
 
 // How a rank's lanes are arranged (Note [GPU first]).
 enum class LaneArrangement : uint8_t { AsRecorded, GpuFirst };

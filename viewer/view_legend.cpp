@@ -134,7 +134,8 @@ void draw_help(App& app) {
       {"space", "play the playhead's iteration in slow motion; again: pause"},
       {"[ / ]", "slower / faster: an iteration plays in 2.5, 5, 10 (the default), 20 or 40 s"},
       {"L", "legend: every colour"},
-      {"U", "fold / unfold every rank's secondary lanes (FSDP units, every comm lane but the busiest); from text x1.5 they start folded"},
+      {"U", "fold / unfold every rank's secondary lanes (FSDP units, every comm lane but the busiest; a profiler trace's CPU threads, "
+            "which start folded but the main one); from text x1.5 they start folded (the main thread too)"},
       {"Tab", "compare: step, narrate and show Buckets / Units for the other run (a click focuses one too)"},
       {"T", "theme: dark, or projector (dark text on light ground)"},
       {"Ctrl + / Ctrl - / Ctrl 0", "text larger / smaller / back to the start's size (x0.75 to x3)"},

@@ -386,7 +386,8 @@ float draw_run_title(Frame& f, float left, float y) {
 // the text, and in a short window not even two ranks' main and comm lanes fit: at x3 in 1280x800
 // not one did. So the timeline takes its text size apart from the rest: the largest of the text
 // size and the steps of kTimelineScaleStep below it, down to kTimelineScaleFloor, at which the
-// panel holds its ruler and its first two unfolded ranks' lanes down to their first comm lane.
+// panel holds its ruler and its first two unfolded ranks' lanes down to their first comm lane
+// (a profiler trace's rank: down to its last GPU lane, Note [GPU first]).
 // With --compare each run's panel has half the height, and what a class compares is rank 0 of
 // each run: the text stays at the size asked for, or kComparedLeastScale when that is larger
 // than nothing fits, and where two ranks do not fit at it the viewer folds every rank but rank 0

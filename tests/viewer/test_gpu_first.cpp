@@ -79,7 +79,8 @@ TEST(ViewerGpuFirst, StreamsAreOrderedByTheRoleTheirBusyTimeGives) {
                                                     "GPU 0 memcpy (stream 13)", "main thread", "worker thread"}));
   ASSERT_EQ(rank.drawn_lanes.size(), 7u);
   EXPECT_EQ(rank.drawn_lanes[5].role, LaneRole::MainThread);
-  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(rank.drawn_lanes[i].priority, LanePriority::Primary) << i;
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(rank.drawn_lanes[i].priority, LanePriority::Primary) << i;
+  EXPECT_EQ(rank.drawn_lanes[5].priority, LanePriority::Supporting);
   EXPECT_EQ(rank.drawn_lanes[6].priority, LanePriority::Secondary);
   EXPECT_EQ(dpscope::view::lane_label(rank, 3), "GPU 0 NCCL (stream 9)");
 }
@@ -133,6 +134,25 @@ TEST(ViewerGpuFirst, SampledRanksDrawTheirGpuLanesFirstAndAllInView) {
   }
   EXPECT_EQ(report["layout"]["ranks_visible"], 2) << "a rank's GPU lanes are out of view";
   EXPECT_EQ(report["layout"]["clipped_labels"], 0);
+}
+
+// On a projector, from x1.5, the main threads fold with the others (LanePriority::Supporting), so
+// that both ranks' GPU lanes stay in view at every text size up to x3 in 1280x800.
+TEST(ViewerGpuFirst, AProjectorsTextKeepsBothRanksGpuLanesInView) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string files = shipped("sampled_rank-0.json.gz") + " " + shipped("sampled_rank-1.json.gz");
+  for (const char* scale : {"1.5", "2", "2.5", "3"}) {
+    const auto result = run_command("TMPDIR=" + dir.path().string() + " " + viewer() + " " + files +
+                                    " --size 1280x800 --font-scale " + scale + " --screenshot " + dir.file("shot.png"));
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    const json layout = screenshot_json(result.output)["layout"];
+    EXPECT_EQ(layout["ranks_visible"], 2) << "x" << scale << ": " << layout;
+    EXPECT_EQ(layout["clipped_labels"], 0) << "x" << scale << ": " << layout;
+    EXPECT_EQ(strings(layout["lanes"][0]["folded"]),
+              (std::vector<std::string>{"thread 4037 (python3.8)", "thread 23695 (python3.8)"}))
+        << "x" << scale;
+  }
 }
 
 // nccl_data: DDP on one A100, its NCCL kernels and their annotations on stream 40.
