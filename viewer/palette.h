@@ -29,6 +29,10 @@ ImU32 unit_state_color(std::optional<trace::UnitState> state);
 inline constexpr ImU32 kBucketReadyColor = IM_COL32(255, 235, 120, 255);
 inline constexpr ImU32 kBucketLaunchColor = IM_COL32(255, 120, 80, 255);
 inline constexpr ImU32 kBucketDoneColor = IM_COL32(120, 230, 120, 255);
+// The Buckets panel: a slot whose gradient is in, an imported bucket whose all-reduce is done;
+// and a slot still empty.
+inline constexpr ImU32 kBucketSlotFilledColor = IM_COL32(230, 200, 60, 255);
+inline constexpr ImU32 kBucketSlotEmptyColor = IM_COL32(60, 62, 70, 255);
 inline constexpr ImU32 kWaitColor = IM_COL32(120, 40, 40, 255);
 inline constexpr ImU32 kMarkColor = IM_COL32(180, 180, 220, 255);
 // The window's own colours (backgrounds, text, bands, lines) in two themes: dark (the default,

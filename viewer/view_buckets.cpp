@@ -1,13 +1,16 @@
 // The buckets panel (DDP): every bucket of the initial and the rebuilt plan side by side, each a
 // bar of its parameters in slot order; the plan in force at the playhead's iteration fills as the
 // playhead moves through backward (a parameter fills when its hook has fired), with the bucket's
-// ready / launched / all-reduce running / done state.
+// ready / launched / all-reduce running / done state. A run imported from a profiler trace has
+// the rebuilt plan alone, read from its all-reduces, without parameters (Note [DDP's buckets from
+// PyTorch's records]): each bucket a bar of its bytes, its all-reduce running or done.
 #include <imgui.h>
 
 #include <algorithm>
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "trace/vocabulary.h"
 #include "viewer/app.h"
@@ -37,12 +40,15 @@ int32_t draw_plan(const Model& model, int generation, const Progress* progress, 
     if (b.generation != generation) continue;
     const int state = progress && progress->state.count(b.index) ? progress->state.at(b.index) : 0;
     static const char* kStates[] = {"", "ready", "launched", "done"};
-    const std::string line = "b" + std::to_string(b.index) + " " + format_bytes(b.bytes) + " " + kStates[state];
+    const bool size_unknown = b.numel == 0 && b.params.empty();
+    const std::string line = "b" + std::to_string(b.index) + " " +
+                             (size_unknown ? std::string("(size not in the trace)") : format_bytes(b.bytes)) + " " +
+                             kStates[state];
     ImGui::PushID(b.index);
     if (ImGui::Selectable(line.c_str())) clicked = b.index;
     ImGui::PopID();
     const ImVec2 p = ImGui::GetCursorScreenPos();
-    const float bar = std::max(20.0f, width * float(double(b.bytes) / double(largest)));
+    const float bar = size_unknown ? width * 0.5f : std::max(20.0f, width * float(double(b.bytes) / double(largest)));
     const float h = 12;
     double offset = 0;
     for (size_t k = 0; k < b.params.size(); ++k) {
@@ -53,13 +59,16 @@ int32_t draw_plan(const Model& model, int generation, const Progress* progress, 
       const float x1 = p.x + bar * float(offset / double(std::max<int64_t>(1, b.numel)));
       const bool filled = progress && progress->filled.count(param);
       draw->AddRectFilled(ImVec2(x0, p.y), ImVec2(std::max(x1, x0 + 1), p.y + h),
-                          filled ? IM_COL32(230, 200, 60, 255) : IM_COL32(60, 62, 70, 255));
+                          filled ? kBucketSlotFilledColor : kBucketSlotEmptyColor);
       draw->AddRect(ImVec2(x0, p.y), ImVec2(std::max(x1, x0 + 1), p.y + h), IM_COL32(20, 20, 20, 255));
       if (ImGui::IsMouseHoveringRect(ImVec2(x0, p.y), ImVec2(x1, p.y + h)) && size_t(param) < model.params.size()) {
         const auto& info = model.params[size_t(param)];
         ImGui::SetTooltip("%s  %s  %lld elements%s", info.name.c_str(), trace::shape_to_json(info.shape).c_str(),
                           static_cast<long long>(info.numel), filled ? "  (gradient in)" : "");
       }
+    }
+    if (b.params.empty()) {  // a plan read from a profiler's all-reduces: one bar, its bytes
+      draw->AddRectFilled(p, ImVec2(p.x + bar, p.y + h), state == 3 ? kBucketSlotFilledColor : kBucketSlotEmptyColor);
     }
     const ImU32 state_color = state == 3 ? kBucketDoneColor
                               : state == 2 ? kBucketLaunchColor
@@ -82,6 +91,8 @@ Progress progress_until(App& app, int32_t iteration, int64_t playhead) {
     if (e.kind == EventKind::Hook) progress.filled.insert(e.param);
     int level = e.kind == EventKind::BucketReady ? 1 : e.kind == EventKind::BucketLaunch ? 2
               : e.kind == EventKind::BucketDone ? 3 : 0;
+    // A run imported from a profiler has the all-reduces alone: running is launched, ended done.
+    if (e.kind == EventKind::Collective && e.bucket != trace::kNone) level = e.end_ns <= playhead ? 3 : 2;
     if (level) progress.state[e.bucket] = std::max(progress.state[e.bucket], level);
   }
   return progress;
@@ -90,23 +101,31 @@ Progress progress_until(App& app, int32_t iteration, int64_t playhead) {
 // The two plans side by side under their header, the one in force filling with `progress`;
 // returns the bucket of the plan in force whose line was clicked, or -1.
 int32_t draw_plans(App& app, const Model& model, int32_t iteration, int in_force, const Progress& progress,
-                   bool rebuilt_exists) {
-  const float column = ImGui::GetContentRegionAvail().x / (rebuilt_exists ? 2.0f : 1.0f) - 12;
+                   const std::vector<int>& generations) {
+  const int columns = int(generations.size());
+  const float column = ImGui::GetContentRegionAvail().x / float(columns) - 12;
   // The plans scroll under their header; at least the header and a bucket high, so that a short
   // panel (a projector's text) scrolls rather than cuts the header.
   const float least = ImGui::GetTextLineHeightWithSpacing() * 2 + ImGui::GetStyle().CellPadding.y * 4 + 16;
   const ImVec2 size(0, std::max(ImGui::GetContentRegionAvail().y, least));
-  if (!ImGui::BeginTable("plans", rebuilt_exists ? 2 : 1, ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY, size)) {
+  if (!ImGui::BeginTable("plans", columns, ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY, size)) {
     ++app.layout.clipped_headers;  // wholly out of view: the panel shows no plan
     return -1;
   }
   const bool known = iteration != trace::kNone;
-  ImGui::TableSetupColumn(known && in_force == 0 ? "plan 0 (initial), in force" : "plan 0 (initial)");
-  if (rebuilt_exists) ImGui::TableSetupColumn(known && in_force == 1 ? "plan 1 (rebuilt), in force" : "plan 1 (rebuilt)");
+  const bool read_from_records = std::all_of(model.buckets.begin(), model.buckets.end(),
+                                             [](const trace::BucketInfo& b) { return b.params.empty(); });
+  for (const int generation : generations) {
+    std::string title = generation == 0 ? "plan 0 (initial)"
+                        : read_from_records ? "plan 1 (rebuilt; read from the profiler's all-reduces)"
+                                            : "plan 1 (rebuilt)";
+    if (known && in_force == generation) title += ", in force";
+    ImGui::TableSetupColumn(title.c_str());
+  }
   ImGui::TableSetupScrollFreeze(0, 1);
   table_headers(app, true);
   int32_t clicked = -1;
-  for (int generation = 0; generation < (rebuilt_exists ? 2 : 1); ++generation) {
+  for (const int generation : generations) {
     ImGui::TableNextColumn();
     const bool filling = in_force == generation && known;
     const int32_t bucket = draw_plan(model, generation, filling ? &progress : nullptr, column);
@@ -120,11 +139,14 @@ int32_t draw_plans(App& app, const Model& model, int32_t iteration, int in_force
 // ready, before a launch), the iteration kept in view (Note [Following the narrated iteration]).
 void move_to_bucket(App& app, int32_t iteration, int32_t bucket) {
   std::optional<int64_t> at;
+  std::optional<int64_t> collective;  // an imported run's: its all-reduce's begin
   for (const trace::Event& e : app.focus_iteration_events(iteration)) {
     if (e.bucket != bucket) continue;
     if (e.kind == EventKind::BucketLaunch) at = e.begin_ns;
     if (e.kind == EventKind::BucketReady && !at) at = e.begin_ns;
+    if (e.kind == EventKind::Collective && !collective) collective = e.begin_ns;
   }
+  if (!at) at = collective;
   if (at) app.move_playhead(*at + app.focused_trace().offset_ns);
 }
 
@@ -133,9 +155,14 @@ void move_to_bucket(App& app, int32_t iteration, int32_t bucket) {
 void draw_buckets(App& app) {
   OpenTrace& t = app.focused_trace();
   const Model& model = *t.model;
-  bool any = false;
-  for (const auto& b : model.buckets) any = any || b.generation == 0;
-  if (!any) {
+  std::vector<int> generations;  // the plans the run has: 0 and 1, or 1 alone (an imported run)
+  for (const int generation : {0, 1}) {
+    if (std::any_of(model.buckets.begin(), model.buckets.end(),
+                    [&](const trace::BucketInfo& b) { return b.generation == generation; })) {
+      generations.push_back(generation);
+    }
+  }
+  if (generations.empty()) {
     if (model.strategy() == trace::Strategy::Fsdp) {
       ImGui::TextWrapped("No DDP buckets in this trace: an FSDP run keeps its flat parameters in the Units tab.");
     } else if (model.strategy() == trace::Strategy::Fsdp2) {
@@ -158,9 +185,8 @@ void draw_buckets(App& app) {
   const RankData& rank = model.ranks[size_t(app.focus_rank)];
   const int64_t playhead = app.playhead - t.offset_ns;
   const int32_t iteration = rank.iteration_at(playhead);
-  bool rebuilt_exists = false;
-  for (const auto& b : model.buckets) rebuilt_exists = rebuilt_exists || b.generation == 1;
-  const int in_force = iteration == 0 || !rebuilt_exists ? 0 : 1;
+  const bool rebuilt_exists = generations.back() == 1;
+  const int in_force = (iteration == 0 && generations.front() == 0) || !rebuilt_exists ? 0 : 1;
   // Beside the rank's slider when it fits, wrapped under it otherwise (a projector's text size);
   // the plan in force is said in its column's header, so that the line stays short.
   if (!short_panel) {
@@ -174,7 +200,7 @@ void draw_buckets(App& app) {
     ImGui::PopTextWrapPos();
   }
   const Progress progress = iteration == trace::kNone ? Progress{} : progress_until(app, iteration, playhead);
-  const int32_t clicked = draw_plans(app, model, iteration, in_force, progress, rebuilt_exists);
+  const int32_t clicked = draw_plans(app, model, iteration, in_force, progress, generations);
   if (clicked >= 0 && iteration != trace::kNone) move_to_bucket(app, iteration, clicked);
 }
 

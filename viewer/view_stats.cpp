@@ -19,6 +19,10 @@ namespace {
 constexpr const char* kExposedMeaning =
     "exposed: communication during which the rank computes nothing (waiting for a collective is "
     "not compute); overlap: communication hidden behind compute. As `dpscope stats` computes them.";
+// The same on a rank with GPU kernels (an imported GPU trace), where compute is the GPU's.
+constexpr const char* kExposedOnTheGpuMeaning =
+    "On the GPU: compute is its compute kernels, comm its NCCL kernels; exposed: communication "
+    "kernels during which no compute kernel runs; overlap: the rest. As `dpscope stats` computes them.";
 
 void overlap_cells(const analysis::OverlapStats& o) {
   ImGui::TableNextColumn(); ImGui::Text("%.2f", o.compute_ms);
@@ -220,7 +224,10 @@ void draw_stats(App& app) {
   if (ImGui::GetContentRegionAvail().y >= 4 * ImGui::GetTextLineHeightWithSpacing()) ImGui::Text("whole run, per rank");
   draw_overlap_table(app, a, "overlap");
   if (!app.has_range) draw_range_hint();
-  ImGui::TextWrapped("%s", kExposedMeaning);
+  const bool on_gpu = std::any_of(a.stats.ranks.begin(), a.stats.ranks.end(), [](const analysis::RankStats& r) {
+    return r.compute_source == analysis::RankStats::ComputeSource::GpuKernels;
+  });
+  ImGui::TextWrapped("%s", on_gpu ? kExposedOnTheGpuMeaning : kExposedMeaning);
   draw_matches(app, a);
   if (a.stats.ranks.size() > 1 && !a.stats.matches.empty()) draw_waiting(app, a);
   draw_memory_at_peak(app, a);

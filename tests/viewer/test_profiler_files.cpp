@@ -4,6 +4,7 @@
 // display (the suite runs under `xvfb-run -a ctest`); without one the tests skip.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -88,6 +89,47 @@ TEST(ViewerProfilerFiles, ARunWithoutMemorySamplesNamesNoPeak) {
   const auto drawn = run_command(viewer() + " " + synth + " --size 1280x800 --screenshot " + with);
   ASSERT_EQ(drawn.exit_code, 0) << drawn.output;
   EXPECT_GT(peak_label_pixels(with), 20) << "the check sees a peak label where there is one";
+}
+
+// Pixels of the Buckets panel's filled colour in `png`'s lower right quarter (the right panel).
+int filled_bucket_pixels(const std::string& png) {
+  dpscope::testing::Image image;
+  int channels = 0;
+  unsigned char* data = stbi_load(png.c_str(), &image.width, &image.height, &channels, 3);
+  if (!data) return -1;
+  image.rgb.assign(data, data + size_t(image.width) * size_t(image.height) * 3);
+  stbi_image_free(data);
+  const ImU32 c = dpscope::view::kBucketSlotFilledColor;
+  const std::array<int, 3> rgb{int(c & 0xff), int((c >> 8) & 0xff), int((c >> 16) & 0xff)};
+  int count = 0;
+  for (int y = image.height / 2; y < image.height; ++y) {
+    for (int x = image.width / 2; x < image.width; ++x) count += dpscope::testing::near(image.at(x, y), rgb);
+  }
+  return count;
+}
+
+// DDP's buckets read from an NCCL trace's records (Note [DDP's buckets from PyTorch's records]):
+// the step-through names each one's all-reduce with its place and size, and the Buckets tab (the
+// right panel's first) fills a bucket as its all-reduce ends: none at the iteration's first
+// step, the first two (7.8 and 30.0 MiB, most of the panel's width) once the second has ended.
+TEST(ViewerProfilerFiles, DdpsBucketsFromAnNcclTraceAreNarratedAndDrawn) {
+  REQUIRE_DISPLAY();
+  TempDir dir;
+  const std::string before = dir.file("before.png"), after = dir.file("after.png");
+  const std::string open = "TMPDIR=" + dir.path().string() + " " + viewer() + " " + shipped("nccl_data.json.gz") +
+                           " --size 1280x800 --iteration 1 --step ";
+  const auto first = run_command(open + "0 --screenshot " + before);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto second = run_command(open + "7 --screenshot " + after);
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  const nlohmann::json json = screenshot_json(second.output);
+  ASSERT_FALSE(json.is_discarded()) << second.output;
+  EXPECT_NE(json["narration"].get<std::string>().find(
+                "bucket 1 (2nd of 5): 30.0 MiB (7,875,584 floats) all-reduced (seq 10)"),
+            std::string::npos)
+      << json["narration"];
+  EXPECT_EQ(filled_bucket_pixels(before), 0);
+  EXPECT_GT(filled_bucket_pixels(after), 4000) << "two buckets' bars, 12 px high";
 }
 
 TEST(ViewerProfilerFiles, DpscopeViewPassesProfilerFilesToTheViewer) {
