@@ -113,6 +113,20 @@ std::optional<analysis::RegionRequest> checked_region(const StatsOptions& o) {
   return region;
 }
 
+void add_critical_path_options(CLI::App& cmd, StatsOptions& options) {
+  cmd.add_flag("--critical-path", options.critical_path,
+               "Also the critical path of a step (dpscope's runs: on the cluster clock; imported "
+               "profiler traces: HTA's graph): its length, its time by what bounds it, its 10 "
+               "longest events (docs/critical-path.md)");
+  cmd.add_option("--iteration", options.iteration,
+                 "The critical path's iteration (default: the first steady one)");
+  cmd.add_option("--annotation", options.annotation,
+                 "The critical path's region: an event whose name begins with NAME (HTA's "
+                 "annotation; ProfilerStep matches every step)");
+  cmd.add_option("--instance", options.instance,
+                 "Which of --annotation's events, from 0 by begin (HTA's instance_id; default 0)");
+}
+
 }  // namespace
 
 void add_stats_command(CLI::App& app, CommandMode mode) {
@@ -128,17 +142,7 @@ void add_stats_command(CLI::App& app, CommandMode mode) {
   cmd->add_option("--compute-time", options->compute_time,
                   "How the cluster clock takes compute: steady (default; each piece of a step at "
                   "the least CPU time it took over the run's steps) or recorded (each step's own)");
-  cmd->add_flag("--critical-path", options->critical_path,
-                "Also the critical path of a step (dpscope's runs: on the cluster clock; imported "
-                "profiler traces: HTA's graph): its length, its time by what bounds it, its 10 "
-                "longest events (docs/critical-path.md)");
-  cmd->add_option("--iteration", options->iteration,
-                  "The critical path's iteration (default: the first steady one)");
-  cmd->add_option("--annotation", options->annotation,
-                  "The critical path's region: an event whose name begins with NAME (HTA's "
-                  "annotation; ProfilerStep matches every step)");
-  cmd->add_option("--instance", options->instance,
-                  "Which of --annotation's events, from 0 by begin (HTA's instance_id; default 0)");
+  add_critical_path_options(*cmd, *options);
   cmd->add_option("TRACE", options->trace,
                   "A trace file (a rank file or a merged run file), or one PyTorch profiler file "
                   "(.json or .json.gz, imported as dpscope-view imports it; dpscope import keeps a run "
