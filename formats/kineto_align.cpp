@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <unordered_map>
 #include <utility>
 
 namespace dpscope::formats {
@@ -18,17 +19,18 @@ bool blocking(uint8_t op) {
   return op != 0xff && op != static_cast<uint8_t>(trace::CollectiveOp::SendRecv);
 }
 
-// The matched collectives of `rank` and `reference` in one group: index pairs, ops agreeing.
+// The matched collectives of `rank` and `reference`: the same group and seq (Note [Collective
+// sequence numbers]), ops agreeing.
 template <typename Visit>
 void for_each_match(const RankCollectives& reference, const RankCollectives& rank, Visit visit) {
   for (const auto& [grp, ours] : *reference.collectives) {
     const auto theirs = rank.collectives->find(grp);
     if (theirs == rank.collectives->end()) continue;
-    const size_t n = std::min(ours.size(), theirs->second.size());
-    for (size_t i = 0; i < n; ++i) {
-      const SurveyedCollective& a = ours[i];
-      const SurveyedCollective& b = theirs->second[i];
-      if (a.op == b.op && blocking(a.op)) visit(grp, i, a, b);
+    std::unordered_map<int64_t, const SurveyedCollective*> by_seq;
+    for (const SurveyedCollective& b : theirs->second) by_seq.emplace(b.seq, &b);
+    for (const SurveyedCollective& a : ours) {
+      const auto b = by_seq.find(a.seq);
+      if (b != by_seq.end() && a.op == b->second->op && blocking(a.op)) visit(grp, a.seq, a, *b->second);
     }
   }
 }
@@ -44,7 +46,7 @@ double quantile(const std::vector<int64_t>& v, double q) {
 
 RankOffset offset_of(const RankCollectives& reference, const RankCollectives& rank) {
   std::vector<int64_t> shifts;
-  for_each_match(reference, rank, [&](int16_t, size_t, const SurveyedCollective& a, const SurveyedCollective& b) {
+  for_each_match(reference, rank, [&](int16_t, int64_t, const SurveyedCollective& a, const SurveyedCollective& b) {
     shifts.push_back((reference.base_ns + a.end_ns) - (rank.base_ns + b.end_ns));
   });
   RankOffset offset{rank.rank, 0, 0, static_cast<int64_t>(shifts.size())};
@@ -73,12 +75,12 @@ std::string causality_problem(const std::vector<RankCollectives>& ranks, const s
     int32_t first_rank = 0;
     int64_t slack = 0;
   };
-  std::map<std::pair<int16_t, size_t>, Moment> moments;
+  std::map<std::pair<int16_t, int64_t>, Moment> moments;
   for (size_t r = 0; r < ranks.size(); ++r) {
     const int64_t shift = ranks[r].base_ns + offsets[r].offset_ns;
-    for_each_match(reference, ranks[r], [&](int16_t grp, size_t i, const SurveyedCollective& a,
+    for_each_match(reference, ranks[r], [&](int16_t grp, int64_t seq, const SurveyedCollective& a,
                                             const SurveyedCollective& b) {
-      Moment& m = moments[{grp, i}];
+      Moment& m = moments[{grp, seq}];
       const SurveyedCollective& mine = r == 0 ? a : b;
       if (mine.begin_ns + shift > m.last_begin) {
         m.last_begin = mine.begin_ns + shift;
@@ -93,7 +95,7 @@ std::string causality_problem(const std::vector<RankCollectives>& ranks, const s
   }
   for (const auto& [where, m] : moments) {
     if (m.first_end + 2 * m.slack >= m.last_begin) continue;
-    return "group " + std::to_string(where.first) + "'s collective #" + std::to_string(where.second) +
+    return "group " + std::to_string(where.first) + "'s collective seq " + std::to_string(where.second) +
            " would end on rank " + std::to_string(m.first_rank) + " " + ms_text(m.last_begin - m.first_end) +
            " before rank " + std::to_string(m.last_rank) + " began it";
   }
@@ -110,7 +112,7 @@ std::vector<RankCollectives> reference_first(const std::vector<RankCollectives>&
 
 bool shares_a_collective(const RankCollectives& reference, const RankCollectives& rank) {
   bool shared = false;
-  for_each_match(reference, rank, [&](int16_t, size_t, const SurveyedCollective&, const SurveyedCollective&) {
+  for_each_match(reference, rank, [&](int16_t, int64_t, const SurveyedCollective&, const SurveyedCollective&) {
     shared = true;
   });
   return shared;

@@ -20,8 +20,9 @@ namespace dpscope::formats {
 // one has joined, and the ring's last step reaches all of them together. So the shift that lines
 // up a rank's collective ends with the reference rank's (the lowest rank present) is its clock
 // offset:
-//  - collectives are matched by group and by order within the group (the import's sequence
-//    numbers, KinetoSurvey::seq_of); a pair whose ops differ is left out;
+//  - collectives are matched by group and sequence number (Note [Collective sequence numbers]:
+//    Kineto's Seq where recorded, else the order within the group); a pair whose ops differ is
+//    left out;
 //  - offset = the median over the matched pairs of (reference's end − rank's end), robust to the
 //    few that end late on one rank (a kernel delayed behind another on its stream);
 //  - uncertainty = half the interquartile range of those differences, at least 1 µs;

@@ -17,6 +17,7 @@
 #include "formats/kineto_align.h"
 #include "formats/kineto_buckets.h"
 #include "formats/kineto_survey.h"
+#include "formats/kineto_sync.h"
 #include "trace/vocabulary.h"
 #include "trace/writer.h"
 
@@ -123,6 +124,10 @@ class RankImporter {
     // Kineto's category (cpu_op, cuda_runtime, user_annotation, ...): what the critical path's graph
     // tells operators from annotations by (analysis/critical_path_kineto.cpp, docs/kineto.md).
     if (ev.kind != trace::EventKind::Phase && !e.cat.empty()) ev.value = sink_.name(e.cat);
+    keep_event_sync(e, survey_, base(), [&](const KinetoLaneKey& key) -> std::optional<trace::LaneId> {
+      const auto found = lanes_.find(key);
+      return found == lanes_.end() ? std::nullopt : std::optional<trace::LaneId>(found->second);
+    }, ev);
     sink_.event(ev);
     first_ns_ = std::min(first_ns_, ev.begin_ns);
     last_ns_ = std::max(last_ns_, ev.end_ns);
@@ -259,8 +264,10 @@ class RankImporter {
     ev.kind = trace::EventKind::Collective;
     ev.op = collective_op_of(a.collective_name.empty() ? e.name : a.collective_name);
     ev.grp = group_of(a.process_group, groups_);
-    ev.seq = survey_.seq_of(ev.grp, raw_begin);
-    if (ev.seq != trace::kNone64) ev.bucket = survey_.bucket_of(ev.grp, ev.seq);
+    if (const SurveyedCollective* surveyed = survey_.collective_at(ev.grp, raw_begin)) {
+      ev.seq = surveyed->seq;
+      ev.bucket = surveyed->bucket;
+    }
     ev.dtype = dtype_of(a.dtype.empty() ? a.first_input_type : a.dtype);
     const int64_t size = dtype_size(ev.dtype);
     if (a.in_msg_nelems != kAbsent && size > 0) ev.bytes = a.in_msg_nelems * size;

@@ -185,7 +185,10 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
     if (k == "stream") a.stream = i;
     else if (k == "device") a.device = i;
     else if (k == "correlation") a.correlation = i;
+    else if (k == "wait_on_stream") a.wait_on_stream = i;
+    else if (k == "wait_on_cuda_event_record_corr_id") a.wait_on_event_record_correlation = i;
     else if (k == "In msg nelems") a.in_msg_nelems = i;
+    else if (k == "Seq") a.seq = i;
     else if (k == "Total Allocated") a.total_allocated = i;
     else if (k == "Total Reserved") a.total_reserved = i;
     else if (k == "Device Type") a.device_type = i;

@@ -26,7 +26,12 @@ struct KinetoArgs {
   int64_t stream = kAbsent;          // GPU events: the stream
   int64_t device = kAbsent;          // GPU events: the device
   int64_t correlation = kAbsent;     // a launch (cuda_runtime) and the kernel it launched
+  // CUDA event syncs (cuda_sync's Stream Wait Event, Event Sync): the stream the event was
+  // recorded on, and the correlation of the cudaEventRecord call that recorded it.
+  int64_t wait_on_stream = kAbsent;
+  int64_t wait_on_event_record_correlation = kAbsent;
   int64_t in_msg_nelems = kAbsent;   // collectives: elements of the input ("In msg nelems")
+  int64_t seq = kAbsent;             // record_param_comms: the collective's number in its group ("Seq")
   std::string collective_name;       // collectives: "allreduce", "broadcast", ...
   std::string dtype;                 // collectives: "Float", "Half", ...
   std::string process_group;         // collectives: "Process Group Name"

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <set>
 
 namespace dpscope::formats {
 namespace {
@@ -177,17 +178,14 @@ int32_t KinetoSurvey::iteration_at(int64_t t_ns) const {
   return t_ns < after->end_ns ? static_cast<int32_t>(after - steps.begin()) : trace::kNone;
 }
 
-int64_t KinetoSurvey::seq_of(int16_t grp, int64_t begin_ns) const {
+const SurveyedCollective* KinetoSurvey::collective_at(int16_t grp, int64_t begin_ns) const {
   const auto found = collectives.find(grp);
-  if (found == collectives.end()) return trace::kNone64;
+  if (found == collectives.end()) return nullptr;
   const auto& v = found->second;
-  return std::lower_bound(v.begin(), v.end(), SurveyedCollective{begin_ns, 0, 0xff}) - v.begin();
-}
-
-int32_t KinetoSurvey::bucket_of(int16_t grp, int64_t seq) const {
-  const auto found = collectives.find(grp);
-  if (found == collectives.end() || seq < 0 || size_t(seq) >= found->second.size()) return trace::kNone;
-  return found->second[size_t(seq)].bucket;
+  SurveyedCollective key;
+  key.begin_ns = begin_ns;
+  const auto at = std::lower_bound(v.begin(), v.end(), key);
+  return at == v.end() ? nullptr : &*at;
 }
 
 namespace {
@@ -197,6 +195,21 @@ namespace {
 struct CollectiveCandidates {
   std::map<int16_t, std::vector<SurveyedCollective>> kernels, nccl_ops, gloo_ops;
   std::vector<int64_t> optimizer_begins;
+  // What Kineto's Seq is read from (Note [Collective sequence numbers]): each thread's
+  // record_param_comms ops that carry one, and each launch's thread.
+  struct CommsRecord {
+    int64_t begin_ns, end_ns, seq;
+  };
+  std::vector<KinetoLaneKey> threads;  // index: SurveyedCollective::thread
+  std::map<KinetoLaneKey, int32_t> thread_index;
+  std::map<int32_t, std::vector<CommsRecord>> comms_records;  // by thread
+  std::unordered_map<int64_t, int32_t> launch_thread;           // correlation -> thread
+
+  int32_t thread_of(const KinetoLaneKey& key) {
+    const auto [at, fresh] = thread_index.emplace(key, int32_t(threads.size()));
+    if (fresh) threads.push_back(key);
+    return at->second;
+  }
 };
 
 // The collective's size from its record: "In msg nelems" (record_param_comms, NCCL kernels), else
@@ -220,7 +233,13 @@ void survey_event(const KinetoEvent& e, KinetoSurvey& s, CollectiveCandidates& c
   if (!key.gpu && s.main_pid.empty()) s.main_pid = e.pid;
   if (role == KinetoRole::Instant) return;
   const int64_t begin = to_ns(0, e.ts_us);
-  if (!key.gpu && e.args.correlation != kAbsent) s.launch_ns.emplace(e.args.correlation, begin);
+  if (!key.gpu && e.args.correlation != kAbsent) {
+    s.launch_ns.emplace(e.args.correlation, begin);
+    c.launch_thread.emplace(e.args.correlation, c.thread_of(key));
+  }
+  if (!key.gpu && e.args.seq != kAbsent && e.name == "record_param_comms") {
+    c.comms_records[c.thread_of(key)].push_back({begin, begin + std::max<int64_t>(0, to_ns(0, e.dur_us)), e.args.seq});
+  }
   SurveyedCollective collective{
       begin, begin + std::max<int64_t>(0, to_ns(0, e.dur_us)),
       collective_op_of(e.args.collective_name.empty() ? e.name : e.args.collective_name)};
@@ -244,10 +263,13 @@ void survey_event(const KinetoEvent& e, KinetoSurvey& s, CollectiveCandidates& c
       s.nccl_kernels = true;
       add_size(e.args, collective);
       collective.correlation = e.args.correlation;
+      collective.kineto_seq = e.args.seq;
       c.kernels[group_of(e.args.process_group, s.groups)].push_back(collective);
       break;
     case KinetoRole::HostCollective:
       add_size(e.args, collective);
+      collective.kineto_seq = e.args.seq;
+      collective.thread = c.thread_of(key);
       if (e.name.rfind("gloo:", 0) == 0) {
         s.gloo = true;
         c.gloo_ops[group_of(e.args.process_group, s.groups)].push_back(collective);
@@ -257,6 +279,46 @@ void survey_event(const KinetoEvent& e, KinetoSurvey& s, CollectiveCandidates& c
       }
       break;
     default: break;
+  }
+}
+
+// Kineto's Seq of a collective issued at `issue_ns` on `thread`: the record_param_comms op around
+// that moment on that thread.
+int64_t recorded_seq(const CollectiveCandidates& c, int32_t thread, int64_t issue_ns) {
+  const auto records = c.comms_records.find(thread);
+  if (records == c.comms_records.end()) return kAbsent;
+  const auto& list = records->second;
+  auto after = std::upper_bound(list.begin(), list.end(), issue_ns,
+                                [](int64_t t, const CollectiveCandidates::CommsRecord& r) { return t < r.begin_ns; });
+  // Records do not nest deeply: the one around the moment is among the last few that began.
+  for (int back = 0; back < 4 && after != list.begin(); ++back) {
+    --after;
+    if (after->end_ns >= issue_ns) return after->seq;
+  }
+  return kAbsent;
+}
+
+// Each collective's seq (Note [Collective sequence numbers]): Kineto's where every collective of
+// its group has one and they differ, else its place in time.
+void settle_sequence_numbers(KinetoSurvey& s, CollectiveCandidates& c) {
+  for (auto& [thread, list] : c.comms_records) {
+    std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.begin_ns < b.begin_ns; });
+  }
+  for (auto& [grp, found] : s.collectives) {
+    std::set<int64_t> seen;
+    bool all_recorded = true;
+    for (SurveyedCollective& collective : found) {
+      if (collective.kineto_seq == kAbsent) {
+        int32_t thread = collective.thread;
+        if (collective.correlation != kAbsent) {
+          const auto launch = c.launch_thread.find(collective.correlation);
+          thread = launch == c.launch_thread.end() ? -1 : launch->second;
+        }
+        collective.kineto_seq = recorded_seq(c, thread, collective.issue_ns);
+      }
+      all_recorded = all_recorded && collective.kineto_seq != kAbsent && seen.insert(collective.kineto_seq).second;
+    }
+    for (size_t i = 0; i < found.size(); ++i) found[i].seq = all_recorded ? found[i].kineto_seq : int64_t(i);
   }
 }
 
@@ -290,6 +352,7 @@ KinetoSurvey survey_kineto_file(const std::string& path) {
     if (step != trace::kNone) s.steps[size_t(step)].optimizer_ns = std::min(s.steps[size_t(step)].optimizer_ns, begin);
   }
   s.nccl = s.nccl || s.nccl_kernels;
+  settle_sequence_numbers(s, c);
   assign_ddp_buckets(s);
   return s;
 }

@@ -70,6 +70,15 @@ struct KinetoLaneKey {
 };
 KinetoLaneKey lane_key_of(const KinetoEvent& e, KinetoRole role);
 
+// Note [Collective sequence numbers]
+// A collective is matched across ranks by (group, seq). PyTorch's ProcessGroup numbers each
+// collective of a group, and newer profilers record it as `Seq` in `record_param_comms` (the op
+// around the collective's issue and its kernel's launch). Where every collective of a group has
+// one, seq is Kineto's: ranks whose recordings start at different collectives still match. Where
+// one lacks it (PyTorch 1.13, HTA's traces), seq is the collective's place among its group's
+// collectives in time on that rank. kineto_align.h, the stats' matching and the straggler
+// attribution all go by it.
+
 // One collective as the survey saw it, in the file's own times: what the sequence numbers and
 // the ranks' alignment (kineto_align.h) are made from.
 struct SurveyedCollective {
@@ -81,6 +90,13 @@ struct SurveyedCollective {
   int64_t issue_ns = 0;       // when the program issued it: a kernel's launch, a host op's begin
   int64_t correlation = kAbsent;  // a kernel's launch, until the survey resolves issue_ns
   int32_t bucket = trace::kNone;  // DDP's bucket (kineto_buckets.h)
+  // Its sequence number in its group: Kineto's own `Seq` (from the record_param_comms around its
+  // launch, or its own args) where every collective of the group has one, else its place among
+  // the group's collectives in time. Matching across ranks goes by it (Note [Collective sequence
+  // numbers]).
+  int64_t seq = 0;
+  int64_t kineto_seq = kAbsent;  // Kineto's Seq, until the survey settles `seq`
+  int32_t thread = -1;           // a host op's thread (KinetoSurvey's threads), for its Seq
 
   bool operator<(const SurveyedCollective& o) const { return begin_ns < o.begin_ns; }
 };
@@ -121,10 +137,8 @@ struct KinetoSurvey {
 
   // The iteration whose step holds `t_ns`; kNone outside every step.
   int32_t iteration_at(int64_t t_ns) const;
-  // The sequence number of a collective of group `grp` that begins at `begin_ns`.
-  int64_t seq_of(int16_t grp, int64_t begin_ns) const;
-  // The DDP bucket of the collective (grp, seq); kNone when it is none of DDP's buckets.
-  int32_t bucket_of(int16_t grp, int64_t seq) const;
+  // The collective of group `grp` that begins at `begin_ns`; nullptr when the survey has none.
+  const SurveyedCollective* collective_at(int16_t grp, int64_t begin_ns) const;
 };
 
 // Pass 1 over `path`. Throws KinetoError as read_kineto_file does, and for a baseTimeNanoseconds

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/stats.h"
 #include "formats/kineto_align.h"
 #include "tests/formats/kineto_fixture.h"
 #include "trace/reader.h"
@@ -31,6 +32,7 @@ CollectivesByGroup collectives(int count, int64_t shift, const std::vector<int64
     const int64_t begin = 1'000'000 * i + shift;
     const int64_t end = begin + 400'000 + (i < static_cast<int>(jitter.size()) ? jitter[i] : 0);
     by_group[0].push_back({begin, end, op});
+    by_group[0].back().seq = i;  // its place in time (Note [Collective sequence numbers])
   }
   return by_group;
 }
@@ -86,8 +88,21 @@ TEST(KinetoAlign, AShiftThatWouldEndACollectiveBeforeItsLastRankBeganIsRefused) 
   const Alignment a = align_ranks({{0, 0, &zero}, {1, 0, &one}}, trace::ClockAlignment::CollectiveEnds);
   EXPECT_EQ(a.method, trace::ClockAlignment::None);
   EXPECT_EQ(a.ranks[1].offset_ns, 0);
-  EXPECT_NE(a.note.find("refused: group 0's collective #2 would end on rank 0"), std::string::npos) << a.note;
+  EXPECT_NE(a.note.find("refused: group 0's collective seq 2 would end on rank 0"), std::string::npos) << a.note;
   EXPECT_NE(a.note.find("before rank 1 began it"), std::string::npos) << a.note;
+}
+
+// Matching goes by sequence number, not by place: a rank whose recording starts one collective
+// later (its seq from Kineto's Seq) still pairs each collective with the same one on the other.
+TEST(KinetoAlign, CollectivesPairBySequenceNumberNotPlace) {
+  CollectivesByGroup zero = collectives(6, 0);
+  CollectivesByGroup one = collectives(6, 2'000'000);
+  one[0].erase(one[0].begin());  // rank 1's profiler began after collective 0
+  const Alignment a = align_ranks({{0, 0, &zero}, {1, 0, &one}}, trace::ClockAlignment::CollectiveEnds);
+  EXPECT_EQ(a.method, trace::ClockAlignment::CollectiveEnds) << a.note;
+  EXPECT_EQ(a.ranks[1].matched, 5);
+  EXPECT_EQ(a.ranks[1].offset_ns, -2'000'000);
+  EXPECT_EQ(a.ranks[1].uncertainty_ns, 1000);
 }
 
 TEST(KinetoAlign, NoneKeepsEveryClock) {
@@ -144,6 +159,46 @@ TEST(KinetoAlign, AKnownClockErrorComesBackWithin20Microseconds) {
     // The rank's times moved with it: it starts where rank 0 does.
     EXPECT_LE(std::abs(static_cast<double>(one.start_ns - shifted.ranks[0].start_ns)), 20'000);
   }
+}
+
+// Kineto's own Seq (record_param_comms, around the collective's issue) numbers the collectives
+// where every one of a group has it: rank 1's file lacks the first all-reduce, yet the two
+// ranks' collectives pair by Seq, and the alignment finds rank 1's 3 ms clock error.
+std::string seq_rank(int rank, int first, double shift_us) {
+  std::vector<std::string> events;
+  events.push_back(kineto_test::x_event("user_annotation", "ProfilerStep#0", 1, 1, shift_us, 20'000));
+  for (int i = first; i < 6; ++i) {
+    const double at = shift_us + 1000.0 + 3000.0 * i;
+    events.push_back(kineto_test::x_event("cpu_op", "record_param_comms", 1, 1, at, 1000,
+                                          "\"Seq\": " + std::to_string(100 + i) +
+                                              ", \"Process Group Name\": \"0\", \"Collective name\": \"allreduce\""));
+    events.push_back(kineto_test::x_event("cpu_op", "nccl:all_reduce", 1, 1, at + 1, 900 + (rank ? 0.5 : 0),
+                                          "\"Input Dims\": [[256]], \"Input type\": [\"float\"]"));
+  }
+  return kineto_test::object_trace(events, "\"rank\": " + std::to_string(rank) + ", \"world_size\": 2, \"backend\": \"nccl\"");
+}
+
+TEST(KinetoAlign, KinetosSeqPairsRanksWhoseRecordingsBeginApart) {
+  kineto_test::Imported run;
+  const std::string zero = run.dir.file("rank-0.json"), one = run.dir.file("rank-1.json");
+  testing::write_file(zero, seq_rank(0, 0, 0));
+  testing::write_file(one, seq_rank(1, 1, 3000));
+  kineto_test::import_into(run, {zero, one});
+  trace::Reader reader(run.path);
+  std::map<int32_t, std::vector<int64_t>> seqs;
+  for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Collective)) seqs[e.rank].push_back(e.seq);
+  EXPECT_EQ(seqs[0], (std::vector<int64_t>{100, 101, 102, 103, 104, 105}));
+  EXPECT_EQ(seqs[1], (std::vector<int64_t>{101, 102, 103, 104, 105})) << "Kineto's Seq, not the place in the file";
+  const std::vector<trace::RankInfo> ranks = reader.ranks();
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_NEAR(static_cast<double>(ranks[1].clock_offset_ns), -3'000'000, 1000);
+  const analysis::RunStats stats = analysis::compute_stats(reader);
+  int64_t matched = 0;
+  for (const analysis::CollectiveMatch& m : stats.matches) {
+    if (m.seq == 100) EXPECT_TRUE(m.mismatch) << "only rank 0 recorded it";
+    else matched += m.mismatch ? 0 : 1;
+  }
+  EXPECT_EQ(matched, 5) << "each collective both recorded pairs with its own";
 }
 
 TEST(KinetoAlign, AlignNoneKeepsTheProfilersClocks) {
