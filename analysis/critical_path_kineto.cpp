@@ -37,10 +37,14 @@ namespace dpscope::analysis {
 //     kernel-kernel overhead) when that gap is under 1.5 ms; and a weight-0 edge from the launch
 //     otherwise (HTA's tests and these numbers set CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE).
 //  6. Syncs: a Context Sync record ties every stream's last kernel to its CPU call's end, a
-//     Stream Sync its own stream's. A record is matched to its call by time (the run file keeps
-//     no correlation ids): the runtime call of the rank that holds its begin. Event Sync and
-//     Stream Wait Event need the cudaEventRecord's correlation, which only newer traces have and
-//     the import does not keep: they add no edge, and the result says so.
+//     Stream Sync its own stream's. An Event Sync ties the kernel its event follows (the last
+//     launched onto the recording stream before cudaEventRecord) to its call's end, a Stream
+//     Wait Event that kernel to the next kernel its stream launches from the waiting thread (and
+//     then neither a launch nor a kernel-kernel edge leads there unless the sync ended first).
+//     The run file keeps no correlation ids: a record is matched to its CPU call by time (the
+//     sync call that holds its begin), and the import writes the cudaEventRecord's time and its
+//     stream's lane (formats/kineto_sync.h). Traces before PyTorch 2.1 lack the event record's
+//     correlation: their event syncs add no edge, and the result says so.
 //  7. A trace with nanosecond times is rounded to whole microseconds first, as HTA's parser does
 //     (Note [GPU breakdown]).
 //  8. The longest path as networkx's dag_longest_path takes it (weights of -1 µs or less as 0),
@@ -86,6 +90,12 @@ struct GraphEvent {
   std::string_view display;        // the profiler's name (a phase's source name)
   int32_t runtime = -1;            // kernels and sync records: the CPU call (an index)
   int32_t iteration = trace::kNone;  // an `iteration` phase: its iteration
+  // A CUDA event sync record (kineto_sync.h): the lane of the stream its event was recorded on
+  // (enqueue_ns is the cudaEventRecord call's time), the kernel launched last onto that stream
+  // before it, and for a Stream Wait Event the kernel its stream launches next.
+  trace::LaneId waited_lane = -1;
+  int32_t sync_source = -1;
+  int32_t sync_dest = -1;
 };
 
 struct Node {
@@ -246,6 +256,7 @@ std::map<int32_t, RankEvents> read_ranks(trace::Reader& reader, const std::vecto
       g.annotation = category == "user_annotation";
       g.sync_record = category == "cuda_sync";
       g.display = text(e.name);
+      if (g.sync_record && e.grp != trace::kNone && e.enqueue_ns != trace::kNone64) g.waited_lane = e.grp;
     }
     rank.events.push_back(g);
     return true;
@@ -277,11 +288,42 @@ void link_runtime_calls(std::vector<GraphEvent>& events) {
         --it;
         const GraphEvent& call = events[size_t(it->second)];
         if (call.end_ns + 1000 < g.begin_ns) break;
-        if (call.display.rfind("cuda", 0) == 0 && call.display.find("Sync") != std::string_view::npos) {
+        if (one_of(call.display, {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+                                  "cudaStreamWaitEvent"})) {
           g.runtime = it->second;
           break;
         }
         if (g.begin_ns - call.begin_ns > 10'000'000) break;
+      }
+    }
+  }
+}
+
+// For each CUDA event sync record, the kernels it ties (HTA's _get_cuda_event_record_df and
+// _get_cuda_stream_wait_event_df): the kernel of the last launch onto the recording stream before
+// the cudaEventRecord call, and for a Stream Wait Event the kernel of the next launch onto its
+// own stream from the thread that called cudaStreamWaitEvent, at or after that call.
+void link_event_syncs(std::vector<GraphEvent>& events) {
+  std::vector<int32_t> launched;  // kernels with a launch call, by the launch's begin
+  for (size_t i = 0; i < events.size(); ++i) {
+    const GraphEvent& g = events[i];
+    if (g.kernel && g.runtime >= 0 && is_launch_name(events[size_t(g.runtime)].display)) launched.push_back(int32_t(i));
+  }
+  auto launch_ns = [&](int32_t k) { return events[size_t(events[size_t(k)].runtime)].begin_ns; };
+  std::stable_sort(launched.begin(), launched.end(), [&](int32_t a, int32_t b) { return launch_ns(a) < launch_ns(b); });
+  for (GraphEvent& g : events) {
+    if (!g.sync_record || g.waited_lane < 0) continue;
+    for (const int32_t k : launched) {
+      if (launch_ns(k) > g.enqueue_ns) break;
+      if (events[size_t(k)].lane == g.waited_lane) g.sync_source = k;
+    }
+    if (g.display != "Stream Wait Event" || g.runtime < 0) continue;
+    const GraphEvent& call = events[size_t(g.runtime)];
+    for (const int32_t k : launched) {
+      const GraphEvent& kernel = events[size_t(k)];
+      if (launch_ns(k) >= call.begin_ns && kernel.lane == g.lane && events[size_t(kernel.runtime)].lane == call.lane) {
+        g.sync_dest = k;
+        break;
       }
     }
   }
@@ -436,6 +478,7 @@ void add_kernel_edges(Graph& graph, const std::vector<int32_t>& gpu, bool& unmod
   auto sort_by = [&](int32_t e) { return events[size_t(e)].sync_record ? events[size_t(e)].end_ns : events[size_t(e)].begin_ns; };
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return sort_by(a) < sort_by(b); });
   std::map<trace::LaneId, int32_t> last_node;  // the last kernel's end node on each stream
+  std::map<int32_t, int32_t> kernel_sync;       // a kernel -> the kernel a Stream Wait Event makes it wait for
   for (const int32_t e : order) {
     const GraphEvent& g = events[size_t(e)];
     if (g.sync_record) {
@@ -445,24 +488,36 @@ void add_kernel_edges(Graph& graph, const std::vector<int32_t>& gpu, bool& unmod
       } else if (g.display == "Stream Sync") {
         const auto last = last_node.find(g.lane);
         if (last != last_node.end() && call_end >= 0) graph.add_edge(last->second, call_end, EdgeType::Sync, -1);
-      } else {
+      } else if (g.waited_lane < 0) {
         unmodelled_syncs = true;
+      } else if (g.sync_source >= 0 && g.display == "Stream Wait Event") {
+        if (g.sync_dest >= 0) kernel_sync[g.sync_dest] = g.sync_source;
+      } else if (g.sync_source >= 0 && graph.end(g.sync_source) >= 0 && call_end >= 0) {  // Event Sync
+        graph.add_edge(graph.end(g.sync_source), call_end, EdgeType::Sync, -1);
       }
       continue;
     }
     const int32_t start = graph.start(e), end = graph.end(e);
     if (start < 0 || end < 0) continue;
     graph.add_edge(start, end, EdgeType::Operator, e);
+    int32_t sync_end = -1;  // the end of the kernel a Stream Wait Event made this one wait for
+    if (const auto waits = kernel_sync.find(e); waits != kernel_sync.end()) {
+      sync_end = graph.end(waits->second);
+      if (sync_end >= 0) graph.add_edge(sync_end, start, EdgeType::Sync, -1);
+      kernel_sync.erase(waits);
+    }
+    auto sync_before = [&](int64_t ts) { return sync_end < 0 || graph.nodes()[size_t(sync_end)].ts < ts; };
     const int64_t runtime_ts = events[size_t(g.runtime)].begin_ns;
     const auto queue = queues.find(e);
     const auto last = last_node.find(g.lane);
     bool launch_added = false;
     if (queue != queues.end() && queue->second.first == 1 && queue->second.second == 0 &&
-        (last == last_node.end() || graph.nodes()[size_t(last->second)].ts < runtime_ts)) {
+        (last == last_node.end() || graph.nodes()[size_t(last->second)].ts < runtime_ts) && sync_before(runtime_ts)) {
       graph.add_edge(graph.start(g.runtime), start, EdgeType::LaunchDelay, -1);
       launch_added = true;
     } else if (last != last_node.end() &&
-               graph.nodes()[size_t(start)].ts - graph.nodes()[size_t(last->second)].ts < kKernelKernelDelayThresholdNs) {
+               graph.nodes()[size_t(start)].ts - graph.nodes()[size_t(last->second)].ts < kKernelKernelDelayThresholdNs &&
+               sync_before(graph.nodes()[size_t(last->second)].ts)) {
       graph.add_attributed(last->second, start, EdgeType::KernelKernelDelay, -1);
     }
     if (!launch_added && graph.start(g.runtime) >= 0) {
@@ -486,7 +541,8 @@ std::optional<CriticalPath> rank_path(const RankEvents& rank, int32_t rank_id, c
       if (!in_window(g)) continue;
       cpu.push_back(int32_t(i));
       if (g.operator_category) members.push_back(int32_t(i));
-    } else if ((g.kernel || g.sync_record) && g.runtime >= 0 && in_window(events[size_t(g.runtime)])) {
+    } else if ((g.kernel || g.sync_record) && g.runtime >= 0 &&
+               (in_window(events[size_t(g.runtime)]) || g.display == "Stream Wait Event")) {
       gpu.push_back(int32_t(i));
       if (g.kernel) members.push_back(int32_t(i));
     }
@@ -539,8 +595,9 @@ std::optional<CriticalPath> rank_path(const RankEvents& rank, int32_t rank_id, c
   }
   for (auto& [e, pe] : by_event) path.events.push_back(std::move(pe));
   if (unmodelled_syncs) {
-    path.notes.push_back("CUDA event syncs (Event Sync, Stream Wait Event) add no edge: the run file keeps no "
-                         "cudaEventRecord correlation (docs/critical-path.md)");
+    path.notes.push_back("CUDA event syncs (Event Sync, Stream Wait Event) without the cudaEventRecord they wait "
+                         "for (a trace before PyTorch 2.1, or a run imported before dpscope kept it) add no edge "
+                         "(docs/critical-path.md)");
   }
   return path;
 }
@@ -563,6 +620,7 @@ CriticalPath kineto_critical_path(trace::Reader& reader, const std::string& path
   const std::string fractional_us_ranks = reader.meta_value(std::string(trace::meta_key::kImportedFractionalUsRanks));
   for (auto& [rank, r] : ranks) {
     link_runtime_calls(r.events);
+    link_event_syncs(r.events);
     if (rounding_for(fractional_us_ranks, rank) == TimeRounding::WholeMicroseconds) round_to_whole_us(r.events);
     for (const GraphEvent& g : r.events) {
       if (g.host && !g.sync_record) candidates.push_back({rank, g.begin_ns, g.end_ns, std::string(g.display), g.iteration});

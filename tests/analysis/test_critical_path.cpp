@@ -1,6 +1,6 @@
-// The critical path (analysis/critical_path.h): HTA's own numbers on its simple_add trace
-// (tests/data/kineto), the cluster clock's path on a synthetic run equal to its step, and the
-// refusals that name the file and the fix.
+// The critical path (analysis/critical_path.h): HTA's own numbers on its simple_add trace and on a
+// hand-made trace of CUDA event syncs (tests/data/kineto), the cluster clock's path on a
+// synthetic run equal to its step, and the refusals that name the file and the fix.
 #include <gtest/gtest.h>
 
 #include "analysis/critical_path.h"
@@ -70,6 +70,34 @@ TEST(CriticalPathKineto, SimpleAddEqualsHta) {
   EXPECT_FALSE(j["bound_by_ms"].contains("comm_bound"));
   EXPECT_EQ(j["longest"].size(), kCriticalPathEventsShown);
   EXPECT_EQ(j["longest"][0]["name"], "cudaMalloc");
+}
+
+// tests/data/kineto/event_syncs.json: an Event Sync, then a Stream Wait Event and a Context Sync,
+// each putting a kernel on the path; HTA's numbers on it in its README.
+TEST(CriticalPathKineto, EventSyncsAsHta) {
+  TempDir dir;
+  formats::KinetoImportOptions options;
+  options.inputs = {std::string(DPSCOPE_SOURCE_DIR) + "/tests/data/kineto/event_syncs.json"};
+  options.out = dir.file("event_syncs.sqlite");
+  formats::import_kineto(options, [](const std::string&) {});
+  trace::Reader reader(options.out);
+  struct Expected {
+    int64_t length_us, cpu_us, gpu_compute_us, launch_us;
+  };
+  const Expected hta[] = {{969, 51, 900, 18}, {878, 30, 839, 9}};
+  for (int64_t instance = 0; instance < 2; ++instance) {
+    RegionRequest request;
+    request.kind = RegionKind::Annotation;
+    request.annotation = "step";
+    request.instance = instance;
+    const CriticalPath p = critical_path(reader, "event_syncs.sqlite", request);
+    const Expected& e = hta[instance];
+    EXPECT_EQ(p.length_ns, e.length_us * 1000) << "instance " << instance;
+    EXPECT_EQ(p.bound_ns.at(BoundBy::CpuBound), e.cpu_us * 1000) << "instance " << instance;
+    EXPECT_EQ(p.bound_ns.at(BoundBy::GpuComputeBound), e.gpu_compute_us * 1000) << "instance " << instance;
+    EXPECT_EQ(p.bound_ns.at(BoundBy::GpuKernelLaunchOverhead), e.launch_us * 1000) << "instance " << instance;
+    EXPECT_TRUE(p.notes.empty());
+  }
 }
 
 TEST(CriticalPathKineto, BadRegionsSayWhyAndTheFix) {
