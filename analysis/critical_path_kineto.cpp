@@ -3,11 +3,11 @@
 // longest path, as Note [HTA's critical path graph] says.
 #include <algorithm>
 #include <functional>
-#include <queue>
 #include <set>
 #include <unordered_map>
 
 #include "analysis/critical_path.h"
+#include "analysis/critical_path_graph.h"
 #include "analysis/critical_path_region.h"
 #include "analysis/gpu_breakdown.h"
 #include "trace/vocabulary.h"
@@ -55,8 +55,9 @@ namespace dpscope::analysis {
 
 namespace {
 
+using namespace hta_graph;
+
 constexpr int64_t kKernelKernelDelayThresholdNs = 1'500'000;  // HTA's 1500 µs
-constexpr int64_t kNegativeWeightFloorNs = -1000;             // HTA zeroes weights of -1 µs or less
 
 bool one_of(std::string_view name, std::initializer_list<std::string_view> names) {
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -72,147 +73,6 @@ bool is_blocking_call(std::string_view n) {
   return one_of(n, {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
                     "cudaMemcpy", "cudaMemcpyAsync"});
 }
-
-enum class EdgeType : uint8_t { Operator, Dependency, LaunchDelay, KernelKernelDelay, Sync };
-
-// One event of the rank as the graph sees it.
-struct GraphEvent {
-  int64_t begin_ns = 0;
-  int64_t end_ns = 0;
-  trace::LaneId lane = 0;
-  trace::NameId name = trace::kNone;
-  bool host = true;
-  bool operator_category = false;  // cpu_op, cuda_runtime, cuda_driver
-  bool kernel = false;             // kFlagGpuKernel
-  bool sync_record = false;        // Kineto's cuda_sync
-  bool annotation = false;         // user_annotation or a phase: may name the forward thread
-  int64_t enqueue_ns = trace::kNone64;
-  std::string_view display;        // the profiler's name (a phase's source name)
-  int32_t runtime = -1;            // kernels and sync records: the CPU call (an index)
-  int32_t iteration = trace::kNone;  // an `iteration` phase: its iteration
-  // A CUDA event sync record (kineto_sync.h): the lane of the stream its event was recorded on
-  // (enqueue_ns is the cudaEventRecord call's time), the kernel launched last onto that stream
-  // before it, and for a Stream Wait Event the kernel its stream launches next.
-  trace::LaneId waited_lane = -1;
-  int32_t sync_source = -1;
-  int32_t sync_dest = -1;
-};
-
-struct Node {
-  int64_t ts = 0;
-  int32_t event = 0;
-  bool is_start = false;
-};
-
-struct Edge {
-  int32_t from = 0, to = 0;
-  EdgeType type = EdgeType::Dependency;
-  int64_t weight = 0;
-  int32_t attributed = -1;  // the event the edge's time belongs to
-};
-
-class Graph {
- public:
-  explicit Graph(const std::vector<GraphEvent>& events) : events_(events) {}
-
-  const std::vector<GraphEvent>& events() const { return events_; }
-  std::string_view name(int32_t e) const { return events_[size_t(e)].display; }
-
-  void add_nodes(const std::vector<int32_t>& members) {
-    std::vector<Node> nodes;
-    for (const int32_t e : members) {
-      nodes.push_back({events_[size_t(e)].begin_ns, e, true});
-      nodes.push_back({events_[size_t(e)].end_ns, e, false});
-    }
-    std::stable_sort(nodes.begin(), nodes.end(), [](const Node& a, const Node& b) {
-      if (a.ts != b.ts) return a.ts < b.ts;
-      if (a.event != b.event) return a.event < b.event;
-      return a.is_start && !b.is_start;
-    });
-    nodes_ = std::move(nodes);
-    for (size_t i = 0; i < nodes_.size(); ++i) (nodes_[i].is_start ? start_ : end_)[nodes_[i].event] = int32_t(i);
-  }
-  const std::vector<Node>& nodes() const { return nodes_; }
-  int32_t start(int32_t e) const { const auto f = start_.find(e); return f == start_.end() ? -1 : f->second; }
-  int32_t end(int32_t e) const { const auto f = end_.find(e); return f == end_.end() ? -1 : f->second; }
-  bool has_nodes(int32_t e) const { return start(e) >= 0 && end(e) >= 0; }
-
-  // Adds (or, as networkx does, replaces) the edge; its weight is the time between the nodes
-  // unless it is a dependency, a sync or `zero_weight`.
-  void add_edge(int32_t from, int32_t to, EdgeType type, int32_t attributed, bool zero_weight = false) {
-    const bool timed = type != EdgeType::Dependency && type != EdgeType::Sync && !zero_weight;
-    const Edge edge{from, to, type, timed ? nodes_[size_t(to)].ts - nodes_[size_t(from)].ts : 0, attributed};
-    const auto [at, fresh] = edge_index_.emplace(std::make_pair(from, to), edges_.size());
-    if (fresh) {
-      edges_.push_back(edge);
-      incoming_[to].push_back(at->second);
-    } else {
-      edges_[at->second] = edge;
-    }
-  }
-
-  // HTA's attribution of an operator or kernel-kernel edge (its _attribute_edge).
-  int32_t attribute(int32_t from, int32_t to, EdgeType type, int32_t src_parent) const {
-    const Node& src = nodes_[size_t(from)];
-    const Node& dest = nodes_[size_t(to)];
-    if (type == EdgeType::KernelKernelDelay || src.is_start) return src.event;
-    if (!dest.is_start) return dest.event;
-    return src_parent >= 0 ? src_parent : src.event;
-  }
-  void add_attributed(int32_t from, int32_t to, EdgeType type, int32_t src_parent, bool zero_weight = false) {
-    add_edge(from, to, type, type == EdgeType::Operator || type == EdgeType::KernelKernelDelay
-                                 ? attribute(from, to, type, src_parent) : -1, zero_weight);
-  }
-
-  // networkx's dag_longest_path: nodes in topological order (Kahn's, lowest index first), each
-  // taking its first best predecessor, the path ending at the first node of the greatest length.
-  std::vector<size_t> longest_path() const {
-    const size_t n = nodes_.size();
-    std::vector<int32_t> in_degree(n, 0);
-    std::vector<std::vector<size_t>> outgoing(n);
-    for (size_t i = 0; i < edges_.size(); ++i) {
-      ++in_degree[size_t(edges_[i].to)];
-      outgoing[size_t(edges_[i].from)].push_back(i);
-    }
-    std::priority_queue<size_t, std::vector<size_t>, std::greater<>> ready;
-    for (size_t v = 0; v < n; ++v) if (in_degree[v] == 0) ready.push(v);
-    std::vector<int64_t> dist(n, 0);
-    std::vector<int64_t> via(n, -1);  // the edge from the best predecessor
-    int64_t best = -1;
-    size_t best_node = 0;
-    while (!ready.empty()) {
-      const size_t v = ready.top();
-      ready.pop();
-      const auto in = incoming_.find(int32_t(v));
-      if (in != incoming_.end()) {
-        int64_t top = INT64_MIN;
-        for (const size_t i : in->second) {
-          const int64_t d = dist[size_t(edges_[i].from)] + path_weight(edges_[i]);
-          if (d > top) { top = d; via[v] = int64_t(i); }
-        }
-        if (top < 0) { top = 0; via[v] = -1; }
-        dist[v] = top;
-      }
-      if (dist[v] > best) { best = dist[v]; best_node = v; }
-      for (const size_t i : outgoing[v]) if (--in_degree[size_t(edges_[i].to)] == 0) ready.push(size_t(edges_[i].to));
-    }
-    std::vector<size_t> path;  // edge indices, first to last
-    for (int64_t e = n ? via[best_node] : -1; e >= 0; e = via[size_t(edges_[size_t(e)].from)]) path.push_back(size_t(e));
-    std::reverse(path.begin(), path.end());
-    return path;
-  }
-  const Edge& edge(size_t i) const { return edges_[i]; }
-
- private:
-  static int64_t path_weight(const Edge& e) { return e.weight <= kNegativeWeightFloorNs ? 0 : e.weight; }
-
-  const std::vector<GraphEvent>& events_;
-  std::vector<Node> nodes_;
-  std::unordered_map<int32_t, int32_t> start_, end_;
-  std::vector<Edge> edges_;
-  std::map<std::pair<int32_t, int32_t>, size_t> edge_index_;
-  std::unordered_map<int32_t, std::vector<size_t>> incoming_;
-};
 
 // ---- Reading a rank ---------------------------------------------------------------------------
 
