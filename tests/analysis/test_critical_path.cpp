@@ -7,6 +7,8 @@
 #include "analysis/critical_path_report.h"
 #include "formats/kineto_import.h"
 #include "formats/synth.h"
+#include "trace/vocabulary.h"
+#include "tests/sqlite_edit.h"
 #include "tests/test_util.h"
 
 #include <nlohmann/json.hpp>
@@ -156,6 +158,28 @@ TEST(CriticalPathCluster, PathLengthIsTheStepOnTheClusterClock) {
   RegionRequest beyond;
   beyond.iteration = 100000;
   EXPECT_THROW(cluster_critical_path(reader, options.out, run, beyond), CriticalPathError);
+}
+
+// A run the cluster clock cannot replay (here: no emulated link recorded) has no path; the
+// refusal gives the replay's reason and says why it matters.
+TEST(CriticalPathCluster, ARunWithoutALinkIsRefusedWithTheReason) {
+  TempDir dir;
+  formats::SynthOptions options;
+  options.events = 2000;
+  options.ranks = 2;
+  options.out = dir.file("synth.sqlite");
+  formats::synthesize(options);
+  testing::exec_sql(options.out, "DELETE FROM meta WHERE key IN ('" + std::string(trace::meta_key::kLinkGbps) + "', '" +
+                                     std::string(trace::meta_key::kLinkLatencyUs) + "')");
+  trace::Reader reader(options.out);
+  try {
+    critical_path(reader, options.out, RegionRequest{});
+    ADD_FAILURE() << "no error";
+  } catch (const CriticalPathError& error) {
+    const std::string message = error.what();
+    EXPECT_EQ(message.rfind(options.out + ": recorded without an emulated link", 0), 0u) << message;
+    EXPECT_NE(message.find("(the critical path of a dpscope run is taken on the cluster clock)"), std::string::npos);
+  }
 }
 
 }  // namespace
