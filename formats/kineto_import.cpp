@@ -17,6 +17,7 @@
 #include "formats/kineto_align.h"
 #include "formats/kineto_buckets.h"
 #include "formats/kineto_survey.h"
+#include "formats/kineto_units.h"
 #include "formats/kineto_sync.h"
 #include "trace/vocabulary.h"
 #include "trace/writer.h"
@@ -134,8 +135,10 @@ class RankImporter {
     ++events_;
   }
 
-  // The derived backward phases and the rank's row (written, and returned for the alignment).
+  // The derived backward phases, the units' states and the rank's row (written, and returned for
+  // the alignment).
   trace::RankInfo finish() {
+    write_unit_states();
     for (const DerivedPhase* derived : {&derived_forward_, &derived_backward_}) {
       for (const auto& [iteration, b] : derived->bounds) {
         if (derived->annotated.count(iteration)) continue;
@@ -199,6 +202,31 @@ class RankImporter {
     for (const auto& [order, key] : gpu) {
       if (gpu_device_.empty()) gpu_device_ = key.pid;
       add_lane(key, "GPU " + key.pid + " stream " + key.tid, trace::LaneKind::Stream);
+    }
+    // FSDP2's units (kineto_units.h), named as dpscope's own FSDP2 runs name their lanes.
+    for (size_t u = 0; u < survey_.fsdp_units.size(); ++u) {
+      const std::string& module = survey_.fsdp_units[u];
+      const auto id = static_cast<trace::LaneId>(lanes_.size() + unit_lanes_.size());
+      unit_lanes_.push_back(id);
+      sink_.writer().add_lane(trace::LaneInfo{rank_, id, "unit " + std::to_string(u) + " " + (module.empty() ? "root" : module),
+                                              trace::LaneKind::Unit});
+    }
+  }
+
+  // FSDP2's unit states on their lanes (kineto_units.h).
+  void write_unit_states() {
+    for (const SurveyedUnitState& state : survey_.unit_states) {
+      trace::Event ev;
+      ev.rank = static_cast<int16_t>(rank_);
+      ev.lane = unit_lanes_[size_t(state.unit)];
+      ev.kind = trace::EventKind::UnitState;
+      ev.begin_ns = base() + state.begin_ns;
+      ev.end_ns = base() + std::max(state.begin_ns, state.end_ns);
+      ev.iteration = survey_.iteration_at(state.begin_ns);
+      ev.unit = state.unit;
+      ev.op = static_cast<uint8_t>(state.state);
+      sink_.event(ev);
+      ++events_;
     }
   }
 
@@ -267,6 +295,7 @@ class RankImporter {
     if (const SurveyedCollective* surveyed = survey_.collective_at(ev.grp, raw_begin)) {
       ev.seq = surveyed->seq;
       ev.bucket = surveyed->bucket;
+      ev.unit = surveyed->unit;
     }
     ev.dtype = dtype_of(a.dtype.empty() ? a.first_input_type : a.dtype);
     const int64_t size = dtype_size(ev.dtype);
@@ -293,6 +322,7 @@ class RankImporter {
   int32_t rank_;
   std::map<std::string, int16_t> groups_;
   std::map<KinetoLaneKey, trace::LaneId> lanes_;
+  std::vector<trace::LaneId> unit_lanes_;  // by unit
   DerivedPhase derived_forward_{trace::kPhaseForward, {}, {}};
   DerivedPhase derived_backward_{trace::kPhaseBackward, {}, {}};
   std::string gpu_device_;
@@ -346,11 +376,11 @@ int32_t rank_of(const std::string& path, const KinetoSurvey& survey, const Kinet
 void write_meta(trace::Writer& w, const KinetoImportOptions& options, const std::vector<KinetoSurvey>& surveys,
                 const std::vector<int32_t>& fractional_us_ranks) {
   namespace key = trace::meta_key;
-  bool ddp = false, fsdp = false, gloo = false, nccl = false, gpu = false;
+  bool ddp = false, fsdp = false, fsdp2 = false, gloo = false, nccl = false, gpu = false;
   std::string backend;
   int64_t world_size = kAbsent;
   for (const KinetoSurvey& s : surveys) {
-    ddp |= s.ddp; fsdp |= s.fsdp; gloo |= s.gloo; nccl |= s.nccl;
+    ddp |= s.ddp; fsdp |= s.fsdp; fsdp2 |= s.fsdp2; gloo |= s.gloo; nccl |= s.nccl;
     for (const auto& [lane, order] : s.first_seen) gpu |= lane.gpu;
     if (backend.empty()) backend = s.info.backend;
     if (world_size == kAbsent) world_size = s.info.world_size;
@@ -360,7 +390,8 @@ void write_meta(trace::Writer& w, const KinetoImportOptions& options, const std:
   }
   if (!backend.empty()) w.set_meta(key::kBackend, backend);
   w.set_meta(key::kWorldSize, std::to_string(world_size != kAbsent ? world_size : int64_t(surveys.size())));
-  if (fsdp) w.set_meta(key::kStrategy, trace::to_string(trace::Strategy::Fsdp));
+  if (fsdp2) w.set_meta(key::kStrategy, trace::to_string(trace::Strategy::Fsdp2));
+  else if (fsdp) w.set_meta(key::kStrategy, trace::to_string(trace::Strategy::Fsdp));
   else if (ddp) w.set_meta(key::kStrategy, trace::to_string(trace::Strategy::Ddp));
   w.set_meta(key::kDevice, trace::to_string(gpu ? trace::Device::Cuda : trace::Device::Cpu));
   w.set_meta(key::kTraceLevel, trace::to_string(trace::TraceLevel::Full));
@@ -382,6 +413,34 @@ void write_buckets(trace::Writer& writer, const std::vector<KinetoSurvey>& surve
   for (size_t i = 0; i < surveys.size(); ++i) ranks.emplace_back(infos[i].rank, &surveys[i]);
   std::sort(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const trace::BucketInfo& bucket : ddp_bucket_plan(ranks, warn)) writer.add_bucket(bucket);
+}
+
+// FSDP2's units from the lowest rank's records (kineto_units.h): every rank of a run has the same
+// groups; a rank whose differ is said.
+void write_units(trace::Writer& writer, const std::vector<KinetoSurvey>& surveys,
+                 const std::vector<trace::RankInfo>& infos, const std::function<void(const std::string&)>& warn) {
+  const KinetoSurvey* lowest = nullptr;
+  int32_t lowest_rank = INT32_MAX;
+  for (size_t i = 0; i < surveys.size(); ++i) {
+    if (!surveys[i].fsdp_units.empty() && infos[i].rank < lowest_rank) {
+      lowest = &surveys[i];
+      lowest_rank = infos[i].rank;
+    }
+  }
+  if (!lowest) return;
+  for (size_t i = 0; i < surveys.size(); ++i) {
+    if (&surveys[i] != lowest && surveys[i].fsdp_units != lowest->fsdp_units) {
+      warn("import: rank " + std::to_string(infos[i].rank) + "'s FSDP2 units differ from rank " +
+           std::to_string(lowest_rank) + "'s (" + std::to_string(surveys[i].fsdp_units.size()) + " against " +
+           std::to_string(lowest->fsdp_units.size()) + "); the units table keeps rank " + std::to_string(lowest_rank) + "'s");
+    }
+  }
+  for (size_t u = 0; u < lowest->fsdp_units.size(); ++u) {
+    trace::UnitInfo unit;
+    unit.index = static_cast<int32_t>(u);
+    unit.name = lowest->fsdp_units[u];
+    writer.add_unit(unit);
+  }
 }
 
 // The ranks' offsets (kineto_align.h) written into their rows and applied to their times, and
@@ -449,6 +508,7 @@ KinetoImportResult import_into(trace::Writer& writer, const KinetoImportOptions&
   }
   write_meta(writer, options, surveys, fractional_us_ranks);
   write_buckets(writer, surveys, infos, warn);
+  write_units(writer, surveys, infos, warn);
   sink.result.alignment = align_clocks(writer, options, surveys, infos, warn);
   sink.commit();
   sink.result.ranks = static_cast<int32_t>(ranks.size());

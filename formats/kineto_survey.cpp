@@ -4,6 +4,7 @@
 #include "formats/kineto_survey.h"
 
 #include "formats/kineto_buckets.h"
+#include "formats/kineto_units.h"
 
 #include <algorithm>
 #include <cctype>
@@ -204,6 +205,7 @@ struct CollectiveCandidates {
   std::map<KinetoLaneKey, int32_t> thread_index;
   std::map<int32_t, std::vector<CommsRecord>> comms_records;  // by thread
   std::unordered_map<int64_t, int32_t> launch_thread;           // correlation -> thread
+  std::vector<FsdpRecord> fsdp_records;                          // kineto_units.h
 
   int32_t thread_of(const KinetoLaneKey& key) {
     const auto [at, fresh] = thread_index.emplace(key, int32_t(threads.size()));
@@ -236,6 +238,16 @@ void survey_event(const KinetoEvent& e, KinetoSurvey& s, CollectiveCandidates& c
   if (!key.gpu && e.args.correlation != kAbsent) {
     s.launch_ns.emplace(e.args.correlation, begin);
     c.launch_thread.emplace(e.args.correlation, c.thread_of(key));
+  }
+  if (!key.gpu && (role == KinetoRole::HostSpan || role == KinetoRole::ForwardHook)) {
+    FsdpRecord record;
+    if (parse_fsdp_record(e.name, record.step, record.module)) {
+      s.fsdp2 = true;
+      record.thread = c.thread_of(key);
+      record.begin_ns = begin;
+      record.end_ns = begin + std::max<int64_t>(0, to_ns(0, e.dur_us));
+      c.fsdp_records.push_back(std::move(record));
+    }
   }
   if (!key.gpu && e.args.seq != kAbsent && e.name == "record_param_comms") {
     c.comms_records[c.thread_of(key)].push_back({begin, begin + std::max<int64_t>(0, to_ns(0, e.dur_us)), e.args.seq});
@@ -308,14 +320,11 @@ void settle_sequence_numbers(KinetoSurvey& s, CollectiveCandidates& c) {
     std::set<int64_t> seen;
     bool all_recorded = true;
     for (SurveyedCollective& collective : found) {
-      if (collective.kineto_seq == kAbsent) {
-        int32_t thread = collective.thread;
-        if (collective.correlation != kAbsent) {
-          const auto launch = c.launch_thread.find(collective.correlation);
-          thread = launch == c.launch_thread.end() ? -1 : launch->second;
-        }
-        collective.kineto_seq = recorded_seq(c, thread, collective.issue_ns);
+      if (collective.correlation != kAbsent) {
+        const auto launch = c.launch_thread.find(collective.correlation);
+        collective.thread = launch == c.launch_thread.end() ? -1 : launch->second;
       }
+      if (collective.kineto_seq == kAbsent) collective.kineto_seq = recorded_seq(c, collective.thread, collective.issue_ns);
       all_recorded = all_recorded && collective.kineto_seq != kAbsent && seen.insert(collective.kineto_seq).second;
     }
     for (size_t i = 0; i < found.size(); ++i) found[i].seq = all_recorded ? found[i].kineto_seq : int64_t(i);
@@ -354,6 +363,7 @@ KinetoSurvey survey_kineto_file(const std::string& path) {
   s.nccl = s.nccl || s.nccl_kernels;
   settle_sequence_numbers(s, c);
   assign_ddp_buckets(s);
+  assign_fsdp_units(s, std::move(c.fsdp_records));
   return s;
 }
 

@@ -90,13 +90,14 @@ struct SurveyedCollective {
   int64_t issue_ns = 0;       // when the program issued it: a kernel's launch, a host op's begin
   int64_t correlation = kAbsent;  // a kernel's launch, until the survey resolves issue_ns
   int32_t bucket = trace::kNone;  // DDP's bucket (kineto_buckets.h)
+  int32_t unit = trace::kNone;    // FSDP2's unit that issued it (kineto_units.h)
   // Its sequence number in its group: Kineto's own `Seq` (from the record_param_comms around its
   // launch, or its own args) where every collective of the group has one, else its place among
   // the group's collectives in time. Matching across ranks goes by it (Note [Collective sequence
   // numbers]).
   int64_t seq = 0;
   int64_t kineto_seq = kAbsent;  // Kineto's Seq, until the survey settles `seq`
-  int32_t thread = -1;           // a host op's thread (KinetoSurvey's threads), for its Seq
+  int32_t thread = -1;           // the issuing thread: a host op's, a kernel's launch's (its Seq, its unit)
 
   bool operator<(const SurveyedCollective& o) const { return begin_ns < o.begin_ns; }
 };
@@ -106,6 +107,14 @@ struct KinetoStep {
   int64_t begin_ns = 0;
   int64_t end_ns = 0;
   int64_t optimizer_ns = INT64_MAX;  // the first optimizer step's begin in it; INT64_MAX: none
+};
+
+// A state of one of FSDP2's units over a span of the file's time (kineto_units.h).
+struct SurveyedUnitState {
+  int32_t unit = 0;
+  trace::UnitState state = trace::UnitState::Gathering;
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
 };
 
 // One of DDP's buckets as a rank's records give it (kineto_buckets.h): its size where known.
@@ -124,7 +133,7 @@ struct KinetoSurvey {
   std::vector<KinetoStep> steps;                         // sorted by begin
   std::unordered_map<int64_t, int64_t> launch_ns;        // correlation -> launch begin (ns)
   bool nccl_kernels = false;
-  bool ddp = false, fsdp = false, gloo = false, nccl = false;
+  bool ddp = false, fsdp = false, fsdp2 = false, gloo = false, nccl = false;
   // Collectives by group, sorted by begin: a collective's seq is its index here.
   std::map<int16_t, std::vector<SurveyedCollective>> collectives;
   std::map<std::string, int16_t> groups;
@@ -134,6 +143,10 @@ struct KinetoSurvey {
   // DDP's buckets in launch order, from the steps that have the most common count of them
   // (kineto_buckets.h); empty when the trace is not DDP's or no step all-reduces.
   std::vector<SurveyedBucket> ddp_buckets;
+  // FSDP2's units by index (their module paths, "" for the root) and their states in time
+  // (kineto_units.h); empty for a trace without FSDP2's records.
+  std::vector<std::string> fsdp_units;
+  std::vector<SurveyedUnitState> unit_states;
 
   // The iteration whose step holds `t_ns`; kNone outside every step.
   int32_t iteration_at(int64_t t_ns) const;

@@ -273,7 +273,7 @@ TEST(KinetoImport, Fsdp2HooksGiveDerivedForwardAndBackward) {
                           "\"backend\": \"nccl\", \"rank\": 0, \"world_size\": 2"));
   import_into(run, {run.dir.file("fsdp2.json")});
   trace::Reader reader(run.path);
-  EXPECT_EQ(reader.meta_value(std::string(trace::meta_key::kStrategy)), "fsdp");
+  EXPECT_EQ(reader.meta_value(std::string(trace::meta_key::kStrategy)), "fsdp2") << "its FSDP:: records are FSDP2's";
   const auto names = reader.names();
   std::map<std::string, std::pair<int64_t, int64_t>> phases;
   for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Phase)) {
