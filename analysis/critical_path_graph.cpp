@@ -40,8 +40,8 @@ int32_t Graph::end(int32_t e) const {
   return found == end_.end() ? -1 : found->second;
 }
 
-void Graph::add_edge(int32_t from, int32_t to, EdgeType type, int32_t attributed, bool zero_weight) {
-  const bool timed = type != EdgeType::Dependency && type != EdgeType::Sync && !zero_weight;
+void Graph::add_edge(int32_t from, int32_t to, EdgeType type, int32_t attributed, Weight weight) {
+  const bool timed = type != EdgeType::Dependency && type != EdgeType::Sync && weight == Weight::Elapsed;
   const Edge edge{from, to, type, timed ? nodes_[size_t(to)].ts - nodes_[size_t(from)].ts : 0, attributed};
   const auto [at, fresh] = edge_index_.emplace(std::make_pair(from, to), edges_.size());
   if (fresh) {
@@ -60,9 +60,9 @@ int32_t Graph::attribute(int32_t from, int32_t to, EdgeType type, int32_t src_pa
   return src_parent >= 0 ? src_parent : src.event;
 }
 
-void Graph::add_attributed(int32_t from, int32_t to, EdgeType type, int32_t src_parent, bool zero_weight) {
+void Graph::add_attributed(int32_t from, int32_t to, EdgeType type, int32_t src_parent, Weight weight) {
   const bool attributes = type == EdgeType::Operator || type == EdgeType::KernelKernelDelay;
-  add_edge(from, to, type, attributes ? attribute(from, to, type, src_parent) : -1, zero_weight);
+  add_edge(from, to, type, attributes ? attribute(from, to, type, src_parent) : -1, weight);
 }
 
 std::vector<size_t> Graph::longest_path() const {

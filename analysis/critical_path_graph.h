@@ -18,6 +18,10 @@ namespace dpscope::analysis::hta_graph {
 // Sync), a kernel's launch overhead and the gap between two kernels of a stream.
 enum class EdgeType : uint8_t { Operator, Dependency, LaunchDelay, KernelKernelDelay, Sync };
 
+// An edge's weight: the time between its nodes, or none (a blocking sync call's own time, a
+// launch edge kept only for causality: HTA's zero_weight).
+enum class Weight : uint8_t { Elapsed, Zero };
+
 // One event of the rank as the graph sees it (critical_path_kineto.cpp reads them from the run).
 struct GraphEvent {
   int64_t begin_ns = 0;
@@ -75,12 +79,12 @@ class Graph {
   bool has_nodes(int32_t e) const { return start(e) >= 0 && end(e) >= 0; }
 
   // Adds (or, as networkx does, replaces) the edge; its weight is the time between the nodes
-  // unless it is a dependency, a sync or `zero_weight`. `attributed`: the event its time is
+  // unless it is a dependency, a sync or Weight::Zero. `attributed`: the event its time is
   // counted to, -1 for none.
-  void add_edge(int32_t from, int32_t to, EdgeType type, int32_t attributed, bool zero_weight = false);
+  void add_edge(int32_t from, int32_t to, EdgeType type, int32_t attributed, Weight weight = Weight::Elapsed);
   // add_edge with HTA's attribution (_attribute_edge) of an operator or kernel-kernel edge:
   // a begin's event, else an end's, else between an end and a begin `src_parent`.
-  void add_attributed(int32_t from, int32_t to, EdgeType type, int32_t src_parent, bool zero_weight = false);
+  void add_attributed(int32_t from, int32_t to, EdgeType type, int32_t src_parent, Weight weight = Weight::Elapsed);
 
   // networkx's dag_longest_path: nodes in topological order (Kahn's, lowest index first), each
   // taking its first best predecessor (weights of -1 µs or less counted as 0, as HTA's

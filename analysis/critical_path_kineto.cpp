@@ -273,7 +273,7 @@ void add_call_stack_edges(Graph& graph, const std::vector<int32_t>& thread) {
     if (held) {
       const int32_t end = graph.end(e);
       if (last_node >= 0 && !shares_lock(last_node, end)) {
-        graph.add_attributed(last_node, end, EdgeType::Operator, last_parent, is_blocking_call(graph.name(e)));
+        graph.add_attributed(last_node, end, EdgeType::Operator, last_parent, is_blocking_call(graph.name(e)) ? Weight::Zero : Weight::Elapsed);
       }
       last_node = end;
       last_parent = parent[e];
@@ -381,7 +381,7 @@ void add_kernel_edges(Graph& graph, const std::vector<int32_t>& gpu, bool& unmod
       graph.add_attributed(last->second, start, EdgeType::KernelKernelDelay, -1);
     }
     if (!launch_added && graph.start(g.runtime) >= 0) {
-      graph.add_edge(graph.start(g.runtime), start, EdgeType::LaunchDelay, -1, true);
+      graph.add_edge(graph.start(g.runtime), start, EdgeType::LaunchDelay, -1, Weight::Zero);
     }
     last_node[g.lane] = end;
   }
