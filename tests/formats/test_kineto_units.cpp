@@ -1,8 +1,8 @@
 // FSDP2's units read from its record_function labels (formats/kineto_units.h, Note [FSDP2's
 // units from PyTorch's records]), on a hand-made one-step trace of the shape FSDP2 writes on a
-// GPU: the root and two layers, each all-gathered under `FSDP::all_gather (module)`, freed in
-// post_forward, gathered again for backward and reduce-scattered under
-// `FSDP::post_backward_reduce (module)`.
+// GPU: the root and two layers, each all-gathered under `FSDP::all_gather (module)`; layers.1
+// freed in post_forward and gathered again for backward, layers.0 kept unsharded to its
+// post_backward; each reduce-scattered under `FSDP::post_backward_reduce (module)`.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -55,6 +55,12 @@ std::string fsdp2_step() {
   ev.push_back(x_event("user_annotation", "FSDP::post_backward (layers.1)", 1, 1, 1500, 100));
   ev.push_back(x_event("user_annotation", "FSDP::post_backward_reduce (layers.1)", 1, 1, 1550, 40));
   issue(ev, 5, 1560, 1600, 200, "ReduceScatter");
+  // layers.0 kept unsharded after forward (reshard_after_forward=False): no second all-gather,
+  // full until its post_backward.
+  ev.push_back(x_event("user_annotation", "FSDP::pre_backward (layers.0)", 1, 1, 1900, 20));
+  ev.push_back(x_event("user_annotation", "FSDP::post_backward (layers.0)", 1, 1, 2000, 110));
+  ev.push_back(x_event("user_annotation", "FSDP::post_backward_reduce (layers.0)", 1, 1, 2050, 40));
+  issue(ev, 6, 2060, 2100, 200, "ReduceScatter");
   return kineto_test::object_trace(ev, "\"rank\": 0, \"world_size\": 2, \"backend\": \"nccl\"");
 }
 
@@ -98,10 +104,11 @@ TEST(KinetoUnits, AnFsdp2TraceGivesItsUnitsTheirStatesAndCollectives) {
   using S = trace::UnitState;
   const std::vector<std::tuple<int32_t, trace::UnitState, int64_t, int64_t>> expected = {
       {0, S::Gathering, 12, 70},                           // the root: no record frees it
-      {1, S::Gathering, 102, 150}, {1, S::Full, 150, 310},  // freed in its post_forward
+      {1, S::Gathering, 102, 150}, {1, S::Full, 150, 2110},  // kept to its post_backward
       {2, S::Gathering, 402, 450}, {2, S::Full, 450, 610},
       {2, S::Gathering, 1002, 1050}, {2, S::Full, 1050, 1600},  // full to post_backward's end
       {2, S::Reducing, 1600, 1800},
+      {1, S::Reducing, 2100, 2300},
   };
   std::sort(states.begin(), states.end(), [](const auto& a, const auto& b) { return std::get<2>(a) < std::get<2>(b); });
   EXPECT_EQ(states, expected);
@@ -109,7 +116,8 @@ TEST(KinetoUnits, AnFsdp2TraceGivesItsUnitsTheirStatesAndCollectives) {
   std::vector<std::pair<int32_t, uint8_t>> collectives;
   for (const trace::Event& e : reader.events_of_kind(trace::EventKind::Collective)) collectives.emplace_back(e.unit, e.op);
   const uint8_t gather = uint8_t(trace::CollectiveOp::AllGather), reduce = uint8_t(trace::CollectiveOp::ReduceScatter);
-  EXPECT_EQ(collectives, (std::vector<std::pair<int32_t, uint8_t>>{{0, gather}, {1, gather}, {2, gather}, {2, gather}, {2, reduce}}));
+  EXPECT_EQ(collectives, (std::vector<std::pair<int32_t, uint8_t>>{
+                             {0, gather}, {1, gather}, {2, gather}, {2, gather}, {2, reduce}, {1, reduce}}));
   const analysis::RunStats stats = analysis::compute_stats(reader);
   EXPECT_EQ(stats.units.size(), 3u);
 }
