@@ -23,9 +23,16 @@ void draw_unit_sizes_table(App& app, const Model& model, int32_t rank) {
     for (const auto& u : model.units) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn(); ImGui::Text("%d", u.index);
-      ImGui::TableNextColumn(); ImGui::TextUnformatted(u.name.c_str());
-      ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(u.numel));
-      ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(u.padded_numel));
+      ImGui::TableNextColumn(); ImGui::TextUnformatted(u.name.empty() ? "root" : u.name.c_str());
+      // A unit read from a profiler's records has no sizes (Note [FSDP2's units from PyTorch's
+      // records]): unknown, not 0.
+      if (u.numel == 0 && u.padded_numel == 0) {
+        ImGui::TableNextColumn(); ImGui::TextDisabled("?");
+        ImGui::TableNextColumn(); ImGui::TextDisabled("?");
+      } else {
+        ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(u.numel));
+        ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(u.padded_numel));
+      }
       ImGui::TableNextColumn();
       for (const auto& s : model.unit_shards) {
         if (s.unit == u.index && s.rank == rank) {
