@@ -54,15 +54,23 @@ std::map<int32_t, Window> iteration_windows(const std::vector<RegionCandidate>& 
   return windows;
 }
 
+std::map<int32_t, Window> whole_trace_windows(const std::vector<RegionCandidate>& candidates, const std::string& path) {
+  std::map<int32_t, Window> windows;
+  for (const RegionCandidate& c : candidates) {
+    const auto [at, fresh] = windows.emplace(c.rank, Window{c.begin_ns, c.end_ns, "the whole trace"});
+    at->second.begin_ns = std::min(at->second.begin_ns, c.begin_ns);
+    at->second.end_ns = std::max(at->second.end_ns, c.end_ns);
+  }
+  if (windows.empty()) throw CriticalPathError(path + ": has no events to take a critical path from: give another run");
+  return windows;
+}
+
 std::map<int32_t, Window> annotation_windows(const std::vector<RegionCandidate>& candidates,
                                              const RegionRequest& request, const std::string& path) {
-  if (request.annotation.empty()) {
-    throw CriticalPathError(path + ": --annotation needs a name (events whose name begins with it, as in "
-                            "HTA: --annotation ProfilerStep matches every step)");
-  }
+  if (request.annotation.empty()) return whole_trace_windows(candidates, path);
   std::map<int32_t, std::vector<const RegionCandidate*>> by_rank;
   for (const RegionCandidate& c : candidates) {
-    if (c.name.compare(0, request.annotation.size(), request.annotation) == 0) by_rank[c.rank].push_back(&c);
+    if (c.on_thread && c.name.compare(0, request.annotation.size(), request.annotation) == 0) by_rank[c.rank].push_back(&c);
   }
   if (by_rank.empty()) {
     throw CriticalPathError(path + ": no event's name begins with \"" + request.annotation +

@@ -43,7 +43,8 @@ std::string_view to_string(BoundBy b);
 
 // Which region: an iteration (its `iteration` phase; imported runs: its ProfilerStep), or the
 // K-th instance (from 0, by begin, on the host threads) of the events whose name begins with NAME
-// (an imported phase by the profiler's own name: ProfilerStep#7 for an iteration).
+// (an imported phase by the profiler's own name: ProfilerStep#7 for an iteration); an empty NAME
+// is the whole trace, as HTA's annotation "" is.
 enum class RegionKind : uint8_t { Iteration, Annotation };
 struct RegionRequest {
   RegionKind kind = RegionKind::Iteration;

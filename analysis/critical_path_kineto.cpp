@@ -2,6 +2,8 @@
 // (hta/analyzers/critical_path_analysis.py) rebuilt from the run file, one rank at a time, and its
 // longest path, as Note [HTA's critical path graph] says.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <set>
 #include <unordered_map>
@@ -45,8 +47,8 @@ namespace dpscope::analysis {
 //     sync call that holds its begin), and the import writes the cudaEventRecord's time and its
 //     stream's lane (formats/kineto_sync.h). Traces before PyTorch 2.1 lack the event record's
 //     correlation: their event syncs add no edge, and the result says so.
-//  7. A trace with nanosecond times is rounded to whole microseconds first, as HTA's parser does
-//     (Note [GPU breakdown]).
+//  7. Times are HTA's whole microseconds: a trace with nanosecond times rounded as HTA's parser
+//     rounds it (Note [GPU breakdown]), one in whole microseconds back to them (round_to_whole_us).
 //  8. The longest path as networkx's dag_longest_path takes it (weights of -1 µs or less as 0),
 //     each edge bound by what it is: an operator's own time cpu_bound, a kernel's
 //     gpu_compute_bound or gpu_comm_bound (an NCCL name, analysis/gpu_breakdown.h), the two delays
@@ -189,13 +191,21 @@ void link_event_syncs(std::vector<GraphEvent>& events) {
   }
 }
 
-// HTA's parser's rounding of a trace with nanosecond times (Note [GPU breakdown]): each begin up
-// and each end down to a whole microsecond, after the launches are matched by their exact times.
-void round_to_whole_us(std::vector<GraphEvent>& events) {
+// Times in HTA's whole microseconds, after the launches are matched by their exact times. A trace
+// with nanosecond times as HTA's parser rounds it (Note [GPU breakdown]): each begin up and each end
+// down. A trace in whole microseconds to the nearest: the import's nanoseconds carry a double's
+// rounding of epoch-sized times (µs x 1000 past 2^53: up to 128 ns either way), enough to make
+// back-to-back events of the profiler overlap and nest.
+void round_to_whole_us(std::vector<GraphEvent>& events, TimeRounding rounding) {
   auto floor_us = [](int64_t ns) { return (ns / 1000 - (ns % 1000 < 0 ? 1 : 0)) * 1000; };
   for (GraphEvent& g : events) {
-    g.begin_ns = -floor_us(-g.begin_ns);
-    g.end_ns = floor_us(g.end_ns);
+    if (rounding == TimeRounding::WholeMicroseconds) {
+      g.begin_ns = -floor_us(-g.begin_ns);
+      g.end_ns = floor_us(g.end_ns);
+    } else {
+      g.begin_ns = floor_us(g.begin_ns + 500);
+      g.end_ns = floor_us(g.end_ns + 500);
+    }
   }
 }
 
@@ -348,8 +358,8 @@ void add_kernel_edges(Graph& graph, const std::vector<int32_t>& gpu, bool& unmod
       } else if (g.display == "Stream Sync") {
         const auto last = last_node.find(g.lane);
         if (last != last_node.end() && call_end >= 0) graph.add_edge(last->second, call_end, EdgeType::Sync, -1);
-      } else if (g.waited_lane < 0) {
-        unmodelled_syncs = true;
+      } else if (g.enqueue_ns == trace::kNone64) {
+        unmodelled_syncs = true;  // no cudaEventRecord to follow
       } else if (g.sync_source >= 0 && g.display == "Stream Wait Event") {
         if (g.sync_dest >= 0) kernel_sync[g.sync_dest] = g.sync_source;
       } else if (g.sync_source >= 0 && graph.end(g.sync_source) >= 0 && call_end >= 0) {  // Event Sync
@@ -430,6 +440,8 @@ std::optional<CriticalPath> rank_path(const RankEvents& rank, int32_t rank_id, c
   std::map<std::pair<int32_t, BoundBy>, PathEvent> by_event;
   for (const size_t i : graph.longest_path()) {
     const Edge& edge = graph.edge(i);
+    if (getenv("CPDEBUG")) { const Node& a = graph.nodes()[size_t(edge.from)]; const Node& b = graph.nodes()[size_t(edge.to)];
+      fprintf(stderr, "%s %lld %c -> %s %lld %c type=%d w=%lld\n", std::string(graph.name(a.event)).substr(0,40).c_str(), (long long)a.ts/1000, a.is_start?'S':'E', std::string(graph.name(b.event)).substr(0,40).c_str(), (long long)b.ts/1000, b.is_start?'S':'E', int(edge.type), (long long)edge.weight/1000); }
     path.length_ns += edge.weight;
     std::optional<BoundBy> bound;
     if (edge.type == EdgeType::LaunchDelay) bound = BoundBy::GpuKernelLaunchOverhead;
@@ -481,9 +493,10 @@ CriticalPath kineto_critical_path(trace::Reader& reader, const std::string& path
   for (auto& [rank, r] : ranks) {
     link_runtime_calls(r.events);
     link_event_syncs(r.events);
-    if (rounding_for(fractional_us_ranks, rank) == TimeRounding::WholeMicroseconds) round_to_whole_us(r.events);
+    round_to_whole_us(r.events, rounding_for(fractional_us_ranks, rank));
     for (const GraphEvent& g : r.events) {
-      if (g.host && !g.sync_record) candidates.push_back({rank, g.begin_ns, g.end_ns, std::string(g.display), g.iteration});
+      const bool on_thread = g.host && !g.sync_record;
+      candidates.push_back({rank, g.begin_ns, g.end_ns, on_thread ? std::string(g.display) : "", g.iteration, on_thread});
     }
   }
   const std::map<int32_t, Window> windows = region_windows(candidates, request, path);

@@ -20,6 +20,7 @@ struct RegionCandidate {
   int64_t end_ns = 0;
   std::string name;
   int32_t iteration = trace::kNone;
+  bool on_thread = true;  // false: a GPU event, which only bounds the whole trace's region
 };
 
 // A region on one rank.
@@ -31,7 +32,9 @@ struct Window {
 
 // Each rank's window of `request` among `candidates`: the iteration asked for (by default the
 // first steady one of the most iterations any rank has, Note [Steady steps]), or the instance-th
-// (from 0, by begin) event whose name begins with the annotation. Ranks without it are left out.
+// (from 0, by begin) thread event whose name begins with the annotation; an empty annotation is
+// the whole trace, from its first event to its last (HTA's annotation ""). Ranks without it are
+// left out.
 // Throws CriticalPathError naming `path` when no rank has it: no iterations, no such name, an
 // instance or iteration out of range. Pure.
 std::map<int32_t, Window> region_windows(const std::vector<RegionCandidate>& candidates,

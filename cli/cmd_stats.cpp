@@ -122,7 +122,7 @@ void add_critical_path_options(CLI::App& cmd, StatsOptions& options) {
                  "The critical path's iteration (default: the first steady one)");
   cmd.add_option("--annotation", options.annotation,
                  "The critical path's region: an event whose name begins with NAME (HTA's "
-                 "annotation; ProfilerStep matches every step)");
+                 "annotation; ProfilerStep matches every step; \"\": the whole trace)");
   cmd.add_option("--instance", options.instance,
                  "Which of --annotation's events, from 0 by begin (HTA's instance_id; default 0)");
 }

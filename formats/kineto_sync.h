@@ -16,7 +16,8 @@ namespace dpscope::formats {
 // `wait_on_cuda_event_record_corr_id`, PyTorch 2.1 and later): sets `ev.enqueue_ns` to the begin
 // of the cudaEventRecord call that recorded the event (`base_ns` + the survey's time of that
 // correlation) and `ev.grp` to the lane of the stream it was recorded on (`lane_of` that stream's
-// key; left kNone when the stream has no lane). Leaves every other event as it is. Pure.
+// key; left kNone when the stream has no lane: no kernel ran there). Leaves every other event as
+// it is. Pure.
 void keep_event_sync(const KinetoEvent& e, const KinetoSurvey& survey, int64_t base_ns,
                      const std::function<std::optional<trace::LaneId>(const KinetoLaneKey&)>& lane_of,
                      trace::Event& ev);
