@@ -88,12 +88,13 @@ TEST(CriticalPathKineto, EventSyncsAsHta) {
   struct Expected {
     int64_t length_us, cpu_us, gpu_compute_us, launch_us;
   };
-  const Expected hta[] = {{969, 51, 900, 18}, {878, 30, 839, 9}};
-  for (int64_t instance = 0; instance < 2; ++instance) {
+  // Instances 0 and 1 of "step", then "" (the whole trace, HTA's annotation "").
+  const Expected hta[] = {{969, 51, 900, 18}, {878, 30, 839, 9}, {1847, 81, 1739, 27}};
+  for (int64_t instance = 0; instance < 3; ++instance) {
     RegionRequest request;
     request.kind = RegionKind::Annotation;
-    request.annotation = "step";
-    request.instance = instance;
+    request.annotation = instance < 2 ? "step" : "";
+    request.instance = instance < 2 ? instance : 0;
     const CriticalPath p = critical_path(reader, "event_syncs.sqlite", request);
     const Expected& e = hta[instance];
     EXPECT_EQ(p.length_ns, e.length_us * 1000) << "instance " << instance;
