@@ -152,11 +152,13 @@ int16_t group_of(const std::string& name, std::map<std::string, int16_t>& groups
 int64_t to_ns(int64_t base_time_ns, double us) {
   // Within ±2^61 ns (73 years), and so is baseTimeNanoseconds (survey_kineto_file): a time plus
   // a duration plus the base never overflows.
-  const double ns = std::round(us * 1000.0);
-  if (!(std::fabs(ns) < 2.3e18)) {
+  if (!(std::fabs(us) < 2.3e15)) {
     throw KinetoError("a time of " + std::to_string(us) + " µs is out of range; the trace is damaged");
   }
-  return base_time_ns + static_cast<int64_t>(ns);
+  // The whole microseconds and the fraction apart: an epoch-sized time in µs times 1000 as one
+  // double would land on its 256-ns grid; the whole part is exact, and so is the fraction.
+  const double whole = std::floor(us);
+  return base_time_ns + static_cast<int64_t>(whole) * 1000 + std::llround((us - whole) * 1000.0);
 }
 
 KinetoLaneKey lane_key_of(const KinetoEvent& e, KinetoRole role) {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "analysis/stats.h"
+#include "formats/kineto_survey.h"
 #include "tests/formats/kineto_fixture.h"
 #include "trace/reader.h"
 #include "trace/vocabulary.h"
@@ -65,6 +66,16 @@ TEST(KinetoImport, SampledRanksMatchTheirCollectives) {
   EXPECT_EQ(stats.mismatches, 0);
   EXPECT_GT(stats.max_skew_ns, 0);
   EXPECT_EQ(stats.iterations, 2);  // ProfilerStep#551 and #552
+}
+
+// An epoch-sized time in µs (HTA's sampled traces: 1.68e15) keeps its nanoseconds: times 1000 as
+// one double it would land on a 256-ns grid.
+TEST(KinetoImport, EpochSizedMicrosecondsKeepTheirNanoseconds) {
+  EXPECT_EQ(to_ns(0, 1682725898236763.25), 1682725898236763250);
+  EXPECT_EQ(to_ns(0, 1682725898236763.0), 1682725898236763000);
+  EXPECT_EQ(to_ns(0, 4458676522873.933), 4458676522873933);
+  EXPECT_EQ(to_ns(7, -1.5), 7 - 1500);
+  EXPECT_THROW(to_ns(0, 3e15), KinetoError);
 }
 
 TEST(KinetoImport, NcclDataGivesHtasBreakdownAndOverlap) {
