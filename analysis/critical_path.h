@@ -63,6 +63,17 @@ struct PathEvent {
   BoundBy bound = BoundBy::CpuBound;
 };
 
+// One piece of the path where it runs, for drawing it over the timeline: the lane it lies on and
+// its span on the path's clock in the trace's own nanoseconds (the measured clock's times for an
+// imported run, ClusterClockRun::to_cluster's for dpscope's runs).
+struct PathSegment {
+  int32_t rank = 0;
+  trace::LaneId lane = 0;
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+  BoundBy bound = BoundBy::CpuBound;
+};
+
 struct CriticalPath {
   std::string region;  // "iteration 5", "[param|...|forward] instance 1"
   std::string clock;   // "cluster" (dpscope's runs) or "measured" (imported traces)
@@ -71,6 +82,7 @@ struct CriticalPath {
   int64_t length_ns = 0;  // the path's length: the sum of its pieces
   std::map<BoundBy, int64_t> bound_ns;  // each key's time on the path (keys with none left out)
   std::vector<PathEvent> events;  // every event with time on the path, longest first
+  std::vector<PathSegment> segments;  // the path's pieces in time order (0-length ones left out)
   std::vector<std::string> notes;  // what the reader should know (syncs HTA reads that the run lacks, ...)
 };
 

@@ -129,16 +129,20 @@ class PathWalk {
     }
     for (auto& [key, pe] : by_event_) path.events.push_back(pe);
     by_event_.clear();
+    std::sort(path.segments.begin(), path.segments.end(),
+              [](const PathSegment& a, const PathSegment& b) { return a.begin_ns < b.begin_ns; });
     return path;
   }
 
  private:
   // Adds [from, to] (clipped at the region's begin) to the path; false once the begin is reached.
-  bool piece(int64_t from, int64_t to, BoundBy bound, const std::tuple<int32_t, int, int64_t>& owner, PathEvent what) {
+  bool piece(int64_t from, int64_t to, BoundBy bound, const std::tuple<int32_t, int, int64_t>& owner, PathEvent what,
+             trace::LaneId lane) {
     const int64_t begin = std::max(from, stop_);
     if (to > begin) {
       path_->length_ns += to - begin;
       path_->bound_ns[bound] += to - begin;
+      path_->segments.push_back({what.rank, lane, begin, to, bound});
       PathEvent& pe = by_event_.emplace(owner, std::move(what)).first->second;
       pe.on_path_ns += to - begin;
       pe.bound = bound;
@@ -173,7 +177,7 @@ class PathWalk {
     what.name = inner ? inner->name : "(between events)";
     what.begin_ns = inner ? run_.to_cluster(rank, inner->begin_wall) : t0;
     const int64_t id = inner ? int64_t(inner - thread->second.data()) : -1;
-    return piece(t0, t1, BoundBy::CpuBound, {rank, 0, id}, std::move(what));
+    return piece(t0, t1, BoundBy::CpuBound, {rank, 0, id}, std::move(what), 0);
   }
 
   // The collective `key` on the link, reached from `rank`; moves the cursor to what started it.
@@ -186,8 +190,9 @@ class PathWalk {
       what.name = event != events_.collectives.end() ? event->second.name : "collective";
       what.lane = event != events_.collectives.end() ? lane_name(rank, event->second.lane) : "";
       what.begin_ns = span.begin_ns;
+      const trace::LaneId lane = event != events_.collectives.end() ? event->second.lane : 0;
       if (!piece(span.begin_ns, span.end_ns, BoundBy::CommBound, {rank, 1, key.first * 1'000'000'007LL + key.second},
-                 std::move(what))) {
+                 std::move(what), lane)) {
         return false;
       }
       // What set its start: a rank's issue (this rank's first), else a rank's previous collective.

@@ -440,8 +440,6 @@ std::optional<CriticalPath> rank_path(const RankEvents& rank, int32_t rank_id, c
   std::map<std::pair<int32_t, BoundBy>, PathEvent> by_event;
   for (const size_t i : graph.longest_path()) {
     const Edge& edge = graph.edge(i);
-    if (getenv("CPDEBUG")) { const Node& a = graph.nodes()[size_t(edge.from)]; const Node& b = graph.nodes()[size_t(edge.to)];
-      fprintf(stderr, "%s %lld %c -> %s %lld %c type=%d w=%lld\n", std::string(graph.name(a.event)).substr(0,40).c_str(), (long long)a.ts/1000, a.is_start?'S':'E', std::string(graph.name(b.event)).substr(0,40).c_str(), (long long)b.ts/1000, b.is_start?'S':'E', int(edge.type), (long long)edge.weight/1000); }
     path.length_ns += edge.weight;
     std::optional<BoundBy> bound;
     if (edge.type == EdgeType::LaunchDelay) bound = BoundBy::GpuKernelLaunchOverhead;
@@ -455,6 +453,11 @@ std::optional<CriticalPath> rank_path(const RankEvents& rank, int32_t rank_id, c
     if (!bound) continue;
     path.bound_ns[*bound] += edge.weight;
     const int32_t owner = edge.attributed >= 0 ? edge.attributed : graph.nodes()[size_t(edge.to)].event;
+    // Drawn on the lane of the event it waits for or runs: a launch delay and a gap between
+    // kernels on the kernel's stream, an operator on its own lane.
+    // An edge's weight is its time on the path; a zero-weight launch edge (HTA's) spans none.
+    const int64_t from_ns = graph.nodes()[size_t(edge.from)].ts;
+    if (edge.weight > 0) path.segments.push_back({rank_id, events[size_t(owner)].lane, from_ns, from_ns + edge.weight, *bound});
     PathEvent& pe = by_event[{owner, *bound}];
     const GraphEvent& g = events[size_t(owner)];
     pe.name = std::string(g.display);
@@ -513,6 +516,8 @@ CriticalPath kineto_critical_path(trace::Reader& reader, const std::string& path
   }
   const int64_t origin = reader.time_range().first;
   for (PathEvent& e : longest->events) e.begin_ns -= origin;
+  std::sort(longest->segments.begin(), longest->segments.end(),
+            [](const PathSegment& a, const PathSegment& b) { return a.begin_ns < b.begin_ns; });
   std::stable_sort(longest->events.begin(), longest->events.end(),
                    [](const PathEvent& a, const PathEvent& b) { return a.on_path_ns > b.on_path_ns; });
   return *longest;

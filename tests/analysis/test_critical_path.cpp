@@ -3,6 +3,8 @@
 // synthetic run equal to its step, and the refusals that name the file and the fix.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "analysis/critical_path.h"
 #include "analysis/critical_path_report.h"
 #include "formats/kineto_import.h"
@@ -27,6 +29,24 @@ std::string import_simple_add(const TempDir& dir) {
   options.out = dir.file("simple_add.sqlite");
   formats::import_kineto(options, [](const std::string&) {});
   return options.out;
+}
+
+// The path's segments (what the viewer draws) in time order, each on a lane, adding up to its
+// length and to each key's time. They may cross ranks: on the cluster clock the path follows a
+// collective back to the rank that issued it last.
+void expect_segments_make_the_path(const CriticalPath& p) {
+  ASSERT_FALSE(p.segments.empty());
+  int64_t sum = 0;
+  std::map<BoundBy, int64_t> by_key;
+  for (size_t i = 0; i < p.segments.size(); ++i) {
+    const PathSegment& s = p.segments[i];
+    EXPECT_LT(s.begin_ns, s.end_ns);
+    if (i > 0) EXPECT_LE(p.segments[i - 1].begin_ns, s.begin_ns);
+    sum += s.end_ns - s.begin_ns;
+    by_key[s.bound] += s.end_ns - s.begin_ns;
+  }
+  EXPECT_EQ(sum, p.length_ns);
+  EXPECT_EQ(by_key, p.bound_ns);
 }
 
 double share(const CriticalPath& p, BoundBy key) {
@@ -58,6 +78,7 @@ TEST(CriticalPathKineto, SimpleAddEqualsHta) {
   EXPECT_EQ(p.bound_ns.at(BoundBy::GpuKernelKernelOverhead), 9'000);
   EXPECT_EQ(p.bound_ns.at(BoundBy::GpuKernelLaunchOverhead), 17'000);
   EXPECT_EQ(p.bound_ns.count(BoundBy::GpuCommBound), 0u);
+  expect_segments_make_the_path(p);
   // The longest piece is the 179 ms cudaMalloc of the max_pool2d HTA's path runs through.
   ASSERT_FALSE(p.events.empty());
   EXPECT_EQ(p.events.front().name, "cudaMalloc");
@@ -157,6 +178,10 @@ TEST(CriticalPathCluster, PathLengthIsTheStepOnTheClusterClock) {
     int64_t sum = 0;
     for (const auto& [key, ns] : p.bound_ns) sum += ns;
     EXPECT_EQ(sum, p.length_ns);
+    expect_segments_make_the_path(p);
+    // On the cluster clock, within the step: where the viewer's cluster model draws it.
+    EXPECT_GE(p.segments.front().begin_ns, step.begin_ns);
+    EXPECT_LE(p.segments.back().end_ns, step.end_ns);
   }
   RegionRequest beyond;
   beyond.iteration = 100000;
