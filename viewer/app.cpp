@@ -205,6 +205,7 @@ void App::handle_keys() {
   if (ImGui::IsKeyPressed(GLFW_KEY_LEFT_BRACKET, false)) play_speed = std::min(kSpeeds - 1, play_speed + 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT_BRACKET, false)) play_speed = std::max(0, play_speed - 1);
   if (ImGui::IsKeyPressed(GLFW_KEY_L, false)) show_legend = !show_legend;
+  if (ImGui::IsKeyPressed(GLFW_KEY_K, false)) critical_path.toggle();
   if (ImGui::IsKeyPressed(GLFW_KEY_U, false)) {
     // The opposite of what the main run's first rank shows.
     const auto& ranks = traces[0].model->ranks;
@@ -252,7 +253,7 @@ double App::idle_wait_seconds() const {
   for (const OpenTrace& t : traces) {
     if (t.pending.valid()) return kBackgroundPollSeconds;
   }
-  if (whatif_pending.valid() || clock_pending_.valid()) return kBackgroundPollSeconds;
+  if (whatif_pending.valid() || clock_pending_.valid() || critical_path.pending()) return kBackgroundPollSeconds;
   // A held pan or zoom key moves the view by the frame's time (handle_keys); a drag moves it
   // with the pointer.
   for (const int key : {GLFW_KEY_W, GLFW_KEY_A, GLFW_KEY_S, GLFW_KEY_D}) {
@@ -291,6 +292,7 @@ void App::poll_background() {
   }
   poll_clock();
   poll_live();
+  update_critical_path();
 }
 
 void App::poll_live() {

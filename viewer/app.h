@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <limits>
 #include <map>
@@ -20,9 +21,11 @@
 #include "core/link_model.h"
 #include "viewer/analysis.h"
 #include "viewer/cluster_model.h"
+#include "viewer/critical_path_overlay.h"
 #include "viewer/detail_source.h"
 #include "viewer/live.h"
 #include "viewer/live_source.h"
+#include "viewer/lod.h"
 #include "viewer/model.h"
 #include "viewer/palette.h"
 #include "viewer/playback.h"
@@ -57,6 +60,8 @@ struct LayoutReport {
   int clipped_labels = 0;
   // Panel headers (a table's column headers, a tab's first line) drawn cut or scrolled away.
   int clipped_headers = 0;
+  // The critical path's segments drawn on a lane in view (K).
+  int critical_path_segments_drawn = 0;
 };
 
 // One open trace: its model, its analysis (computed on a background thread after loading, with
@@ -211,6 +216,8 @@ class App {
   bool measuring = false;              // a left drag on the timeline is measuring a range
   bool dragging_playhead = false;      // a left drag on the ruler is moving the playhead
   bool show_legend = false;            // the legend window (L)
+  // The critical path of the narrated iteration over the timeline (K; view_critical_path.cpp).
+  CriticalPathOverlay critical_path;
   bool show_help = false;              // the mouse-and-keys window (? or F1)
   float font_scale = 1;                // text size (Ctrl +/-/0); the window applies it
   // The lanes' text size, font_scale or less: chosen each frame by the timeline so that two
@@ -289,6 +296,9 @@ class App {
   void poll_background();
   // --live: the newer model the follower read, or the file the source switched to.
   void poll_live();
+  // While the critical path is shown: asks for the focused run's path of the narrated iteration
+  // on the clock shown (computed in the background), and takes one that finished.
+  void update_critical_path();
   void handle_keys();
   // The header line: the run's name and figures, the find box, the buttons; from
   // kAutoFoldFontScale on, where these would take more than two lines, folded into a Menu button
@@ -366,6 +376,11 @@ class App {
 
 // ---- Panels (one file each).
 void draw_timeline(App& app);                      // view_timeline.cpp
+// The critical path over a trace panel's lanes: each segment under its lane's first row, joined
+// where it passes from lane to lane, and the path's length and keys in the lanes' corner.
+// `lane_row` gives a (rank index, lane index)'s first row [y0, y1] on screen, false when not drawn.
+void draw_critical_path(App& app, int trace, const TimeMap& map, float right, float top,
+                        const std::function<bool(int, int, float&, float&)>& lane_row);  // view_critical_path.cpp
 // The memory graph of one rank, stacked by category, inside [x0, x0 + width] x [y0, y0 + h].
 void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, float y0,
                        float width, float height);  // view_memory.cpp

@@ -80,6 +80,9 @@ void add_moment_options(CLI::App& cli, HeadlessOptions& headless, CLI::Option* s
       ->needs(screenshot)
       ->check(CLI::NonNegativeNumber);
   cli.add_flag("--legend", headless.legend, "With --screenshot: the legend window open")->needs(screenshot);
+  cli.add_flag("--critical-path", headless.critical_path,
+               "With --screenshot: the narrated iteration's critical path drawn, as K does (docs/critical-path.md)")
+      ->needs(screenshot);
   cli.add_flag("--fold-lanes", headless.fold_lanes,
                "With --screenshot: fold every rank's secondary lanes (FSDP units, every comm lane but the busiest), as U does")
       ->needs(screenshot);

@@ -67,6 +67,9 @@ struct Theme {
   ImU32 total_line;
   ImU32 cuda_allocated_line;
   ImU32 cuda_reserved_line;
+  // The critical path (K): the line under each piece's lane, the jumps from lane to lane and its
+  // words in the lanes' corner, at least 4.5:1 against the ground.
+  ImU32 critical_path;
 };
 const Theme& theme();
 ThemeKind theme_kind();

@@ -135,6 +135,24 @@ std::string view_json(const App& app) {
   return out + "]";
 }
 
+// The critical path shown (K): its region, length and keys as `dpscope stats --critical-path`
+// gives them, how many of its segments were drawn, or why there is none; null when not shown.
+std::string critical_path_json(const App& app) {
+  if (!app.critical_path.shown()) return "null";
+  const PathOverlay* overlay = app.critical_path.current();
+  if (!overlay) return "{\"computing\": true}";
+  if (!overlay->path) return "{\"why_none\": \"" + json_escaped(overlay->why_none) + "\"}";
+  const analysis::CriticalPath& p = *overlay->path;
+  std::string keys;
+  for (const auto& [key, ns] : p.bound_ns) {
+    keys += (keys.empty() ? "\"" : ", \"") + std::string(analysis::to_string(key)) + "\": " + number("%.6f", double(ns) / 1e6);
+  }
+  return "{\"region\": \"" + json_escaped(p.region) + "\", \"rank\": " + std::to_string(p.rank) +
+         ", \"clock\": \"" + p.clock + "\", \"length_ms\": " + number("%.6f", double(p.length_ns) / 1e6) +
+         ", \"bound_by_ms\": {" + keys + "}, \"segments\": " + std::to_string(p.segments.size()) +
+         ", \"segments_drawn\": " + std::to_string(app.layout.critical_path_segments_drawn) + "}";
+}
+
 }  // namespace
 
 // Each open trace's extent on the clock drawn, ms: [main] or [main, compare].
@@ -158,7 +176,8 @@ std::string headless_report(const App& app, const FrameTimes& times) {
          ", \"right_tab\": \"" +
          app.right_tab + "\", \"overlap\": " + (analysis ? overlap_json(*analysis) : "[]") +
          ", \"memory\": " + (analysis ? memory_json(*analysis) : "[]") + ", \"stragglers\": \"" +
-         json_escaped(analysis ? stragglers_line(*analysis) : "") + "\", \"whatif\": " + whatif_json(app) + "}";
+         json_escaped(analysis ? stragglers_line(*analysis) : "") + "\", \"whatif\": " + whatif_json(app) +
+         ", \"critical_path\": " + critical_path_json(app) + "}";
 }
 
 }  // namespace dpscope::view

@@ -103,6 +103,7 @@ void draw_legend(App& app) {
   color_entry(kFoundColor, "found (find box)");
   color_entry(kMismatchColor, "collective that differs across ranks");
   color_entry(kFoldColor, "many narrow spans folded (xN)");
+  line_entry(theme().critical_path, "critical path of the narrated iteration (K)");
   heading("keys (all of them: ? or F1)");
   ImGui::TextUnformatted("-> <- step, space play, I fit the iteration");
   ImGui::EndGroup();
@@ -140,6 +141,8 @@ void draw_help(App& app) {
       {"T", "theme: dark, or projector (dark text on light ground)"},
       {"Ctrl + / Ctrl - / Ctrl 0", "text larger / smaller / back to the start's size (x0.75 to x3)"},
       {"C", "clock: measured, or the cluster clock (the run replayed as a cluster would run it)"},
+      {"K", "the narrated iteration's critical path over the lanes, its length and what bounds it "
+            "(a dpscope run's on the cluster clock, an imported trace's on the measured; docs/critical-path.md)"},
       {"? or F1", "this help"},
       {"F9", "print the window's state as one JSON line on stdout (as --screenshot does)"},
       {"Esc", "clear selection and range, stop playing, close this help"},

@@ -381,6 +381,7 @@ void set_up_screenshot(Window& window, App& app, const HeadlessOptions& headless
   // at the screen's centre, over the timeline, where it would hover a span and draw its tooltip.
   ImGui::GetIO().ConfigFlags |= ImGuiConfigFlags_NoMouse;
   app.show_legend = headless.legend;
+  if (headless.critical_path) app.critical_path.show();
   if (headless.fold_lanes) app.lane_folding = LaneFolding::Folded;
   for (size_t t = 0; t < app.traces.size(); ++t) {
     for (const int rank : headless.folded) app.collapsed[{int(t), rank}] = true;
@@ -431,6 +432,7 @@ std::vector<double> draw_frames(Window& window, App& app, const HeadlessOptions&
     window.end_frame(i == frames - 1 ? headless.png : "");
     const auto end = std::chrono::steady_clock::now();
     times.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+    if (i == 0) app.critical_path.wait();  // asked for in the first frame, drawn in the next
     if (live) std::this_thread::sleep_until(start + std::chrono::milliseconds(33));
   }
   return times;

@@ -83,6 +83,7 @@ struct HeadlessOptions {
   int step = 0;
   int rank = 0;
   int run = 0;  // with --compare: whose iteration and steps, 0 (A) or 1 (B), as Tab switches
+  bool critical_path = false;  // the narrated iteration's critical path drawn (K)
 };
 
 // The interactive viewer: loads `options`' traces on a thread while showing progress (with

@@ -28,7 +28,7 @@ std::string viewer() { return std::string(DPSCOPE_BIN_DIR) + "/dpscope-view"; }
 std::string shipped(const std::string& name) { return std::string(DPSCOPE_SOURCE_DIR) + "/tests/data/kineto/" + name; }
 
 // The names a model's kernels and annotations use (NameIds 0..3).
-enum Name : dpscope::trace::NameId { kOp, kKernel, kMemcpy, kAnnotation };
+enum Name : dpscope::trace::NameId { Op, Kernel, Memcpy, Annotation };
 
 dpscope::view::Model model_with(std::vector<dpscope::view::Lane> lanes) {
   dpscope::view::Model model;
@@ -50,7 +50,7 @@ dpscope::view::Lane lane(const std::string& name, LaneKind kind, std::vector<Spa
   l.spans = std::move(spans);
   return l;
 }
-Span kernel(int64_t begin, int64_t end, Name name = kKernel) { return Span::mark(begin, end, name, 0); }
+Span kernel(int64_t begin, int64_t end, Name name = Kernel) { return Span::mark(begin, end, name, 0); }
 Span nccl(int64_t begin, int64_t end) { return Span::collective(begin, end, CollectiveOp::AllReduce, 0); }
 
 std::vector<std::string> labels(const dpscope::view::RankData& rank) {
@@ -64,13 +64,13 @@ std::vector<std::string> labels(const dpscope::view::RankData& rank) {
 // the other CPU threads, which U folds.
 TEST(ViewerGpuFirst, StreamsAreOrderedByTheRoleTheirBusyTimeGives) {
   const auto model = model_with({
-      lane("main thread", LaneKind::Host, {kernel(0, 100, kOp)}),
-      lane("worker thread", LaneKind::Host, {kernel(0, 50, kOp)}),
+      lane("main thread", LaneKind::Host, {kernel(0, 100, Op)}),
+      lane("worker thread", LaneKind::Host, {kernel(0, 50, Op)}),
       lane("GPU 0 stream 7", LaneKind::Stream, {kernel(0, 100)}),
       lane("GPU 0 stream 9", LaneKind::Stream, {nccl(0, 60), kernel(60, 100)}),    // 60 % NCCL
       lane("GPU 0 stream 11", LaneKind::Stream, {kernel(0, 60), nccl(60, 90)}),    // a third NCCL
-      lane("GPU 0 stream 13", LaneKind::Stream, {kernel(0, 10, kMemcpy)}),
-      lane("GPU 0 stream 20", LaneKind::Stream, {kernel(0, 10, kAnnotation), nccl(0, 10)}),
+      lane("GPU 0 stream 13", LaneKind::Stream, {kernel(0, 10, Memcpy)}),
+      lane("GPU 0 stream 20", LaneKind::Stream, {kernel(0, 10, Annotation), nccl(0, 10)}),
   });
   const dpscope::view::RankData& rank = model.ranks[0];
   EXPECT_EQ(rank.arrangement, LaneArrangement::GpuFirst);
@@ -89,9 +89,9 @@ TEST(ViewerGpuFirst, StreamsAreOrderedByTheRoleTheirBusyTimeGives) {
 // lanes keep their order and names.
 TEST(ViewerGpuFirst, DpscopesOwnStreamLaneKeepsTheRecordedOrder) {
   const auto model = model_with({
-      lane("main", LaneKind::Host, {kernel(0, 100, kOp)}),
+      lane("main", LaneKind::Host, {kernel(0, 100, Op)}),
       lane("nccl stream", LaneKind::Stream, {nccl(10, 90)}),
-      lane("unit 0", LaneKind::Unit, {kernel(0, 10, kOp)}),
+      lane("unit 0", LaneKind::Unit, {kernel(0, 10, Op)}),
   });
   const dpscope::view::RankData& rank = model.ranks[0];
   EXPECT_EQ(rank.arrangement, LaneArrangement::AsRecorded);

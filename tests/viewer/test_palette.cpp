@@ -76,6 +76,7 @@ TEST(ViewerPalette, EveryTextStandsOutFromWhatItIsDrawnOn) {
         {"the measured range's length", t.range_text, t.background},
         {"the clock's error", t.error_text, t.background},
         {"no memory samples", t.dim_text, t.memory_ground},
+        {"the critical path's line", t.critical_path, t.background},
     };
     for (const auto& [what, text, ground] : pairs) {
       EXPECT_GE(contrast_ratio(text, ground), kMinTextContrast) << what;
