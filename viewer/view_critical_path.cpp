@@ -5,6 +5,7 @@
 #include <imgui.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "trace/vocabulary.h"
 #include "viewer/app.h"
@@ -90,6 +91,15 @@ void draw_critical_path(App& app, int trace, const TimeMap& map, float right, fl
   if (!focused) return;
   std::string text = path_overlay_text(*overlay);
   if (hidden > 0) text += "; part of it on folded lanes (U shows them)";
+  // At a projector's text size the whole line would cover the rank's header: its length alone
+  // (the keys are in `dpscope stats --critical-path`).
+  const float room = (right - float(map.x0)) * 0.7f;
+  if (overlay->path && ImGui::CalcTextSize(text.c_str()).x > room) {
+    char brief[96];
+    std::snprintf(brief, sizeof(brief), "critical path %.3f ms%s (K)", double(overlay->path->length_ns) / 1e6,
+                  hidden > 0 ? ", part folded (U)" : "");
+    text = brief;
+  }
   draw_label(text, overlay->path ? theme().critical_path : theme().dim_text, map, right, top);
 }
 
