@@ -452,9 +452,17 @@ trace::ClockAlignment align_clocks(trace::Writer& writer, const KinetoImportOpti
   for (size_t i = 0; i < surveys.size(); ++i) {
     ranks.push_back({infos[i].rank, surveys[i].info.base_time_ns, &surveys[i].collectives});
   }
+  const bool can_align = can_align_collective_ends(ranks);
+  // Asked for by name on files that cannot give it: a refusal, not a run that only looks aligned.
+  if (options.align == trace::ClockAlignment::CollectiveEnds && !can_align) {
+    throw KinetoError(std::string("import: --align collective-ends needs two or more ranks that share a blocking "
+                                  "collective (all-reduce, all-gather, reduce-scatter, broadcast, barrier, "
+                                  "all-to-all), and ") +
+                      (ranks.size() < 2 ? "one rank's file was given" : "these files share none") +
+                      ": give the files of two or more ranks of one run, or --align none");
+  }
   const trace::ClockAlignment asked =
-      options.align.value_or(can_align_collective_ends(ranks) ? trace::ClockAlignment::CollectiveEnds
-                                                              : trace::ClockAlignment::None);
+      options.align.value_or(can_align ? trace::ClockAlignment::CollectiveEnds : trace::ClockAlignment::None);
   const Alignment alignment = align_ranks(ranks, asked);
   namespace key = trace::meta_key;
   writer.set_meta(key::kClockAlignment, trace::to_string(alignment.method));

@@ -120,6 +120,27 @@ TEST(CliImport, BadInputIsOneLineAndNoOutputFile) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("run.sqlite")));
 }
 
+// --align collective-ends asked for by name on files that cannot give it (one rank; two that
+// share only send/recv) is one line and exit 1, and no run file; the default aligns by none.
+TEST(CliImport, AlignByNameOnFilesThatCannotGiveItIsRefused) {
+  TempDir dir;
+  const std::string run = dir.file("run.sqlite");
+  for (const std::string& files : {shipped("nccl_data.json.gz"),
+                                   shipped("sampled_rank-0.json.gz") + " " + shipped("sampled_rank-1.json.gz")}) {
+    const CliOutcome refused = run_dpscope(dir, "import --align collective-ends " + files + " -o '" + run + "'");
+    EXPECT_EQ(refused.exit_code, 1) << refused.err;
+    EXPECT_NE(refused.err.find("--align collective-ends needs two or more ranks that share a blocking collective"),
+              std::string::npos)
+        << refused.err;
+    EXPECT_NE(refused.err.find("--align none"), std::string::npos) << refused.err;
+    EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
+    EXPECT_FALSE(std::filesystem::exists(run));
+    const CliOutcome plain = run_dpscope(dir, "import " + files + " -o '" + run + "'");
+    EXPECT_EQ(plain.exit_code, 0) << plain.err;
+    std::filesystem::remove(run);
+  }
+}
+
 TEST(CliImport, MissingDistributedInfoWarnsOnStderr) {
   TempDir dir;
   const std::string trace = dir.file("cpu.json");
