@@ -91,8 +91,17 @@ void draw_waiting(App& app, const Analysis& a) {
   } else {
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(theme().skew), "straggler: %s", stragglers.c_str());
   }
+  // An imported run may hold a few of its job's ranks: the last of those, not of the job.
+  const bool some_ranks = a.stats.world_size > int32_t(a.stats.ranks.size());
+  if (some_ranks) {
+    ImGui::TextDisabled("waiting: for the last of the %zu of %d ranks in this file", a.stats.ranks.size(),
+                        a.stats.world_size);
+  }
   if (!ImGui::BeginTable("waiting", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) return;
-  for (const char* h : {"rank", "waiting for the last rank ms", "transferring ms"}) ImGui::TableSetupColumn(h);
+  for (const char* h : {"rank", some_ranks ? "waiting for the last rank present ms" : "waiting for the last rank ms",
+                        "transferring ms"}) {
+    ImGui::TableSetupColumn(h);
+  }
   table_headers(app);
   for (const analysis::RankStats& r : a.stats.ranks) {
     ImGui::TableNextRow();
