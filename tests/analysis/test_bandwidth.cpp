@@ -1,6 +1,7 @@
 // Bandwidth of every collective (analysis/bandwidth.h, Note [Bus bandwidth]): nccl-tests' algbw
 // and busbw of each op from the bytes the trace counts, and on an emulated link, replayed on the
-// cluster clock, a large all-reduce's busbw is the link's bandwidth less its latency term.
+// cluster clock, a large all-reduce's busbw is the link's bandwidth less its latency term; the
+// ring's wire bytes of the ops only imported traces carry (analysis/group_traffic.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "analysis/bandwidth.h"
 #include "analysis/cluster_clock.h"
+#include "analysis/group_traffic.h"
 #include "analysis/stats.h"
 #include "formats/synth.h"
 #include "tests/test_util.h"
@@ -34,6 +36,15 @@ TEST(Bandwidth, EachOpAsNcclTestsCountsIt) {
   EXPECT_DOUBLE_EQ(bandwidth_of(CollectiveOp::AllToAll, gb, 4, second)->busbw_gbps, 6);
   EXPECT_DOUBLE_EQ(bandwidth_of(CollectiveOp::Broadcast, gb, 4, second)->busbw_gbps, 8);
   EXPECT_DOUBLE_EQ(bandwidth_of(CollectiveOp::SendRecv, gb, 2, second)->busbw_gbps, 8);
+}
+
+// S = 4000 bytes over 4 ranks: an all-to-all sends each peer its quarter and keeps its own, 3000
+// bytes; a send/recv sends the whole. (The ops dpscope's engine issues: HsdpTrace.RingWireBytes.)
+TEST(RingWireBytes, AnAllToAllSendsAllButItsOwnShareAndASendItsWhole) {
+  EXPECT_EQ(ring_wire_bytes(CollectiveOp::AllToAll, 4000, 4), 3000);
+  EXPECT_EQ(ring_wire_bytes(CollectiveOp::AllToAll, 4000, 2), 2000);
+  EXPECT_EQ(ring_wire_bytes(CollectiveOp::SendRecv, 4000, 2), 4000);
+  EXPECT_EQ(ring_wire_bytes(CollectiveOp::AllToAll, 4000, 1), 0);
 }
 
 TEST(Bandwidth, NoneWithoutBytesTimeOrPeers) {

@@ -43,6 +43,9 @@ struct Spec {
   // Forward prefetch of u1 issued at 150 us, before u0's gather is waited for (200-300): two
   // all-gathers in flight (not what the engine does; it exercises the limit).
   bool early_forward_prefetch = false;
+  // The process group of the reduce-scatters (and their waits): another than the all-gathers'
+  // puts them on a link of their own, as HSDP's shard and replicate groups are.
+  int16_t reduce_group = 0;
 };
 
 void write_trace(const std::string& path, const Spec& spec) {
@@ -93,7 +96,7 @@ void write_trace(const std::string& path, const Spec& spec) {
       c.unit = unit;
       c.bytes = bytes;
       c.flags = flags;
-      c.grp = 0;
+      c.grp = op == CollectiveOp::ReduceScatter ? spec.reduce_group : 0;
       c.seq = seq++;
       c.dtype = static_cast<uint8_t>(DType::Float32);
       c.enqueue_ns = t0 + enqueue_us * kUs;
@@ -103,7 +106,7 @@ void write_trace(const std::string& path, const Spec& spec) {
     const auto wait = [&](CollectiveOp op, int64_t of_seq, int64_t begin_us, int64_t end_us) {
       Event e = event(EventKind::CollectiveWait, begin_us, end_us);
       e.op = static_cast<uint8_t>(op);
-      e.grp = 0;
+      e.grp = op == CollectiveOp::ReduceScatter ? spec.reduce_group : 0;
       e.seq = of_seq;
       w.add_event(e);
     };
@@ -258,6 +261,23 @@ TEST(WhatifFsdp, PrefetchNoneAndPostGiveTheHandComputedSchedules) {
             (Schedule{{100, 300}, {1000, 1300}, {2200, 2500}, {3600, 3700}, {4600, 4650}}));
   EXPECT_GE(none.predicted_step_ms, post.predicted_step_ms);
   EXPECT_GE(post.predicted_step_ms, predict_fsdp(l.replay, {trace::BackwardPrefetch::Pre, 0}, model).predicted_step_ms);
+}
+
+// With the reduce-scatters on a group of their own, prefetch none's u0 gather (issued at 3600)
+// no longer queues behind u1's reduce-scatter (3500-3750): it runs 3600-3800, and everything
+// after moves 200 us later, not 350.
+TEST(WhatifFsdp, EachProcessGroupQueuesOnItsOwnLink) {
+  TempDir dir;
+  Spec spec;
+  spec.reduce_group = 1;
+  write_trace(dir.file("t.sqlite"), spec);
+  const Loaded l = load(dir.file("t.sqlite"));
+  const FsdpPrediction none = predict_fsdp(l.replay, {trace::BackwardPrefetch::None, 0}, fit_fsdp_cost_model(l.replay));
+  EXPECT_DOUBLE_EQ(none.predicted_step_ms, 5.2);
+  EXPECT_EQ(schedule_us(none.iterations[0]), (Schedule{{100, 300}, {1000, 1300}, {2200, 2500},
+                                                       {3500, 3750}, {3600, 3800}, {4600, 4750}}));
+  EXPECT_EQ(waits_us(none.iterations[0]),
+            (Schedule{{100, 300}, {1000, 1300}, {2200, 2500}, {3600, 3800}, {4700, 4750}}));
 }
 
 TEST(WhatifFsdp, TheAllGatherLimitIsObeyed) {

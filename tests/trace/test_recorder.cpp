@@ -1,5 +1,6 @@
 // The Recorder under load and at its edges: many threads recording while the writer drains,
-// bounded buffers (waiting, then counted drops), trace levels, live reading, threads that exit.
+// bounded buffers (waiting, then counted drops), trace levels, live reading, threads that exit;
+// and the clock offsets, the recorder's as it writes and the writer's applied afterwards.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include "trace/error.h"
 #include "trace/reader.h"
 #include "trace/recorder.h"
+#include "trace/writer.h"
 
 using namespace dpscope::trace;
 using dpscope::testing::TempDir;
@@ -213,6 +215,51 @@ TEST(Recorder, ClockOffsetAlignsEveryTimestamp) {
   ASSERT_EQ(reader.memory().size(), 1u);
   EXPECT_EQ(reader.memory()[0].ts_ns, 1030);
   EXPECT_EQ(reader.ranks()[0].clock_offset_ns, 1000);
+}
+
+// A writer that learns the ranks' clock offsets only after writing their rows (`dpscope import`)
+// shifts each rank's events and memory samples by that rank's own offset: rank 1 by +1000 ns,
+// rank 2 by -300 ns, rank 0 (the reference) not at all.
+TEST(Writer, ClockOffsetsAppliedAfterTheRowsShiftEachRankByItsOwn) {
+  TempDir dir;
+  const std::string path = dir.file("imported.sqlite");
+  const int64_t offsets[] = {0, 1000, -300};
+  {
+    Writer writer(path);
+    writer.begin();
+    for (int32_t rank = 0; rank < 3; ++rank) {
+      RankInfo info;
+      info.rank = rank;
+      info.status = "complete";
+      info.clock_offset_ns = offsets[rank];
+      writer.put_rank(info);
+      writer.add_lane(LaneInfo{rank, 0, "main", LaneKind::Host});
+      Event e;
+      e.kind = EventKind::Collective;
+      e.rank = static_cast<int16_t>(rank);
+      e.op = static_cast<uint8_t>(CollectiveOp::AllReduce);
+      e.enqueue_ns = 5000;
+      e.begin_ns = 10000;
+      e.end_ns = 20000;
+      writer.add_event(e);
+      writer.add_memory(MemorySample{rank, 30000, MemoryCategory::Buckets, 4096});
+    }
+    writer.commit();
+    writer.apply_clock_offsets();
+    writer.finish();
+  }
+  Reader reader(path);
+  for (int32_t rank = 0; rank < 3; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const auto events = reader.events_of_kind(EventKind::Collective, rank);
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].enqueue_ns, 5000 + offsets[rank]);
+    EXPECT_EQ(events[0].begin_ns, 10000 + offsets[rank]);
+    EXPECT_EQ(events[0].end_ns, 20000 + offsets[rank]);
+    const auto memory = reader.memory(rank);
+    ASSERT_EQ(memory.size(), 1u);
+    EXPECT_EQ(memory[0].ts_ns, 30000 + offsets[rank]);
+  }
 }
 
 TEST(Recorder, TwoRecordersInOneThread) {

@@ -780,8 +780,9 @@ TEST(ViewerHeadless, LiveFollowsARunDirectoryFromItsStartToItsMergedFile) {
 }
 
 // --whatif-cap-mb: the replay of `dpscope whatif` drawn as a lane under each rank (on its own
-// band colour), and the What-if tab's figures equal to `dpscope whatif --json`'s for rank 0; the
-// same for an FSDP trace with --whatif-backward-prefetch, which refuses DDP's --whatif-cap-mb.
+// band colour), and the What-if tab's figures equal to `dpscope whatif --json`'s for rank 0, its
+// cap in MiB as the CLI's; the same for an FSDP trace with --whatif-backward-prefetch, which
+// refuses DDP's --whatif-cap-mb.
 TEST(ViewerHeadless, WhatifLanesShowWhatDpscopeWhatifPredicts) {
   REQUIRE_DISPLAY();
   TempDir dir;
@@ -806,6 +807,14 @@ TEST(ViewerHeadless, WhatifLanesShowWhatDpscopeWhatifPredicts) {
   for (const char* key : {"measured_step_ms", "predicted_step_ms", "measured_exposed_comm_ms", "predicted_exposed_comm_ms"}) {
     EXPECT_NEAR(drawn[key].get<double>(), cli[key].get<double>(), 1e-3) << key;
   }
+  // A cap in MiB, as dpscope whatif takes it: 0.26 MiB (272,630 bytes) lets fc1's 263,168 bytes
+  // of gradients share a bucket with fc0's, where 0.26 million bytes would not: 2 buckets, not 3.
+  const auto predicted_026 = run_command(bin + " whatif --json --bucket-cap-mb 0.26 " + trace);
+  ASSERT_EQ(predicted_026.exit_code, 0) << predicted_026.output;
+  EXPECT_EQ(nlohmann::json::parse(predicted_026.output)["buckets"].size(), 2u) << predicted_026.output;
+  const auto shown_026 = view(trace + " --whatif-cap-mb 0.26 --screenshot " + png + " --frames 3");
+  ASSERT_EQ(shown_026.exit_code, 0) << shown_026.output;
+  EXPECT_EQ(screenshot_json(shown_026.output)["whatif"]["buckets"], 2) << shown_026.output;
   const auto plain = view(trace + " --screenshot " + plain_png + " --frames 3");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   EXPECT_TRUE(screenshot_json(plain.output)["whatif"].is_null());

@@ -1,6 +1,7 @@
 // ZeRO-1 through real ranks: equal to DDP (bit for bit on 2 ranks) with SGD and Adam, equal to one
-// process training on every rank's batch, gradients reset to none between steps, and the errors
-// of bad input — each within a time limit, so a hang fails instead of blocking the suite.
+// process training on every rank's batch, gradients reset to none between steps, every rank
+// started from rank 0's model, and the errors of bad input — each within a time limit, so a hang
+// fails instead of blocking the suite.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -46,6 +47,10 @@ TEST(Zero1, EqualsOneProcessOnEveryBatch) {
 
 TEST(Zero1, GradientsSetToNoneStillReduced) {
   expect_every_rank_says(2, "set_to_none", "set_to_none ok");
+}
+
+TEST(Zero1, EveryRankStartsFromRankZerosModel) {
+  expect_every_rank_says(3, "rank0_start", "starts from rank 0's model");
 }
 
 TEST(Zero1, FrozenParameterRefusedByName) {

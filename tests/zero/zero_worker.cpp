@@ -4,6 +4,7 @@
 //                 (bit for bit on 2 ranks, within 1e-6 otherwise) and the local state's size
 //   single        plain SGD, 3 steps: against one process training on every rank's batch at once
 //   set_to_none   gradients reset to undefined between steps still reach the reduce-scatter
+//   rank0_start   each rank builds another model: after construction every rank holds rank 0's
 //   frozen        a parameter without requires_grad: expected error
 //   closure       step(closure): expected error
 // Prints "rank R: FAIL ..." per failed check and exits 1; an expected error is printed as
@@ -37,9 +38,10 @@ namespace {
 int64_t key(int r, int step) { return r * 100 + step; }
 
 // The same model on every rank and in every run (seeded alike; DDP's and ZeRO's broadcasts keep
-// it so). hidden 37: the 3,119 parameters do not divide by 2 or 3, so the last shard is padded.
-std::shared_ptr<models::Model> mlp() {
-  torch::manual_seed(7);
+// it so), or another one per seed. hidden 37: the 3,119 parameters do not divide by 2 or 3, so
+// the last shard is padded.
+std::shared_ptr<models::Model> mlp(uint64_t seed = 7) {
+  torch::manual_seed(seed);
   models::ModelConfig config;
   config.hidden = 37;
   return models::make_model(config);
@@ -177,6 +179,15 @@ void set_to_none(comm::World& w) {
   std::printf("rank %d: set_to_none ok\n", rank);
 }
 
+// ZeRO-1's constructor starts every rank from rank 0's model, as DDP's does: here each rank built
+// its own (seeded 7 + rank), so any other source shows on every rank but that one.
+void rank0_start(comm::World& w) {
+  auto model = mlp(7 + uint64_t(rank));
+  zero::ZeroRedundancyOptimizer optimizer(model->parameters(), w.group, sgd_factory(0));
+  compare(snapshot(*model), snapshot(*mlp(7)), "after construction, against rank 0's model", 0.0);
+  std::printf("rank %d: starts from rank 0's model\n", rank);
+}
+
 void frozen(comm::World& w) {
   auto model = mlp();
   std::vector<at::Tensor> parameters = model->parameters();
@@ -204,7 +215,7 @@ void closure(comm::World& w) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: zero_worker equal_ddp|single|set_to_none|frozen|closure\n");
+    std::fprintf(stderr, "usage: zero_worker equal_ddp|single|set_to_none|rank0_start|frozen|closure\n");
     return 2;
   }
   at::set_num_threads(1);
@@ -219,6 +230,8 @@ int main(int argc, char** argv) {
       single(w);
     } else if (mode == "set_to_none") {
       set_to_none(w);
+    } else if (mode == "rank0_start") {
+      rank0_start(w);
     } else if (mode == "frozen") {
       frozen(w);
     } else if (mode == "closure") {
