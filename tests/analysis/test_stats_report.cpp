@@ -45,11 +45,12 @@ TEST(statsJson, ContractKeysInOrder) {
   const auto& rank = j["ranks"][1];
   EXPECT_EQ(keys(rank), (Keys{"rank", "iterations", "collectives", "peak_memory_bytes",
                               "step_peak_memory_bytes", "memory_after_steps_bytes", "category_max_bytes", "overlap",
-                              "clock_offset_ms", "clock_uncertainty_ms", "wait_ms", "transfer_ms", "buckets"}));
+                              "overlap_compute", "clock_offset_ms", "clock_uncertainty_ms", "wait_ms", "transfer_ms",
+                              "buckets"}));
   EXPECT_EQ(keys(rank["iterations"][0]),
             (Keys{"iteration", "hooks", "step_ms", "loss", "collectives", "overlap", "wait_ms", "transfer_ms"}));
   EXPECT_EQ(keys(rank["iterations"][0]["collectives"]),
-            (Keys{"allreduce", "broadcast", "allgather", "reduce_scatter", "barrier"}));
+            (Keys{"allreduce", "broadcast", "allgather", "reduce_scatter", "barrier", "alltoall", "send_recv"}));
   EXPECT_EQ(keys(rank["collectives"][0]), (Keys{"seq", "kind", "bytes", "iteration", "begin_ms", "ms", "transfer_ms", "algbw_gbps",
                   "busbw_gbps"}));
   EXPECT_EQ(keys(j["clock"]), (Keys{"name", "link_gbps", "link_latency_us", "compute"}));
@@ -59,6 +60,7 @@ TEST(statsJson, ContractKeysInOrder) {
             (Keys{"parameters", "gradients", "buckets", "activations", "cuda_allocated"}));
   EXPECT_EQ(keys(rank["overlap"]),
             (Keys{"compute_ms", "comm_ms", "overlap_ms", "exposed_comm_ms"}));
+  EXPECT_EQ(keys(rank["buckets"][0]), (Keys{"bucket", "bytes", "allreduces", "comm_ms", "exposed_comm_ms"}));
 }
 
 TEST(statsJson, Values) {
@@ -91,10 +93,18 @@ TEST(statsJson, Values) {
 
   const auto& r0 = j["ranks"][0];
   EXPECT_EQ(r0["rank"], 0);
+  EXPECT_EQ(r0["overlap_compute"], "phases") << "no GPU kernels: the phases are the compute";
+  ASSERT_FALSE(r0["buckets"].empty());
+  for (const auto& b : r0["buckets"]) {
+    // Each bucket's all-reduce bytes on the rank, as its collectives carry them.
+    ASSERT_TRUE(b.contains("bytes")) << b;
+    EXPECT_TRUE(b["bytes"].is_number_integer() && b["bytes"].get<int64_t>() > 0) << b;
+  }
   EXPECT_EQ(r0["iterations"][1],
             (nlohmann::json{{"iteration", 1}, {"hooks", 4}, {"step_ms", 10.25}, {"loss", 1.25},
                             {"collectives", {{"allreduce", 2}, {"broadcast", 0}, {"allgather", 0},
-                                             {"reduce_scatter", 0}, {"barrier", 1}}},
+                                             {"reduce_scatter", 0}, {"barrier", 1}, {"alltoall", 0},
+                                             {"send_recv", 0}}},
                             {"overlap", {{"compute_ms", 7.0}, {"comm_ms", 3.5}, {"overlap_ms", 1.5},
                                          {"exposed_comm_ms", 2.0}}},
                             // seq 3 and 4 do not match across the ranks: no split.
