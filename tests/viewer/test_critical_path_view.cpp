@@ -7,11 +7,11 @@
 #include <array>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
-#include <stb_image.h>
 #include <string>
 
 #include "tests/test_util.h"
 #include "tests/viewer/image_checks.h"
+#include "tests/viewer/png_image.h"
 #include "tests/viewer/screenshot_json.h"
 #include "tests/viewer/window_driver.h"
 #include "viewer/palette.h"
@@ -26,12 +26,8 @@ std::string dpscope() { return std::string(DPSCOPE_BIN_DIR) + "/dpscope"; }
 
 // Pixels of the path's colour in the lanes of `png` (below the header and narration lines).
 int path_pixels(const std::string& png) {
-  Image image;
-  int channels = 0;
-  unsigned char* data = stbi_load(png.c_str(), &image.width, &image.height, &channels, 3);
-  if (!data) return -1;
-  image.rgb.assign(data, data + size_t(image.width) * size_t(image.height) * 3);
-  stbi_image_free(data);
+  const Image image = load_png(png);
+  if (image.width == 0) return -1;
   const ImU32 c = dpscope::view::theme().critical_path;  // the dark theme's, the screenshots'
   return pixels_near(image, 60, image.height / 2 + 100, {int(c & 0xff), int((c >> 8) & 0xff), int((c >> 16) & 0xff)});
 }

@@ -3,7 +3,6 @@
 // blank, a lane group per rank), the JSON line, --compare, --zoom-sweep, every bad-file case,
 // --live following a file that grows while it is open, and screenshots that ignore the pointer.
 #include <gtest/gtest.h>
-#include <stb_image.h>
 
 #include <array>
 #include <cstdlib>
@@ -24,6 +23,7 @@
 #include "tests/test_util.h"
 #include "tests/viewer/screenshot_json.h"
 #include "tests/viewer/image_checks.h"
+#include "tests/viewer/png_image.h"
 #include "trace/merge.h"
 #include "trace/reader.h"
 #include "trace/recorder.h"
@@ -32,6 +32,7 @@ using namespace dpscope::trace;
 using namespace dpscope::formats;
 using dpscope::testing::CommandResult;
 using dpscope::testing::Image;
+using dpscope::testing::load_png;
 using dpscope::testing::pixels_near;
 using dpscope::testing::rows_with;
 using dpscope::testing::run_command;
@@ -54,16 +55,6 @@ std::string synth(const TempDir& dir, const std::string& name, int ranks, int64_
   options.seed = seed;
   synthesize(options);
   return options.out;
-}
-
-Image load_png(const std::string& path) {
-  Image image;
-  int channels = 0;
-  unsigned char* data = stbi_load(path.c_str(), &image.width, &image.height, &channels, 3);
-  if (!data) return image;
-  image.rgb.assign(data, data + size_t(image.width) * size_t(image.height) * 3);
-  stbi_image_free(data);
-  return image;
 }
 
 // Distinct colours, quantised to 32 levels per channel.

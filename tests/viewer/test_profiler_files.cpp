@@ -8,11 +8,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <stb_image.h>
 #include <string>
 
 #include "tests/test_util.h"
 #include "tests/viewer/image_checks.h"
+#include "tests/viewer/png_image.h"
 #include "tests/viewer/screenshot_json.h"
 #include "viewer/palette.h"
 
@@ -56,12 +56,8 @@ TEST(ViewerProfilerFiles, TwoRanksOfGzippedProfilerTracesOpenAndDraw) {
 
 // Pixels in the peak label's colour in the lane labels' column (x < 250) of `png`.
 int peak_label_pixels(const std::string& png) {
-  dpscope::testing::Image image;
-  int channels = 0;
-  unsigned char* data = stbi_load(png.c_str(), &image.width, &image.height, &channels, 3);
-  if (!data) return -1;
-  image.rgb.assign(data, data + size_t(image.width) * size_t(image.height) * 3);
-  stbi_image_free(data);
+  const dpscope::testing::Image image = dpscope::testing::load_png(png);
+  if (image.width == 0) return -1;
   const ImU32 c = dpscope::view::theme().peak_text;
   const std::array<int, 3> rgb{int(c & 0xff), int((c >> 8) & 0xff), int((c >> 16) & 0xff)};
   dpscope::testing::Image labels = image;
@@ -93,12 +89,8 @@ TEST(ViewerProfilerFiles, ARunWithoutMemorySamplesNamesNoPeak) {
 
 // Pixels of the Buckets panel's filled colour in `png`'s lower right quarter (the right panel).
 int filled_bucket_pixels(const std::string& png) {
-  dpscope::testing::Image image;
-  int channels = 0;
-  unsigned char* data = stbi_load(png.c_str(), &image.width, &image.height, &channels, 3);
-  if (!data) return -1;
-  image.rgb.assign(data, data + size_t(image.width) * size_t(image.height) * 3);
-  stbi_image_free(data);
+  const dpscope::testing::Image image = dpscope::testing::load_png(png);
+  if (image.width == 0) return -1;
   const ImU32 c = dpscope::view::kBucketSlotFilledColor;
   const std::array<int, 3> rgb{int(c & 0xff), int((c >> 8) & 0xff), int((c >> 16) & 0xff)};
   int count = 0;
