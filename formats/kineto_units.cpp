@@ -93,18 +93,23 @@ void assign_fsdp_units(KinetoSurvey& survey, std::vector<FsdpRecord> records) {
   for (const FsdpRecord& r : records) {
     if (r.step == "all_gather" && !gathered.count(&r)) gatherings[unit_of.at(r.module)].push_back({r.begin_ns, r.end_ns});
   }
+  // Each unit's records that may free it (post_forward, post_backward*), by begin.
+  std::map<int32_t, std::vector<const FsdpRecord*>> freeing;
+  for (const FsdpRecord& r : records) {
+    if (frees(r)) freeing[unit_of.at(r.module)].push_back(&r);
+  }
   // Each gathering, and the unit full from its end to the last record that may free it before
   // the unit's next gathering.
   for (auto& [unit, list] : gatherings) {
     std::sort(list.begin(), list.end(), [](const Gathering& a, const Gathering& b) { return a.begin_ns < b.begin_ns; });
+    const std::vector<const FsdpRecord*>& candidates = freeing[unit];
     for (size_t g = 0; g < list.size(); ++g) {
       survey.unit_states.push_back({unit, trace::UnitState::Gathering, list[g].begin_ns, list[g].end_ns});
       const int64_t next = g + 1 < list.size() ? list[g + 1].begin_ns : INT64_MAX;
       int64_t freed = INT64_MIN;
-      for (const FsdpRecord& r : records) {
-        if (r.begin_ns >= next) break;
-        if (unit_of.at(r.module) == unit && frees(r) && r.begin_ns >= list[g].begin_ns) freed = std::max(freed, r.end_ns);
-      }
+      auto r = std::lower_bound(candidates.begin(), candidates.end(), list[g].begin_ns,
+                                [](const FsdpRecord* record, int64_t t) { return record->begin_ns < t; });
+      for (; r != candidates.end() && (*r)->begin_ns < next; ++r) freed = std::max(freed, (*r)->end_ns);
       if (freed > list[g].end_ns) survey.unit_states.push_back({unit, trace::UnitState::Full, list[g].end_ns, freed});
     }
   }
