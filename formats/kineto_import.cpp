@@ -251,11 +251,11 @@ class RankImporter {
     switch (role) {
       case KinetoRole::GpuKernel:
       case KinetoRole::GpuCollective: {
-        const auto launch = e.args.correlation == kAbsent ? survey_.launch_ns.end()
-                                                          : survey_.launch_ns.find(e.args.correlation);
-        if (launch != survey_.launch_ns.end()) {
-          ev.enqueue_ns = base() + launch->second;
-          ev.iteration = survey_.iteration_at(launch->second);
+        const auto launch = e.args.correlation == kAbsent ? survey_.launches.end()
+                                                          : survey_.launches.find(e.args.correlation);
+        if (launch != survey_.launches.end()) {
+          ev.enqueue_ns = base() + launch->second.begin_ns;
+          ev.iteration = survey_.iteration_at(launch->second.begin_ns);
         }
         ev.flags = trace::kFlagGpuTime | trace::kFlagGpuKernel;
         if (role == KinetoRole::GpuCollective) collective(e, raw_begin, ev);
@@ -511,7 +511,7 @@ KinetoImportResult import_into(trace::Writer& writer, const KinetoImportOptions&
     infos.push_back(importer.finish());
     if (survey.info.fractional_ts) fractional_us_ranks.push_back(rank);
     sink.result.iterations = std::max(sink.result.iterations, static_cast<int32_t>(survey.steps.size()));
-    survey.launch_ns.clear();  // the biggest part, not needed for the meta
+    survey.launches.clear();  // the biggest part, not needed for the meta
     surveys.push_back(std::move(survey));
   }
   write_meta(writer, options, surveys, fractional_us_ranks);

@@ -203,16 +203,12 @@ struct CollectiveCandidates {
   struct CommsRecord {
     int64_t begin_ns, end_ns, seq;
   };
-  std::vector<KinetoLaneKey> threads;  // index: SurveyedCollective::thread
-  std::map<KinetoLaneKey, int32_t> thread_index;
+  std::map<KinetoLaneKey, int32_t> thread_index;  // each CPU thread's index (KinetoLaunch::thread)
   std::map<int32_t, std::vector<CommsRecord>> comms_records;  // by thread
-  std::unordered_map<int64_t, int32_t> launch_thread;           // correlation -> thread
-  std::vector<FsdpRecord> fsdp_records;                          // kineto_units.h
+  std::vector<FsdpRecord> fsdp_records;                        // kineto_units.h
 
   int32_t thread_of(const KinetoLaneKey& key) {
-    const auto [at, fresh] = thread_index.emplace(key, int32_t(threads.size()));
-    if (fresh) threads.push_back(key);
-    return at->second;
+    return thread_index.emplace(key, int32_t(thread_index.size())).first->second;
   }
 };
 
@@ -238,8 +234,7 @@ void survey_event(const KinetoEvent& e, KinetoSurvey& s, CollectiveCandidates& c
   if (role == KinetoRole::Instant) return;
   const int64_t begin = to_ns(0, e.ts_us);
   if (!key.gpu && e.args.correlation != kAbsent) {
-    s.launch_ns.emplace(e.args.correlation, begin);
-    c.launch_thread.emplace(e.args.correlation, c.thread_of(key));
+    s.launches.emplace(e.args.correlation, KinetoLaunch{begin, c.thread_of(key)});
   }
   if (!key.gpu && (role == KinetoRole::HostSpan || role == KinetoRole::ForwardHook)) {
     FsdpRecord record;
@@ -323,8 +318,8 @@ void settle_sequence_numbers(KinetoSurvey& s, CollectiveCandidates& c) {
     bool all_recorded = true;
     for (SurveyedCollective& collective : found) {
       if (collective.correlation != kAbsent) {
-        const auto launch = c.launch_thread.find(collective.correlation);
-        collective.thread = launch == c.launch_thread.end() ? -1 : launch->second;
+        const auto launch = s.launches.find(collective.correlation);
+        collective.thread = launch == s.launches.end() ? -1 : launch->second.thread;
       }
       if (collective.kineto_seq == kAbsent) collective.kineto_seq = recorded_seq(c, collective.thread, collective.issue_ns);
       all_recorded = all_recorded && collective.kineto_seq != kAbsent && seen.insert(collective.kineto_seq).second;
@@ -354,8 +349,8 @@ KinetoSurvey survey_kineto_file(const std::string& path) {
   for (auto& [grp, found] : s.collectives) {
     std::stable_sort(found.begin(), found.end());
     for (SurveyedCollective& collective : found) {
-      const auto launch = collective.correlation == kAbsent ? s.launch_ns.end() : s.launch_ns.find(collective.correlation);
-      if (launch != s.launch_ns.end()) collective.issue_ns = launch->second;
+      const auto launch = collective.correlation == kAbsent ? s.launches.end() : s.launches.find(collective.correlation);
+      if (launch != s.launches.end()) collective.issue_ns = launch->second.begin_ns;
     }
   }
   for (const int64_t begin : c.optimizer_begins) {

@@ -125,13 +125,20 @@ struct SurveyedBucket {
 
 // What the first pass learns about a file. Its times are the file's own (to_ns with no base:
 // baseTimeNanoseconds may come after the events), as the second pass looks them up. Memory: a few words per lane, step and collective,
-// and two per launch (the map from correlation id to launch time).
+// and two per launch (the map from correlation id to launch time and thread).
+// A CPU launch of a kernel (a cuda_runtime call with a correlation id): when, and on which thread
+// (an index the survey gives each CPU thread, SurveyedCollective::thread's).
+struct KinetoLaunch {
+  int64_t begin_ns = 0;
+  int32_t thread = -1;
+};
+
 struct KinetoSurvey {
   KinetoRunInfo info;
   std::map<KinetoLaneKey, int> first_seen;               // lane -> order of first appearance
   std::map<KinetoLaneKey, std::string> thread_names;     // from thread_name metadata
   std::vector<KinetoStep> steps;                         // sorted by begin
-  std::unordered_map<int64_t, int64_t> launch_ns;        // correlation -> launch begin (ns)
+  std::unordered_map<int64_t, KinetoLaunch> launches;    // by correlation
   bool nccl_kernels = false;
   bool ddp = false, fsdp = false, fsdp2 = false, gloo = false, nccl = false;
   // Collectives by group, sorted by begin: a collective's seq is its index here.
