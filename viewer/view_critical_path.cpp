@@ -31,11 +31,13 @@ int draw_segments(App& app, const analysis::CriticalPath& path, int trace, const
                   const std::function<bool(int, int, float&, float&)>& lane_row) {
   const OpenTrace& t = app.traces[size_t(trace)];
   const Model& model = *t.model;
-  // Segments name ranks and trace lanes; the panel draws rank and lane indices.
-  std::map<std::pair<int32_t, trace::LaneId>, std::pair<int, int>> where;
+  // Segments name ranks and trace lanes; the panel draws rank and lane indices. Each drawn lane's
+  // first row, looked up once a frame, not once a segment.
+  std::map<std::pair<int32_t, trace::LaneId>, std::pair<float, float>> where;
   for (size_t r = 0; r < model.ranks.size(); ++r) {
     for (size_t l = 0; l < model.ranks[r].lanes.size(); ++l) {
-      where[{model.ranks[r].info.rank, model.ranks[r].lanes[l].info.lane}] = {int(r), int(l)};
+      float y0 = 0, y1 = 0;
+      if (lane_row(int(r), int(l), y0, y1)) where[{model.ranks[r].info.rank, model.ranks[r].lanes[l].info.lane}] = {y0, y1};
     }
   }
   ImDrawList* draw = ImGui::GetWindowDrawList();
@@ -45,17 +47,22 @@ int draw_segments(App& app, const analysis::CriticalPath& path, int trace, const
   int hidden = 0;
   for (const analysis::PathSegment& s : path.segments) {
     const auto found = where.find({s.rank, s.lane});
-    float y0 = 0, y1 = 0;
-    if (found == where.end() || !lane_row(found->second.first, found->second.second, y0, y1)) {
+    if (found == where.end()) {
       ++hidden;
       previous_end = ImVec2(NAN, NAN);
       continue;
     }
+    const auto [y0, y1] = found->second;
     const float x0 = float(map.x(double(s.begin_ns + t.offset_ns)));
     const float x1 = std::max(x0 + 1, float(map.x(double(s.end_ns + t.offset_ns))));
     const float y = y1 - thickness / 2;
+    // A path of thousands of pieces (an imported step's operators): only those in view are drawn.
+    if (x1 < map.x0 || x0 > right) {
+      previous_end = ImVec2(x1, y);
+      continue;
+    }
     draw->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y1), (theme().critical_path & 0x00ffffff) | 0x30000000);
-    if (x1 >= map.x0 && x0 <= right) ++app.layout.critical_path_segments_drawn;
+    ++app.layout.critical_path_segments_drawn;
     draw->AddLine(ImVec2(x0, y), ImVec2(x1, y), theme().critical_path, thickness);
     if (!std::isnan(previous_end.x) && std::abs(previous_end.y - y) > 0.5f) {
       draw->AddLine(previous_end, ImVec2(x0, y), theme().critical_path, std::max(1.0f, thickness / 2));
