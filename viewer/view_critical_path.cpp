@@ -26,7 +26,8 @@ void App::update_critical_path() {
 
 namespace {
 
-// The path's segments on the lanes drawn; returns how many lie on lanes not drawn (folded: U).
+// The path's segments on the lanes drawn; returns how many lie on lanes not drawn (folded lanes,
+// U; folded ranks, a click on the header; compare folds every rank but rank 0 to keep its text).
 int draw_segments(App& app, const analysis::CriticalPath& path, int trace, const TimeMap& map, float right, float top,
                   const std::function<bool(int, int, float&, float&)>& lane_row) {
   const OpenTrace& t = app.traces[size_t(trace)];
@@ -97,14 +98,14 @@ void draw_critical_path(App& app, int trace, const TimeMap& map, float right, fl
   const int hidden = drawn_here ? draw_segments(app, *overlay->path, trace, map, right, top, lane_row) : 0;
   if (!focused) return;
   std::string text = path_overlay_text(*overlay);
-  if (hidden > 0) text += "; part of it on folded lanes (U shows them)";
+  if (hidden > 0) text += "; part of it on folded lanes (U) or ranks (click the rank's header)";
   // At a projector's text size the whole line would cover the rank's header: its length alone
   // (the keys are in `dpscope stats --critical-path`).
   const float room = (right - float(map.x0)) * 0.7f;
   if (overlay->path && ImGui::CalcTextSize(text.c_str()).x > room) {
     char brief[96];
     std::snprintf(brief, sizeof(brief), "critical path %.3f ms%s (K)", double(overlay->path->length_ns) / 1e6,
-                  hidden > 0 ? ", part folded (U)" : "");
+                  hidden > 0 ? ", part folded" : "");
     text = brief;
   }
   draw_label(text, overlay->path ? theme().critical_path : theme().dim_text, map, right, top);
