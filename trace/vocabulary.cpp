@@ -46,6 +46,14 @@ std::string_view to_string(Device device) {
   return "?";
 }
 
+std::string_view to_string(MemoryAccounting accounting) {
+  switch (accounting) {
+    case MemoryAccounting::Tracking: return "tracking";
+    case MemoryAccounting::Ownership: return "ownership";
+  }
+  return "?";
+}
+
 std::string_view to_string(ClockAlignment alignment) {
   switch (alignment) {
     case ClockAlignment::Rendezvous: return "rendezvous";

@@ -36,6 +36,9 @@ inline constexpr std::string_view kTraceLevel = "trace_level";  // "off" | "summ
 inline constexpr std::string_view kDevice = "device";           // "cpu" | "cuda"
 // LibTorch's intra-op threads per rank; see Note [Thread CPU time] (schema.h).
 inline constexpr std::string_view kIntraOpThreads = "intra_op_threads";
+// How the memory samples' categories were counted: a MemoryAccounting's spelling. Absent: tracking
+// (every run before ownership existed).
+inline constexpr std::string_view kMemoryAccounting = "memory_accounting";
 inline constexpr std::string_view kTutorial = "tutorial";       // the tutorial and its part
 inline constexpr std::string_view kFaultInjected = "fault_injected";  // DPSCOPE_FAULT's text
 inline constexpr std::string_view kStraggler = "straggler";     // --straggler RANK:MS
@@ -160,6 +163,17 @@ std::string_view to_string(Device device);
 // (trace/schema.h: its values are stored), spelled by to_string(TraceLevel).
 inline constexpr std::array<TraceLevel, 3> kTraceLevels{TraceLevel::Off, TraceLevel::Summary,
                                                         TraceLevel::Full};
+
+// How a run's memory samples split the device's memory into categories (meta key
+// `memory_accounting`, `--memory-accounting`; engine/memory/ownership_registry.h).
+enum class MemoryAccounting {
+  Tracking,   // the tracking CPU allocator's category of each allocation (CPU memory only)
+  Ownership,  // the storages the engine owns, by owner, on the run's device; the rest activations
+};
+inline constexpr std::array<MemoryAccounting, 2> kMemoryAccountings{MemoryAccounting::Tracking,
+                                                                    MemoryAccounting::Ownership};
+// "tracking" | "ownership".
+std::string_view to_string(MemoryAccounting accounting);
 
 // How a run's ranks were put on one clock (meta key `clock_alignment`, `dpscope import --align`).
 enum class ClockAlignment {

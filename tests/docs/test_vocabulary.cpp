@@ -51,6 +51,7 @@ std::set<std::string> mode_words() {
   add_words(trace::kDevices, words);
   add_words(trace::kTraceLevels, words);
   add_words(trace::kImportAlignments, words);
+  add_words(trace::kMemoryAccountings, words);
   words.insert(std::string(trace::to_string(trace::ClockAlignment::Rendezvous)));
   for (trace::RankStatus status : {trace::RankStatus::Running, trace::RankStatus::Complete}) {
     words.insert(std::string(trace::to_string(status)));
