@@ -445,6 +445,9 @@ void read_run_meta(const std::map<std::string, std::string>& meta, RunStats& sta
   stats.alignment = recorded_alignment(meta_or_empty(meta, trace::meta_key::kClockAlignment),
                                        !meta_or_empty(meta, trace::meta_key::kImportedFrom).empty());
   stats.alignment_note = meta_or_empty(meta, trace::meta_key::kClockAlignmentNote);
+  stats.memory_accounting =
+      trace::parse_mode(trace::kMemoryAccountings, meta_or_empty(meta, trace::meta_key::kMemoryAccounting))
+          .value_or(trace::MemoryAccounting::Tracking);
   stats.imported_from = meta_or_empty(meta, trace::meta_key::kImportedFrom);
 }
 

@@ -201,6 +201,10 @@ struct RunStats {
   // collective-ends or none for imported ones (formats/kineto_align.h); with the import's reason
   // when it kept every offset 0.
   trace::ClockAlignment alignment = trace::ClockAlignment::Rendezvous;
+  // How the memory samples' categories were counted (meta memory_accounting): tracking when absent
+  // (every run before ownership existed); ownership's categories split the run device's memory, a
+  // GPU's cuda_allocated on a GPU run (Note [Ownership accounting] in engine/memory).
+  trace::MemoryAccounting memory_accounting = trace::MemoryAccounting::Tracking;
   // Meta imported_from: the PyTorch profiler files an imported run came from; "" for dpscope's own.
   std::string imported_from;
   std::string alignment_note;

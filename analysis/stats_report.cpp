@@ -461,10 +461,14 @@ void append_rank(const RunStats& stats, const RankStats& r, std::string& out) {
   }
   if (r.memory_after_steps.found()) append_memory("memory after the steps", r.memory_after_steps, out);
   if (r.sampled_gpu_memory()) {
+    // Ownership splits cuda_allocated itself; tracking counts the host's memory (docs/gpu.md).
+    const bool gpu_categories = stats.memory_accounting == trace::MemoryAccounting::Ownership;
     out += format("  GPU memory (CUDA caching allocator): largest cuda_allocated %.2f MiB, "
-                  "cuda_reserved %.2f MiB; the memory above is the host's only (docs/gpu.md)\n",
+                  "cuda_reserved %.2f MiB; %s (docs/gpu.md)\n",
                   mib(r.largest(trace::MemoryCategory::CudaAllocated)),
-                  mib(r.largest(trace::MemoryCategory::CudaReserved)));
+                  mib(r.largest(trace::MemoryCategory::CudaReserved)),
+                  gpu_categories ? "the memory above is the GPU's, by ownership"
+                                 : "the memory above is the host's only");
   }
 }
 
@@ -521,7 +525,8 @@ std::string stats_json(const RunStats& stats) {
                                         {"iterations", stats.iterations},
                                         {"model", stats.model},
                                         {"link", link_json(stats)},
-                                        {"alignment", trace::to_string(stats.alignment)}}},
+                                        {"alignment", trace::to_string(stats.alignment)},
+                                        {"memory_accounting", trace::to_string(stats.memory_accounting)}}},
                           {"params", std::move(params)},
                           {"buckets", std::move(buckets)},
                           {"units", std::move(units)},

@@ -34,7 +34,8 @@ TEST(statsJson, ContractKeysInOrder) {
                                         "wire_bytes", "wire_bytes_per_step",
                   "busbw_gbps_median"}));
   EXPECT_EQ(keys(j["run"]),
-            (Keys{"strategy", "backend", "world_size", "iterations", "model", "link", "alignment"}));
+            (Keys{"strategy", "backend", "world_size", "iterations", "model", "link", "alignment",
+                  "memory_accounting"}));
   EXPECT_EQ(keys(j["collective_matching"]),
             (Keys{"collectives", "mismatches", "max_skew_ms", "mismatched", "straggler_threshold_ms"}));
   EXPECT_EQ(keys(j["params"][0]), (Keys{"index", "name", "shape", "numel", "dtype", "bucket",
@@ -70,7 +71,7 @@ TEST(statsJson, Values) {
   EXPECT_EQ(j["clock"], (nlohmann::json{{"name", "measured"}, {"link_gbps", nullptr}, {"link_latency_us", nullptr}, {"compute", nullptr}}));
   EXPECT_EQ(j["run"], (nlohmann::json{{"strategy", "ddp"}, {"backend", "gloo"}, {"world_size", 2},
                                       {"iterations", 2}, {"model", "toy"}, {"link", nullptr},
-                                      {"alignment", "rendezvous"}}));
+                                      {"alignment", "rendezvous"}, {"memory_accounting", "tracking"}}));
   EXPECT_EQ(j["params"][0], (nlohmann::json{{"index", 0}, {"name", "net1.weight"},
                                             {"shape", {10, 10}}, {"numel", 100},
                                             {"dtype", "float32"}, {"bucket", 1},

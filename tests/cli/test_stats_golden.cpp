@@ -11,7 +11,9 @@
 // traces), and each collective's "transfer_ms", "algbw_gbps" and "busbw_gbps" with each group's
 // "busbw_gbps_median" (issue 47, Note [Bus bandwidth]), every other key and value checked equal;
 // and each rank's "overlap_compute", each bucket's "bytes" and each iteration's "alltoall" and
-// "send_recv" counts (issue 47, part 2 and 6), every other key and value checked equal.
+// "send_recv" counts (issue 47, part 2 and 6), every other key and value checked equal; and the
+// run's "memory_accounting" ("tracking": the demo's runs are on the CPU; issue 50), every other
+// key and value checked equal.
 #include <gtest/gtest.h>
 
 #include <sstream>
