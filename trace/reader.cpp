@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "trace/error.h"
+#include "trace/page_scan.h"
 #include "trace/saturate.h"
 #include "trace/sqlite_db.h"
 
@@ -137,11 +138,6 @@ std::pair<int64_t, int64_t> key_range(detail::Db& db, const char* key, const cha
   return {first.column_int(0), last.column_int(0)};
 }
 
-// The value of an integer column, or `none` where it is NULL.
-int64_t value_or(sqlite3_value* v, int64_t none) {
-  return sqlite3_value_type(v) == SQLITE_NULL ? none : sqlite3_value_int64(v);
-}
-
 // The events columns an EventSpan is made of, in the order dpscope_scan receives them: a
 // subset, since every argument costs time in a scan of millions of rows.
 constexpr EventsColumn kSpanColumns[] = {
@@ -169,15 +165,19 @@ std::string span_arguments(int version) {
   return comma_separated(arguments);
 }
 
-EventSpan span_of_values(sqlite3_value** v) {
+// The value of a nullable column, or `none` where it is NULL.
+int64_t value_or(const detail::ColumnValue& v, int64_t none) { return v.null ? none : v.value; }
+
+// One EventSpan from its kSpanColumns values, whichever way they were read (SQL or pages).
+EventSpan span_of_columns(const detail::ColumnValue* v) {
   using C = EventsColumn;
   EventSpan e;
-  e.rank = static_cast<int16_t>(sqlite3_value_int64(v[kSpanArgument<C::Rank>]));
-  e.lane = static_cast<LaneId>(sqlite3_value_int64(v[kSpanArgument<C::Lane>]));
-  e.kind = static_cast<EventKind>(sqlite3_value_int64(v[kSpanArgument<C::Kind>]));
+  e.rank = static_cast<int16_t>(v[kSpanArgument<C::Rank>].value);
+  e.lane = static_cast<LaneId>(v[kSpanArgument<C::Lane>].value);
+  e.kind = static_cast<EventKind>(v[kSpanArgument<C::Kind>].value);
   e.name = static_cast<NameId>(value_or(v[kSpanArgument<C::Name>], kNone));
-  e.begin_ns = sqlite3_value_int64(v[kSpanArgument<C::BeginNs>]);
-  e.end_ns = sqlite3_value_int64(v[kSpanArgument<C::EndNs>]);
+  e.begin_ns = v[kSpanArgument<C::BeginNs>].value;
+  e.end_ns = v[kSpanArgument<C::EndNs>].value;
   e.op = static_cast<uint8_t>(value_or(v[kSpanArgument<C::Op>], 0xff));
   e.bucket_or_unit = static_cast<int16_t>(
       value_or(v[kSpanArgument<C::Bucket>], value_or(v[kSpanArgument<C::Unit>], kNone)));
@@ -186,15 +186,30 @@ EventSpan span_of_values(sqlite3_value** v) {
   return e;
 }
 
-// A memory scan's arguments are every column of memory in order (columns_as_of).
-MemorySample sample_of_values(sqlite3_value** v) {
+EventSpan span_of_values(sqlite3_value** v) {
+  detail::ColumnValue columns[std::size(kSpanColumns)];
+  for (size_t i = 0; i < std::size(kSpanColumns); ++i) {
+    columns[i].null = sqlite3_value_type(v[i]) == SQLITE_NULL;
+    columns[i].value = columns[i].null ? 0 : sqlite3_value_int64(v[i]);
+  }
+  return span_of_columns(columns);
+}
+
+// A memory scan's values are every column of memory in order (columns_as_of).
+MemorySample sample_of_columns(const detail::ColumnValue* v) {
   using C = MemoryColumn;
   MemorySample m;
-  m.rank = static_cast<int32_t>(sqlite3_value_int64(v[column_position(C::Rank)]));
-  m.ts_ns = sqlite3_value_int64(v[column_position(C::TsNs)]);
-  m.category = static_cast<MemoryCategory>(sqlite3_value_int64(v[column_position(C::Category)]));
-  m.bytes = sqlite3_value_int64(v[column_position(C::Bytes)]);
+  m.rank = static_cast<int32_t>(v[column_position(C::Rank)].value);
+  m.ts_ns = v[column_position(C::TsNs)].value;
+  m.category = static_cast<MemoryCategory>(v[column_position(C::Category)].value);
+  m.bytes = v[column_position(C::Bytes)].value;
   return m;
+}
+
+MemorySample sample_of_values(sqlite3_value** v) {
+  detail::ColumnValue columns[std::size(kMemoryColumns)];
+  for (size_t i = 0; i < std::size(kMemoryColumns); ++i) columns[i].value = sqlite3_value_int64(v[i]);
+  return sample_of_columns(columns);
 }
 
 }  // namespace
@@ -229,13 +244,14 @@ void bulk_step(sqlite3_context* context, int, sqlite3_value** values) {
 
 void bulk_final(sqlite3_context* context) { sqlite3_result_null(context); }
 
-// One bulk scan of rows of type Row: batches of up to 4096 rows go to `batch`.
-template <typename Row>
+// One bulk scan of rows of type Row, converted from a row's Values (SQLite's values, or the
+// page scan's columns): batches of up to 4096 rows go to `batch`.
+template <typename Row, typename Values = sqlite3_value**>
 struct BulkScan {
-  Row (*convert)(sqlite3_value**);
+  Row (*convert)(Values);
   const std::function<bool(const Row*, size_t)>* batch;
   std::vector<Row> rows;
-  std::exception_ptr failure;  // thrown by `batch`; rethrown once SQLite has let go
+  std::exception_ptr failure;  // thrown by `batch`; rethrown once SQLite (or the page scan) has let go
 
   bool flush() {
     try {
@@ -247,11 +263,12 @@ struct BulkScan {
       return false;
     }
   }
-  static bool row(void* self, sqlite3_value** values) {
+  static bool row(void* self, Values values) {
     auto* scan = static_cast<BulkScan*>(self);
     scan->rows.push_back(scan->convert(values));
     return scan->rows.size() < 4096 || scan->flush();
   }
+  static bool page_row(void* self, int64_t, Values values) { return row(self, values); }
 };
 
 // Runs the aggregate query of Note [Bulk scans] over rowids [first, last] of `table`, on the
@@ -292,6 +309,95 @@ void bulk_scan(detail::Db& db, detail::BulkSink& sink, const std::string& argume
   }
 }
 
+// A read transaction held for a page scan (Note [Reading pages]): while it lasts, no writer
+// changes the pages of its snapshot. Inside a transaction the caller already holds, it adds none.
+class ReadSnapshot {
+ public:
+  explicit ReadSnapshot(detail::Db& db) : db_(db), began_(sqlite3_get_autocommit(db.handle()) != 0) {
+    if (began_) db_.exec("BEGIN");
+  }
+  ~ReadSnapshot() {
+    if (began_) sqlite3_exec(db_.handle(), "COMMIT", nullptr, nullptr, nullptr);
+  }
+  ReadSnapshot(const ReadSnapshot&) = delete;
+  ReadSnapshot& operator=(const ReadSnapshot&) = delete;
+
+ private:
+  detail::Db& db_;
+  bool began_;
+};
+
+// Whether a write-ahead log beside the file may hold pages newer than the file's.
+bool log_in_use(const std::string& path) {
+  struct stat info;
+  return ::stat((path + "-wal").c_str(), &info) == 0 && info.st_size > 0;
+}
+
+// Where a page scan left a bulk scan: done (every row handed over, or `batch` stopped it), or
+// SQL goes on from `resume`.
+struct PageScanLeft {
+  bool done = false;
+  int64_t resume = 0;
+};
+
+// Rows [first, last] of `table`, the columns `wanted` (names of its columns), read from the
+// file's pages as far as Note [Reading pages] allows, handed to `batch` as bulk_scan does.
+// `file` is the Reader's mapping, opened here on first use.
+template <typename Row>
+PageScanLeft page_scan(detail::Db& db, std::unique_ptr<detail::PageFile>& file, const Table& table,
+                       const std::vector<const Column*>& wanted, int64_t first, int64_t last,
+                       Row (*convert)(const detail::ColumnValue*),
+                       const std::function<bool(const Row*, size_t)>& batch) {
+  const PageScanLeft sql{false, first};
+  if (first > last) return PageScanLeft{true, first};
+  ReadSnapshot snapshot(db);
+  uint32_t root = 0;
+  std::vector<int> columns;
+  try {
+    detail::Statement schema(db, "SELECT rootpage FROM sqlite_schema WHERE type = 'table' AND name = ?");
+    schema.bind_text(1, table.name);
+    if (!schema.step() || schema.column_is_null(0)) return sql;
+    root = uint32_t(schema.column_int(0));
+    std::map<std::string, int, std::less<>> positions;
+    // table_xinfo, not table_info: a generated column has a place in the list but none in a
+    // record, so a table with one is read through SQL.
+    detail::Statement info(db, "SELECT cid, name, pk, upper(type), hidden FROM pragma_table_xinfo(?)");
+    info.bind_text(1, table.name);
+    int primary_keys = 0;
+    std::string rowid_alias;
+    while (info.step()) {
+      if (info.column_int(4) != 0) return sql;
+      positions[info.column_text(1)] = int(info.column_int(0));
+      if (info.column_int(2) > 0) {
+        ++primary_keys;
+        if (info.column_text(3) == "INTEGER") rowid_alias = info.column_text(1);
+      }
+    }
+    for (const Column* column : wanted) {
+      const auto found = positions.find(column->name);
+      if (found == positions.end()) return sql;  // an older file without it: SQL fills it in
+      columns.push_back(primary_keys == 1 && found->first == rowid_alias ? -1 : found->second);
+    }
+  } catch (const TraceError&) {
+    return sql;  // SQLite says what is wrong when the scan asks it
+  }
+  if (log_in_use(db.path())) return sql;
+  if (!file) file = detail::PageFile::open(db.path());
+  if (!file) return sql;
+  BulkScan<Row, const detail::ColumnValue*> scan{convert, &batch, {}, nullptr};
+  scan.rows.reserve(4096);
+  const detail::PageScanResult result =
+      file->scan(root, first, last, columns, &BulkScan<Row, const detail::ColumnValue*>::page_row, &scan);
+  if (scan.failure) std::rethrow_exception(scan.failure);
+  if (result.end == detail::PageScanEnd::Stopped) return PageScanLeft{true, result.next_rowid};
+  if (!scan.rows.empty() && !scan.flush()) {
+    if (scan.failure) std::rethrow_exception(scan.failure);
+    return PageScanLeft{true, result.next_rowid};
+  }
+  if (result.end == detail::PageScanEnd::Finished) return PageScanLeft{true, result.next_rowid};
+  return PageScanLeft{false, result.next_rowid};
+}
+
 }  // namespace
 
 Reader::Reader(const std::string& path) : path_(path) {
@@ -301,6 +407,8 @@ Reader::Reader(const std::string& path) : path_(path) {
 }
 
 Reader::~Reader() = default;
+
+uint64_t Reader::pages_read() const { return pages_ ? pages_->pages_read() : 0; }
 
 void Reader::validate() {
   int64_t application_id = 0, version = 0;
@@ -566,6 +674,14 @@ std::pair<int64_t, int64_t> Reader::event_id_range() {
 
 void Reader::scan_event_spans(int64_t first_id, int64_t last_id,
                               const std::function<bool(const EventSpan*, size_t)>& batch) {
+  if (scan_path_ == BulkScanPath::Pages) {
+    std::vector<const Column*> wanted;
+    for (EventsColumn column : kSpanColumns) wanted.push_back(&column_of(column));
+    const PageScanLeft left = page_scan<EventSpan>(*db_, pages_, kEventsTable, wanted, first_id, last_id,
+                                                   span_of_columns, batch);
+    if (left.done) return;
+    first_id = left.resume;
+  }
   prepare_bulk_scans();
   bulk_scan<EventSpan>(*db_, *bulk_, span_arguments(schema_version_), kEventsTable, "", first_id,
                        last_id, span_of_values, batch);
@@ -577,6 +693,14 @@ std::pair<int64_t, int64_t> Reader::memory_rowid_range() {
 
 void Reader::scan_memory(int64_t first_rowid, int64_t last_rowid,
                          const std::function<bool(const MemorySample*, size_t)>& batch) {
+  if (scan_path_ == BulkScanPath::Pages) {
+    std::vector<const Column*> wanted;
+    for (const Column& column : kMemoryColumns) wanted.push_back(&column);
+    const PageScanLeft left = page_scan<MemorySample>(*db_, pages_, kMemoryTable, wanted, first_rowid,
+                                                      last_rowid, sample_of_columns, batch);
+    if (left.done) return;
+    first_rowid = left.resume;
+  }
   prepare_bulk_scans();
   const std::string arguments = comma_separated(columns_as_of(kMemoryTable, schema_version_));
   bulk_scan<MemorySample>(*db_, *bulk_, arguments, kMemoryTable, "", first_rowid, last_rowid,

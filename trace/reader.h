@@ -18,7 +18,14 @@ namespace dpscope::trace {
 namespace detail {
 class Db;
 struct BulkSink;
+class PageFile;
 }
+
+// How the bulk scans read rows (Note [Reading pages] in page_scan.h).
+enum class BulkScanPath {
+  Pages,  // decode the table's b-tree pages where that is exact, SQL for the rest (the default)
+  Sql,    // every row through SQLite (what the page decoder is tested against)
+};
 
 // Thread-safety: one Reader per thread (a SQLite connection is not shared). Open several
 // Readers on the same file to read from several threads; a live file may be written meanwhile.
@@ -64,9 +71,12 @@ class Reader {
 
   // ---- Bulk loading (the viewer). Rows come in storage order (events.id, memory.rowid), not
   // sorted; split a range among several Readers, each on its own thread, to read in parallel.
-  // These scans map the file into memory (PRAGMA mmap_size) and run as one aggregate query
-  // (Note [Bulk scans] in reader.cpp) for speed. An exception thrown by `batch` ends the scan
-  // and propagates; starting a scan from inside another one's `batch` on the same Reader throws.
+  // These scans read the table's pages themselves (Note [Reading pages] in page_scan.h) inside
+  // a read transaction; where that is not exact (a write-ahead log in use, an older table, a
+  // page the decoder does not read) they go on through SQL: the file mapped into memory
+  // (PRAGMA mmap_size), one aggregate query (Note [Bulk scans] in reader.cpp). The rows are the
+  // same either way. An exception thrown by `batch` ends the scan and propagates; starting a
+  // scan from inside another one's `batch` on the same Reader throws.
   // Both ranges cost two b-tree lookups, not a scan.
   // The smallest and largest events.id; {0, -1} for a file without events.
   std::pair<int64_t, int64_t> event_id_range();
@@ -79,6 +89,10 @@ class Reader {
   // Every memory sample with first <= rowid <= last, in rowid order, in batches as above.
   void scan_memory(int64_t first_rowid, int64_t last_rowid,
                    const std::function<bool(const MemorySample*, size_t)>& batch);
+  // Chooses how later bulk scans read (default Pages); Sql is for tests and benchmarks.
+  void set_bulk_scan_path(BulkScanPath path) { scan_path_ = path; }
+  // Leaf pages the bulk scans of this Reader decoded themselves (0: every row came through SQL).
+  uint64_t pages_read() const;
 
   // ---- Counters.
   // Memory samples ordered by (rank, ts_ns); one rank, or all when rank is kNone.
@@ -94,6 +108,8 @@ class Reader {
   std::string path_;
   std::unique_ptr<detail::BulkSink> bulk_;  // the bulk scan in progress; made by the first scan
   std::unique_ptr<detail::Db> db_;           // declared after bulk_: closed before it is freed
+  std::unique_ptr<detail::PageFile> pages_;  // the file mapped for page scans; made by the first
+  BulkScanPath scan_path_ = BulkScanPath::Pages;
   int schema_version_ = 0;
   std::map<std::pair<int32_t, LaneId>, int64_t> max_duration_;
 };

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "analysis/stats.h"
 #include "analysis/stats_report.h"
@@ -69,6 +70,50 @@ inline void check_message(const trace::TraceError& error, const std::string& a,
   }
 }
 
+// The bulk scans through the page decoder (the Reader's default, Note [Reading pages]) and
+// through SQL: where both read the file to its end, they must hand over the same rows.
+inline void compare_scan_paths(trace::Reader& reader) {
+  using namespace dpscope::trace;
+  auto read = [](Reader& r, std::vector<EventSpan>& spans, std::vector<MemorySample>& samples) {
+    const auto [first, last] = r.event_id_range();
+    r.scan_event_spans(first, last, [&](const EventSpan* rows, size_t n) {
+      spans.insert(spans.end(), rows, rows + n);
+      return true;
+    });
+    const auto [m_first, m_last] = r.memory_rowid_range();
+    r.scan_memory(m_first, m_last, [&](const MemorySample* rows, size_t n) {
+      samples.insert(samples.end(), rows, rows + n);
+      return true;
+    });
+  };
+  std::vector<EventSpan> spans, sql_spans;
+  std::vector<MemorySample> samples, sql_samples;
+  read(reader, spans, samples);
+  try {
+    Reader sql(reader.path());
+    sql.set_bulk_scan_path(BulkScanPath::Sql);
+    read(sql, sql_spans, sql_samples);
+  } catch (const TraceError&) {
+    return;  // SQLite gave up where the page decoder did not: nothing to compare
+  }
+  bool same = spans.size() == sql_spans.size() && samples.size() == sql_samples.size();
+  for (size_t i = 0; same && i < spans.size(); ++i) {
+    const EventSpan &a = spans[i], &b = sql_spans[i];
+    same = a.begin_ns == b.begin_ns && a.end_ns == b.end_ns && a.name == b.name &&
+           a.seq_or_iteration == b.seq_or_iteration && a.rank == b.rank && a.lane == b.lane &&
+           a.bucket_or_unit == b.bucket_or_unit && a.kind == b.kind && a.op == b.op;
+  }
+  for (size_t i = 0; same && i < samples.size(); ++i) {
+    const MemorySample &a = samples[i], &b = sql_samples[i];
+    same = a.rank == b.rank && a.ts_ns == b.ts_ns && a.category == b.category && a.bytes == b.bytes;
+  }
+  if (!same) {
+    std::fprintf(stderr, "the page scan and SQL read different rows of %s (%zu/%zu events, %zu/%zu samples)\n",
+                 reader.path().c_str(), spans.size(), sql_spans.size(), samples.size(), sql_samples.size());
+    std::abort();
+  }
+}
+
 // Reads everything of `reader` through every query the CLI and the viewer use.
 inline void read_all(trace::Reader& reader) {
   using namespace dpscope::trace;
@@ -92,10 +137,7 @@ inline void read_all(trace::Reader& reader) {
   reader.events_of_kind(EventKind::Collective);
   reader.events_of_kind(EventKind::Phase, 0);
   reader.for_each_event([](const Event&) { return true; }, [](double) {});
-  const auto [first, last] = reader.event_id_range();
-  reader.scan_event_spans(first, last, [](const EventSpan*, size_t) { return true; });
-  const auto [m_first, m_last] = reader.memory_rowid_range();
-  reader.scan_memory(m_first, m_last, [](const MemorySample*, size_t) { return true; });
+  compare_scan_paths(reader);
   reader.memory();
   reader.memory(0);
   reader.metrics();
