@@ -17,6 +17,8 @@
 #include "analysis/cluster_clock.h"
 #include "analysis/critical_path.h"
 #include "analysis/critical_path_report.h"
+#include "analysis/hang.h"
+#include "analysis/hang_report.h"
 #include "analysis/stats.h"
 #include "analysis/stats_report.h"
 #include "cli/commands.h"
@@ -113,6 +115,27 @@ std::optional<analysis::RegionRequest> checked_region(const StatsOptions& o) {
   return region;
 }
 
+// The report, or with --json the contract's object with `hang` (null for a run whose
+// collectives all completed) and `critical_path` added last (docs/trace-format.md).
+void print_stats(const analysis::RunStats& stats, const std::optional<analysis::HangReport>& hang,
+                 const std::optional<analysis::CriticalPath>& critical, bool json_wanted) {
+  if (json_wanted) {
+    std::string json = analysis::stats_json(stats);
+    json.pop_back();
+    json += ",\"hang\":" + analysis::hang_json(hang).dump(-1, ' ', false,
+                nlohmann::ordered_json::error_handler_t::replace);
+    if (critical) {
+      json += ",\"critical_path\":" + analysis::critical_path_json(*critical).dump(-1, ' ', false,
+                  nlohmann::ordered_json::error_handler_t::replace);
+    }
+    std::cout << json << "}\n";
+  } else {
+    std::cout << analysis::stats_text(stats);
+    if (hang) std::cout << "\n" << analysis::hang_text(hang);
+    if (critical) std::cout << "\n" << analysis::critical_path_text(*critical);
+  }
+}
+
 void add_critical_path_options(CLI::App& cmd, StatsOptions& options) {
   cmd.add_flag("--critical-path", options.critical_path,
                "Also the critical path of a step (dpscope's runs: on the cluster clock; imported "
@@ -189,19 +212,7 @@ void add_stats_command(CLI::App& app, CommandMode mode) {
         throw CliFailure(std::string("stats --critical-path: ") + error.what());
       }
     }
-    if (options->json) {
-      std::string json = analysis::stats_json(*stats);
-      if (critical) {
-        // The contract's object with `critical_path` added last (docs/trace-format.md).
-        json.pop_back();
-        json += ",\"critical_path\":" + analysis::critical_path_json(*critical).dump(-1, ' ', false,
-                    nlohmann::ordered_json::error_handler_t::replace) + "}";
-      }
-      std::cout << json << "\n";
-    } else {
-      std::cout << analysis::stats_text(*stats);
-      if (critical) std::cout << "\n" << analysis::critical_path_text(*critical);
-    }
+    print_stats(*stats, analysis::analyze_hang(reader), critical, options->json);
     std::cout.flush();
   });
 }

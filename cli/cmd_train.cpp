@@ -147,6 +147,10 @@ void add_run_options(CLI::App* cmd, TrainFlags& f) {
                   "cpu | cuda: each rank on its own GPU, cuda:LOCAL_RANK (a CUDA build; docs/gpu.md)")
       ->capture_default_str();
   core::add_link_options(*cmd, f.link, core::LinkUse::Emulate);
+  cmd->add_option("--timeout", c.timeout_s,
+                  "Seconds a collective may take before it fails, naming the ranks not heard "
+                  "from (a hung run then stops: docs/hangs.md)")
+      ->capture_default_str();
   cmd->add_option("--straggler", f.straggler,
                   "RANK:MS: rank RANK works MS milliseconds longer each step, before its backward "
                   "(a slow rank for the straggler analysis of `dpscope stats`)");

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/hang.h"
 #include "cli/cluster_step.h"
 #include "cli/commands.h"
 #include "core/link_model.h"
@@ -221,6 +222,21 @@ void print_launch_cluster_step(const std::string& run_file) {
   if (report.line) std::cerr << "dpscope launch: " << *report.line << "\n";
 }
 
+// A run that hung (a collective some rank never completed) ends with one line naming the
+// culprit, the hang section's sentence (docs/hangs.md). Never fails the launch.
+void print_launch_hang(const std::string& run_file) {
+  try {
+    trace::Reader reader(run_file);
+    const std::optional<analysis::HangReport> hang = analysis::analyze_hang(reader);
+    if (!hang) return;
+    std::cerr << "dpscope launch: hang: " << hang->sentence;
+    if (hang->culprit != trace::kNone) std::cerr << "; culprit: rank " << hang->culprit;
+    std::cerr << " (dpscope stats " << run_file << " has the whole hang section)\n";
+  } catch (const trace::TraceError& failure) {
+    std::cerr << "dpscope launch: " << failure.what() << "\n";
+  }
+}
+
 // Merges the rank files this node's ranks left in trace_dir, if any. Never fails the launch.
 // Only this node's: on a shared filesystem the other nodes' files are theirs to merge. A rank
 // that ended without closing its trace (killed) gets how it ended written into its file first.
@@ -256,7 +272,10 @@ void merge_rank_files(const LaunchOptions& o, const std::string& trace_dir,
               << failure.what() << "\n";
     return;
   }
-  if (o.nnodes == 1) print_launch_cluster_step(out);  // one node's file holds every rank
+  if (o.nnodes == 1) {  // one node's file holds every rank
+    print_launch_cluster_step(out);
+    print_launch_hang(out);
+  }
 }
 
 // The directory the ranks write their traces into (--trace-dir or a new one), created.

@@ -134,10 +134,14 @@ void unregister_recorder(FlushTarget* recorder) {
 }
 
 // Holds the registry lock while closing, so a Recorder being destroyed on another thread waits
-// in unregister_recorder() until its close here is done (Recorder::close is idempotent).
+// in unregister_recorder() until its close here is done (Recorder::close is idempotent). The
+// latest registered closes first: a target that records into a recorder registered before it
+// (a process group's pending collectives, Note [Pending collectives] in
+// engine/comm/pending_collectives.h) does so while that recorder is still open.
 void close_all_recorders(std::string_view status) {
   std::lock_guard<std::mutex> lock(registry_mutex());
-  for (FlushTarget* recorder : registry()) recorder->close(status);
+  const auto& targets = registry();
+  for (auto target = targets.rbegin(); target != targets.rend(); ++target) (*target)->close(status);
 }
 
 }  // namespace dpscope::trace

@@ -312,6 +312,9 @@ void GlooProcessGroup::run_entry(std::unique_lock<std::mutex>& lock,
 
   bool breaks = false;
   entry->begin_ns = trace::now_ns();
+  // A broken group refuses it before running it: issued, never started (Note [Collective end
+  // state] in trace/collective_state.h).
+  if (broken.empty()) entry->request->work->started(entry->begin_ns);
   entry->error = execute(*entry->request, broken, breaks);
   entry->end_ns = trace::now_ns();
 

@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "engine/comm/link_emulation.h"
 #include "engine/comm/store_util.h"
 #include "engine/fault/fault_injection.h"
+#include "trace/collective_state.h"
 
 namespace dpscope::comm {
 
@@ -56,6 +58,50 @@ Work::Work(ProcessGroup& group, trace::CollectiveOp op, int64_t seq, int64_t byt
     : group_(group), op_(op), seq_(seq), bytes_(bytes), dtype_(dtype), tag_(tag),
       enqueue_(trace::stamp_for(group.recorder(), trace::TraceLevel::Summary)) {}
 
+void Work::started(int64_t begin_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  started_ns_ = begin_ns;
+}
+
+void Work::complete_skipped() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  done_ = true;
+  recorded_ = true;
+}
+
+void Work::record_locked(int64_t begin_ns, int64_t end_ns, uint8_t flags, trace::LaneId lane) {
+  recorded_ = true;
+  trace::Recorder* recorder = group_.recorder();
+  if (!recorder) return;
+  trace::Event e;
+  e.kind = trace::EventKind::Collective;
+  e.lane = lane >= 0 ? lane : group_.comm_lane();
+  e.op = static_cast<uint8_t>(op_);
+  e.grp = group_.options().group_id;
+  e.seq = seq_;
+  e.bytes = bytes_;
+  e.dtype = static_cast<uint8_t>(dtype_);
+  e.enqueue_ns = enqueue_.wall_ns;
+  e.cpu_begin_ns = enqueue_.cpu_ns;  // the issuing thread's; see Note [Thread CPU time]
+  e.begin_ns = begin_ns;
+  e.end_ns = end_ns;
+  e.iteration = tag_.iteration;
+  e.bucket = tag_.bucket;
+  e.unit = tag_.unit;
+  e.flags = flags;
+  recorder->record(trace::TraceLevel::Summary, e);
+}
+
+void Work::record_unfinished(int64_t end_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (done_ || recorded_) return;
+  const trace::CollectiveEndState state =
+      started_ns_ > 0 ? trace::CollectiveEndState::Started : trace::CollectiveEndState::Issued;
+  const int64_t begin_ns = started_ns_ > 0 ? started_ns_ : enqueue_.wall_ns;
+  record_locked(begin_ns, std::max(begin_ns, end_ns),
+                static_cast<uint8_t>(tag_.flags | trace::collective_state_flags(state)), -1);
+}
+
 void Work::finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error,
                   uint8_t extra_flags, trace::LaneId lane) {
   const int64_t real_duration_ns = end_ns - begin_ns;
@@ -69,27 +115,19 @@ void Work::finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error,
     end_ns = on_link.end_ns;
     release_ns = end_ns;
   }
-  if (trace::Recorder* recorder = group_.recorder()) {
-    trace::Event e;
-    e.kind = trace::EventKind::Collective;
-    e.lane = lane >= 0 ? lane : group_.comm_lane();
-    e.op = static_cast<uint8_t>(op_);
-    e.grp = group_.options().group_id;
-    e.seq = seq_;
-    e.bytes = bytes_;
-    e.dtype = static_cast<uint8_t>(dtype_);
-    e.enqueue_ns = enqueue_.wall_ns;
-    e.cpu_begin_ns = enqueue_.cpu_ns;  // the issuing thread's; see Note [Thread CPU time]
-    e.begin_ns = begin_ns;
-    e.end_ns = end_ns;
-    e.iteration = tag_.iteration;
-    e.bucket = tag_.bucket;
-    e.unit = tag_.unit;
-    e.flags = static_cast<uint8_t>(tag_.flags | extra_flags);
-    recorder->record(trace::TraceLevel::Summary, e);
-  }
+  group_.pending_->untrack(this);
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!recorded_) {
+      // See Note [Collective end state]: a failure is a collective that never completed.
+      const trace::CollectiveEndState state = !error           ? trace::CollectiveEndState::Completed
+                                              : started_ns_ > 0 ? trace::CollectiveEndState::Started
+                                                                : trace::CollectiveEndState::Issued;
+      record_locked(begin_ns, end_ns,
+                    static_cast<uint8_t>(tag_.flags | extra_flags |
+                                         trace::collective_state_flags(state)),
+                    lane);
+    }
     done_ = true;
     error_ = std::move(error);
     duration_ns_ = end_ns - begin_ns;
@@ -194,6 +232,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<c10d::Store> store, int rank, int siz
     comm_lane_ = options_.recorder->add_lane(
         std::string(lane_name) + " (" + options_.name + ")", lane_kind);
   }
+  pending_ = std::make_unique<PendingCollectives>();
   heartbeat_ = std::thread([this] { heartbeat_loop(); });
 }
 
@@ -344,6 +383,18 @@ WorkHandle ProcessGroup::issue(trace::CollectiveOp op, ReduceOp reduce, int root
       throw CommError(what + " issued at " + site.str() + ": input and output differ in dtype or device");
     }
     check_device(input, op, site);
+  }
+  // See Note [Fault points]: a rank that took another branch, or a metric of another size.
+  switch (fault::before_issue(trace::to_string(op))) {
+    case fault::IssueFault::None: break;
+    case fault::IssueFault::Skip: {
+      auto skipped = std::make_shared<Work>(*this, op, trace::kNone64, 0, trace::DType::UInt8, tag);
+      skipped->complete_skipped();
+      return skipped;
+    }
+    case fault::IssueFault::Resize: resize_for_fault(op, input, output); break;
+  }
+  if (op != trace::CollectiveOp::Barrier) {
     dtype = to_trace_dtype(input.scalar_type());
     bytes = static_cast<int64_t>(input.numel()) * static_cast<int64_t>(input.element_size());
   }
@@ -358,12 +409,37 @@ WorkHandle ProcessGroup::issue(trace::CollectiveOp op, ReduceOp reduce, int root
   // Sequence numbers and queue order are assigned together (Note [Collective order]).
   std::lock_guard<std::mutex> lock(issue_mutex_);
   request->work = std::make_shared<Work>(*this, op, next_seq_++, bytes, dtype, tag);
-  if (options_.check_collectives) check_collective(*request->work);
+  if (options_.check_collectives) {
+    try {
+      check_collective(*request->work);
+    } catch (const CommError&) {
+      // Issued and refused: the trace keeps it (Note [Collective end state]).
+      request->work->record_unfinished(trace::now_ns());
+      throw;
+    }
+  }
   issued_.store(next_seq_, std::memory_order_relaxed);
   WorkHandle work = request->work;
+  if (pending_) pending_->track(work);
   enqueue(std::move(request));
   fault::reached(trace::to_string(op));  // See Note [Fault points]
   return work;
+}
+
+void ProcessGroup::resize_for_fault(trace::CollectiveOp op, at::Tensor& input,
+                                    at::Tensor& output) const {
+  if (!input.defined()) return;
+  const bool gathers = op == trace::CollectiveOp::AllGather;
+  const bool scatters = op == trace::CollectiveOp::ReduceScatter;
+  const at::Tensor& per_rank = scatters ? output : input;
+  const int64_t half = std::max<int64_t>(1, per_rank.numel() / 2);
+  const int64_t whole = half * size_;
+  if (input.data_ptr() == output.data_ptr() && !gathers && !scatters) {
+    input = output = input.view({-1}).narrow(0, 0, half);
+    return;
+  }
+  input = input.view({-1}).narrow(0, 0, scatters ? whole : half);
+  output = output.view({-1}).narrow(0, 0, gathers ? whole : half);
 }
 
 // Every rank posts "op bytes dtype" of collective `seq` under its own key, waits for every other

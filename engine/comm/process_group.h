@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/comm/pending_collectives.h"
 #include "trace/recorder.h"
 
 namespace c10d {
@@ -103,16 +104,33 @@ class Work {
   trace::DType dtype() const { return dtype_; }
 
   // ---- For backends.
+  // The backend began running the collective at `begin_ns` (a communication thread or the
+  // waiting thread is inside it). A collective that then never completes is recorded as
+  // started, not merely issued (Note [Collective end state]). Call at most once, before finish().
+  void started(int64_t begin_ns);
   // Marks the collective done, successfully (error null) or not, with the times it began and
   // ended on the lane where it ran (`lane`; -1: the group's comm_lane()); records it in the trace
   // with the tag's flags plus `extra_flags` (trace::kFlagGpuTime when the times come from CUDA
   // events). On an emulated link a successful collective is admitted to the link here, and
   // recorded and completed at its emulated times (Note [Link emulation]). Call exactly once, in
   // issue order among the group's Works.
+  // A collective that failed is recorded as not completed (started, or issued when the backend
+  // refused it before starting it; Note [Collective end state]).
   void finish(int64_t begin_ns, int64_t end_ns, std::exception_ptr error,
               uint8_t extra_flags = 0, trace::LaneId lane = -1);
 
+  // ---- For PendingCollectives (Note [Pending collectives]).
+  // Records the collective as never completed, open-ended at `end_ns` (when the rank ended),
+  // unless it finished meanwhile; finish() then records nothing more.
+  void record_unfinished(int64_t end_ns);
+
  private:
+  friend class ProcessGroup;
+  // For ProcessGroup::issue: a collective a fault skipped (fault::IssueFault::Skip), done at
+  // once; it has no sequence number and is not recorded.
+  void complete_skipped();
+  // Records the collective event with mutex_ held by the caller.
+  void record_locked(int64_t begin_ns, int64_t end_ns, uint8_t flags, trace::LaneId lane);
   int64_t timeout_ns() const;
   // is_completed() with mutex_ held.
   bool completed_locked() const;
@@ -131,6 +149,8 @@ class Work {
   int64_t duration_ns_ = 0;
   int64_t real_duration_ns_ = 0;
   int64_t release_ns_ = 0;  // complete from then on (trace clock); 0 without a hold
+  int64_t started_ns_ = 0;  // when the backend began it; 0 until then
+  bool recorded_ = false;   // its collective event was recorded (finish or record_unfinished)
 };
 using WorkHandle = std::shared_ptr<Work>;
 
@@ -308,6 +328,9 @@ class ProcessGroup {
   // Throws CommError naming `site` when `tensor` is on a device the group does not take.
   void check_device(const at::Tensor& tensor, trace::CollectiveOp op, CallSite site) const;
   void check_collective(const Work& work);
+  // fault::IssueFault::Resize: narrows the collective's tensors to half the elements a rank
+  // contributes (at least one), keeping an all-gather's or reduce-scatter's sizes consistent.
+  void resize_for_fault(trace::CollectiveOp op, at::Tensor& input, at::Tensor& output) const;
   void compare_through_store(const Work& work);
   // For a timeout message: the ranks whose heartbeat says they have not started `seq` yet.
   std::string ranks_not_heard_from(int64_t seq);
@@ -324,6 +347,9 @@ class ProcessGroup {
   std::mutex issue_mutex_;
   int64_t next_seq_ = 0;
   std::atomic<int64_t> issued_{0};  // collectives issued so far, published by the heartbeat
+  // Issued and not yet finished: recorded open-ended if the rank ends first (Note [Pending
+  // collectives]). Made in the constructor, after the recorder it records into.
+  std::unique_ptr<PendingCollectives> pending_;
 
   std::mutex heartbeat_mutex_;
   std::condition_variable heartbeat_cv_;

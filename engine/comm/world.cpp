@@ -59,7 +59,7 @@ World init_world(const WorldOptions& options) {
   }
   if (link) world.link = std::make_shared<EmulatedLink>(*link);
   ProcessGroupOptions group_options;
-  group_options.timeout = options.timeout;
+  group_options.timeout = options.collective_timeout.value_or(options.timeout);
   group_options.recorder = options.recorder;
   group_options.check_collectives = check_collectives_from_env();
   group_options.link = world.link;

@@ -25,7 +25,12 @@ Backend default_backend();
 
 struct WorldOptions {
   Backend backend = Backend::Gloo;
+  // How long the rendezvous waits for every rank.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  // How long a collective may take before it fails (ProcessGroupOptions::timeout); nullopt:
+  // `timeout`. `dpscope train --timeout S` sets it, so a hang lesson stops in seconds while the
+  // ranks still have the default to start up.
+  std::optional<std::chrono::milliseconds> collective_timeout;
   trace::Recorder* recorder = nullptr;  // gets the clock offset and the group's collectives
   // The link to emulate (Note [Link emulation]); nullopt: the one DPSCOPE_LINK_GBPS and
   // DPSCOPE_LINK_LATENCY_US describe (set by `dpscope launch --link-gbps G --link-latency-us L`),

@@ -20,8 +20,26 @@ constexpr std::array<std::string_view, 8> kPoints = {
     "construction", "backward",       "optimizer_step", "broadcast",
     "allreduce",    "allgather",      "reduce_scatter", "barrier"};
 
+// The points where a collective is issued: the only ones Skip and Resize act at.
+constexpr std::array<std::string_view, 5> kCollectivePoints = {
+    "broadcast", "allreduce", "allgather", "reduce_scatter", "barrier"};
+
 constexpr std::string_view kForm =
-    "expected <point>[#<occurrence>]@<rank>[:kill|:interrupt], e.g. allgather#3@1";
+    "expected <point>[#<occurrence>]@<rank>[:kill|:interrupt|:skip|:resize], e.g. allgather#3@1";
+
+bool acts_on_collective(FaultAction action) {
+  return action == FaultAction::Skip || action == FaultAction::Resize;
+}
+
+std::string_view action_words(FaultAction action) {
+  switch (action) {
+    case FaultAction::Kill: return "killing this rank (SIGKILL)";
+    case FaultAction::Interrupt: return "sending SIGINT to the launcher";
+    case FaultAction::Skip: return "not issuing it (it takes no sequence number)";
+    case FaultAction::Resize: return "issuing it with half its elements";
+  }
+  return "";
+}
 
 std::string point_list() {
   std::string list;
@@ -52,12 +70,15 @@ struct Armed {
 Armed g_slot;
 std::atomic<Armed*> g_armed{nullptr};
 
-void strike(const FaultSpec& spec) {
+void announce(const FaultSpec& spec) {
   std::fprintf(stderr, "dpscope: DPSCOPE_FAULT: rank %d at %s #%lld: %s\n", spec.rank,
                spec.point.c_str(), static_cast<long long>(spec.occurrence),
-               spec.action == FaultAction::Kill ? "killing this rank (SIGKILL)"
-                                                : "sending SIGINT to the launcher");
+               std::string(action_words(spec.action)).c_str());
   std::fflush(stderr);
+}
+
+void strike(const FaultSpec& spec) {
+  announce(spec);
   if (spec.action == FaultAction::Kill) {
     ::raise(SIGKILL);
   } else {
@@ -76,9 +97,13 @@ FaultSpec parse_fault_spec(std::string_view text) {
       spec.action = FaultAction::Kill;
     } else if (action == "interrupt") {
       spec.action = FaultAction::Interrupt;
+    } else if (action == "skip") {
+      spec.action = FaultAction::Skip;
+    } else if (action == "resize") {
+      spec.action = FaultAction::Resize;
     } else {
       throw std::invalid_argument("DPSCOPE_FAULT='" + std::string(text) + "': unknown action '" +
-                                  std::string(action) + "' (kill or interrupt)");
+                                  std::string(action) + "' (kill, interrupt, skip or resize)");
     }
     rest = rest.substr(0, colon);
   }
@@ -101,6 +126,18 @@ FaultSpec parse_fault_spec(std::string_view text) {
     throw std::invalid_argument("DPSCOPE_FAULT='" + std::string(text) + "': unknown point '" +
                                 std::string(rest) + "'; the points are " + point_list());
   }
+  if (spec.action == FaultAction::Resize && rest == "barrier") {
+    throw std::invalid_argument("DPSCOPE_FAULT='" + std::string(text) +
+                                "': a barrier has no elements to resize; skip it instead (:skip)");
+  }
+  if (acts_on_collective(spec.action) &&
+      std::find(kCollectivePoints.begin(), kCollectivePoints.end(), rest) ==
+          kCollectivePoints.end()) {
+    throw std::invalid_argument("DPSCOPE_FAULT='" + std::string(text) + "': '" +
+                                std::string(rest) + "' is not a collective, so nothing there can "
+                                "be skipped or resized; name broadcast, allreduce, allgather, "
+                                "reduce_scatter or barrier");
+  }
   spec.point = std::string(rest);
   return spec;
 }
@@ -119,8 +156,18 @@ std::optional<FaultSpec> arm_from_environment(int rank) {
 
 void reached(std::string_view point) {
   Armed* armed = g_armed.load(std::memory_order_acquire);
-  if (!armed || armed->spec.point != point) return;
+  if (!armed || acts_on_collective(armed->spec.action) || armed->spec.point != point) return;
   if (armed->count.fetch_add(1) + 1 == armed->spec.occurrence) strike(armed->spec);
+}
+
+IssueFault before_issue(std::string_view point) {
+  Armed* armed = g_armed.load(std::memory_order_acquire);
+  if (!armed || !acts_on_collective(armed->spec.action) || armed->spec.point != point) {
+    return IssueFault::None;
+  }
+  if (armed->count.fetch_add(1) + 1 != armed->spec.occurrence) return IssueFault::None;
+  announce(armed->spec);
+  return armed->spec.action == FaultAction::Skip ? IssueFault::Skip : IssueFault::Resize;
 }
 
 }  // namespace dpscope::fault

@@ -168,6 +168,11 @@ void validate_train_config(const TrainConfig& c) {
                                 c.model.name + " model trains on digits or synthetic data)");
   }
   core::check_link(c.link_gbps, c.link_latency_us, core::kLinkGbpsFlag, core::kLinkLatencyFlag);
+  if (!(c.timeout_s >= 0.1 && c.timeout_s <= 86400)) {
+    throw std::invalid_argument("--timeout " + std::to_string(c.timeout_s) +
+                                ": give the seconds a collective may take, from 0.1 to 86400 "
+                                "(default 300; the hang lessons use 3)");
+  }
   check_device_and_backend(c.device, c.backend);
   if (c.strategy != Strategy::Fsdp2 &&
       c.reshard_after_forward.mode != fsdp2::ReshardAfterForward::Reshard) {

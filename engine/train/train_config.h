@@ -59,6 +59,9 @@ struct TrainConfig {
   std::optional<double> link_gbps;
   std::optional<double> link_latency_us;
   std::optional<StragglerSpec> straggler;  // none: every rank works as fast as it can
+  // --timeout S: a collective not finished within S seconds fails, naming the ranks not heard
+  // from (comm::Work::wait); the hang lessons use a few seconds (docs/hangs.md).
+  double timeout_s = 300;
 
   // DDP.
   double bucket_cap_mb = 25;

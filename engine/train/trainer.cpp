@@ -262,6 +262,8 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env, c10::Devi
   comm::WorldOptions world_options;
   world_options.backend = backend_for(config.backend, device);
   world_options.recorder = &recorder;
+  world_options.collective_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(config.timeout_s * 1000.0 + 0.5));
   world_options.link =
       core::check_link(config.link_gbps, config.link_latency_us, core::kLinkGbpsFlag, core::kLinkLatencyFlag);
   comm::World world = comm::init_world(world_options);

@@ -451,7 +451,7 @@ void check_today(const IncludeRule& rule, const std::set<std::string>& seen,
 
 // Within trace/, the store's layers, lowest first. A file may include the files of its own layer
 // and of the layers below it, never one above:
-//   base         schema, records, error, clock, saturate, vocabulary
+//   base         schema, records, error, clock, saturate, vocabulary, collective_state
 //   sqlite_db    on base
 //   writer       on sqlite_db
 //   flush_guard  on writer (it closes a FlushTarget; the recorder is one)
@@ -466,7 +466,7 @@ struct TraceLayer {
   std::vector<std::string> on;  // the layers right below it
 };
 const std::vector<TraceLayer> kTraceLayers = {
-    {"base", {"schema", "records", "error", "clock", "saturate", "vocabulary"}, {}},
+    {"base", {"schema", "records", "error", "clock", "saturate", "vocabulary", "collective_state"}, {}},
     {"sqlite_db", {"sqlite_db"}, {"base"}},
     {"writer", {"writer"}, {"sqlite_db"}},
     {"flush_guard", {"flush_guard"}, {"writer"}},
@@ -475,7 +475,7 @@ const std::vector<TraceLayer> kTraceLayers = {
     {"merge", {"merge"}, {"reader", "writer"}},
 };
 const char* const kTraceOrder =
-    "base (schema, records, error, clock, saturate, vocabulary) < sqlite_db < writer < "
+    "base (schema, records, error, clock, saturate, vocabulary, collective_state) < sqlite_db < writer < "
     "flush_guard < recorder; sqlite_db < reader < merge; writer < merge";
 
 const TraceLayer* trace_layer_of(const std::string& stem) {
