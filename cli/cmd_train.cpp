@@ -85,6 +85,7 @@ struct TrainFlags {
   std::string backward_prefetch{fsdp::to_string(fsdp::BackwardPrefetch::Pre)};
   std::string reshard_after_forward{trace::to_string(fsdp2::ReshardAfterForward::Reshard)};
   std::string trace_level{trace::to_string(trace::TraceLevel::Full)};
+  std::string memory_accounting;  // "" = the device's own
   bool no_broadcast_buffers = false;
   std::string straggler;  // "RANK:MS", parsed by train::parse_straggler
   core::LinkFlags link;
@@ -239,6 +240,10 @@ void add_trace_options(CLI::App* cmd, TrainFlags& f) {
   cmd->add_option("--trace-level", f.trace_level, "off | summary | full")
       ->check(CLI::IsMember(trace::mode_spellings(trace::kTraceLevels)))
       ->capture_default_str();
+  add_mode_option(cmd, "--memory-accounting", f.memory_accounting, trace::kMemoryAccountings,
+                  "tracking (the CPU allocator's category of each allocation) | ownership (the "
+                  "storages the engine owns, on the run's device; the rest activations); default: "
+                  "tracking on the CPU, ownership on a GPU (docs/trace-format.md)");
   cmd->add_option("--save-init", c.save_init,
                   "Rank 0 writes the parameters after DDP's construction (torch.load-able)");
   cmd->add_option("--save-final", c.save_final, "Rank 0 writes the final parameters");
@@ -284,6 +289,9 @@ train::TrainConfig config_from(const TrainFlags& f) {
   config.link_gbps = f.link.gbps;
   config.link_latency_us = f.link.latency_us;
   trace::parse_trace_level(f.trace_level, &config.trace_level);
+  if (!f.memory_accounting.empty()) {
+    config.memory_accounting = trace::parse_mode(trace::kMemoryAccountings, f.memory_accounting);
+  }
   return config;
 }
 

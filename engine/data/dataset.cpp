@@ -8,13 +8,21 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/memory/ownership_registry.h"
 #include "engine/memory/tracking_allocator.h"
 
 namespace dpscope::data {
 
 Dataset Dataset::to(c10::Device device) const {
   memory::CategoryScope data(memory::MemoryCategory::Data);
-  return {x.to(device), y.to(device)};
+  Dataset out{x.to(device), y.to(device)};
+  return out.owned_as_data();
+}
+
+Dataset& Dataset::owned_as_data() {
+  memory::own(x, memory::MemoryCategory::Data);
+  memory::own(y, memory::MemoryCategory::Data);
+  return *this;
 }
 
 Dataset Dataset::rows(const std::vector<int64_t>& indices) const {
@@ -34,7 +42,7 @@ Dataset Dataset::rows(const std::vector<int64_t>& indices) const {
   Dataset out;
   out.x = at::index_select(x, 0, index);
   if (y.defined()) out.y = at::index_select(y, 0, index);
-  return out;
+  return out.owned_as_data();
 }
 
 Dataset Dataset::slice(int64_t begin, int64_t end) const {

@@ -25,6 +25,10 @@ struct Dataset {
   // x and y on `device` (themselves when they are there already). The data set stays on the
   // host; a training loop moves each batch, as a PyTorch loop moves what its loader yields.
   Dataset to(c10::Device device) const;
+  // Claims x's and y's storages as the run's data in the ownership registry, when one is
+  // installed (Note [Ownership accounting]); what made them counted them as data already in the
+  // tracking allocator. Returns the data set.
+  Dataset& owned_as_data();
 };
 
 // ---- Digits -------------------------------------------------------------------------------

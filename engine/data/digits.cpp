@@ -122,7 +122,7 @@ Dataset load_digits(const std::string& path) {
   out.y = at::empty({n}, at::kLong);
   std::memcpy(out.x.data_ptr<float>(), pixels.data(), pixels.size() * sizeof(float));
   std::memcpy(out.y.data_ptr<int64_t>(), labels.data(), labels.size() * sizeof(int64_t));
-  return out;
+  return out.owned_as_data();
 }
 
 std::string find_digits_file() { return find_data_file("digits.csv.gz", "digits"); }

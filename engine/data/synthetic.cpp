@@ -39,7 +39,7 @@ Dataset make_synthetic_classification(int64_t n, int64_t features, int64_t class
   out.x = at::randn({n, features}, g, at::kFloat);
   at::Tensor w = at::randn({features, classes}, g, at::kFloat);
   out.y = at::argmax(at::matmul(out.x, w), 1);
-  return out;
+  return out.owned_as_data();
 }
 
 Dataset make_synthetic_sequences(int64_t n, int64_t length, int64_t vocab, uint64_t seed) {
@@ -54,7 +54,7 @@ Dataset make_synthetic_sequences(int64_t n, int64_t length, int64_t vocab, uint6
   // embedding's input), as Python's randint gives it.
   out.x = at::randint(vocab, {n, length}, g, at::kLong);
   out.y = at::flip(out.x, {1});
-  return out;
+  return out.owned_as_data();
 }
 
 }  // namespace dpscope::data

@@ -97,6 +97,7 @@ TextSamples load_text(const std::string& path, int64_t sequence) {
   const size_t count = static_cast<size_t>(n * sequence);
   std::memcpy(out.samples.x.data_ptr<int64_t>(), ids.data(), count * sizeof(int64_t));
   std::memcpy(out.samples.y.data_ptr<int64_t>(), ids.data() + 1, count * sizeof(int64_t));
+  out.samples.owned_as_data();
   return out;
 }
 

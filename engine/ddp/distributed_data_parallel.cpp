@@ -10,6 +10,7 @@
 
 #include "engine/ddp/join.h"
 #include "engine/fault/fault_injection.h"
+#include "engine/memory/ownership_registry.h"
 #include "engine/memory/tracking_allocator.h"
 #include "engine/replica/broadcast_coalesced.h"
 #include "engine/replica/model_verification.h"
@@ -51,11 +52,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     for (const at::Tensor& buffer : buffers_) state.push_back(buffer);
     replica::broadcast_coalesced(*group_, state, 0, replica::kBroadcastBufferBytes, 2, construction);
   }
-  if (memory::TrackingAllocator* allocator = memory::TrackingAllocator::installed()) {
-    for (const at::Tensor& param : module_->parameters(true)) {
-      allocator->retag(param, memory::MemoryCategory::Parameters);
-    }
+  // The model's state, wherever it was made: parameters in both accountings (its buffers too,
+  // Note [Ownership accounting]).
+  for (const at::Tensor& param : module_->parameters(true)) {
+    memory::count_as(param, memory::MemoryCategory::Parameters);
   }
+  for (const at::Tensor& buffer : buffers_) memory::count_as(buffer, memory::MemoryCategory::Parameters);
   trace::ScopedPhase phase(recorder, 0, "ddp.assign_buckets", trace::kNone);
   std::vector<TensorSpec> specs;
   for (const at::Tensor& param : params_) {

@@ -15,6 +15,7 @@
 
 #include "engine/ddp/reductions.h"
 #include "engine/fault/fault_injection.h"
+#include "engine/memory/ownership_registry.h"
 #include "engine/memory/tracking_allocator.h"
 #include "trace/vocabulary.h"
 
@@ -295,16 +296,15 @@ void Reducer::delay_all_reduce() {
 void Reducer::finalize_backward() {
   const trace::Stamp begin = trace::stamp_for(recorder_, trace::TraceLevel::Summary);
   enter(BackwardPhase::Idle);
-  memory::TrackingAllocator* allocator = memory::TrackingAllocator::installed();
   for (size_t index = 0; index < buckets_.size(); ++index) {
     Bucket& bucket = buckets_[index];
     bucket.reduction->wait();
     bucket.reduction.reset();
     if (!bucket.sparse) {
       finalize_bucket_dense(bucket);
-      if (allocator && !options_.gradient_as_bucket_view) {
+      if (!options_.gradient_as_bucket_view) {
         for (const int64_t variable : bucket.variables) {
-          if (grad_of(variable).defined()) allocator->retag(grad_of(variable), memory::MemoryCategory::Gradients);
+          memory::count_as(grad_of(variable), memory::MemoryCategory::Gradients);
         }
       }
     }

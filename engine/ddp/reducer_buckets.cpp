@@ -9,6 +9,7 @@
 #include "engine/comm/dtype.h"
 #include "engine/comm/host_values.h"
 #include "engine/ddp/reducer.h"
+#include "engine/memory/ownership_registry.h"
 #include "engine/memory/tracking_allocator.h"
 
 namespace dpscope::ddp {
@@ -58,6 +59,7 @@ void Reducer::initialize_buckets(const std::vector<std::vector<int64_t>>& plan,
       numel += param.numel();
     }
     bucket.gradients = at::empty({numel}, first.options().requires_grad(false));
+    memory::own(bucket.gradients, memory::MemoryCategory::Buckets);
     bucket.bytes = numel * first.element_size();
     initialize_bucket_views(bucket);
   }

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 
+#include "engine/memory/ownership_registry.h"
 #include "engine/memory/tracking_allocator.h"
 
 namespace dpscope::fsdp {
@@ -51,6 +52,7 @@ class UnflattenBackward final : public torch::autograd::Node {
       covered = std::max(covered, offsets_[i] + numels_[i]);
     }
     if (padded_numel_ > covered) flat.narrow(0, covered, padded_numel_ - covered).zero_();
+    memory::own(flat, MemoryCategory::FullGradients);
     return {std::move(flat)};
   }
 
@@ -100,6 +102,7 @@ FlatParameter::FlatParameter(const UnitPlan& plan, const FlatParamConfig& config
           .copy_(params_[i].reshape({-1}).narrow(0, begin - offsets_[i], end - begin));
     }
   }
+  memory::own(shard_, MemoryCategory::Shards);
   shard_.set_requires_grad(true);
 
   full_aliases_shard_ = !config_.sharded && config_.compute_dtype == c10::ScalarType::Float &&
@@ -109,6 +112,8 @@ FlatParameter::FlatParameter(const UnitPlan& plan, const FlatParamConfig& config
   } else {
     CategoryScope full_parameters(MemoryCategory::FullParameters);
     full_ = at::empty({padded_numel_}, fp32.dtype(config_.compute_dtype).device(config_.compute_device));
+    // Its storage object stays while its memory comes and goes: owned once, counted at its size.
+    memory::own(full_, MemoryCategory::FullParameters);
   }
   full_.set_requires_grad(true);
   // See Note [Full parameter storage]: the parameters' own memory goes; they view full() now.
@@ -148,7 +153,9 @@ at::Tensor FlatParameter::shard_for_gather() const {
     return shard;
   }
   CategoryScope full_parameters(MemoryCategory::FullParameters);
-  return shard.to(config_.compute_device, config_.compute_dtype);
+  at::Tensor gather_input = shard.to(config_.compute_device, config_.compute_dtype);
+  memory::own(gather_input, MemoryCategory::FullParameters);
+  return gather_input;
 }
 
 void FlatParameter::fill_full_from_shard() {

@@ -11,6 +11,7 @@
 #include "engine/comm/nccl_backend.h"
 #include "engine/fault/fault_injection.h"
 #include "engine/fsdp/fully_sharded_data_parallel.h"
+#include "engine/memory/ownership_registry.h"
 #include "engine/memory/tracking_allocator.h"
 
 namespace dpscope::fsdp {
@@ -91,6 +92,7 @@ void FullyShardedDataParallel::post_backward(Unit& unit) {
       grad = grad.to(options_.mixed_precision.reduce_dtype);
     }
     if (predivide_ != 1) grad.div_(predivide_);
+    memory::own(grad, MemoryCategory::FullGradients);
   }
   const comm::CollectiveTag reduce_tag = tag(unit, trace::kFlagBackward);
   if (!flat.config().sharded) {
@@ -134,6 +136,8 @@ void FullyShardedDataParallel::accumulate_shard_grad(Unit& unit, const at::Tenso
     // A bucket's result is a slice of a larger tensor: keep only this unit's part alive (and the
     // optimizer's zero_grad cannot detach a view in place).
     shard_grad = grad.is_view() ? grad.clone() : grad;
+    // NO_SHARD's reduced full gradient becomes the shard's own: counted as what it now holds.
+    memory::count_as(shard_grad, MemoryCategory::GradientShards);
   }
   record_state(unit, trace::UnitState::Reducing, unit.reduce_begin_ns, trace::now_ns());
 }

@@ -83,6 +83,9 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<torch::nn::Mo
       if (buffer.is_floating_point()) buffer.set_data(buffer.to(options_.mixed_precision.buffer_dtype));
     }
   }
+  // The module's state outside the units: its buffers, counted as parameters in both accountings
+  // (Note [Ownership accounting]).
+  for (const at::Tensor& buffer : buffers_) memory::count_as(buffer, memory::MemoryCategory::Parameters);
   bucketer_ = std::make_unique<ReduceScatterBucketer>(*group_, options_.reduce_bucket_bytes,
                                                       options_.limit_reduce_scatters);
   install_post_backward_hooks();

@@ -6,6 +6,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/GradMode.h>
 
+#include "engine/memory/ownership_registry.h"
 #include "engine/memory/tracking_allocator.h"
 
 namespace dpscope::fsdp {
@@ -48,6 +49,7 @@ void ReduceScatterBucketer::reduce_scatter(const at::Tensor& input, comm::Collec
     wait_for_room();
     memory::CategoryScope gradient_shards(memory::MemoryCategory::GradientShards);
     at::Tensor output = at::empty({n}, input.options());
+    memory::own(output, memory::MemoryCategory::GradientShards);
     Issued issued{group_.reduce_scatter(output, input, comm::ReduceOp::Sum, tag,
                                         comm::ScatterInput::Workspace),
                   input, output, {}};
@@ -75,6 +77,7 @@ void ReduceScatterBucketer::flush_bucket(Bucket& bucket, comm::CollectiveTag tag
   {
     memory::CategoryScope buckets(memory::MemoryCategory::Buckets);
     data = at::empty({world, bucket.offset}, bucket.inputs.front().options());
+    memory::own(data, memory::MemoryCategory::Buckets);
   }
   int64_t column = 0;
   for (at::Tensor& held : bucket.inputs) {
@@ -88,6 +91,7 @@ void ReduceScatterBucketer::flush_bucket(Bucket& bucket, comm::CollectiveTag tag
   {
     memory::CategoryScope gradient_shards(memory::MemoryCategory::GradientShards);
     output = at::empty({bucket.offset}, input.options());
+    memory::own(output, memory::MemoryCategory::GradientShards);
   }
   tag.flags |= trace::kFlagBucketed;
   Issued issued{group_.reduce_scatter(output, input, comm::ReduceOp::Sum, tag,

@@ -6,6 +6,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/GradMode.h>
 
+#include "engine/memory/ownership_registry.h"
 #include "engine/memory/tracking_allocator.h"
 
 namespace dpscope::fsdp2 {
@@ -30,6 +31,7 @@ AllGatherBuffers foreach_all_gather_copy_in(const std::vector<at::Tensor>& padde
     memory::CategoryScope full(memory::MemoryCategory::FullParameters);
     buffers.output = at::empty({layout.rank_numel * layout.world_size},
                                padded_shards.at(0).options().dtype(dtype).device(device).requires_grad(false));
+    memory::own(buffers.output, memory::MemoryCategory::FullParameters);
   }
   buffers.input = buffers.output.narrow(0, layout.rank_numel * rank, layout.rank_numel);
   for (size_t i = 0; i < padded_shards.size(); ++i) {
@@ -58,6 +60,7 @@ at::Tensor foreach_reduce_scatter_copy_in(const std::vector<at::Tensor>& grads,
     memory::CategoryScope full_gradients(memory::MemoryCategory::FullGradients);
     input = at::empty({layout.rank_numel * layout.world_size},
                       grads.at(0).options().dtype(dtype).requires_grad(false));
+    memory::own(input, memory::MemoryCategory::FullGradients);
   }
   const at::Tensor by_rank = input.view({layout.world_size, layout.rank_numel});
   for (size_t i = 0; i < grads.size(); ++i) {

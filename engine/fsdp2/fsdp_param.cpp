@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "engine/fsdp2/fsdp2_options.h"
+#include "engine/memory/ownership_registry.h"
 #include "engine/memory/tracking_allocator.h"
 
 namespace dpscope::fsdp2 {
@@ -63,6 +64,7 @@ FsdpParam::FsdpParam(at::Tensor param, std::string name, int rank, int world_siz
     }
     memory::CategoryScope shards(memory::MemoryCategory::Shards);
     padded_shard_ = at::zeros({padded_chunk_numel()}, shard_options);
+    memory::own(padded_shard_, memory::MemoryCategory::Shards);
   }
   padded_shard_.narrow(0, 0, rows * row_numel_)
       .copy_(param_.detach().reshape({-1}).narrow(0, chunks_.first_row(rank) * row_numel_,
@@ -76,6 +78,8 @@ FsdpParam::FsdpParam(at::Tensor param, std::string name, int rank, int world_siz
     memory::CategoryScope full(memory::MemoryCategory::FullParameters);
     all_gather_output_ = at::empty({padded_chunk_numel() * world_size},
                                    param_.options().dtype(compute_dtype).requires_grad(false));
+    // Its storage object stays while its memory comes and goes: owned once, counted at its size.
+    memory::own(all_gather_output_, memory::MemoryCategory::FullParameters);
   }
   // See Note [Unsharded parameter storage]: the parameter's own memory goes; it views the
   // all-gather output's first numel elements from now on (a new dtype under mixed precision,
@@ -104,6 +108,7 @@ void FsdpParam::keep_post_forward_shard(int group_size, int group_rank) {
   const int64_t slice = all_gather_output_.numel() / group_size;
   memory::CategoryScope full(memory::MemoryCategory::FullParameters);
   post_forward_shard_ = all_gather_output_.narrow(0, slice * group_rank, slice).clone();
+  memory::own(post_forward_shard_, memory::MemoryCategory::FullParameters);
 }
 
 void FsdpParam::accumulate_sharded_grad(const at::Tensor& grad) {
@@ -117,6 +122,7 @@ void FsdpParam::accumulate_sharded_grad(const at::Tensor& grad) {
     // Its own tensor, not a view into the reduce-scatter's output as PyTorch keeps it: LibTorch
     // 1.13's Optimizer::zero_grad detaches a gradient in place, which a view refuses.
     current = rows.to(sharded_.device(), sharded_.scalar_type(), false, /*copy=*/true);
+    memory::own(current, memory::MemoryCategory::GradientShards);
   }
 }
 

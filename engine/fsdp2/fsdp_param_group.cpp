@@ -34,8 +34,7 @@ FsdpParamGroup::FsdpParamGroup(std::vector<std::unique_ptr<FsdpParam>> params, s
                         const torch::autograd::variable_list& /*inputs*/) {
               // The unsharded gradient, kept until the group reduces it (Note [Memory categories]).
               const at::Tensor& grad = raw->unsharded_param().grad();
-              memory::TrackingAllocator* allocator = memory::TrackingAllocator::installed();
-              if (allocator && grad.defined()) allocator->retag(grad, memory::MemoryCategory::FullGradients);
+              memory::count_as(grad, memory::MemoryCategory::FullGradients);
               on_gradient_accumulated();
               return outputs;
             }));
@@ -201,6 +200,7 @@ std::vector<at::Tensor> FsdpParamGroup::gather_float32() {
     memory::CategoryScope full(memory::MemoryCategory::FullParameters);
     outputs.push_back(at::empty({param->all_gather_output().numel()},
                                 param->padded_shard().options().device(compute_device())));
+    memory::own(outputs.back(), memory::MemoryCategory::FullParameters);
   }
   if (world_size() == 1) {
     for (size_t i = 0; i < params_.size(); ++i) outputs[i].copy_(shards[i]);
@@ -282,6 +282,7 @@ void FsdpParamGroup::issue_reduce_scatter(const std::vector<at::Tensor>& grads,
     {
       memory::CategoryScope gradient_shards(memory::MemoryCategory::GradientShards);
       reduce_output_ = at::empty({reduce_layout_.rank_numel}, reduce_input_.options());
+      memory::own(reduce_output_, memory::MemoryCategory::GradientShards);
     }
     // Averaged over the ranks as DDP averages (PyTorch's FSDP2 reduces float32 with
     // ReduceOp.AVG); under HSDP over the shard group's, the all-reduce then over the replicas.

@@ -112,6 +112,9 @@ std::shared_ptr<FsdpState> fully_shard(torch::nn::Module& module, comm::DeviceMe
     params.push_back(std::make_unique<FsdpParam>(item.value(), item.key(), group->rank(),
                                                  group->size(), compute_dtype, options.offload_policy));
   }
+  // The module's buffers stay whole on every rank: counted as parameters in both accountings
+  // (Note [Ownership accounting]).
+  for (const at::Tensor& buffer : module.buffers()) memory::count_as(buffer, memory::MemoryCategory::Parameters);
   auto state = std::make_shared<FsdpState>(module, mesh, options, children, std::move(params));
   {
     const std::lock_guard<std::mutex> lock(registry.mutex);

@@ -5,13 +5,27 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 
 namespace dpscope::memory {
 
+MemoryAccounting default_accounting(c10::Device device) {
+  return device.is_cpu() ? MemoryAccounting::Tracking : MemoryAccounting::Ownership;
+}
+
 MemorySampler::MemorySampler(trace::Recorder* recorder, const TrackingAllocator* allocator,
                              int cuda_device)
     : recorder_(recorder), allocator_(allocator), cuda_device_(cuda_device) {}
+
+MemorySampler::MemorySampler(trace::Recorder* recorder, const TrackingAllocator* allocator,
+                             c10::Device device, MemoryAccounting accounting)
+    : recorder_(recorder), allocator_(allocator),
+      cuda_device_(device.is_cuda() ? (device.has_index() ? device.index() : 0) : -1),
+      accounting_(accounting), device_(device) {
+  if (accounting_ == MemoryAccounting::Ownership) registry_ = &OwnershipRegistry::install();
+  if (recorder_) recorder_->set_meta(trace::meta_key::kMemoryAccounting, trace::to_string(accounting_));
+}
 
 void MemorySampler::sample(int64_t ts_ns) {
   auto put = [&](MemoryCategory category, int64_t bytes, bool always) {
@@ -22,35 +36,89 @@ void MemorySampler::sample(int64_t ts_ns) {
       last_[i] = bytes;
     }
   };
-  if (allocator_) {
-    const TrackingAllocator::PeakSnapshot peak = allocator_->peak_snapshot();
-    if (peak.generation != peak_generation_) {
-      peak_generation_ = peak.generation;
-      // A snapshot from before the previous sample was seen by it (or raced with it): only one
-      // strictly between the two samples is a moment the trace has not got.
-      if (!first_ && peak.ts_ns > last_ts_ns_ && peak.ts_ns < ts_ns) {
-        for (int i = 0; i < trace::kMemoryCategoryCount; ++i) {
-          const auto category = static_cast<MemoryCategory>(i);
-          if (!trace::is_stacked(category) && category != MemoryCategory::AllocatorTotal) continue;
-          const int64_t bytes = peak.bytes[static_cast<size_t>(i)];
-          peaks_[static_cast<size_t>(i)] = std::max(peaks_[static_cast<size_t>(i)], bytes);
-          if (recorder_) recorder_->memory(category, bytes, peak.ts_ns);
-          last_[static_cast<size_t>(i)] = bytes;
-        }
-      }
-    }
+  const CudaMemoryStats cuda = cuda_device_ >= 0 ? cuda_memory_stats(cuda_device_) : CudaMemoryStats{};
+  Bytes stacked{};
+  bool has_categories = false;
+  if (accounting_ == MemoryAccounting::Ownership) {
+    stacked = owned_sample(cuda.allocated);
+    has_categories = true;
+  } else if (allocator_) {
+    record_tracking_peak(ts_ns);
     for (const MemoryCategory category : trace::kStackedCategories) {
-      put(category, allocator_->bytes(category), false);
+      stacked[static_cast<size_t>(category)] = allocator_->bytes(category);
     }
-    put(MemoryCategory::AllocatorTotal, allocator_->bytes_in_use(), true);
+    has_categories = true;
   }
+  if (has_categories) {
+    int64_t sum = 0;
+    for (const MemoryCategory category : trace::kStackedCategories) {
+      put(category, stacked[static_cast<size_t>(category)], false);
+      sum += stacked[static_cast<size_t>(category)];
+    }
+    const auto total = static_cast<size_t>(MemoryCategory::AllocatorTotal);
+    if (first_ || sum > peak_moment_[total]) {
+      peak_moment_ = stacked;
+      peak_moment_[total] = sum;
+    }
+  }
+  if (allocator_) put(MemoryCategory::AllocatorTotal, allocator_->bytes_in_use(), true);
   if (cuda_device_ >= 0) {
-    const CudaMemoryStats stats = cuda_memory_stats(cuda_device_);
-    put(MemoryCategory::CudaAllocated, stats.allocated, true);
-    put(MemoryCategory::CudaReserved, stats.reserved, true);
+    put(MemoryCategory::CudaAllocated, cuda.allocated, true);
+    put(MemoryCategory::CudaReserved, cuda.reserved, true);
   }
   first_ = false;
   last_ts_ns_ = ts_ns;
+}
+
+// See Note [Ownership accounting]: the owned bytes on the device, the rest of the device
+// allocator's total as activations (and the tracking allocator's `other` on the CPU).
+MemorySampler::Bytes MemorySampler::owned_sample(int64_t cuda_allocated) {
+  Bytes bytes = registry_->owned_bytes(device_);
+  int64_t owned = 0;
+  for (const MemoryCategory category : trace::kStackedCategories) owned += bytes[static_cast<size_t>(category)];
+  const auto activations = static_cast<size_t>(MemoryCategory::Activations);
+  const auto other = static_cast<size_t>(MemoryCategory::Other);
+  if (device_.is_cpu() && allocator_) {
+    const int64_t total = allocator_->bytes_in_use();
+    bytes[other] = allocator_->bytes(MemoryCategory::Other);
+    bytes[activations] = total - owned - bytes[other];
+    // How far this sample is from the tracking allocator's own split of the same memory.
+    largest_tracked_total_ = std::max(largest_tracked_total_, total);
+    for (const MemoryCategory category : trace::kStackedCategories) {
+      if (category == MemoryCategory::Activations || category == MemoryCategory::Other) continue;
+      const auto i = static_cast<size_t>(category);
+      largest_difference_[i] =
+          std::max(largest_difference_[i], std::abs(bytes[i] - allocator_->bytes(category)));
+    }
+  } else if (device_.is_cuda()) {
+    bytes[activations] = cuda_allocated - owned;
+  }
+  return bytes;
+}
+
+// A peak the tracking allocator reached since the previous sample, recorded at its moment.
+void MemorySampler::record_tracking_peak(int64_t ts_ns) {
+  const TrackingAllocator::PeakSnapshot peak = allocator_->peak_snapshot();
+  if (peak.generation == peak_generation_) return;
+  peak_generation_ = peak.generation;
+  // A snapshot from before the previous sample was seen by it (or raced with it): only one
+  // strictly between the two samples is a moment the trace has not got.
+  if (first_ || peak.ts_ns <= last_ts_ns_ || peak.ts_ns >= ts_ns) return;
+  int64_t sum = 0;
+  for (int i = 0; i < trace::kMemoryCategoryCount; ++i) {
+    const auto category = static_cast<MemoryCategory>(i);
+    if (!trace::is_stacked(category) && category != MemoryCategory::AllocatorTotal) continue;
+    const int64_t bytes = peak.bytes[static_cast<size_t>(i)];
+    peaks_[static_cast<size_t>(i)] = std::max(peaks_[static_cast<size_t>(i)], bytes);
+    if (recorder_) recorder_->memory(category, bytes, peak.ts_ns);
+    last_[static_cast<size_t>(i)] = bytes;
+    if (trace::is_stacked(category)) sum += bytes;
+  }
+  const auto total = static_cast<size_t>(MemoryCategory::AllocatorTotal);
+  if (sum > peak_moment_[total]) {
+    peak_moment_ = peak.bytes;
+    peak_moment_[total] = sum;
+  }
 }
 
 int64_t resident_bytes() {

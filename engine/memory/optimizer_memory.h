@@ -7,8 +7,9 @@
 
 namespace dpscope::memory {
 
-// Retags the state tensors of `optimizer` (SGD's momentum buffers, Adam's and AdamW's moments)
-// as MemoryCategory::OptimizerState in the installed tracking allocator; nothing without one.
+// Counts the state tensors of `optimizer` (SGD's momentum buffers, Adam's and AdamW's moments)
+// as MemoryCategory::OptimizerState: retagged in the installed tracking allocator, claimed in the
+// installed ownership registry (count_as); nothing without either.
 // Call after step(), on any thread.
 void count_optimizer_state(const torch::optim::Optimizer& optimizer);
 

@@ -98,6 +98,9 @@ struct TrainConfig {
 
   std::string trace;  // "" = DPSCOPE_TRACE_DIR/rank<R>.sqlite, else traces/train-<model>.sqlite
   trace::TraceLevel trace_level = trace::TraceLevel::Full;
+  // --memory-accounting: how memory samples split memory into categories (Note [Ownership
+  // accounting]); none: the device's own, tracking on the CPU and ownership on a GPU.
+  std::optional<trace::MemoryAccounting> memory_accounting;
   std::string save_init;
   std::string save_final;
   int progress_every = 10;  // print a progress line every N steps (0: none)

@@ -10,6 +10,7 @@
 #include <torch/utils.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -138,6 +139,10 @@ std::shared_ptr<models::Model> build_model(const TrainConfig& config, const comm
   // Initialised on the CPU, from the same generator whatever the device, then moved.
   std::shared_ptr<models::Model> model = models::make_model(model_config);
   model->to(device);
+  // The model's state is the run's parameters until a wrapper makes it its own (Note [Ownership
+  // accounting]).
+  for (const at::Tensor& param : model->parameters()) memory::own(param, memory::MemoryCategory::Parameters);
+  for (const at::Tensor& buffer : model->buffers()) memory::own(buffer, memory::MemoryCategory::Parameters);
   return model;
 }
 
@@ -222,23 +227,44 @@ void evaluate(const TrainConfig& config, const comm::LaunchEnv& env, c10::Device
   recorder.metric(static_cast<int32_t>(config.steps - 1), recorder.name("accuracy"), result.eval_accuracy);
 }
 
+// The accounting's line on the CPU under ownership: how far it came from the tracking allocator's
+// categories of the same samples, the largest difference of any owned category as a share of the
+// run's peak (tests/memory/test_ownership_equality.cpp reads it).
+void print_accounting_difference(const memory::MemorySampler& sampler) {
+  const int64_t peak = sampler.largest_tracked_total();
+  if (sampler.accounting() != memory::MemoryAccounting::Ownership || peak <= 0) return;
+  trace::MemoryCategory largest = trace::MemoryCategory::Parameters;
+  for (const trace::MemoryCategory c : trace::kStackedCategories) {
+    if (sampler.largest_difference(c) > sampler.largest_difference(largest)) largest = c;
+  }
+  std::printf("memory_accounting ownership: largest difference from tracking %.3f %% of the peak "
+              "%.3f MiB (%s, %lld bytes)\n",
+              100.0 * static_cast<double>(sampler.largest_difference(largest)) / static_cast<double>(peak),
+              static_cast<double>(peak) / (1 << 20), std::string(trace::to_string(largest)).c_str(),
+              static_cast<long long>(sampler.largest_difference(largest)));
+}
+
 // The run's last lines: the peak with its categories, the median step, the trace files.
-void print_end(const TrainResult& result, const std::optional<memory::TrackingAllocator::PeakSnapshot>& peak,
+void print_end(const TrainResult& result, const std::optional<std::array<int64_t, trace::kMemoryCategoryCount>>& peak,
                const memory::MemorySampler& sampler, c10::Device device, const std::string& trace_line) {
   if (result.peak_memory_bytes > 0) {
     std::string breakdown;
     for (const trace::MemoryCategory c : trace::kStackedCategories) {
-      if (!peak || peak->bytes[static_cast<size_t>(c)] <= 0) continue;
+      if (!peak || (*peak)[static_cast<size_t>(c)] <= 0) continue;
       char part[96];
       std::snprintf(part, sizeof(part), "%s%s %.2f", breakdown.empty() ? "" : ", ",
                     std::string(trace::to_string(c)).c_str(),
-                    static_cast<double>(peak->bytes[static_cast<size_t>(c)]) / (1 << 20));
+                    static_cast<double>((*peak)[static_cast<size_t>(c)]) / (1 << 20));
       breakdown += part;
     }
-    std::printf("peak_memory_mb %.3f (%s%s)\n",
-                static_cast<double>(result.peak_memory_bytes) / (1 << 20),
-                device.is_cuda() ? "host memory: " : "", breakdown.c_str());
+    // Ownership splits the run device's memory; tracking the host's (Note [Ownership accounting]).
+    const char* whose = !device.is_cuda() ? ""
+                        : sampler.accounting() == memory::MemoryAccounting::Ownership ? "GPU memory: "
+                                                                                      : "host memory: ";
+    std::printf("peak_memory_mb %.3f (%s%s)\n", static_cast<double>(result.peak_memory_bytes) / (1 << 20),
+                whose, breakdown.c_str());
   }
+  print_accounting_difference(sampler);
   if (device.is_cuda()) {
     std::printf("peak_cuda_memory_mb %.3f (cuda_allocated; reserved %.3f)\n",
                 static_cast<double>(sampler.peak(memory::MemoryCategory::CudaAllocated)) / (1 << 20),
@@ -256,8 +282,11 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env, c10::Devi
   memory::TrackingAllocator* allocator =
       config.trace_level == trace::TraceLevel::Full ? &memory::TrackingAllocator::install() : nullptr;
   // On a GPU the tracking allocator sees only host memory; the CUDA caching allocator's bytes are
-  // sampled beside it (cuda_allocated, cuda_reserved).
-  memory::MemorySampler sampler(&recorder, allocator, device.is_cuda() ? device.index() : -1);
+  // sampled beside it (cuda_allocated, cuda_reserved), and ownership accounting (the default there)
+  // splits them by category. Made before the data and the model, so that the ownership registry
+  // is installed when they are claimed.
+  memory::MemorySampler sampler(&recorder, allocator, device,
+                                config.memory_accounting.value_or(memory::default_accounting(device)));
 
   comm::WorldOptions world_options;
   world_options.backend = backend_for(config.backend, device);
@@ -298,11 +327,16 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env, c10::Devi
   }
 
   result.step_ms_median = core::summarize_steps(step_ms).median_ms;  // Note [Steady steps]
-  // The peak as the trace records it (Note [Memory at the peak]): the allocator's snapshot, whose
-  // categories sum to its total, so this line and `dpscope stats` agree.
-  std::optional<memory::TrackingAllocator::PeakSnapshot> peak;
-  if (allocator) peak = allocator->peak_snapshot();
-  result.peak_memory_bytes = peak ? peak->bytes[static_cast<size_t>(memory::MemoryCategory::AllocatorTotal)]
+  // The peak as the trace records it (Note [Memory at the peak]): tracking, the allocator's
+  // snapshot, whose categories sum to its total; ownership, the sample whose categories summed to
+  // the most. So this line and `dpscope stats` agree.
+  std::optional<std::array<int64_t, trace::kMemoryCategoryCount>> peak;
+  if (sampler.accounting() == memory::MemoryAccounting::Ownership) {
+    if (config.trace_level == trace::TraceLevel::Full) peak = sampler.peak_moment();
+  } else if (allocator) {
+    peak = allocator->peak_snapshot().bytes;
+  }
+  result.peak_memory_bytes = peak ? (*peak)[static_cast<size_t>(memory::MemoryCategory::AllocatorTotal)]
                                   : sampler.peak(memory::MemoryCategory::AllocatorTotal);
   // Every rank finishes its collectives before the group goes away, and closes its file before
   // rank 0 merges them (Note [Trace files of a run]).

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "engine/memory/optimizer_memory.h"
+#include "engine/memory/ownership_registry.h"
 #include "engine/memory/tracking_allocator.h"
 
 namespace dpscope::zero {
@@ -75,14 +76,17 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<at::Tensor> paramet
   {
     memory::CategoryScope category(memory::MemoryCategory::Parameters);
     flat_parameters_ = at::zeros({padded}, options.requires_grad(false));
+    memory::own(flat_parameters_, memory::MemoryCategory::Parameters);
   }
   {
     memory::CategoryScope category(memory::MemoryCategory::Gradients);
     flat_gradients_ = at::zeros({padded}, options.requires_grad(false));
+    memory::own(flat_gradients_, memory::MemoryCategory::Gradients);
   }
   {
     memory::CategoryScope category(memory::MemoryCategory::GradientShards);
     gradient_shard_ = at::zeros({shard_numel_}, options.requires_grad(false));
+    memory::own(gradient_shard_, memory::MemoryCategory::GradientShards);
   }
   for (size_t i = 0; i < parameters_.size(); ++i) {
     at::Tensor& p = parameters_[i];

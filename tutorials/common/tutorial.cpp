@@ -125,6 +125,14 @@ std::shared_ptr<models::Model> Session::build_model(const models::ModelConfig& c
     model = models::make_model(config);
   }
   model->to(device());
+  // A GPU run's memory is accounted by ownership (TracedRun's sampler): the registry is installed
+  // before the model, whose state is the run's parameters until a wrapper makes it its own (Note
+  // [Ownership accounting]).
+  if (memory::default_accounting(device()) == memory::MemoryAccounting::Ownership) {
+    memory::OwnershipRegistry::install();
+  }
+  for (const at::Tensor& param : model->parameters()) memory::own(param, memory::MemoryCategory::Parameters);
+  for (const at::Tensor& buffer : model->buffers()) memory::own(buffer, memory::MemoryCategory::Parameters);
   return model;
 }
 
@@ -186,8 +194,9 @@ TracedRun::TracedRun(Session& session, std::string part)
                   ("rank" + std::to_string(session.rank()) + ".sqlite")).string()),
       run_file_((std::filesystem::path(session.trace_dir()) / part_ / "run.sqlite").string()),
       recorder_(make_recorder(session, rank_file_)),
-      memory_sampler_(recorder_.get(), memory::TrackingAllocator::installed(),
-                      session.backend() == comm::Backend::Nccl ? session.env().local_rank : -1) {
+      // Tracking on the CPU, ownership on a GPU (the device's own accounting, as `dpscope train`).
+      memory_sampler_(recorder_.get(), memory::TrackingAllocator::installed(), session.device(),
+                      memory::default_accounting(session.device())) {
   recorder_->set_clock_offset(session.world().clock.offset_ns, session.world().clock.uncertainty_ns);
   namespace key = trace::meta_key;
   recorder_->set_meta(key::kCommandLine, session.command_line());
