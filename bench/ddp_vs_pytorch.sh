@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # DDP step time: `dpscope train --strategy ddp` against PyTorch's own DistributedDataParallel,
-# and full tracing against tracing off (docs/design.md, Quality bars: ratio <= 1.0, tracing <= 2 %).
+# and full tracing against tracing off (docs/design.md, Quality bars: ratio <= 1.0, tracing <= 2 %),
+# with the memory categories by tracking (the CPU's default) and by ownership (a GPU's default).
 #
 #   bench/ddp_vs_pytorch.sh [BUILD_DIR] [ROUNDS] [STEPS]      (defaults: build 5 80)
 #
-# Each round runs, in an order that alternates from round to round, three 2-rank runs under
+# Each round runs, in an order that alternates from round to round, four 2-rank runs under
 # `BUILD_DIR/bin/dpscope launch -n 2`:
 #   ours   dpscope train --strategy ddp ... --trace-level off
 #   torch  /usr/bin/python3 bench/pytorch_ddp_step.py (PyTorch 1.13 DDP, gloo)
 #   full   dpscope train ... --trace-level full (trace into a temporary directory)
+#   own    full with --memory-accounting ownership (each sample walks the ownership registry)
 # on the same mlp (hidden 1024, 3 layers, batch 64 per rank, synthetic data, gloo, 1 thread per
 # rank, OMP_NUM_THREADS=1). Every run prints rank 0's `step_ms` (median of steps 3..K); the
 # summary is the median over rounds of those medians, the min-max over rounds, and the ratios.
@@ -29,9 +31,9 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
 model=(--model mlp --hidden 1024 --layers 3 --batch-size 64 --steps "$steps")
-run_ours() {  # $1 = trace level
+run_ours() {  # $1 = trace level, $2 = memory accounting
   "$bin/dpscope" launch -n 2 -- "$bin/dpscope" train --strategy ddp --backend gloo --threads 1 \
-    "${model[@]}" --progress-every 1 --trace-level "$1" --trace "$tmp/trace-$1" \
+    "${model[@]}" --progress-every 1 --trace-level "$1" --memory-accounting "$2" --trace "$tmp/trace-$1" \
     > "$tmp/out" 2>&1 || { cat "$tmp/out" >&2; exit 1; }
   rm -rf "$tmp/trace-$1"
 }
@@ -43,8 +45,9 @@ run_torch() {
 # progress lines, printed after each step's clock stopped) to $tmp/steps-$1.
 run() {
   case "$1" in
-    ours) run_ours off ;;
-    full) run_ours full ;;
+    ours) run_ours off tracking ;;
+    full) run_ours full tracking ;;
+    own) run_ours full ownership ;;
     torch) run_torch ;;
   esac
   sed -n 's/^\[0\] step \([0-9]*\)\/.* \([0-9.]*\) ms$/\1 \2/p' "$tmp/out" |
@@ -55,34 +58,37 @@ run() {
 echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
      "load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
 echo "blas: $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)"
-printf '%-6s %10s %10s %10s\n' round ours_ms torch_ms full_ms
-declare -a ours torch full
+printf '%-6s %10s %10s %10s %10s\n' round ours_ms torch_ms full_ms own_ms
+declare -a ours torch full own
 for ((r = 0; r < rounds; ++r)); do
-  if ((r % 2 == 0)); then order=(ours torch full); else order=(full torch ours); fi
+  if ((r % 2 == 0)); then order=(ours torch full own); else order=(own full torch ours); fi
   declare -A got=()
   for v in "${order[@]}"; do got[$v]="$(run "$v")"; done
-  ours+=("${got[ours]}"); torch+=("${got[torch]}"); full+=("${got[full]}")
-  printf '%-6s %10s %10s %10s\n' "$((r + 1))" "${got[ours]}" "${got[torch]}" "${got[full]}"
+  ours+=("${got[ours]}"); torch+=("${got[torch]}"); full+=("${got[full]}"); own+=("${got[own]}")
+  printf '%-6s %10s %10s %10s %10s\n' "$((r + 1))" "${got[ours]}" "${got[torch]}" "${got[full]}" "${got[own]}"
 done
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at end"
 
-"$python" - "${ours[*]}" "${torch[*]}" "${full[*]}" "$tmp" <<'EOF'
+"$python" - "${ours[*]}" "${torch[*]}" "${full[*]}" "${own[*]}" "$tmp" <<'EOF'
 import statistics, sys
-ours, torch, full = ([float(v) for v in arg.split()] for arg in sys.argv[1:4])
+ours, torch, full, own = ([float(v) for v in arg.split()] for arg in sys.argv[1:5])
 med = statistics.median
-steps = {v: sorted(float(x) for x in open(f"{sys.argv[4]}/steps-{v}")) for v in ("ours", "torch", "full")}
+steps = {v: sorted(float(x) for x in open(f"{sys.argv[5]}/steps-{v}")) for v in ("ours", "torch", "full", "own")}
 def pct(values, q):
     return values[min(len(values) - 1, int(q * len(values)))]
 print("all steps 3..K of all rounds (rank 0):   p10      p25   median      p75      p90 ms")
-for v, name in (("ours", "ours (off)"), ("torch", "pytorch ddp"), ("full", "ours (full)")):
+for v, name in (("ours", "ours (off)"), ("torch", "pytorch ddp"), ("full", "ours (full)"),
+                ("own", "ownership")):
     s = steps[v]
     print(f"  {name:12s} {len(s):5d} steps " + " ".join(f"{pct(s, q):8.3f}" for q in (.1, .25, .5, .75, .9)))
 print(f"  pooled ratio ours/pytorch: p25 {pct(steps['ours'], .25) / pct(steps['torch'], .25):.3f}"
       f"  median {pct(steps['ours'], .5) / pct(steps['torch'], .5):.3f};"
       f"  full vs off: p25 {100 * (pct(steps['full'], .25) / pct(steps['ours'], .25) - 1):+.1f} %"
-      f"  median {100 * (pct(steps['full'], .5) / pct(steps['ours'], .5) - 1):+.1f} %")
+      f"  median {100 * (pct(steps['full'], .5) / pct(steps['ours'], .5) - 1):+.1f} %;"
+      f"  ownership vs off: median {100 * (pct(steps['own'], .5) / pct(steps['ours'], .5) - 1):+.1f} %")
 print("per-run step_ms (median of steps 3..K), over rounds:")
-for name, values in (("ours (off)", ours), ("pytorch ddp", torch), ("ours (full)", full)):
+for name, values in (("ours (off)", ours), ("pytorch ddp", torch), ("ours (full)", full),
+                     ("ownership", own)):
     print(f"{name:12s} median {med(values):8.3f} ms   min {min(values):8.3f}   max {max(values):8.3f}")
 ratios = [o / t for o, t in zip(ours, torch)]
 trace = [f / o - 1 for f, o in zip(full, ours)]
@@ -90,4 +96,8 @@ print(f"ratio ours/pytorch {med(ours) / med(torch):.3f}   per round "
       + " ".join(f"{r:.3f}" for r in ratios))
 print(f"tracing full vs off {100 * (med(full) / med(ours) - 1):+.1f} %   per round "
       + " ".join(f"{100 * t:+.1f}" for t in trace))
+owned = [w / o - 1 for w, o in zip(own, ours)]
+print(f"tracing full with ownership vs off {100 * (med(own) / med(ours) - 1):+.1f} %   per round "
+      + " ".join(f"{100 * t:+.1f}" for t in owned)
+      + f";  vs full by tracking {100 * (med(own) / med(full) - 1):+.1f} %")
 EOF
