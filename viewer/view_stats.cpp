@@ -73,12 +73,16 @@ void draw_memory_at_peak(App& app, const Analysis& a) {
     ImGui::Text("peak in the steps (MiB; from the first iteration to the end of the last)");
     draw_peak_table(app, a, "memory at step peak", &analysis::RankStats::step_memory_peak);
   }
+  // By ownership a GPU rank's categories split cuda_allocated; by tracking they are the host's.
+  const bool gpu_categories = a.stats.memory_accounting == trace::MemoryAccounting::Ownership;
   for (const analysis::RankStats& r : a.stats.ranks) {
     if (!r.sampled_gpu_memory()) continue;
-    ImGui::TextWrapped("rank %d on a GPU: the categories above are host memory; GPU memory (CUDA caching "
-                "allocator) peaked at %.2f MiB allocated, %.2f MiB reserved",
-                r.rank, double(r.largest(trace::MemoryCategory::CudaAllocated)) / double(1 << 20),
-                double(r.largest(trace::MemoryCategory::CudaReserved)) / double(1 << 20));
+    ImGui::TextWrapped("rank %d on a GPU: the categories above are %s; GPU memory (CUDA caching "
+                "allocator) peaked at %.2f MiB allocated, %.2f MiB reserved; host memory at %.2f MiB",
+                r.rank, gpu_categories ? "the GPU's, by ownership" : "host memory",
+                double(r.largest(trace::MemoryCategory::CudaAllocated)) / double(1 << 20),
+                double(r.largest(trace::MemoryCategory::CudaReserved)) / double(1 << 20),
+                double(r.largest(trace::MemoryCategory::AllocatorTotal)) / double(1 << 20));
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "viewer/app.h"
 #include "viewer/lod.h"
+#include "viewer/memory_labels.h"
 #include "viewer/palette.h"
 
 namespace dpscope::view {
@@ -614,27 +615,18 @@ float draw_rank_memory(Frame& f, float left, int rank_index, float y) {
   if (y + height >= f.clip_y0 && y <= f.clip_y1) {
     draw_memory_graph(f.app, f.trace, rank, f.map.x0, y, f.map.width, height);
     f.draw->AddText(ImVec2(left + 12, y), theme().text, "memory");
-    // The peak's size beside the graph, not on it (its moment: the red line in the graph). On a
-    // GPU the categories are the host's, and the GPU's own peak is cuda_allocated's. Where the
-    // Stats panel shows the peak in the steps too (construction or an evaluation peaked higher),
-    // so does the label, under the run's.
-    // A rank without samples has no peak to name (the graph says "no memory samples").
-    const bool gpu = rank.gpu_memory_peak_bytes >= 0;
+    // The peak's size beside the graph, not on it (its moment: the red line in the graph), named by
+    // whose memory the categories are; under it the other memory's peak on a GPU, or the peak in
+    // the steps where the Stats panel shows it too (memory_labels.h).
+    const Analysis* analysis = f.app.traces[size_t(f.trace)].analysis.get();
+    const MemoryGraphLabels labels = memory_graph_labels(
+        *f.app.traces[size_t(f.trace)].model, rank,
+        analysis ? analysis->rank(*f.app.traces[size_t(f.trace)].model, size_t(rank_index)) : nullptr,
+        analysis && analysis->steps_peak_elsewhere());
     const float line = ImGui::GetTextLineHeight();
-    if (rank.memory_peak_bytes > 0 || gpu) {
-      const std::string peak = (gpu ? "host " : "peak ") + format_bytes(rank.memory_peak_bytes);
-      f.draw->AddText(ImVec2(left + 12, y + line), theme().peak_text, peak.c_str());
-    }
-    if (gpu) {
-      const std::string gpu_peak = "GPU " + format_bytes(rank.gpu_memory_peak_bytes);
-      f.draw->AddText(ImVec2(left + 12, y + 2 * line), theme().text, gpu_peak.c_str());
-    } else if (const Analysis* analysis = f.app.traces[size_t(f.trace)].analysis.get();
-               analysis && analysis->steps_peak_elsewhere()) {
-      const analysis::RankStats* stats = analysis->rank(*f.app.traces[size_t(f.trace)].model, size_t(rank_index));
-      if (stats && stats->step_memory_peak.found()) {
-        const std::string steps = "steps " + format_bytes(stats->step_memory_peak.total_bytes);
-        f.draw->AddText(ImVec2(left + 12, y + 2 * line), theme().text, steps.c_str());
-      }
+    if (!labels.peak.empty()) f.draw->AddText(ImVec2(left + 12, y + line), theme().peak_text, labels.peak.c_str());
+    if (!labels.second.empty()) {
+      f.draw->AddText(ImVec2(left + 12, y + 2 * line), theme().text, labels.second.c_str());
     }
   }
   return y + height + 4;

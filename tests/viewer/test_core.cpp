@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "formats/synth.h"
@@ -15,6 +16,7 @@
 #include "trace/writer.h"
 #include "viewer/analysis.h"
 #include "viewer/lod.h"
+#include "viewer/memory_labels.h"
 #include "viewer/model.h"
 
 using namespace dpscope::view;
@@ -451,8 +453,51 @@ TEST(ViewerModel, GpuMemoryPeakBesideTheHostPeak) {
   ASSERT_EQ(gpu->ranks.size(), 1u);
   EXPECT_EQ(gpu->ranks[0].memory_peak_bytes, 1 << 20);
   EXPECT_EQ(gpu->ranks[0].gpu_memory_peak_bytes, 66 << 20);
+  // The graph's labels: the categories' peak as the host's, the GPU's cuda_allocated under it.
+  const MemoryGraphLabels labels = memory_graph_labels(*gpu, gpu->ranks[0], nullptr, false);
+  EXPECT_EQ(labels.peak, "host " + format_bytes(1 << 20));
+  EXPECT_EQ(labels.second, "GPU " + format_bytes(66 << 20));
   const auto cpu = synth_model(dir, 1, 2000);
   EXPECT_EQ(cpu->ranks[0].gpu_memory_peak_bytes, -1);
+  EXPECT_EQ(memory_graph_labels(*cpu, cpu->ranks[0], nullptr, false).peak.rfind("peak ", 0), 0u);
+}
+
+// By ownership (a GPU run's default) the categories split cuda_allocated: the graph is labelled
+// GPU, with the host's largest total beside it.
+TEST(ViewerModel, GpuCategoriesByOwnershipLabelTheGraphGpu) {
+  namespace trace = dpscope::trace;
+  TempDir dir;
+  const std::string path = dir.file("gpu-ownership.sqlite");
+  {
+    trace::Writer w(path);
+    w.begin();
+    w.set_meta(trace::meta_key::kMemoryAccounting, trace::to_string(trace::MemoryAccounting::Ownership));
+    trace::RankInfo rank;
+    rank.rank = 0;
+    rank.host = "localhost";
+    rank.device = "cuda:0";
+    rank.status = "complete";
+    w.put_rank(rank);
+    for (const auto& [ts, params, activations, host] :
+         std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{{1000, 8 << 20, 56 << 20, 3 << 20},
+                                                                     {2000, 8 << 20, 58 << 20, 5 << 20}}) {
+      w.add_memory(trace::MemorySample{0, ts, trace::MemoryCategory::Parameters, params});
+      w.add_memory(trace::MemorySample{0, ts, trace::MemoryCategory::Activations, activations});
+      w.add_memory(trace::MemorySample{0, ts, trace::MemoryCategory::AllocatorTotal, host});
+      w.add_memory(trace::MemorySample{0, ts, trace::MemoryCategory::CudaAllocated, params + activations});
+    }
+    w.commit();
+    w.finish();
+  }
+  const auto model = load_model(path);
+  const Analysis analysis = analyze_file(*model);
+  const auto* stats = analysis.rank(*model, 0);
+  ASSERT_NE(stats, nullptr);
+  const MemoryGraphLabels labels = memory_graph_labels(*model, model->ranks[0], stats, false);
+  EXPECT_EQ(model->ranks[0].memory_peak_bytes, 66 << 20) << "the categories add up to cuda_allocated";
+  EXPECT_EQ(labels.peak, "GPU " + format_bytes(66 << 20));
+  EXPECT_EQ(labels.second, "host " + format_bytes(5 << 20));
+  EXPECT_EQ(analysis.stats.memory_accounting, trace::MemoryAccounting::Ownership);
 }
 
 TEST(ViewerModel, BadFilesThrowNamingTheFile) {
