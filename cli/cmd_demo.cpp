@@ -140,27 +140,30 @@ double hidden_percent(const Figures& figures) {
 double print_peaks(const analysis::RunStats& stats) {
   double largest = 0;
   // The peak in the steps: the held-out rows' evaluation after them forwards all its rows at
-  // once and is no step's (Note [Work outside iterations]). On GPUs the categories count host
-  // memory only: the GPU's peak is the CUDA caching allocator's (cuda_allocated), without
-  // categories.
+  // once and is no step's (Note [Work outside iterations]). On GPUs the categories split
+  // cuda_allocated by ownership (the default there; Note [Ownership accounting]), so the peak and
+  // its categories read as on the CPU; a GPU run by tracking has host memory in its categories,
+  // and its peak is the CUDA caching allocator's (cuda_allocated), without categories.
   const bool gpu = stats.ranks.front().sampled_gpu_memory();
+  const bool gpu_without_categories = gpu && stats.memory_accounting == trace::MemoryAccounting::Tracking;
   std::string peaks;
   for (const analysis::RankStats& rank : stats.ranks) {
-    const int64_t peak = gpu ? rank.largest_in_steps(trace::MemoryCategory::CudaAllocated)
-                             : rank.step_memory_peak.total_bytes;
+    const int64_t peak = gpu_without_categories ? rank.largest_in_steps(trace::MemoryCategory::CudaAllocated)
+                                                : rank.step_memory_peak.total_bytes;
     char part[32];
     std::snprintf(part, sizeof(part), "%.2f", mib(peak));
     peaks += (peaks.empty() ? "" : " / ") + std::string(part);
     largest = std::max(largest, mib(peak));
   }
   const analysis::MemoryAtPeak& first = stats.ranks.front().step_memory_peak;
-  if (gpu) {
-    std::printf("  peak memory     %s MiB of GPU memory in the steps (cuda_allocated; ranks %d..%d; by category "
-                "only on the CPU, docs/gpu.md)\n",
+  if (gpu_without_categories) {
+    std::printf("  peak memory     %s MiB of GPU memory in the steps (cuda_allocated; ranks %d..%d; its "
+                "categories are the host's: tracking accounting, docs/gpu.md)\n",
                 peaks.c_str(), stats.ranks.front().rank, stats.ranks.back().rank);
   } else if (first.found()) {
-    std::printf("  peak memory     %s MiB in the steps (ranks %d..%d)\n", peaks.c_str(),
-                stats.ranks.front().rank, stats.ranks.back().rank);
+    std::printf("  peak memory     %s MiB %sin the steps (ranks %d..%d)\n", peaks.c_str(),
+                gpu ? "of GPU memory (cuda_allocated by ownership) " : "", stats.ranks.front().rank,
+                stats.ranks.back().rank);
     std::string parts;
     for (const analysis::CategoryBytes& c : first.categories) {
       if (c.bytes == 0) continue;
