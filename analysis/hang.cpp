@@ -110,7 +110,9 @@ std::optional<FrProblem> flight_recorder_problem(const GroupCollectives& g) {
       const auto& collectives = g.by_rank.at(rank);
       const auto found = collectives.find(seq);
       if (found == collectives.end()) {
-        verdict = "NOT_ALL_RANKS_JOINING";
+        // A rank with no entry of the group at all left no dump: the analyzer "cannot decide
+        // what's wrong with this collective entry because we missed FR dumps from ranks".
+        verdict = collectives.empty() ? "UNDECIDED" : "NOT_ALL_RANKS_JOINING";
         break;
       }
       if (!first) {
@@ -350,8 +352,17 @@ std::string make_sentence(const HangReport& report) {
       break;
     }
   }
+  bool culprit_recorded_nothing = false;
+  for (const HangGroup& g : report.groups) {
+    for (const HangRank& r : g.ranks) {
+      if (g.grp == d.grp && r.rank == report.culprit) culprit_recorded_nothing = r.last_issued_seq == trace::kNone64;
+    }
+  }
   std::string sentence;
-  if (!mine && theirs) {
+  if (!mine && theirs && culprit_recorded_nothing) {
+    sentence = culprit + " left no record of any collective of its group (no trace or dump of it), so nothing says "
+               "whether it issued " + describe_collective(*theirs);
+  } else if (!mine && theirs) {
     sentence = culprit + " never issued " + describe_collective(*theirs);
   } else if (mine && theirs && (report.culprit_reason.find("never issued") != std::string::npos ||
                                 report.culprit_reason.find("skipped") != std::string::npos)) {

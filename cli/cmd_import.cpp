@@ -1,12 +1,14 @@
 // dpscope import FILE... -o RUN.sqlite [--rank N] [--align collective-ends|none]: PyTorch profiler (Kineto) traces, one per rank,
-// into one dpscope run file (formats/kineto_import.h, docs/kineto.md). Warnings go to stderr, one
-// line each; the summary to stdout.
+// into one dpscope run file (formats/kineto_import.h, docs/kineto.md), or PyTorch's flight-recorder
+// dumps, one per rank (formats/flight_recorder.h, docs/hangs.md). Warnings go to stderr, one line
+// each; the summary to stdout.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
+#include "formats/flight_recorder.h"
 #include "formats/kineto_import.h"
 #include "trace/vocabulary.h"
 
@@ -28,13 +30,47 @@ void run_import(const formats::KinetoImportOptions& options) {
               options.out.c_str());
 }
 
+// Flight-recorder dumps, when every input is one; profiler traces when none is.
+bool inputs_are_flight_recorder_dumps(const formats::KinetoImportOptions& options) {
+  size_t dumps = 0;
+  for (const std::string& input : options.inputs) dumps += formats::is_flight_recorder_dump(input) ? 1 : 0;
+  if (dumps == 0) return false;
+  if (dumps != options.inputs.size()) {
+    throw CliFailure("import: some inputs are flight-recorder dumps and some are not; import the "
+                     "profiler traces and the dumps into two run files");
+  }
+  if (options.rank != trace::kNone || options.align) {
+    throw CliFailure("import: --rank and --align are for profiler traces; a flight-recorder dump's "
+                     "rank is the number its name ends with (rank_3)");
+  }
+  return true;
+}
+
+void run_flight_recorder_import(const formats::KinetoImportOptions& options) {
+  try {
+    const formats::FlightRecorderImportResult result =
+        formats::import_flight_recorder(options.inputs, options.out, options.command_line);
+    std::printf("import: %d flight-recorder dump%s, %lld collectives%s -> %s\n", result.ranks,
+                result.ranks == 1 ? "" : "s", static_cast<long long>(result.entries),
+                result.missing_ranks ? (", " + std::to_string(result.missing_ranks) + " rank" +
+                                        (result.missing_ranks == 1 ? "" : "s") + " of the groups left no dump")
+                                           .c_str()
+                                     : "",
+                options.out.c_str());
+  } catch (const formats::FlightRecorderError& error) {
+    throw CliFailure(error.what());
+  }
+}
+
 }  // namespace
 
 void add_import_command(CLI::App& app, CommandMode mode) {
   auto options = std::make_shared<formats::KinetoImportOptions>();
   CLI::App* command = app.add_subcommand(
-      "import", "Turn PyTorch profiler (Kineto) traces, one .json or .json.gz per rank, into one run file");
-  command->add_option("FILES", options->inputs, "The Kineto trace files, one per rank")->required();
+      "import", "Turn PyTorch profiler (Kineto) traces, one .json or .json.gz per rank, or PyTorch "
+                "flight-recorder dumps, one per rank, into one run file");
+  command->add_option("FILES", options->inputs, "The Kineto trace files or flight-recorder dumps, one per rank")
+      ->required();
   command->add_option("-o,--out", options->out, "The run file to write (replaced only when the import succeeds)")
       ->required();
   command->add_option("--rank", options->rank,
@@ -61,7 +97,11 @@ void add_import_command(CLI::App& app, CommandMode mode) {
     if (options->rank != trace::kNone) line += " --rank " + std::to_string(options->rank);
     if (!align->empty()) line += " --align " + *align;
     options->command_line = line;
-    run_import(*options);
+    if (inputs_are_flight_recorder_dumps(*options)) {
+      run_flight_recorder_import(*options);
+    } else {
+      run_import(*options);
+    }
   });
 }
 

@@ -53,6 +53,8 @@ TEST(CliParse, ValidCommandsRunNothing) {
   parse({"synth", "--events", "100", "--ranks", "2", "--out", trace});
   parse({"merge", trace, dir.file("rank0.sqlite"), dir.file("rank1.sqlite")});
   parse({"export", "--chrome", dir.file("out.json"), dir.file("rank0.sqlite")});
+  parse({"export", "--format", "chrome", dir.file("out.json"), dir.file("rank0.sqlite")});
+  parse({"export", "--format", "flight-recorder", dir.file("fr"), dir.file("rank0.sqlite")});
   parse({"stats", "--json", dir.file("missing.sqlite")});
   parse({"view", dir.file("missing.sqlite"), "--frames", "3"});
   parse({"demo", "--out", dir.file("demo"), "--ranks", "2", "--steps", "3", "--no-view"});
@@ -72,6 +74,20 @@ TEST(CliParse, SyntaxErrorsAreParseErrors) {
   EXPECT_NE(error_of<CLI::ParseError>({"demo", "--ranks", "65"}), "");
   EXPECT_NE(error_of<CLI::ParseError>({"train", "--trace-level", "verbose"}), "");
   EXPECT_NE(error_of<CLI::ParseError>({"train", "--no-such-flag"}), "");
+}
+
+// `export`: --chrome OUT TRACE, or --format chrome|flight-recorder OUT TRACE, each refused
+// otherwise with the form.
+TEST(CliParse, ExportNamesItsFormsWhenRefused) {
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"export", "trace.sqlite"},
+           {"export", "--chrome", "out.json", "a", "b"},
+           {"export", "--format", "flight-recorder", "trace.sqlite"},
+           {"export", "--chrome", "out.json", "--format", "chrome", "out.json", "trace.sqlite"}}) {
+    EXPECT_NE(error_of<CliFailure>(bad).find("--format chrome|flight-recorder OUT TRACE"), std::string::npos)
+        << bad.back();
+  }
+  EXPECT_NE(error_of<CLI::ParseError>({"export", "--format", "perfetto", "o", "t"}), "");
 }
 
 TEST(CliParse, CommandChecksRunInValidateMode) {
