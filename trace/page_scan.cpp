@@ -65,41 +65,43 @@ bool integer_value(uint64_t t, const uint8_t* p, ColumnValue& out) {
   }
 }
 
-// Decodes the wanted columns of one record (header of serial types, then the body). `columns`
-// are ascending positions but for -1 (the rowid) entries, which the caller fills. False where
-// the record is short of a wanted column, runs out of its bytes or holds a non-integer there.
-bool decode_record(const uint8_t* record, size_t size, const std::vector<int>& columns,
-                   const std::vector<size_t>& order, int64_t rowid, ColumnValue* out) {
+// Which output slot each record column goes to (-1: not wanted), and where the rowid goes.
+struct Wanted {
+  std::vector<int> slot_of_column;  // up to the last wanted column
+  int rowid_slot = -1;
+};
+
+// Decodes the wanted columns of one record (a header of serial types, then the body) in one
+// pass over its header. False where the record is short of a wanted column, runs out of its
+// bytes or holds a value other than an integer or NULL there.
+bool decode_record(const uint8_t* record, size_t size, const Wanted& wanted, int64_t rowid,
+                   ColumnValue* out) {
   const uint8_t* const end = record + size;
   const uint8_t* p = record;
   uint64_t header_size = 0;
-  if (!varint(p, end, header_size) || header_size > size || header_size < size_t(p - record)) return false;
+  if (p < end && *p < 0x80) {
+    header_size = *p++;
+  } else if (!varint(p, end, header_size)) {
+    return false;
+  }
+  if (header_size > size || header_size < size_t(p - record)) return false;
   const uint8_t* const header_end = record + header_size;
   const uint8_t* body = header_end;
-  int column = 0;
-  for (size_t k = 0; k < order.size(); ++k) {
-    const size_t i = order[k];
-    if (columns[i] < 0) {
-      out[i] = ColumnValue{rowid, false};
-      continue;
+  if (wanted.rowid_slot >= 0) out[wanted.rowid_slot] = ColumnValue{rowid, false};
+  const int* slot = wanted.slot_of_column.data();
+  const size_t columns = wanted.slot_of_column.size();
+  for (size_t column = 0; column < columns; ++column) {
+    if (p >= header_end) return false;
+    uint64_t type = *p;
+    if (type < 0x80) {
+      ++p;
+    } else if (!varint(p, header_end, type)) {
+      return false;
     }
-    uint64_t type = 0;
-    for (;;) {
-      if (p >= header_end) return false;
-      if (*p < 0x80) {
-        type = *p++;
-      } else if (!varint(p, header_end, type)) {
-        return false;
-      }
-      const int64_t bytes = serial_size(type);
-      if (bytes < 0 || bytes > end - body) return false;
-      if (column++ == columns[i]) {
-        if (!integer_value(type, body, out[i])) return false;
-        body += bytes;
-        break;
-      }
-      body += bytes;
-    }
+    const int64_t bytes = serial_size(type);
+    if (bytes < 0 || bytes > end - body) return false;
+    if (slot[column] >= 0 && !integer_value(type, body, out[slot[column]])) return false;
+    body += bytes;
   }
   return true;
 }
@@ -167,10 +169,15 @@ PageScanResult PageFile::scan(uint32_t root, int64_t first, int64_t last,
                               const std::vector<int>& columns, RowFn row, void* context) {
   PageScanResult result{PageScanEnd::Finished, first};
   if (first > last) return result;
-  // The columns in record order, so that one pass over a record's header finds them all.
-  std::vector<size_t> order(columns.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return columns[a] < columns[b]; });
+  Wanted wanted;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (columns[i] < 0) {
+      wanted.rowid_slot = int(i);
+      continue;
+    }
+    if (size_t(columns[i]) >= wanted.slot_of_column.size()) wanted.slot_of_column.resize(size_t(columns[i]) + 1, -1);
+    wanted.slot_of_column[size_t(columns[i])] = int(i);
+  }
   std::vector<ColumnValue> values(columns.size());
   const auto unreadable = [&] {
     result.end = PageScanEnd::Unreadable;
@@ -262,7 +269,7 @@ PageScanResult PageFile::scan(uint32_t root, int64_t first, int64_t last,
       } else if (p + payload > page_end) {
         return unreadable();
       }
-      if (!decode_record(record, size_t(payload), columns, order, rowid, values.data())) return unreadable();
+      if (!decode_record(record, size_t(payload), wanted, rowid, values.data())) return unreadable();
       result.next_rowid = rowid + 1;
       if (!row(context, rowid, values.data())) {
         result.end = PageScanEnd::Stopped;
