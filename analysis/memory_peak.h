@@ -15,12 +15,14 @@ namespace dpscope::analysis {
 // A rank's memory samples describe moments: all samples of one timestamp are applied together
 // (a sum between them never existed), and each category holds its value until its next sample.
 // The peak is the first moment at which the stacked total (the sum of the stacked categories,
-// schema.h's is_stacked, which the engine's tracking allocator keeps so that every byte is in
-// exactly one, Other included) is largest; a rank that sampled no stacked category
+// schema.h's is_stacked, which the engine keeps so that every byte is in exactly one, Other
+// included: the tracking allocator's, or by ownership the run device's, Note [Ownership
+// accounting] in engine/memory) is largest; a rank that sampled no stacked category
 // peaks where allocator_total does, with the categories unknown. "Memory at the peak" is each
-// stacked category's bytes at that moment, so the parts sum to the total by construction. The
-// engine writes the allocator's own peak into the samples (MemorySampler), so the sampled peak is
-// the real one, not only what the sampling points happened to see. The largest value of each
+// stacked category's bytes at that moment, so the parts sum to the total by construction. By
+// tracking the engine writes the allocator's own peak into the samples (MemorySampler), so the
+// sampled peak is the real one, not only what the sampling points happened to see; by ownership
+// the sampling points are all there is. The largest value of each
 // category on its own (category maxima) is another figure: those maxima come from different
 // moments and may add up to more than the peak.
 

@@ -41,25 +41,36 @@ using trace::MemoryCategory;
 // `other` keeps the tracking allocator's uncategorised bytes), so the categories add up to the
 // allocator's total. A sample walks this registry, never the autograd graph.
 //
-// Which tensors of each strategy go to which category (the glossary):
-//   parameters       DDP, ZeRO-1: the module's parameters and buffers; FSDP1, FSDP2: the
-//                    module's buffers and parameters that no unit manages
-//   gradients        DDP, ZeRO-1: each parameter's .grad kept after backward (with
-//                    gradient_as_bucket_view it is a view of a bucket: counted as buckets)
-//   buckets          DDP: the buckets' flat gradient buffers; FSDP1: the reduce-scatter
-//                    bucketer's buffers
-//   full_parameters  FSDP1: each unit's full flat parameter while gathered (its mixed-precision
-//                    copy too); FSDP2: each group's all-gather output and the unsharded
-//                    parameters that view it
-//   shards           FSDP1: each unit's local shard (flat, padded; fp32 master and its low-
-//                    precision copy); FSDP2: each parameter's local dim-0 shard
-//   gradient_shards  FSDP1, FSDP2: the reduced gradient shard each rank keeps (the optimizer's
-//                    .grad); ZeRO-1: the reduce-scattered gradient shard
-//   full_gradients   FSDP1: a unit's full flat gradient before its reduce-scatter; FSDP2: the
-//                    unsharded parameters' gradients and the reduce-scatter's input
-//   optimizer_state  every strategy: the optimizer's state tensors (SGD's momentum, Adam's
-//                    moments); ZeRO-1: its shard of them
-//   data             the data set and each batch drawn from it
+// Which tensors of each strategy go to which category (the glossary; `own` where the tensor was
+// made under that category's CategoryScope, `count_as` where the engine learns its role later):
+//   parameters       the model's parameters and buffers as built (train's build_model, the
+//                    tutorials'); DDP: them again after its broadcast, buffers too; FSDP1, FSDP2:
+//                    the module's buffers (the parameters become views of full parameters);
+//                    ZeRO-1: its flat parameter buffer, which the parameters view
+//   gradients        DDP: each parameter's .grad once backward is finalized (with
+//                    gradient_as_bucket_view it views a bucket and stays buckets); ZeRO-1: its
+//                    flat gradient buffer, which the parameters' .grad view
+//   buckets          DDP: each bucket's flat gradient buffer; FSDP1: the reduce-scatter
+//                    bucketer's packed input
+//   full_parameters  FSDP1: each unit's full flat parameter (its storage emptied and refilled, in
+//                    the compute dtype) and the all-gather input cast or copied to the compute
+//                    device; FSDP2: each parameter's all-gather output (the unsharded parameter
+//                    views it), a group's all-gather buffer, the post-forward slices of
+//                    reshard_after_forward N, a state dict's gathers
+//   shards           FSDP1: each unit's local fp32 shard; FSDP2: each parameter's padded local
+//                    dim-0 shard (on the host with CPU offload)
+//   gradient_shards  FSDP1: the reduce-scatter's output and the shard's .grad (NO_SHARD: the
+//                    reduced full gradient, which becomes it); FSDP2: the reduce-scatter's output
+//                    and each sharded parameter's .grad; ZeRO-1: its reduce-scattered shard
+//   full_gradients   FSDP1: a unit's flat gradient from its autograd node until it is reduced
+//                    (and its cast to the reduce dtype); FSDP2: the unsharded parameters' .grad
+//                    and the reduce-scatter's copy-in buffer
+//   optimizer_state  every strategy: the optimizer's state tensors after each step (SGD's
+//                    momentum, Adam's moments; ZeRO-1: its shard's)
+//   data             the data set as loaded and each batch drawn from it, on the run's device
+//                    once moved there
+// Everything else of the device is activations: forward's and backward's tensors, temporaries,
+// and on a GPU the caching allocator's rounding of every block.
 // Thread-safe: one mutex around the map.
 class OwnershipRegistry {
  public:

@@ -41,7 +41,8 @@ using trace::MemoryCategory;
 // knows what it holds (retag()). Scopes are per thread: what LibTorch's intra-op worker threads
 // allocate themselves (rare: outputs are allocated by the calling thread) counts as Other. Each
 // allocation carries its size and category in a header just before its data, so counting and
-// freeing take no lock and no lookup.
+// freeing take no lock and no lookup. This is the tracking accounting, the CPU's; a GPU's memory
+// is split by ownership instead (See Note [Ownership accounting] in ownership_registry.h).
 class TrackingAllocator final : public c10::Allocator {
  public:
   // Installs the tracking allocator as LibTorch's CPU allocator (once per process; later calls
