@@ -580,6 +580,10 @@ std::string stats_text(const RunStats& stats) {
   if (!link.empty()) {
     out += "link: " + link + " (collectives held to a ring model's time; not a measurement of this machine)\n";
   }
+  if (stats.memory_accounting == trace::MemoryAccounting::Ownership) {
+    out += "memory: by ownership (the storages the engine owns on the run's device, the rest activations; "
+           "docs/gpu.md)\n";
+  }
   const bool any_on_gpu = std::any_of(stats.ranks.begin(), stats.ranks.end(), [](const RankStats& r) {
     return r.compute_source == RankStats::ComputeSource::GpuKernels;
   });

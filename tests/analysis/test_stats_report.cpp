@@ -211,6 +211,28 @@ TEST(statsText, GpuMemoryFromTheCudaCachingAllocator) {
       << text;
 }
 
+// By ownership (a GPU run's default) the categories are the GPU's: the report says so, and the
+// peak by category adds up to cuda_allocated.
+TEST(statsText, GpuMemoryByOwnership) {
+  TempDir dir;
+  const RunStats s = stats_of_trace(dir, "gpu-ownership.dpscope", [](Writer& w) {
+    w.set_meta(dpscope::trace::meta_key::kMemoryAccounting,
+               dpscope::trace::to_string(dpscope::trace::MemoryAccounting::Ownership));
+    w.put_rank(rank_row(0, "complete", 0));
+    w.add_memory(sample(0, 0, MemoryCategory::Parameters, 8 << 20));
+    w.add_memory(sample(0, 0, MemoryCategory::Activations, 56 << 20));
+    w.add_memory(sample(0, 0, MemoryCategory::CudaAllocated, 64 << 20));
+    w.add_memory(sample(0, 0, MemoryCategory::CudaReserved, 80 << 20));
+  });
+  EXPECT_EQ(s.memory_accounting, dpscope::trace::MemoryAccounting::Ownership);
+  EXPECT_EQ(s.ranks[0].memory_peak.total_bytes, 64 << 20);
+  const std::string text = stats_text(s);
+  EXPECT_NE(text.find("memory: by ownership"), std::string::npos) << text;
+  EXPECT_NE(text.find("cuda_reserved 80.00 MiB; the memory above is the GPU's, by ownership"), std::string::npos)
+      << text;
+  EXPECT_EQ(nlohmann::json::parse(stats_json(s))["run"]["memory_accounting"], "ownership");
+}
+
 // In the known run only rank 1 sampled cuda_allocated: only its section has the line.
 TEST(statsText, GpuMemoryLineOnlyForRanksThatSampledIt) {
   TempDir dir;
