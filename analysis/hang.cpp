@@ -384,7 +384,10 @@ std::string describe_collective(const HangCollective& c) {
   std::string text = std::string(trace::to_string(c.op)) + " #" + std::to_string(c.seq) + " (";
   if (c.iteration != trace::kNone) text += "iteration " + std::to_string(c.iteration) + ", ";
   if (c.bucket != trace::kNone) text += "bucket " + std::to_string(c.bucket) + ", ";
-  if (c.unit != trace::kNone) text += "unit " + std::to_string(c.unit) + ", ";
+  if (c.unit != trace::kNone) {
+    text += "unit " + std::to_string(c.unit) + ((c.pass_flags & trace::kFlagBackward) ? ", backward, " : ", forward, ");
+  }
+  if (c.pass_flags & trace::kFlagPrefetch) text += "prefetch, ";
   text += size_text(c.bytes);
   if (c.dtype != 0xff) text += " " + std::string(trace::to_string(static_cast<trace::DType>(c.dtype)));
   return text + ")";
@@ -491,6 +494,7 @@ std::optional<HangReport> analyze_hang(trace::Reader& reader) {
     if (e.seq == trace::kNone64 || e.grp == trace::kNone) continue;
     HangCollective c;
     c.rank = e.rank;
+    c.lane = e.lane;
     c.grp = e.grp;
     c.seq = e.seq;
     c.op = static_cast<trace::CollectiveOp>(e.op);

@@ -20,6 +20,7 @@ namespace dpscope::analysis {
 // One rank's collective as the hang section shows it.
 struct HangCollective {
   int32_t rank = 0;
+  int16_t lane = 0;  // trace::LaneId where it was recorded (the viewer draws it there)
   int32_t grp = 0;
   int64_t seq = 0;
   trace::CollectiveOp op = trace::CollectiveOp::AllReduce;

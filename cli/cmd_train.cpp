@@ -88,6 +88,7 @@ struct TrainFlags {
   std::string memory_accounting;  // "" = the device's own
   bool no_broadcast_buffers = false;
   std::string straggler;  // "RANK:MS", parsed by train::parse_straggler
+  std::string all_reduce_loss = "none";  // parsed by train::parse_loss_all_reduce
   core::LinkFlags link;
   int shard_group_size = 0;
   CLI::Option* shard_group_size_option = nullptr;
@@ -151,6 +152,11 @@ void add_run_options(CLI::App* cmd, TrainFlags& f) {
   cmd->add_option("--timeout", c.timeout_s,
                   "Seconds a collective may take before it fails, naming the ranks not heard "
                   "from (a hung run then stops: docs/hangs.md)")
+      ->capture_default_str();
+  cmd->add_option("--all-reduce-loss", f.all_reduce_loss,
+                  "none | all-ranks: each step's loss averaged over the ranks for the progress line | "
+                  "rank-0-only: the same all-reduce on rank 0 alone, the bug that hangs a run (docs/hangs.md)")
+      ->check(CLI::IsMember({"none", "all-ranks", "rank-0-only"}))
       ->capture_default_str();
   cmd->add_option("--straggler", f.straggler,
                   "RANK:MS: rank RANK works MS milliseconds longer each step, before its backward "
@@ -279,6 +285,7 @@ train::TrainConfig config_from(const TrainFlags& f) {
   // The language model has nothing to predict in the other data sets.
   if (config.model.name == "gpt" && !f.data_option->count()) config.data = "text";
   if (!f.straggler.empty()) config.straggler = train::parse_straggler(f.straggler);
+  config.all_reduce_loss = train::parse_loss_all_reduce(f.all_reduce_loss);
   if (f.shard_group_size_option->count()) {
     if (f.shard_group_size < 1) {
       throw std::invalid_argument("--shard-group-size " + std::to_string(f.shard_group_size) +

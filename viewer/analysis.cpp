@@ -133,7 +133,9 @@ Analysis analyze(const Model& model, analysis::RunStats stats) {
 
 Analysis analyze_file(const Model& model) {
   trace::Reader reader(model.path);
-  return analyze(model, analysis::compute_stats(reader));
+  Analysis result = analyze(model, analysis::compute_stats(reader));
+  result.hang = analysis::analyze_hang(reader);
+  return result;
 }
 
 std::vector<Flow> flows_of(const Model& model, const Analysis& analysis, const SpanRef& selected) {

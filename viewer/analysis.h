@@ -6,10 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "analysis/hang.h"
 #include "analysis/stats.h"
 #include "viewer/model.h"
 
@@ -41,6 +43,9 @@ struct Analysis {
   // The one analysis of the model's file (analysis::compute_stats): every figure the Stats,
   // Compare and Buckets panels and the headless JSON line show.
   analysis::RunStats stats;
+  // The hang section of the file (analysis/hang.h): none for a run whose collectives all
+  // completed; drawn over the lanes and said in the header and the narration (hang_overlay.h).
+  std::optional<analysis::HangReport> hang;
   std::vector<CollectiveSpans> collectives;    // by seq
   std::unordered_map<int32_t, size_t> by_seq;  // seq -> index in `collectives`
   const CollectiveSpans* match(int32_t seq) const;

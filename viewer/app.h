@@ -381,6 +381,15 @@ void draw_timeline(App& app);                      // view_timeline.cpp
 // `lane_row` gives a (rank index, lane index)'s first row [y0, y1] on screen, false when not drawn.
 void draw_critical_path(App& app, int trace, const TimeMap& map, float right, float top,
                         const std::function<bool(int, int, float&, float&)>& lane_row);  // view_critical_path.cpp
+// Draws trace `trace`'s hang over its lanes in the current window's draw list (view_hang.cpp,
+// docs/hangs.md; on the measured clock only: the cluster clock replays completed collectives):
+// every collective some rank never completed outlined from its begin to its end (the trace's
+// end) and labelled "never completed (started)" or "(issued)", and a bar and "culprit" at the
+// left of the culprit's main lane.
+// `lane_row` gives a lane's first row on screen (false: folded or out of view). Returns how many
+// pending collectives it drew.
+int draw_hang(const App& app, int trace, const TimeMap& map, float right,
+              const std::function<bool(int rank, int lane, float& y0, float& y1)>& lane_row);
 // The memory graph of one rank, stacked by category, inside [x0, x0 + width] x [y0, y0 + h].
 void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, float y0,
                        float width, float height);  // view_memory.cpp

@@ -9,6 +9,7 @@
 
 #include "analysis/stats.h"
 #include "viewer/app.h"
+#include "viewer/hang_words.h"
 #include "viewer/lod.h"
 
 namespace dpscope::view {
@@ -288,6 +289,21 @@ void App::update_playback() {
   narrated_rank_ = focus_rank;
   narrated_trace_ = focus_trace;
   narration = index >= 0 ? narrate(model, steps->events, steps->steps, size_t(index)) : "";
+  // In the last steps of a hung run, who waits for whom (docs/hangs.md): from the first iteration
+  // in which a collective was never completed.
+  const OpenTrace& t = traces[size_t(focus_trace)];
+  if (!narration.empty() && t.analysis && t.analysis->hang && iteration != trace::kNone) {
+    int32_t stuck_from = INT32_MAX;
+    for (const analysis::HangGroup& g : t.analysis->hang->groups) {
+      for (const analysis::HangRank& r : g.ranks) {
+        for (const analysis::HangCollective& c : r.pending) {
+          if (c.iteration != trace::kNone) stuck_from = std::min(stuck_from, c.iteration);
+        }
+      }
+    }
+    const std::string who = hang_who_waits(*t.analysis->hang);
+    if (iteration >= stuck_from && !who.empty()) narration += "; hang: " + who;
+  }
 }
 
 }  // namespace dpscope::view

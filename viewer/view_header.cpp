@@ -13,7 +13,9 @@
 
 #include "analysis/clock_choice.h"
 #include "trace/vocabulary.h"
+#include "trace/clock.h"
 #include "viewer/app.h"
+#include "viewer/hang_words.h"
 
 namespace dpscope::view {
 namespace {
@@ -131,6 +133,14 @@ void App::draw_header() {
   if (!alignment.empty()) pieces.push_back(alignment);
   if (live_ && !live_source_) pieces.emplace_back("live");
   pieces.push_back(clock_label());
+  // A hung run says who waits for whom, and how long (docs/hangs.md); followed live, how long its
+  // stuck collective has waited so far, counting up.
+  if (live_) {
+    if (std::string stuck = live_stuck_piece(m, trace::now_ns()); !stuck.empty()) pieces.push_back(std::move(stuck));
+  }
+  if (traces[0].analysis) {
+    if (std::string hang = hang_header_piece(traces[0].analysis->hang); !hang.empty()) pieces.push_back(std::move(hang));
+  }
 
   // The find box as wide as its hint, so that the hint is never cut.
   const float find_width = framed_width(kFindHint);

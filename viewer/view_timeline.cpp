@@ -665,7 +665,7 @@ void draw_overlays(Frame& f, float y0, float y1) {
   f.draw->PushClipRect(ImVec2(float(f.map.x0), f.clip_y0), ImVec2(f.right, f.clip_y1), true);
   draw_flows(f);
   f.draw->PopClipRect();
-  draw_critical_path(f.app, f.trace, f.map, f.right, f.clip_y0, [&f](int rank, int lane, float& y0, float& y1) {
+  const auto main_row = [&f](int rank, int lane, float& y0, float& y1) {
     for (const RowPlace& p : f.rows) {
       if (p.trace == f.trace && p.rank == rank && p.lane == lane && p.row == 0) {
         y0 = p.y0;
@@ -674,7 +674,9 @@ void draw_overlays(Frame& f, float y0, float y1) {
       }
     }
     return false;
-  });
+  };
+  draw_hang(f.app, f.trace, f.map, f.right, main_row);  // See docs/hangs.md
+  draw_critical_path(f.app, f.trace, f.map, f.right, f.clip_y0, main_row);
 }
 
 // One trace's panel, `height` pixels tall (0: the rest of the timeline): its ruler, then its

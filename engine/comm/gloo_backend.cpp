@@ -223,6 +223,7 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<c10d::Store> store, int rank,
 }
 
 GlooProcessGroup::~GlooProcessGroup() {
+  announce_leaving();  // See Note [Check mode and a rank that left]
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
     stopping_ = true;

@@ -168,7 +168,15 @@ void Work::wait(trace::LaneId lane) {
   const auto deadline = std::chrono::steady_clock::now() + group_.options().timeout;
   if (!is_completed()) group_.run_on_waiting_thread(*this);  // See Note [Run on wait]
   std::unique_lock<std::mutex> lock(mutex_);
-  bool finished = done_cv_.wait_until(lock, deadline, [&] { return done_; });
+  // See Note [A stuck collective]: after a second, say so in the trace, then wait on.
+  const auto noted = std::min(deadline, std::chrono::steady_clock::now() + kStuckAfter);
+  bool finished = done_cv_.wait_until(lock, noted, [&] { return done_; });
+  if (!finished && noted < deadline) {
+    lock.unlock();
+    record_stuck(lane);
+    lock.lock();
+    finished = done_cv_.wait_until(lock, deadline, [&] { return done_; });
+  }
   // A collective that failed only after the whole timeout (Gloo's own timeout, which starts
   // when the collective does) is reported as the timeout, naming the ranks not heard from.
   if (finished && error_ && trace::now_ns() - enqueue_.wall_ns >= timeout_ns()) finished = false;
@@ -211,6 +219,30 @@ void Work::wait(trace::LaneId lane) {
   }
   std::lock_guard<std::mutex> relock(mutex_);
   if (error_) std::rethrow_exception(error_);
+}
+
+// Note [A stuck collective]
+// A collective's event is recorded when it finishes, or when its rank ends (Note [Pending
+// collectives]): while a run hangs, its trace holds neither. So a wait that lasts kStuckAfter
+// records a mark named "stuck: <op> #<seq>" on the waiting lane, from the collective's issue to
+// that moment, at trace level summary: `dpscope-view --live` counts from its begin how long the
+// collective has been stuck (docs/hangs.md). Healthy waits are far shorter than a second, so such
+// marks are rare; one per collective at most.
+void Work::record_stuck(trace::LaneId lane) {
+  trace::Recorder* recorder = group_.recorder();
+  if (!recorder || !recorder->enabled(trace::TraceLevel::Summary)) return;
+  trace::Event e;
+  e.kind = trace::EventKind::Mark;
+  e.lane = lane;
+  e.name = recorder->name("stuck: " + std::string(trace::to_string(op_)) + " #" + std::to_string(seq_));
+  e.op = static_cast<uint8_t>(op_);
+  e.grp = group_.options().group_id;
+  e.seq = seq_;
+  e.begin_ns = enqueue_.wall_ns;
+  e.end_ns = trace::now_ns();
+  e.iteration = tag_.iteration;
+  recorder->record(trace::TraceLevel::Summary, e);
+  recorder->flush();
 }
 
 int64_t Work::timeout_ns() const {
@@ -257,6 +289,22 @@ void ProcessGroup::check_device(const at::Tensor& tensor, trace::CollectiveOp op
                   device_.str() + "; make it on the group's device (data from the model's "
                   "parameters is there already; values read back on the host go through "
                   "comm::HostValues)");
+}
+
+// Note [Check mode and a rank that left]
+// The check mode compares each collective through the store before it is issued, so a rank that
+// issues one the others never will waits in that comparison. Were the others merely slow, the
+// timeout would be right; but a rank whose group is destroyed — it finished, or an error unwound
+// it (DDP's "Expected to have finished reduction", a failed collective) — will never issue it.
+// Such a rank posts "left/<rank>" with how many collectives it issued, and the comparison waits in
+// slices of 100 ms, failing at once when a rank it waits for has left.
+void ProcessGroup::announce_leaving() {
+  if (!options_.check_collectives) return;
+  try {
+    store_->set(key("left/" + std::to_string(rank_)), to_bytes(std::to_string(next_seq())));
+  } catch (const std::exception&) {
+    // The store's host is gone; the comparisons will say so.
+  }
 }
 
 void ProcessGroup::stop_heartbeat() {
@@ -470,16 +518,35 @@ void ProcessGroup::compare_through_store(const Work& work) {
   store_->set(slot(rank_, seq), to_bytes(mine));
   std::vector<std::string> keys;
   for (int r = 0; r < size_; ++r) keys.push_back(slot(r, seq));
-  try {
-    store_->wait(keys, options_.timeout);
-  } catch (const std::exception&) {
-    std::string absent;
+  // See Note [Check mode and a rank that left]: wait in slices, stopping when an absent rank left.
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  for (;;) {
+    std::string absent, left;
     for (int r = 0; r < size_; ++r) {
-      if (!store_->check({slot(r, seq)})) absent += (absent.empty() ? "" : ", ") + std::to_string(r);
+      if (store_->check({slot(r, seq)})) continue;
+      absent += (absent.empty() ? "" : ", ") + std::to_string(r);
+      const std::string gone = key("left/" + std::to_string(r));
+      if (store_->check({gone})) {
+        left += (left.empty() ? "rank " : ", rank ") + std::to_string(r) + " (after issuing " +
+                from_bytes(store_->get(gone)) + " collectives)";
+      }
     }
-    throw CommError("collective #" + std::to_string(seq) + " (" + mine + ") on rank " +
-                    std::to_string(rank_) + ": ranks " + absent + " never issued it (" +
-                    "DPSCOPE_CHECK_COLLECTIVES); they stopped, crashed or issue fewer collectives");
+    if (absent.empty()) break;
+    if (!left.empty()) {
+      throw CommError("collective #" + std::to_string(seq) + " (" + mine + ") on rank " + std::to_string(rank_) +
+                      ": " + left + " left the group without issuing it (DPSCOPE_CHECK_COLLECTIVES); see "
+                      "that rank's error, and make every rank issue the same collectives");
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw CommError("collective #" + std::to_string(seq) + " (" + mine + ") on rank " +
+                      std::to_string(rank_) + ": ranks " + absent + " never issued it (" +
+                      "DPSCOPE_CHECK_COLLECTIVES); they stopped, crashed or issue fewer collectives");
+    }
+    try {
+      store_->wait(keys, std::chrono::milliseconds(100));
+    } catch (const std::exception&) {
+      // Not all there yet (a broken store fails the next check, which says so): look again.
+    }
   }
   std::map<std::string, std::vector<int>> by_signature;
   for (int r = 0; r < size_; ++r) by_signature[from_bytes(store_->get(slot(r, seq)))].push_back(r);

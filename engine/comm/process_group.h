@@ -132,6 +132,9 @@ class Work {
   // Records the collective event with mutex_ held by the caller.
   void record_locked(int64_t begin_ns, int64_t end_ns, uint8_t flags, trace::LaneId lane);
   int64_t timeout_ns() const;
+  // Records that the wait has lasted kStuckAfter (Note [A stuck collective]).
+  void record_stuck(trace::LaneId lane);
+  static constexpr std::chrono::seconds kStuckAfter{1};
   // is_completed() with mutex_ held.
   bool completed_locked() const;
 
@@ -320,6 +323,11 @@ class ProcessGroup {
 
   // Stops the heartbeat thread; derived destructors call it before tearing down their own state.
   void stop_heartbeat();
+  // In check mode, tells the other ranks through the store that this rank leaves the group (its
+  // destructor: the end of a run, or an error unwinding it), so that a rank waiting to compare a
+  // collective this one will never issue stops at once instead of at the timeout (Note
+  // [Check mode and a rank that left]). Derived destructors call it first. Never throws.
+  void announce_leaving();
 
  private:
   friend class Work;

@@ -36,6 +36,14 @@ struct StragglerSpec {
 // Parses "RANK:MS" (e.g. "2:30"). Throws std::invalid_argument naming --straggler and the form.
 StragglerSpec parse_straggler(const std::string& text);
 
+// --all-reduce-loss: each step's loss averaged over the ranks for the progress line, by an
+// all-reduce every rank issues (AllRanks), or by one rank 0 alone issues (RankZeroOnly: the
+// classic `if rank == 0: dist.all_reduce(loss)` bug, which hangs the run; tutorial 21,
+// docs/hangs.md).
+enum class LossAllReduce { None, AllRanks, RankZeroOnly };
+// "none" | "all-ranks" | "rank-0-only"; throws std::invalid_argument naming --all-reduce-loss.
+LossAllReduce parse_loss_all_reduce(const std::string& text);
+
 struct TrainConfig {
   models::ModelConfig model;
   std::string data = "synthetic";  // digits | text (gpt's) | synthetic
@@ -62,6 +70,7 @@ struct TrainConfig {
   // --timeout S: a collective not finished within S seconds fails, naming the ranks not heard
   // from (comm::Work::wait); the hang lessons use a few seconds (docs/hangs.md).
   double timeout_s = 300;
+  LossAllReduce all_reduce_loss = LossAllReduce::None;
 
   // DDP.
   double bucket_cap_mb = 25;

@@ -21,6 +21,7 @@
 
 #include "core/link_model.h"
 #include "core/steady_steps.h"
+#include "engine/comm/host_values.h"
 #include "engine/comm/world.h"
 #include "engine/data/dataset.h"
 #include "engine/data/distributed_sampler.h"
@@ -163,9 +164,23 @@ void print_start(const TrainConfig& config, const comm::LaunchEnv& env, const co
 
 // The steps, each a TracedStep (Note [A traced step]) of grad_accum micro-steps, the first
 // K - 1 under no_sync. Returns each step's milliseconds; sets result.final_loss.
+// --all-reduce-loss: the step's loss averaged over the ranks, by an all-reduce this rank issues
+// unless the mode leaves it to rank 0 (a bug on purpose: the others never issue it). Returns the
+// mean, or this rank's loss when it issued none.
+double mean_loss(const TrainConfig& config, const comm::LaunchEnv& env, comm::ProcessGroup& group,
+                 int64_t step, double loss) {
+  const bool issues = config.all_reduce_loss == LossAllReduce::AllRanks ||
+                      (config.all_reduce_loss == LossAllReduce::RankZeroOnly && env.rank == 0);
+  if (!issues) return loss;
+  comm::CollectiveTag tag;
+  tag.iteration = static_cast<int32_t>(step);
+  const at::Tensor value = at::full({1}, loss, at::TensorOptions().dtype(at::kFloat));
+  return comm::HostValues::all_reduce(group, value, comm::ReduceOp::Average, tag).wait().item<double>();
+}
+
 std::vector<double> run_steps(const TrainConfig& config, const comm::LaunchEnv& env,
                               c10::Device device, const data::Dataset& train_set,
-                              models::Model& model,
+                              models::Model& model, comm::ProcessGroup& group,
                               ParallelModel& parallel, trace::Recorder& recorder,
                               memory::MemorySampler& sampler, TrainResult& result) {
   const double straggler_ms = straggler_ms_of(config, env);
@@ -194,10 +209,12 @@ std::vector<double> run_steps(const TrainConfig& config, const comm::LaunchEnv& 
     const double ms = traced.finish();
     step_ms.push_back(ms);
     result.final_loss = traced.loss();
+    const double loss = mean_loss(config, env, group, step, traced.loss());
     if (env.rank == 0 && config.progress_every > 0 &&
         ((step + 1) % config.progress_every == 0 || step + 1 == config.steps)) {
-      std::printf("step %lld/%lld  loss %.4f  %.2f ms\n", static_cast<long long>(step + 1),
-                  static_cast<long long>(config.steps), traced.loss(), ms);
+      std::printf("step %lld/%lld  loss %.4f%s  %.2f ms\n", static_cast<long long>(step + 1),
+                  static_cast<long long>(config.steps), loss,
+                  config.all_reduce_loss == LossAllReduce::None ? "" : " (mean over ranks)", ms);
       std::fflush(stdout);
     }
   }
@@ -317,7 +334,7 @@ void train_rank(const TrainConfig& config, const comm::LaunchEnv& env, c10::Devi
   }
   print_start(config, env, world, world_options.backend, summary, *parallel);
   const std::vector<double> step_ms =
-      run_steps(config, env, device, train_set, *model, *parallel, recorder, sampler, result);
+      run_steps(config, env, device, train_set, *model, *world.group, *parallel, recorder, sampler, result);
   if (eval_set.size() > 0) {
     evaluate(config, env, device, eval_set, *model, *parallel, recorder, result);
   }

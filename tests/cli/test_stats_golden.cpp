@@ -13,7 +13,8 @@
 // and each rank's "overlap_compute", each bucket's "bytes" and each iteration's "alltoall" and
 // "send_recv" counts (issue 47, part 2 and 6), every other key and value checked equal; and the
 // run's "memory_accounting" ("tracking": the demo's runs are on the CPU; issue 50), every other
-// key and value checked equal.
+// key and value checked equal; and the top-level "hang" (null: the demo's runs completed; issue
+// 49, docs/hangs.md), every other byte checked equal.
 #include <gtest/gtest.h>
 
 #include <sstream>

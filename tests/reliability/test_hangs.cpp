@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <map>
+#include <set>
 #include <ostream>
 
 #include "engine/fault/fault_injection.h"
@@ -61,6 +63,15 @@ TEST_P(Hang, StopsInTimeEveryTraceReadsAndTheCulpritIsNamed) {
     }
   }
   ASSERT_NE(first_stuck_ns, INT64_MAX) << "no collective recorded as never completed";
+  // Every collective a rank issued is in its trace, numbered without a gap: a skipped one takes
+  // no sequence number.
+  std::map<int, std::set<int64_t>> seqs;
+  for (const auto& e : merged.events_of_kind(dpscope::trace::EventKind::Collective)) {
+    if (e.grp == 0) seqs[e.rank].insert(e.seq);
+  }
+  for (const auto& [rank, numbers] : seqs) {
+    EXPECT_EQ(*numbers.rbegin() + 1, static_cast<int64_t>(numbers.size())) << "rank " << rank << "'s sequence numbers have a gap";
+  }
   for (const auto& rank : merged.ranks()) {
     EXPECT_LE(rank.end_ns - first_stuck_ns, (kTimeoutSeconds + 10) * int64_t{1'000'000'000})
         << "rank " << rank.rank << " ended " << (rank.end_ns - first_stuck_ns) / 1e9 << " s after the hang began";
