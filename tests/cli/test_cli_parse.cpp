@@ -64,6 +64,8 @@ TEST(CliParse, ValidCommandsRunNothing) {
          "--save-final", dir.file("final.pt")});
   parse({"train", "--strategy", "fsdp", "--sharding", "grad_op", "--wrap-min-params", "100",
          "--reduce-bucket-mb", "0"});
+  parse({"train", "--memory-accounting", "ownership"});
+  parse({"train", "--memory-accounting", "tracking", "--strategy", "fsdp2"});
   EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "parse-only mode wrote files";
 }
 
@@ -73,6 +75,10 @@ TEST(CliParse, SyntaxErrorsAreParseErrors) {
   EXPECT_NE(error_of<CLI::ParseError>({"synth", "--events", "x", "--ranks", "1", "--out", "o"}), "");
   EXPECT_NE(error_of<CLI::ParseError>({"demo", "--ranks", "65"}), "");
   EXPECT_NE(error_of<CLI::ParseError>({"train", "--trace-level", "verbose"}), "");
+  // A refused accounting names both that are (CLI11's IsMember lists them).
+  const std::string accounting = error_of<CLI::ParseError>({"train", "--memory-accounting", "by-owner"});
+  EXPECT_NE(accounting.find("tracking"), std::string::npos) << accounting;
+  EXPECT_NE(accounting.find("ownership"), std::string::npos) << accounting;
   EXPECT_NE(error_of<CLI::ParseError>({"train", "--no-such-flag"}), "");
 }
 
