@@ -86,7 +86,8 @@ class Session {
   // its own random model, as separate processes do, and DDP's broadcast makes them one.
   void seed_per_rank(uint64_t seed) const;
   // One of the engine's models (models::make_model), drawn after seed_per_rank(options().seed),
-  // counted as Parameters by the tracking allocator and moved to device().
+  // counted as Parameters by the tracking allocator, moved to device(), and claimed as parameters
+  // in the ownership registry (installed first on a GPU, whose runs account by ownership).
   std::shared_ptr<models::Model> build_model(const models::ModelConfig& config) const;
 
   // printf to stdout on rank 0 only, flushed (the launcher prefixes every line with "[rank]").
