@@ -8,7 +8,8 @@
 //   ownership_worker STRATEGY DIR
 //     STRATEGY: ddp, ddp_view (gradient as bucket view), ddp_accum (2 micro-steps, the first under
 //               no_sync), fsdp_full, fsdp_grad_op, fsdp_no_shard, fsdp_bf16, fsdp2, fsdp2_keep
-//               (reshard_after_forward false), zero1
+//               (reshard_after_forward false), fsdp2_groups (reshard_after_forward 1),
+//               fsdp2_bf16, zero1
 // On the CPU (over Gloo, the tracking allocator beside) it prints each owned category's largest
 // difference from tracking, "rank R: difference CATEGORY BYTES of PEAK"; on meta (over a process
 // group on meta) the same bytes come without any memory.
@@ -102,6 +103,8 @@ Wrapped wrap(const std::string& strategy, const std::shared_ptr<Net>& net,
   } else if (strategy.rfind("fsdp2", 0) == 0) {
     fsdp2::FullyShardOptions options;
     if (strategy == "fsdp2_keep") options.reshard_after_forward = fsdp2::ReshardSpec::keep();
+    if (strategy == "fsdp2_groups") options.reshard_after_forward = fsdp2::ReshardSpec::to_group_size(1);
+    if (strategy == "fsdp2_bf16") options.mp_policy = {fsdp::ComputePrecision::Bf16, fsdp::ComputePrecision::Bf16};
     fsdp2::fully_shard(*net->first, group, options);
     fsdp2::fully_shard(*net->second, group, options);
     w.fsdp2 = fsdp2::fully_shard(*net, group, options);

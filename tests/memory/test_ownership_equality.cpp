@@ -167,6 +167,8 @@ TEST(OwnershipOnMeta, FsdpNoShard) { expect_meta_as_cpu("fsdp_no_shard"); }
 TEST(OwnershipOnMeta, FsdpMixedPrecision) { expect_meta_as_cpu("fsdp_bf16"); }
 TEST(OwnershipOnMeta, Fsdp2) { expect_meta_as_cpu("fsdp2"); }
 TEST(OwnershipOnMeta, Fsdp2ReshardFalse) { expect_meta_as_cpu("fsdp2_keep"); }
+TEST(OwnershipOnMeta, Fsdp2ReshardToGroups) { expect_meta_as_cpu("fsdp2_groups"); }
+TEST(OwnershipOnMeta, Fsdp2MixedPrecision) { expect_meta_as_cpu("fsdp2_bf16"); }
 TEST(OwnershipOnMeta, Zero1) { expect_meta_as_cpu("zero1"); }
 
 }  // namespace
