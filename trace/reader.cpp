@@ -271,17 +271,39 @@ struct BulkScan {
   static bool page_row(void* self, int64_t, Values values) { return row(self, values); }
 };
 
+// A bulk scan started from inside another one's batch on the same Reader: refused, whichever
+// way either reads (SQL or pages), since both share the Reader's connection and mapping.
+void refuse_nested_scan(const detail::Db& db, const detail::BulkSink& sink) {
+  if (sink.row) {
+    throw TraceError("trace file " + db.path() +
+                     ": a bulk scan was started from inside another one on the same Reader; "
+                     "open a second Reader for it");
+  }
+}
+
+// Marks a page scan in progress in the Reader's BulkSink for its duration, as bulk_scan marks
+// its query: the sink's row function is never called meanwhile.
+class PageScanInProgress {
+ public:
+  PageScanInProgress(const detail::Db& db, detail::BulkSink& sink) : sink_(sink) {
+    refuse_nested_scan(db, sink);
+    sink_.row = [](void*, sqlite3_value**) { return false; };
+  }
+  ~PageScanInProgress() { sink_.row = nullptr; }
+  PageScanInProgress(const PageScanInProgress&) = delete;
+  PageScanInProgress& operator=(const PageScanInProgress&) = delete;
+
+ private:
+  detail::BulkSink& sink_;
+};
+
 // Runs the aggregate query of Note [Bulk scans] over rowids [first, last] of `table`, on the
 // rows that also satisfy `filter` (SQL, or "" for all).
 template <typename Row>
 void bulk_scan(detail::Db& db, detail::BulkSink& sink, const std::string& arguments,
                const Table& table, const std::string& filter, int64_t first, int64_t last,
                Row (*convert)(sqlite3_value**), const std::function<bool(const Row*, size_t)>& batch) {
-  if (sink.row) {
-    throw TraceError("trace file " + db.path() +
-                     ": a bulk scan was started from inside another one on the same Reader; "
-                     "open a second Reader for it");
-  }
+  refuse_nested_scan(db, sink);
   BulkScan<Row> scan{convert, &batch, {}, nullptr};
   scan.rows.reserve(4096);
   const std::string sql = "SELECT dpscope_scan(" + arguments + ") FROM " + std::string(table.name) +
@@ -344,10 +366,11 @@ struct PageScanLeft {
 // file's pages as far as Note [Reading pages] allows, handed to `batch` as bulk_scan does.
 // `file` is the Reader's mapping, opened here on first use.
 template <typename Row>
-PageScanLeft page_scan(detail::Db& db, std::unique_ptr<detail::PageFile>& file, const Table& table,
+PageScanLeft page_scan(detail::Db& db, detail::BulkSink& sink, std::unique_ptr<detail::PageFile>& file, const Table& table,
                        const std::vector<const Column*>& wanted, int64_t first, int64_t last,
                        Row (*convert)(const detail::ColumnValue*),
                        const std::function<bool(const Row*, size_t)>& batch) {
+  PageScanInProgress in_progress(db, sink);
   const PageScanLeft sql{false, first};
   if (first > last) return PageScanLeft{true, first};
   ReadSnapshot snapshot(db);
@@ -674,15 +697,15 @@ std::pair<int64_t, int64_t> Reader::event_id_range() {
 
 void Reader::scan_event_spans(int64_t first_id, int64_t last_id,
                               const std::function<bool(const EventSpan*, size_t)>& batch) {
+  prepare_bulk_scans();
   if (scan_path_ == BulkScanPath::Pages) {
     std::vector<const Column*> wanted;
     for (EventsColumn column : kSpanColumns) wanted.push_back(&column_of(column));
-    const PageScanLeft left = page_scan<EventSpan>(*db_, pages_, kEventsTable, wanted, first_id, last_id,
+    const PageScanLeft left = page_scan<EventSpan>(*db_, *bulk_, pages_, kEventsTable, wanted, first_id, last_id,
                                                    span_of_columns, batch);
     if (left.done) return;
     first_id = left.resume;
   }
-  prepare_bulk_scans();
   bulk_scan<EventSpan>(*db_, *bulk_, span_arguments(schema_version_), kEventsTable, "", first_id,
                        last_id, span_of_values, batch);
 }
@@ -693,15 +716,15 @@ std::pair<int64_t, int64_t> Reader::memory_rowid_range() {
 
 void Reader::scan_memory(int64_t first_rowid, int64_t last_rowid,
                          const std::function<bool(const MemorySample*, size_t)>& batch) {
+  prepare_bulk_scans();
   if (scan_path_ == BulkScanPath::Pages) {
     std::vector<const Column*> wanted;
     for (const Column& column : kMemoryColumns) wanted.push_back(&column);
-    const PageScanLeft left = page_scan<MemorySample>(*db_, pages_, kMemoryTable, wanted, first_rowid,
+    const PageScanLeft left = page_scan<MemorySample>(*db_, *bulk_, pages_, kMemoryTable, wanted, first_rowid,
                                                       last_rowid, sample_of_columns, batch);
     if (left.done) return;
     first_rowid = left.resume;
   }
-  prepare_bulk_scans();
   const std::string arguments = comma_separated(columns_as_of(kMemoryTable, schema_version_));
   bulk_scan<MemorySample>(*db_, *bulk_, arguments, kMemoryTable, "", first_rowid, last_rowid,
                           sample_of_values, batch);
