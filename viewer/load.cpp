@@ -224,7 +224,10 @@ void build_iterations(RankData& rank, trace::NameId iteration, trace::NameId for
   std::sort(starts.begin(), starts.end());
   int64_t last_end = 0;
   for (const Lane& lane : rank.lanes) {
-    if (!lane.end_max.empty()) last_end = std::max(last_end, lane.end_max.back());
+    const int last_row = lane.rows() - 1;
+    if (last_row >= 0 && lane.row_end(last_row) > lane.row_begin(last_row)) {
+      last_end = std::max(last_end, lane.end_max(last_row, lane.row_end(last_row) - 1));
+    }
   }
   for (size_t i = 0; i < starts.size(); ++i) {
     const int64_t end = i + 1 < starts.size() ? starts[i + 1] : last_end;
@@ -406,7 +409,7 @@ void summarize(Model& model) {
       for (int row = 0; row < lane.rows(); ++row) {
         if (lane.row_begin(row) == lane.row_end(row)) continue;
         const int64_t first = lane.spans[lane.row_begin(row)].begin_ns;
-        const int64_t last = lane.end_max[lane.row_end(row) - 1];
+        const int64_t last = lane.end_max(row, lane.row_end(row) - 1);
         model.t_begin = any ? std::min(model.t_begin, first) : first;
         model.t_end = any ? std::max(model.t_end, last) : last;
         any = true;

@@ -10,9 +10,12 @@
 namespace dpscope::view {
 
 size_t first_visible(const Lane& lane, int row, int64_t t) {
-  const auto begin = lane.end_max.begin() + static_cast<std::ptrdiff_t>(lane.row_begin(row));
-  const auto end = lane.end_max.begin() + static_cast<std::ptrdiff_t>(lane.row_end(row));
-  return static_cast<size_t>(std::lower_bound(begin, end, t) - lane.end_max.begin());
+  size_t lo = lane.row_begin(row), hi = lane.row_end(row);
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (lane.end_max(row, mid) < t) lo = mid + 1; else hi = mid;
+  }
+  return lo;
 }
 
 namespace {
@@ -55,7 +58,7 @@ void fold_row(const Lane& lane, int row, const TimeMap& map, double min_px,
     for (;;) {
       const size_t next = first_beginning_at(lane, j, end, map.t(block_x1 + min_px));
       if (next > j + kJumpAt) {
-        block_x1 = std::max(block_x1, map.x(double(lane.end_max[next - 1])));
+        block_x1 = std::max(block_x1, map.x(double(lane.end_max(row, next - 1))));
         j = next;
         continue;
       }

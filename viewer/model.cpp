@@ -216,14 +216,21 @@ void build_rows(Lane& lane, std::vector<Span>& spans, std::vector<uint16_t>& spa
   }
   lane.row_start = std::move(start);
   lane.has_instant_row = instants;
-  lane.end_max.resize(lane.spans.size());
+  lane.end_max_offset.assign(static_cast<size_t>(lane.rows()), Lane::kEndsInOrder);
+  lane.disordered_end_max.clear();
   lane.longest_ns = 0;
   for (int r = 0; r < lane.rows(); ++r) {
+    bool in_order = true;
+    for (size_t i = lane.row_begin(r); i < lane.row_end(r); ++i) {
+      if (i > lane.row_begin(r) && lane.spans[i].end_ns < lane.spans[i - 1].end_ns) in_order = false;
+      lane.longest_ns = std::max(lane.longest_ns, lane.spans[i].end_ns - lane.spans[i].begin_ns);
+    }
+    if (in_order) continue;  // See Note [Sparse end_max]
+    lane.end_max_offset[static_cast<size_t>(r)] = static_cast<uint32_t>(lane.disordered_end_max.size());
     int64_t running = INT64_MIN;
     for (size_t i = lane.row_begin(r); i < lane.row_end(r); ++i) {
       running = std::max(running, lane.spans[i].end_ns);
-      lane.end_max[i] = running;
-      lane.longest_ns = std::max(lane.longest_ns, lane.spans[i].end_ns - lane.spans[i].begin_ns);
+      lane.disordered_end_max.push_back(running);
     }
   }
 }

@@ -28,21 +28,40 @@ namespace dpscope::view {
 // Gloo collectives in flight, Note [Gloo overlap]); they take a second row only while they
 // overlap, so a long run of overlaps never staircases down the lane. Lane::spans holds the rows
 // one after the other; inside a row spans are sorted by begin_ns and do not overlap (but for a
-// malformed lane's last row, model.cpp's kMaxSliceRows). end_max[i] is the largest end_ns of the
-// spans of i's row up to and including i: it never decreases within a row, so the first span
-// visible at time t is a binary search away (lod.h, first_visible). model.cpp builds this;
-// lod.cpp, view_timeline.cpp, view_find.cpp and analysis.cpp read it.
+// malformed lane's last row, model.cpp's kMaxSliceRows). end_max(row, i) is the largest end_ns of
+// the spans of i's row up to and including i: it never decreases within a row, so the first
+// span visible at time t is a binary search away (lod.h, first_visible). In a row whose spans do
+// not overlap (every row but a malformed one, Note [Sparse end_max]) it is span i's own end_ns,
+// so only the other rows keep it. model.cpp builds this; lod.cpp, view_timeline.cpp,
+// view_find.cpp and analysis.cpp read it.
+//
+// Note [Sparse end_max]
+// A row's spans that do not overlap end in the order they begin, so their running maximum of
+// end_ns is their end_ns. Keeping it for every span anyway cost 8 bytes an event, 80 MB of a
+// 10 M-event trace (bench/README.md, "Viewer"); now only a row whose ends fall somewhere (the
+// capped last row of a malformed lane, or spans that end before they begin) keeps its running
+// maximum, in Lane::disordered_end_max.
 struct Lane {
+  // end_max_offset of a row whose ends are in order (Note [Sparse end_max]).
+  static constexpr uint32_t kEndsInOrder = UINT32_MAX;
+
   trace::LaneInfo info;
   std::vector<Span> spans;         // rows one after another, see Note [Lane rows]
-  std::vector<int64_t> end_max;    // running max of end_ns within each row
   std::vector<uint32_t> row_start; // row r is spans[row_start[r], row_start[r + 1])
+  // Per row: where its running maxima of end_ns begin in disordered_end_max, or kEndsInOrder.
+  std::vector<uint32_t> end_max_offset;
+  std::vector<int64_t> disordered_end_max;  // the running maxima of the rows that need them
   bool has_instant_row = false;    // the last row holds the lane's instants
   int64_t longest_ns = 0;          // the longest span's duration (bounds range queries)
 
   int rows() const { return row_start.empty() ? 0 : static_cast<int>(row_start.size()) - 1; }
   size_t row_begin(int row) const { return row_start[static_cast<size_t>(row)]; }
   size_t row_end(int row) const { return row_start[static_cast<size_t>(row) + 1]; }
+  // The largest end_ns of the spans of `row` up to and including span i, which lies in `row`.
+  int64_t end_max(int row, size_t i) const {
+    const uint32_t offset = end_max_offset[static_cast<size_t>(row)];
+    return offset == kEndsInOrder ? spans[i].end_ns : disordered_end_max[offset + (i - row_begin(row))];
+  }
 };
 
 // The bytes one memory category holds over time: bytes[i] from ts[i] until ts[i + 1].

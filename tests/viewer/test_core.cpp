@@ -71,7 +71,7 @@ TEST(ViewerRows, NestedSpansGoToRowsByDepthAndInstantsToTheirOwnRow) {
   for (int r = 0; r < lane.rows(); ++r) {
     for (size_t i = lane.row_begin(r) + 1; i < lane.row_end(r); ++i) {
       EXPECT_LE(lane.spans[i - 1].begin_ns, lane.spans[i].begin_ns);
-      EXPECT_LE(lane.end_max[i - 1], lane.end_max[i]);
+      EXPECT_LE(lane.end_max(r, i - 1), lane.end_max(r, i));
     }
   }
 }
@@ -109,8 +109,25 @@ TEST(ViewerRows, AMalformedLaneOfAllOverlappingSpansIsCappedInRows) {
   EXPECT_EQ(lane.rows(), 64);
   EXPECT_EQ(lane.spans.size(), 10000u);
   for (size_t i = lane.row_begin(63) + 1; i < lane.row_end(63); ++i) {
-    EXPECT_LE(lane.end_max[i - 1], lane.end_max[i]);
+    EXPECT_LE(lane.end_max(63, i - 1), lane.end_max(63, i));
   }
+  for (int r = 0; r < lane.rows(); ++r) EXPECT_EQ(lane.end_max_offset[size_t(r)], Lane::kEndsInOrder) << "row " << r;
+}
+
+// Spans nested a thousand deep: the capped last row holds spans that end in reverse order, the
+// one row that keeps its running maxima (Note [Sparse end_max]); first_visible reads them.
+TEST(ViewerRows, OnlyARowWhoseEndsAreOutOfOrderKeepsItsRunningMaxima) {
+  Lane lane;
+  for (int i = 0; i < 1000; ++i) lane.spans.push_back(span(EventKind::Phase, i, 2000 - i));
+  build_rows(lane);
+  ASSERT_EQ(lane.rows(), 64);
+  for (int r = 0; r < 63; ++r) EXPECT_EQ(lane.end_max_offset[size_t(r)], Lane::kEndsInOrder) << "row " << r;
+  ASSERT_EQ(lane.end_max_offset[63], 0u);
+  EXPECT_EQ(lane.disordered_end_max.size(), lane.row_end(63) - lane.row_begin(63));
+  for (size_t i = lane.row_begin(63); i < lane.row_end(63); ++i) EXPECT_EQ(lane.end_max(63, i), 2000 - 63);
+  // Every span of the capped row still covers t = 1500 (its first ends at 1937).
+  EXPECT_EQ(first_visible(lane, 63, 1500), lane.row_begin(63));
+  EXPECT_EQ(first_visible(lane, 63, 1938), lane.row_end(63));
 }
 
 TEST(ViewerRows, FarFromSortedInputStillSorts) {

@@ -90,7 +90,8 @@ void expect_same_drawing(const Model& a, const Model& b) {
     for (size_t l = 0; l < x.lanes.size(); ++l) {
       EXPECT_EQ(x.lanes[l].info.name, y.lanes[l].info.name);
       EXPECT_EQ(x.lanes[l].row_start, y.lanes[l].row_start) << "lane " << l;
-      EXPECT_EQ(x.lanes[l].end_max, y.lanes[l].end_max) << "lane " << l;
+      EXPECT_EQ(x.lanes[l].end_max_offset, y.lanes[l].end_max_offset) << "lane " << l;
+      EXPECT_EQ(x.lanes[l].disordered_end_max, y.lanes[l].disordered_end_max) << "lane " << l;
       ASSERT_EQ(x.lanes[l].spans.size(), y.lanes[l].spans.size());
       for (size_t i = 0; i < x.lanes[l].spans.size(); ++i) {
         const Span& s = x.lanes[l].spans[i];
