@@ -6,8 +6,11 @@
 
 #include <ATen/ops/empty.h>
 
+#include <atomic>
 #include <map>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include "engine/memory/memory_sampler.h"
 #include "engine/memory/ownership_registry.h"
@@ -105,6 +108,36 @@ TEST(OwnershipRegistry, RefusesTheRemainderAndTheReadOuts) {
   }
   registry.claim(at::Tensor(), MemoryCategory::Parameters);  // undefined: nothing to claim
   EXPECT_EQ(registry.size(), 0u);
+}
+
+// Claims come from several threads (FSDP's autograd node runs on a GPU's device thread) while
+// another samples: each storage counted once, the dead ones dropped (ThreadSanitizer runs this
+// in scripts/test, test_memory being one of its targets).
+TEST(OwnershipRegistry, ClaimsFromSeveralThreadsWhileSampling) {
+  OwnershipRegistry& registry = OwnershipRegistry::install();
+  registry.clear();
+  std::atomic<bool> done{false};
+  std::thread sampler([&] {
+    while (!done.load()) registry.owned_bytes(kCpu);
+  });
+  std::vector<std::vector<at::Tensor>> kept(4);
+  std::vector<std::thread> claimers;
+  for (int t = 0; t < 4; ++t) {
+    claimers.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        at::Tensor tensor = at::empty({16}, at::kFloat);
+        registry.claim(tensor, MemoryCategory::Shards);
+        registry.claim(tensor.narrow(0, 0, 8), MemoryCategory::Shards);
+        if (i % 2 == 0) kept[static_cast<size_t>(t)].push_back(tensor);  // the odd ones die here
+      }
+    });
+  }
+  for (std::thread& claimer : claimers) claimer.join();
+  done.store(true);
+  sampler.join();
+  EXPECT_EQ(owned(registry, MemoryCategory::Shards), 4 * 100 * 64);
+  EXPECT_EQ(registry.size(), 400u);
+  registry.clear();
 }
 
 // count_as() moves a storage in both accountings; own() only claims it.
