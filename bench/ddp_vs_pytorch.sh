@@ -3,7 +3,11 @@
 # and full tracing against tracing off (docs/design.md, Quality bars: ratio <= 1.0, tracing <= 2 %),
 # with the memory categories by tracking (the CPU's default) and by ownership (a GPU's default).
 #
-#   bench/ddp_vs_pytorch.sh [BUILD_DIR] [ROUNDS] [STEPS]      (defaults: build 5 80)
+#   bench/ddp_vs_pytorch.sh [--mode all|parity|aa] [BUILD_DIR] [ROUNDS] [STEPS]   (defaults: all build 5 80)
+#
+# --mode parity runs only ours and torch, an interleaved pair a round (issue 51's 21 pairs are
+# three runs of 7); --mode aa runs PyTorch against itself the same way (torch and torch2), which
+# shows how far two identical sides part on this machine.
 #
 # Each round runs, in an order that alternates from round to round, four 2-rank runs under
 # `BUILD_DIR/bin/dpscope launch -n 2`:
@@ -15,6 +19,18 @@
 # rank, OMP_NUM_THREADS=1). Every run prints rank 0's `step_ms` (median of steps 3..K); the
 # summary is the median over rounds of those medians, the min-max over rounds, and the ratios.
 set -euo pipefail
+
+mode=all
+if [[ "${1:-}" == --mode ]]; then
+  mode="${2:?--mode needs all, parity or aa}"
+  shift 2
+fi
+case "$mode" in
+  all) variants=(ours torch full own) ;;
+  parity) variants=(ours torch) ;;
+  aa) variants=(torch torch2) ;;
+  *) echo "--mode $mode: choose all, parity or aa" >&2; exit 2 ;;
+esac
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -48,7 +64,7 @@ run() {
     ours) run_ours off tracking ;;
     full) run_ours full tracking ;;
     own) run_ours full ownership ;;
-    torch) run_torch ;;
+    torch | torch2) run_torch ;;
   esac
   sed -n 's/^\[0\] step \([0-9]*\)\/.* \([0-9.]*\) ms$/\1 \2/p' "$tmp/out" |
     awk '$1 >= 3 {print $2}' >> "$tmp/steps-$1"
@@ -58,18 +74,36 @@ run() {
 echo "machine: $(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
      "load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
 echo "blas: $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)"
-printf '%-6s %10s %10s %10s %10s\n' round ours_ms torch_ms full_ms own_ms
-declare -a ours torch full own
+printf '%-6s' round; printf ' %10s' "${variants[@]/%/_ms}"; echo
+declare -A series=()
 for ((r = 0; r < rounds; ++r)); do
-  if ((r % 2 == 0)); then order=(ours torch full own); else order=(own full torch ours); fi
+  order=("${variants[@]}")
+  if ((r % 2 == 1)); then order=(); for ((i = ${#variants[@]} - 1; i >= 0; --i)); do order+=("${variants[i]}"); done; fi
   declare -A got=()
   for v in "${order[@]}"; do got[$v]="$(run "$v")"; done
-  ours+=("${got[ours]}"); torch+=("${got[torch]}"); full+=("${got[full]}"); own+=("${got[own]}")
-  printf '%-6s %10s %10s %10s %10s\n' "$((r + 1))" "${got[ours]}" "${got[torch]}" "${got[full]}" "${got[own]}"
+  printf '%-6s' "$((r + 1))"
+  for v in "${variants[@]}"; do series[$v]+=" ${got[$v]}"; printf ' %10s' "${got[$v]}"; done
+  echo
 done
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at end"
 
-"$python" - "${ours[*]}" "${torch[*]}" "${full[*]}" "${own[*]}" "$tmp" <<'EOF'
+if [[ "$mode" != all ]]; then
+  # A pair a round: the ratio of the first variant to the second, and how the rounds spread.
+  "$python" - "$mode" "${series[${variants[0]}]}" "${series[${variants[1]}]}" <<'EOF'
+import statistics, sys
+mode, a, b = sys.argv[1], [float(v) for v in sys.argv[2].split()], [float(v) for v in sys.argv[3].split()]
+names = ("ours", "pytorch") if mode == "parity" else ("pytorch (A)", "pytorch (B)")
+ratios = sorted(x / y for x, y in zip(a, b))
+q = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else ratios * 3
+print(f"{names[0]} median {statistics.median(a):.3f} ms, {names[1]} median {statistics.median(b):.3f} ms")
+print(f"ratio {names[0]}/{names[1]} per pair: median {statistics.median(ratios):.3f}"
+      f"  min {ratios[0]:.3f}  p25 {q[0]:.3f}  p75 {q[2]:.3f}  max {ratios[-1]:.3f}")
+print("pairs " + " ".join(f"{r:.3f}" for r in ratios))
+EOF
+  exit 0
+fi
+
+"$python" - "${series[ours]}" "${series[torch]}" "${series[full]}" "${series[own]}" "$tmp" <<'EOF'
 import statistics, sys
 ours, torch, full, own = ([float(v) for v in arg.split()] for arg in sys.argv[1:5])
 med = statistics.median
