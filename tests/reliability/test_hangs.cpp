@@ -69,6 +69,14 @@ TEST_P(Hang, StopsInTimeEveryTraceReadsAndTheCulpritIsNamed) {
   for (const auto& e : merged.events_of_kind(dpscope::trace::EventKind::Collective)) {
     if (e.grp == 0) seqs[e.rank].insert(e.seq);
   }
+  // Every rank was inside a collective when the run stopped, and its trace keeps it: one that
+  // failed, or one pending when its rank ended (SIGTERM from the launcher, an abort), which the
+  // flush guard records (Note [Pending collectives]).
+  std::set<int> stuck_ranks;
+  for (const auto& e : merged.events_of_kind(dpscope::trace::EventKind::Collective)) {
+    if (e.flags & dpscope::trace::kFlagNotCompleted) stuck_ranks.insert(e.rank);
+  }
+  EXPECT_EQ(stuck_ranks.size(), static_cast<size_t>(c.ranks)) << "a rank's trace lost the collective it was in";
   for (const auto& [rank, numbers] : seqs) {
     EXPECT_EQ(*numbers.rbegin() + 1, static_cast<int64_t>(numbers.size())) << "rank " << rank << "'s sequence numbers have a gap";
   }

@@ -31,7 +31,8 @@ TEST(HangWords, SayWhoWaitsForWhomAndHowLong) {
   for (int32_t r : {0, 1, 2}) {
     dpscope::analysis::HangRank rank;
     rank.rank = r;
-    if (r != 1) rank.pending.push_back(pending(r, 41, r == 0 ? 5.0 : 4.5));
+    // The culprit is stuck too (in a later collective of its own): it waits for nobody.
+    rank.pending.push_back(pending(r, r == 1 ? 42 : 41, r == 0 ? 5.0 : 4.5));
     world.ranks.push_back(rank);
   }
   hang.groups.push_back(world);
