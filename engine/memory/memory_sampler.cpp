@@ -1,5 +1,7 @@
-// The memory sampler: reads the tracking allocator's per-category counts (and the CUDA caching
-// allocator's statistics on a GPU) into the trace's memory samples and keeps each one's peak.
+// The memory sampler: splits memory into the trace's categories by the tracking allocator's
+// per-category counts or by the ownership registry's storages on the run's device, records them
+// with the allocators' totals (the CUDA caching allocator's statistics on a GPU), and keeps each
+// one's peak.
 #include "engine/memory/memory_sampler.h"
 
 #include <unistd.h>
