@@ -28,6 +28,19 @@ void PendingCollectives::untrack(const Work* work) {
   if (found != works_.end()) works_.erase(found);
 }
 
+bool PendingCollectives::record_stuck(int64_t now_ns) {
+  std::vector<std::weak_ptr<Work>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending = works_;
+  }
+  bool recorded = false;
+  for (const std::weak_ptr<Work>& w : pending) {
+    if (const std::shared_ptr<Work> work = w.lock()) recorded = work->record_if_stuck(now_ns) || recorded;
+  }
+  return recorded;
+}
+
 void PendingCollectives::close(std::string_view) {
   std::vector<std::weak_ptr<Work>> pending;
   {

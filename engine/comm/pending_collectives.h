@@ -32,6 +32,9 @@ class PendingCollectives final : public trace::FlushTarget {
 
   void track(const std::shared_ptr<Work>& work);
   void untrack(const Work* work);
+  // Records a "stuck" mark for each Work pending longer than Work::kStuckAfter at `now_ns`
+  // (Note [A stuck collective]). Returns whether it recorded any.
+  bool record_stuck(int64_t now_ns);
   // Records every Work still tracked as never completed (Work::record_unfinished) and forgets
   // them. `status` (the rank's end) is not used: the recorder records it.
   void close(std::string_view status) override;

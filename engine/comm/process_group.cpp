@@ -168,15 +168,7 @@ void Work::wait(trace::LaneId lane) {
   const auto deadline = std::chrono::steady_clock::now() + group_.options().timeout;
   if (!is_completed()) group_.run_on_waiting_thread(*this);  // See Note [Run on wait]
   std::unique_lock<std::mutex> lock(mutex_);
-  // See Note [A stuck collective]: after a second, say so in the trace, then wait on.
-  const auto noted = std::min(deadline, std::chrono::steady_clock::now() + kStuckAfter);
-  bool finished = done_cv_.wait_until(lock, noted, [&] { return done_; });
-  if (!finished && noted < deadline) {
-    lock.unlock();
-    record_stuck(lane);
-    lock.lock();
-    finished = done_cv_.wait_until(lock, deadline, [&] { return done_; });
-  }
+  bool finished = done_cv_.wait_until(lock, deadline, [&] { return done_; });
   // A collective that failed only after the whole timeout (Gloo's own timeout, which starts
   // when the collective does) is reported as the timeout, naming the ranks not heard from.
   if (finished && error_ && trace::now_ns() - enqueue_.wall_ns >= timeout_ns()) finished = false;
@@ -223,26 +215,36 @@ void Work::wait(trace::LaneId lane) {
 
 // Note [A stuck collective]
 // A collective's event is recorded when it finishes, or when its rank ends (Note [Pending
-// collectives]): while a run hangs, its trace holds neither. So a wait that lasts kStuckAfter
-// records a mark named "stuck: <op> #<seq>" on the waiting lane, from the collective's issue to
-// that moment, at trace level summary: `dpscope-view --live` counts from its begin how long the
-// collective has been stuck (docs/hangs.md). Healthy waits are far shorter than a second, so such
-// marks are rare; one per collective at most.
-void Work::record_stuck(trace::LaneId lane) {
+// collectives]): while a run hangs, its trace holds neither. So the group's heartbeat thread, twice
+// a second, records for each collective pending longer than kStuckAfter a mark named "stuck: <op>
+// #<seq>" on the group's communication lane, from the collective's issue to that moment, at trace
+// level summary, and flushes it: `dpscope-view --live` counts from its begin how long the
+// collective has been stuck (docs/hangs.md). Not the waiting thread: it may be inside the
+// collective itself (Note [Run on wait]). Healthy collectives finish far sooner than a second, so
+// such marks are rare; one per collective at most.
+bool Work::record_if_stuck(int64_t now_ns) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_ || recorded_ || stuck_recorded_ ||
+        now_ns - enqueue_.wall_ns < std::chrono::duration_cast<std::chrono::nanoseconds>(kStuckAfter).count()) {
+      return false;
+    }
+    stuck_recorded_ = true;
+  }
   trace::Recorder* recorder = group_.recorder();
-  if (!recorder || !recorder->enabled(trace::TraceLevel::Summary)) return;
+  if (!recorder || !recorder->enabled(trace::TraceLevel::Summary)) return false;
   trace::Event e;
   e.kind = trace::EventKind::Mark;
-  e.lane = lane;
+  e.lane = group_.comm_lane();
   e.name = recorder->name("stuck: " + std::string(trace::to_string(op_)) + " #" + std::to_string(seq_));
   e.op = static_cast<uint8_t>(op_);
   e.grp = group_.options().group_id;
   e.seq = seq_;
   e.begin_ns = enqueue_.wall_ns;
-  e.end_ns = trace::now_ns();
+  e.end_ns = now_ns;
   e.iteration = tag_.iteration;
   recorder->record(trace::TraceLevel::Summary, e);
-  recorder->flush();
+  return true;
 }
 
 int64_t Work::timeout_ns() const {
@@ -342,6 +344,10 @@ void ProcessGroup::heartbeat_loop() {
     if (!last) {
       heartbeat_cv_.wait_for(lock, std::chrono::milliseconds(500),
                              [&] { return heartbeat_stop_; });
+      lock.unlock();
+      // See Note [A stuck collective].
+      if (pending_ && pending_->record_stuck(trace::now_ns()) && options_.recorder) options_.recorder->flush();
+      lock.lock();
     }
   }
 }

@@ -120,6 +120,9 @@ class Work {
               uint8_t extra_flags = 0, trace::LaneId lane = -1);
 
   // ---- For PendingCollectives (Note [Pending collectives]).
+  // Records a "stuck" mark if the collective is still pending kStuckAfter after its issue at
+  // `now_ns`, once (Note [A stuck collective]). Returns whether it recorded one.
+  bool record_if_stuck(int64_t now_ns);
   // Records the collective as never completed, open-ended at `end_ns` (when the rank ended),
   // unless it finished meanwhile; finish() then records nothing more.
   void record_unfinished(int64_t end_ns);
@@ -132,8 +135,6 @@ class Work {
   // Records the collective event with mutex_ held by the caller.
   void record_locked(int64_t begin_ns, int64_t end_ns, uint8_t flags, trace::LaneId lane);
   int64_t timeout_ns() const;
-  // Records that the wait has lasted kStuckAfter (Note [A stuck collective]).
-  void record_stuck(trace::LaneId lane);
   static constexpr std::chrono::seconds kStuckAfter{1};
   // is_completed() with mutex_ held.
   bool completed_locked() const;
@@ -154,6 +155,7 @@ class Work {
   int64_t release_ns_ = 0;  // complete from then on (trace clock); 0 without a hold
   int64_t started_ns_ = 0;  // when the backend began it; 0 until then
   bool recorded_ = false;   // its collective event was recorded (finish or record_unfinished)
+  bool stuck_recorded_ = false;  // its "stuck" mark was recorded (record_if_stuck)
 };
 using WorkHandle = std::shared_ptr<Work>;
 

@@ -85,6 +85,19 @@ TEST(TutorialHangs, EachScenarioStopsInTimeAndNamesItsCulprit) {
     const size_t to = out.find("\n(", from + 1);
     check(s, out.substr(from, to == std::string::npos ? std::string::npos : to - from), dir.file(std::string("t21/") + s.name));
   }
+  // (a): rank 0 waited 3 s in all-reduce #4; after a second its heartbeat marked it stuck (Note [A
+  // stuck collective]), which `dpscope-view --live` counts up from while the run hangs.
+  {
+    dpscope::trace::Reader reader(dir.file("t21/a/run.sqlite"));
+    const std::vector<std::string> names = reader.names();
+    bool marked = false;
+    for (const auto& e : reader.events_of_kind(dpscope::trace::EventKind::Mark)) {
+      if (e.name >= 0 && size_t(e.name) < names.size() && names[size_t(e.name)] == "stuck: allreduce #4") {
+        marked = e.rank == 0 && e.end_ns - e.begin_ns >= 1'000'000'000;
+      }
+    }
+    EXPECT_TRUE(marked) << "no one-second 'stuck: allreduce #4' mark on rank 0";
+  }
   // (d): the check mode stops at once, naming the rank that left, before the timeout.
   EXPECT_NE(dpscope::testing::read_text(dir.file("t21/d.log")).find("left the group without issuing it"), std::string::npos);
 }
