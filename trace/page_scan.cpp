@@ -15,7 +15,6 @@ namespace {
 
 constexpr uint8_t kInteriorTable = 5;
 constexpr uint8_t kLeafTable = 13;
-constexpr int kMaxDepth = 40;                    // SQLite's own b-trees stay below 20 levels
 constexpr size_t kReleaseBytes = size_t{8} << 20;  // released behind the scan in runs of this
 
 uint32_t be16(const uint8_t* p) { return uint32_t(p[0]) << 8 | p[1]; }
@@ -65,16 +64,20 @@ bool integer_value(uint64_t t, const uint8_t* p, ColumnValue& out) {
   }
 }
 
+}  // namespace
+
 // Which output slot each record column goes to (-1: not wanted), and where the rowid goes.
-struct Wanted {
+struct WantedColumns {
   std::vector<int> slot_of_column;  // up to the last wanted column
   int rowid_slot = -1;
 };
 
+namespace {
+
 // Decodes the wanted columns of one record (a header of serial types, then the body) in one
 // pass over its header. False where the record is short of a wanted column, runs out of its
 // bytes or holds a value other than an integer or NULL there.
-bool decode_record(const uint8_t* record, size_t size, const Wanted& wanted, int64_t rowid,
+bool decode_record(const uint8_t* record, size_t size, const WantedColumns& wanted, int64_t rowid,
                    ColumnValue* out) {
   const uint8_t* const end = record + size;
   const uint8_t* p = record;
@@ -106,14 +109,22 @@ bool decode_record(const uint8_t* record, size_t size, const Wanted& wanted, int
   return true;
 }
 
-// One interior page on the way down: the child being visited (cell index; cells == rightmost).
-struct Level {
-  const uint8_t* header = nullptr;
-  uint32_t cells = 0;
-  uint32_t child = 0;
-};
+// The columns a scan wants, slot by record column.
+WantedColumns wanted_columns(const std::vector<int>& columns) {
+  WantedColumns wanted;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (columns[i] < 0) {
+      wanted.rowid_slot = int(i);
+      continue;
+    }
+    if (size_t(columns[i]) >= wanted.slot_of_column.size()) wanted.slot_of_column.resize(size_t(columns[i]) + 1, -1);
+    wanted.slot_of_column[size_t(columns[i])] = int(i);
+  }
+  return wanted;
+}
 
 }  // namespace
+
 
 std::unique_ptr<PageFile> PageFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -165,131 +176,139 @@ void PageFile::release_behind(uint32_t leaf) {
   held_first_ = held_last_ = leaf;
 }
 
+// Where a scan stands in the b-tree: the interior pages above its leaf, each with the child
+// being visited (a cell index; `cells` is the rightmost pointer), and the leaf.
+struct PageFile::Walk {
+  struct Level {
+    const uint8_t* header = nullptr;
+    uint32_t cells = 0;
+    uint32_t child = 0;
+  };
+  static constexpr int kMaxDepth = 40;  // SQLite's own b-trees stay below 20 levels
+  Level path[kMaxDepth];
+  int depth = 0;
+  uint64_t pages_visited = 0;  // bounds a walk through a damaged file's cycles
+  uint32_t leaf_number = 0;
+  const uint8_t* leaf = nullptr;  // the leaf's b-tree header
+};
+
+bool PageFile::descend(Walk& walk, uint32_t number, bool seeking, int64_t first) const {
+  for (;;) {
+    const uint8_t* start = page(number);
+    if (!start || ++walk.pages_visited > page_count_ || walk.depth >= Walk::kMaxDepth) return false;
+    const uint8_t* header = start + (number == 1 ? 100 : 0);
+    if (header[0] == kLeafTable) {
+      walk.leaf_number = number;
+      walk.leaf = header;
+      return true;
+    }
+    if (header[0] != kInteriorTable) return false;
+    const uint32_t cells = be16(header + 3);
+    if (uint32_t(header - start) + 12 + 2 * cells > usable_) return false;
+    uint32_t child = 0;
+    if (seeking) {
+      // The first cell whose key (the largest rowid of its left child) is >= first.
+      uint32_t lo = 0, hi = cells;
+      while (lo < hi) {
+        const uint32_t mid = (lo + hi) / 2;
+        const uint32_t offset = be16(header + 12 + 2 * mid);
+        if (offset + 5 > usable_) return false;
+        const uint8_t* p = start + offset + 4;
+        uint64_t key = 0;
+        if (!varint(p, start + usable_, key)) return false;
+        if (int64_t(key) < first) lo = mid + 1; else hi = mid;
+      }
+      child = lo;
+    }
+    walk.path[walk.depth++] = Walk::Level{header, cells, child};
+    if (!child_page(header, cells, child, number)) return false;
+  }
+}
+
+bool PageFile::child_page(const uint8_t* header, uint32_t cells, uint32_t child, uint32_t& number) const {
+  if (child == cells) {
+    number = be32(header + 8);
+    return true;
+  }
+  const uint8_t* start = header - (header == base_ + 100 ? 100 : 0);
+  const uint32_t offset = be16(header + 12 + 2 * child);
+  if (offset + 4 > usable_) return false;
+  number = be32(start + offset);
+  return true;
+}
+
+PageFile::LeafEnd PageFile::read_leaf(const Walk& walk, int64_t first, int64_t last, const WantedColumns& wanted,
+                                      ColumnValue* values, RowFn row, void* context,
+                                      PageScanResult& result) {
+  // The payload a table leaf cell keeps on its page (the rest is on overflow pages).
+  const uint32_t max_local = usable_ - 35;
+  const uint32_t min_local = (usable_ - 12) * 32 / 255 - 23;
+  const uint8_t* leaf = walk.leaf;
+  const uint8_t* start = page(walk.leaf_number);
+  const uint8_t* const page_end = start + usable_;
+  const uint32_t cells = be16(leaf + 3);
+  if (uint32_t(leaf - start) + 8 + 2 * cells > usable_) return LeafEnd::Unreadable;
+  ++pages_read_;
+  release_behind(walk.leaf_number);
+  for (uint32_t c = 0; c < cells; ++c) {
+    const uint32_t offset = be16(leaf + 8 + 2 * c);
+    if (offset >= usable_) return LeafEnd::Unreadable;
+    const uint8_t* p = start + offset;
+    uint64_t payload = 0, key = 0;
+    if (!varint(p, page_end, payload) || !varint(p, page_end, key)) return LeafEnd::Unreadable;
+    const int64_t rowid = int64_t(key);
+    if (rowid < first) continue;
+    if (rowid > last) return LeafEnd::PastLast;
+    const uint8_t* record = p;
+    if (payload > max_local) {
+      // Spills onto overflow pages: the local part, then a chain of pages, each a 4-byte link
+      // and usable - 4 bytes of the record.
+      const uint32_t surplus = min_local + uint32_t((payload - min_local) % (usable_ - 4));
+      const uint32_t local = surplus <= max_local ? surplus : min_local;
+      if (p + local + 4 > page_end || payload > (uint64_t{1} << 30)) return LeafEnd::Unreadable;
+      overflow_.assign(p, p + local);
+      uint32_t next = be32(p + local);
+      uint64_t chain = 0;
+      while (overflow_.size() < payload) {
+        const uint8_t* spill = page(next);
+        if (!spill || ++chain > page_count_) return LeafEnd::Unreadable;
+        const size_t take = std::min<size_t>(usable_ - 4, payload - overflow_.size());
+        overflow_.insert(overflow_.end(), spill + 4, spill + 4 + take);
+        next = be32(spill);
+      }
+      record = overflow_.data();
+    } else if (p + payload > page_end) {
+      return LeafEnd::Unreadable;
+    }
+    if (!decode_record(record, size_t(payload), wanted, rowid, values)) return LeafEnd::Unreadable;
+    result.next_rowid = rowid + 1;
+    if (!row(context, rowid, values)) return LeafEnd::Stopped;
+  }
+  return LeafEnd::More;
+}
+
 PageScanResult PageFile::scan(uint32_t root, int64_t first, int64_t last,
                               const std::vector<int>& columns, RowFn row, void* context) {
   PageScanResult result{PageScanEnd::Finished, first};
   if (first > last) return result;
-  Wanted wanted;
-  for (size_t i = 0; i < columns.size(); ++i) {
-    if (columns[i] < 0) {
-      wanted.rowid_slot = int(i);
-      continue;
-    }
-    if (size_t(columns[i]) >= wanted.slot_of_column.size()) wanted.slot_of_column.resize(size_t(columns[i]) + 1, -1);
-    wanted.slot_of_column[size_t(columns[i])] = int(i);
-  }
+  const WantedColumns wanted = wanted_columns(columns);
   std::vector<ColumnValue> values(columns.size());
-  const auto unreadable = [&] {
-    result.end = PageScanEnd::Unreadable;
-    return result;
-  };
-  // The payload a table leaf cell keeps on its page (the rest is on overflow pages).
-  const uint32_t max_local = usable_ - 35;
-  const uint32_t min_local = (usable_ - 12) * 32 / 255 - 23;
-  uint64_t pages_visited = 0;
-
-  Level path[kMaxDepth];
-  int depth = 0;
-  uint32_t number = root;
-  bool seeking = true;  // descending towards `first` rather than to a subtree's leftmost leaf
+  Walk walk;
+  if (!descend(walk, root, true, first)) return {PageScanEnd::Unreadable, result.next_rowid};
   for (;;) {
-    // Down to a leaf: towards `first` on the first descent, to the leftmost leaf afterwards.
-    const uint8_t* leaf = nullptr;
-    for (;;) {
-      const uint8_t* start = page(number);
-      if (!start || ++pages_visited > page_count_ || depth >= kMaxDepth) return unreadable();
-      const uint8_t* header = start + (number == 1 ? 100 : 0);
-      if (header[0] == kLeafTable) {
-        leaf = header;
-        break;
-      }
-      if (header[0] != kInteriorTable) return unreadable();
-      const uint32_t cells = be16(header + 3);
-      if (uint32_t(header - start) + 12 + 2 * cells > usable_) return unreadable();
-      uint32_t child = 0;
-      if (seeking) {
-        // The first cell whose key (the largest rowid of its left child) is >= first.
-        uint32_t lo = 0, hi = cells;
-        while (lo < hi) {
-          const uint32_t mid = (lo + hi) / 2;
-          const uint32_t offset = be16(header + 12 + 2 * mid);
-          if (offset + 5 > usable_) return unreadable();
-          const uint8_t* p = start + offset + 4;
-          uint64_t key = 0;
-          if (!varint(p, start + usable_, key)) return unreadable();
-          if (int64_t(key) < first) lo = mid + 1; else hi = mid;
-        }
-        child = lo;
-      }
-      path[depth++] = Level{header, cells, child};
-      if (child == cells) {
-        number = be32(header + 8);
-      } else {
-        const uint32_t offset = be16(header + 12 + 2 * child);
-        if (offset + 4 > usable_) return unreadable();
-        number = be32(start + offset);
-      }
+    switch (read_leaf(walk, first, last, wanted, values.data(), row, context, result)) {
+      case LeafEnd::More: break;
+      case LeafEnd::PastLast: return result;
+      case LeafEnd::Stopped: return {PageScanEnd::Stopped, result.next_rowid};
+      case LeafEnd::Unreadable: return {PageScanEnd::Unreadable, result.next_rowid};
     }
-
-    // The leaf's cells, from the first rowid >= first.
-    const uint8_t* start = page(number);
-    const uint32_t base = uint32_t(leaf - start);
-    const uint32_t cells = be16(leaf + 3);
-    if (base + 8 + 2 * cells > usable_) return unreadable();
-    ++pages_read_;
-    release_behind(number);
-    for (uint32_t c = 0; c < cells; ++c) {
-      const uint32_t offset = be16(leaf + 8 + 2 * c);
-      if (offset >= usable_) return unreadable();
-      const uint8_t* p = start + offset;
-      const uint8_t* const page_end = start + usable_;
-      uint64_t payload = 0, key = 0;
-      if (!varint(p, page_end, payload) || !varint(p, page_end, key)) return unreadable();
-      const int64_t rowid = int64_t(key);
-      if (rowid < first) continue;
-      if (rowid > last) return result;
-      const uint8_t* record = p;
-      if (payload > max_local) {
-        // Spills onto overflow pages: the local part, then a chain of pages, each a 4-byte link
-        // and usable - 4 bytes of the record.
-        const uint32_t surplus = min_local + uint32_t((payload - min_local) % (usable_ - 4));
-        const uint32_t local = surplus <= max_local ? surplus : min_local;
-        if (p + local + 4 > page_end || payload > (uint64_t{1} << 30)) return unreadable();
-        overflow_.assign(p, p + local);
-        uint32_t next = be32(p + local);
-        uint64_t chain = 0;
-        while (overflow_.size() < payload) {
-          const uint8_t* spill = page(next);
-          if (!spill || ++chain > page_count_) return unreadable();
-          const size_t take = std::min<size_t>(usable_ - 4, payload - overflow_.size());
-          overflow_.insert(overflow_.end(), spill + 4, spill + 4 + take);
-          next = be32(spill);
-        }
-        record = overflow_.data();
-      } else if (p + payload > page_end) {
-        return unreadable();
-      }
-      if (!decode_record(record, size_t(payload), wanted, rowid, values.data())) return unreadable();
-      result.next_rowid = rowid + 1;
-      if (!row(context, rowid, values.data())) {
-        result.end = PageScanEnd::Stopped;
-        return result;
-      }
-    }
-
     // The next leaf: up to the nearest level with a child left, then down its leftmost side.
-    seeking = false;
-    while (depth > 0 && path[depth - 1].child >= path[depth - 1].cells) --depth;
-    if (depth == 0) return result;
-    Level& up = path[depth - 1];
-    ++up.child;
-    const uint8_t* up_start = up.header - (up.header == base_ + 100 ? 100 : 0);
-    if (up.child == up.cells) {
-      number = be32(up.header + 8);
-    } else {
-      const uint32_t offset = be16(up.header + 12 + 2 * up.child);
-      if (offset + 4 > usable_) return unreadable();
-      number = be32(up_start + offset);
+    while (walk.depth > 0 && walk.path[walk.depth - 1].child >= walk.path[walk.depth - 1].cells) --walk.depth;
+    if (walk.depth == 0) return result;
+    Walk::Level& up = walk.path[walk.depth - 1];
+    uint32_t number = 0;
+    if (!child_page(up.header, up.cells, ++up.child, number) || !descend(walk, number, false, first)) {
+      return {PageScanEnd::Unreadable, result.next_rowid};
     }
   }
 }

@@ -29,6 +29,8 @@ namespace dpscope::trace::detail {
 // (MADV_DONTNEED) as the scan leaves them: a scan of the whole file never holds more than a
 // few megabytes of it resident.
 
+struct WantedColumns;  // which record columns a scan hands over, and in which order (page_scan.cpp)
+
 // One column of a decoded row: an integer, or NULL.
 struct ColumnValue {
   int64_t value = 0;
@@ -67,9 +69,21 @@ class PageFile {
   uint64_t pages_read() const { return pages_read_; }  // leaf pages decoded by this file's scans
 
  private:
+  struct Walk;  // where a scan stands in the b-tree (page_scan.cpp)
+  // How the cells of one leaf ended.
+  enum class LeafEnd { More, PastLast, Stopped, Unreadable };
+
   PageFile() = default;
   const uint8_t* page(uint32_t number) const;  // null when out of the file
   void release_behind(uint32_t leaf);          // Note [Reading pages]: MADV_DONTNEED behind the scan
+  // Down from page `number` to a leaf: towards `first` when seeking, else the leftmost one.
+  // False where a page is not one a table b-tree holds.
+  bool descend(Walk& walk, uint32_t number, bool seeking, int64_t first) const;
+  // The page number of an interior page's child (cell index; `cells` is the rightmost).
+  bool child_page(const uint8_t* header, uint32_t cells, uint32_t child, uint32_t& number) const;
+  // Hands over the walk's leaf's rows in [first, last]; result.next_rowid follows them.
+  LeafEnd read_leaf(const Walk& walk, int64_t first, int64_t last, const WantedColumns& wanted,
+                    ColumnValue* values, RowFn row, void* context, PageScanResult& result);
 
   const uint8_t* base_ = nullptr;
   size_t size_ = 0;

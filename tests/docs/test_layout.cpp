@@ -456,9 +456,11 @@ void check_today(const IncludeRule& rule, const std::set<std::string>& seen,
 //   writer       on sqlite_db
 //   flush_guard  on writer (it closes a FlushTarget; the recorder is one)
 //   recorder     on flush_guard
-//   reader       on sqlite_db
+//   page_scan    on base (the SQLite file format read without SQLite, Note [Reading pages])
+//   reader       on sqlite_db and page_scan
 //   merge        on reader and writer
-// that is base < sqlite_db < writer < flush_guard < recorder, and sqlite_db < reader < merge. A
+// that is base < sqlite_db < writer < flush_guard < recorder, and sqlite_db, page_scan < reader
+// < merge. A
 // file of trace/ in no layer fails too: a new file gets its place here.
 struct TraceLayer {
   std::string name;
@@ -471,12 +473,13 @@ const std::vector<TraceLayer> kTraceLayers = {
     {"writer", {"writer"}, {"sqlite_db"}},
     {"flush_guard", {"flush_guard"}, {"writer"}},
     {"recorder", {"recorder"}, {"flush_guard"}},
-    {"reader", {"reader"}, {"sqlite_db"}},
+    {"page_scan", {"page_scan"}, {"base"}},
+    {"reader", {"reader"}, {"sqlite_db", "page_scan"}},
     {"merge", {"merge"}, {"reader", "writer"}},
 };
 const char* const kTraceOrder =
     "base (schema, records, error, clock, saturate, vocabulary, collective_state) < sqlite_db < writer < "
-    "flush_guard < recorder; sqlite_db < reader < merge; writer < merge";
+    "flush_guard < recorder; sqlite_db, page_scan < reader < merge; writer < merge";
 
 const TraceLayer* trace_layer_of(const std::string& stem) {
   for (const TraceLayer& layer : kTraceLayers) {
