@@ -11,22 +11,24 @@
 
 namespace dpscope::analysis {
 
-// One Collective event of one rank, as the analysis keeps it.
+// One Collective event of one rank, as the analysis keeps it: a million of them on a 10 M-event
+// trace, so the fields are ordered to leave no padding (56 bytes).
 struct CollectiveStats {
   int32_t grp = trace::kNone;
-  int64_t seq = trace::kNone64;
-  trace::CollectiveOp op = trace::CollectiveOp::AllReduce;
-  int64_t bytes = trace::kNone64;
-  uint8_t dtype = 0xff;       // trace::DType; 0xff when not recorded
   int32_t iteration = trace::kNone;  // trace::kNone: construction work
+  int64_t seq = trace::kNone64;
+  int64_t bytes = trace::kNone64;
   int64_t begin_ns = 0;       // on the run's aligned clock (ranks.clock_offset_ns applied)
   int64_t end_ns = 0;
-  int16_t lane = 0;           // trace::LaneId where it ran (its lane's name says its group)
   // Matched on every rank of its group: from the last rank's begin to this rank's end (Note
   // [Waiting and transfer]), and how many ranks ran it; kNone64 and 0 when unmatched.
   int64_t transfer_ns = trace::kNone64;
   int32_t group_ranks = 0;
+  int16_t lane = 0;           // trace::LaneId where it ran (its lane's name says its group)
+  trace::CollectiveOp op = trace::CollectiveOp::AllReduce;
+  uint8_t dtype = 0xff;       // trace::DType; 0xff when not recorded
 };
+static_assert(sizeof(CollectiveStats) == 56, "CollectiveStats is kept for every collective of a trace");
 
 // One collective across ranks.
 struct CollectiveMatch {

@@ -178,7 +178,7 @@ void add_event(const trace::Event& e, const std::vector<PhaseRole>& roles,
       s.all_waits.push_back({e.begin_ns, e.end_ns});
       if (in_iteration) RankScratch::at(s.waits, e.iteration).push_back({e.begin_ns, e.end_ns});
       break;
-    case trace::EventKind::Collective:
+    case trace::EventKind::Collective: {
       s.all_comm.push_back({e.begin_ns, e.end_ns});
       if (in_iteration) {
         RankScratch::at(s.comm, e.iteration).push_back({e.begin_ns, e.end_ns});
@@ -187,10 +187,19 @@ void add_event(const trace::Event& e, const std::vector<PhaseRole>& roles,
           s.bucket_comm.push_back({e.iteration, e.bucket, e.bytes, {e.begin_ns, e.end_ns}});
         }
       }
-      s.collective_list.push_back(CollectiveStats{e.grp, e.seq, static_cast<trace::CollectiveOp>(e.op),
-                                                  e.bytes, e.dtype, e.iteration, e.begin_ns,
-                                                  e.end_ns, e.lane});
+      CollectiveStats c;
+      c.grp = e.grp;
+      c.iteration = e.iteration;
+      c.seq = e.seq;
+      c.bytes = e.bytes;
+      c.begin_ns = e.begin_ns;
+      c.end_ns = e.end_ns;
+      c.lane = e.lane;
+      c.op = static_cast<trace::CollectiveOp>(e.op);
+      c.dtype = e.dtype;
+      s.collective_list.push_back(c);
       break;
+    }
     default:
       break;
   }
