@@ -350,6 +350,7 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<c10d::Store> store, int rank,
 }
 
 NcclProcessGroup::~NcclProcessGroup() {
+  announce_leaving();  // See Note [Check mode and a rank that left]
   {
     std::lock_guard<std::mutex> lock(queue_mutex_);
     stopping_ = true;
@@ -621,6 +622,9 @@ void NcclProcessGroup::complete(InFlight& entry) {
   std::exception_ptr error = entry.error;
   if (!error) {
     begin_ns = trace::now_ns();
+    // The watcher has reached it: every collective before it completed, so it runs on the GPU
+    // now, as the flight recorder's watchdog discovers a start (Note [Collective end state]).
+    entry.request->work->started(begin_ns);
     error = await(entry);
     end_ns = trace::now_ns();
     if (!error) {
