@@ -46,6 +46,44 @@ OverlapStats overlap_of(const OverlapSets& sets) {
                       to_ms(saturating_sub(comm_ns, hidden_ns))};
 }
 
+// Work intervals of one kind (compute, waits, communication) with the iteration each belongs to
+// (kNone outside the steps): one list for the run-wide overlap and the per-iteration ones, not a
+// list for the run plus a vector per iteration, which on a 10 M-event trace cost twice the
+// intervals and half a million small vectors.
+class TaggedIntervals {
+ public:
+  void add(int64_t begin_ns, int64_t end_ns, int32_t iteration) {
+    list_.push_back({{begin_ns, end_ns}, iteration >= 0 ? iteration : trace::kNone});
+  }
+  // Every interval, for the run-wide overlap.
+  std::vector<Interval> all() const {
+    std::vector<Interval> out;
+    out.reserve(list_.size());
+    for (const Tagged& t : list_) out.push_back(t.span);
+    return out;
+  }
+  // Puts the intervals in iteration order, for iteration() to hand them out in turn.
+  void order_by_iteration() {
+    std::stable_sort(list_.begin(), list_.end(), [](const Tagged& a, const Tagged& b) { return a.iteration < b.iteration; });
+    next_ = 0;
+  }
+  // The intervals of `iteration`; call with ascending iterations after order_by_iteration().
+  std::vector<Interval> iteration(int32_t iteration) {
+    while (next_ < list_.size() && list_[next_].iteration < iteration) ++next_;
+    std::vector<Interval> out;
+    for (; next_ < list_.size() && list_[next_].iteration == iteration; ++next_) out.push_back(list_[next_].span);
+    return out;
+  }
+
+ private:
+  struct Tagged {
+    Interval span;
+    int32_t iteration;
+  };
+  std::vector<Tagged> list_;
+  size_t next_ = 0;
+};
+
 // Everything compute_stats gathers about one rank before the run's iteration count is known.
 // Per-iteration vectors grow to the largest iteration the rank has seen.
 struct RankScratch {
@@ -55,11 +93,9 @@ struct RankScratch {
   std::vector<std::optional<std::pair<int64_t, int64_t>>> iteration_phase;
   std::vector<std::optional<double>> step_ms;
   std::vector<std::optional<double>> loss;
-  std::vector<std::vector<Interval>> compute, waits, comm;  // by iteration
-  std::vector<Interval> all_compute, all_waits, all_comm;
+  TaggedIntervals compute, waits, comm;
   // The compute kernels of a rank with GPU kernels (Note [Compute and exposed communication]).
-  std::vector<std::vector<Interval>> gpu_compute;  // by iteration
-  std::vector<Interval> all_gpu_compute;
+  TaggedIntervals gpu_compute;
   int64_t gpu_kernels = 0;
   std::vector<CollectiveStats> collective_list;
   GpuBreakdownBuilder gpu;  // GPU kernels and ProfilerSteps (imported traces)
@@ -94,11 +130,6 @@ struct RankScratch {
   static T get(const std::vector<T>& v, int32_t iteration) {
     return static_cast<size_t>(iteration) < v.size() ? v[static_cast<size_t>(iteration)] : T{};
   }
-  template <typename T>
-  static T take(std::vector<T>& v, int32_t iteration) {
-    return static_cast<size_t>(iteration) < v.size() ? std::move(v[static_cast<size_t>(iteration)])
-                                                     : T{};
-  }
 };
 
 // What a Phase slice's name makes it, decided once per name id rather than once per event.
@@ -123,8 +154,7 @@ void add_gpu_kernel(const trace::Event& e, const std::vector<KernelClass>& class
       classes[size_t(e.name)] != KernelClass::Compute) {
     return;
   }
-  s.all_gpu_compute.push_back({e.begin_ns, e.end_ns});
-  if (e.iteration >= 0) RankScratch::at(s.gpu_compute, e.iteration).push_back({e.begin_ns, e.end_ns});
+  s.gpu_compute.add(e.begin_ns, e.end_ns, e.iteration);
 }
 
 void add_event(const trace::Event& e, const std::vector<PhaseRole>& roles,
@@ -143,9 +173,8 @@ void add_event(const trace::Event& e, const std::vector<PhaseRole>& roles,
       if (role == PhaseRole::Forward || role == PhaseRole::Backward ||
           role == PhaseRole::OptimizerStep) {
         ++s.compute_phases;
-        s.all_compute.push_back({e.begin_ns, e.end_ns});
+        s.compute.add(e.begin_ns, e.end_ns, e.iteration);
         if (in_iteration) {
-          RankScratch::at(s.compute, e.iteration).push_back({e.begin_ns, e.end_ns});
           auto& marks = RankScratch::at(s.ddp, e.iteration);
           if (role == PhaseRole::Forward && (!marks.forward || e.begin_ns > marks.forward->first)) {
             marks.forward.emplace(e.begin_ns, e.end_ns);
@@ -175,13 +204,11 @@ void add_event(const trace::Event& e, const std::vector<PhaseRole>& roles,
       }
       break;
     case trace::EventKind::CollectiveWait:
-      s.all_waits.push_back({e.begin_ns, e.end_ns});
-      if (in_iteration) RankScratch::at(s.waits, e.iteration).push_back({e.begin_ns, e.end_ns});
+      s.waits.add(e.begin_ns, e.end_ns, e.iteration);
       break;
     case trace::EventKind::Collective: {
-      s.all_comm.push_back({e.begin_ns, e.end_ns});
+      s.comm.add(e.begin_ns, e.end_ns, e.iteration);
       if (in_iteration) {
-        RankScratch::at(s.comm, e.iteration).push_back({e.begin_ns, e.end_ns});
         if (e.op < trace::kCollectiveOpCount) ++RankScratch::at(s.collectives, e.iteration)[e.op];
         if (e.bucket != trace::kNone && e.op == static_cast<uint8_t>(trace::CollectiveOp::AllReduce)) {
           s.bucket_comm.push_back({e.iteration, e.bucket, e.bytes, {e.begin_ns, e.end_ns}});
@@ -365,6 +392,7 @@ void finish_iterations(RankScratch& s, int32_t iterations, RankStats& out) {
   std::stable_sort(s.bucket_comm.begin(), s.bucket_comm.end(),
                    [](const auto& a, const auto& b) { return a.iteration < b.iteration; });
   size_t next_bucket = 0;
+  for (TaggedIntervals* list : {&s.compute, &s.waits, &s.comm, &s.gpu_compute}) list->order_by_iteration();
   out.iterations.resize(static_cast<size_t>(iterations));
   for (int32_t i = 0; i < iterations; ++i) {
     IterationStats& it = out.iterations[static_cast<size_t>(i)];
@@ -376,9 +404,9 @@ void finish_iterations(RankScratch& s, int32_t iterations, RankStats& out) {
     it.step_ms = step_ms ? *step_ms : phase ? to_ms(phase->second) : 0.0;
     it.loss = RankScratch::get(s.loss, i);
     const bool on_gpu = s.gpu_kernels > 0;
-    const OverlapSets sets = overlap_sets(RankScratch::take(on_gpu ? s.gpu_compute : s.compute, i),
-                                          on_gpu ? std::vector<Interval>{} : RankScratch::take(s.waits, i),
-                                          RankScratch::take(s.comm, i));
+    const OverlapSets sets = overlap_sets((on_gpu ? s.gpu_compute : s.compute).iteration(i),
+                                          on_gpu ? std::vector<Interval>{} : s.waits.iteration(i),
+                                          s.comm.iteration(i));
     it.overlap = overlap_of(sets);
     // The bucket all-reduces of this iteration, against its compute.
     for (; next_bucket < s.bucket_comm.size() && s.bucket_comm[next_bucket].iteration == i; ++next_bucket) {
@@ -525,34 +553,35 @@ void finish_ranks(trace::Reader& reader, const std::vector<trace::RankInfo>& ran
   std::vector<RankScratch>& scratch = streamed.scratch;
   const std::string whole_us_ranks =
       reader.meta_value(std::string(trace::meta_key::kImportedFractionalUsRanks));
+  // The metrics first: they may name a later iteration than any event, and each rank's rows
+  // need the run's count.
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    read_metrics(reader, ranks[r].rank, scratch[r], streamed.max_iteration, bound, cluster);
+  }
+  const int32_t max_iteration = streamed.max_iteration;
+  stats.iterations = max_iteration == INT32_MAX ? INT32_MAX : max_iteration + 1;
   for (size_t r = 0; r < ranks.size(); ++r) {
     RankStats out;
     out.rank = ranks[r].rank;
     out.status = ranks[r].status;
     out.dropped_events = ranks[r].dropped_events;
-    read_metrics(reader, out.rank, scratch[r], streamed.max_iteration, bound, cluster);
     read_memory(reader, out.rank, scratch[r], cluster, out);
     finish_collectives(scratch[r], out);
     if (scratch[r].gpu_kernels > 0) {
       out.compute_source = RankStats::ComputeSource::GpuKernels;
-      out.overlap = overlap_of(overlap_sets(std::move(scratch[r].all_gpu_compute), {},
-                                            std::move(scratch[r].all_comm)));
+      out.overlap = overlap_of(overlap_sets(scratch[r].gpu_compute.all(), {}, scratch[r].comm.all()));
     } else {
-      out.overlap = overlap_of(overlap_sets(std::move(scratch[r].all_compute),
-                                            std::move(scratch[r].all_waits),
-                                            std::move(scratch[r].all_comm)));
+      out.overlap = overlap_of(overlap_sets(scratch[r].compute.all(), scratch[r].waits.all(), scratch[r].comm.all()));
     }
     out.ddp = ddp_timings(scratch[r]);
     out.compute_phases = scratch[r].compute_phases;
     out.clock_offset_ns = ranks[r].clock_offset_ns;
     out.clock_uncertainty_ns = cluster ? 0 : ranks[r].clock_uncertainty_ns;
     if (!cluster) out.gpu = scratch[r].gpu.finish(streamed.kernel_classes, rounding_for(whole_us_ranks, out.rank));
+    finish_iterations(scratch[r], stats.iterations, out);
+    // Freed rank by rank, so that the analysis peaks with one rank's intervals, not all of them.
+    scratch[r] = RankScratch{};
     stats.ranks.push_back(std::move(out));
-  }
-  const int32_t max_iteration = streamed.max_iteration;
-  stats.iterations = max_iteration == INT32_MAX ? INT32_MAX : max_iteration + 1;
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    finish_iterations(scratch[r], stats.iterations, stats.ranks[r]);
   }
 }
 
