@@ -3,6 +3,8 @@
 #include "viewer/report.h"
 
 #include <cstdio>
+#include <fstream>
+#include <string>
 
 #include "analysis/clock_choice.h"
 #include "analysis/stragglers.h"
@@ -155,6 +157,18 @@ std::string critical_path_json(const App& app) {
 
 }  // namespace
 
+// The process's peak resident memory so far (VmHWM, which counts the file pages it mapped too),
+// MB, as JSON; null where /proc does not say.
+std::string peak_resident_json() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    long long kb = 0;
+    if (std::sscanf(line.c_str(), "VmHWM: %lld kB", &kb) == 1) return number("%.1f", double(kb) / 1024);
+  }
+  return "null";
+}
+
 // Each open trace's extent on the clock drawn, ms: [main] or [main, compare].
 std::string run_ms_json(const App& app) {
   std::string out = "[";
@@ -169,7 +183,8 @@ std::string headless_report(const App& app, const FrameTimes& times) {
   // link() has no quote or backslash to escape.
   return "{\"open_ms\": " + number("%.1f", times.open_ms) + ", \"frames\": " + std::to_string(times.frames) +
          ", \"frame_ms_median\": " + number("%.2f", times.median_ms) + ", \"frame_ms_max\": " +
-         number("%.2f", times.max_ms) + ", \"link\": \"" + app.link() + "\", \"clock\": \"" +
+         number("%.2f", times.max_ms) + ", \"peak_resident_mb\": " + peak_resident_json() +
+         ", \"link\": \"" + app.link() + "\", \"clock\": \"" +
          std::string(::dpscope::analysis::to_string(app.clock())) + "\", \"clock_label\": \"" +
          json_escaped(app.clock_label()) + "\", \"run_ms\": " + run_ms_json(app) + ", \"narration\": \"" +
          json_escaped(app.narration) + "\", \"view\": " + view_json(app) + ", \"layout\": " + layout_json(app) +

@@ -17,7 +17,8 @@ struct FrameTimes {
 };
 
 // The line, without its newline:
-// {"open_ms": ..., "frames": N, "frame_ms_median": ..., "frame_ms_max": ..., "link": the header's
+// {"open_ms": ..., "frames": N, "frame_ms_median": ..., "frame_ms_max": ..., "peak_resident_mb": the
+// process's peak resident memory so far, mapped file pages included (null without /proc), "link": the header's
 // "emulated link ..." or "", "clock": "measured" | "cluster" (the clock drawn, --clock / C),
 // "clock_label": the header's words for it (analysis::clock_text), "run_ms": each open trace's
 // extent on that clock, [main] or [main, compare] (first begin to last end, ms), "narration": the narration line as
