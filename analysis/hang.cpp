@@ -191,6 +191,7 @@ bool issued_anywhere(const GroupCollectives& g, int32_t rank, const Signature& s
 // iterations, the shapes seen, and which shape followed which (See Note [Culprit]).
 struct History {
   std::set<Shape> shapes;
+  std::set<Shape> followed;  // shapes some collective followed before
   std::set<std::pair<Shape, Shape>> successions;
   std::map<std::pair<uint8_t, std::pair<int32_t, int32_t>>, std::set<std::pair<int64_t, uint8_t>>> sizes_of;
 };
@@ -201,7 +202,10 @@ History history_before(const GroupCollectives& g, int64_t seq_limit) {
     for (const auto& [seq, c] : collectives) {
       if (seq >= seq_limit) break;
       h.sizes_of[{static_cast<uint8_t>(c.op), {c.bucket, c.unit}}].insert({c.bytes, c.dtype});
-      if (previous) h.successions.insert({shape(*previous), shape(c)});
+      if (previous) {
+        h.successions.insert({shape(*previous), shape(c)});
+        h.followed.insert(shape(*previous));
+      }
       h.shapes.insert(shape(c));
       previous = &c;
     }
@@ -234,7 +238,7 @@ std::vector<CulpritSide> score_sides(const GroupCollectives& g, const HangDisagr
     }
     const auto& mine_all = g.by_rank.at(rank);
     const auto before = mine_all.find(d.seq - 1);
-    if (before != mine_all.end() && history.shapes.count(shape(before->second)) &&
+    if (before != mine_all.end() && history.followed.count(shape(before->second)) &&
         !history.successions.count({shape(before->second), shape(mine)})) {
       ++side.breaks;
       skipped = "its collective follows the one before where no earlier iteration's did "
@@ -252,15 +256,41 @@ std::vector<CulpritSide> score_sides(const GroupCollectives& g, const HangDisagr
   return scored;
 }
 
+// Two sides at different iterations (See Note [Culprit]): the one still in the earlier iteration
+// issued there either one of the engine's own collectives (a bucket's, a unit's), which the
+// other, already in the next iteration, skipped; or a collective of no bucket or unit, one of
+// its own that the other never issues (a metric). Returns whether that told the culprit.
+bool culprit_by_iteration(const HangDisagreement& d, HangReport& report) {
+  const HangCollective* earlier = nullptr;
+  const HangCollective* later = nullptr;
+  for (const HangCollective& c : d.by_rank) {
+    if (c.iteration == trace::kNone) return false;
+    if (!earlier || c.iteration < earlier->iteration) earlier = &c;
+    if (!later || c.iteration > later->iteration) later = &c;
+  }
+  if (!earlier || earlier->iteration == later->iteration) return false;
+  const bool engines = earlier->bucket != trace::kNone || earlier->unit != trace::kNone;
+  report.culprit = engines ? later->rank : earlier->rank;
+  report.culprit_reason =
+      engines ? "it had moved on to iteration " + std::to_string(later->iteration) +
+                    " while the others still issued iteration " + std::to_string(earlier->iteration) +
+                    "'s " + std::string(trace::to_string(earlier->op)) + ": it skipped it"
+              : "it issued a collective of its own (no bucket or unit) in iteration " +
+                    std::to_string(earlier->iteration) + ", which the others, already in the next, never issue";
+  return true;
+}
+
 // Note [Culprit]
 // The rank that diverged at a disagreement: a rank that never issued the sequence number; else
 // the ranks outside a strict majority of one signature; else (two ranks, or an even split) the
 // side whose collective breaks with the run's own history: a bucket or unit issued with another
 // size or dtype than in every other iteration (a resized one), or a collective that follows its
 // predecessor where no iteration ever did (a skipped one: its later collectives moved up), or
-// the side that never issued the other side's collective at all. Where nothing tells them
-// apart, the side without the lowest rank, as the flight-recorder analyzer assumes its first
-// rank is right.
+// the side that never issued the other side's collective at all. Still even, sides at different
+// iterations: the later one skipped the earlier one's engine collective (a bucket's, a unit's),
+// or the earlier one issued a collective of its own (no bucket or unit: a metric). Where nothing
+// tells them apart, the side without the lowest rank, as the flight-recorder analyzer assumes its
+// first rank is right.
 void find_culprit(const GroupCollectives& g, const HangDisagreement& d, HangReport& report) {
   if (!d.missing_ranks.empty()) {
     report.culprit = d.missing_ranks.front();
@@ -288,6 +318,7 @@ void find_culprit(const GroupCollectives& g, const HangDisagreement& d, HangRepo
     report.culprit_reason = scored[0].reason;
     return;
   }
+  if (culprit_by_iteration(d, report)) return;
   for (const HangCollective& c : d.by_rank) {
     if (signature(c) != signature(d.by_rank.front())) {
       report.culprit = c.rank;

@@ -177,3 +177,28 @@ TEST(Hang, FlightRecorderVerdictsInTheAnalyzersOrder) {
   c.bucket = 3;
   EXPECT_EQ(flight_recorder_match(a, c, 2), "FULLY_MATCHED");
 }
+
+// Two ranks, iteration 0 only, so no history tells the sides apart; their iterations do.
+TEST(Hang, AMetricOnOneOfTwoRanksIsItsOwnCollectiveInTheEarlierIteration) {
+  std::vector<HangCollective> all;
+  for (int r = 0; r < 2; ++r) all.push_back(collective(r, 0, 0, 0, kBucket0));
+  // Rank 0 all-reduces a 4-byte metric, no bucket; rank 1 is in iteration 1's first bucket.
+  all.push_back(collective(0, 1, 0, dpscope::trace::kNone, 4, CollectiveEndState::Started));
+  all.push_back(collective(1, 1, 1, 0, kBucket0, CollectiveEndState::Started));
+  const auto report = analyze_hang(all, {0, 1}, {});
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->culprit, 0) << report->culprit_reason;
+}
+
+TEST(Hang, ARankAheadByAnIterationSkippedTheOthersEngineCollective) {
+  std::vector<HangCollective> all;
+  for (int r = 0; r < 2; ++r) all.push_back(collective(r, 0, 0, 0, kBucket0));
+  // Rank 0 skipped iteration 0's bucket 1: its seq 1 is iteration 1's bucket 0.
+  all.push_back(collective(0, 1, 1, 0, kBucket0, CollectiveEndState::Started));
+  all.push_back(collective(1, 1, 0, 1, kBucket1, CollectiveEndState::Started));
+  const auto report = analyze_hang(all, {0, 1}, {});
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->culprit, 0) << report->culprit_reason;
+  EXPECT_NE(report->sentence.find("rank 0 never issued allreduce #1 (iteration 0, bucket 1"), std::string::npos)
+      << report->sentence;
+}
