@@ -517,6 +517,9 @@ std::optional<HangReport> analyze_hang(std::vector<HangCollective> collectives,
 }
 
 std::optional<HangReport> analyze_hang(trace::Reader& reader) {
+  // A run whose collectives all completed has no hang section: found without reading them all
+  // (a million on a 10 M-event trace, some 200 MB).
+  if (!reader.any_collective_not_completed()) return std::nullopt;
   const int64_t start_ns = reader.time_range().first;
   std::vector<HangCollective> collectives;
   std::vector<std::pair<int32_t, std::string>> group_names;

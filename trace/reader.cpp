@@ -10,6 +10,7 @@
 #include <exception>
 #include <fstream>
 
+#include "trace/collective_state.h"
 #include "trace/error.h"
 #include "trace/page_scan.h"
 #include "trace/saturate.h"
@@ -708,6 +709,45 @@ void Reader::scan_event_spans(int64_t first_id, int64_t last_id,
   }
   bulk_scan<EventSpan>(*db_, *bulk_, span_arguments(schema_version_), kEventsTable, "", first_id,
                        last_id, span_of_values, batch);
+}
+
+namespace {
+
+// An event's kind and flags, for any_collective_not_completed's page scan.
+struct KindAndFlags {
+  uint8_t kind = 0;
+  uint8_t flags = 0;
+};
+
+KindAndFlags kind_and_flags(const detail::ColumnValue* v) {
+  return KindAndFlags{static_cast<uint8_t>(v[0].value), static_cast<uint8_t>(v[1].value)};
+}
+
+}  // namespace
+
+bool Reader::any_collective_not_completed() {
+  const auto not_completed = [](const KindAndFlags& e) {
+    return e.kind == static_cast<uint8_t>(EventKind::Collective) && (e.flags & kFlagNotCompleted);
+  };
+  const auto [first, last] = event_id_range();
+  if (first > last) return false;
+  if (scan_path_ == BulkScanPath::Pages) {
+    prepare_bulk_scans();
+    bool found = false;
+    const std::function<bool(const KindAndFlags*, size_t)> batch = [&](const KindAndFlags* rows, size_t n) {
+      found = std::any_of(rows, rows + n, not_completed);
+      return !found;
+    };
+    const PageScanLeft left = page_scan<KindAndFlags>(*db_, *bulk_, pages_, kEventsTable,
+                                                      {&column_of(EventsColumn::Kind), &column_of(EventsColumn::Flags)},
+                                                      first, last, kind_and_flags, batch);
+    if (found) return true;
+    if (left.done) return false;
+  }
+  detail::Statement exists(*db_, "SELECT EXISTS (SELECT 1 FROM events WHERE kind = ?1 AND (flags & ?2) != 0)");
+  exists.bind_int(1, static_cast<int64_t>(EventKind::Collective));
+  exists.bind_int(2, kFlagNotCompleted);
+  return exists.step() && exists.column_int(0) != 0;
 }
 
 std::pair<int64_t, int64_t> Reader::memory_rowid_range() {

@@ -64,6 +64,10 @@ class Reader {
                             int64_t longest_ns);
   // Every event of `kind` (of one rank, or all when rank is kNone), ordered by (rank, begin).
   std::vector<Event> events_of_kind(EventKind kind, int32_t rank = kNone);
+  // Whether some collective never completed (Note [Collective end state]): one pass over two
+  // columns of the events that stops at the first, through the pages where the bulk scans read
+  // them; what a hang analysis asks before it reads every collective.
+  bool any_collective_not_completed();
   // Streams every event ordered by (rank, lane, begin_ns). `visit` returns false to stop.
   // `progress` (optional) is called with the fraction done, about every 1 % of the events.
   void for_each_event(const std::function<bool(const Event&)>& visit,

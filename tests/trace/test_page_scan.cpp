@@ -259,3 +259,22 @@ TEST(PageScan, RecordsOnOverflowPages) {
   EXPECT_EQ(blob.end, detail::PageScanEnd::Unreadable);
   EXPECT_EQ(blob.next_rowid, 5);
 }
+
+// The hang analysis's first question (analysis/hang.cpp), answered alike by the pages and by SQL.
+TEST(PageScan, ACollectiveThatNeverCompletedIsFoundEitherWay) {
+  TempDir dir;
+  const std::string path = dir.file("pending.sqlite");
+  write_varied_trace(path, 20000);
+  auto answer = [&](BulkScanPath how) {
+    Reader reader(path);
+    reader.set_bulk_scan_path(how);
+    return reader.any_collective_not_completed();
+  };
+  exec_sql(path, "UPDATE events SET flags = flags & 63;");
+  EXPECT_FALSE(answer(BulkScanPath::Pages));
+  EXPECT_FALSE(answer(BulkScanPath::Sql));
+  // One collective near the end, never completed (flags 64: Note [Collective end state]).
+  exec_sql(path, "UPDATE events SET flags = 64 WHERE id = (SELECT max(id) FROM events WHERE kind = 5);");
+  EXPECT_TRUE(answer(BulkScanPath::Pages));
+  EXPECT_TRUE(answer(BulkScanPath::Sql));
+}
