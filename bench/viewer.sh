@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The viewer benchmark (docs/design.md's bar: a 10 M-event trace opens in <= 2 s and frames take
-# <= 16 ms at any zoom). Makes an 8-rank synthetic trace with `dpscope synth` (once; kept in
+# The viewer benchmark (docs/design.md's bar: a 10 M-event trace opens in <= 1 s, frames take
+# <= 16 ms at any zoom, and the viewer's peak resident memory, the JSON line's peak_resident_mb,
+# stays <= 0.8 GB). Makes an 8-rank synthetic trace with `dpscope synth` (once; kept in
 # $DPSCOPE_BENCH_DIR, default /tmp/dpscope-bench), then runs dpscope-view headless under xvfb-run
 # with Mesa's software renderer: a zoom sweep from the whole run to one bucket, several times,
 # printing each run's JSON line after a "# load" line with the machine's load average (results
