@@ -88,7 +88,7 @@ struct TrainFlags {
   std::string memory_accounting;  // "" = the device's own
   bool no_broadcast_buffers = false;
   std::string straggler;  // "RANK:MS", parsed by train::parse_straggler
-  std::string all_reduce_loss = "none";  // parsed by train::parse_loss_all_reduce
+  std::string all_reduce_loss = "local";  // parsed by train::parse_loss_all_reduce
   core::LinkFlags link;
   int shard_group_size = 0;
   CLI::Option* shard_group_size_option = nullptr;
@@ -154,9 +154,10 @@ void add_run_options(CLI::App* cmd, TrainFlags& f) {
                   "from (a hung run then stops: docs/hangs.md)")
       ->capture_default_str();
   cmd->add_option("--all-reduce-loss", f.all_reduce_loss,
-                  "none | all-ranks: each step's loss averaged over the ranks for the progress line | "
+                  "local: each rank prints its own loss | all-ranks: each step's loss averaged over "
+                  "the ranks for the progress line | "
                   "rank-0-only: the same all-reduce on rank 0 alone, the bug that hangs a run (docs/hangs.md)")
-      ->check(CLI::IsMember({"none", "all-ranks", "rank-0-only"}))
+      ->check(CLI::IsMember({"local", "all-ranks", "rank-0-only"}))
       ->capture_default_str();
   cmd->add_option("--straggler", f.straggler,
                   "RANK:MS: rank RANK works MS milliseconds longer each step, before its backward "

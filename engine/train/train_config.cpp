@@ -119,10 +119,10 @@ void check_shard_group_size_flag(const TrainConfig& c) {
 }  // namespace
 
 LossAllReduce parse_loss_all_reduce(const std::string& text) {
-  if (text == "none") return LossAllReduce::None;
+  if (text == "local") return LossAllReduce::None;
   if (text == "all-ranks") return LossAllReduce::AllRanks;
   if (text == "rank-0-only") return LossAllReduce::RankZeroOnly;
-  throw std::invalid_argument("--all-reduce-loss '" + text + "': give none, all-ranks or rank-0-only");
+  throw std::invalid_argument("--all-reduce-loss '" + text + "': give local, all-ranks or rank-0-only");
 }
 
 StragglerSpec parse_straggler(const std::string& text) {

@@ -41,7 +41,7 @@ StragglerSpec parse_straggler(const std::string& text);
 // classic `if rank == 0: dist.all_reduce(loss)` bug, which hangs the run; tutorial 21,
 // docs/hangs.md).
 enum class LossAllReduce { None, AllRanks, RankZeroOnly };
-// "none" | "all-ranks" | "rank-0-only"; throws std::invalid_argument naming --all-reduce-loss.
+// "local" (no all-reduce) | "all-ranks" | "rank-0-only"; throws std::invalid_argument naming --all-reduce-loss.
 LossAllReduce parse_loss_all_reduce(const std::string& text);
 
 struct TrainConfig {
