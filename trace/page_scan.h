@@ -19,7 +19,7 @@ namespace dpscope::trace::detail {
 // wanted, then leaf after leaf, each cell's record decoded as the file format defines it
 // (https://www.sqlite.org/fileformat2.html: varints, serial types, overflow pages). That is
 // exact only while the file's pages are the database the Reader's snapshot sees, so the Reader
-// (reader.cpp, page_scan_allowed) holds a read transaction across the scan, which keeps a
+// (reader.cpp, page_scan and ReadSnapshot) holds a read transaction across the scan, which keeps a
 // writer (rollback journal) and a checkpoint (WAL) from changing them, and reads the pages only
 // when no write-ahead log holds newer ones. Anything this decoder does not expect (a page of
 // another type, a pointer out of the file, a record with fewer columns than the table, a value
