@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <sstream>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -87,6 +88,55 @@ inline std::string joined(const std::vector<std::string>& problems) {
 inline void write(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
   std::ofstream(path) << text;
+}
+
+// String and list helpers the checks share.
+inline bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+inline bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+inline bool contains(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+inline std::string at(const std::string& file, size_t index) {
+  return file + ":" + std::to_string(index + 1);
+}
+
+
+inline bool is_source(const fs::path& path) {
+  return path.extension() == ".h" || path.extension() == ".cpp";
+}
+
+// The .h and .cpp files under root/folder, by their path relative to the folder, sorted.
+inline std::vector<std::string> sources_in(const fs::path& root, const std::string& folder) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  const fs::path base = root / folder;
+  for (auto it = fs::recursive_directory_iterator(base, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (it->is_regular_file(ec) && is_source(it->path())) {
+      files.push_back(fs::relative(it->path(), base, ec).generic_string());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+
+// Whether some problem mentions `text` (the scratch-tree checks).
+inline bool has(const std::vector<std::string>& problems, const std::string& text) {
+  return std::any_of(problems.begin(), problems.end(),
+                     [&](const std::string& p) { return p.find(text) != std::string::npos; });
 }
 
 }  // namespace dpscope::docs_test
