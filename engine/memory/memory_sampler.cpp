@@ -39,16 +39,17 @@ void MemorySampler::sample(int64_t ts_ns) {
     }
   };
   const CudaMemoryStats cuda = cuda_device_ >= 0 ? cuda_memory_stats(cuda_device_) : CudaMemoryStats{};
+  // The allocator's total is read once a sample, so that the categories recorded beside it add
+  // up to it even while another thread (a Gloo worker) allocates.
+  int64_t allocator_total = allocator_ ? allocator_->bytes_in_use() : 0;
   Bytes stacked{};
   bool has_categories = false;
   if (accounting_ == MemoryAccounting::Ownership) {
-    stacked = owned_sample(cuda.allocated);
+    stacked = owned_sample(cuda.allocated, allocator_total);
     has_categories = true;
   } else if (allocator_) {
     record_tracking_peak(ts_ns);
-    for (const MemoryCategory category : trace::kStackedCategories) {
-      stacked[static_cast<size_t>(category)] = allocator_->bytes(category);
-    }
+    stacked = tracked_sample(allocator_total);
     has_categories = true;
   }
   if (has_categories) {
@@ -63,7 +64,7 @@ void MemorySampler::sample(int64_t ts_ns) {
       peak_moment_[total] = sum;
     }
   }
-  if (allocator_) put(MemoryCategory::AllocatorTotal, allocator_->bytes_in_use(), true);
+  if (allocator_) put(MemoryCategory::AllocatorTotal, allocator_total, true);
   if (cuda_device_ >= 0) {
     put(MemoryCategory::CudaAllocated, cuda.allocated, true);
     put(MemoryCategory::CudaReserved, cuda.reserved, true);
@@ -74,14 +75,14 @@ void MemorySampler::sample(int64_t ts_ns) {
 
 // See Note [Ownership accounting]: the owned bytes on the device, the rest of the device
 // allocator's total as activations (and the tracking allocator's `other` on the CPU).
-MemorySampler::Bytes MemorySampler::owned_sample(int64_t cuda_allocated) {
+MemorySampler::Bytes MemorySampler::owned_sample(int64_t cuda_allocated, int64_t allocator_total) {
   Bytes bytes = registry_->owned_bytes(device_);
   int64_t owned = 0;
   for (const MemoryCategory category : trace::kStackedCategories) owned += bytes[static_cast<size_t>(category)];
   const auto activations = static_cast<size_t>(MemoryCategory::Activations);
   const auto other = static_cast<size_t>(MemoryCategory::Other);
   if (device_.is_cpu() && allocator_) {
-    const int64_t total = allocator_->bytes_in_use();
+    const int64_t total = allocator_total;
     bytes[other] = allocator_->bytes(MemoryCategory::Other);
     bytes[activations] = total - owned - bytes[other];
     // How far this sample is from the tracking allocator's own split of the same memory.
@@ -94,6 +95,27 @@ MemorySampler::Bytes MemorySampler::owned_sample(int64_t cuda_allocated) {
     }
   } else if (device_.is_cuda()) {
     bytes[activations] = cuda_allocated - owned;
+  }
+  return bytes;
+}
+
+// The allocator counts a category and its total in two relaxed atomics, so a reader racing an
+// allocation on another thread can see one without the other. Reading the total on both sides
+// of the categories, and again until the two agree and the categories sum to it, gives a
+// moment's consistent split; a thread allocating without pause for all the tries leaves the
+// last reading, off by that thread's allocations in flight.
+MemorySampler::Bytes MemorySampler::tracked_sample(int64_t& allocator_total) const {
+  constexpr int kTries = 64;
+  Bytes bytes{};
+  for (int attempt = 0; attempt < kTries; ++attempt) {
+    const int64_t before = allocator_->bytes_in_use();
+    int64_t sum = 0;
+    for (const MemoryCategory category : trace::kStackedCategories) {
+      bytes[static_cast<size_t>(category)] = allocator_->bytes(category);
+      sum += bytes[static_cast<size_t>(category)];
+    }
+    allocator_total = allocator_->bytes_in_use();
+    if (before == allocator_total && sum == allocator_total) break;
   }
   return bytes;
 }

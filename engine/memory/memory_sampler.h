@@ -70,7 +70,9 @@ class MemorySampler {
  private:
   using Bytes = std::array<int64_t, trace::kMemoryCategoryCount>;
   // This sample's stacked categories by ownership; AllocatorTotal and the CUDA read-outs too.
-  Bytes owned_sample(int64_t cuda_allocated);
+  Bytes owned_sample(int64_t cuda_allocated, int64_t allocator_total);
+  // The tracking allocator's categories and total, read so that they add up (see the .cpp).
+  Bytes tracked_sample(int64_t& allocator_total) const;
   void record_tracking_peak(int64_t ts_ns);
 
   trace::Recorder* recorder_;
