@@ -17,6 +17,7 @@
 #include "analysis/stats.h"
 #include "trace/error.h"
 #include "trace/vocabulary.h"
+#include "viewer/background.h"
 #include "viewer/lod.h"
 
 namespace dpscope::view {
@@ -27,7 +28,7 @@ void OpenTrace::set_model(std::shared_ptr<const Model> m) {
   cluster = nullptr;
   shown = analysis::Clock::Measured;
   details = std::make_unique<DetailSource>(model->path);
-  pending = std::async(std::launch::async, [m = model]() -> std::shared_ptr<const Analysis> {
+  pending = start_background([m = model]() -> std::shared_ptr<const Analysis> {
     try {
       auto analysis = std::make_shared<const Analysis>(analyze_file(*m));
 #if defined(__GLIBC__)
@@ -45,7 +46,7 @@ void OpenTrace::set_model(std::shared_ptr<const Model> m) {
 }
 
 bool OpenTrace::poll_analysis() {
-  if (pending.valid() && pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+  if (pending.valid() && background_done(pending)) {
     measured_analysis = pending.get();
     if (shown == analysis::Clock::Measured) analysis = measured_analysis;
   }
@@ -96,7 +97,7 @@ void App::request_whatif(const WhatifRequest& request) {
   std::shared_ptr<const analysis::ClusterClockRun> cluster =
       t.shown == analysis::Clock::Cluster && t.cluster ? t.cluster->run : nullptr;
   // The analysis's statistics, when it is done, spare the replay a second pass over the file.
-  whatif_pending = std::async(std::launch::async, [m = t.model, a = t.analysis, request, cluster] {
+  whatif_pending = start_background([m = t.model, a = t.analysis, request, cluster] {
     return compute_whatif_lanes(*m, request, a && !a->stats.ranks.empty() ? &a->stats : nullptr, cluster.get());
   });
 }
@@ -224,6 +225,7 @@ void App::handle_keys() {
   if (ImGui::IsKeyPressed(GLFW_KEY_TAB, false) && traces.size() > 1) focus_other_run();
   if (ImGui::IsKeyPressed(GLFW_KEY_I, false)) fit_iteration();
   if (ImGui::IsKeyPressed(GLFW_KEY_F9, false)) report_requested_ = true;
+  if (ImGui::IsKeyPressed(GLFW_KEY_G, false)) link_requested_ = true;
   if (ImGui::IsKeyPressed(GLFW_KEY_C, false) && !io.KeyCtrl) {
     set_clock(clock_ == analysis::Clock::Measured ? analysis::Clock::Cluster : analysis::Clock::Measured);
   }
@@ -296,7 +298,7 @@ void App::adopt_live_model(std::shared_ptr<const Model> fresh) {
 
 void App::poll_background() {
   for (OpenTrace& t : traces) t.poll_analysis();
-  if (whatif_pending.valid() && whatif_pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+  if (whatif_pending.valid() && background_done(whatif_pending)) {
     whatif = whatif_pending.get();
   }
   poll_clock();
@@ -309,9 +311,9 @@ void App::poll_live() {
     // The run ended (run.sqlite appeared): load it and follow it instead of the rank files.
     const std::string file = live_source_->poll();
     if (!file.empty() && file != traces[0].model->path && !switching_.valid()) {
-      switching_ = std::async(std::launch::async, [file] { return load_model(file, nullptr, 1); });
+      switching_ = start_background([file] { return load_model(file, nullptr, 1); });
     }
-    if (switching_.valid() && switching_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    if (switching_.valid() && background_done(switching_)) {
       try {
         std::shared_ptr<const Model> switched = switching_.get();
         live_ = std::make_unique<LiveFollower>(switched);

@@ -228,6 +228,9 @@ class App {
   // keep the compared runs' text large (Note [The timeline's text size]).
   std::pair<float, float> ranks_folded_for{0, 0};
   float default_font_scale = 1;        // what Ctrl 0 returns to (--font-scale or the screen's)
+  // The screen's pixels per logical pixel (the monitor's content scale, the browser's
+  // devicePixelRatio): a link's presenter size is font_scale over it.
+  float content_scale = 1;
   double measure_from = 0;             // where that drag started (axis ns)
   // The main trace's what-if lanes, drawn under each rank's lanes; null when none was asked for.
   std::shared_ptr<const WhatifLanes> whatif;
@@ -283,6 +286,13 @@ class App {
   // F9: whether the window asked for the --screenshot JSON line of what it shows now; cleared
   // by reading.
   bool take_report_request() { return std::exchange(report_requested_, false); }
+  // G: whether the window asked for the link to what it shows now (report.h's deep_link_of; the
+  // browser copies it, the desktop prints it); cleared by reading.
+  bool take_link_request() { return std::exchange(link_requested_, false); }
+  // The narrated iteration and the playhead's step in it (from 0; -1 on no step), as the
+  // narration line says them; kNone outside an iteration.
+  int32_t narrated_iteration() const { return narrated_iteration_; }
+  int narrated_step() const { return int(narrated_index_); }
   // Plays the playhead's iteration from the playhead (or from its start when the playhead is
   // at its end), the whole iteration in kPlaySecondsPerIteration[play_speed]; again: pause.
   void toggle_play();
@@ -346,6 +356,7 @@ class App {
   Moment moment();
   void restore(const Moment& moment);
   bool report_requested_ = false;
+  bool link_requested_ = false;
   // Each compared run's playhead (its own time) when Tab last left it, so that Tab back within
   // the same iteration returns to the same step.
   std::array<std::optional<int64_t>, 2> left_playhead_;

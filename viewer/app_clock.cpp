@@ -8,6 +8,7 @@
 
 #include "analysis/cluster_clock.h"
 #include "viewer/app.h"
+#include "viewer/background.h"
 
 namespace dpscope::view {
 
@@ -55,7 +56,7 @@ bool App::set_clock(analysis::Clock clock) {
     for (const OpenTrace& t : traces) clock_for_.push_back(t.measured);
     // Every trace or none: a compared pair on two clocks would compare nothing. The first
     // failure ends the work and comes out of get() in poll_clock.
-    clock_pending_ = std::async(std::launch::async, [models = clock_for_, link = options_.link] {
+    clock_pending_ = start_background([models = clock_for_, link = options_.link] {
       std::vector<std::shared_ptr<const ClusterView>> views;
       for (const auto& m : models) views.push_back(std::make_shared<const ClusterView>(cluster_view(*m, link)));
       return views;
@@ -66,7 +67,7 @@ bool App::set_clock(analysis::Clock clock) {
 
 void App::poll_clock() {
   if (!clock_pending_.valid() ||
-      clock_pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      !background_done(clock_pending_)) {
     return;
   }
   std::vector<std::shared_ptr<const ClusterView>> views;

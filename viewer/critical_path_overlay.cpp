@@ -5,6 +5,7 @@
 
 #include "trace/error.h"
 #include "trace/reader.h"
+#include "viewer/background.h"
 
 namespace dpscope::view {
 
@@ -74,12 +75,12 @@ void CriticalPathOverlay::want(const std::string& file, bool imported, int trace
   pending_trace_ = trace;
   pending_iteration_ = iteration;
   pending_clock_ = clock;
-  pending_ = std::async(std::launch::async, compute_path_overlay, file, imported, trace, iteration, clock,
-                        std::move(replay));
+  pending_ = start_background(compute_path_overlay, file, imported, trace, iteration, clock,
+                              std::move(replay));
 }
 
 bool CriticalPathOverlay::poll() {
-  if (!pending_.valid() || pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+  if (!pending_.valid() || !background_done(pending_)) return false;
   current_ = pending_.get();
   return true;
 }

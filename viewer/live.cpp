@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "trace/error.h"
+#include "viewer/background.h"
 
 namespace dpscope::view {
 
@@ -35,7 +36,7 @@ std::string LiveFollower::signature() const { return file_signature(current_->pa
 
 std::shared_ptr<const Model> LiveFollower::poll() {
   if (pending_.valid()) {
-    if (pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return nullptr;
+    if (!background_done(pending_)) return nullptr;
     std::shared_ptr<const Model> model;
     try {
       model = pending_.get();
@@ -56,8 +57,7 @@ std::shared_ptr<const Model> LiveFollower::poll() {
   pending_signature_ = current;
   // One reading thread: the rows added in a quarter second are few, and the UI keeps the other
   // core.
-  pending_ = std::async(std::launch::async,
-                        [previous = current_] { return update_model(*previous, nullptr, 1); });
+  pending_ = start_background([previous = current_] { return update_model(*previous, nullptr, 1); });
   return nullptr;
 }
 

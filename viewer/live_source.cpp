@@ -8,6 +8,7 @@
 
 #include "trace/error.h"
 #include "trace/merge.h"
+#include "viewer/background.h"
 #include "viewer/live.h"
 
 namespace dpscope::view {
@@ -44,7 +45,7 @@ std::string LiveSource::signature(const std::vector<std::string>& files) const {
 
 std::string LiveSource::poll() {
   if (pending_.valid()) {
-    if (pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return current_;
+    if (!background_done(pending_)) return current_;
     try {
       pending_.get();
       merged_signature_ = pending_signature_;
@@ -70,7 +71,7 @@ std::string LiveSource::poll() {
   if (now_signature == merged_signature_) return current_;
   pending_signature_ = now_signature;
   pending_count_ = files.size();
-  pending_ = std::async(std::launch::async, [files, out = scratch_] { trace::merge_traces(files, out); });
+  pending_ = start_background([files, out = scratch_] { trace::merge_traces(files, out); });
   return current_;
 }
 

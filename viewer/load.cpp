@@ -434,7 +434,11 @@ std::pair<uint64_t, uint64_t> file_identity(const std::string& path) {
 
 int default_threads(int threads) {
   if (threads > 0) return threads;
+#ifdef __EMSCRIPTEN__
+  return 1;  // no threads in the browser build: See Note [Background work in the browser]
+#else
   return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+#endif
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {

@@ -2,6 +2,8 @@
 // panel reads it, so that the line and the picture cannot disagree.
 #include "viewer/report.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -192,7 +194,35 @@ std::string headless_report(const App& app, const FrameTimes& times) {
          app.right_tab + "\", \"overlap\": " + (analysis ? overlap_json(*analysis) : "[]") +
          ", \"memory\": " + (analysis ? memory_json(*analysis) : "[]") + ", \"stragglers\": \"" +
          json_escaped(analysis ? stragglers_line(*analysis) : "") + "\", \"whatif\": " + whatif_json(app) +
-         ", \"critical_path\": " + critical_path_json(app) + "}";
+         ", \"critical_path\": " + critical_path_json(app) + ", \"deep_link\": \"" +
+         json_escaped(deep_link_query(deep_link_of(app))) + "\"}";
+}
+
+DeepLink deep_link_of(const App& app) {
+  DeepLink link;
+  if (app.narrated_iteration() != trace::kNone && app.narrated_step() >= 0) {
+    link.iteration = app.narrated_iteration();
+    link.step = app.narrated_step();
+  }
+  if (app.focus_rank != 0) link.rank = app.focus_rank;
+  if (app.clock() != analysis::Clock::Measured) link.clock = app.clock();
+  const float scale = std::round(app.font_scale / std::max(app.content_scale, 0.25f) * 100) / 100;
+  if (scale != 1) link.scale = std::clamp(scale, 1.0f, 3.0f);
+  if (theme_kind() != ThemeKind::Dark) link.theme = to_string(theme_kind());
+  return link;
+}
+
+FrameTimes frame_times(const std::vector<double>& times, double open_ms) {
+  if (times.empty()) return FrameTimes{open_ms, 0, 0, 0};
+  std::vector<double> sorted(times.begin(), times.end() - (times.size() > 1 ? 1 : 0));
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  FrameTimes out;
+  out.open_ms = open_ms;
+  out.frames = int(times.size());
+  out.median_ms = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  out.max_ms = sorted.back();
+  return out;
 }
 
 }  // namespace dpscope::view

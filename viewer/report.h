@@ -4,8 +4,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "viewer/app.h"
+#include "viewer/deep_link.h"
 
 namespace dpscope::view {
 
@@ -32,7 +34,14 @@ struct FrameTimes {
 // "overlap": [{"rank", "compute_ms", "comm_ms", "exposed_comm_ms", "iterations_exposed_comm_ms":
 // [...], "buckets": [{"bucket", "exposed_comm_ms"}]}], "memory": [{"rank", "peak_bytes",
 // "steps_peak_bytes"}], "stragglers": the Stats panel's line, "whatif": the What-if tab's figures
-// or null}. The figures are the main trace's, as its analysis holds them once done.
+// or null, "critical_path": K's path or null, "deep_link": deep_link_of's query (G)}. The figures are the main trace's, as its analysis holds them once done.
 std::string headless_report(const App& app, const FrameTimes& times);
+// The link to what `app` shows now (deep_link.h), without the traces' URLs: the focused run's
+// narrated iteration and step (none when the playhead is on no step), the focus rank, the clock,
+// the presenter size (font_scale over content_scale, when not 1) and the theme.
+DeepLink deep_link_of(const App& app);
+// The median and the longest of the frames' drawing `times` (ms) after an open of `open_ms`; the
+// last frame, which wrote the PNG and read it back, is left out when others exist.
+FrameTimes frame_times(const std::vector<double>& times, double open_ms);
 
 }  // namespace dpscope::view

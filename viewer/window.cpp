@@ -10,6 +10,10 @@
 #include <stb_image_write.h>
 #include <unistd.h>
 
+#ifdef __EMSCRIPTEN__
+#include <emscripten/html5.h>
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "trace/error.h"
+#include "viewer/opening.h"
 #include "viewer/report.h"
 
 namespace dpscope::view {
@@ -101,7 +106,11 @@ Window::Window(const std::string& title, int width, int height) {
   ImGui::StyleColorsDark();
   install_input_callbacks(window_);
   ImGui_ImplGlfw_InitForOpenGL(window_, true);
+#ifdef __EMSCRIPTEN__
+  ImGui_ImplOpenGL3_Init("#version 300 es");  // WebGL 2 (scripts/web builds with MAX_WEBGL_VERSION=2)
+#else
   ImGui_ImplOpenGL3_Init("#version 130");
+#endif
 }
 
 Window::~Window() {
@@ -116,10 +125,22 @@ bool Window::should_close() const { return glfwWindowShouldClose(window_); }
 
 void Window::close() { glfwSetWindowShouldClose(window_, 1); }
 
+void Window::resize(int width, int height) {
+  int current_width = 0, current_height = 0;
+  glfwGetWindowSize(window_, &current_width, &current_height);
+  if (width != current_width || height != current_height) glfwSetWindowSize(window_, width, height);
+}
+
+bool Window::input_pending() const { return frames_after_input > 0; }
+
 float Window::content_scale() const {
+#ifdef __EMSCRIPTEN__
+  return float(emscripten_get_device_pixel_ratio());
+#else
   float x = 1, y = 1;
   glfwGetWindowContentScale(window_, &x, &y);
   return std::max(x, y);
+#endif
 }
 
 void Window::set_font_scale(float scale, float timeline_scale) {
@@ -183,139 +204,6 @@ std::string window_title(const AppOptions& options) {
   return "dpscope-view: " + (options.shown_name.empty() ? options.path : options.shown_name);
 }
 
-struct Loaded {
-  std::shared_ptr<const Model> main, compare;
-};
-
-Loaded load_both(const std::string& path, const std::string& compare, LoadProgress* progress) {
-  Loaded loaded;
-  loaded.main = load_model(path, progress);
-  if (!compare.empty()) loaded.compare = load_model(compare, progress);
-  return loaded;
-}
-
-// Where --live merges a run directory's rank files while it follows them.
-std::string live_scratch_path() {
-  return (std::filesystem::temp_directory_path() /
-          ("dpscope-view-live-" + std::to_string(::getpid()) + ".sqlite"))
-      .string();
-}
-
-// The interactive viewer before it has an App: the traces loading on a thread (with --live, the
-// run's first file awaited first: the trace may not exist yet), then a load error waiting in a
-// dialog for the user.
-class Opening {
- public:
-  explicit Opening(const AppOptions& options) : options_(options) {
-    if (options.live) {
-      source_ = std::make_unique<LiveSource>(options.path, live_scratch_path());
-    } else {
-      pending_ = std::async(std::launch::async, load_both, options.path, options.compare_path, &progress_);
-    }
-  }
-  Opening(const Opening&) = delete;
-  Opening& operator=(const Opening&) = delete;
-  // A load still running stops early; pending_'s destructor waits for it (progress_ outlives it).
-  ~Opening() { progress_.cancel = true; }
-
-  // The App once the load is done (it follows the live source, if any), else null; a load
-  // error is kept for the dialog, but a --live file caught mid-write is tried again.
-  std::unique_ptr<App> poll(float font_scale) {
-    if (source_ && !pending_.valid()) {
-      live_file_ = source_->poll();
-      if (!live_file_.empty()) {
-        pending_ = std::async(std::launch::async, load_both, live_file_, options_.compare_path, &progress_);
-      }
-    }
-    if (!error_.empty() || !pending_.valid() ||
-        pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-      return nullptr;
-    }
-    try {
-      Loaded loaded = pending_.get();
-      auto app = std::make_unique<App>(options_, loaded.main, loaded.compare);
-      app->font_scale = app->default_font_scale = font_scale;
-      // A class starts on one iteration it can read, not on the whole run's grey blocks; a live
-      // run is followed at its end instead.
-      if (source_) {
-        app->follow(std::move(source_));
-      } else {
-        app->show_typical_iteration();
-      }
-      return app;
-    } catch (const trace::TraceError& e) {
-      if (!source_) error_ = e.what();
-    } catch (const std::exception& e) {
-      error_ = e.what();
-    }
-    return nullptr;
-  }
-
-  // How long the frame loop may sleep: the progress bar moves without input; an error waits.
-  double wait_seconds() const {
-    constexpr double kLoadingFrameSeconds = 0.05;
-    return error_.empty() ? kLoadingFrameSeconds : kWaitForInput;
-  }
-
-  // The error dialog (its Quit closes `window`), or the progress box.
-  void draw(Window& window) const {
-    if (!error_.empty()) {
-      draw_error(window);
-    } else {
-      draw_progress();
-    }
-  }
-
-  const std::string& error() const { return error_; }
-
- private:
-  void draw_error(Window& window) const {
-    ImGui::OpenPopup("Cannot open the trace");
-    if (ImGui::BeginPopupModal("Cannot open the trace", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
-      ImGui::PushTextWrapPos(600);
-      ImGui::TextUnformatted(error_.c_str());
-      ImGui::PopTextWrapPos();
-      if (ImGui::Button("Quit")) window.close();
-      ImGui::EndPopup();
-    }
-  }
-
-  void draw_progress() const {
-    const ImGuiViewport* viewport = ImGui::GetMainViewport();
-    ImGui::SetNextWindowPos(ImVec2(viewport->Size.x / 2, viewport->Size.y / 2), 0, ImVec2(0.5f, 0.5f));
-    ImGui::Begin("loading", nullptr, ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoDecoration);
-    if (source_ && !pending_.valid()) {
-      ImGui::Text("live: %s", source_->status().c_str());
-      ImGui::TextDisabled("(it opens as soon as a rank has written its first events)");
-    } else {
-      ImGui::Text("loading %s", (source_ ? live_file_ : options_.path).c_str());
-    }
-    ImGui::ProgressBar(float(progress_.fraction.load()), ImVec2(400, 0));
-    ImGui::End();
-  }
-
-  const AppOptions& options_;
-  LoadProgress progress_;
-  std::unique_ptr<LiveSource> source_;
-  std::string live_file_;  // the file being loaded for --live
-  std::future<Loaded> pending_;
-  std::string error_;
-};
-
-// The median and the longest of `times`; the frame that writes the PNG also reads it back, so
-// it is left out when others exist.
-FrameTimes frame_times(const std::vector<double>& times, double open_ms) {
-  std::vector<double> sorted(times.begin(), times.end() - (times.size() > 1 ? 1 : 0));
-  std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  FrameTimes out;
-  out.open_ms = open_ms;
-  out.frames = int(times.size());
-  out.median_ms = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-  out.max_ms = sorted.back();
-  return out;
-}
-
 }  // namespace
 
 int run_windowed(const AppOptions& options) {
@@ -336,12 +224,15 @@ int run_windowed(const AppOptions& options) {
     const auto frame_start = std::chrono::steady_clock::now();
     if (!app) {
       app = opening.poll(font_scale);
-      if (app) open_ms = std::chrono::duration<double, std::milli>(frame_start - start).count();
+      if (app) {
+        open_ms = std::chrono::duration<double, std::milli>(frame_start - start).count();
+        app->content_scale = window.content_scale();
+      }
     }
     if (app) {
       app->frame();
     } else {
-      opening.draw(window);
+      opening.draw(&window);
     }
     window.end_frame();
     if (!app) continue;
@@ -350,6 +241,11 @@ int run_windowed(const AppOptions& options) {
     // F9: the --screenshot line for the window as it is now, at once (a script may be waiting).
     if (app->take_report_request()) {
       std::printf("%s\n", headless_report(*app, frame_times(frame_ms, open_ms)).c_str());
+      std::fflush(stdout);
+    }
+    // G: the browser viewer's link to this moment (docs/web.md), for a slide or a script.
+    if (app->take_link_request()) {
+      std::printf("link: ?%s\n", deep_link_query(deep_link_of(*app)).c_str());
       std::fflush(stdout);
     }
   }

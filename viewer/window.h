@@ -52,6 +52,13 @@ class Window {
   void set_font_scale(float scale, float timeline_scale);
   // The text size of the lanes' font as last set (the scale, when there is no second font).
   float timeline_scale() const { return timeline_scale_; }
+  // Sets the window's size in pixels (the browser's canvas follows the page's layout), when it
+  // differs from the current one.
+  void resize(int width, int height);
+  // Whether an input came within the last kFramesAfterInput frames (Note [Quiet when idle]): the
+  // browser's frame loop, which the page's animation frames call, draws only then or when the
+  // App asks to.
+  bool input_pending() const;
   // The monitor's content scale (2 on a HiDPI screen, 1 under Xvfb): the default font scale.
   float content_scale() const;
 
