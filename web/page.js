@@ -1,0 +1,171 @@
+// The page around dpscope-view's canvas (docs/web.md): opens a trace from the file picker, a
+// dropped file or the URL's ?trace=URL[&compare=URL], refuses one too large for the browser's
+// memory in one line, and copies the link to the moment shown (Copy link, G).
+'use strict';
+
+const statusLine = document.getElementById('status');
+const copyButton = document.getElementById('copy-link');
+// What the page opened, for the links it writes: the traces' URLs (none for a local file).
+// `lesson`: the line a gallery gives the moment (scripts/web gallery), shown once it is open.
+const opened = { trace: '', compare: '', local: false, lesson: '' };
+// For scripted tests: whether the viewer runs, the last link copied, the last notice, the F9 report.
+window.dpscope = { started: false, link: '', notice: '', report: '' };
+
+function say(text, isError) {
+  statusLine.textContent = text;
+  statusLine.title = text;
+  statusLine.classList.toggle('error', Boolean(isError));
+}
+
+function mib(bytes) { return (bytes / 1048576).toFixed(bytes < 10485760 ? 1 : 0) + ' MiB'; }
+
+// The parameters of the page's URL that are the link's moment (everything but the traces).
+function linkQuery(params) {
+  const moment = new URLSearchParams(params);
+  moment.delete('trace');
+  moment.delete('compare');
+  moment.delete('live');
+  moment.delete('lesson');
+  return moment.toString();
+}
+
+var Module = {
+  canvas: document.getElementById('canvas'),
+  print: (text) => console.log(text),
+  printErr: (text) => console.warn(text),
+  dpscopeStarted: () => {
+    window.dpscope.started = true;
+    say('Open a trace: the button, a file dropped on the page, or ?trace=URL in the address.');
+    openFromAddress();
+  },
+  dpscopeNotice: (text) => { window.dpscope.notice = text; say(text, !text.startsWith('warning')); },
+  dpscopeReport: (json) => { window.dpscope.report = json; console.log(json); },
+  dpscopeCopyLink: (query) => copyLink(query),
+};
+
+function tooLarge(name, bytes) {
+  const limit = Module._dpscope_max_trace_bytes();
+  if (bytes <= limit) return false;
+  say(name + ' is ' + mib(bytes) + '; the browser viewer opens traces up to ' + mib(limit) +
+      ' (its memory holds the file and its model): open it with the desktop dpscope-view', true);
+  return true;
+}
+
+// Writes `bytes` to the in-memory file system as /traces/NAME; returns its path.
+function store(name, bytes) {
+  Module.FS.mkdirTree('/traces');
+  const path = '/traces/' + name.replace(/[^A-Za-z0-9._-]/g, '_');
+  Module.FS.writeFile(path, bytes);
+  return path;
+}
+
+let polling = 0;
+function open(mainPath, comparePath, shownName, query) {
+  const error = Module.ccall('dpscope_open', 'string', ['string', 'string', 'string', 'string'],
+                             [mainPath, comparePath, shownName, query]);
+  if (error) { say(error, true); return; }
+  say('loading ' + shownName + '…');
+  clearInterval(polling);
+  polling = setInterval(() => {
+    const state = Module.ccall('dpscope_state', 'string', [], []);
+    if (state === 'loading') return;
+    clearInterval(polling);
+    if (state.startsWith('error: ')) {
+      say(state.slice(7), true);
+    } else if (state === 'ready') {
+      copyButton.disabled = false;
+      if (!window.dpscope.notice) say(opened.lesson || shownName + ' (G or Copy link: the link to this moment)');
+      document.getElementById('canvas').focus();
+    }
+  }, 100);
+}
+
+async function openFiles(files) {
+  if (!files.length) return;
+  if (files.length > 2) { say('open one trace, or two to compare (the second drawn under the first)', true); return; }
+  for (const file of files) if (tooLarge(file.name, file.size)) return;
+  say('reading ' + files.map((f) => f.name).join(', ') + '…');
+  const paths = [];
+  for (const file of files) paths.push(store(file.name, new Uint8Array(await file.arrayBuffer())));
+  Object.assign(opened, { trace: '', compare: '', local: true, lesson: '' });
+  window.dpscope.notice = '';
+  open(paths[0], paths[1] || '', files.map((f) => f.name).join(' vs '), linkQuery(location.search));
+}
+
+// Downloads `url`, refusing it once it is known to be too large (Content-Length, else as it comes).
+async function download(url) {
+  const name = decodeURIComponent(new URL(url, location.href).pathname.split('/').pop() || 'trace');
+  let response;
+  try {
+    response = await fetch(url);
+  } catch (error) {
+    throw new Error('cannot fetch ' + url + ': ' + error.message + ' (the server must allow this page to read it: same origin, or CORS)');
+  }
+  if (!response.ok) throw new Error('cannot fetch ' + url + ': the server answered ' + response.status + ' ' + response.statusText);
+  const declared = Number(response.headers.get('Content-Length') || 0);
+  if (declared && tooLarge(name, declared)) return null;
+  const reader = response.body.getReader();
+  const chunks = [];
+  let received = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    received += value.length;
+    if (tooLarge(name, received)) { reader.cancel(); return null; }
+    chunks.push(value);
+    say('downloading ' + name + ': ' + mib(received) + (declared ? ' of ' + mib(declared) : ''));
+  }
+  const bytes = new Uint8Array(received);
+  let at = 0;
+  for (const chunk of chunks) { bytes.set(chunk, at); at += chunk.length; }
+  return { name, bytes };
+}
+
+async function openFromAddress() {
+  const params = new URLSearchParams(location.search);
+  if (params.has('live')) {
+    say('--live follows a training as it writes its trace; that needs the desktop dpscope-view (a page cannot watch a folder)', true);
+    return;
+  }
+  const trace = params.get('trace');
+  if (!trace) return;
+  try {
+    const main = await download(trace);
+    if (!main) return;
+    const compare = params.get('compare') ? await download(params.get('compare')) : null;
+    if (params.get('compare') && !compare) return;
+    Object.assign(opened, { trace, compare: params.get('compare') || '', local: false, lesson: params.get('lesson') || '' });
+    window.dpscope.notice = '';
+    open(store(main.name, main.bytes), compare ? store(compare.name, compare.bytes) : '',
+         main.name + (compare ? ' vs ' + compare.name : ''), linkQuery(params));
+  } catch (error) {
+    say(error.message, true);
+  }
+}
+
+function copyLink(query) {
+  const params = new URLSearchParams();
+  if (opened.trace) params.set('trace', opened.trace);
+  if (opened.compare) params.set('compare', opened.compare);
+  for (const [key, value] of new URLSearchParams(query)) params.set(key, value);
+  if (opened.lesson) params.set('lesson', opened.lesson);
+  const link = location.origin + location.pathname + '?' + params.toString();
+  window.dpscope.link = link;
+  const note = opened.local ? ' (a file opened from this computer has no address: put it on a server and add trace=URL)' : '';
+  const done = () => say('link copied: ' + link + note);
+  if (navigator.clipboard && window.isSecureContext) {
+    navigator.clipboard.writeText(link).then(done, () => say('link: ' + link + note));
+  } else {
+    say('link: ' + link + note);
+  }
+}
+
+copyButton.addEventListener('click', () => copyLink(Module.ccall('dpscope_link', 'string', [], [])));
+document.getElementById('picker').addEventListener('change', (event) => openFiles([...event.target.files]));
+document.addEventListener('dragover', (event) => { event.preventDefault(); document.body.classList.add('dragging'); });
+document.addEventListener('dragleave', (event) => { if (!event.relatedTarget) document.body.classList.remove('dragging'); });
+document.addEventListener('drop', (event) => {
+  event.preventDefault();
+  document.body.classList.remove('dragging');
+  openFiles([...event.dataTransfer.files]);
+});
