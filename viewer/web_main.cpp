@@ -148,23 +148,39 @@ const char* hand_over(std::string text) {
 
 extern "C" {
 
-// Opens `path` (and `compare`, if not empty) from the in-memory file system, files named
-// `shown_name` in the header, at the moment `query` links to (deep_link.h; may be empty). A
-// PyTorch profiler file is imported first. Returns "" when the load has started, else the error
-// in one line (a bad link, a file too large, a profiler file that cannot be imported).
-EMSCRIPTEN_KEEPALIVE const char* dpscope_open(const char* path, const char* compare, const char* shown_name,
+// Opens `paths` (one dpscope trace, or PyTorch profiler files, one per rank, separated by
+// newlines) and `compare` (a dpscope trace, or "") from the in-memory file system, named
+// `shown_name` in the header, at the moment `query` links to (deep_link.h; may be empty).
+// Profiler files are imported into one run first, as the desktop viewer does. Returns "" when
+// the load has started, else the error in one line (a bad link, a file too large, a mix of
+// files, a profiler file that cannot be imported).
+EMSCRIPTEN_KEEPALIVE const char* dpscope_open(const char* paths, const char* compare, const char* shown_name,
                                               const char* query) {
   WebViewer& v = *viewer;
   try {
     DeepLink link = parse_deep_link(query);
-    for (const char* file : {path, compare}) {
+    std::vector<std::string> files;
+    for (std::string rest = paths; !rest.empty();) {
+      const size_t end = rest.find('\n');
+      files.push_back(rest.substr(0, end));
+      rest = end == std::string::npos ? "" : rest.substr(end + 1);
+    }
+    size_t profiler_files = 0;
+    for (const std::string& file : files) profiler_files += formats::is_kineto_file_name(file) ? 1 : 0;
+    if (files.empty() || (files.size() > 1 && profiler_files != files.size())) {
+      throw std::invalid_argument("open one dpscope trace, or PyTorch profiler traces (.json, .json.gz) only, "
+                                  "one per rank");
+    }
+    int64_t bytes = 0;
+    for (const std::string& file : files) {
       struct stat info;
-      if (*file && ::stat(file, &info) == 0 && double(info.st_size) > kMaxTraceBytes) {
-        throw std::invalid_argument(std::string(shown_name) + " is " + std::to_string(info.st_size >> 20) +
-                                    " MiB; the browser viewer opens traces up to " +
-                                    std::to_string(int64_t(kMaxTraceBytes) >> 20) +
-                                    " MiB: open it with the desktop dpscope-view");
-      }
+      if (::stat(file.c_str(), &info) == 0) bytes += info.st_size;
+    }
+    if (double(bytes) > kMaxTraceBytes) {
+      throw std::invalid_argument(std::string(shown_name) + " is " + std::to_string(bytes >> 20) +
+                                  " MiB; the browser viewer opens traces up to " +
+                                  std::to_string(int64_t(kMaxTraceBytes) >> 20) +
+                                  " MiB: open it with the desktop dpscope-view");
     }
     ThemeKind theme = ThemeKind::Dark;
     if (!link.theme.empty() && !parse_theme(link.theme, &theme)) {
@@ -175,14 +191,12 @@ EMSCRIPTEN_KEEPALIVE const char* dpscope_open(const char* path, const char* comp
     v.opening.reset();
     v.imported.reset();
     v.options = AppOptions{};
-    v.options.path = path;
+    v.options.path = files.front();
     v.options.compare_path = compare;
     v.options.shown_name = shown_name;
     v.options.theme = theme;
-    if (formats::is_kineto_file_name(path)) {
-      v.imported.emplace(std::vector<std::string>{path}, [](const std::string& line) {
-        tell_page("dpscopeNotice", "warning: " + line);
-      });
+    if (profiler_files > 0) {
+      v.imported.emplace(files, [](const std::string& line) { tell_page("dpscopeNotice", "warning: " + line); });
       v.options.path = v.imported->path();
       v.options.shown_name = std::string("profiler: ") + shown_name;
     }

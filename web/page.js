@@ -7,7 +7,7 @@ const statusLine = document.getElementById('status');
 const copyButton = document.getElementById('copy-link');
 // What the page opened, for the links it writes: the traces' URLs (none for a local file).
 // `lesson`: the line a gallery gives the moment (scripts/web gallery), shown once it is open.
-const opened = { trace: '', compare: '', local: false, lesson: '' };
+const opened = { trace: [], compare: '', local: false, lesson: '' };
 // For scripted tests: whether the viewer runs, the last link copied, the last notice, the F9 report.
 window.dpscope = { started: false, link: '', notice: '', report: '' };
 
@@ -59,6 +59,16 @@ function store(name, bytes) {
   return path;
 }
 
+// The JSON line of what is drawn (report.h), in <pre id="dpscope-report"> for scripts and tests:
+// refreshed twice a second while a trace is open, and at once by window.dpscope.refreshReport().
+function refreshReport() {
+  const line = Module.ccall('dpscope_report', 'string', [], []);
+  document.getElementById('dpscope-report').textContent = line;
+  return line;
+}
+window.dpscope.refreshReport = refreshReport;
+let reporting = 0;
+
 let polling = 0;
 function open(mainPath, comparePath, shownName, query) {
   const error = Module.ccall('dpscope_open', 'string', ['string', 'string', 'string', 'string'],
@@ -74,22 +84,36 @@ function open(mainPath, comparePath, shownName, query) {
       say(state.slice(7), true);
     } else if (state === 'ready') {
       copyButton.disabled = false;
+      refreshReport();
+      clearInterval(reporting);
+      reporting = setInterval(refreshReport, 500);
       if (!window.dpscope.notice) say(opened.lesson || shownName + ' (G or Copy link: the link to this moment)');
       document.getElementById('canvas').focus();
     }
   }, 100);
 }
 
+const isProfilerFile = (name) => /\.json(\.gz)?$/.test(name);
+
+// Files from the picker or a drop: one dpscope trace, two to compare (the second drawn under the
+// first), or PyTorch profiler files, one per rank, imported into one run.
 async function openFiles(files) {
   if (!files.length) return;
-  if (files.length > 2) { say('open one trace, or two to compare (the second drawn under the first)', true); return; }
-  for (const file of files) if (tooLarge(file.name, file.size)) return;
+  const profiler = files.every((f) => isProfilerFile(f.name));
+  if (files.length > 2 && !profiler) {
+    say('open one trace, two to compare (the second drawn under the first), or profiler files (one per rank)', true);
+    return;
+  }
+  const total = files.reduce((sum, f) => sum + f.size, 0);
+  if (tooLarge(files.map((f) => f.name).join(', '), total)) return;
   say('reading ' + files.map((f) => f.name).join(', ') + '…');
   const paths = [];
   for (const file of files) paths.push(store(file.name, new Uint8Array(await file.arrayBuffer())));
-  Object.assign(opened, { trace: '', compare: '', local: true, lesson: '' });
+  Object.assign(opened, { trace: [], compare: '', local: true, lesson: '' });
   window.dpscope.notice = '';
-  open(paths[0], paths[1] || '', files.map((f) => f.name).join(' vs '), linkQuery(location.search));
+  const main = profiler ? paths : [paths[0]];
+  open(main.join('\n'), profiler ? '' : paths[1] || '', files.map((f) => f.name).join(profiler ? ', ' : ' vs '),
+       linkQuery(location.search));
 }
 
 // Downloads `url`, refusing it once it is known to be too large (Content-Length, else as it comes).
@@ -127,17 +151,22 @@ async function openFromAddress() {
     say('--live follows a training as it writes its trace; that needs the desktop dpscope-view (a page cannot watch a folder)', true);
     return;
   }
-  const trace = params.get('trace');
-  if (!trace) return;
+  // One trace=, or one per rank for profiler files (trace=a.json.gz&trace=b.json.gz).
+  const traces = params.getAll('trace');
+  if (!traces.length) return;
   try {
-    const main = await download(trace);
-    if (!main) return;
+    const mains = [];
+    for (const url of traces) {
+      const file = await download(url);
+      if (!file) return;
+      mains.push(file);
+    }
     const compare = params.get('compare') ? await download(params.get('compare')) : null;
     if (params.get('compare') && !compare) return;
-    Object.assign(opened, { trace, compare: params.get('compare') || '', local: false, lesson: params.get('lesson') || '' });
+    Object.assign(opened, { trace: traces, compare: params.get('compare') || '', local: false, lesson: params.get('lesson') || '' });
     window.dpscope.notice = '';
-    open(store(main.name, main.bytes), compare ? store(compare.name, compare.bytes) : '',
-         main.name + (compare ? ' vs ' + compare.name : ''), linkQuery(params));
+    open(mains.map((f) => store(f.name, f.bytes)).join('\n'), compare ? store(compare.name, compare.bytes) : '',
+         mains.map((f) => f.name).join(', ') + (compare ? ' vs ' + compare.name : ''), linkQuery(params));
   } catch (error) {
     say(error.message, true);
   }
@@ -145,7 +174,7 @@ async function openFromAddress() {
 
 function copyLink(query) {
   const params = new URLSearchParams();
-  if (opened.trace) params.set('trace', opened.trace);
+  for (const url of opened.trace || []) params.append('trace', url);
   if (opened.compare) params.set('compare', opened.compare);
   for (const [key, value] of new URLSearchParams(query)) params.set(key, value);
   if (opened.lesson) params.set('lesson', opened.lesson);

@@ -28,7 +28,8 @@ function fail(message) {
 // ---- Fixtures: a recorded run, the desktop viewer's line for a moment, a server.
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'dpscope-web-'));
-process.on('exit', () => fs.rmSync(scratch, { recursive: true, force: true }));
+// DPSCOPE_WEB_KEEP=1 keeps the scratch folder (the pictures compared, the traces) to look at.
+process.on('exit', () => (process.env.DPSCOPE_WEB_KEEP ? console.log('kept ' + scratch) : fs.rmSync(scratch, { recursive: true, force: true })));
 
 // A 2-rank DDP run of 6 iterations, recorded by dpscope itself over an emulated link (so that
 // the cluster clock can replay it); `train` adds to the training's flags. Returns run.sqlite.
@@ -41,11 +42,13 @@ function recordRun(name, train = []) {
   return path.join(dir, 'run.sqlite');
 }
 
-// The desktop viewer's JSON line for `trace` with these options (under the suite's Xvfb).
+// The desktop viewer's JSON line for `trace` with these options (under the suite's Xvfb); its
+// picture is left in desktop.png. It opens the file by its name in its folder, so that its
+// header names it as the page does.
 function desktopReport(trace, args) {
   const png = path.join(scratch, 'desktop.png');
-  const out = execFileSync(path.join(binDir, 'dpscope-view'), [trace, '--screenshot', png, ...args],
-    { encoding: 'utf8', timeout: 120000 });
+  const out = execFileSync(path.join(binDir, 'dpscope-view'), [path.basename(trace), '--screenshot', png, ...args],
+    { encoding: 'utf8', timeout: 120000, cwd: path.dirname(trace) });
   return JSON.parse(out.trim().split('\n').pop());
 }
 
@@ -115,9 +118,10 @@ async function settle(page) {
   }));
 }
 
+// The page's <pre id="dpscope-report">, refreshed now: the desktop's JSON line for what is drawn.
 async function report(page) {
-  const line = await page.evaluate(() => Module.ccall('dpscope_report', 'string', [], []));
-  return JSON.parse(line);
+  await page.evaluate(() => window.dpscope.refreshReport());
+  return JSON.parse(await page.textContent('#dpscope-report'));
 }
 
 // The canvas's pixels: how many distinct colours, and the colour of its top-left corner.
@@ -141,13 +145,42 @@ async function canvasPixels(page) {
   }, png.toString('base64'));
 }
 
+// How far the page's canvas is from the desktop's PNG of the same view: the share of pixels
+// whose colour differs by more than `tolerance` in some channel. Both draw Dear ImGui's same
+// triangles and font atlas; the desktop through Mesa's llvmpipe, the page through SwiftShader,
+// whose anti-aliased edges and blending may round differently.
+async function differenceFromDesktop(page, desktopPng, tolerance) {
+  const web = await page.locator('#canvas').screenshot();
+  fs.writeFileSync(path.join(scratch, 'web.png'), web);
+  return page.evaluate(async ([a, b, tolerance]) => {
+    const pixels = async (data) => {
+      const image = new Image();
+      image.src = 'data:image/png;base64,' + data;
+      await image.decode();
+      const canvas = document.createElement('canvas');
+      canvas.width = image.width;
+      canvas.height = image.height;
+      canvas.getContext('2d').drawImage(image, 0, 0);
+      return { width: image.width, height: image.height, data: canvas.getContext('2d').getImageData(0, 0, image.width, image.height).data };
+    };
+    const [x, y] = [await pixels(a), await pixels(b)];
+    if (x.width !== y.width || x.height !== y.height) return { size: [x.width, x.height, y.width, y.height], share: 1 };
+    let differing = 0;
+    for (let i = 0; i < x.data.length; i += 4) {
+      if (Math.abs(x.data[i] - y.data[i]) > tolerance || Math.abs(x.data[i + 1] - y.data[i + 1]) > tolerance ||
+          Math.abs(x.data[i + 2] - y.data[i + 2]) > tolerance) ++differing;
+    }
+    return { share: differing / (x.width * x.height) };
+  }, [web.toString('base64'), fs.readFileSync(desktopPng).toString('base64'), tolerance]);
+}
+
 // ---- The cases.
 
 const cases = {
-  // A link opens at its step, and says what the desktop viewer says there.
+  // A link opens at its step, says what the desktop viewer says there, and draws what it draws.
   async ALinkOpensAtItsStepAsTheDesktopDoes() {
     const trace = recordRun('run');
-    const desktop = desktopReport(trace, ['--iteration', '3', '--step', '2']);
+    const desktop = desktopReport(trace, ['--iteration', '3', '--step', '2', '--size', '1280x766']);
     await withPage({ 'run.sqlite': trace }, async (page, base) => {
       await openPage(page, base + 'index.html?trace=traces/run.sqlite&iter=3&step=2');
       const web = await report(page);
@@ -159,6 +192,10 @@ const cases = {
       const pixels = await canvasPixels(page);
       assert.ok(pixels.colours > 40, 'the canvas holds ' + pixels.colours + ' colours: lanes and text are not drawn');
       assert.match(await page.textContent('#status'), /run\.sqlite/);
+      const difference = await differenceFromDesktop(page, path.join(scratch, 'desktop.png'), 24);
+      console.log('web test: the page differs from the desktop in ' + (100 * difference.share).toFixed(3) + ' % of its pixels');
+      assert.ok(difference.share < 0.001, 'the page and the desktop differ in ' + JSON.stringify(difference) +
+                ' of their pixels (web.png, desktop.png in ' + scratch + ')');
     });
   },
 
@@ -192,6 +229,17 @@ const cases = {
       await page.evaluate(() => { window.dpscope.link = ''; });
       await page.click('#copy-link');
       assert.strictEqual(await page.evaluate(() => window.dpscope.link), link);
+      // C: the cluster clock, built in the frame that asks; T: the projector's theme; both in the link.
+      for (const key of ['c', 't']) {
+        await page.focus('#canvas');
+        await page.keyboard.down(key);
+        await settle(page);
+        await page.keyboard.up(key);
+        await settle(page);
+      }
+      web = await report(page);
+      assert.strictEqual(web.clock, 'cluster');
+      assert.match(web.deep_link, /clock=cluster&theme=projector$/);
     });
   },
 
@@ -237,9 +285,20 @@ const cases = {
     await withPage({ 'a.sqlite': trace, 'b.sqlite': other }, async (page, base) => {
       await openPage(page, base + 'index.html?trace=traces/a.sqlite&compare=traces/b.sqlite&iter=2&step=0');
       const web = await report(page);
+      assert.match(web.narration, /iteration 2/, 'the status says: ' + (await page.textContent('#status')) + '; the page: ' +
+                   JSON.stringify(web).slice(0, 1500));
       assert.strictEqual(web.run_ms.length, 2);
       assert.strictEqual(web.view.length, 2);
       assert.strictEqual(web.view[1].iteration, 2, 'run B aligned on the narrated iteration');
+      // Tab: run B takes the keys and the narration, in the same iteration.
+      await page.focus('#canvas');
+      await page.keyboard.down('Tab');
+      await settle(page);
+      await page.keyboard.up('Tab');
+      await settle(page);
+      const b = await report(page);
+      assert.notStrictEqual(b.narration, web.narration);
+      assert.match(b.narration, /iteration 2/);
     });
   },
 
@@ -267,12 +326,18 @@ const cases = {
     });
   },
 
-  // A PyTorch profiler trace (.json.gz) opens as the desktop viewer opens it.
+  // PyTorch profiler traces (.json.gz, one per rank) open as one run, as the desktop viewer opens them.
   async AProfilerTraceOpens() {
-    const kineto = path.join(sourceDir, 'tests/data/kineto/sampled_rank-0.json.gz');
-    await withPage({ 'rank-0.json.gz': kineto }, async (page, base) => {
-      await openPage(page, base + 'index.html?trace=traces/rank-0.json.gz');
-      const web = await report(page);
+    const kineto = (rank) => path.join(sourceDir, 'tests/data/kineto/sampled_rank-' + rank + '.json.gz');
+    const desktop = desktopReport(kineto(0), ['--iteration', '1', '--step', '0']);
+    await withPage({ 'rank-0.json.gz': kineto(0), 'rank-1.json.gz': kineto(1) }, async (page, base) => {
+      await openPage(page, base + 'index.html?trace=traces/rank-0.json.gz&iter=1&step=0');
+      let web = await report(page);
+      assert.strictEqual(web.narration, desktop.narration);
+      assert.deepStrictEqual(web.run_ms, desktop.run_ms);
+      await openPage(page, base + 'index.html?trace=traces/rank-0.json.gz&trace=traces/rank-1.json.gz');
+      web = await report(page);
+      assert.strictEqual(web.overlap.length, 2, 'both ranks imported');
       assert.ok(web.run_ms[0] > 0, 'the imported run has a length');
       const pixels = await canvasPixels(page);
       assert.ok(pixels.colours > 20, 'the imported run is drawn');
@@ -287,12 +352,17 @@ const cases = {
     fs.truncateSync(large, 1100 * 1048576);
     const garbage = path.join(scratch, 'garbage.sqlite');
     fs.writeFileSync(garbage, 'this is not a trace\n'.repeat(100));
-    await withPage({ 'run.sqlite': trace, 'large.sqlite': large, 'garbage.sqlite': garbage }, async (page, base) => {
+    const truncated = path.join(scratch, 'truncated.sqlite');
+    const bytes = fs.readFileSync(trace);
+    fs.writeFileSync(truncated, bytes.subarray(0, Math.floor(bytes.length / 2)));
+    await withPage({ 'run.sqlite': trace, 'large.sqlite': large, 'garbage.sqlite': garbage, 'truncated.sqlite': truncated }, async (page, base) => {
       await openPage(page, base + 'index.html?trace=traces/large.sqlite', { until: 'error' });
       assert.strictEqual(await page.textContent('#status'),
         'large.sqlite is 1100 MiB; the browser viewer opens traces up to 1024 MiB (its memory holds the file and its model): open it with the desktop dpscope-view');
       await openPage(page, base + 'index.html?trace=traces/garbage.sqlite', { until: 'error' });
       assert.match(await page.textContent('#status'), /garbage\.sqlite/);
+      await openPage(page, base + 'index.html?trace=traces/truncated.sqlite', { until: 'error' });
+      assert.match(await page.textContent('#status'), /truncated\.sqlite/);
       await openPage(page, base + 'index.html?trace=traces/missing.sqlite', { until: 'error' });
       assert.match(await page.textContent('#status'), /cannot fetch .*missing\.sqlite: the server answered 404/);
       await openPage(page, base + 'index.html?trace=traces/run.sqlite&iter=three', { until: 'error' });
