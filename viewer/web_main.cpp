@@ -27,10 +27,12 @@ namespace formats = dpscope::formats;
 // Note [The browser's memory]
 // A trace opened in the page lives three times: its bytes in the page's JavaScript (the file or
 // the download), its copy in the in-memory file system, and the model and analysis built from it
-// in WebAssembly's memory, which 32-bit WebAssembly caps at 4 GiB. bench/viewer.sh's 10 M events
-// are a 0.6 GB file whose model peaks at 0.8 GB; a file of kMaxTraceBytes leaves room for a
-// model of its size twice over. The page refuses a larger one before reading it, in one line
-// that gives its size and this limit (web/index.html); dpscope_open checks it again.
+// in WebAssembly's memory, which 32-bit WebAssembly caps at 4 GiB, where the reader's page scan
+// maps the file too (emscripten's mmap copies it in). bench/viewer.sh's 10 M events are a
+// 1.2 GB file whose model peaks near 0.8 GB: past the limit, a desktop trace. A file of
+// kMaxTraceBytes (about 8 M events) leaves its copy and a model of its size room within the 4 GiB;
+// the lessons' traces are 1 to 10 MB. The page refuses a larger one before reading it, in one
+// line that gives its size and this limit (web/page.js); dpscope_open checks it again.
 constexpr double kMaxTraceBytes = 1024.0 * 1024 * 1024;
 
 struct WebViewer {
@@ -108,7 +110,8 @@ void frame() {
   if (!v.app && v.opening) {
     v.app = v.opening->poll(font_scale);
     if (v.app) {
-      v.open_ms = std::chrono::duration<double, std::milli>(frame_start - v.opened_at).count();
+      // Deferred, the load ran inside poll: the open ends now (See Note [Background work in the browser]).
+      v.open_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - v.opened_at).count();
       v.app->content_scale = v.window->content_scale();
       v.status = "ready";
       v.opening.reset();

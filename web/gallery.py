@@ -10,26 +10,35 @@ import sys
 import urllib.parse
 
 
+def with_code(text):
+    """The README's line as HTML: its `code` spans in <code>."""
+    parts = html.escape(text).split("`")
+    return "".join(f"<code>{part}</code>" if i % 2 else part for i, part in enumerate(parts))
+
+
 def card(entry_id, title, lesson, preview, query):
     params = [tuple(pair.split("=", 1)) for pair in query.split("&") if pair]
-    params.append(("lesson", f"{title}: {lesson}"))
+    params.append(("lesson", f"{title}: {lesson.replace('`', '')}"))
     href = "viewer/index.html?" + urllib.parse.urlencode(params, quote_via=urllib.parse.quote, safe="/")
     image = f'<img src="{html.escape(preview)}" alt="{html.escape(title)}" loading="lazy">' if preview else ""
     return (f'<a class="card" id="{html.escape(entry_id)}" href="{html.escape(href)}">{image}'
-            f"<h2>{html.escape(title)}</h2><p>{html.escape(lesson)}</p></a>")
+            f"<h2>{html.escape(title)}</h2><p>{with_code(lesson)}</p></a>")
 
 
 def main():
     if len(sys.argv) != 3:
         sys.exit("usage: gallery.py SITE ENTRIES.tsv")
     site, entries = sys.argv[1], sys.argv[2]
-    cards = []
+    rows = []
     with open(entries, encoding="utf-8") as lines:
         for line in lines:
             fields = line.rstrip("\n").split("\t")
             if len(fields) != 5:
                 sys.exit(f"gallery.py: {entries}: a line has {len(fields)} fields, not 5: {line!r}")
-            cards.append(card(*fields))
+            rows.append(fields)
+    # The demo first, then the tutorials by number.
+    rows.sort(key=lambda fields: (fields[0] != "demo", fields[0]))
+    cards = [card(*fields) for fields in rows]
     page = f"""<!doctype html>
 <!-- A dpscope gallery (scripts/web gallery, docs/web.md): each lesson's trace, opened in the
      browser viewer at its moment. -->
@@ -47,6 +56,7 @@ main {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(340px, 1f
 .card img {{ width: 100%; border-radius: 3px; }}
 .card h2 {{ font-size: 16px; margin: 8px 0 4px; color: #fff; }}
 .card p {{ margin: 0; line-height: 1.4; }}
+.card code {{ font-size: 13px; color: #f0c674; }}
 </style>
 </head>
 <body>

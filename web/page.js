@@ -51,12 +51,14 @@ function tooLarge(name, bytes) {
   return true;
 }
 
-// Writes `bytes` to the in-memory file system as /traces/NAME; returns its path.
+// Writes `bytes` to the in-memory file system as /traces/NAME; returns NAME, relative to /traces,
+// the viewer's working folder, so that the header and the compared runs' titles show the name.
 function store(name, bytes) {
   Module.FS.mkdirTree('/traces');
-  const path = '/traces/' + name.replace(/[^A-Za-z0-9._-]/g, '_');
-  Module.FS.writeFile(path, bytes);
-  return path;
+  Module.FS.chdir('/traces');
+  const file = name.replace(/[^A-Za-z0-9._-]/g, '_');
+  Module.FS.writeFile(file, bytes);
+  return file;
 }
 
 // The JSON line of what is drawn (report.h), in <pre id="dpscope-report"> for scripts and tests:
@@ -105,15 +107,60 @@ async function openFiles(files) {
     return;
   }
   const total = files.reduce((sum, f) => sum + f.size, 0);
-  if (tooLarge(files.map((f) => f.name).join(', '), total)) return;
+  if (!files.some((f) => isGzippedTrace(f.name)) && tooLarge(files.map((f) => f.name).join(', '), total)) return;
   say('reading ' + files.map((f) => f.name).join(', ') + '…');
   const paths = [];
-  for (const file of files) paths.push(store(file.name, new Uint8Array(await file.arrayBuffer())));
+  for (const file of files) {
+    let read;
+    try {
+      read = await unpacked(file.name, file.stream(), file.size);
+    } catch (error) {
+      say(file.name + ' cannot be read: ' + error.message + ' (a .gz file must be gzip-compressed)', true);
+      return;
+    }
+    if (!read) return;
+    paths.push(store(read.name, read.bytes));
+  }
   Object.assign(opened, { trace: [], compare: '', local: true, lesson: '' });
   window.dpscope.notice = '';
   const main = profiler ? paths : [paths[0]];
   open(main.join('\n'), profiler ? '' : paths[1] || '', files.map((f) => f.name).join(profiler ? ', ' : ' vs '),
        linkQuery(location.search));
+}
+
+// A gzipped dpscope trace (NAME.sqlite.gz, as the gallery keeps its traces) is unpacked as it
+// arrives, by the browser's DecompressionStream; a profiler's .json.gz goes to the viewer as it
+// is, whose import reads it with zlib.
+const isGzippedTrace = (name) => name.endsWith('.gz') && !isProfilerFile(name);
+
+// Reads `stream` into one array, refusing it once it is larger than the viewer takes; null then.
+async function readAll(name, stream, declared) {
+  const reader = stream.getReader();
+  const chunks = [];
+  let received = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    received += value.length;
+    if (tooLarge(name, received)) { reader.cancel(); return null; }
+    chunks.push(value);
+    say('reading ' + name + ': ' + mib(received) + (declared ? ' of ' + mib(declared) : ''));
+  }
+  const bytes = new Uint8Array(received);
+  let at = 0;
+  for (const chunk of chunks) { bytes.set(chunk, at); at += chunk.length; }
+  return bytes;
+}
+
+// A file's or a download's bytes, unpacked when gzipped (its name loses .gz): {name, bytes}.
+async function unpacked(name, stream, declared) {
+  if (!isGzippedTrace(name)) {
+    const bytes = await readAll(name, stream, declared);
+    return bytes && { name, bytes };
+  }
+  const plain = name.slice(0, -3);
+  const bytes = await readAll(plain, stream.pipeThrough(new DecompressionStream('gzip')), 0);
+  return bytes && { name: plain, bytes };
 }
 
 // Downloads `url`, refusing it once it is known to be too large (Content-Length, else as it comes).
@@ -127,22 +174,12 @@ async function download(url) {
   }
   if (!response.ok) throw new Error('cannot fetch ' + url + ': the server answered ' + response.status + ' ' + response.statusText);
   const declared = Number(response.headers.get('Content-Length') || 0);
-  if (declared && tooLarge(name, declared)) return null;
-  const reader = response.body.getReader();
-  const chunks = [];
-  let received = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    received += value.length;
-    if (tooLarge(name, received)) { reader.cancel(); return null; }
-    chunks.push(value);
-    say('downloading ' + name + ': ' + mib(received) + (declared ? ' of ' + mib(declared) : ''));
+  if (declared && !isGzippedTrace(name) && tooLarge(name, declared)) return null;
+  try {
+    return await unpacked(name, response.body, declared);
+  } catch (error) {
+    throw new Error(name + ' cannot be read: ' + error.message + ' (a .gz file must be gzip-compressed)');
   }
-  const bytes = new Uint8Array(received);
-  let at = 0;
-  for (const chunk of chunks) { bytes.set(chunk, at); at += chunk.length; }
-  return { name, bytes };
 }
 
 async function openFromAddress() {
@@ -188,6 +225,15 @@ function copyLink(query) {
     say('link: ' + link + note);
   }
 }
+
+// While the viewer has the keys, Ctrl +/-/0 size its text and Ctrl F finds, as on the desktop,
+// rather than zooming the page or opening the browser's find bar.
+window.addEventListener('keydown', (event) => {
+  if (document.activeElement === Module.canvas && (event.ctrlKey || event.metaKey) &&
+      ['=', '+', '-', '0', 'f', 'F'].includes(event.key)) {
+    event.preventDefault();
+  }
+}, true);
 
 copyButton.addEventListener('click', () => copyLink(Module.ccall('dpscope_link', 'string', [], [])));
 document.getElementById('picker').addEventListener('change', (event) => openFiles([...event.target.files]));

@@ -21,11 +21,11 @@ struct TextFile {
   std::string text;
 };
 
-// What is not the project's own text: build trees, git's store, traces, and the fuzzers' corpus
-// (machine-made inputs that may hold any text).
+// What is not the project's own text: build trees, git's store, traces, the fuzzers' corpus
+// (machine-made inputs that may hold any text) and npm's installs (tests/web's node_modules).
 inline bool skipped_dir(const fs::path& relative) {
   const std::string name = relative.filename().string();
-  if (name == ".git" || name == "traces") return true;
+  if (name == ".git" || name == "traces" || name == "node_modules") return true;
   if (name.rfind("build", 0) == 0 && !relative.has_parent_path()) return true;
   return relative.generic_string() == "tests/fuzz/corpus";
 }

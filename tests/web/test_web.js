@@ -240,6 +240,16 @@ const cases = {
       web = await report(page);
       assert.strictEqual(web.clock, 'cluster');
       assert.match(web.deep_link, /clock=cluster&theme=projector$/);
+      // Ctrl +: a presenter's larger text, the page not zoomed.
+      await page.keyboard.down('Control');
+      await page.keyboard.down('Equal');
+      await settle(page);
+      await page.keyboard.up('Equal');
+      await page.keyboard.up('Control');
+      await settle(page);
+      web = await report(page);
+      assert.match(web.deep_link, /&scale=1.25&theme=projector$/);
+      assert.strictEqual(await page.evaluate(() => window.devicePixelRatio), 1, 'the page itself was zoomed');
     });
   },
 
@@ -323,6 +333,14 @@ const cases = {
                                        Module.ccall('dpscope_state', 'string', [], []) === 'ready', null, { timeout: 60000 });
       web = await report(page);
       assert.match(web.narration, /iteration/);
+      // A gzipped trace, as the gallery keeps them, picked: unpacked by the page as it is read.
+      const gzipped = path.join(scratch, 'picked.sqlite.gz');
+      fs.writeFileSync(gzipped, require('zlib').gzipSync(fs.readFileSync(trace)));
+      await page.setInputFiles('#picker', gzipped);
+      await page.waitForFunction(() => document.getElementById('status').textContent.includes('picked.sqlite') &&
+                                       Module.ccall('dpscope_state', 'string', [], []) === 'ready', null, { timeout: 60000 });
+      web = await report(page);
+      assert.match(web.narration, /iteration/);
     });
   },
 
@@ -352,10 +370,13 @@ const cases = {
     fs.truncateSync(large, 1100 * 1048576);
     const garbage = path.join(scratch, 'garbage.sqlite');
     fs.writeFileSync(garbage, 'this is not a trace\n'.repeat(100));
+    const notGzip = path.join(scratch, 'not-gzip.sqlite.gz');
+    fs.writeFileSync(notGzip, 'plain text, not gzip\n');
     const truncated = path.join(scratch, 'truncated.sqlite');
     const bytes = fs.readFileSync(trace);
     fs.writeFileSync(truncated, bytes.subarray(0, Math.floor(bytes.length / 2)));
-    await withPage({ 'run.sqlite': trace, 'large.sqlite': large, 'garbage.sqlite': garbage, 'truncated.sqlite': truncated }, async (page, base) => {
+    await withPage({ 'run.sqlite': trace, 'large.sqlite': large, 'garbage.sqlite': garbage, 'truncated.sqlite': truncated,
+      'not-gzip.sqlite.gz': notGzip }, async (page, base) => {
       await openPage(page, base + 'index.html?trace=traces/large.sqlite', { until: 'error' });
       assert.strictEqual(await page.textContent('#status'),
         'large.sqlite is 1100 MiB; the browser viewer opens traces up to 1024 MiB (its memory holds the file and its model): open it with the desktop dpscope-view');
@@ -363,6 +384,8 @@ const cases = {
       assert.match(await page.textContent('#status'), /garbage\.sqlite/);
       await openPage(page, base + 'index.html?trace=traces/truncated.sqlite', { until: 'error' });
       assert.match(await page.textContent('#status'), /truncated\.sqlite/);
+      await openPage(page, base + 'index.html?trace=traces/not-gzip.sqlite.gz', { until: 'error' });
+      assert.match(await page.textContent('#status'), /not-gzip\.sqlite\.gz cannot be read: .*a \.gz file must be gzip-compressed/);
       await openPage(page, base + 'index.html?trace=traces/missing.sqlite', { until: 'error' });
       assert.match(await page.textContent('#status'), /cannot fetch .*missing\.sqlite: the server answered 404/);
       await openPage(page, base + 'index.html?trace=traces/run.sqlite&iter=three', { until: 'error' });
@@ -377,11 +400,11 @@ const cases = {
   // scripts/web gallery: a card per lesson, each opening the viewer at its moment with its line.
   async AGalleryOpensEachLessonAtItsMoment() {
     const site = path.join(scratch, 'gallery');
-    execFileSync(path.join(sourceDir, 'scripts/web'), ['gallery', site, '03,17'], { stdio: 'pipe', timeout: 240000 });
+    execFileSync(path.join(sourceDir, 'scripts/web'), ['gallery', site, '21,03'], { stdio: 'pipe', timeout: 240000 });
     const index = fs.readFileSync(path.join(site, 'index.html'), 'utf8');
     const links = [...index.matchAll(/<a class="card" id="(\d+)" href="([^"]+)">/g)].map((m) => [m[1], m[2].replace(/&amp;/g, '&')]);
-    assert.deepStrictEqual(links.map((l) => l[0]), ['03', '17']);
-    assert.ok(fs.statSync(path.join(site, 'previews/17.png')).size > 10000, 'a preview per lesson');
+    assert.deepStrictEqual(links.map((l) => l[0]), ['03', '21'], 'the lessons in their order');
+    for (const id of ['03', '21']) assert.ok(fs.statSync(path.join(site, 'previews/' + id + '.png')).size > 10000, 'a preview per lesson');
     const server = await new Promise((resolve) => {
       const s = http.createServer((request, response) => {
         const file = path.join(site, decodeURIComponent(new URL(request.url, 'http://x').pathname));
