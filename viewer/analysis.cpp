@@ -35,7 +35,7 @@ SpanRef find_on_lane(const Model& model, int32_t ri, int32_t li, EventKind kind,
         [](const Span& s, int64_t t) { return s.begin_ns < t; });
     for (auto it = first; it != lane.spans.begin() + std::ptrdiff_t(lane.row_end(row)); ++it) {
       if (it->begin_ns > to) break;
-      if (it->kind == kind && it->bucket() == bucket && (seq == kNone || it->seq() == seq)) {
+      if (it->kind() == kind && it->bucket() == bucket && (seq == kNone || it->seq() == seq)) {
         return {ri, li, it - lane.spans.begin()};
       }
     }
@@ -52,7 +52,7 @@ std::map<int32_t, std::vector<SpanRef>> collective_spans_by_seq(const Model& mod
       const Lane& lane = rank.lanes[li];
       for (size_t i = 0; i < lane.spans.size(); ++i) {
         const Span& s = lane.spans[i];
-        if (s.kind != EventKind::Collective || s.seq() == kNone) continue;
+        if (s.kind() != EventKind::Collective || s.seq() == kNone) continue;
         by_seq[s.seq()].push_back({static_cast<int32_t>(ri), static_cast<int32_t>(li), static_cast<int64_t>(i)});
       }
     }
@@ -145,7 +145,7 @@ std::vector<Flow> flows_of(const Model& model, const Analysis& analysis, const S
   const RankData& rank = model.ranks[size_t(selected.rank)];
   int32_t seq = s.seq();
   SpanRef collective;
-  if (s.kind == EventKind::Hook && s.bucket() != kNone) {
+  if (s.kind() == EventKind::Hook && s.bucket() != kNone) {
     const int32_t it = rank.iteration_at(s.begin_ns);
     const IterationSpan* span = rank.find_iteration(it);
     const int64_t until = span ? span->end_ns : s.end_ns + int64_t{10'000'000'000};
@@ -165,9 +165,9 @@ std::vector<Flow> flows_of(const Model& model, const Analysis& analysis, const S
       }
     }
     if (collective.valid()) flows.push_back({launch, collective, Flow::LaunchToCollective});
-  } else if (s.kind == EventKind::Collective) {
+  } else if (s.kind() == EventKind::Collective) {
     collective = selected;
-  } else if (s.kind != EventKind::CollectiveWait && s.kind != EventKind::BucketLaunch) {
+  } else if (s.kind() != EventKind::CollectiveWait && s.kind() != EventKind::BucketLaunch) {
     return flows;
   }
   const CollectiveSpans* m = seq == kNone ? nullptr : analysis.match(seq);
@@ -198,7 +198,7 @@ std::vector<RangeRow> summarize_range(const Model& model, int64_t t0, int64_t t1
         const auto end = lane.spans.begin() + std::ptrdiff_t(lane.row_end(row));
         for (; it != end && it->begin_ns <= t1; ++it) {
           if (it->end_ns > t1) continue;
-          auto key = std::make_tuple(int(it->kind), it->name(), op_or_state(*it));
+          auto key = std::make_tuple(int(it->kind()), it->name(), op_or_state(*it));
           auto& entry = by_key[key];
           ++entry.first;
           entry.second += double(it->end_ns - it->begin_ns);
@@ -254,10 +254,10 @@ FindQuery::FindQuery(const Model& model, const std::string& text) {
 
 bool FindQuery::matches(const Span& s) const {
   if (text_.empty()) return false;
-  const int k = static_cast<int>(s.kind);
+  const int k = static_cast<int>(s.kind());
   if (k < 0 || k >= trace::kEventKindCount) return false;
   if (kind_match_[k]) return true;
-  switch (s.kind) {
+  switch (s.kind()) {
     case EventKind::Phase:
     case EventKind::Mark: {
       const trace::NameId name = s.name();

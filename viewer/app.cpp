@@ -154,7 +154,7 @@ std::pair<double, double> App::bucket_range() const {
                                  [](const Span& s, double t) { return double(s.begin_ns) < t; });
       for (int k = 0; k < 64 && it != lane.spans.begin() + std::ptrdiff_t(lane.row_end(row));
            ++k, ++it) {
-        if (it->kind != trace::EventKind::Collective) continue;
+        if (it->kind() != trace::EventKind::Collective) continue;
         const double d = std::fabs(double(it->begin_ns) - mid) +
                          (it->op() == trace::CollectiveOp::AllReduce ? 0 : 1e12);
         if (d < best_distance) {

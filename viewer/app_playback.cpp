@@ -27,7 +27,7 @@ SpanRef span_of_event(const Model& model, int rank_index, const trace::Event& e)
       const int64_t hit = span_at(lane, row, e.begin_ns, 0);
       if (hit < 0) continue;
       const Span& s = lane.spans[size_t(hit)];
-      if (s.kind == e.kind && s.begin_ns == e.begin_ns) return {rank_index, int32_t(li), hit};
+      if (s.kind() == e.kind && s.begin_ns == e.begin_ns) return {rank_index, int32_t(li), hit};
     }
   }
   return {};

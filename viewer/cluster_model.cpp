@@ -73,7 +73,7 @@ ClusterView cluster_view(const Model& measured, const std::optional<core::LinkSp
     if (!lane) return;
     build_rows(*lane, spans, span_rows, 0);
     // Their events are found by measured times (Note [Span to event]): none to look up here.
-    for (Span& s : lane->spans) s.same_begin_index = Span::kNoEvent;
+    for (Span& s : lane->spans) s.set_same_begin_index(Span::kNoEvent);
     spans.clear();
   };
   reader.for_each_event([&](const trace::Event& e) {

@@ -11,16 +11,16 @@ const trace::Event* DetailSource::event(const Model& model, const SpanRef& ref) 
   auto it = by_ref_.find(key);
   if (it != by_ref_.end()) return &it->second;
   const Span& s = span_of(model, ref);
-  if (s.same_begin_index == Span::kNoEvent) return nullptr;
+  if (s.same_begin_index() == Span::kNoEvent) return nullptr;
   const RankData& rank = model.ranks[static_cast<size_t>(ref.rank)];
   const trace::LaneId lane = rank.lanes[static_cast<size_t>(ref.lane)].info.lane;
   // Longest 0: only the events that begin at s.begin_ns, by (begin_ns, id). See Note [Span to event].
   const std::vector<trace::Event> beginning =
       reader_.events(rank.info.rank, lane, s.begin_ns, s.begin_ns, 0);
-  if (s.same_begin_index >= beginning.size()) return nullptr;
-  const trace::Event& e = beginning[s.same_begin_index];
+  if (s.same_begin_index() >= beginning.size()) return nullptr;
+  const trace::Event& e = beginning[s.same_begin_index()];
   // A file replaced under the viewer (--live) may hold another event there.
-  if (e.end_ns != s.end_ns || e.kind != s.kind) return nullptr;
+  if (e.end_ns != s.end_ns || e.kind != s.kind()) return nullptr;
   return &(by_ref_[key] = e);
 }
 

@@ -63,12 +63,12 @@ std::string live_stuck_piece(const Model& model, int64_t now_ns) {
     int64_t last_finished = INT64_MIN;  // the latest end of a collective this rank recorded
     for (const Lane& lane : model.ranks[r].lanes) {
       for (const Span& s : lane.spans) {
-        if (s.kind == trace::EventKind::Collective) last_finished = std::max(last_finished, s.end_ns);
+        if (s.kind() == trace::EventKind::Collective) last_finished = std::max(last_finished, s.end_ns);
       }
     }
     for (const Lane& lane : model.ranks[r].lanes) {
       for (const Span& s : lane.spans) {
-        if (s.kind != trace::EventKind::Mark || model.name(s.name()).rfind("stuck: ", 0) != 0) continue;
+        if (s.kind() != trace::EventKind::Mark || model.name(s.name()).rfind("stuck: ", 0) != 0) continue;
         if (last_finished > s.end_ns) continue;  // something finished since: it moved on
         if (!oldest || s.begin_ns < oldest->begin_ns) {
           oldest = &s;

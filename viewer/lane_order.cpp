@@ -69,9 +69,9 @@ StreamTime stream_time(const Lane& lane, const std::vector<analysis::KernelClass
     const Span& s = lane.spans[next[size_t(earliest)]++];
     const int64_t length = s.end_ns - s.begin_ns;
     if (length <= 0) continue;
-    if (s.kind == trace::EventKind::Collective) time.collectives += length;
+    if (s.kind() == trace::EventKind::Collective) time.collectives += length;
     const trace::NameId name = s.name();
-    if (s.kind == trace::EventKind::Mark && name >= 0 && size_t(name) < classes.size() &&
+    if (s.kind() == trace::EventKind::Mark && name >= 0 && size_t(name) < classes.size() &&
         classes[size_t(name)] == analysis::KernelClass::Memory) {
       time.memory += length;
     }

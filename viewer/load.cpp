@@ -205,7 +205,7 @@ void build_iterations(RankData& rank, trace::NameId iteration, trace::NameId for
   rank.iterations.clear();
   for (const Lane& lane : rank.lanes) {
     for (const Span& s : lane.spans) {
-      if (s.kind == EventKind::Phase && s.name() == iteration && iteration != kNone &&
+      if (s.kind() == EventKind::Phase && s.name() == iteration && iteration != kNone &&
           s.iteration() != kNone) {
         rank.iterations.push_back({s.iteration(), s.begin_ns, s.end_ns});
       }
@@ -218,7 +218,7 @@ void build_iterations(RankData& rank, trace::NameId iteration, trace::NameId for
   std::vector<int64_t> starts;
   for (const Lane& lane : rank.lanes) {
     for (const Span& s : lane.spans) {
-      if (s.kind == EventKind::Phase && s.name() == forward) starts.push_back(s.begin_ns);
+      if (s.kind() == EventKind::Phase && s.name() == forward) starts.push_back(s.begin_ns);
     }
   }
   std::sort(starts.begin(), starts.end());

@@ -22,62 +22,79 @@ bool span_before(const Span& a, const Span& b) {
 
 // Spans arrive in the order they were recorded: by end, with parents after their children.
 // That is nearly sorted by begin, so an insertion sort moves each parent back past its few
-// children; on input that is far from sorted it gives up and falls back to std::stable_sort.
-void sort_spans(std::vector<Span>& spans) {
+// children; on input that is far from sorted it gives up and sorts an index stably. `order`
+// (each span's file-order key, below) moves with its span.
+void sort_spans(std::vector<Span>& spans, std::vector<uint32_t>& order) {
   const size_t n = spans.size();
   size_t budget = 16 * n + 1024;
   for (size_t i = 1; i < n; ++i) {
     if (!span_before(spans[i], spans[i - 1])) continue;
-    Span moving = spans[i];
+    const Span moving = spans[i];
+    const uint32_t moving_order = order[i];
     size_t j = i;
     while (j > 0 && span_before(moving, spans[j - 1])) {
       spans[j] = spans[j - 1];
+      order[j] = order[j - 1];
       --j;
       if (--budget == 0) {
         spans[j] = moving;
-        std::stable_sort(spans.begin(), spans.end(), span_before);
+        order[j] = moving_order;
+        std::vector<uint32_t> index(n);
+        for (size_t k = 0; k < n; ++k) index[k] = uint32_t(k);
+        std::stable_sort(index.begin(), index.end(),
+                         [&spans](uint32_t a, uint32_t b) { return span_before(spans[a], spans[b]); });
+        std::vector<Span> sorted(n);
+        std::vector<uint32_t> sorted_order(n);
+        for (size_t k = 0; k < n; ++k) {
+          sorted[k] = spans[index[k]];
+          sorted_order[k] = order[index[k]];
+        }
+        spans.swap(sorted);
+        order.swap(sorted_order);
         return;
       }
     }
     spans[j] = moving;
+    order[j] = moving_order;
   }
 }
 
-// Before sorting, a span's same_begin_index holds its place in file order among the lane's
-// spans (see Note [Span to event]): a span numbered before keeps its index (below kUnnumbered;
-// those come first in the file), the others get kUnnumbered + their place among themselves (a
-// lane holds far fewer than 2^31 spans). number_same_begin turns that place into the place
-// among the spans that begin at the same time.
+// A span's file-order key while its lane is sorted (see Note [Span to event]): a span numbered
+// before keeps its same_begin_index as its key (below kUnnumbered; those come first in the
+// file), the others get kUnnumbered + their place among themselves (a lane holds far fewer than
+// 2^31 spans). number_same_begin turns the keys into each span's place among the spans that
+// begin at the same time. The keys live beside the spans, not in them: a Span's index field is
+// 11 bits (Note [Span fields]).
 constexpr uint32_t kUnnumbered = 1u << 31;
 
 // Whether trace::Reader::events can return the span's event: not one that ends before it
 // begins. See Note [Span to event].
 bool findable(const Span& s) { return s.end_ns >= s.begin_ns; }
 
-// Sets each span's same_begin_index from the file-order place it holds. `spans` is sorted by
+// Sets each span's same_begin_index from its file-order key in `order`. `spans` is sorted by
 // begin, so the spans that begin together are neighbours; they rarely number more than one.
-void number_same_begin(std::vector<Span>& spans) {
+void number_same_begin(std::vector<Span>& spans, const std::vector<uint32_t>& order) {
   std::vector<uint32_t> places;
   for (size_t first = 0, last = 0; first < spans.size(); first = last) {
     last = first + 1;
     while (last < spans.size() && spans[last].begin_ns == spans[first].begin_ns) ++last;
     if (last - first == 1) {
-      spans[first].same_begin_index = findable(spans[first]) ? 0 : Span::kNoEvent;
+      spans[first].set_same_begin_index(findable(spans[first]) ? 0 : Span::kNoEvent);
       continue;
     }
     places.clear();
     for (size_t i = first; i < last; ++i) {
-      if (findable(spans[i])) places.push_back(spans[i].same_begin_index);
+      if (findable(spans[i])) places.push_back(order[i]);
     }
     std::sort(places.begin(), places.end());
     for (size_t i = first; i < last; ++i) {
       Span& s = spans[i];
       if (!findable(s)) {
-        s.same_begin_index = Span::kNoEvent;
+        s.set_same_begin_index(Span::kNoEvent);
         continue;
       }
-      const auto place = std::lower_bound(places.begin(), places.end(), s.same_begin_index);
-      s.same_begin_index = static_cast<uint32_t>(place - places.begin());
+      const auto place = std::lower_bound(places.begin(), places.end(), order[i]);
+      s.set_same_begin_index(static_cast<uint32_t>(place - places.begin()));
     }
   }
 }
@@ -140,11 +157,11 @@ const RankData* Model::rank(int32_t rank) const {
 }
 
 std::string span_label(const Model& model, const Span& span) {
-  switch (span.kind) {
+  switch (span.kind()) {
     case EventKind::Phase:
     case EventKind::Mark: {
       const std::string& n = model.name(span.name());
-      return n.empty() ? std::string(trace::to_string(span.kind)) : n;
+      return n.empty() ? std::string(trace::to_string(span.kind())) : n;
     }
     case EventKind::Collective:
       return span.op() ? std::string(trace::to_string(*span.op())) : "collective";
@@ -153,7 +170,7 @@ std::string span_label(const Model& model, const Span& span) {
     case EventKind::UnitState:
       return span.state() ? std::string(trace::to_string(*span.state())) : "unit_state";
     default:
-      return std::string(trace::to_string(span.kind));
+      return std::string(trace::to_string(span.kind()));
   }
 }
 
@@ -166,11 +183,12 @@ void build_rows(Lane& lane) {
 
 void build_rows(Lane& lane, std::vector<Span>& spans, std::vector<uint16_t>& span_rows,
                 size_t numbered) {
-  for (size_t i = numbered; i < spans.size(); ++i) {
-    spans[i].same_begin_index = kUnnumbered + static_cast<uint32_t>(i - numbered);
+  std::vector<uint32_t> order(spans.size());
+  for (size_t i = 0; i < spans.size(); ++i) {
+    order[i] = i < numbered ? spans[i].same_begin_index() : kUnnumbered + static_cast<uint32_t>(i - numbered);
   }
-  sort_spans(spans);
-  number_same_begin(spans);
+  sort_spans(spans, order);
+  number_same_begin(spans, order);
   // Each slice takes the lowest free row below every row whose open span encloses it
   // (Note [Lane rows]); instants go to their own row. row_end[r] is the end of the last span
   // placed in row r: spans come by begin, so that span is the only one of row r still open.

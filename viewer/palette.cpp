@@ -40,7 +40,7 @@ ImU32 hook_color(int bucket) {
 }
 
 ImU32 span_color(const Model& model, const Span& s) {
-  switch (s.kind) {
+  switch (s.kind()) {
     case EventKind::Phase: return phase_color(model.name(s.name()));
     case EventKind::Hook: return hook_color(s.bucket());
     case EventKind::BucketReady: return kBucketReadyColor;

@@ -24,11 +24,7 @@ Span Span::from_trace(const trace::EventSpan& row) {
     case EventKind::UnitState:
       return unit_state(b, e, row.bucket_or_unit, static_cast<trace::UnitState>(row.op));
   }
-  Span s;
-  s.begin_ns = b;
-  s.end_ns = e;
-  s.kind = row.kind;
-  return s;
+  return other(b, e, row.kind);
 }
 
 }  // namespace dpscope::view

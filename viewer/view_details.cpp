@@ -58,7 +58,7 @@ void event_fields(App& app, const Pick& pick) {
   const Lane& lane = rank.lanes[size_t(pick.span.lane)];
   ImGui::Text("%s", span_label(model, s).c_str());
   ImGui::Separator();
-  field("kind", std::string(trace::to_string(s.kind)));
+  field("kind", std::string(trace::to_string(s.kind())));
   field("rank", rank.info.rank);
   field("lane", lane_label(rank, size_t(pick.span.lane)) + " (" + std::to_string(lane.info.lane) + ")");
   field("begin", format_duration(double(s.begin_ns - model.t_begin)) + " (" + std::to_string(s.begin_ns) + " ns)");
@@ -104,7 +104,7 @@ void event_fields(App& app, const Pick& pick) {
     if (e->flags & trace::kFlagRanOnWaiter) flags += "ran-on-waiter ";
     field("flags", flags);
   }
-  if (t.analysis && s.kind == trace::EventKind::Collective) collective_fields(*t.analysis, s, *e, rank.info.rank);
+  if (t.analysis && s.kind() == trace::EventKind::Collective) collective_fields(*t.analysis, s, *e, rank.info.rank);
 }
 
 }  // namespace

@@ -152,7 +152,7 @@ void draw_row(Frame& f, int trace, int rank_index, const Lane& lane, int lane_in
     if (lane_index == kNotALane) continue;
     if (sel.trace == trace && sel.span == ref) outline = kSelectedColor;
     else if (is_main && f.app.find.matches(s)) outline = kFoundColor;
-    else if (s.kind == trace::EventKind::Collective && t.analysis) {
+    else if (s.kind() == trace::EventKind::Collective && t.analysis) {
       const CollectiveSpans* c = t.analysis->match(s.seq());
       if (c && t.analysis->mismatch(*c)) outline = kMismatchColor;
     }

@@ -67,7 +67,7 @@ TEST(ViewerRows, NestedSpansGoToRowsByDepthAndInstantsToTheirOwnRow) {
   EXPECT_EQ(lane.row_end(0) - lane.row_begin(0), 1u);  // the iteration
   EXPECT_EQ(lane.row_end(1) - lane.row_begin(1), 2u);  // forward and backward
   EXPECT_EQ(lane.row_end(2) - lane.row_begin(2), 2u);  // the hooks
-  EXPECT_EQ(lane.spans[lane.row_begin(3)].kind, EventKind::BucketReady);
+  EXPECT_EQ(lane.spans[lane.row_begin(3)].kind(), EventKind::BucketReady);
   for (int r = 0; r < lane.rows(); ++r) {
     for (size_t i = lane.row_begin(r) + 1; i < lane.row_end(r); ++i) {
       EXPECT_LE(lane.spans[i - 1].begin_ns, lane.spans[i].begin_ns);
@@ -196,7 +196,7 @@ TEST(ViewerRows, SpansThatBeginTogetherAreNumberedInFileOrder) {
                 Span::bucket_ready(10, 10, 3), Span::hook(10, 5, 4), Span::hook(40, 50, 5)};
   build_rows(lane);
   std::map<int32_t, uint32_t> index_of;  // by bucket
-  for (const Span& s : lane.spans) index_of[s.kind == EventKind::Phase ? -2 : s.bucket()] = s.same_begin_index;
+  for (const Span& s : lane.spans) index_of[s.kind() == EventKind::Phase ? -2 : s.bucket()] = s.same_begin_index();
   EXPECT_EQ(index_of[0], 0u);
   EXPECT_EQ(index_of[1], 1u);
   EXPECT_EQ(index_of[-2], 2u);  // the phase: first in its rows, third in the file
@@ -210,7 +210,7 @@ TEST(ViewerRows, SpansThatBeginTogetherAreNumberedInFileOrder) {
   std::vector<uint16_t> rows;
   build_rows(lane, grown, rows, lane.spans.size());
   index_of.clear();
-  for (const Span& s : lane.spans) index_of[s.kind == EventKind::Phase ? -2 : s.bucket()] = s.same_begin_index;
+  for (const Span& s : lane.spans) index_of[s.kind() == EventKind::Phase ? -2 : s.bucket()] = s.same_begin_index();
   EXPECT_EQ(index_of[0], 0u);
   EXPECT_EQ(index_of[-2], 2u);
   EXPECT_EQ(index_of[3], 3u);
@@ -555,7 +555,7 @@ TEST(ViewerAnalysis, SyntheticCollectivesMatchOnEveryRankAndFlowsLeadThere) {
   SpanRef hook;
   const Lane& main = rank.lanes[0];
   for (size_t i = 0; i < main.spans.size() && !hook.valid(); ++i) {
-    if (main.spans[i].kind == EventKind::Hook && main.spans[i].begin_ns > it->begin_ns) hook = {1, 0, int64_t(i)};
+    if (main.spans[i].kind() == EventKind::Hook && main.spans[i].begin_ns > it->begin_ns) hook = {1, 0, int64_t(i)};
   }
   ASSERT_TRUE(hook.valid());
   const auto flows = flows_of(*model, a, hook);
@@ -563,7 +563,7 @@ TEST(ViewerAnalysis, SyntheticCollectivesMatchOnEveryRankAndFlowsLeadThere) {
   EXPECT_EQ(flows[0].kind, Flow::HookToBucket);
   EXPECT_EQ(flows[1].kind, Flow::BucketToLaunch);
   EXPECT_EQ(flows[2].kind, Flow::LaunchToCollective);
-  EXPECT_EQ(span_of(*model, flows[2].to).kind, EventKind::Collective);
+  EXPECT_EQ(span_of(*model, flows[2].to).kind(), EventKind::Collective);
   EXPECT_EQ(flows[3].kind, Flow::SameCollective);
   EXPECT_NE(flows[3].to.rank, 1);
   // Every hook of the iteration has its flows, also the one that completes its bucket (which
@@ -571,7 +571,7 @@ TEST(ViewerAnalysis, SyntheticCollectivesMatchOnEveryRankAndFlowsLeadThere) {
   int completing = 0;
   for (size_t i = 0; i < main.spans.size(); ++i) {
     const Span& s = main.spans[i];
-    if (s.kind != EventKind::Hook || s.begin_ns < it->begin_ns || s.end_ns > it->end_ns) continue;
+    if (s.kind() != EventKind::Hook || s.begin_ns < it->begin_ns || s.end_ns > it->end_ns) continue;
     const auto hook_flows = flows_of(*model, a, {1, 0, int64_t(i)});
     ASSERT_GE(hook_flows.size(), 3u) << "hook at " << s.begin_ns;
     EXPECT_EQ(hook_flows[0].kind, Flow::HookToBucket);
@@ -631,7 +631,7 @@ TEST(ViewerAnalysis, RangeSummaryAndFindCountEverySpan) {
   EXPECT_GT(allreduce.total, 0);
   for (const SpanRef& r : allreduce.first) {
     const Span& s = span_of(*model, r);
-    EXPECT_TRUE(s.kind == EventKind::Collective || s.kind == EventKind::CollectiveWait);
+    EXPECT_TRUE(s.kind() == EventKind::Collective || s.kind() == EventKind::CollectiveWait);
   }
   EXPECT_EQ(find_spans(*model, FindQuery(*model, "forward"), 0).total, model->iterations * 2);
   EXPECT_EQ(find_spans(*model, FindQuery(), 10).total, 0);

@@ -96,10 +96,10 @@ void expect_same_drawing(const Model& a, const Model& b) {
       for (size_t i = 0; i < x.lanes[l].spans.size(); ++i) {
         const Span& s = x.lanes[l].spans[i];
         const Span& t = y.lanes[l].spans[i];
-        EXPECT_TRUE(s.begin_ns == t.begin_ns && s.end_ns == t.end_ns && s.kind == t.kind &&
+        EXPECT_TRUE(s.begin_ns == t.begin_ns && s.end_ns == t.end_ns && s.kind() == t.kind() &&
                     s.name() == t.name() && s.iteration() == t.iteration() && s.seq() == t.seq() &&
                     s.bucket() == t.bucket() && s.op() == t.op() && s.unit() == t.unit() &&
-                    s.state() == t.state() && s.same_begin_index == t.same_begin_index)
+                    s.state() == t.state() && s.same_begin_index() == t.same_begin_index())
             << "lane " << l << " span " << i;
       }
     }
@@ -201,11 +201,11 @@ void expect_each_span_shows_its_own_event(const Model& model, int64_t events) {
         ASSERT_NE(e, nullptr) << "rank " << ri << " lane " << li << " span " << i;
         EXPECT_EQ(e->rank, rank.info.rank);
         EXPECT_EQ(e->lane, lane.info.lane);
-        EXPECT_EQ(e->kind, s.kind);
+        EXPECT_EQ(e->kind, s.kind());
         EXPECT_EQ(e->begin_ns, s.begin_ns);
         EXPECT_EQ(e->end_ns, s.end_ns);
         EXPECT_TRUE(shown.insert(e->value).second) << "two spans show the event of value " << e->value;
-        by_begin[{ri, li, s.begin_ns}][s.same_begin_index] = e->value;
+        by_begin[{ri, li, s.begin_ns}][s.same_begin_index()] = e->value;
       }
     }
   }
