@@ -8,8 +8,9 @@ const copyButton = document.getElementById('copy-link');
 // What the page opened, for the links it writes: the traces' URLs (none for a local file).
 // `lesson`: the line a gallery gives the moment (scripts/web gallery), shown once it is open.
 const opened = { trace: [], compare: '', local: false, lesson: '' };
-// For scripted tests: whether the viewer runs, the last link copied, the last notice, the F9 report.
-window.dpscope = { started: false, link: '', notice: '', report: '' };
+// For scripted tests: whether the viewer runs, how many traces it has opened, the last link
+// copied, the last notice, the F9 report.
+window.dpscope = { started: false, opens: 0, link: '', notice: '', report: '' };
 
 function say(text, isError) {
   statusLine.textContent = text;
@@ -39,7 +40,7 @@ var Module = {
     openFromAddress();
   },
   dpscopeNotice: (text) => { window.dpscope.notice = text; say(text, !text.startsWith('warning')); },
-  dpscopeReport: (json) => { window.dpscope.report = json; console.log(json); },
+  dpscopeReport: (json) => { window.dpscope.report = json; showReport(json); console.log(json); },
   dpscopeCopyLink: (query) => copyLink(query),
 };
 
@@ -62,14 +63,14 @@ function store(name, bytes) {
 }
 
 // The JSON line of what is drawn (report.h), in <pre id="dpscope-report"> for scripts and tests:
-// refreshed twice a second while a trace is open, and at once by window.dpscope.refreshReport().
-function refreshReport() {
-  const line = Module.ccall('dpscope_report', 'string', [], []);
+// written once the trace is drawn, again on F9, and at once by window.dpscope.refreshReport() (not
+// on a timer: on a big trace the line takes milliseconds to build).
+function showReport(line) {
   document.getElementById('dpscope-report').textContent = line;
   return line;
 }
+function refreshReport() { return showReport(Module.ccall('dpscope_report', 'string', [], [])); }
 window.dpscope.refreshReport = refreshReport;
-let reporting = 0;
 
 let polling = 0;
 function open(mainPath, comparePath, shownName, query) {
@@ -85,10 +86,9 @@ function open(mainPath, comparePath, shownName, query) {
     if (state.startsWith('error: ')) {
       say(state.slice(7), true);
     } else if (state === 'ready') {
+      window.dpscope.opens += 1;
       copyButton.disabled = false;
-      refreshReport();
-      clearInterval(reporting);
-      reporting = setInterval(refreshReport, 500);
+      requestAnimationFrame(() => requestAnimationFrame(refreshReport));
       if (!window.dpscope.notice) say(opened.lesson || shownName + ' (G or Copy link: the link to this moment)');
       document.getElementById('canvas').focus();
     }

@@ -109,6 +109,15 @@ async function waitReady(page) {
   await settle(page);
 }
 
+// Waits until the page has opened `count` traces since it loaded (a picked or dropped file is read
+// before it opens, and the state of the trace before stays 'ready' meanwhile).
+async function waitOpened(page, count) {
+  await page.waitForFunction((n) => window.dpscope.opens >= n, count, { timeout: 120000 });
+  const state = await page.evaluate(() => Module.ccall('dpscope_state', 'string', [], []));
+  assert.strictEqual(state, 'ready', 'the viewer did not open the file: ' + state);
+  await settle(page);
+}
+
 // Lets the page draw the frames a layout takes to settle (window.h's kFramesForAFinishedLayout).
 async function settle(page) {
   await page.evaluate(() => new Promise((resolve) => {
@@ -323,7 +332,7 @@ const cases = {
     await withPage({ 'run.sqlite': trace }, async (page, base) => {
       await openPage(page, base + 'index.html', { until: 'started' });
       await page.setInputFiles('#picker', trace);
-      await waitReady(page);
+      await waitOpened(page, 1);
       let web = await report(page);
       assert.match(web.narration, /iteration/);
       assert.match(await page.textContent('#status'), /run\.sqlite/);
@@ -334,16 +343,16 @@ const cases = {
         transfer.items.add(new File([bytes], 'dropped.sqlite'));
         document.dispatchEvent(new DragEvent('drop', { dataTransfer: transfer, bubbles: true, cancelable: true }));
       });
-      await page.waitForFunction(() => document.getElementById('status').textContent.includes('dropped.sqlite') &&
-                                       Module.ccall('dpscope_state', 'string', [], []) === 'ready', null, { timeout: 60000 });
+      await waitOpened(page, 2);
+      assert.match(await page.textContent('#status'), /dropped\.sqlite/);
       web = await report(page);
       assert.match(web.narration, /iteration/);
       // A gzipped trace, as the gallery keeps them, picked: unpacked by the page as it is read.
       const gzipped = path.join(scratch, 'picked.sqlite.gz');
       fs.writeFileSync(gzipped, require('zlib').gzipSync(fs.readFileSync(trace)));
       await page.setInputFiles('#picker', gzipped);
-      await page.waitForFunction(() => document.getElementById('status').textContent.includes('picked.sqlite') &&
-                                       Module.ccall('dpscope_state', 'string', [], []) === 'ready', null, { timeout: 60000 });
+      await waitOpened(page, 3);
+      assert.match(await page.textContent('#status'), /picked\.sqlite/);
       web = await report(page);
       assert.match(web.narration, /iteration/);
     });
