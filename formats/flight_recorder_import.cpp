@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -33,6 +34,23 @@ struct Dump {
   int32_t rank = 0;
   DumpJson root;
 };
+
+// A value from the dump as an error message quotes it: on one line, control characters and
+// bytes past ASCII as \xNN, at most 40 of them.
+std::string quoted_value(const std::string& value) {
+  std::string out;
+  for (size_t i = 0; i < value.size() && i < 40; ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char escaped[5];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+      out += escaped;
+    }
+  }
+  return "'" + out + (value.size() > 40 ? "...'" : "'");
+}
 
 [[noreturn]] void refuse_dump(const std::string& file, const std::string& what) {
   throw FlightRecorderError(file + ": not a flight-recorder dump dpscope reads: " + what);
@@ -241,7 +259,7 @@ RankRows rows_of(const Dump& d, std::map<std::string, Group>& groups) {
     }
     const std::string state = entry_field(d, entry, i, "state", &DumpJson::is_string).get<std::string>();
     if (state != "scheduled" && state != "started" && state != "completed") {
-      refuse_dump(d.file, "entry " + std::to_string(i) + " has state '" + state + "' (scheduled, started or completed)");
+      refuse_dump(d.file, "entry " + std::to_string(i) + " has state " + quoted_value(state) + " (scheduled, started or completed)");
     }
     const int64_t created = entry_field(d, entry, i, "time_created_ns", &DumpJson::is_number_integer).get<int64_t>();
     trace::CollectiveOp op = trace::CollectiveOp::AllReduce;

@@ -215,6 +215,12 @@ TEST(FlightRecorder, BadDumpsAreRefusedInOneLineAndLeaveNothing) {
   const std::string whole = read_bytes(files[0]);
   const std::string bad = dir.file("bad");
   std::filesystem::create_directories(bad);
+  // An entry whose state holds a line break (JSON's \n): the message quotes it escaped, on one
+  // line (found by fuzz_flight_recorder in a pickle).
+  std::string odd_state = whole;
+  const size_t completed = odd_state.find("\"completed\"");
+  ASSERT_NE(completed, std::string::npos) << whole.substr(0, 400);
+  odd_state.replace(completed, 11, "\"done\\nlater\"");
   struct Case {
     std::string name;
     std::string bytes;
@@ -226,6 +232,7 @@ TEST(FlightRecorder, BadDumpsAreRefusedInOneLineAndLeaveNothing) {
       {"rank_0", "{\"version\": \"2.10\", \"pg_config\": {\"0\": {}}, \"entries\": [{\"collective_seq_id\": 1}]}",
        "entry 0 has no profiling_name"},
       {"rank_0", "[1, 2]", "its top level is not a dict"},
+      {"rank_0", odd_state, "has state 'done\\x0alater' (scheduled, started or completed)"},
       {"dump", whole, "name ends with its rank"},
       // A pickle cut short, and one that calls a function (GLOBAL builtins.set).
       {"rank_0", std::string("\x80\x02}q\x00(X\x07\x00\x00\x00version", 17), "truncated"},
