@@ -3,6 +3,7 @@
 // The contract under test: each either works or throws TraceError naming a file it was given.
 #pragma once
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -70,8 +71,29 @@ inline void check_message(const trace::TraceError& error, const std::string& a,
   }
 }
 
+// Whether SQLite's own PRAGMA quick_check finds the file sound (its b-trees well formed, their
+// keys in order).
+inline bool sqlite_finds_sound(const std::string& path) {
+  sqlite3* db = nullptr;
+  bool sound = false;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* check = nullptr;
+    if (sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &check, nullptr) == SQLITE_OK &&
+        sqlite3_step(check) == SQLITE_ROW) {
+      const unsigned char* verdict = sqlite3_column_text(check, 0);
+      sound = verdict && std::string(reinterpret_cast<const char*>(verdict)) == "ok";
+    }
+    sqlite3_finalize(check);
+  }
+  sqlite3_close(db);
+  return sound;
+}
+
 // The bulk scans through the page decoder (the Reader's default, Note [Reading pages]) and
-// through SQL: where both read the file to its end, they must hand over the same rows.
+// through SQL: where both read the file to its end, they must hand over the same rows. Not on a
+// file SQLite's quick_check calls damaged: in a b-tree whose keys are out of order SQL's cursor
+// meets a stray cell that a scan resumed at the next rowid seeks past, and neither set of rows
+// is the file's (found by fuzz_trace_bytes, 2026-12-06).
 inline void compare_scan_paths(trace::Reader& reader) {
   using namespace dpscope::trace;
   auto read = [](Reader& r, std::vector<EventSpan>& spans, std::vector<MemorySample>& samples) {
@@ -96,6 +118,7 @@ inline void compare_scan_paths(trace::Reader& reader) {
   } catch (const TraceError&) {
     return;  // SQLite gave up where the page decoder did not: nothing to compare
   }
+  if (!sqlite_finds_sound(reader.path())) return;
   bool same = spans.size() == sql_spans.size() && samples.size() == sql_samples.size();
   for (size_t i = 0; same && i < spans.size(); ++i) {
     const EventSpan &a = spans[i], &b = sql_spans[i];
