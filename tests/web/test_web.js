@@ -133,24 +133,34 @@ async function report(page) {
   return JSON.parse(await page.textContent('#dpscope-report'));
 }
 
+// Installs window.decodedPng(base64) in the page: a PNG's {width, height, data} (RGBA bytes),
+// decoded by the browser.
+async function installPngDecoder(page) {
+  await page.evaluate(() => {
+    window.decodedPng = async (base64) => {
+      const image = new Image();
+      image.src = 'data:image/png;base64,' + base64;
+      await image.decode();
+      const canvas = document.createElement('canvas');
+      canvas.width = image.width;
+      canvas.height = image.height;
+      const context = canvas.getContext('2d');
+      context.drawImage(image, 0, 0);
+      return { width: image.width, height: image.height, data: context.getImageData(0, 0, image.width, image.height).data };
+    };
+  });
+}
+
 // The canvas's pixels: how many distinct colours, and the colour of its top-left corner.
 async function canvasPixels(page) {
   const png = await page.locator('#canvas').screenshot();
-  const shot = path.join(scratch, 'canvas.png');
-  fs.writeFileSync(shot, png);
+  fs.writeFileSync(path.join(scratch, 'canvas.png'), png);
+  await installPngDecoder(page);
   return page.evaluate(async (data) => {
-    const image = new Image();
-    image.src = 'data:image/png;base64,' + data;
-    await image.decode();
-    const canvas = document.createElement('canvas');
-    canvas.width = image.width;
-    canvas.height = image.height;
-    const context = canvas.getContext('2d');
-    context.drawImage(image, 0, 0);
-    const pixels = context.getImageData(0, 0, image.width, image.height).data;
+    const { width, data: pixels } = await window.decodedPng(data);
     const colours = new Set();
     for (let i = 0; i < pixels.length; i += 4 * 7) colours.add((pixels[i] << 16) | (pixels[i + 1] << 8) | pixels[i + 2]);
-    return { colours: colours.size, corner: [pixels[0], pixels[1], pixels[2]], width: image.width };
+    return { colours: colours.size, corner: [pixels[0], pixels[1], pixels[2]], width };
   }, png.toString('base64'));
 }
 
@@ -161,18 +171,9 @@ async function canvasPixels(page) {
 async function differenceFromDesktop(page, desktopPng, tolerance) {
   const web = await page.locator('#canvas').screenshot();
   fs.writeFileSync(path.join(scratch, 'web.png'), web);
+  await installPngDecoder(page);
   return page.evaluate(async ([a, b, tolerance]) => {
-    const pixels = async (data) => {
-      const image = new Image();
-      image.src = 'data:image/png;base64,' + data;
-      await image.decode();
-      const canvas = document.createElement('canvas');
-      canvas.width = image.width;
-      canvas.height = image.height;
-      canvas.getContext('2d').drawImage(image, 0, 0);
-      return { width: image.width, height: image.height, data: canvas.getContext('2d').getImageData(0, 0, image.width, image.height).data };
-    };
-    const [x, y] = [await pixels(a), await pixels(b)];
+    const [x, y] = [await window.decodedPng(a), await window.decodedPng(b)];
     if (x.width !== y.width || x.height !== y.height) return { size: [x.width, x.height, y.width, y.height], share: 1 };
     let differing = 0;
     for (let i = 0; i < x.data.length; i += 4) {
