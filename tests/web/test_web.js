@@ -118,6 +118,19 @@ async function waitOpened(page, count) {
   await settle(page);
 }
 
+// Presses `key` in the canvas (with `modifier` held, if given) as a hand presses it: held for a
+// few frames, since Dear ImGui 1.86 reads a key's state once a frame and a press and release
+// between two frames would go unseen; then lets the page settle.
+async function press(page, key, modifier = '') {
+  await page.focus('#canvas');
+  if (modifier) await page.keyboard.down(modifier);
+  await page.keyboard.down(key);
+  await settle(page);
+  await page.keyboard.up(key);
+  if (modifier) await page.keyboard.up(modifier);
+  await settle(page);
+}
+
 // Lets the page draw the frames a layout takes to settle (window.h's kFramesForAFinishedLayout).
 async function settle(page) {
   await page.evaluate(() => new Promise((resolve) => {
@@ -215,19 +228,11 @@ const cases = {
     const desktop = desktopReport(trace, ['--iteration', '3', '--step', '3']);
     await withPage({ 'run.sqlite': trace }, async (page, base) => {
       await openPage(page, base + 'index.html?trace=traces/run.sqlite&iter=3&step=2');
-      // A key held for a few frames, as a hand presses it: Dear ImGui 1.86 reads a key's state
-      // once a frame, so a press and release between two frames would go unseen.
-      await page.focus('#canvas');
-      await page.keyboard.down('ArrowRight');
-      await settle(page);
-      await page.keyboard.up('ArrowRight');
-      await settle(page);
+      await press(page, 'ArrowRight');
       let web = await report(page);
       assert.strictEqual(web.narration, desktop.narration);
       assert.strictEqual(web.deep_link, 'iter=3&step=3');
-      await page.keyboard.down('g');
-      await settle(page);
-      await page.keyboard.up('g');
+      await press(page, 'g');
       await page.waitForFunction(() => window.dpscope.link !== '', null, { timeout: 10000 });
       const link = await page.evaluate(() => window.dpscope.link);
       assert.strictEqual(link, base + 'index.html?trace=traces%2Frun.sqlite&iter=3&step=3');
@@ -240,23 +245,12 @@ const cases = {
       await page.click('#copy-link');
       assert.strictEqual(await page.evaluate(() => window.dpscope.link), link);
       // C: the cluster clock, built in the frame that asks; T: the projector's theme; both in the link.
-      for (const key of ['c', 't']) {
-        await page.focus('#canvas');
-        await page.keyboard.down(key);
-        await settle(page);
-        await page.keyboard.up(key);
-        await settle(page);
-      }
+      for (const key of ['c', 't']) await press(page, key);
       web = await report(page);
       assert.strictEqual(web.clock, 'cluster');
       assert.match(web.deep_link, /clock=cluster&theme=projector$/);
       // Ctrl +: a presenter's larger text, the page not zoomed.
-      await page.keyboard.down('Control');
-      await page.keyboard.down('Equal');
-      await settle(page);
-      await page.keyboard.up('Equal');
-      await page.keyboard.up('Control');
-      await settle(page);
+      await press(page, 'Equal', 'Control');
       web = await report(page);
       assert.match(web.deep_link, /&scale=1.25&theme=projector$/);
       assert.strictEqual(await page.evaluate(() => window.devicePixelRatio), 1, 'the page itself was zoomed');
@@ -313,13 +307,7 @@ const cases = {
       // Tab: run B takes the keys and the narration (its playhead at the same point of the
       // iteration, which may lie between two of its steps); → then steps through B, and the link
       // says B's step, whose narration is the desktop's for run B at that step.
-      for (const key of ['Tab', 'ArrowRight']) {
-        await page.focus('#canvas');
-        await page.keyboard.down(key);
-        await settle(page);
-        await page.keyboard.up(key);
-        await settle(page);
-      }
+      for (const key of ['Tab', 'ArrowRight']) await press(page, key);
       const b = await report(page);
       const [, iteration, step] = b.deep_link.match(/^iter=(\d+)&step=(\d+)$/);
       const desktop = desktopReport(trace, ['--compare', other, '--iteration', iteration, '--step', step, '--run', 'B']);
