@@ -108,6 +108,7 @@ struct RankScratch {
   };
   std::vector<BucketComm> bucket_comm;
   std::map<int32_t, BucketExposure> buckets;
+  int32_t last_iteration = trace::kNone;  // the largest iteration of its events and metrics
   int64_t first_iteration_ns = INT64_MAX;  // the earliest begin of an event of an iteration
   int64_t last_iteration_end_ns = INT64_MIN;  // the latest end of an event of an iteration
   int64_t compute_phases = 0;
@@ -162,6 +163,7 @@ void add_event(const trace::Event& e, const std::vector<PhaseRole>& roles,
   const bool in_iteration = e.iteration >= 0;
   if (e.flags & trace::kFlagGpuKernel) add_gpu_kernel(e, kernel_classes, s);
   if (in_iteration) {
+    s.last_iteration = std::max(s.last_iteration, e.iteration);
     s.first_iteration_ns = std::min(s.first_iteration_ns, e.begin_ns);
     s.last_iteration_end_ns = std::max(s.last_iteration_end_ns, e.end_ns);
   }
@@ -273,10 +275,6 @@ namespace {
 // the steps, and each category's largest sample.
 void read_memory(trace::Reader& reader, int32_t rank, const RankScratch& scratch,
                  const ClusterClockRun* cluster, RankStats& out) {
-  auto samples = reader.memory(rank);
-  if (cluster) {
-    for (trace::MemorySample& sample : samples) sample.ts_ns = cluster->to_cluster(rank, sample.ts_ns);
-  }
   // The steps end with the last iteration's last event: an evaluation after them is no step's
   // (Note [Work outside iterations]).
   MemoryPeakFinder run, steps(scratch.first_iteration_ns, scratch.last_iteration_end_ns);
@@ -295,9 +293,11 @@ void read_memory(trace::Reader& reader, int32_t rank, const RankScratch& scratch
   std::array<bool, trace::kMemoryCategoryCount> seen_after_steps{};
   bool any_after_steps = false;
   int64_t after_steps_ns = INT64_MIN;  // the last sample up to the end of the last iteration
-  for (const trace::MemorySample& sample : samples) {
+  // Streamed: a rank of a long run has millions of samples, and this is their only pass.
+  reader.for_each_memory_sample(rank, [&](trace::MemorySample sample) {
+    if (cluster) sample.ts_ns = cluster->to_cluster(rank, sample.ts_ns);
     const auto category = static_cast<size_t>(sample.category);
-    if (category >= trace::kMemoryCategoryCount) continue;
+    if (category >= trace::kMemoryCategoryCount) return true;
     run.add(sample.ts_ns, sample.category, sample.bytes);
     steps.add(sample.ts_ns, sample.category, sample.bytes);
     if (any_steps && sample.ts_ns <= scratch.last_iteration_end_ns) {
@@ -313,7 +313,8 @@ void read_memory(trace::Reader& reader, int32_t rank, const RankScratch& scratch
       after_steps_ns = std::max(after_steps_ns, sample.ts_ns);
       any_after_steps = true;
     }
-  }
+    return true;
+  });
   out.memory_peak = run.finish();
   if (scratch.first_iteration_ns != INT64_MAX) out.step_memory_peak = steps.finish();
   if (any_after_steps) {
@@ -379,6 +380,7 @@ void read_metrics(trace::Reader& reader, int32_t rank, RankScratch& s, int32_t& 
     if (m.iteration < 0) continue;
     bound.check(m.iteration, rank);
     max_iteration = std::max(max_iteration, m.iteration);
+    s.last_iteration = std::max(s.last_iteration, m.iteration);
     // On the cluster clock the step is the iteration phase's (Note [Stats on the cluster clock]).
     if (m.name == trace::kMetricStepMs) {
       if (!cluster) RankScratch::at(s.step_ms, m.iteration) = m.value;
@@ -387,14 +389,15 @@ void read_metrics(trace::Reader& reader, int32_t rank, RankScratch& s, int32_t& 
   }
 }
 
-// Fills the per-iteration rows once the run's iteration count is known.
-void finish_iterations(RankScratch& s, int32_t iterations, RankStats& out) {
+// Fills the per-iteration rows first..iterations-1 from what the scratch gathered (a row past
+// the scratch's iterations is empty).
+void finish_iterations(RankScratch& s, int32_t first, int32_t iterations, RankStats& out) {
   std::stable_sort(s.bucket_comm.begin(), s.bucket_comm.end(),
                    [](const auto& a, const auto& b) { return a.iteration < b.iteration; });
   size_t next_bucket = 0;
   for (TaggedIntervals* list : {&s.compute, &s.waits, &s.comm, &s.gpu_compute}) list->order_by_iteration();
   out.iterations.resize(static_cast<size_t>(iterations));
-  for (int32_t i = 0; i < iterations; ++i) {
+  for (int32_t i = first; i < iterations; ++i) {
     IterationStats& it = out.iterations[static_cast<size_t>(i)];
     it.iteration = i;
     it.hooks = RankScratch::get(s.hooks, i);
@@ -503,95 +506,128 @@ void read_layout(trace::Reader& reader, RunStats& stats) {
   if (stats.strategy == trace::Strategy::Fsdp2) stats.param_rows = param_row_ranges(stats.params, reader.unit_shards());
 }
 
-// What the one pass over the events gathered: by rank (in the ranks table's order), and the
-// largest iteration of any event (kNone when none has one), which the metrics may raise
-// (read_metrics).
-struct StreamedEvents {
-  std::vector<RankScratch> scratch;
-  std::vector<KernelClass> kernel_classes;  // of every name (classify_names)
-  int32_t max_iteration = trace::kNone;
-  int64_t origin_ns = INT64_MAX;  // the earliest begin of any event
+// Note [One rank at a time]
+// The statistics take one streaming pass over the events (measured on a 10 M-event trace it is
+// twice as fast as a query per kind and rank, each of which sorts, and far faster on a file a
+// crash left without indexes, where every such query scans the whole table). The pass comes in
+// (rank, lane, begin_ns) order (Reader::for_each_event), so a rank's scratch is complete when
+// the pass moves on to the next rank. The rank is settled then (its metrics and memory samples
+// read, its collectives, overlap and per-iteration rows made) and its scratch freed: the pass
+// holds one rank's intervals, not the run's, which on that trace took the analysis's peak from
+// 260 to about 130 MB. A rank's rows cover the iterations it has seen; once every rank is
+// settled and the run's iteration count known (metrics may name a later iteration than any
+// event), each rank's rows are padded to it with empty rows, as a rank's rows past its last
+// iteration always were.
+class RankPass {
+ public:
+  RankPass(trace::Reader& reader, const std::vector<trace::RankInfo>& ranks, IterationBound& bound,
+           const ClusterClockRun* cluster)
+      : reader_(reader),
+        ranks_(ranks),
+        bound_(bound),
+        cluster_(cluster),
+        roles_(phase_roles(reader.names())),
+        kernel_classes_(classify_names(reader.names())),
+        whole_us_ranks_(reader.meta_value(std::string(trace::meta_key::kImportedFractionalUsRanks))),
+        settled_(ranks.size()) {
+    for (size_t r = 0; r < ranks.size(); ++r) index_of_rank_[ranks[r].rank] = r;
+  }
+
+  // The pass, each rank settled as its events end; then the ranks without events.
+  void run() {
+    int32_t current_rank = trace::kNone;
+    std::optional<size_t> current;  // events of ranks missing from the ranks table only count
+                                    // towards the iterations
+    RankScratch scratch;
+    reader_.for_each_event([&](const trace::Event& recorded) {
+      const trace::Event e = cluster_ ? cluster_->to_cluster(recorded) : recorded;
+      origin_ns_ = std::min(origin_ns_, e.begin_ns);
+      if (e.iteration >= 0) bound_.check(e.iteration, e.rank);
+      max_iteration_ = std::max(max_iteration_, e.iteration);
+      if (e.rank != current_rank) {
+        if (current) settle(*current, scratch);
+        current_rank = e.rank;
+        const auto it = index_of_rank_.find(e.rank);
+        current = it == index_of_rank_.end() ? std::nullopt : std::optional<size_t>(it->second);
+      }
+      if (current) add_event(e, roles_, kernel_classes_, scratch);
+      return true;
+    });
+    if (current) settle(*current, scratch);
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      if (settled_[r]) continue;
+      RankScratch none;
+      settle(r, none);
+    }
+  }
+
+  int64_t origin_ns() const { return origin_ns_ == INT64_MAX ? 0 : origin_ns_; }
+  // The run's iteration count: the largest iteration of any event or metric, plus one.
+  int32_t iterations() const { return max_iteration_ == INT32_MAX ? INT32_MAX : max_iteration_ + 1; }
+
+  // Every rank's statistics in the ranks table's order, rows padded to `iterations`.
+  std::vector<RankStats> take_ranks(int32_t iterations) {
+    std::vector<RankStats> out;
+    out.reserve(settled_.size());
+    for (std::optional<RankStats>& rank : settled_) {
+      RankScratch none;
+      finish_iterations(none, static_cast<int32_t>(rank->iterations.size()), iterations, *rank);
+      out.push_back(std::move(*rank));
+    }
+    settled_.clear();
+    return out;
+  }
+
+ private:
+  // A rank's statistics from its scratch, its metrics and its memory samples; the scratch is
+  // left empty. Called once a rank: the pass's order brings all of a rank's events together.
+  void settle(size_t r, RankScratch& scratch) {
+    read_metrics(reader_, ranks_[r].rank, scratch, max_iteration_, bound_, cluster_);
+    RankStats out;
+    out.rank = ranks_[r].rank;
+    out.status = ranks_[r].status;
+    out.dropped_events = ranks_[r].dropped_events;
+    read_memory(reader_, out.rank, scratch, cluster_, out);
+    finish_collectives(scratch, out);
+    if (scratch.gpu_kernels > 0) {
+      out.compute_source = RankStats::ComputeSource::GpuKernels;
+      out.overlap = overlap_of(overlap_sets(scratch.gpu_compute.all(), {}, scratch.comm.all()));
+    } else {
+      out.overlap = overlap_of(overlap_sets(scratch.compute.all(), scratch.waits.all(), scratch.comm.all()));
+    }
+    out.ddp = ddp_timings(scratch);
+    out.compute_phases = scratch.compute_phases;
+    out.clock_offset_ns = ranks_[r].clock_offset_ns;
+    out.clock_uncertainty_ns = cluster_ ? 0 : ranks_[r].clock_uncertainty_ns;
+    if (!cluster_) out.gpu = scratch.gpu.finish(kernel_classes_, rounding_for(whole_us_ranks_, out.rank));
+    const int32_t rows = scratch.last_iteration == INT32_MAX ? INT32_MAX : scratch.last_iteration + 1;
+    finish_iterations(scratch, 0, std::max(rows, 0), out);
+    scratch = RankScratch{};
+    settled_[r] = std::move(out);
+  }
+
+  trace::Reader& reader_;
+  const std::vector<trace::RankInfo>& ranks_;
+  IterationBound& bound_;
+  const ClusterClockRun* cluster_;
+  const std::vector<PhaseRole> roles_;
+  const std::vector<KernelClass> kernel_classes_;  // of every name (classify_names)
+  const std::string whole_us_ranks_;
+  std::map<int32_t, size_t> index_of_rank_;
+  std::vector<std::optional<RankStats>> settled_;  // by the ranks table's index
+  int32_t max_iteration_ = trace::kNone;
+  int64_t origin_ns_ = INT64_MAX;  // the earliest begin of any event
 };
 
-// One streaming pass over every event: measured on a 10 M-event trace it is twice as fast as a
-// query per kind and rank (each sorts), and far faster on a file a crash left without indexes,
-// where every such query scans the whole table.
-StreamedEvents stream_events(trace::Reader& reader, const std::vector<trace::RankInfo>& ranks,
-                             IterationBound& bound, const ClusterClockRun* cluster) {
-  std::map<int32_t, size_t> rank_index;
-  for (size_t r = 0; r < ranks.size(); ++r) rank_index[ranks[r].rank] = r;
-  StreamedEvents streamed;
-  streamed.scratch.resize(ranks.size());
-  const std::vector<std::string>& names = reader.names();
-  const auto roles = phase_roles(names);
-  streamed.kernel_classes = classify_names(names);
-  int32_t current_rank = trace::kNone;
-  RankScratch* current = nullptr;  // events of ranks missing from the ranks table only count
-                                   // towards the iterations
-  reader.for_each_event([&](const trace::Event& recorded) {
-    const trace::Event e = cluster ? cluster->to_cluster(recorded) : recorded;
-    streamed.origin_ns = std::min(streamed.origin_ns, e.begin_ns);
-    if (e.iteration >= 0) bound.check(e.iteration, e.rank);
-    streamed.max_iteration = std::max(streamed.max_iteration, e.iteration);
-    if (e.rank != current_rank) {
-      current_rank = e.rank;
-      const auto it = rank_index.find(e.rank);
-      current = it == rank_index.end() ? nullptr : &streamed.scratch[it->second];
-    }
-    if (current) add_event(e, roles, streamed.kernel_classes, *current);
-    return true;
-  });
-  return streamed;
-}
-
-// Each rank's statistics from what the pass gathered, its metrics and its memory samples; then
-// the run's iteration count (metrics may name a later iteration than any event), and each
-// rank's per-iteration rows.
-void finish_ranks(trace::Reader& reader, const std::vector<trace::RankInfo>& ranks,
-                  StreamedEvents& streamed, IterationBound& bound, const ClusterClockRun* cluster,
-                  RunStats& stats) {
-  std::vector<RankScratch>& scratch = streamed.scratch;
-  const std::string whole_us_ranks =
-      reader.meta_value(std::string(trace::meta_key::kImportedFractionalUsRanks));
-  // The metrics first: they may name a later iteration than any event, and each rank's rows
-  // need the run's count.
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    read_metrics(reader, ranks[r].rank, scratch[r], streamed.max_iteration, bound, cluster);
-  }
-  const int32_t max_iteration = streamed.max_iteration;
-  stats.iterations = max_iteration == INT32_MAX ? INT32_MAX : max_iteration + 1;
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    RankStats out;
-    out.rank = ranks[r].rank;
-    out.status = ranks[r].status;
-    out.dropped_events = ranks[r].dropped_events;
-    read_memory(reader, out.rank, scratch[r], cluster, out);
-    finish_collectives(scratch[r], out);
-    if (scratch[r].gpu_kernels > 0) {
-      out.compute_source = RankStats::ComputeSource::GpuKernels;
-      out.overlap = overlap_of(overlap_sets(scratch[r].gpu_compute.all(), {}, scratch[r].comm.all()));
-    } else {
-      out.overlap = overlap_of(overlap_sets(scratch[r].compute.all(), scratch[r].waits.all(), scratch[r].comm.all()));
-    }
-    out.ddp = ddp_timings(scratch[r]);
-    out.compute_phases = scratch[r].compute_phases;
-    out.clock_offset_ns = ranks[r].clock_offset_ns;
-    out.clock_uncertainty_ns = cluster ? 0 : ranks[r].clock_uncertainty_ns;
-    if (!cluster) out.gpu = scratch[r].gpu.finish(streamed.kernel_classes, rounding_for(whole_us_ranks, out.rank));
-    finish_iterations(scratch[r], stats.iterations, out);
-    // Freed rank by rank, so that the analysis peaks with one rank's intervals, not all of them.
-    scratch[r] = RankScratch{};
-    stats.ranks.push_back(std::move(out));
-  }
-}
-
-// When the last rank arrived at each collective matched on every rank, by (grp, seq).
-// A matched collective's last rank's begin and how many ranks ran it, by (grp, seq).
+// A matched collective's last rank's begin and how many ranks ran it.
 struct MatchedArrival {
+  std::pair<int32_t, int64_t> key;  // (grp, seq)
   int64_t last_begin_ns = 0;
   int32_t ranks = 0;
 };
-using LastArrivals = std::map<std::pair<int32_t, int64_t>, MatchedArrival>;
+// When the last rank arrived at each collective matched on every rank, by key (a sorted
+// vector: the matches come in key order, and a map of a million nodes would triple its size).
+using LastArrivals = std::vector<MatchedArrival>;
 
 // Matches every collective across the ranks (stats.matches, mismatches, largest skew) and sums
 // each process group's traffic (stats.groups).
@@ -611,7 +647,7 @@ LastArrivals match_across_ranks(RunStats& stats,
   for (const CollectiveMatch& m : stats.matches) {
     stats.mismatches += m.mismatch ? 1 : 0;
     stats.max_skew_ns = std::max(stats.max_skew_ns, m.skew_ns);
-    if (!m.mismatch) last_begin[{m.grp, m.seq}] = MatchedArrival{m.last_begin_ns, static_cast<int32_t>(m.ranks.size())};
+    if (!m.mismatch) last_begin.push_back({{m.grp, m.seq}, m.last_begin_ns, static_cast<int32_t>(m.ranks.size())});
   }
   return last_begin;
 }
@@ -620,11 +656,14 @@ LastArrivals match_across_ranks(RunStats& stats,
 // over the run and per iteration.
 void split_at_arrivals(const LastArrivals& last_begin, RankStats& out) {
   for (CollectiveStats& c : out.collectives) {
-    const auto last = last_begin.find({c.grp, c.seq});
-    if (c.seq == trace::kNone64 || last == last_begin.end()) continue;
-    const ArrivalSplit split = split_at_arrival(c, last->second.last_begin_ns);
+    if (c.seq == trace::kNone64) continue;
+    const std::pair<int32_t, int64_t> key{c.grp, c.seq};
+    const auto last = std::lower_bound(last_begin.begin(), last_begin.end(), key,
+                                       [](const MatchedArrival& a, const auto& k) { return a.key < k; });
+    if (last == last_begin.end() || last->key != key) continue;
+    const ArrivalSplit split = split_at_arrival(c, last->last_begin_ns);
     c.transfer_ns = split.transfer_ns;
-    c.group_ranks = last->second.ranks;
+    c.group_ranks = last->ranks;
     out.wait_ms += double(split.wait_ns) / 1e6;
     out.transfer_ms += double(split.transfer_ns) / 1e6;
     if (c.iteration >= 0 && size_t(c.iteration) < out.iterations.size()) {
@@ -671,9 +710,11 @@ RunStats compute_stats_on(trace::Reader& reader, const ClusterClockRun* cluster)
   stats.world_size = parse_count(meta_or_empty(meta, trace::meta_key::kWorldSize))
                          .value_or(static_cast<int32_t>(ranks.size()));
   IterationBound bound(reader, ranks.size());
-  StreamedEvents streamed = stream_events(reader, ranks, bound, cluster);
-  stats.origin_ns = streamed.origin_ns == INT64_MAX ? 0 : streamed.origin_ns;
-  finish_ranks(reader, ranks, streamed, bound, cluster, stats);
+  RankPass pass(reader, ranks, bound, cluster);  // See Note [One rank at a time]
+  pass.run();
+  stats.origin_ns = pass.origin_ns();
+  stats.iterations = pass.iterations();
+  stats.ranks = pass.take_ranks(stats.iterations);
   std::map<std::pair<int32_t, int32_t>, std::string> lane_names;
   for (const trace::LaneInfo& lane : reader.lanes()) lane_names[{lane.rank, lane.lane}] = lane.name;
   const auto last_begin = match_across_ranks(stats, lane_names);

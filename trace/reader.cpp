@@ -771,19 +771,26 @@ void Reader::scan_memory(int64_t first_rowid, int64_t last_rowid,
 }
 
 std::vector<MemorySample> Reader::memory(int32_t rank) {
+  std::vector<MemorySample> result;
+  for_each_memory_sample(rank, [&](const MemorySample& sample) {
+    result.push_back(sample);
+    return true;
+  });
+  return result;
+}
+
+void Reader::for_each_memory_sample(int32_t rank, const std::function<bool(const MemorySample&)>& visit) {
   using C = MemoryColumn;
   TableQuery<MemoryColumn> s(*db_, schema_version_,
                              std::string(rank != kNone ? "WHERE rank = ? " : "") +
                                  "ORDER BY rank, ts_ns, rowid");
   if (rank != kNone) s.bind_int(1, rank);
-  std::vector<MemorySample> result;
   while (s.step()) {
-    result.push_back(MemorySample{static_cast<int32_t>(s.column_int(C::Rank)),
-                                  s.column_int(C::TsNs),
-                                  static_cast<MemoryCategory>(s.column_int(C::Category)),
-                                  s.column_int(C::Bytes)});
+    const MemorySample sample{static_cast<int32_t>(s.column_int(C::Rank)), s.column_int(C::TsNs),
+                              static_cast<MemoryCategory>(s.column_int(C::Category)),
+                              s.column_int(C::Bytes)};
+    if (!visit(sample)) return;
   }
-  return result;
 }
 
 std::vector<Metric> Reader::metrics(int32_t rank) {

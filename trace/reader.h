@@ -101,6 +101,10 @@ class Reader {
   // ---- Counters.
   // Memory samples ordered by (rank, ts_ns); one rank, or all when rank is kNone.
   std::vector<MemorySample> memory(int32_t rank = kNone);
+  // The same samples streamed, one at a time: what a single pass over a rank's samples uses
+  // instead of holding them all (a rank of a long run has millions). `visit` returns false to
+  // stop.
+  void for_each_memory_sample(int32_t rank, const std::function<bool(const MemorySample&)>& visit);
   // Metrics ordered by (rank, iteration, name); one rank, or all when rank is kNone.
   std::vector<Metric> metrics(int32_t rank = kNone);
 
