@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <queue>
 #include <set>
 #include <utility>
 
@@ -42,26 +44,80 @@ ArrivalSplit split_at_arrival(const CollectiveStats& c, int64_t last_begin_ns) {
   return split;
 }
 
+namespace {
+
+// One rank's collectives with a sequence number in (grp, seq) order, ties in the list's order:
+// the list itself when it is already so (compute_stats sorts each rank's by (grp, seq, begin)),
+// else an ordered index into it.
+class KeyOrder {
+ public:
+  explicit KeyOrder(const std::vector<CollectiveStats>& list) : list_(list) {
+    for (size_t i = 0; i < list_.size() && identity_; ++i) {
+      identity_ = list_[i].seq != trace::kNone64 && (i == 0 || !(key(list_[i]) < key(list_[i - 1])));
+    }
+    if (identity_) return;
+    for (size_t i = 0; i < list_.size(); ++i) {
+      if (list_[i].seq != trace::kNone64) order_.push_back(i);
+    }
+    std::stable_sort(order_.begin(), order_.end(),
+                     [&](size_t a, size_t b) { return key(list_[a]) < key(list_[b]); });
+  }
+  static std::pair<int32_t, int64_t> key(const CollectiveStats& c) { return {c.grp, c.seq}; }
+  size_t size() const { return identity_ ? list_.size() : order_.size(); }
+  const CollectiveStats& operator[](size_t i) const { return identity_ ? list_[i] : list_[order_[i]]; }
+
+ private:
+  const std::vector<CollectiveStats>& list_;
+  bool identity_ = true;      // the list is in key order, every entry with a sequence number
+  std::vector<size_t> order_;  // else: the entries with one, in key order
+};
+
+// Calls visit(key, entries) for each (grp, seq) in ascending order, with the collective of each
+// rank that ran it (a rank's first of the key), in the order of `ranks`: a merge of the ranks'
+// ordered lists, so that a million collectives need no map of a million keys.
+template <typename Visit>
+void for_each_key(const std::vector<int32_t>& ranks, const std::vector<KeyOrder>& lists, Visit&& visit) {
+  using Key = std::pair<int32_t, int64_t>;
+  std::vector<size_t> next(lists.size(), 0);
+  // The ranks' next keys, smallest first.
+  using Head = std::pair<Key, size_t>;
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  for (size_t i = 0; i < lists.size(); ++i) {
+    if (lists[i].size() > 0) heads.push({KeyOrder::key(lists[i][0]), i});
+  }
+  std::vector<std::pair<int32_t, const CollectiveStats*>> entries;
+  while (!heads.empty()) {
+    const Key key = heads.top().first;
+    entries.clear();
+    while (!heads.empty() && heads.top().first == key) {
+      const size_t i = heads.top().second;
+      heads.pop();
+      const KeyOrder& list = lists[i];
+      if (entries.empty() || entries.back().first != ranks[i]) entries.emplace_back(ranks[i], &list[next[i]]);
+      while (next[i] < list.size() && KeyOrder::key(list[next[i]]) == key) ++next[i];
+      if (next[i] < list.size()) heads.push({KeyOrder::key(list[next[i]]), i});
+    }
+    visit(key, entries);
+  }
+}
+
+}  // namespace
+
 std::vector<CollectiveMatch> match_collectives(
     const std::vector<int32_t>& ranks, const std::vector<std::vector<CollectiveStats>>& by_rank,
     int32_t world) {
-  // (grp, seq) -> (rank, its collective); a rank's first collective of a key counts.
-  std::map<std::pair<int32_t, int64_t>, std::vector<std::pair<int32_t, const CollectiveStats*>>> keys;
-  for (size_t i = 0; i < by_rank.size() && i < ranks.size(); ++i) {
-    for (const CollectiveStats& c : by_rank[i]) {
-      if (c.seq == trace::kNone64) continue;
-      auto& list = keys[{c.grp, c.seq}];
-      if (list.empty() || list.back().first != ranks[i]) list.emplace_back(ranks[i], &c);
-    }
-  }
+  std::vector<KeyOrder> lists;
+  for (size_t i = 0; i < by_rank.size() && i < ranks.size(); ++i) lists.emplace_back(by_rank[i]);
   // Each group's ranks: those that ran any collective of it (See Note [Subgroup collectives]).
   std::map<int32_t, std::set<int32_t>> members;
-  for (const auto& [key, list] : keys) {
-    for (const auto& entry : list) members[key.first].insert(entry.first);
-  }
+  size_t keys = 0;
+  for_each_key(ranks, lists, [&](const std::pair<int32_t, int64_t>& key, const auto& entries) {
+    ++keys;
+    for (const auto& entry : entries) members[key.first].insert(entry.first);
+  });
   std::vector<CollectiveMatch> matches;
-  matches.reserve(keys.size());
-  for (auto& [key, list] : keys) {
+  matches.reserve(keys);
+  for_each_key(ranks, lists, [&](const std::pair<int32_t, int64_t>& key, auto& list) {
     std::sort(list.begin(), list.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     CollectiveMatch m;
@@ -101,7 +157,7 @@ std::vector<CollectiveMatch> match_collectives(
               (expected == world ? "" : " of its group");
     }
     matches.push_back(std::move(m));
-  }
+  });
   return matches;
 }
 
