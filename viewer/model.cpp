@@ -113,9 +113,14 @@ int64_t MemorySeries::at(int64_t t, size_t* hint) const {
     step *= 2;
   }
   hi = std::min(hi, ts.size());
-  i = static_cast<size_t>(std::upper_bound(ts.begin() + static_cast<std::ptrdiff_t>(i),
-                                           ts.begin() + static_cast<std::ptrdiff_t>(hi), t) -
-                          ts.begin()) - 1;
+  // The last index in [i, hi) whose time is <= t (ts[i] is): bisect [i + 1, hi) for the first later.
+  size_t lo = i + 1;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (ts[mid] <= t) lo = mid + 1;
+    else hi = mid;
+  }
+  i = lo - 1;
   if (hint) *hint = i;
   return bytes[i];
 }

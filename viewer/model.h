@@ -16,6 +16,7 @@
 #include "trace/schema.h"
 #include "trace/vocabulary.h"
 #include "viewer/lane_order.h"
+#include "viewer/packed_column.h"
 #include "viewer/span.h"
 
 namespace dpscope::view {
@@ -64,10 +65,11 @@ struct Lane {
   }
 };
 
-// The bytes one memory category holds over time: bytes[i] from ts[i] until ts[i + 1].
+// The bytes one memory category holds over time: bytes[i] from ts[i] until ts[i + 1]. Both
+// columns packed (See Note [Packed memory series]).
 struct MemorySeries {
-  std::vector<int64_t> ts;
-  std::vector<int64_t> bytes;
+  PackedColumn ts;
+  PackedColumn bytes;
   int64_t peak = 0;
   // The bytes held at time t (0 before the first sample). `hint` is an index to start the
   // search from (pass the previous answer's index when walking forward in time); updated.
