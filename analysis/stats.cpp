@@ -514,7 +514,7 @@ void read_layout(trace::Reader& reader, RunStats& stats) {
 // the pass moves on to the next rank. The rank is settled then (its metrics and memory samples
 // read, its collectives, overlap and per-iteration rows made) and its scratch freed: the pass
 // holds one rank's intervals, not the run's, which on that trace took the analysis's peak from
-// 260 to about 130 MB. A rank's rows cover the iterations it has seen; once every rank is
+// 266 to 147 MB. A rank's rows cover the iterations it has seen; once every rank is
 // settled and the run's iteration count known (metrics may name a later iteration than any
 // event), each rank's rows are padded to it with empty rows, as a rank's rows past its last
 // iteration always were.
