@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <optional>
 
+#include "viewer/gallop.h"
+
 namespace dpscope::view {
 
 size_t first_visible(const Lane& lane, int row, int64_t t) {
@@ -26,20 +28,7 @@ constexpr size_t kJumpAt = 32;
 // asks this once a span it takes, and the answer is mostly a few spans on, so a binary search
 // over the rest of the row (a million spans, cold in cache) cost most of a mid-zoom frame.
 size_t first_beginning_at(const Lane& lane, size_t from, size_t to, double t) {
-  const auto begins_before = [&](size_t i) { return double(lane.spans[i].begin_ns) < t; };
-  // Every span in [from, lo) begins before t; the probe is lo + stride - 1.
-  size_t lo = from, stride = 1;
-  while (lo + stride - 1 < to && begins_before(lo + stride - 1)) {
-    lo += stride;
-    stride *= 2;
-  }
-  const size_t hi = std::min(to, lo + stride - 1);  // `to`, or a span beginning at or after t
-  const auto first = lane.spans.begin() + static_cast<std::ptrdiff_t>(lo);
-  const auto last = lane.spans.begin() + static_cast<std::ptrdiff_t>(hi);
-  return static_cast<size_t>(
-      std::lower_bound(first, last, t,
-                       [](const Span& s, double t) { return double(s.begin_ns) < t; }) -
-      lane.spans.begin());
+  return gallop(from, to, [&](size_t i) { return double(lane.spans[i].begin_ns) < t; });
 }
 
 }  // namespace

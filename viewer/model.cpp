@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "viewer/gallop.h"
+
 namespace dpscope::view {
 namespace {
 
@@ -105,22 +107,8 @@ int64_t MemorySeries::at(int64_t t, size_t* hint) const {
   if (ts.empty() || t < ts.front()) return 0;
   size_t i = hint ? std::min(*hint, ts.size() - 1) : 0;
   if (ts[i] > t) i = 0;
-  // Gallop forward from the hint, then binary search the bracket.
-  size_t step = 1, hi = i + 1;
-  while (hi < ts.size() && ts[hi] <= t) {
-    i = hi;
-    hi = i + step;
-    step *= 2;
-  }
-  hi = std::min(hi, ts.size());
-  // The last index in [i, hi) whose time is <= t (ts[i] is): bisect [i + 1, hi) for the first later.
-  size_t lo = i + 1;
-  while (lo < hi) {
-    const size_t mid = lo + (hi - lo) / 2;
-    if (ts[mid] <= t) lo = mid + 1;
-    else hi = mid;
-  }
-  i = lo - 1;
+  // From the hint (the caller walks forward in time): the last sample at or before t.
+  i = gallop(i, ts.size(), [&](size_t j) { return ts[j] <= t; }) - 1;
   if (hint) *hint = i;
   return bytes[i];
 }
