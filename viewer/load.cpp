@@ -175,6 +175,14 @@ void sort_series(MemorySeries& series) {
   series.bytes = std::move(sorted.bytes);
 }
 
+// Sets the rank's memory peak from its finder's answer, and its GPU memory's peak.
+void set_memory_peak(RankData& rank, const analysis::MemoryAtPeak& peak) {
+  rank.memory_peak_bytes = peak.total_bytes;
+  const MemorySeries& gpu = rank.memory[static_cast<size_t>(trace::MemoryCategory::CudaAllocated)];
+  for (const int64_t bytes : gpu.bytes) rank.gpu_memory_peak_bytes = std::max(rank.gpu_memory_peak_bytes, bytes);
+  rank.memory_peak_ns = peak.found() ? peak.ts_ns : 0;
+}
+
 // The rank's memory at the peak, by the trace's definition and code (Note [Memory at the peak],
 // analysis/memory_peak.h): the categories' series merged back into samples in time order.
 void find_memory_peak(RankData& rank) {
@@ -193,11 +201,7 @@ void find_memory_peak(RankData& rank) {
       }
     }
   }
-  const analysis::MemoryAtPeak peak = finder.finish();
-  rank.memory_peak_bytes = peak.total_bytes;
-  const MemorySeries& gpu = rank.memory[static_cast<size_t>(trace::MemoryCategory::CudaAllocated)];
-  for (const int64_t bytes : gpu.bytes) rank.gpu_memory_peak_bytes = std::max(rank.gpu_memory_peak_bytes, bytes);
-  rank.memory_peak_ns = peak.found() ? peak.ts_ns : 0;
+  set_memory_peak(rank, finder.finish());
 }
 
 // Iterations from the "iteration" phases, or failing those from one forward to the next.
@@ -265,6 +269,12 @@ void build_rank(RankData& rank, std::vector<Chunk>& chunks, Scratch& scratch,
     rank.memory[m].ts.reserve(rank.memory[m].ts.size() + added_samples[m]);
     rank.memory[m].bytes.reserve(rank.memory[m].bytes.size() + added_samples[m]);
   }
+  // The peak is found as the samples are copied when they come in time order, as a recorder
+  // writes them, and this rank had none before; otherwise from the sorted series at the end.
+  bool samples_in_order = true;
+  for (const MemorySeries& series : rank.memory) samples_in_order = samples_in_order && series.ts.empty();
+  int64_t last_ts = INT64_MIN;
+  analysis::MemoryPeakFinder peak_finder;
   for (Chunk& c : chunks) {
     if (number >= c.ranks.size()) continue;
     RankRows& rows = c.ranks[number];
@@ -274,6 +284,9 @@ void build_rank(RankData& rank, std::vector<Chunk>& chunks, Scratch& scratch,
     for (const Sample& s : rows.samples) {
       rank.memory[s.category].ts.push_back(s.ts);
       rank.memory[s.category].bytes.push_back(s.bytes);
+      samples_in_order = samples_in_order && s.ts >= last_ts;
+      last_ts = s.ts;
+      if (samples_in_order) peak_finder.add(s.ts, static_cast<trace::MemoryCategory>(s.category), s.bytes);
     }
     rows = RankRows();  // free as we go: the peak stays near one copy of the rows
   }
@@ -295,7 +308,11 @@ void build_rank(RankData& rank, std::vector<Chunk>& chunks, Scratch& scratch,
     series.peak = 0;
     for (int64_t b : series.bytes) series.peak = std::max(series.peak, b);
   }
-  find_memory_peak(rank);
+  if (samples_in_order) {
+    set_memory_peak(rank, peak_finder.finish());
+  } else {
+    find_memory_peak(rank);
+  }
   build_iterations(rank, iteration, forward);
 }
 

@@ -4,6 +4,7 @@
 // span finds its own event again (what the tooltip and Details show), also beside its twins.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -305,6 +306,48 @@ TEST(ViewerLoad, OneThreadAndManyThreadsLoadTheSameModel) {
   options.hidden = 256;
   synthesize(options);
   expect_same_drawing(*load_model(options.out, nullptr, 1), *load_model(options.out, nullptr, 5));
+}
+
+// The memory peak is found while the samples are copied when the file holds them in time order
+// (a recorder's), and from the sorted series otherwise: the same samples in either order give the
+// same series and the same peak, ties of one timestamp included.
+TEST(ViewerLoad, MemorySamplesOutOfTimeOrderGiveThePeakInOrderOnesGive) {
+  TempDir dir;
+  std::vector<MemorySample> samples;
+  for (int64_t step = 0; step < 200; ++step) {
+    const int64_t ts = 1000 + 10 * (step / 2);  // two steps share each timestamp
+    samples.push_back({0, ts, MemoryCategory::Parameters, 4 << 20});
+    samples.push_back({0, ts, MemoryCategory::Activations, (step % 37) << 20});
+    samples.push_back({0, ts, MemoryCategory::Gradients, (step % 23) << 20});
+    samples.push_back({1, ts + 3, MemoryCategory::Activations, (step % 29) << 20});
+  }
+  const auto write = [&](const std::string& path, const std::vector<MemorySample>& rows) {
+    Writer w(path);
+    w.begin();
+    for (int32_t rank = 0; rank < 2; ++rank) {
+      RankInfo info;
+      info.rank = rank;
+      info.status = "complete";
+      w.put_rank(info);
+    }
+    for (const MemorySample& sample : rows) w.add_memory(sample);
+    w.commit();
+    w.finish();
+    return load_model(path);
+  };
+  // Two moments' samples (steps 10-11 and 100-101) trade places, each keeping its own order.
+  std::vector<MemorySample> shuffled = samples;
+  std::swap_ranges(shuffled.begin() + 40, shuffled.begin() + 48, shuffled.begin() + 400);
+  const auto in_order = write(dir.file("in-order.sqlite"), samples);
+  const auto out_of_order = write(dir.file("out-of-order.sqlite"), shuffled);
+  expect_same_drawing(*in_order, *out_of_order);
+  ASSERT_EQ(in_order->ranks.size(), 2u);
+  // At each moment the second step's samples win: the peak is the largest of their sums.
+  int64_t peak = 0;
+  for (int64_t step = 1; step < 200; step += 2) peak = std::max(peak, (4 + step % 37 + step % 23) << 20);
+  EXPECT_EQ(in_order->ranks[0].memory_peak_bytes, peak);
+  EXPECT_EQ(out_of_order->ranks[0].memory_peak_bytes, peak);
+  EXPECT_EQ(out_of_order->ranks[1].memory_peak_bytes, int64_t{28} << 20);
 }
 
 TEST(ViewerLoad, ReaderBulkScansStopEarlyAndPassExceptionsThrough) {
