@@ -9,7 +9,7 @@ namespace dpscope::analysis {
 namespace {
 
 double ms(int64_t ns) { return double(ns) / 1e6; }
-double pct(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * double(part) / double(whole) : 0.0; }
+double share_percent(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * double(part) / double(whole) : 0.0; }
 
 }  // namespace
 
@@ -20,7 +20,7 @@ nlohmann::ordered_json critical_path_json(const CriticalPath& path) {
     const auto found = path.bound_ns.find(key);
     if (found == path.bound_ns.end() || found->second == 0) continue;
     by_ms[std::string(to_string(key))] = ms(found->second);
-    by_pct[std::string(to_string(key))] = pct(found->second, path.length_ns);
+    by_pct[std::string(to_string(key))] = share_percent(found->second, path.length_ns);
   }
   ordered_json longest = ordered_json::array();
   for (size_t i = 0; i < path.events.size() && i < kCriticalPathEventsShown; ++i) {
@@ -43,7 +43,7 @@ std::string critical_path_text(const CriticalPath& path) {
     const auto found = path.bound_ns.find(key);
     if (found == path.bound_ns.end() || found->second == 0) continue;
     std::snprintf(line, sizeof line, "  %-28s %10.3f ms  %6.2f %%\n", std::string(to_string(key)).c_str(),
-                  ms(found->second), pct(found->second, path.length_ns));
+                  ms(found->second), share_percent(found->second, path.length_ns));
     text += line;
   }
   if (!path.events.empty()) text += "  longest on the path (its own time there):\n";

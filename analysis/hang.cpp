@@ -227,7 +227,7 @@ std::vector<CulpritSide> score_sides(const GroupCollectives& g, const HangDisagr
   for (const auto& [s, ranks] : sides) {
     const int32_t rank = ranks.front();
     const HangCollective& mine = g.by_rank.at(rank).at(d.seq);
-    CulpritSide side{rank};
+    CulpritSide side{rank, 0, {}};
     // Reasons, the most telling kept: a resize, then a skip, then a collective never issued.
     std::string resized, skipped, never;
     const auto known = history.sizes_of.find({static_cast<uint8_t>(mine.op), {mine.bucket, mine.unit}});

@@ -1,10 +1,9 @@
 // compute_stats: run statistics from a Reader (definitions in stats.h). Streams the events once
 // and reduces each to counters and intervals as it passes, so a multi-million-event trace never
-// sits in memory whole.
+// sits in memory whole; the run-wide steps after the pass are in stats_run.cpp.
 #include "analysis/stats.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -12,8 +11,8 @@
 #include <tuple>
 #include <utility>
 
-#include "analysis/bandwidth.h"
 #include "analysis/cluster_clock.h"
+#include "analysis/stats_run.h"
 #include "analysis/intervals.h"
 #include "trace/error.h"
 #include "trace/saturate.h"
@@ -446,66 +445,6 @@ std::optional<DdpTimings> ddp_timings(const RankScratch& s) {
   return t;
 }
 
-// meta world_size as a number; nullopt when absent or not a number.
-std::optional<int32_t> parse_count(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  const long value = std::strtol(text.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0' || value < 0 || value > INT32_MAX) return std::nullopt;
-  return static_cast<int32_t>(value);
-}
-
-
-// A meta number such as link_gbps; 0 when absent, not a number, or not positive.
-double parse_positive(const std::string& text) {
-  if (text.empty()) return 0;
-  char* end = nullptr;
-  errno = 0;
-  const double value = std::strtod(text.c_str(), &end);
-  if (errno != 0 || *end != '\0' || !(value > 0) || value > 1e12) return 0;
-  return value;
-}
-
-// A meta value, "" when absent.
-std::string meta_or_empty(const std::map<std::string, std::string>& meta, std::string_view key) {
-  const auto it = meta.find(std::string(key));
-  return it == meta.end() ? std::string() : it->second;
-}
-
-// The run's strategy, backend, model and emulated link from its meta values.
-void read_run_meta(const std::map<std::string, std::string>& meta, RunStats& stats) {
-  stats.strategy_recorded = meta_or_empty(meta, trace::meta_key::kStrategy);
-  stats.strategy = trace::parse_strategy(stats.strategy_recorded);
-  stats.backend = meta_or_empty(meta, trace::meta_key::kBackend);
-  stats.model = meta_or_empty(meta, trace::meta_key::kModel);
-  stats.link_gbps = parse_positive(meta_or_empty(meta, trace::meta_key::kLinkGbps));
-  stats.link_latency_us = parse_positive(meta_or_empty(meta, trace::meta_key::kLinkLatencyUs));
-  // Absent: a run of dpscope's own (rendezvous), or one imported before the import aligned ranks.
-  stats.alignment = recorded_alignment(meta_or_empty(meta, trace::meta_key::kClockAlignment),
-                                       !meta_or_empty(meta, trace::meta_key::kImportedFrom).empty());
-  stats.alignment_note = meta_or_empty(meta, trace::meta_key::kClockAlignmentNote);
-  stats.memory_accounting =
-      trace::parse_mode(trace::kMemoryAccountings, meta_or_empty(meta, trace::meta_key::kMemoryAccounting))
-          .value_or(trace::MemoryAccounting::Tracking);
-  stats.imported_from = meta_or_empty(meta, trace::meta_key::kImportedFrom);
-}
-
-// The model's parameters, DDP's buckets and FSDP's units, each unit with its parameters; FSDP2's
-// rows per rank (read_run_meta has set the strategy).
-void read_layout(trace::Reader& reader, RunStats& stats) {
-  stats.params = reader.params();
-  stats.buckets = reader.buckets();
-  for (trace::UnitInfo& unit : reader.units()) {
-    UnitStats u{std::move(unit), {}};
-    for (const trace::ParamInfo& p : stats.params) {
-      if (p.unit == u.unit.index) u.params.push_back(p.index);
-    }
-    stats.units.push_back(std::move(u));
-  }
-  if (stats.strategy == trace::Strategy::Fsdp2) stats.param_rows = param_row_ranges(stats.params, reader.unit_shards());
-}
-
 // Note [One rank at a time]
 // The statistics take one streaming pass over the events (measured on a 10 M-event trace it is
 // twice as fast as a query per kind and rank, each of which sorts, and far faster on a file a
@@ -619,82 +558,6 @@ class RankPass {
   int64_t origin_ns_ = INT64_MAX;  // the earliest begin of any event
 };
 
-// A matched collective's last rank's begin and how many ranks ran it.
-struct MatchedArrival {
-  std::pair<int32_t, int64_t> key;  // (grp, seq)
-  int64_t last_begin_ns = 0;
-  int32_t ranks = 0;
-};
-// When the last rank arrived at each collective matched on every rank, by key (a sorted
-// vector: the matches come in key order, and a map of a million nodes would triple its size).
-using LastArrivals = std::vector<MatchedArrival>;
-
-// Matches every collective across the ranks (stats.matches, mismatches, largest skew) and sums
-// each process group's traffic (stats.groups).
-LastArrivals match_across_ranks(RunStats& stats,
-                                const std::map<std::pair<int32_t, int32_t>, std::string>& lane_names) {
-  std::vector<int32_t> rank_numbers;
-  std::vector<std::vector<CollectiveStats>> by_rank;
-  // Lent to the matching and given back, not copied: a 10 M-event trace has a million of them.
-  for (RankStats& r : stats.ranks) {
-    rank_numbers.push_back(r.rank);
-    by_rank.push_back(std::move(r.collectives));
-  }
-  stats.matches = match_collectives(rank_numbers, by_rank, static_cast<int32_t>(stats.ranks.size()));
-  stats.groups = group_traffic(rank_numbers, by_rank, lane_names, std::max(stats.iterations, 0));
-  for (size_t r = 0; r < stats.ranks.size(); ++r) stats.ranks[r].collectives = std::move(by_rank[r]);
-  LastArrivals last_begin;
-  for (const CollectiveMatch& m : stats.matches) {
-    stats.mismatches += m.mismatch ? 1 : 0;
-    stats.max_skew_ns = std::max(stats.max_skew_ns, m.skew_ns);
-    if (!m.mismatch) last_begin.push_back({{m.grp, m.seq}, m.last_begin_ns, static_cast<int32_t>(m.ranks.size())});
-  }
-  return last_begin;
-}
-
-// Splits the rank's matched collectives into waiting and transfer (Note [Waiting and transfer]),
-// over the run and per iteration.
-void split_at_arrivals(const LastArrivals& last_begin, RankStats& out) {
-  for (CollectiveStats& c : out.collectives) {
-    if (c.seq == trace::kNone64) continue;
-    const std::pair<int32_t, int64_t> key{c.grp, c.seq};
-    const auto last = std::lower_bound(last_begin.begin(), last_begin.end(), key,
-                                       [](const MatchedArrival& a, const auto& k) { return a.key < k; });
-    if (last == last_begin.end() || last->key != key) continue;
-    const ArrivalSplit split = split_at_arrival(c, last->last_begin_ns);
-    c.transfer_ns = split.transfer_ns;
-    c.group_ranks = last->ranks;
-    out.wait_ms += double(split.wait_ns) / 1e6;
-    out.transfer_ms += double(split.transfer_ns) / 1e6;
-    if (c.iteration >= 0 && size_t(c.iteration) < out.iterations.size()) {
-      out.iterations[size_t(c.iteration)].wait_ms += double(split.wait_ns) / 1e6;
-      out.iterations[size_t(c.iteration)].transfer_ms += double(split.transfer_ns) / 1e6;
-    }
-  }
-}
-
-// Each group's median busbw over every rank's matched collectives of kBusbwLeastBytes and more
-// (Note [Bus bandwidth]).
-void add_bus_bandwidth(RunStats& stats) {
-  std::map<int32_t, std::vector<double>> by_group;
-  for (const RankStats& r : stats.ranks) {
-    for (const CollectiveStats& c : r.collectives) {
-      if (c.bytes < kBusbwLeastBytes) continue;
-      if (const std::optional<Bandwidth> bw = bandwidth_of(c.op, c.bytes, c.group_ranks, c.transfer_ns)) {
-        by_group[c.grp].push_back(bw->busbw_gbps);
-      }
-    }
-  }
-  for (GroupTraffic& g : stats.groups) {
-    std::vector<double>& values = by_group[g.grp];
-    if (values.empty()) continue;
-    std::sort(values.begin(), values.end());
-    const size_t n = values.size();
-    g.median_busbw_gbps = n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-    g.busbw_collectives = static_cast<int64_t>(n);
-  }
-}
-
 // Both overloads of compute_stats: `cluster` null on the measured clock.
 RunStats compute_stats_on(trace::Reader& reader, const ClusterClockRun* cluster) {
   RunStats stats;
@@ -704,10 +567,10 @@ RunStats compute_stats_on(trace::Reader& reader, const ClusterClockRun* cluster)
   stats.path = reader.path();
   stats.schema_version = reader.schema_version();
   const std::map<std::string, std::string> meta = reader.meta();
-  read_run_meta(meta, stats);
-  read_layout(reader, stats);
+  detail::read_run_meta(meta, stats);
+  detail::read_layout(reader, stats);
   const auto ranks = reader.ranks();
-  stats.world_size = parse_count(meta_or_empty(meta, trace::meta_key::kWorldSize))
+  stats.world_size = detail::parse_count(detail::meta_or_empty(meta, trace::meta_key::kWorldSize))
                          .value_or(static_cast<int32_t>(ranks.size()));
   IterationBound bound(reader, ranks.size());
   RankPass pass(reader, ranks, bound, cluster);  // See Note [One rank at a time]
@@ -717,13 +580,13 @@ RunStats compute_stats_on(trace::Reader& reader, const ClusterClockRun* cluster)
   stats.ranks = pass.take_ranks(stats.iterations);
   std::map<std::pair<int32_t, int32_t>, std::string> lane_names;
   for (const trace::LaneInfo& lane : reader.lanes()) lane_names[{lane.rank, lane.lane}] = lane.name;
-  const auto last_begin = match_across_ranks(stats, lane_names);
+  const auto last_begin = detail::match_across_ranks(stats, lane_names);
   std::vector<int64_t> uncertainty;
   for (RankStats& out : stats.ranks) {
     uncertainty.push_back(out.clock_uncertainty_ns);
-    split_at_arrivals(last_begin, out);
+    detail::split_at_arrivals(last_begin, out);
   }
-  add_bus_bandwidth(stats);
+  detail::add_bus_bandwidth(stats);
   stats.stragglers = find_stragglers(stats.matches, core::steady_from(size_t(std::max(stats.iterations, 0))),
                                      stats.iterations, uncertainty);
   return stats;
@@ -735,56 +598,6 @@ RunStats compute_stats(trace::Reader& reader) { return compute_stats_on(reader, 
 
 RunStats compute_stats(trace::Reader& reader, const ClusterClockRun& cluster) {
   return compute_stats_on(reader, &cluster);
-}
-
-core::StepSummary step_summary(const RankStats& rank) {
-  std::vector<double> step_ms;
-  step_ms.reserve(rank.iterations.size());
-  for (const IterationStats& it : rank.iterations) step_ms.push_back(it.step_ms);
-  return core::summarize_steps(step_ms);
-}
-
-OverlapStats overlap_per_step(const RankStats& rank) {
-  const auto from = static_cast<size_t>(core::steady_from(rank.iterations.size()));
-  OverlapStats mean;
-  if (rank.iterations.size() <= from) return mean;
-  for (size_t i = from; i < rank.iterations.size(); ++i) {
-    const OverlapStats& o = rank.iterations[i].overlap;
-    mean.compute_ms += o.compute_ms;
-    mean.comm_ms += o.comm_ms;
-    mean.overlap_ms += o.overlap_ms;
-    mean.exposed_comm_ms += o.exposed_comm_ms;
-  }
-  const double n = static_cast<double>(rank.iterations.size() - from);
-  mean.compute_ms /= n;
-  mean.comm_ms /= n;
-  mean.overlap_ms /= n;
-  mean.exposed_comm_ms /= n;
-  return mean;
-}
-
-std::pair<double, double> wait_per_step(const RankStats& rank) {
-  const auto from = static_cast<size_t>(core::steady_from(rank.iterations.size()));
-  if (rank.iterations.size() <= from) return {0, 0};
-  double wait = 0, transfer = 0;
-  for (size_t i = from; i < rank.iterations.size(); ++i) {
-    wait += rank.iterations[i].wait_ms;
-    transfer += rank.iterations[i].transfer_ms;
-  }
-  const double n = static_cast<double>(rank.iterations.size() - from);
-  return {wait / n, transfer / n};
-}
-
-std::string link_text(const RunStats& stats) {
-  return link_text(stats.link_gbps, stats.link_latency_us);
-}
-
-std::string link_text(double link_gbps, double link_latency_us) {
-  if (!(link_gbps > 0)) return "";
-  char text[96];
-  std::snprintf(text, sizeof(text), "emulated link %g Gb/s, %g \u00b5s", link_gbps,
-                link_latency_us);
-  return text;
 }
 
 }  // namespace dpscope::analysis
