@@ -434,6 +434,14 @@ TEST(HouseDocs, NoFunctionOf80LinesOrMore) {
   EXPECT_TRUE(problems.empty()) << joined(problems);
 }
 
+// scripts/mutants --check: each mutant's snippet is found once in its file, so a refactor that
+// moves or rewords the code a mutant breaks fails here rather than leaving the mutant unable to run.
+TEST(HouseDocs, EveryMutantFindsItsSnippet) {
+  const auto result = dpscope::testing::run_command("python3 '" + (kRoot / "scripts/mutants").string() + "' --check 2>&1");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("snippets found once"), std::string::npos) << result.output;
+}
+
 TEST(HouseDocs, TraceFormatListsEveryMetaKeyAndConfigField) {
   ASSERT_GE(meta_keys(kRoot).size(), 20u) << "trace/vocabulary.h: the meta keys were not found";
   ASSERT_GE(vocabulary_keys(kRoot, "config_key").size(), 30u) << "trace/vocabulary.h: the config keys were not found";
