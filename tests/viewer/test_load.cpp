@@ -1,7 +1,8 @@
 // Loading into the viewer's Model beyond test_core.cpp: update_model (--live) reads only the rows
 // a growing file gained and ends where a fresh load does, a replaced file loads afresh, the
-// reader's bulk scans stop and pass errors through, the collectives' payloads are read, and every
-// span finds its own event again (what the tooltip and Details show), also beside its twins.
+// reader's bulk scans stop and pass errors through, the memory peak is the same whatever order the
+// samples come in, the collectives' payloads are read, and every span finds its own event again
+// (what the tooltip and Details show), also beside its twins.
 #include <gtest/gtest.h>
 
 #include <algorithm>
