@@ -41,7 +41,9 @@ void expect_segments_make_the_path(const CriticalPath& p) {
   for (size_t i = 0; i < p.segments.size(); ++i) {
     const PathSegment& s = p.segments[i];
     EXPECT_LT(s.begin_ns, s.end_ns);
-    if (i > 0) EXPECT_LE(p.segments[i - 1].begin_ns, s.begin_ns);
+    if (i > 0) {
+      EXPECT_LE(p.segments[i - 1].begin_ns, s.begin_ns);
+    }
     sum += s.end_ns - s.begin_ns;
     by_key[s.bound] += s.end_ns - s.begin_ns;
   }

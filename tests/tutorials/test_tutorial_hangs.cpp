@@ -59,7 +59,9 @@ void check(const Scenario& s, const std::string& out, const std::string& dir) {
     if (c["rank"] == s.culprit) continue;
     others = true;
     EXPECT_EQ(c["kind"], s.kind) << c.dump();
-    if (*s.tag) EXPECT_TRUE(c[s.tag].is_number_integer()) << c.dump();
+    if (*s.tag) {
+      EXPECT_TRUE(c[s.tag].is_number_integer()) << c.dump();
+    }
   }
   EXPECT_TRUE(others) << first.dump();
 }
