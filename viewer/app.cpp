@@ -28,6 +28,12 @@ void OpenTrace::set_model(std::shared_ptr<const Model> m) {
   cluster = nullptr;
   shown = analysis::Clock::Measured;
   details = std::make_unique<DetailSource>(model->path);
+  // A model whose memory samples are still read starts its analysis once they are in
+  // (poll_memory): the two at once would hold both's scratch (Note [Memory after the first frame]).
+  if (model->memory_ready()) start_analysis();
+}
+
+void OpenTrace::start_analysis() {
   pending = start_background([m = model]() -> std::shared_ptr<const Analysis> {
     try {
       auto analysis = std::make_shared<const Analysis>(analyze_file(*m));
@@ -45,6 +51,37 @@ void OpenTrace::set_model(std::shared_ptr<const Model> m) {
   });
 }
 
+void OpenTrace::read_memory(MemoryLoad load) {
+  memory_load = std::move(load);
+  memory_error.clear();
+  if (!memory_load.valid()) return;
+  memory_pending = start_background([load = memory_load] {
+    std::shared_ptr<const Model> complete = load();
+#if defined(__GLIBC__)
+    // The samples' scratch was freed on the reading threads, whose malloc arenas would keep it
+    // past the analysis that starts next: about 50 MB on a 10 M-event trace (bench/README.md).
+    malloc_trim(0);
+#endif
+    return complete;
+  });
+}
+
+bool OpenTrace::poll_memory() {
+  if (!memory_pending.valid() || !background_done(memory_pending)) return false;
+  try {
+    if (std::shared_ptr<const Model> complete = memory_pending.get()) {
+      set_model(std::move(complete));
+    } else {
+      start_analysis();
+    }
+  } catch (const std::exception& error) {
+    memory_error = error.what();
+    start_analysis();  // it reads the file itself, and says what it can
+  }
+  memory_load = MemoryLoad();
+  return true;
+}
+
 bool OpenTrace::poll_analysis() {
   if (pending.valid() && background_done(pending)) {
     measured_analysis = pending.get();
@@ -53,12 +90,16 @@ bool OpenTrace::poll_analysis() {
   return analysis != nullptr;
 }
 
-App::App(AppOptions options, std::shared_ptr<const Model> main,
-         std::shared_ptr<const Model> compare)
+App::App(AppOptions options, std::shared_ptr<const Model> main, std::shared_ptr<const Model> compare,
+         MemoryLoad main_memory, MemoryLoad compare_memory)
     : options_(std::move(options)) {
   traces.resize(compare ? 2 : 1);
   traces[0].set_model(std::move(main));
-  if (compare) traces[1].set_model(std::move(compare));
+  traces[0].read_memory(std::move(main_memory));
+  if (compare) {
+    traces[1].set_model(std::move(compare));
+    traces[1].read_memory(std::move(compare_memory));
+  }
   if (options_.live) live_ = std::make_unique<LiveFollower>(traces[0].model);
   align();
   fit();
@@ -71,7 +112,43 @@ App::App(AppOptions options, std::shared_ptr<const Model> main,
   }
 }
 
+App::~App() {
+  for (const OpenTrace& t : traces) t.memory_load.cancel();
+}
+
+void App::wait_for_memory() {
+  for (OpenTrace& t : traces) {
+    if (t.memory_pending.valid()) t.memory_pending.wait();
+  }
+  take_memory();
+}
+
+bool App::memory_pending() const {
+  return std::any_of(traces.begin(), traces.end(), [](const OpenTrace& t) { return t.memory_pending.valid(); });
+}
+
+void App::take_memory() {
+  bool replaced = false, taken = false;
+  for (OpenTrace& t : traces) {
+    const Model* before = t.model.get();
+    if (!t.poll_memory()) continue;
+    taken = true;
+    replaced = replaced || t.model.get() != before;
+  }
+  if (!taken) return;
+  if (replaced) {
+    // A complete model in place of the first half: its ranks may be numbered anew.
+    selected = hovered = {};
+    steps_cache_ = {};
+    align();
+    update_find();
+    update_range();
+  }
+  if (clock_wanted_ != clock_) set_clock(clock_wanted_);
+}
+
 void App::wait_for_analysis() {
+  wait_for_memory();
   for (OpenTrace& t : traces) {
     if (t.pending.valid()) t.pending.wait();
     t.poll_analysis();
@@ -262,7 +339,7 @@ double App::idle_wait_seconds() const {
   // ImGui's text cursor blinks at this period while the find box has focus.
   constexpr double kCursorBlinkSeconds = 0.4;
   for (const OpenTrace& t : traces) {
-    if (t.pending.valid()) return kBackgroundPollSeconds;
+    if (t.pending.valid() || t.memory_pending.valid()) return kBackgroundPollSeconds;
   }
   if (whatif_pending.valid() || clock_pending_.valid() || critical_path.pending()) return kBackgroundPollSeconds;
   // A held pan or zoom key moves the view by the frame's time (handle_keys); a drag moves it
@@ -297,6 +374,7 @@ void App::adopt_live_model(std::shared_ptr<const Model> fresh) {
 }
 
 void App::poll_background() {
+  take_memory();
   for (OpenTrace& t : traces) t.poll_analysis();
   if (whatif_pending.valid() && background_done(whatif_pending)) {
     whatif = whatif_pending.get();

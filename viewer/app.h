@@ -80,12 +80,25 @@ struct OpenTrace {
   // The cluster clock's, built on the first switch to it (cluster_model.h); null until then.
   std::shared_ptr<const ClusterView> cluster;
   analysis::Clock shown = analysis::Clock::Measured;
+  // The memory samples being read after the first frame (Note [Memory after the first frame]):
+  // the load, for its progress, and its future, whose result is null, or a complete model to
+  // show instead; invalid once taken. memory_error: why they could not be read, or "".
+  MemoryLoad memory_load;
+  std::future<std::shared_ptr<const Model>> memory_pending;
+  std::string memory_error;
 
-  // Takes a freshly loaded model and starts its analysis; shows the measured clock (a cluster
-  // view of an older model is dropped).
+  // Takes a freshly loaded model and starts its analysis (once its memory samples are in);
+  // shows the measured clock (a cluster view of an older model is dropped).
   void set_model(std::shared_ptr<const Model> m);
+  // Starts the analysis of `model` in the background (pending).
+  void start_analysis();
   // Picks up a finished analysis; true when one is ready.
   bool poll_analysis();
+  // Starts reading the model's memory samples in the background (`load` from load_events_first).
+  void read_memory(MemoryLoad load);
+  // Takes a finished read of the memory samples: true when one finished now (the samples are in,
+  // or memory_error says why not); a complete model it returned is shown from then on.
+  bool poll_memory();
   // Shows `clock`'s model and analysis (the cluster view must be built for Clock::Cluster).
   void show(analysis::Clock clock);
   // The file's events of `rank`'s iteration `iteration` (on any lane, begun within it), on the
@@ -122,8 +135,15 @@ struct AppOptions {
 // over through futures polled in frame()).
 class App {
  public:
-  // Takes already loaded models (load errors are the caller's to report).
-  App(AppOptions options, std::shared_ptr<const Model> main, std::shared_ptr<const Model> compare);
+  // Takes already loaded models (load errors are the caller's to report), and reads in the
+  // background the memory samples of those that came from load_events_first (`main_memory`,
+  // `compare_memory`; invalid ones for models that have theirs).
+  App(AppOptions options, std::shared_ptr<const Model> main, std::shared_ptr<const Model> compare,
+      MemoryLoad main_memory = {}, MemoryLoad compare_memory = {});
+  // Stops the reads of memory samples still running (their futures then wait for less).
+  ~App();
+  App(const App&) = delete;
+  App& operator=(const App&) = delete;
 
   // Builds one ImGui frame covering the whole viewport (between NewFrame and Render).
   void frame();
@@ -132,8 +152,13 @@ class App {
   // Sets the visible time range (axis ns); keeps it at least 100 ns wide and within the run
   // (every open trace) and a margin of a tenth of its length on either side.
   void set_view(double t0, double t1);
+  // Blocks until every trace's memory samples are in (Note [Memory after the first frame]).
+  void wait_for_memory();
+  // Whether some trace's memory samples are still being read.
+  bool memory_pending() const;
   // Blocks until every background analysis (and a requested what-if, and the cluster views a
-  // switch of clock is building) is ready (headless runs use it before timing).
+  // switch of clock is building) is ready, the memory samples first (headless runs use it
+  // before timing).
   void wait_for_analysis();
   // Starts predicting the main trace's what-if lanes for `request` on a background thread
   // (whatif_lanes.h); they replace the current ones when ready. The What-if tab calls it.
@@ -156,8 +181,8 @@ class App {
   // whether `clock` is shown now.
   bool set_clock(analysis::Clock clock);
   analysis::Clock clock() const { return clock_; }
-  // Whether the cluster views are being built.
-  bool clock_pending() const { return clock_pending_.valid(); }
+  // Whether the cluster views are being built, or wait for the memory samples to be read first.
+  bool clock_pending() const { return clock_pending_.valid() || (memory_pending() && clock_wanted_ != clock_); }
   // Why the last switch to the cluster clock failed; "" after one that worked.
   const std::string& clock_error() const { return clock_error_; }
   // The header's words for the clock shown: analysis::clock_text of it.
@@ -306,6 +331,9 @@ class App {
   void poll_background();
   // --live: the newer model the follower read, or the file the source switched to.
   void poll_live();
+  // Takes finished reads of memory samples (Note [Memory after the first frame]): shows a
+  // complete model one returned, and starts the cluster clock a C or --clock asked for meanwhile.
+  void take_memory();
   // While the critical path is shown: asks for the focused run's path of the narrated iteration
   // on the clock shown (computed in the background), and takes one that finished.
   void update_critical_path();

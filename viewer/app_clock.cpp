@@ -50,6 +50,15 @@ bool App::set_clock(analysis::Clock clock) {
     show_clock(clock);
     return true;
   }
+  // The replay maps the memory samples: it starts once they are in (take_memory), Note [Memory
+  // after the first frame].
+  if (memory_pending()) return false;
+  for (const OpenTrace& t : traces) {
+    if (t.memory_error.empty()) continue;
+    clock_error_ = "the cluster clock maps the memory samples, which could not be read: " + t.memory_error;
+    clock_wanted_ = clock_;
+    return false;
+  }
   if (!clock_pending_.valid()) {
     clock_error_.clear();
     clock_for_.clear();
@@ -146,7 +155,7 @@ void App::show_clock(analysis::Clock clock) {
 std::string App::clock_label() const {
   if (clock_ == analysis::Clock::Cluster && traces[0].cluster) return analysis::clock_text(traces[0].cluster->label);
   std::string label = analysis::clock_text(analysis::ClockLabel{});
-  if (clock_pending_.valid() && clock_wanted_ == analysis::Clock::Cluster) label += " (replaying on the cluster clock...)";
+  if (clock_pending() && clock_wanted_ == analysis::Clock::Cluster) label += " (replaying on the cluster clock...)";
   return label;
 }
 

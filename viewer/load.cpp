@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -239,20 +240,18 @@ void build_iterations(RankData& rank, trace::NameId iteration, trace::NameId for
   }
 }
 
-// Pass 2 for one rank: adds its rows from every chunk to what `rank` already holds (nothing
-// for load_model; the previous model's lanes and series for update_model) and rebuilds what
-// changed. Frees the chunks' rows of this rank.
-void build_rank(RankData& rank, std::vector<Chunk>& chunks, Scratch& scratch,
-                trace::NameId iteration, trace::NameId forward) {
+// Pass 2's spans for one rank: adds its spans from every chunk to the lanes `rank` already has
+// (none for load_model; the previous model's for update_model), sorts the lanes that got some
+// into rows, and finds its iterations. Frees the chunks' spans of this rank.
+void add_spans(RankData& rank, std::vector<Chunk>& chunks, Scratch& scratch, trace::NameId iteration,
+               trace::NameId forward) {
   const auto number = static_cast<size_t>(rank.info.rank);
   std::vector<size_t> added;
-  std::array<size_t, kCategories> added_samples{};
   for (const Chunk& c : chunks) {
     if (number >= c.ranks.size()) continue;
     const RankRows& rows = c.ranks[number];
     if (rows.lane_counts.size() > added.size()) added.resize(rows.lane_counts.size());
     for (size_t l = 0; l < rows.lane_counts.size(); ++l) added[l] += rows.lane_counts[l];
-    for (size_t m = 0; m < kCategories; ++m) added_samples[m] += rows.category_counts[m];
   }
   if (rank.lanes.size() < added.size()) rank.lanes.resize(added.size());
   if (scratch.lanes.size() < added.size()) scratch.lanes.resize(added.size());
@@ -265,30 +264,14 @@ void build_rank(RankData& rank, std::vector<Chunk>& chunks, Scratch& scratch,
     scratch.lanes[l].reserve(old.size() + added[l]);
     scratch.lanes[l].insert(scratch.lanes[l].end(), old.begin(), old.end());
   }
-  for (size_t m = 0; m < kCategories; ++m) {
-    rank.memory[m].ts.reserve(rank.memory[m].ts.size() + added_samples[m]);
-    rank.memory[m].bytes.reserve(rank.memory[m].bytes.size() + added_samples[m]);
-  }
-  // The peak is found as the samples are copied when they come in time order, as a recorder
-  // writes them, and this rank had none before; otherwise from the sorted series at the end.
-  bool samples_in_order = true;
-  for (const MemorySeries& series : rank.memory) samples_in_order = samples_in_order && series.ts.empty();
-  int64_t last_ts = INT64_MIN;
-  analysis::MemoryPeakFinder peak_finder;
   for (Chunk& c : chunks) {
     if (number >= c.ranks.size()) continue;
     RankRows& rows = c.ranks[number];
     for (const trace::EventSpan& s : rows.spans) {
       scratch.lanes[static_cast<size_t>(s.lane)].push_back(Span::from_trace(s));
     }
-    for (const Sample& s : rows.samples) {
-      rank.memory[s.category].ts.push_back(s.ts);
-      rank.memory[s.category].bytes.push_back(s.bytes);
-      samples_in_order = samples_in_order && s.ts >= last_ts;
-      last_ts = s.ts;
-      if (samples_in_order) peak_finder.add(s.ts, static_cast<trace::MemoryCategory>(s.category), s.bytes);
-    }
-    rows = RankRows();  // free as we go: the peak stays near one copy of the rows
+    // Free as we go: the peak stays near one copy of the rows.
+    std::vector<trace::EventSpan>().swap(rows.spans);
   }
   rank.events = 0;
   for (size_t l = 0; l < rank.lanes.size(); ++l) {
@@ -301,8 +284,44 @@ void build_rank(RankData& rank, std::vector<Chunk>& chunks, Scratch& scratch,
     }
     rank.events += static_cast<int64_t>(lane.spans.size());
   }
+  build_iterations(rank, iteration, forward);
+}
+
+// Pass 2's memory samples for one rank: adds its samples from every chunk to the series `rank`
+// already has, orders and peaks the series that got some, and finds its memory peak. Writes the
+// rank's memory fields only (Note [Memory after the first frame]). Frees the chunks' samples of
+// this rank.
+void add_samples(RankData& rank, std::vector<Chunk>& chunks) {
+  const auto number = static_cast<size_t>(rank.info.rank);
+  std::array<size_t, kCategories> added{};
+  for (const Chunk& c : chunks) {
+    if (number >= c.ranks.size()) continue;
+    for (size_t m = 0; m < kCategories; ++m) added[m] += c.ranks[number].category_counts[m];
+  }
   for (size_t m = 0; m < kCategories; ++m) {
-    if (!added_samples[m]) continue;
+    rank.memory[m].ts.reserve(rank.memory[m].ts.size() + added[m]);
+    rank.memory[m].bytes.reserve(rank.memory[m].bytes.size() + added[m]);
+  }
+  // The peak is found as the samples are copied when they come in time order, as a recorder
+  // writes them, and this rank had none before; otherwise from the sorted series at the end.
+  bool samples_in_order = true;
+  for (const MemorySeries& series : rank.memory) samples_in_order = samples_in_order && series.ts.empty();
+  int64_t last_ts = INT64_MIN;
+  analysis::MemoryPeakFinder peak_finder;
+  for (Chunk& c : chunks) {
+    if (number >= c.ranks.size()) continue;
+    RankRows& rows = c.ranks[number];
+    for (const Sample& s : rows.samples) {
+      rank.memory[s.category].ts.push_back(s.ts);
+      rank.memory[s.category].bytes.push_back(s.bytes);
+      samples_in_order = samples_in_order && s.ts >= last_ts;
+      last_ts = s.ts;
+      if (samples_in_order) peak_finder.add(s.ts, static_cast<trace::MemoryCategory>(s.category), s.bytes);
+    }
+    std::vector<Sample>().swap(rows.samples);
+  }
+  for (size_t m = 0; m < kCategories; ++m) {
+    if (!added[m]) continue;
     MemorySeries& series = rank.memory[m];
     sort_series(series);
     series.peak = 0;
@@ -313,7 +332,6 @@ void build_rank(RankData& rank, std::vector<Chunk>& chunks, Scratch& scratch,
   } else {
     find_memory_peak(rank);
   }
-  build_iterations(rank, iteration, forward);
 }
 
 // The run-wide tables, ranks and lanes of `reader`'s file into `model` (keeping the lanes'
@@ -349,6 +367,33 @@ void read_tables(trace::Reader& reader, Model& model) {
   }
 }
 
+// Pass 1: reads `chunks` on `threads` connections (`reader`, already open on `path`, is thread
+// 0's), `progress` going from 0 to 0.8 of the load. Returns the rows read.
+int64_t read_chunks(trace::Reader& reader, const std::string& path, std::vector<Chunk>& chunks,
+                    size_t ranks_hint, LoadProgress* progress, int threads) {
+  int64_t total_rows = 0;
+  for (const Chunk& c : chunks) total_rows += c.last - c.first + 1;
+  total_rows = std::max<int64_t>(1, total_rows);
+  std::atomic<int64_t> rows_read{0};
+  std::vector<std::unique_ptr<trace::Reader>> readers(static_cast<size_t>(threads));
+  auto thread_reader = [&](int t) -> trace::Reader& {
+    if (t == 0) return reader;
+    auto& slot = readers[static_cast<size_t>(t)];
+    if (!slot) slot = std::make_unique<trace::Reader>(path);
+    return *slot;
+  };
+  const std::function<bool(size_t)> advance = [&](size_t rows) {
+    const int64_t done = rows_read += static_cast<int64_t>(rows);
+    if (progress) progress->fraction = 0.8 * double(done) / double(total_rows);
+    return !(progress && progress->cancel);
+  };
+  parallel_for(chunks.size(), threads, [&](size_t i, int t) {
+    read_chunk(thread_reader(t), chunks[i], std::max<size_t>(ranks_hint, 1), advance);
+  });
+  if (progress && progress->cancel) throw trace::TraceError(path + ": loading cancelled");
+  return rows_read;
+}
+
 // Reads events.id in [events.first, events.last] and memory.rowid in [memory.first,
 // memory.last] into `model` (which holds the tables and any earlier rows), on `threads`
 // connections; `reader` (already open) is thread 0's.
@@ -358,26 +403,7 @@ void read_rows(trace::Reader& reader, Model& model, std::pair<int64_t, int64_t> 
   for (Chunk& c : make_chunks(memory.first, memory.second, true, threads * 4)) {
     chunks.push_back(std::move(c));
   }
-  const int64_t total_rows = std::max<int64_t>(1, (events.second - events.first + 1) +
-                                                      (memory.second - memory.first + 1));
-  std::atomic<int64_t> rows_read{0};
-  std::vector<std::unique_ptr<trace::Reader>> readers(static_cast<size_t>(threads));
-  auto thread_reader = [&](int t) -> trace::Reader& {
-    if (t == 0) return reader;
-    auto& slot = readers[static_cast<size_t>(t)];
-    if (!slot) slot = std::make_unique<trace::Reader>(model.path);
-    return *slot;
-  };
-  const std::function<bool(size_t)> advance = [&](size_t rows) {
-    const int64_t done = rows_read += static_cast<int64_t>(rows);
-    if (progress) progress->fraction = 0.8 * double(done) / double(total_rows);
-    return !(progress && progress->cancel);
-  };
-  const size_t ranks_hint = std::max<size_t>(model.ranks.size(), 1);
-  parallel_for(chunks.size(), threads, [&](size_t i, int t) {
-    read_chunk(thread_reader(t), chunks[i], ranks_hint, advance);
-  });
-  if (progress && progress->cancel) throw trace::TraceError(model.path + ": loading cancelled");
+  const int64_t rows_read = read_chunks(reader, model.path, chunks, model.ranks.size(), progress, threads);
 
   // Ranks that events or samples name but the ranks table lacks still get drawn.
   for (const Chunk& c : chunks) {
@@ -399,7 +425,8 @@ void read_rows(trace::Reader& reader, Model& model, std::pair<int64_t, int64_t> 
   std::atomic<size_t> ranks_done{0};
   std::vector<Scratch> scratch(static_cast<size_t>(threads));
   parallel_for(model.ranks.size(), threads, [&](size_t ri, int t) {
-    build_rank(model.ranks[ri], chunks, scratch[static_cast<size_t>(t)], iteration, forward);
+    add_spans(model.ranks[ri], chunks, scratch[static_cast<size_t>(t)], iteration, forward);
+    add_samples(model.ranks[ri], chunks);
     if (progress) {
       progress->fraction = 0.8 + 0.2 * double(++ranks_done) / double(model.ranks.size());
     }
@@ -409,34 +436,46 @@ void read_rows(trace::Reader& reader, Model& model, std::pair<int64_t, int64_t> 
   model.rows_read = rows_read;
 }
 
-// Run-wide totals from the ranks: events, time range, iteration count.
+// The first begin and the last end of each row of `lane` that has spans, to `extend`.
+template <class Extend>
+void lane_extent(const Lane& lane, Extend extend) {
+  for (int row = 0; row < lane.rows(); ++row) {
+    if (lane.row_begin(row) == lane.row_end(row)) continue;
+    extend(lane.spans[lane.row_begin(row)].begin_ns, lane.end_max(row, lane.row_end(row) - 1));
+  }
+}
+
+// The rank's extent, t_begin and t_end: of its events and its memory samples (0 and 0 without
+// either).
+void set_rank_extent(RankData& r) {
+  bool any = false;
+  const auto extend = [&](int64_t first, int64_t last) {
+    r.t_begin = any ? std::min(r.t_begin, first) : first;
+    r.t_end = any ? std::max(r.t_end, last) : last;
+    any = true;
+  };
+  for (const Lane& lane : r.lanes) lane_extent(lane, extend);
+  for (const MemorySeries& series : r.memory) {
+    if (!series.ts.empty()) extend(series.ts.front(), series.ts.back());
+  }
+  if (!any) r.t_begin = r.t_end = 0;
+}
+
+// Run-wide totals from the ranks: events, time range, iteration count; and each rank's extent.
 void summarize(Model& model) {
   bool any = false;
   model.events = 0;
   model.iterations = 0;
   for (RankData& r : model.ranks) {
     model.events += r.events;
-    bool rank_any = false;
-    const auto extend = [&](int64_t first, int64_t last) {
-      r.t_begin = rank_any ? std::min(r.t_begin, first) : first;
-      r.t_end = rank_any ? std::max(r.t_end, last) : last;
-      rank_any = true;
-    };
     for (const Lane& lane : r.lanes) {
-      for (int row = 0; row < lane.rows(); ++row) {
-        if (lane.row_begin(row) == lane.row_end(row)) continue;
-        const int64_t first = lane.spans[lane.row_begin(row)].begin_ns;
-        const int64_t last = lane.end_max(row, lane.row_end(row) - 1);
+      lane_extent(lane, [&](int64_t first, int64_t last) {
         model.t_begin = any ? std::min(model.t_begin, first) : first;
         model.t_end = any ? std::max(model.t_end, last) : last;
         any = true;
-        extend(first, last);
-      }
+      });
     }
-    for (const MemorySeries& series : r.memory) {
-      if (!series.ts.empty()) extend(series.ts.front(), series.ts.back());
-    }
-    if (!rank_any) r.t_begin = r.t_end = 0;
+    set_rank_extent(r);
     for (const auto& it : r.iterations) model.iterations = std::max(model.iterations, it.iteration + 1);
   }
   if (!any) model.t_begin = model.t_end = 0;
@@ -485,6 +524,60 @@ std::shared_ptr<const Model> load_model(const std::string& path, LoadProgress* p
   return model;
 }
 
+FirstLoad load_events_first(const std::string& path, LoadProgress* progress, int threads) {
+  const auto started = std::chrono::steady_clock::now();
+  threads = default_threads(threads);
+  auto model = std::make_shared<Model>();
+  model->path = path;
+  std::tie(model->file_device, model->file_inode) = file_identity(path);
+  trace::Reader reader(path);
+  read_tables(reader, *model);
+  const auto events = reader.event_id_range();
+  const auto memory = reader.memory_rowid_range();
+  model->events_read_to = events.first - 1;
+  model->memory_read_to = memory.first - 1;
+  read_rows(reader, *model, events, {memory.first, memory.first - 1}, progress, threads);
+  summarize(*model);
+  arrange_lanes(*model);
+  FirstLoad first;
+  if (memory.second >= memory.first) {
+    // The samples up to here come in with memory_ready(); see Note [Memory after the first frame].
+    model->memory_read_to = memory.second;
+    model->memory_in = PublishedFlag(false);
+    first.memory.model_ = model;
+    first.memory.rows_ = memory;
+    first.memory.threads_ = threads;
+    first.memory.progress_ = std::make_shared<LoadProgress>();
+  }
+  model->load_ms = ms_since(started);
+  if (progress) progress->fraction = 1.0;
+  first.model = std::move(model);
+  return first;
+}
+
+std::shared_ptr<const Model> MemoryLoad::operator()() const {
+  Model& model = *model_;
+  trace::Reader reader(model.path);
+  std::vector<Chunk> chunks = make_chunks(rows_.first, rows_.second, true, threads_ * 4);
+  read_chunks(reader, model.path, chunks, model.ranks.size(), progress_.get(), threads_);
+  // The first half drew the ranks it knew; samples of any other need a model with room for them.
+  for (const Chunk& c : chunks) {
+    for (size_t number = 0; number < c.ranks.size(); ++number) {
+      if (!c.ranks[number].samples.empty() && !model.rank(static_cast<int32_t>(number))) {
+        return load_model(model.path, progress_.get(), threads_);
+      }
+    }
+  }
+  std::atomic<size_t> ranks_done{0};
+  parallel_for(model.ranks.size(), threads_, [&](size_t ri, int) {
+    add_samples(model.ranks[ri], chunks);
+    set_rank_extent(model.ranks[ri]);
+    progress_->fraction = 0.8 + 0.2 * double(++ranks_done) / double(model.ranks.size());
+  });
+  model.memory_in.raise();
+  return nullptr;
+}
+
 void derive_from_rows(Model& model) {
   trace::NameId forward = kNone, iteration = kNone;
   for (size_t id = 0; id < model.names.size(); ++id) {
@@ -510,6 +603,10 @@ void derive_from_rows(Model& model) {
 std::shared_ptr<const Model> update_model(const Model& previous, LoadProgress* progress,
                                           int threads) {
   const auto started = std::chrono::steady_clock::now();
+  if (!previous.memory_ready()) {
+    throw std::logic_error(previous.path + ": update_model needs the model's memory samples in; wait for its "
+                           "MemoryLoad (Note [Memory after the first frame])");
+  }
   threads = default_threads(threads);
   if (file_identity(previous.path) != std::make_pair(previous.file_device, previous.file_inode)) {
     return load_model(previous.path, progress, threads);

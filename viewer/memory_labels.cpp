@@ -10,6 +10,7 @@ namespace dpscope::view {
 MemoryGraphLabels memory_graph_labels(const Model& model, const RankData& rank,
                                       const analysis::RankStats* stats, bool steps_peak_elsewhere) {
   MemoryGraphLabels labels;
+  if (!model.memory_ready()) return labels;  // See Note [Memory after the first frame]
   const bool gpu = rank.gpu_memory_peak_bytes >= 0;
   const bool gpu_categories =
       gpu && trace::parse_mode(trace::kMemoryAccountings, model.meta_value(trace::meta_key::kMemoryAccounting)) ==

@@ -17,7 +17,8 @@ struct MemoryGraphLabels {
                        // elsewhere; "" when none
 };
 
-// `stats` may be null (the analysis is still running): then no host line and no steps line.
+// `stats` may be null (the analysis is still running): then no host line and no steps line. No
+// labels while the model's memory samples are read (Note [Memory after the first frame]).
 // `steps_peak_elsewhere`: the Stats panel shows the peak in the steps too (Analysis).
 MemoryGraphLabels memory_graph_labels(const Model& model, const RankData& rank,
                                       const analysis::RankStats* stats, bool steps_peak_elsewhere);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "trace/records.h"
@@ -90,6 +91,8 @@ struct RankData {
   // rank (Note [GPU first], lane_order.h).
   std::vector<DrawnLane> drawn_lanes;
   LaneArrangement arrangement = LaneArrangement::AsRecorded;
+  // The memory fields (memory, the three peaks and the extent t_begin/t_end) are read only once
+  // the model's memory_ready() (Note [Memory after the first frame]).
   std::array<MemorySeries, trace::kMemoryCategoryCount> memory;
   // Memory at the peak as analysis/memory_peak.h defines it (what `dpscope stats` calls the peak).
   int64_t memory_peak_bytes = 0;
@@ -107,8 +110,43 @@ struct RankData {
   const IterationSpan* find_iteration(int32_t iteration) const;
 };
 
+// Note [Memory after the first frame]
+// A window opens a trace on its timeline before its memory graphs. The memory samples are 43 % of
+// a dpscope trace's rows and a third of its load (bench/README.md, "Viewer"), and nothing of the
+// first frame but the graphs needs them. So the window's open (load_events_first) reads the
+// events and hands over a Model whose memory_ready() is false, and a background thread reads the
+// samples right after (MemoryLoad) while the timeline is drawn and the analysis, which reads the
+// file itself, runs. Until memory_ready(), each rank's memory fields (RankData::memory,
+// memory_peak_bytes, memory_peak_ns, gpu_memory_peak_bytes and the extent t_begin, t_end) are
+// being written by that thread and nothing else of the model is: every reader checks
+// memory_ready() first. The graph says "reading memory samples", the peak's marker and labels
+// wait, and the cluster clock, whose replay maps the samples, starts its build after. MemoryLoad
+// sets the flag with release order once the fields are written and memory_ready() reads it with
+// acquire order, so a thread that sees it true sees the finished series. load_model reads both
+// at once and returns a ready model: the CLI, the tests, --live (whose updates copy the model)
+// and the models made from a ready one never see the flag down.
+
+// A flag that one thread raises once it has written what the flag guards, read by any thread
+// (release and acquire order); copyable, so that Model is.
+class PublishedFlag {
+ public:
+  explicit PublishedFlag(bool raised) : raised_(raised) {}
+  PublishedFlag(const PublishedFlag& other) : raised_(other.raised()) {}
+  PublishedFlag& operator=(const PublishedFlag& other) {
+    raised_.store(other.raised(), std::memory_order_release);
+    return *this;
+  }
+  bool raised() const { return raised_.load(std::memory_order_acquire); }
+  void raise() { raised_.store(true, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> raised_;
+};
+
 // A whole trace, immutable once loaded. Thread-safety: const after load_model returns, so any
-// thread may read it; the viewer shares it through std::shared_ptr<const Model>.
+// thread may read it; the viewer shares it through std::shared_ptr<const Model>. A model from
+// load_events_first is so too, but for its ranks' memory fields until memory_ready() (Note
+// [Memory after the first frame]).
 struct Model {
   std::string path;
   int schema_version = 0;
@@ -130,6 +168,12 @@ struct Model {
   int64_t memory_read_to = 0;
   uint64_t file_device = 0, file_inode = 0;
   int64_t rows_read = 0;        // events and memory samples the last load or update read
+  // Down while a MemoryLoad still reads the ranks' memory samples (Note [Memory after the first
+  // frame]); raised for every model load_model, update_model and cluster_view make.
+  PublishedFlag memory_in{true};
+
+  // Whether the ranks' memory fields may be read (Note [Memory after the first frame]).
+  bool memory_ready() const { return memory_in.raised(); }
 
   // names[id], or "" for kNone / unknown ids.
   const std::string& name(trace::NameId id) const;
@@ -160,12 +204,55 @@ struct LoadProgress {
 std::shared_ptr<const Model> load_model(const std::string& path, LoadProgress* progress = nullptr,
                                         int threads = 0);
 
+// load_model but for the memory samples: the events' lanes, the run tables, iterations and the
+// model's time range are in; memory_ready() is false until the FirstLoad's `memory` has run (a
+// file without samples gives a ready model and an invalid load). About two thirds of
+// load_model's time on a 10 M-event trace. Errors and thread-safety as load_model.
+struct FirstLoad;
+FirstLoad load_events_first(const std::string& path, LoadProgress* progress = nullptr, int threads = 0);
+
+// The second half of a window's open (Note [Memory after the first frame]): reads the memory
+// samples of the model load_events_first returned into that model, then raises its memory_in.
+// Owns (shares) the model it writes; copies share the one load. Thread-safety: run it once, on
+// one thread (the viewer's background), while other threads read the model's other fields.
+class MemoryLoad {
+ public:
+  MemoryLoad() = default;  // nothing to read: valid() is false
+  bool valid() const { return model_ != nullptr; }
+  // Reads and publishes the samples, and returns null; or, when the file has samples of a rank
+  // that neither its ranks table nor its events name (a file dpscope did not write), which the
+  // first half's model has no place for, leaves that model's memory down and returns the
+  // complete model load_model reads instead, for the caller to show. Throws trace::TraceError
+  // as load_model does (cancelled: `cancel()` was called); the model's memory then stays down.
+  std::shared_ptr<const Model> operator()() const;
+  // How far the reading is (0 to 1); any thread.
+  double fraction() const { return progress_ ? progress_->fraction.load() : 1.0; }
+  // Asks a running load to stop early (it then throws); any thread.
+  void cancel() const {
+    if (progress_) progress_->cancel = true;
+  }
+
+ private:
+  friend FirstLoad load_events_first(const std::string& path, LoadProgress* progress, int threads);
+  std::shared_ptr<Model> model_;
+  std::pair<int64_t, int64_t> rows_{1, 0};  // the memory.rowid range to read
+  int threads_ = 1;
+  std::shared_ptr<LoadProgress> progress_;
+};
+
+// A window's open of one trace: the model without its memory samples, and the load that reads
+// them (Note [Memory after the first frame]).
+struct FirstLoad {
+  std::shared_ptr<const Model> model;
+  MemoryLoad memory;
+};
+
 // `previous` brought up to date with its file, which a running training is still writing
 // (--live): the run tables are read again, but of the events and memory samples only those
 // added since (events.id above previous->events_read_to, memory.rowid above memory_read_to);
 // lanes and memory series that got rows are rebuilt, the others copied. A file that was
 // replaced (another inode, or ids that went back) is loaded afresh with load_model. Errors and
-// thread-safety as load_model; `previous` is only read.
+// thread-safety as load_model; `previous` is only read, and must be memory_ready().
 std::shared_ptr<const Model> update_model(const Model& previous, LoadProgress* progress = nullptr,
                                           int threads = 1);
 

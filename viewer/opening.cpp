@@ -13,10 +13,22 @@
 
 namespace dpscope::view {
 
-Loaded load_both(const std::string& path, const std::string& compare, LoadProgress* progress) {
+Loaded load_both(const std::string& path, const std::string& compare, LoadProgress* progress,
+                 MemorySamples samples) {
   Loaded loaded;
-  loaded.main = load_model(path, progress);
-  if (!compare.empty()) loaded.compare = load_model(compare, progress);
+  if (samples == MemorySamples::WithEvents) {
+    loaded.main = load_model(path, progress);
+    if (!compare.empty()) loaded.compare = load_model(compare, progress);
+    return loaded;
+  }
+  FirstLoad main = load_events_first(path, progress);
+  loaded.main = std::move(main.model);
+  loaded.main_memory = std::move(main.memory);
+  if (!compare.empty()) {
+    FirstLoad other = load_events_first(compare, progress);
+    loaded.compare = std::move(other.model);
+    loaded.compare_memory = std::move(other.memory);
+  }
   return loaded;
 }
 
@@ -30,7 +42,8 @@ Opening::Opening(const AppOptions& options) : options_(options) {
   if (options.live) {
     source_ = std::make_unique<LiveSource>(options.path, live_scratch_path());
   } else {
-    pending_ = start_background(load_both, options.path, options.compare_path, &progress_);
+    pending_ = start_background(load_both, options.path, options.compare_path, &progress_,
+                                MemorySamples::AfterFirstFrame);
   }
 }
 
@@ -38,7 +51,8 @@ std::unique_ptr<App> Opening::poll(float font_scale) {
   if (source_ && !pending_.valid()) {
     live_file_ = source_->poll();
     if (!live_file_.empty()) {
-      pending_ = start_background(load_both, live_file_, options_.compare_path, &progress_);
+      pending_ = start_background(load_both, live_file_, options_.compare_path, &progress_,
+                                  MemorySamples::WithEvents);
     }
   }
   if (!error_.empty() || !pending_.valid() ||
@@ -47,7 +61,8 @@ std::unique_ptr<App> Opening::poll(float font_scale) {
   }
   try {
     Loaded loaded = pending_.get();
-    auto app = std::make_unique<App>(options_, loaded.main, loaded.compare);
+    auto app = std::make_unique<App>(options_, loaded.main, loaded.compare, std::move(loaded.main_memory),
+                                     std::move(loaded.compare_memory));
     app->font_scale = app->default_font_scale = font_scale;
     // A class starts on one iteration it can read, not on the whole run's grey blocks; a live
     // run is followed at its end instead.

@@ -15,14 +15,21 @@ namespace dpscope::view {
 
 class Window;
 
-// The main trace's model and, with a compared trace, its model.
+// The main trace's model and, with a compared trace, its model; each with the load of its
+// memory samples still to run when they come after the first frame (else invalid).
 struct Loaded {
   std::shared_ptr<const Model> main, compare;
+  MemoryLoad main_memory, compare_memory;
 };
+
+// When load_both reads the memory samples: with the events (--live, whose updates copy the
+// model), or after the first frame (Note [Memory after the first frame]): the App reads them.
+enum class MemorySamples { WithEvents, AfterFirstFrame };
 
 // Loads `path` and (if not empty) `compare`, reporting to `progress` (may be null). Throws
 // trace::TraceError naming the file that cannot be read.
-Loaded load_both(const std::string& path, const std::string& compare, LoadProgress* progress);
+Loaded load_both(const std::string& path, const std::string& compare, LoadProgress* progress,
+                 MemorySamples samples);
 
 // Where --live merges a run directory's rank files while it follows them.
 std::string live_scratch_path();

@@ -183,7 +183,8 @@ std::string run_ms_json(const App& app) {
 std::string headless_report(const App& app, const FrameTimes& times) {
   const Analysis* analysis = app.traces[0].analysis.get();
   // link() has no quote or backslash to escape.
-  return "{\"open_ms\": " + number("%.1f", times.open_ms) + ", \"frames\": " + std::to_string(times.frames) +
+  return "{\"open_ms\": " + number("%.1f", times.open_ms) + ", \"memory_ms\": " + number("%.1f", times.memory_ms) +
+         ", \"frames\": " + std::to_string(times.frames) +
          ", \"frame_ms_median\": " + number("%.2f", times.median_ms) + ", \"frame_ms_max\": " +
          number("%.2f", times.max_ms) + ", \"peak_resident_mb\": " + peak_resident_json() +
          ", \"link\": \"" + app.link() + "\", \"clock\": \"" +
@@ -212,13 +213,14 @@ DeepLink deep_link_of(const App& app) {
   return link;
 }
 
-FrameTimes frame_times(const std::vector<double>& times, double open_ms) {
-  if (times.empty()) return FrameTimes{open_ms, 0, 0, 0};
+FrameTimes frame_times(const std::vector<double>& times, double open_ms, double memory_ms) {
+  if (times.empty()) return FrameTimes{open_ms, memory_ms, 0, 0, 0};
   std::vector<double> sorted(times.begin(), times.end() - (times.size() > 1 ? 1 : 0));
   std::sort(sorted.begin(), sorted.end());
   const size_t n = sorted.size();
   FrameTimes out;
   out.open_ms = open_ms;
+  out.memory_ms = memory_ms;
   out.frames = int(times.size());
   out.median_ms = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
   out.max_ms = sorted.back();

@@ -13,13 +13,16 @@ namespace dpscope::view {
 
 // How the headless frames went (window.h's run_headless measures them).
 struct FrameTimes {
-  double open_ms = 0;  // loading the traces
+  double open_ms = 0;  // loading the traces, to a drawable model
+  // To the memory samples in (Note [Memory after the first frame]); open_ms when they came with
+  // the open, 0 while still being read.
+  double memory_ms = 0;
   int frames = 0;
   double median_ms = 0, max_ms = 0;  // per frame, the one that wrote the PNG left out
 };
 
 // The line, without its newline:
-// {"open_ms": ..., "frames": N, "frame_ms_median": ..., "frame_ms_max": ..., "peak_resident_mb": the
+// {"open_ms": ..., "memory_ms": ..., "frames": N, "frame_ms_median": ..., "frame_ms_max": ..., "peak_resident_mb": the
 // process's peak resident memory so far, mapped file pages included (null without /proc), "link": the header's
 // "emulated link ..." or "", "clock": "measured" | "cluster" (the clock drawn, --clock / C),
 // "clock_label": the header's words for it (analysis::clock_text), "run_ms": each open trace's
@@ -40,8 +43,9 @@ std::string headless_report(const App& app, const FrameTimes& times);
 // narrated iteration and step (none when the playhead is on no step), the focus rank, the clock,
 // the presenter size (font_scale over content_scale, when not 1) and the theme.
 DeepLink deep_link_of(const App& app);
-// The median and the longest of the frames' drawing `times` (ms) after an open of `open_ms`; the
-// last frame, which wrote the PNG and read it back, is left out when others exist.
-FrameTimes frame_times(const std::vector<double>& times, double open_ms);
+// The median and the longest of the frames' drawing `times` (ms) after an open of `open_ms`, the
+// memory samples in at `memory_ms`; the last frame, which wrote the PNG and read it back, is left
+// out when others exist.
+FrameTimes frame_times(const std::vector<double>& times, double open_ms, double memory_ms);
 
 }  // namespace dpscope::view

@@ -118,12 +118,19 @@ void draw_memory_graph(App& app, int trace, const RankData& rank, float x0, floa
                        float height) {
   ImDrawList* draw = ImGui::GetWindowDrawList();
   draw->AddRectFilled(ImVec2(x0, y0), ImVec2(x0 + width, y0 + height), theme().memory_ground);
+  const OpenTrace& open = app.traces[size_t(trace)];
+  if (!open.model->memory_ready()) {  // See Note [Memory after the first frame]
+    const std::string text = open.memory_error.empty()
+                                 ? "reading memory samples... " + std::to_string(int(100 * open.memory_load.fraction())) + " %"
+                                 : "memory samples unreadable: " + open.memory_error;
+    draw->AddText(ImVec2(x0 + 4, y0 + 2), theme().dim_text, text.c_str());
+    return;
+  }
   const int64_t scale = graph_scale(rank);
   if (scale <= 0) {
     draw->AddText(ImVec2(x0 + 4, y0 + 2), theme().dim_text, "no memory samples");
     return;
   }
-  const OpenTrace& open = app.traces[size_t(trace)];
   const double offset = double(open.offset_ns);
   GraphArea area;
   area.map = TimeMap{app.view_t0 - offset, app.view_t1 - offset, x0, width};

@@ -67,9 +67,12 @@ float row_height(const TimelineSizes& sizes, const Lane& lane, int row) {
 float row_height(const Lane& lane, int row) { return row_height(sz, lane, row); }
 
 // The height of `rank`'s memory graph: one row that says "no memory samples" for a rank without
-// any (a profiler trace recorded without profile_memory), whose lanes need the room more.
-float memory_graph_height(const TimelineSizes& sizes, const RankData& rank) {
-  const bool sampled = std::any_of(rank.memory.begin(), rank.memory.end(),
+// any (a profiler trace recorded without profile_memory), whose lanes need the room more. While
+// the samples are read (Note [Memory after the first frame]), a file that has some gets the
+// graph's height at once.
+float memory_graph_height(const TimelineSizes& sizes, const Model& model, const RankData& rank) {
+  const bool sampled = !model.memory_ready() ||
+                       std::any_of(rank.memory.begin(), rank.memory.end(),
                                    [](const MemorySeries& series) { return !series.ts.empty(); });
   return sampled ? sizes.memory_height : sizes.row_height;
 }
@@ -268,8 +271,9 @@ void draw_ruler(Frame& f, float y0) {
   f.draw->AddText(ImVec2(f.map.x0 - sz.label_width + 4, y0 + 2), theme().text, width.c_str());
   f.draw->AddText(ImVec2(f.map.x0 - sz.label_width + 4, y0 + 2 + sz.ruler_iteration_row), theme().dim_text,
                   "iterations");
-  // Each rank's memory peak, marked on the time axis.
-  {
+  // Each rank's memory peak, marked on the time axis once the samples are in (Note [Memory
+  // after the first frame]).
+  if (panel.model->memory_ready()) {
     const OpenTrace& t = panel;
     for (const RankData& r : t.model->ranks) {
       if (r.memory_peak_bytes == 0) continue;
@@ -428,7 +432,7 @@ float rank_height(const App& app, int trace, const TimelineSizes& sizes, size_t 
       for (int row = 0; !lane.spans.empty() && row < lane.rows(); ++row) height += row_height(sizes, lane, row);
     }
   }
-  return height + memory_graph_height(sizes, rank) + 4;
+  return height + memory_graph_height(sizes, *app.traces[size_t(trace)].model, rank) + 4;
 }
 
 // The height `trace`'s panel needs at `sizes` for its ruler and the lanes of its first `ranks`
@@ -610,8 +614,9 @@ float draw_whatif_lanes(Frame& f, float left, int rank_index, float y) {
 
 // The rank's memory graph at y, its peak's size beside it. Returns the y below it.
 float draw_rank_memory(Frame& f, float left, int rank_index, float y) {
-  const RankData& rank = f.app.traces[size_t(f.trace)].model->ranks[size_t(rank_index)];
-  const float height = memory_graph_height(sz, rank);
+  const Model& model = *f.app.traces[size_t(f.trace)].model;
+  const RankData& rank = model.ranks[size_t(rank_index)];
+  const float height = memory_graph_height(sz, model, rank);
   if (y + height >= f.clip_y0 && y <= f.clip_y1) {
     draw_memory_graph(f.app, f.trace, rank, f.map.x0, y, f.map.width, height);
     f.draw->AddText(ImVec2(left + 12, y), theme().text, "memory");
@@ -620,8 +625,7 @@ float draw_rank_memory(Frame& f, float left, int rank_index, float y) {
     // the steps where the Stats panel shows it too (memory_labels.h).
     const Analysis* analysis = f.app.traces[size_t(f.trace)].analysis.get();
     const MemoryGraphLabels labels = memory_graph_labels(
-        *f.app.traces[size_t(f.trace)].model, rank,
-        analysis ? analysis->rank(*f.app.traces[size_t(f.trace)].model, size_t(rank_index)) : nullptr,
+        model, rank, analysis ? analysis->rank(model, size_t(rank_index)) : nullptr,
         analysis && analysis->steps_peak_elsewhere());
     const float line = ImGui::GetTextLineHeight();
     if (!labels.peak.empty()) f.draw->AddText(ImVec2(left + 12, y + line), theme().peak_text, labels.peak.c_str());

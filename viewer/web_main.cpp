@@ -47,6 +47,7 @@ struct WebViewer {
   std::string status = "empty";  // dpscope_state's answer
   std::chrono::steady_clock::time_point opened_at, last_frame;
   double open_ms = 0;
+  double memory_ms = 0;  // when the memory samples were in (Note [Memory after the first frame])
   std::vector<double> frame_ms;
   // Frames still to draw without input: a layout settles over kFramesForAFinishedLayout frames
   // (window.h), after a trace opens and after a frame in which something moved or background work
@@ -123,6 +124,9 @@ void frame() {
   if (v.app) {
     if (v.link) apply_link(v);
     v.app->frame();
+    if (v.memory_ms == 0 && !v.app->memory_pending()) {
+      v.memory_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - v.opened_at).count();
+    }
   } else if (v.opening) {
     v.opening->draw(nullptr);
   } else {
@@ -139,7 +143,7 @@ void frame() {
   if (v.frame_ms.size() == kFramesTimed) v.frame_ms.erase(v.frame_ms.begin());
   v.frame_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frame_start).count());
   if (v.app->take_link_request()) tell_page("dpscopeCopyLink", deep_link_query(deep_link_of(*v.app)));
-  if (v.app->take_report_request()) tell_page("dpscopeReport", headless_report(*v.app, frame_times(v.frame_ms, v.open_ms)));
+  if (v.app->take_report_request()) tell_page("dpscopeReport", headless_report(*v.app, frame_times(v.frame_ms, v.open_ms, v.memory_ms)));
 }
 
 const char* hand_over(std::string text) {
@@ -227,7 +231,7 @@ EMSCRIPTEN_KEEPALIVE const char* dpscope_link() {
 
 // The desktop's headless JSON line (report.h) for what the page shows now, or "" before a trace.
 EMSCRIPTEN_KEEPALIVE const char* dpscope_report() {
-  return hand_over(viewer->app ? headless_report(*viewer->app, frame_times(viewer->frame_ms, viewer->open_ms)) : "");
+  return hand_over(viewer->app ? headless_report(*viewer->app, frame_times(viewer->frame_ms, viewer->open_ms, viewer->memory_ms)) : "");
 }
 
 // The largest trace file the page opens, in bytes (Note [The browser's memory]).

@@ -214,6 +214,7 @@ int run_windowed(const AppOptions& options) {
   Opening opening(options);
   std::unique_ptr<App> app;
   double open_ms = 0;
+  double memory_ms = 0;  // when the memory samples were in (Note [Memory after the first frame])
   // The last frames' drawing times (without the idle waits), for F9's line.
   std::vector<double> frame_ms;
   constexpr size_t kFramesTimed = 120;
@@ -231,6 +232,9 @@ int run_windowed(const AppOptions& options) {
     }
     if (app) {
       app->frame();
+      if (memory_ms == 0 && !app->memory_pending()) {
+        memory_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      }
     } else {
       opening.draw(&window);
     }
@@ -240,7 +244,7 @@ int run_windowed(const AppOptions& options) {
     frame_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frame_start).count());
     // F9: the --screenshot line for the window as it is now, at once (a script may be waiting).
     if (app->take_report_request()) {
-      std::printf("%s\n", headless_report(*app, frame_times(frame_ms, open_ms)).c_str());
+      std::printf("%s\n", headless_report(*app, frame_times(frame_ms, open_ms, memory_ms)).c_str());
       std::fflush(stdout);
     }
     // G: the browser viewer's link to this moment (docs/web.md), for a slide or a script.
@@ -340,12 +344,15 @@ int run_headless(const AppOptions& options, const HeadlessOptions& headless) {
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<LiveSource> source;
   const std::string path = options.live ? wait_for_live_file(options.path, &source) : options.path;
-  Loaded loaded = load_both(path, options.compare_path, nullptr);
+  Loaded loaded = load_both(path, options.compare_path, nullptr,
+                            options.live ? MemorySamples::WithEvents : MemorySamples::AfterFirstFrame);
   const double open_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   Window window(window_title(options), options.window_width, options.window_height);
   set_theme(options.theme);
-  App app(options, loaded.main, loaded.compare);
+  App app(options, loaded.main, loaded.compare, std::move(loaded.main_memory), std::move(loaded.compare_memory));
   if (source) app.follow(std::move(source));
+  app.wait_for_memory();
+  const double memory_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   app.wait_for_analysis();  // and the cluster views of --clock cluster
   // --clock cluster on a trace the cluster clock cannot replay: say why and fail, rather than
   // draw the measured clock under a name that is not its own.
@@ -358,7 +365,7 @@ int run_headless(const AppOptions& options, const HeadlessOptions& headless) {
   window.begin_frame();
   window.end_frame();
   const std::vector<double> times = draw_frames(window, app, headless, options.live);
-  std::printf("%s\n", headless_report(app, frame_times(times, open_ms)).c_str());
+  std::printf("%s\n", headless_report(app, frame_times(times, open_ms, memory_ms)).c_str());
   std::fflush(stdout);
   if (options.live) {
     std::fprintf(stderr, "dpscope-view: live: %d reloads, %lld events in the last one, %lld rows read by the reloads; "

@@ -108,6 +108,9 @@ void expect_screenshot(const CommandResult& result, const std::string& png, int 
   const auto json = screenshot_json(result.output);
   EXPECT_EQ(json["frames"], std::max(frames, kFewestFrames));
   EXPECT_GT(json["open_ms"].get<double>(), 0);
+  // The memory samples come after the first frame's model (Note [Memory after the first frame]),
+  // and in before the timed frames.
+  EXPECT_GE(json["memory_ms"].get<double>(), json["open_ms"].get<double>());
   EXPECT_GT(json["frame_ms_median"].get<double>(), 0);
   EXPECT_GE(json["frame_ms_max"].get<double>(), json["frame_ms_median"].get<double>());
   const Image image = load_png(png);

@@ -1,5 +1,6 @@
 // Loading into the viewer's Model beyond test_core.cpp: update_model (--live) reads only the rows
-// a growing file gained and ends where a fresh load does, a replaced file loads afresh, the
+// a growing file gained and ends where a fresh load does, a replaced file loads afresh, a window's
+// open in two halves (the events, then the memory samples) ends where load_model does, the
 // reader's bulk scans stop and pass errors through, the memory peak is the same whatever order the
 // samples come in, the collectives' payloads are read, and every span finds its own event again
 // (what the tooltip and Details show), also beside its twins.
@@ -22,6 +23,7 @@
 #include "trace/writer.h"
 #include "viewer/analysis.h"
 #include "viewer/detail_source.h"
+#include "viewer/memory_labels.h"
 #include "viewer/model.h"
 
 using namespace dpscope::view;
@@ -77,8 +79,12 @@ class GrowingTrace {
   int next_ = 0;
 };
 
+// What expect_same_drawing compares: everything, or the events' part only (a model whose memory
+// samples are still to be read, Note [Memory after the first frame]).
+enum class Compared { Everything, EventsOnly };
+
 // Everything the panels draw from must be the same in `a` and `b`.
-void expect_same_drawing(const Model& a, const Model& b) {
+void expect_same_drawing(const Model& a, const Model& b, Compared compared = Compared::Everything) {
   EXPECT_EQ(a.events, b.events);
   EXPECT_EQ(a.t_begin, b.t_begin);
   EXPECT_EQ(a.t_end, b.t_end);
@@ -105,13 +111,18 @@ void expect_same_drawing(const Model& a, const Model& b) {
             << "lane " << l << " span " << i;
       }
     }
-    for (size_t c = 0; c < x.memory.size(); ++c) {
-      EXPECT_EQ(x.memory[c].ts, y.memory[c].ts) << "category " << c;
-      EXPECT_EQ(x.memory[c].bytes, y.memory[c].bytes) << "category " << c;
-      EXPECT_EQ(x.memory[c].peak, y.memory[c].peak) << "category " << c;
+    if (compared == Compared::Everything) {
+      for (size_t c = 0; c < x.memory.size(); ++c) {
+        EXPECT_EQ(x.memory[c].ts, y.memory[c].ts) << "category " << c;
+        EXPECT_EQ(x.memory[c].bytes, y.memory[c].bytes) << "category " << c;
+        EXPECT_EQ(x.memory[c].peak, y.memory[c].peak) << "category " << c;
+      }
+      EXPECT_EQ(x.memory_peak_bytes, y.memory_peak_bytes);
+      EXPECT_EQ(x.memory_peak_ns, y.memory_peak_ns);
+      EXPECT_EQ(x.gpu_memory_peak_bytes, y.gpu_memory_peak_bytes);
+      EXPECT_EQ(x.t_begin, y.t_begin);
+      EXPECT_EQ(x.t_end, y.t_end);
     }
-    EXPECT_EQ(x.memory_peak_bytes, y.memory_peak_bytes);
-    EXPECT_EQ(x.memory_peak_ns, y.memory_peak_ns);
     ASSERT_EQ(x.iterations.size(), y.iterations.size());
     for (size_t i = 0; i < x.iterations.size(); ++i) {
       EXPECT_EQ(x.iterations[i].iteration, y.iterations[i].iteration);
@@ -349,6 +360,116 @@ TEST(ViewerLoad, MemorySamplesOutOfTimeOrderGiveThePeakInOrderOnesGive) {
   EXPECT_EQ(in_order->ranks[0].memory_peak_bytes, peak);
   EXPECT_EQ(out_of_order->ranks[0].memory_peak_bytes, peak);
   EXPECT_EQ(out_of_order->ranks[1].memory_peak_bytes, int64_t{28} << 20);
+}
+
+// Note [Memory after the first frame]: a window's open reads the events, shows them, and reads
+// the memory samples after. The first half is load_model's model but for the memory fields, which
+// it leaves empty and not ready (the graph's labels wait); the second fills them in and publishes
+// them, and the two halves give load_model's model.
+TEST(ViewerLoad, EventsFirstThenTheMemorySamplesGiveLoadModelsModel) {
+  TempDir dir;
+  SynthOptions options;
+  options.events = 30000;
+  options.ranks = 3;
+  options.out = dir.file("synth.sqlite");
+  synthesize(options);
+  const auto whole = load_model(options.out);
+  LoadProgress progress;
+  FirstLoad first = load_events_first(options.out, &progress, 2);
+  EXPECT_EQ(progress.fraction, 1.0);
+  ASSERT_TRUE(first.memory.valid());
+  ASSERT_FALSE(first.model->memory_ready());
+  EXPECT_TRUE(whole->memory_ready());
+  expect_same_drawing(*first.model, *whole, Compared::EventsOnly);
+  for (const RankData& rank : first.model->ranks) {
+    for (const MemorySeries& series : rank.memory) EXPECT_TRUE(series.ts.empty());
+    const MemoryGraphLabels labels = memory_graph_labels(*first.model, rank, nullptr, false);
+    EXPECT_EQ(labels.peak, "") << "rank " << rank.info.rank;
+  }
+  EXPECT_EQ(first.model->memory_read_to, whole->memory_read_to);
+
+  EXPECT_EQ(first.memory(), nullptr);
+  EXPECT_TRUE(first.model->memory_ready());
+  EXPECT_EQ(first.memory.fraction(), 1.0);
+  expect_same_drawing(*first.model, *whole);
+  for (const RankData& rank : first.model->ranks) {
+    EXPECT_GT(rank.memory_peak_bytes, 0);
+    EXPECT_EQ(memory_graph_labels(*first.model, rank, nullptr, false).peak.rfind("peak ", 0), 0u);
+  }
+  // A model that is ready carries that into its copies (update_model, the cluster clock's).
+  EXPECT_TRUE(Model(*first.model).memory_ready());
+  EXPECT_NO_THROW(update_model(*first.model));
+}
+
+// One rank-0 hook from 1000 to 2000 ns and `samples`, written to `path`.
+void write_hook_and_samples(const std::string& path, const std::vector<MemorySample>& samples) {
+  Writer w(path);
+  w.begin();
+  RankInfo info;
+  info.rank = 0;
+  w.put_rank(info);
+  w.add_lane(LaneInfo{0, 0, "main", LaneKind::Host});
+  w.add_event(dpscope::testing::trace_event(0, 0, EventKind::Hook, 1000, 2000, 0));
+  for (const MemorySample& sample : samples) w.add_memory(sample);
+  w.commit();
+  w.finish();
+}
+
+// A rank's extent takes in its samples when they come: a sample after its last event ends it.
+TEST(ViewerLoad, TheSecondHalfExtendsARankBySamplesAfterItsEvents) {
+  TempDir dir;
+  const std::string path = dir.file("late.sqlite");
+  write_hook_and_samples(path, {{0, 1500, MemoryCategory::Parameters, 4096}, {0, 2500, MemoryCategory::Parameters, 0}});
+  FirstLoad first = load_events_first(path, nullptr, 1);
+  ASSERT_EQ(first.model->ranks.size(), 1u);
+  EXPECT_EQ(first.memory(), nullptr);
+  EXPECT_EQ(first.model->ranks[0].t_begin, 1000);
+  EXPECT_EQ(first.model->ranks[0].t_end, 2500);
+  EXPECT_EQ(first.model->t_end, 2000);  // the run's range is its events'
+  expect_same_drawing(*first.model, *load_model(path));
+}
+
+// A file with memory samples of a rank that neither its ranks table nor its events name: the first
+// half has no place for them, so the second hands back load_model's complete model instead and
+// leaves the first half's memory down. A file without samples is ready at once.
+TEST(ViewerLoad, SamplesOfARankTheEventsNeverNamedGiveACompleteModel) {
+  TempDir dir;
+  const std::string path = dir.file("stray.sqlite");
+  write_hook_and_samples(path, {{0, 1500, MemoryCategory::Parameters, 4096}, {3, 1600, MemoryCategory::Gradients, 8192}});
+  FirstLoad first = load_events_first(path, nullptr, 1);
+  ASSERT_EQ(first.model->ranks.size(), 1u);
+  ASSERT_TRUE(first.memory.valid());
+  const std::shared_ptr<const Model> complete = first.memory();
+  ASSERT_NE(complete, nullptr);
+  EXPECT_FALSE(first.model->memory_ready());
+  EXPECT_TRUE(complete->memory_ready());
+  ASSERT_EQ(complete->ranks.size(), 2u);
+  EXPECT_EQ(complete->ranks[1].info.rank, 3);
+  EXPECT_EQ(complete->ranks[1].memory_peak_bytes, 8192);
+  expect_same_drawing(*complete, *load_model(path));
+
+  const std::string bare = dir.file("bare.sqlite");
+  write_hook_and_samples(bare, {});
+  FirstLoad without = load_events_first(bare, nullptr, 1);
+  EXPECT_FALSE(without.memory.valid());
+  EXPECT_TRUE(without.model->memory_ready());
+  expect_same_drawing(*without.model, *load_model(bare));
+}
+
+// Closing the window while the samples are read stops the read: it throws, and the model's memory
+// stays down, so nothing reads half-written series.
+TEST(ViewerLoad, ACancelledMemoryReadThrowsAndLeavesTheMemoryDown) {
+  TempDir dir;
+  SynthOptions options;
+  options.events = 20000;
+  options.ranks = 2;
+  options.out = dir.file("synth.sqlite");
+  synthesize(options);
+  FirstLoad first = load_events_first(options.out, nullptr, 1);
+  ASSERT_TRUE(first.memory.valid());
+  first.memory.cancel();
+  EXPECT_THROW(first.memory(), TraceError);
+  EXPECT_FALSE(first.model->memory_ready());
 }
 
 TEST(ViewerLoad, ReaderBulkScansStopEarlyAndPassExceptionsThrough) {
