@@ -199,7 +199,7 @@ struct LoadProgress {
 // into rows, assembles the memory series and finds iterations and memory peaks. Rows with a
 // negative rank or lane are skipped. Throws trace::TraceError naming the file for a missing,
 // foreign, damaged, truncated or newer file, and when `progress->cancel` is set. A 10 M-event,
-// 8-rank file takes about 1.5 s on two idle cores (bench/README.md, "Viewer"). Thread-safety: any
+// 8-rank file takes about 1 s on two idle cores (bench/README.md, "Viewer"). Thread-safety: any
 // thread; it shares nothing with other calls.
 std::shared_ptr<const Model> load_model(const std::string& path, LoadProgress* progress = nullptr,
                                         int threads = 0);
