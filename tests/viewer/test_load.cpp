@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -454,6 +455,38 @@ TEST(ViewerLoad, SamplesOfARankTheEventsNeverNamedGiveACompleteModel) {
   EXPECT_FALSE(without.memory.valid());
   EXPECT_TRUE(without.model->memory_ready());
   expect_same_drawing(*without.model, *load_model(bare));
+}
+
+// The window draws the events while the samples are read on another thread: reading the model's
+// other fields meanwhile, and its memory fields once memory_ready() says so, races with nothing
+// (scripts/test-sanitizers tsan runs this test).
+TEST(ViewerLoad, TheModelIsReadWhileItsSamplesArrive) {
+  TempDir dir;
+  SynthOptions options;
+  options.events = 20000;
+  options.ranks = 2;
+  options.out = dir.file("synth.sqlite");
+  synthesize(options);
+  FirstLoad first = load_events_first(options.out, nullptr, 2);
+  ASSERT_TRUE(first.memory.valid());
+  std::thread reading([&] { EXPECT_EQ(first.memory(), nullptr); });
+  const Model& model = *first.model;
+  int64_t passes = 0, spans = 0, peaks = 0;
+  for (bool ready = false; !ready; ++passes) {
+    ready = model.memory_ready();
+    for (const RankData& rank : model.ranks) {
+      for (const Lane& lane : rank.lanes) spans += int64_t(lane.spans.size()) + lane.rows();
+      spans += int64_t(rank.iterations.size());
+      const MemoryGraphLabels labels = memory_graph_labels(model, rank, nullptr, false);
+      if (!ready) continue;
+      peaks += rank.memory_peak_bytes > 0 && rank.t_end > rank.t_begin && !labels.peak.empty();
+      for (const MemorySeries& series : rank.memory) spans += int64_t(series.ts.size());
+    }
+  }
+  reading.join();
+  EXPECT_GT(passes, 0);
+  EXPECT_GT(spans, 0);
+  EXPECT_EQ(peaks, 2);
 }
 
 // Closing the window while the samples are read stops the read: it throws, and the model's memory
