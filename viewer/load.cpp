@@ -21,9 +21,17 @@
 #include "trace/reader.h"
 #include "trace/vocabulary.h"
 #include "viewer/model.h"
+#include "viewer/model_derive.h"
 
 namespace dpscope::view {
 namespace {
+
+using detail::build_iterations;
+using detail::find_memory_peak;
+using detail::set_memory_peak;
+using detail::set_rank_extent;
+using detail::sort_series;
+using detail::summarize;
 
 using trace::EventKind;
 using trace::kNone;
@@ -156,88 +164,6 @@ void read_chunk(trace::Reader& reader, Chunk& chunk, size_t ranks_hint,
     }
     return advance(n);
   });
-}
-
-// Sorts one memory series by time where samples came out of order (stable: later wins).
-void sort_series(MemorySeries& series) {
-  if (std::is_sorted(series.ts.begin(), series.ts.end())) return;
-  std::vector<size_t> order(series.ts.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return series.ts[a] < series.ts[b]; });
-  MemorySeries sorted;
-  sorted.ts.reserve(order.size());
-  sorted.bytes.reserve(order.size());
-  for (size_t i : order) {
-    sorted.ts.push_back(series.ts[i]);
-    sorted.bytes.push_back(series.bytes[i]);
-  }
-  series.ts = std::move(sorted.ts);
-  series.bytes = std::move(sorted.bytes);
-}
-
-// Sets the rank's memory peak from its finder's answer, and its GPU memory's peak.
-void set_memory_peak(RankData& rank, const analysis::MemoryAtPeak& peak) {
-  rank.memory_peak_bytes = peak.total_bytes;
-  const MemorySeries& gpu = rank.memory[static_cast<size_t>(trace::MemoryCategory::CudaAllocated)];
-  for (const int64_t bytes : gpu.bytes) rank.gpu_memory_peak_bytes = std::max(rank.gpu_memory_peak_bytes, bytes);
-  rank.memory_peak_ns = peak.found() ? peak.ts_ns : 0;
-}
-
-// The rank's memory at the peak, by the trace's definition and code (Note [Memory at the peak],
-// analysis/memory_peak.h): the categories' series merged back into samples in time order.
-void find_memory_peak(RankData& rank) {
-  analysis::MemoryPeakFinder finder;
-  std::array<size_t, kCategories> at{};
-  for (;;) {
-    int64_t t = INT64_MAX;
-    for (size_t c = 0; c < kCategories; ++c) {
-      if (at[c] < rank.memory[c].ts.size()) t = std::min(t, rank.memory[c].ts[at[c]]);
-    }
-    if (t == INT64_MAX) break;
-    for (size_t c = 0; c < kCategories; ++c) {
-      const MemorySeries& series = rank.memory[c];
-      for (; at[c] < series.ts.size() && series.ts[at[c]] == t; ++at[c]) {
-        finder.add(t, static_cast<trace::MemoryCategory>(c), series.bytes[at[c]]);
-      }
-    }
-  }
-  set_memory_peak(rank, finder.finish());
-}
-
-// Iterations from the "iteration" phases, or failing those from one forward to the next.
-void build_iterations(RankData& rank, trace::NameId iteration, trace::NameId forward) {
-  rank.iterations.clear();
-  for (const Lane& lane : rank.lanes) {
-    for (const Span& s : lane.spans) {
-      if (s.kind() == EventKind::Phase && s.name() == iteration && iteration != kNone &&
-          s.iteration() != kNone) {
-        rank.iterations.push_back({s.iteration(), s.begin_ns, s.end_ns});
-      }
-    }
-  }
-  std::sort(rank.iterations.begin(), rank.iterations.end(),
-            [](const IterationSpan& a, const IterationSpan& b) { return a.begin_ns < b.begin_ns; });
-  if (!rank.iterations.empty() || forward == kNone) return;
-  // No "iteration" phases: an iteration runs from one forward to the next.
-  std::vector<int64_t> starts;
-  for (const Lane& lane : rank.lanes) {
-    for (const Span& s : lane.spans) {
-      if (s.kind() == EventKind::Phase && s.name() == forward) starts.push_back(s.begin_ns);
-    }
-  }
-  std::sort(starts.begin(), starts.end());
-  int64_t last_end = 0;
-  for (const Lane& lane : rank.lanes) {
-    const int last_row = lane.rows() - 1;
-    if (last_row >= 0 && lane.row_end(last_row) > lane.row_begin(last_row)) {
-      last_end = std::max(last_end, lane.end_max(last_row, lane.row_end(last_row) - 1));
-    }
-  }
-  for (size_t i = 0; i < starts.size(); ++i) {
-    const int64_t end = i + 1 < starts.size() ? starts[i + 1] : last_end;
-    rank.iterations.push_back({static_cast<int32_t>(i), starts[i], end});
-  }
 }
 
 // Pass 2's spans for one rank: adds its spans from every chunk to the lanes `rank` already has
@@ -417,15 +343,11 @@ void read_rows(trace::Reader& reader, Model& model, std::pair<int64_t, int64_t> 
   }
   std::sort(model.ranks.begin(), model.ranks.end(),
             [](const RankData& a, const RankData& b) { return a.info.rank < b.info.rank; });
-  trace::NameId forward = kNone, iteration = kNone;
-  for (size_t id = 0; id < model.names.size(); ++id) {
-    if (model.names[id] == trace::kPhaseForward) forward = static_cast<trace::NameId>(id);
-    if (model.names[id] == trace::kPhaseIteration) iteration = static_cast<trace::NameId>(id);
-  }
+  const detail::PhaseNames phases = detail::phase_names(model);
   std::atomic<size_t> ranks_done{0};
   std::vector<Scratch> scratch(static_cast<size_t>(threads));
   parallel_for(model.ranks.size(), threads, [&](size_t ri, int t) {
-    add_spans(model.ranks[ri], chunks, scratch[static_cast<size_t>(t)], iteration, forward);
+    add_spans(model.ranks[ri], chunks, scratch[static_cast<size_t>(t)], phases.iteration, phases.forward);
     add_samples(model.ranks[ri], chunks);
     if (progress) {
       progress->fraction = 0.8 + 0.2 * double(++ranks_done) / double(model.ranks.size());
@@ -434,51 +356,6 @@ void read_rows(trace::Reader& reader, Model& model, std::pair<int64_t, int64_t> 
   if (events.second >= events.first) model.events_read_to = events.second;
   if (memory.second >= memory.first) model.memory_read_to = memory.second;
   model.rows_read = rows_read;
-}
-
-// The first begin and the last end of each row of `lane` that has spans, to `extend`.
-template <class Extend>
-void lane_extent(const Lane& lane, Extend extend) {
-  for (int row = 0; row < lane.rows(); ++row) {
-    if (lane.row_begin(row) == lane.row_end(row)) continue;
-    extend(lane.spans[lane.row_begin(row)].begin_ns, lane.end_max(row, lane.row_end(row) - 1));
-  }
-}
-
-// The rank's extent, t_begin and t_end: of its events and its memory samples (0 and 0 without
-// either).
-void set_rank_extent(RankData& r) {
-  bool any = false;
-  const auto extend = [&](int64_t first, int64_t last) {
-    r.t_begin = any ? std::min(r.t_begin, first) : first;
-    r.t_end = any ? std::max(r.t_end, last) : last;
-    any = true;
-  };
-  for (const Lane& lane : r.lanes) lane_extent(lane, extend);
-  for (const MemorySeries& series : r.memory) {
-    if (!series.ts.empty()) extend(series.ts.front(), series.ts.back());
-  }
-  if (!any) r.t_begin = r.t_end = 0;
-}
-
-// Run-wide totals from the ranks: events, time range, iteration count; and each rank's extent.
-void summarize(Model& model) {
-  bool any = false;
-  model.events = 0;
-  model.iterations = 0;
-  for (RankData& r : model.ranks) {
-    model.events += r.events;
-    for (const Lane& lane : r.lanes) {
-      lane_extent(lane, [&](int64_t first, int64_t last) {
-        model.t_begin = any ? std::min(model.t_begin, first) : first;
-        model.t_end = any ? std::max(model.t_end, last) : last;
-        any = true;
-      });
-    }
-    set_rank_extent(r);
-    for (const auto& it : r.iterations) model.iterations = std::max(model.iterations, it.iteration + 1);
-  }
-  if (!any) model.t_begin = model.t_end = 0;
 }
 
 // The file's (device, inode), so that update_model notices a file replaced under its name.
@@ -576,28 +453,6 @@ std::shared_ptr<const Model> MemoryLoad::operator()() const {
   });
   model.memory_in.raise();
   return nullptr;
-}
-
-void derive_from_rows(Model& model) {
-  trace::NameId forward = kNone, iteration = kNone;
-  for (size_t id = 0; id < model.names.size(); ++id) {
-    if (model.names[id] == trace::kPhaseForward) forward = static_cast<trace::NameId>(id);
-    if (model.names[id] == trace::kPhaseIteration) iteration = static_cast<trace::NameId>(id);
-  }
-  for (RankData& rank : model.ranks) {
-    rank.events = 0;
-    for (const Lane& lane : rank.lanes) rank.events += static_cast<int64_t>(lane.spans.size());
-    for (MemorySeries& series : rank.memory) {
-      sort_series(series);
-      series.peak = 0;
-      for (int64_t b : series.bytes) series.peak = std::max(series.peak, b);
-    }
-    rank.gpu_memory_peak_bytes = -1;
-    find_memory_peak(rank);
-    build_iterations(rank, iteration, forward);
-  }
-  summarize(model);
-  arrange_lanes(model);
 }
 
 std::shared_ptr<const Model> update_model(const Model& previous, LoadProgress* progress,
