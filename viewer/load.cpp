@@ -378,44 +378,56 @@ double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+// A model of `path` with its run tables read through `reader` (open on it), and the file's
+// ranges of events.id and memory.rowid; no row read yet (events_read_to and memory_read_to say so).
+struct Opened {
+  std::shared_ptr<Model> model;
+  std::pair<int64_t, int64_t> events, memory;
+};
+Opened open_model(trace::Reader& reader, const std::string& path) {
+  Opened opened;
+  opened.model = std::make_shared<Model>();
+  Model& model = *opened.model;
+  model.path = path;
+  std::tie(model.file_device, model.file_inode) = file_identity(path);
+  read_tables(reader, model);
+  opened.events = reader.event_id_range();
+  opened.memory = reader.memory_rowid_range();
+  model.events_read_to = opened.events.first - 1;
+  model.memory_read_to = opened.memory.first - 1;
+  return opened;
+}
+
+// A load's last steps, once its rows are in: the totals and extents, the lanes' drawing order,
+// the load's time since `started`, and `progress` at its end.
+void finish_load(Model& model, std::chrono::steady_clock::time_point started, LoadProgress* progress) {
+  summarize(model);
+  arrange_lanes(model);
+  model.load_ms = ms_since(started);
+  if (progress) progress->fraction = 1.0;
+}
+
 }  // namespace
 
 std::shared_ptr<const Model> load_model(const std::string& path, LoadProgress* progress,
                                         int threads) {
   const auto started = std::chrono::steady_clock::now();
   threads = default_threads(threads);
-  auto model = std::make_shared<Model>();
-  model->path = path;
-  std::tie(model->file_device, model->file_inode) = file_identity(path);
   trace::Reader reader(path);
-  read_tables(reader, *model);
-  const auto events = reader.event_id_range();
-  const auto memory = reader.memory_rowid_range();
-  model->events_read_to = events.first - 1;
-  model->memory_read_to = memory.first - 1;
-  read_rows(reader, *model, events, memory, progress, threads);
-  summarize(*model);
-  arrange_lanes(*model);
-  model->load_ms = ms_since(started);
-  if (progress) progress->fraction = 1.0;
-  return model;
+  Opened opened = open_model(reader, path);
+  read_rows(reader, *opened.model, opened.events, opened.memory, progress, threads);
+  finish_load(*opened.model, started, progress);
+  return opened.model;
 }
 
 FirstLoad load_events_first(const std::string& path, LoadProgress* progress, int threads) {
   const auto started = std::chrono::steady_clock::now();
   threads = default_threads(threads);
-  auto model = std::make_shared<Model>();
-  model->path = path;
-  std::tie(model->file_device, model->file_inode) = file_identity(path);
   trace::Reader reader(path);
-  read_tables(reader, *model);
-  const auto events = reader.event_id_range();
-  const auto memory = reader.memory_rowid_range();
-  model->events_read_to = events.first - 1;
-  model->memory_read_to = memory.first - 1;
-  read_rows(reader, *model, events, {memory.first, memory.first - 1}, progress, threads);
-  summarize(*model);
-  arrange_lanes(*model);
+  Opened opened = open_model(reader, path);
+  const std::shared_ptr<Model>& model = opened.model;
+  const auto memory = opened.memory;
+  read_rows(reader, *model, opened.events, {memory.first, memory.first - 1}, progress, threads);
   FirstLoad first;
   if (memory.second >= memory.first) {
     // The samples up to here come in with memory_ready(); see Note [Memory after the first frame].
@@ -426,9 +438,8 @@ FirstLoad load_events_first(const std::string& path, LoadProgress* progress, int
     first.memory.threads_ = threads;
     first.memory.progress_ = std::make_shared<LoadProgress>();
   }
-  model->load_ms = ms_since(started);
-  if (progress) progress->fraction = 1.0;
-  first.model = std::move(model);
+  finish_load(*model, started, progress);
+  first.model = std::move(opened.model);
   return first;
 }
 
@@ -478,10 +489,7 @@ std::shared_ptr<const Model> update_model(const Model& previous, LoadProgress* p
   read_rows(reader, *model, {std::max(events.first, previous.events_read_to + 1), events.second},
             {std::max(memory.first, previous.memory_read_to + 1), memory.second}, progress,
             threads);
-  summarize(*model);
-  arrange_lanes(*model);
-  model->load_ms = ms_since(started);
-  if (progress) progress->fraction = 1.0;
+  finish_load(*model, started, progress);
   return model;
 }
 

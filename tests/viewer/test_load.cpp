@@ -233,6 +233,16 @@ void expect_each_span_shows_its_own_event(const Model& model, int64_t events) {
   }
 }
 
+// A `dpscope synth` trace of `events` events on `ranks` ranks in `dir`; its path.
+std::string synth_trace(const TempDir& dir, int64_t events, int ranks) {
+  SynthOptions options;
+  options.events = events;
+  options.ranks = ranks;
+  options.out = dir.file("synth.sqlite");
+  synthesize(options);
+  return options.out;
+}
+
 }  // namespace
 
 TEST(ViewerDetails, EverySpanShowsItsOwnEventBesideTwinsOnOtherRanksLanesAndItsOwnLane) {
@@ -369,14 +379,10 @@ TEST(ViewerLoad, MemorySamplesOutOfTimeOrderGiveThePeakInOrderOnesGive) {
 // them, and the two halves give load_model's model.
 TEST(ViewerLoad, EventsFirstThenTheMemorySamplesGiveLoadModelsModel) {
   TempDir dir;
-  SynthOptions options;
-  options.events = 30000;
-  options.ranks = 3;
-  options.out = dir.file("synth.sqlite");
-  synthesize(options);
-  const auto whole = load_model(options.out);
+  const std::string path = synth_trace(dir, 30000, 3);
+  const auto whole = load_model(path);
   LoadProgress progress;
-  FirstLoad first = load_events_first(options.out, &progress, 2);
+  FirstLoad first = load_events_first(path, &progress, 2);
   EXPECT_EQ(progress.fraction, 1.0);
   ASSERT_TRUE(first.memory.valid());
   ASSERT_FALSE(first.model->memory_ready());
@@ -462,12 +468,8 @@ TEST(ViewerLoad, SamplesOfARankTheEventsNeverNamedGiveACompleteModel) {
 // (scripts/test-sanitizers tsan runs this test).
 TEST(ViewerLoad, TheModelIsReadWhileItsSamplesArrive) {
   TempDir dir;
-  SynthOptions options;
-  options.events = 20000;
-  options.ranks = 2;
-  options.out = dir.file("synth.sqlite");
-  synthesize(options);
-  FirstLoad first = load_events_first(options.out, nullptr, 2);
+  const std::string path = synth_trace(dir, 20000, 2);
+  FirstLoad first = load_events_first(path, nullptr, 2);
   ASSERT_TRUE(first.memory.valid());
   std::thread reading([&] { EXPECT_EQ(first.memory(), nullptr); });
   const Model& model = *first.model;
@@ -493,12 +495,8 @@ TEST(ViewerLoad, TheModelIsReadWhileItsSamplesArrive) {
 // stays down, so nothing reads half-written series.
 TEST(ViewerLoad, ACancelledMemoryReadThrowsAndLeavesTheMemoryDown) {
   TempDir dir;
-  SynthOptions options;
-  options.events = 20000;
-  options.ranks = 2;
-  options.out = dir.file("synth.sqlite");
-  synthesize(options);
-  FirstLoad first = load_events_first(options.out, nullptr, 1);
+  const std::string path = synth_trace(dir, 20000, 2);
+  FirstLoad first = load_events_first(path, nullptr, 1);
   ASSERT_TRUE(first.memory.valid());
   first.memory.cancel();
   EXPECT_THROW(first.memory(), TraceError);
@@ -507,12 +505,8 @@ TEST(ViewerLoad, ACancelledMemoryReadThrowsAndLeavesTheMemoryDown) {
 
 TEST(ViewerLoad, ReaderBulkScansStopEarlyAndPassExceptionsThrough) {
   TempDir dir;
-  SynthOptions options;
-  options.events = 20000;
-  options.ranks = 2;
-  options.out = dir.file("synth.sqlite");
-  synthesize(options);
-  Reader reader(options.out);
+  const std::string path = synth_trace(dir, 20000, 2);
+  Reader reader(path);
   const auto ids = reader.event_id_range();
   ASSERT_GT(ids.second - ids.first, 10000);
 
